@@ -1,0 +1,11 @@
+"""pytest-dgx-spark: the ten DGX Spark training gotchas (G1-G10) as pytest tests.
+
+Kept tiny on purpose: pytest imports this package on every run in an
+environment where the plugin is installed.
+"""
+
+__version__ = "0.1.0"
+
+#: Lets the plugin notice when PySpark's ``pytest-spark`` (which also installs a
+#: top-level ``pytest_spark`` package) has overwritten this file.
+__dgx_spark__ = True

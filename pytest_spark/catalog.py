@@ -1,0 +1,63 @@
+"""The ten gotchas as static data: id, title, area marker, implementing module.
+
+Kept free of imports beyond the standard library: ``plugin.py`` reads it at
+``pytest --markers`` time, on every run, so it must cost nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MARKER_ALL = "spark_preflight"
+
+#: area marker -> help text, registered by the plugin on every run
+AREA_MARKERS: dict[str, str] = {
+    "spark_launch": "DGX Spark preflight checks that catch launch failures (G1 G2 G9)",
+    "spark_memory": "DGX Spark preflight checks of unified-memory headroom (G3 G6)",
+    "spark_thermal": "DGX Spark preflight check of thermals and power (G4)",
+    "spark_bandwidth": "DGX Spark preflight check of the memory-bandwidth budget (G5)",
+    "spark_precision": "DGX Spark preflight check of NVFP4 vs FP8 on SM121 (G7)",
+    "spark_upstream": "DGX Spark preflight check of upstream playbook issues (G8)",
+    "spark_multinode": "DGX Spark preflight check of two-Spark parallelism (G10)",
+}
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    number: int
+    title: str
+    marker: str
+    module: str
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        return (MARKER_ALL, self.marker)
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("G1", 1, "CUDA 12/13 ABI", "spark_launch", "g01_cuda_abi"),
+    CheckSpec("G2", 2, "flash-attn and Unsloth", "spark_launch", "g02_flash_attn"),
+    CheckSpec("G3", 3, "UMA headroom", "spark_memory", "g03_uma_headroom"),
+    CheckSpec("G4", 4, "thermals and power", "spark_thermal", "g04_thermal"),
+    CheckSpec("G5", 5, "bandwidth budget", "spark_bandwidth", "g05_bandwidth"),
+    CheckSpec("G6", 6, "UMA contention", "spark_memory", "g06_contention"),
+    CheckSpec("G7", 7, "NVFP4 vs FP8", "spark_precision", "g07_nvfp4"),
+    CheckSpec("G8", 8, "stale playbooks", "spark_upstream", "g08_playbooks"),
+    CheckSpec("G9", 9, "container vs bare pip", "spark_launch", "g09_container"),
+    CheckSpec("G10", 10, "two-Spark parallelism", "spark_multinode", "g10_multinode"),
+)
+
+BY_ID: dict[str, CheckSpec] = {c.id: c for c in CHECKS}
+IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
+
+
+def normalize_id(text: str) -> str | None:
+    """``g5`` / ``G05`` / `` 5 `` -> ``G5``; ``None`` when it names no check."""
+    t = text.strip().upper()
+    if t.startswith("G"):
+        t = t[1:]
+    if not t.isdigit():
+        return None
+    cid = f"G{int(t)}"
+    return cid if cid in BY_ID else None

@@ -1,0 +1,166 @@
+"""``spark-preflight``: the ten checks without pytest's output around them.
+
+Same engine, same options, same lines as ``pytest --spark-preflight``:
+exit 0 when nothing FAILs, 1 on a FAIL (or a WARN with ``--strict``),
+2 when it could not run (a bad option, an unreadable config file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_spark import __version__, options, report
+from pytest_spark.model import Status, verdict, verdict_line
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class ConfigError(Exception):
+    """The project's pytest configuration could not be read."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2 (argparse's code too)
+        self.exit(EXIT_USAGE, f"spark-preflight: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="spark-preflight",
+        description="Run the ten DGX Spark preflight checks (G1..G10) and print one line each.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of lines")
+    parser.add_argument(
+        "--rootdir",
+        metavar="DIR",
+        default=None,
+        help="where to look for pytest.ini / pyproject.toml / tox.ini / setup.cfg "
+        "(default: the current folder and its parents, as pytest does)",
+    )
+    parser.add_argument("--version", action="version", version=f"pytest-dgx-spark {__version__}")
+    options.add_cli_options(parser)
+    return parser
+
+
+# --------------------------------------------------------------------------- ini
+
+
+def _pyproject_ini(path: Path) -> dict[str, Any] | None:
+    try:
+        import tomllib  # type: ignore[import-not-found]
+    except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    section = data.get("tool", {}).get("pytest", {})
+    if not isinstance(section, dict):
+        return None
+    ini = section.get("ini_options")
+    return ini if isinstance(ini, dict) else None
+
+
+def _ini_section(path: Path, section: str) -> dict[str, Any] | None:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except configparser.Error as exc:
+        raise ConfigError(f"{path}: {str(exc).splitlines()[0]}") from None
+    if not parser.has_section(section):
+        return None
+    return dict(parser.items(section))
+
+
+def find_ini(start: Path) -> tuple[Path | None, dict[str, Any]]:
+    """Find the pytest configuration the way pytest does (first match upward)."""
+    for folder in (start, *start.parents):
+        for name, section in (
+            ("pytest.ini", "pytest"),
+            (".pytest.ini", "pytest"),
+            ("pyproject.toml", None),
+            ("tox.ini", "pytest"),
+            ("setup.cfg", "tool:pytest"),
+        ):
+            path = folder / name
+            if not path.is_file():
+                continue
+            found = _pyproject_ini(path) if section is None else _ini_section(path, section)
+            if found is not None or name in ("pytest.ini", ".pytest.ini"):
+                return path, dict(found or {})
+    return None, {}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pytest_spark.plugin import pyspark_plugin_clash
+
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    cwd = Path.cwd()
+    start = Path(ns.rootdir).resolve() if ns.rootdir else cwd
+    try:
+        inipath, ini = find_ini(start)
+        rootdir = inipath.parent if inipath else start
+        settings = options.settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
+    except (ConfigError, options.OptionError) as exc:
+        print(f"spark-preflight: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    clash = pyspark_plugin_clash()
+    if clash:
+        print(f"spark-preflight: error: {clash}", file=sys.stderr)
+        return EXIT_USAGE
+
+    from pytest_spark.engine import Engine
+    from pytest_spark.probes.machine import Machine
+
+    engine = Engine(settings, Machine(timeout=settings.timeout))
+    results = engine.run_many()
+    host = engine.machine.identity()
+    profile = engine.profile()
+    if settings.report is not None:
+        doc = report.env_report(
+            results,
+            strict=settings.strict,
+            host=host,
+            workload_gb=settings.workload_gb,
+            settings=settings.to_dict(),
+            profile=profile,
+        )
+        try:
+            report.write_json(settings.report, doc)
+        except OSError as exc:
+            print(
+                f"spark-preflight: error: cannot write {settings.report}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+    if ns.json:
+        block = report.run_block(
+            results, strict=settings.strict, host=host, settings=settings.to_dict(), profile=profile
+        )
+        print(json.dumps(block, indent=2, default=str))
+    else:
+        for result in results:
+            print(result.line())
+        print(verdict_line(results, strict=settings.strict))
+    blocked = verdict(results, strict=settings.strict).value == "blocked"
+    if any(r.status is Status.FAIL for r in results) or blocked:
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

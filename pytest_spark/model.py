@@ -1,0 +1,189 @@
+"""The result of one check, and the verdict over several.
+
+Everything here is plain data that survives a JSON round trip, because results
+travel from xdist workers to the controller on report attributes and are
+written to ``env-report.json`` and pytest-json-report metadata.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "pytest_spark/1"
+
+Value = int | float | str | bool | None
+
+
+class Status(str, enum.Enum):
+    """The five outcomes a check can have (SPEC "Statuses")."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    WARN = "WARN"
+    SKIP = "SKIP"
+    INFO = "INFO"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One measured or read value, with its unit (``""`` when unitless).
+
+    ``None`` means the machine answered "not available" (GB10's ``[N/A]``);
+    it is still a reading, rendered as ``[N/A]``.
+    """
+
+    name: str
+    value: Value
+    unit: str = ""
+
+    def render(self) -> str:
+        if self.value is None:
+            return "[N/A]"
+        if isinstance(self.value, bool):
+            text = "yes" if self.value else "no"
+        elif isinstance(self.value, float):
+            text = _format_float(self.value)
+        else:
+            text = str(self.value)
+        return f"{text} {self.unit}" if self.unit else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "unit": self.unit}
+
+
+def _format_float(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace so a G-line never spans two lines."""
+    return " ".join(str(text).split())
+
+
+@dataclass
+class Result:
+    """What one check decided: status, a one-line summary, the fix, readings."""
+
+    check_id: str
+    status: Status
+    summary: str
+    fix: str = ""
+    readings: list[Reading] = field(default_factory=list)
+    duration_s: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        self.summary = one_line(self.summary)
+        self.fix = one_line(self.fix)
+        self.details = [one_line(d) for d in self.details if str(d).strip()]
+
+    @property
+    def text(self) -> str:
+        """The text of the G-line: the summary, and the fix for FAIL/WARN."""
+        if self.fix and self.status in (Status.FAIL, Status.WARN):
+            return f"{self.summary}; fix: {self.fix}"
+        return self.summary
+
+    def line(self) -> str:
+        """``G<n> <STATUS>: <text>`` — the fixed format shared with preflight.sh."""
+        return f"{self.check_id} {self.status.value}: {self.text}"
+
+    def reading(self, name: str) -> Reading | None:
+        for reading in self.readings:
+            if reading.name == name:
+                return reading
+        return None
+
+    def report_text(self) -> str:
+        """The G-line followed by details and readings, one per line.
+
+        This is what goes to ``<system-out>`` and the verbose terminal.
+        """
+        lines = [self.line()]
+        lines.extend(f"  {d}" for d in self.details)
+        lines.extend(f"  {r.name} = {r.render()}" for r in self.readings)
+        return "\n".join(lines)
+
+    def seed_value(self) -> str:
+        """The seed's env-report vocabulary: ``pass`` | ``fail`` | ``warn: …``."""
+        word = self.status.value.lower()
+        if self.status in (Status.PASS, Status.FAIL):
+            return word
+        return f"{word}: {self.summary}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.check_id,
+            "status": self.status.value,
+            "summary": self.summary,
+            "fix": self.fix,
+            "line": self.line(),
+            "readings": {r.name: r.to_dict() for r in self.readings},
+            "details": list(self.details),
+            "duration_s": round(self.duration_s, 4),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Result:
+        readings = [
+            Reading(name, spec.get("value"), spec.get("unit", ""))
+            for name, spec in dict(data.get("readings") or {}).items()
+        ]
+        return cls(
+            check_id=str(data["id"]),
+            status=Status(data["status"]),
+            summary=str(data.get("summary", "")),
+            fix=str(data.get("fix", "")),
+            readings=readings,
+            duration_s=float(data.get("duration_s", 0.0)),
+            details=list(data.get("details") or []),
+        )
+
+
+class Verdict(str, enum.Enum):
+    """The seed's verdict vocabulary for ``env-report.json``."""
+
+    READY = "ready"
+    READY_WITH_WARNINGS = "ready-with-warnings"
+    BLOCKED = "blocked"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def verdict(results: Iterable[Result], *, strict: bool = False) -> Verdict:
+    """``blocked`` on any FAIL (or WARN when strict), ``ready-with-warnings``
+    on any WARN or SKIP, else ``ready``."""
+    statuses = {r.status for r in results}
+    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
+        return Verdict.BLOCKED
+    if statuses & {Status.WARN, Status.SKIP}:
+        return Verdict.READY_WITH_WARNINGS
+    return Verdict.READY
+
+
+def verdict_line(results: list[Result], *, strict: bool = False) -> str:
+    """``verdict: blocked (G1, G6 failed)`` — the last line of the section."""
+    v = verdict(results, strict=strict)
+    failed = [r.check_id for r in results if r.status is Status.FAIL]
+    if strict:
+        failed += [r.check_id for r in results if r.status is Status.WARN]
+    counts = {s: sum(1 for r in results if r.status is s) for s in Status}
+    tally = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+    if v is Verdict.BLOCKED:
+        return f"verdict: {v.value} ({', '.join(failed)} failed; {tally})"
+    return f"verdict: {v.value} ({tally})" if tally else f"verdict: {v.value}"

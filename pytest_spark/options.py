@@ -1,0 +1,498 @@
+"""One table of options, registered twice: as pytest options with ini twins
+(``--spark-<name>`` / ``spark_preflight_<name>``) and as ``spark-preflight``
+CLI flags (``--<name>``). Values from either are validated here, once, into a
+frozen :class:`Settings`.
+
+This module is imported on every pytest run (for ``pytest_addoption``), so it
+imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_spark import catalog
+from pytest_spark.thresholds import THRESHOLDS, defaults
+
+PROFILES = ("auto", "gb10", "generic")
+TP_SEVERITIES = ("fail", "warn")
+DEFAULT_GITHUB_URL = "https://api.github.com"
+
+
+class OptionError(ValueError):
+    """A bad option value; the message names the option and is one line."""
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # "thermal-seconds"
+    kind: str  # bool | float | str | choice | ids | path | paths | pairs
+    help: str
+    metavar: str | None = None
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    exclusive_min: bool = False
+
+    @property
+    def flag(self) -> str:
+        return f"--spark-{self.name}"
+
+    @property
+    def cli_flag(self) -> str:
+        return f"--{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return "spark_" + self.name.replace("-", "_")
+
+    @property
+    def ini(self) -> str:
+        return "spark_preflight_" + self.name.replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("strict", "bool", "WARN fails the test and blocks the verdict."),
+    Option(
+        "gate",
+        "bool",
+        "skip every non-preflight test with 'spark preflight G<n> failed' when a check FAILs.",
+    ),
+    Option(
+        "report",
+        "path",
+        "write env-report.json (the seed's schema plus readings, host, timings) to PATH.",
+        metavar="PATH",
+    ),
+    Option("only", "ids", "run only these checks, e.g. G1,G5.", metavar="IDS"),
+    Option(
+        "profile",
+        "choice",
+        "thresholds: GB10's when the GPU is GB10 (auto) or forced (gb10); "
+        "generic derives them from the GPU found.",
+        default="auto",
+        choices=PROFILES,
+    ),
+    Option(
+        "timeout",
+        "float",
+        "seconds every probe of the machine may take (default 10).",
+        metavar="SECONDS",
+        default=10.0,
+        minimum=0.0,
+        exclusive_min=True,
+    ),
+    Option("offline", "bool", "G8: do not contact GitHub (SKIP)."),
+    Option(
+        "intrusive",
+        "bool",
+        "allow probes that load the machine: G5's bandwidth copy, G10's network all-reduce.",
+    ),
+    Option(
+        "thermal-seconds",
+        "float",
+        "G4: how long to sample temperature, power and clocks (default 1).",
+        metavar="N",
+        default=1.0,
+        minimum=0.0,
+    ),
+    Option(
+        "workload-gb",
+        "float",
+        "G3: memory the planned workload needs, in GiB (free -g units).",
+        metavar="N",
+        minimum=0.0,
+        exclusive_min=True,
+    ),
+    Option(
+        "planned-bandwidth",
+        "float",
+        "G5: memory bandwidth the plan assumes, in GB/s.",
+        metavar="GBPS",
+        minimum=0.0,
+        exclusive_min=True,
+    ),
+    Option(
+        "playbook",
+        "str",
+        "G8: the dgx-spark-playbooks playbook being followed (e.g. unsloth, vllm, nccl).",
+        metavar="NAME",
+    ),
+    Option(
+        "config",
+        "paths",
+        "G10: a training/serving config to inspect (repeatable).",
+        metavar="PATH",
+    ),
+    Option(
+        "drop-caches",
+        "bool",
+        "G3: as root, sync and drop the page cache before reading headroom (never implied).",
+    ),
+    Option(
+        "threshold",
+        "pairs",
+        "override a threshold, NAME=VALUE (repeatable); see README for the names.",
+        metavar="NAME=VALUE",
+    ),
+    Option(
+        "github-url",
+        "str",
+        f"G8: GitHub REST base URL (a mirror or GitHub Enterprise; default {DEFAULT_GITHUB_URL}).",
+        metavar="URL",
+        default=DEFAULT_GITHUB_URL,
+    ),
+    Option(
+        "tp-across-nodes",
+        "choice",
+        "G10: status for tensor parallelism across nodes (default fail; NVIDIA's own "
+        "inference playbooks run TP=2 over two Sparks).",
+        default="fail",
+        choices=TP_SEVERITIES,
+    ),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated options for one run, shared by the plugin and the CLI."""
+
+    strict: bool = False
+    gate: bool = False
+    report: Path | None = None
+    only: tuple[str, ...] = ()
+    profile: str = "auto"
+    timeout: float = 10.0
+    offline: bool = False
+    intrusive: bool = False
+    thermal_seconds: float = 1.0
+    workload_gb: float | None = None
+    planned_bandwidth: float | None = None
+    playbook: str | None = None
+    config: tuple[Path, ...] = ()
+    drop_caches: bool = False
+    threshold: Mapping[str, float] = field(default_factory=dict)
+    github_url: str = DEFAULT_GITHUB_URL
+    tp_across_nodes: str = "fail"
+    rootdir: Path = field(default_factory=Path.cwd)
+
+    @property
+    def selected(self) -> tuple[str, ...]:
+        """The checks enabled by ``--spark-only`` (all ten without it)."""
+        return self.only or catalog.IDS
+
+    def thresholds(self, profile: str) -> dict[str, float]:
+        """Defaults for the resolved profile, with the user's overrides on top."""
+        values = defaults(profile)
+        values.update(self.threshold)
+        return values
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for opt in OPTIONS:
+            value = getattr(self, opt.dest[len("spark_") :])
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = [str(v) for v in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[opt.name] = value
+        return out
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _where(opt: Option, source: str) -> str:
+    if source == "ini":
+        return f"{opt.ini} (ini)"
+    if source == "cli":
+        return opt.cli_flag
+    return opt.flag
+
+
+def _parse_float(opt: Option, raw: Any, where: str) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"{where}: expected a number, got {raw!r}") from None
+    if math.isnan(value) or math.isinf(value):
+        raise OptionError(f"{where}: expected a finite number, got {raw!r}")
+    if opt.minimum is not None:
+        if opt.exclusive_min and value <= opt.minimum:
+            raise OptionError(f"{where}: must be > {opt.minimum:g}, got {raw!r}")
+        if not opt.exclusive_min and value < opt.minimum:
+            raise OptionError(f"{where}: must be >= {opt.minimum:g}, got {raw!r}")
+    return value
+
+
+def _split_list(raw: Any) -> list[str]:
+    if isinstance(raw, (list, tuple)):
+        parts: list[str] = []
+        for item in raw:
+            parts.extend(_split_list(item))
+        return parts
+    return [p.strip() for p in str(raw).replace(",", " ").split() if p.strip()]
+
+
+def _parse_ids(raw: Any, where: str) -> tuple[str, ...]:
+    ids: list[str] = []
+    for part in _split_list(raw):
+        cid = catalog.normalize_id(part)
+        if cid is None:
+            raise OptionError(f"{where}: {part!r} is not a check id (expected G1..G10, e.g. G1,G5)")
+        if cid not in ids:
+            ids.append(cid)
+    if not ids:
+        raise OptionError(f"{where}: expected check ids such as G1,G5, got {raw!r}")
+    return tuple(sorted(ids, key=lambda c: catalog.BY_ID[c].number))
+
+
+def _parse_pairs(raw: Any, where: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    for item in items:
+        for part in str(item).replace(",", " ").split():
+            name, sep, value = part.partition("=")
+            name = name.strip()
+            if not sep:
+                raise OptionError(f"{where}: expected NAME=VALUE, got {part!r}")
+            if name not in THRESHOLDS:
+                known = ", ".join(sorted(THRESHOLDS))
+                raise OptionError(f"{where}: unknown threshold {name!r} (known: {known})")
+            try:
+                number = float(value)
+            except ValueError:
+                raise OptionError(f"{where}: {name} needs a number, got {value!r}") from None
+            if math.isnan(number) or math.isinf(number) or number < 0:
+                raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
+            out[name] = number
+    return out
+
+
+def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
+    text = str(raw).strip()
+    if not text:
+        raise OptionError(f"{where}: expected a file path")
+    path = Path(os.path.expanduser(text))
+    if not path.is_absolute():
+        path = base / path
+    if path.is_dir():
+        raise OptionError(f"{where}: {text!r} is a directory; give a file path")
+    parent = path.parent
+    if not parent.is_dir():
+        raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OptionError(f"{where}: folder {str(parent)!r} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OptionError(f"{where}: {text!r} is not writable")
+    return path
+
+
+def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
+    paths: list[Path] = []
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    for item in items:
+        text = str(item).strip()
+        if not text:
+            continue
+        path = Path(os.path.expanduser(text))
+        if not path.is_absolute():
+            path = base / path
+        if not path.exists():
+            raise OptionError(f"{where}: {text!r} does not exist")
+        paths.append(path)
+    return tuple(paths)
+
+
+def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
+    """Validate one raw value (from argparse or ini) for ``opt``."""
+    where = _where(opt, source)
+    if opt.kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        raise OptionError(f"{where}: expected true or false, got {raw!r}")
+    if opt.kind == "float":
+        return _parse_float(opt, raw, where)
+    if opt.kind == "choice":
+        text = str(raw).strip().lower()
+        if text not in opt.choices:
+            raise OptionError(f"{where}: expected one of {', '.join(opt.choices)}, got {raw!r}")
+        return text
+    if opt.kind == "ids":
+        return _parse_ids(raw, where)
+    if opt.kind == "path":
+        return _parse_report_path(raw, where, base)
+    if opt.kind == "paths":
+        return _parse_config_paths(raw, where, base)
+    if opt.kind == "pairs":
+        return _parse_pairs(raw, where)
+    text = str(raw).strip()
+    if not text:
+        raise OptionError(f"{where}: expected a value")
+    if opt.name == "github-url" and not text.startswith(("http://", "https://")):
+        raise OptionError(f"{where}: expected an http(s) URL, got {raw!r}")
+    if opt.name == "playbook":
+        text = text.lower()
+    return text
+
+
+def build_settings(
+    lookup: Callable[[Option], tuple[Any, str] | None],
+    *,
+    base: Path,
+    rootdir: Path | None = None,
+) -> Settings:
+    """Build :class:`Settings`; ``lookup(opt)`` returns ``(raw, source)`` or ``None``
+    for "not given" (source is ``"flag"``, ``"cli"`` or ``"ini"``)."""
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        found = lookup(opt)
+        if found is None:
+            continue
+        raw, source = found
+        values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, base)
+    if "threshold" in values:
+        values["threshold"] = dict(values["threshold"])
+    return Settings(rootdir=rootdir or base, **values)
+
+
+# --------------------------------------------------------------------------- pytest
+
+
+def add_pytest_options(parser: Any) -> None:
+    """Register ``--spark-*`` options and ``spark_preflight_*`` ini keys."""
+    group = parser.getgroup("dgx-spark", "DGX Spark preflight (pytest-dgx-spark)")
+    group.addoption(
+        "--spark-preflight",
+        action="store_true",
+        default=None,
+        dest="spark_preflight",
+        help="collect and run the ten DGX Spark preflight checks G1..G10.",
+    )
+    parser.addini(
+        "spark_preflight_enabled",
+        "run the DGX Spark preflight checks as if --spark-preflight was given",
+        type="bool",
+        default=False,
+    )
+    for opt in OPTIONS:
+        if opt.kind == "bool":
+            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=opt.help)
+            parser.addini(opt.ini, opt.help, type="bool", default=False)
+        elif opt.kind in ("paths", "pairs"):
+            group.addoption(
+                opt.flag,
+                action="append",
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar,
+                help=opt.help,
+            )
+            parser.addini(opt.ini, opt.help + " (one per line)", type="linelist", default=[])
+        else:
+            group.addoption(
+                opt.flag,
+                action="store",
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar or opt.name.upper(),
+                help=opt.help,
+            )
+            parser.addini(opt.ini, opt.help, type="string", default="")
+
+
+def preflight_enabled(config: Any) -> bool:
+    if config.getoption("spark_preflight", None):
+        return True
+    try:
+        return bool(config.getini("spark_preflight_enabled"))
+    except (ValueError, KeyError):
+        return False
+
+
+def settings_from_pytest(config: Any) -> Settings:
+    """CLI > ini > default; raises :class:`OptionError`."""
+    base = Path(config.invocation_params.dir)
+
+    def lookup(opt: Option) -> tuple[Any, str] | None:
+        cli = config.getoption(opt.dest, None)
+        if cli is not None:
+            return cli, "flag"
+        try:
+            ini = config.getini(opt.ini)
+        except ValueError as exc:  # pytest's own bool parsing of a bad ini value
+            raise OptionError(f"{opt.ini} (ini): {exc}") from None
+        if opt.kind == "bool":
+            return (True, "ini") if ini else None
+        if ini in (None, "", []):
+            return None
+        return ini, "ini"
+
+    return build_settings(lookup, base=base, rootdir=Path(config.rootpath))
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_cli_options(parser: argparse.ArgumentParser) -> None:
+    """The same options for ``spark-preflight``, spelled ``--<name>``
+    (``--spark-<name>`` is accepted too)."""
+    for opt in OPTIONS:
+        flags = [opt.cli_flag, opt.flag]
+        if opt.kind == "bool":
+            parser.add_argument(*flags, action="store_true", default=None, dest=opt.dest, help=opt.help)
+        elif opt.kind in ("paths", "pairs"):
+            parser.add_argument(
+                *flags,
+                action="append",
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar,
+                help=opt.help,
+            )
+        else:
+            parser.add_argument(
+                *flags,
+                default=None,
+                dest=opt.dest,
+                metavar=opt.metavar or opt.name.upper(),
+                help=opt.help,
+            )
+
+
+def settings_from_cli(
+    ns: argparse.Namespace, ini: Mapping[str, Any], *, base: Path, rootdir: Path
+) -> Settings:
+    """CLI flags > ini values (read from the project's pytest config) > defaults."""
+
+    def lookup(opt: Option) -> tuple[Any, str] | None:
+        cli = getattr(ns, opt.dest, None)
+        if cli is not None:
+            return cli, "cli"
+        raw = ini.get(opt.ini)
+        if raw in (None, "", []):
+            return None
+        if opt.kind in ("paths", "pairs") and isinstance(raw, str):
+            raw = [line for line in raw.splitlines() if line.strip()]
+        return raw, "ini"
+
+    return build_settings(lookup, base=base, rootdir=rootdir)
+
+
+def ini_names() -> Sequence[str]:
+    return ["spark_preflight_enabled", *(o.ini for o in OPTIONS)]

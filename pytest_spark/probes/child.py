@@ -1,0 +1,253 @@
+"""Run a Python probe script in a child process, with a progress watchdog.
+
+Importing torch or flash-attn, initialising NVML and launching the first CUDA
+kernel can segfault, abort or hang on a broken machine. None of that may
+reach the pytest process, so each happens in a child that reports progress as
+JSON lines on stdout:
+
+* ``{"begin": "import torch", "scale": 3}`` — a step starts; the parent then
+  allows ``step_timeout * scale`` seconds for the next line;
+* ``{"data": {...}}`` — facts, merged into :attr:`ChildResult.data`;
+* ``{"event": {...}}`` — one item of a series (G4 samples).
+
+A child that prints nothing for its allowance is killed with its process
+group, and the result says which step it was in. A child killed by a signal
+says which signal, and which step it was in. Lines that are not JSON are
+counted, not fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_spark.probes.commands import kill_group, signal_name
+
+SCRIPTS = Path(__file__).with_name("scripts")
+
+#: the prologue every child script starts with (see scripts/_protocol.py)
+PROTOCOL = "_protocol.py"
+
+
+def script_source(*names: str, main: str = "main()") -> str:
+    """Concatenate the protocol prologue and the named scripts into one source."""
+    parts = [(SCRIPTS / PROTOCOL).read_text(encoding="utf-8")]
+    parts += [(SCRIPTS / name).read_text(encoding="utf-8") for name in names]
+    parts.append(f"\n{main}\n")
+    return "\n".join(parts)
+
+
+@dataclass
+class ChildResult:
+    data: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    step: str | None = None  # the step running when the child stopped
+    returncode: int | None = None
+    signal: str | None = None
+    timed_out: bool = False
+    error: str | None = None  # could not start
+    garbage: int = 0
+    garbage_sample: list[str] = field(default_factory=list)
+    stderr_tail: str = ""
+    duration_s: float = 0.0
+    finished: bool = False  # the script printed {"done": true}
+
+    @property
+    def ok(self) -> bool:
+        return self.finished and self.returncode == 0 and not self.timed_out
+
+    def describe(self, what: str = "probe child") -> str:
+        """One line: why the child did not finish (or ``"ok"``)."""
+        where = f" during {self.step!r}" if self.step else ""
+        if self.error:
+            return f"{what} could not start: {self.error}"
+        if self.timed_out:
+            return f"{what} made no progress for {self.data.get('_allowance', '?')} s{where} (hung; killed)"
+        if self.signal:
+            return f"{what} was killed by {self.signal}{where}"
+        if self.returncode not in (0, None):
+            tail = last_line(self.stderr_tail)
+            return f"{what} exited {self.returncode}{where}" + (f": {tail}" if tail else "")
+        if not self.finished:
+            return f"{what} stopped before finishing{where} (output incomplete)"
+        return "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChildResult:
+        return cls(**dict(data))
+
+
+def last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def child_env(
+    extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONSTARTUP", None)
+    # The child must not look like an xdist worker or pick up pytest state.
+    for key in list(env):
+        if key.startswith("PYTEST_XDIST") or key == "PYTEST_CURRENT_TEST":
+            env.pop(key)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_python(
+    source: str,
+    *,
+    args: Sequence[str] = (),
+    step_timeout: float,
+    total_timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+    stdin_data: str | None = None,
+    max_events: int = 100_000,
+) -> ChildResult:
+    """Run ``source`` with ``python -c`` and follow its JSON-lines protocol."""
+    result = ChildResult()
+    start = time.monotonic()
+    total = total_timeout if total_timeout is not None else step_timeout * 12
+    argv = [python or sys.executable, "-c", source, *args]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env(base=env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        result.error = exc.strerror or str(exc)
+        return result
+
+    lines: queue.Queue[bytes | None] = queue.Queue()
+    stderr_chunks: list[bytes] = []
+
+    def pump_stdout() -> None:
+        assert proc.stdout is not None
+        try:
+            for raw in iter(proc.stdout.readline, b""):
+                lines.put(raw)
+        except (OSError, ValueError):
+            pass
+        finally:
+            lines.put(None)
+
+    def pump_stderr() -> None:
+        assert proc.stderr is not None
+        kept = 0
+        try:
+            for chunk in iter(lambda: proc.stderr.read(4096), b""):  # type: ignore[union-attr]
+                stderr_chunks.append(chunk)
+                kept += len(chunk)
+                while kept > 65536 and len(stderr_chunks) > 1:
+                    kept -= len(stderr_chunks.pop(0))
+        except (OSError, ValueError):
+            pass
+
+    threads = [
+        threading.Thread(target=pump_stdout, daemon=True),
+        threading.Thread(target=pump_stderr, daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    if stdin_data is not None and proc.stdin is not None:
+        try:
+            proc.stdin.write(stdin_data.encode())
+            proc.stdin.close()
+        except OSError:
+            pass
+
+    allowance = step_timeout
+    deadline = time.monotonic() + allowance
+    hard_deadline = start + total
+    eof = False
+    while True:
+        now = time.monotonic()
+        wait = min(deadline, hard_deadline) - now
+        if wait <= 0:
+            result.timed_out = True
+            break
+        try:
+            raw = lines.get(timeout=wait)
+        except queue.Empty:
+            continue
+        if raw is None:
+            eof = True
+            break
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            continue
+        try:
+            msg = json.loads(text)
+            if not isinstance(msg, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            result.garbage += 1
+            if len(result.garbage_sample) < 3:
+                result.garbage_sample.append(text[:200])
+            continue
+        allowance = step_timeout
+        if "begin" in msg:
+            result.step = str(msg["begin"])
+            result.steps.append(result.step)
+            try:
+                allowance = step_timeout * max(float(msg.get("scale", 1)), 0.1)
+            except (TypeError, ValueError):
+                allowance = step_timeout
+        if isinstance(msg.get("data"), dict):
+            result.data.update(msg["data"])
+        if isinstance(msg.get("event"), dict) and len(result.events) < max_events:
+            result.events.append(msg["event"])
+        if msg.get("done"):
+            result.finished = True
+            result.step = None
+        deadline = time.monotonic() + allowance
+
+    if result.timed_out:
+        result.data["_allowance"] = round(allowance, 3)
+        kill_group(proc)
+    else:
+        try:
+            proc.wait(timeout=max(1.0, step_timeout))
+        except subprocess.TimeoutExpired:
+            # stdout closed but the process lingers: treat as hung.
+            result.timed_out = True
+            result.data["_allowance"] = round(allowance, 3)
+            kill_group(proc)
+    for t in threads:
+        t.join(timeout=1)
+    result.returncode = proc.returncode
+    if proc.returncode is not None and proc.returncode < 0:
+        result.signal = signal_name(-proc.returncode)
+    result.stderr_tail = b"".join(stderr_chunks).decode("utf-8", errors="replace")[-4000:]
+    result.duration_s = time.monotonic() - start
+    del eof
+    for stream in (proc.stdout, proc.stderr):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+    return result

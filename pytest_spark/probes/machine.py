@@ -1,0 +1,319 @@
+"""The machine as the checks see it: one object, every probe cached for the run.
+
+A check never touches ``/proc``, NVML, subprocesses or the network directly;
+it asks a :class:`Machine`. Tests build a Machine over a folder of recorded
+files (``root``), an environment whose ``PATH``/``PYTHONPATH`` put test
+doubles first (a fake ``nvidia-smi`` script, a fake ``pynvml`` or ``torch``
+module for the child processes), and the checks' own code runs unchanged.
+
+``SPARK_PREFLIGHT_HOST_ROOT`` moves the root for real use too, like
+gopsutil's ``HOST_PROC``: a container that mounts the host's ``/`` can
+inspect the host.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_spark.probes import procfs
+from pytest_spark.probes.child import ChildResult, run_python, script_source
+from pytest_spark.probes.commands import CommandResult, run_command
+from pytest_spark.probes.store import MemoryStore
+
+ROOT_ENV = "SPARK_PREFLIGHT_HOST_ROOT"
+MAX_TEXT = 1 << 20
+
+
+class Machine:
+    def __init__(
+        self,
+        *,
+        root: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 10.0,
+        store: MemoryStore | None = None,
+        python: str | None = None,
+        euid: int | None = None,
+    ) -> None:
+        self.env: dict[str, str] = dict(os.environ if env is None else env)
+        if root is None:
+            root = self.env.get(ROOT_ENV) or "/"
+        self.root = Path(root)
+        self.timeout = float(timeout)
+        self.store = store if store is not None else MemoryStore()
+        self.python = python or sys.executable
+        self._euid = euid
+
+    # ------------------------------------------------------------------ files
+
+    def path(self, absolute: str) -> Path:
+        """``/proc/meminfo`` under this machine's root."""
+        return self.root / absolute.lstrip("/")
+
+    def exists(self, absolute: str) -> bool:
+        try:
+            return self.path(absolute).exists()
+        except OSError:
+            return False
+
+    def read_text(self, absolute: str, limit: int = MAX_TEXT) -> tuple[str | None, str | None]:
+        """``(text, None)`` or ``(None, reason)``; never raises."""
+        try:
+            with open(self.path(absolute), "rb") as fh:
+                raw = fh.read(limit)
+        except OSError as exc:
+            return None, f"cannot read {absolute}: {exc.strerror or exc}"
+        return raw.decode("utf-8", errors="replace"), None
+
+    @property
+    def euid(self) -> int:
+        return os.geteuid() if self._euid is None else self._euid
+
+    @property
+    def is_root(self) -> bool:
+        return self.euid == 0
+
+    # ------------------------------------------------------------------ /proc
+
+    def meminfo(self, *, key: str = "meminfo") -> dict[str, Any]:
+        """``{"fields": {name: kB}, "error": reason|None}``."""
+
+        def probe() -> dict[str, Any]:
+            text, error = self.read_text("/proc/meminfo")
+            if text is None:
+                return {"fields": {}, "error": error}
+            fields = procfs.parse_meminfo(text)
+            if not fields:
+                return {"fields": {}, "error": "/proc/meminfo has no readable fields"}
+            return {"fields": fields, "error": None}
+
+        return self.store.get_or_compute(key, probe)
+
+    def drop_caches(self) -> dict[str, Any]:
+        """``sync; echo 3 > /proc/sys/vm/drop_caches`` — root only, once per run.
+
+        Called only when the user passed ``--spark-drop-caches``; it flushes
+        the page cache of every process on the box.
+        """
+
+        def probe() -> dict[str, Any]:
+            if not self.is_root:
+                return {
+                    "done": False,
+                    "refused": f"not root (euid {self.euid}); nothing was written",
+                }
+            before = self.meminfo(key="meminfo:before-drop")
+            sync = run_command(["sync"], timeout=self.timeout, env=self.env)
+            try:
+                with open(self.path("/proc/sys/vm/drop_caches"), "w") as fh:
+                    fh.write("3\n")
+            except OSError as exc:
+                return {
+                    "done": False,
+                    "error": f"cannot write /proc/sys/vm/drop_caches: {exc.strerror or exc}",
+                    "before": before,
+                }
+            after = self.meminfo(key="meminfo:after-drop")
+            return {"done": True, "sync": sync.describe(), "before": before, "after": after}
+
+        return self.store.get_or_compute("drop_caches", probe)
+
+    def python_path(self) -> list[str]:
+        """Where the checked Python finds packages: this machine's ``PYTHONPATH``
+        first (so a test's fake site-packages shadows the real one, as it does
+        for the probe children), then this interpreter's ``sys.path``."""
+        entries = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        entries += [p for p in sys.path if p]
+        seen: list[str] = []
+        for entry in entries:
+            full = os.path.abspath(entry)
+            if full not in seen and os.path.isdir(full):
+                seen.append(full)
+        return seen
+
+    def packages(self) -> dict[str, Any]:
+        """Installed distributions (metadata only; see ``probes/packages.py``)."""
+        from pytest_spark.probes.packages import list_distributions
+
+        return self.store.get_or_compute("packages", lambda: list_distributions(self.python_path()))
+
+    def processes(self) -> dict[str, Any]:
+        from pytest_spark.probes.processes import list_processes
+
+        return self.store.get_or_compute("processes", lambda: list_processes(self.root))
+
+    # ------------------------------------------------------------------ commands
+
+    def command(self, argv: Sequence[str], *, timeout: float | None = None) -> CommandResult:
+        key = "cmd:" + "\x00".join(argv)
+        data = self.store.get_or_compute(
+            key,
+            lambda: run_command(argv, timeout=timeout or self.timeout, env=self.env).to_dict(),
+        )
+        return CommandResult.from_dict(data)
+
+    def python_child(
+        self,
+        key: str,
+        scripts: Sequence[str],
+        config: Mapping[str, Any] | None = None,
+        *,
+        step_timeout: float | None = None,
+        total_timeout: float | None = None,
+    ) -> ChildResult:
+        """Run probe scripts (from ``probes/scripts``) in a child, once per key."""
+        import json
+
+        def probe() -> dict[str, Any]:
+            source = script_source(*scripts)
+            args = [json.dumps(dict(config or {}))]
+            return run_python(
+                source,
+                args=args,
+                step_timeout=step_timeout or self.timeout,
+                total_timeout=total_timeout,
+                env=self.env,
+                python=self.python,
+            ).to_dict()
+
+        return ChildResult.from_dict(self.store.get_or_compute(key, probe))
+
+    # ------------------------------------------------------------------ NVML
+
+    def nvml(self) -> dict[str, Any]:
+        """A snapshot of every GPU through NVML (in a child), as a dict:
+
+        ``ok``; ``reason`` (why not, one line); ``hung`` (the driver did not
+        answer); ``driver_version``, ``cuda_driver_version`` (int, 13000);
+        ``devices`` (name, capability, memory or ``None`` with ``errors``...).
+        """
+
+        def probe() -> dict[str, Any]:
+            child = self.python_child("nvml:child", ["nvml_child.py"])
+            return nvml_snapshot(child)
+
+        return self.store.get_or_compute("nvml", probe)
+
+    def nvml_sample(self, seconds: float, interval: float = 0.1) -> dict[str, Any]:
+        """Sample temperature, power, SM clock and clock-event reasons."""
+
+        def probe() -> dict[str, Any]:
+            child = self.python_child(
+                f"nvml:sample:{seconds}:{interval}",
+                ["nvml_child.py"],
+                {"mode": "sample", "seconds": seconds, "interval": interval},
+                total_timeout=seconds + self.timeout * 3,
+            )
+            out = nvml_snapshot(child, sampling=True)
+            out["samples"] = child.events
+            return out
+
+        return self.store.get_or_compute(f"nvml:sample:{seconds}:{interval}", probe)
+
+    # ------------------------------------------------------------------ torch
+
+    def torch(self, request: Mapping[str, Any]) -> ChildResult:
+        """The one torch child of the run (see ``scripts/torch_child.py``).
+
+        ``request`` says what to do beyond import + tiny kernel: extension
+        imports, the flash-attn kernel, the bandwidth copy. The first caller's
+        request wins: the engine builds it from every selected check at once.
+        """
+        return self.python_child(
+            "torch",
+            ["torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py"],
+            request,
+        )
+
+    # ------------------------------------------------------------------ identity
+
+    def identity(self) -> dict[str, Any]:
+        """Host facts for report headers and JUnit suite properties."""
+
+        def probe() -> dict[str, Any]:
+            nv = self.nvml()
+            os_release, _ = self.read_text("/etc/os-release", 65536)
+            devices = nv.get("devices") or []
+            names = [d.get("name") for d in devices if d.get("name")]
+            caps = [d.get("capability") for d in devices if d.get("capability")]
+            return {
+                "hostname": platform.node(),
+                "arch": platform.machine(),
+                "kernel": platform.release(),
+                "os": procfs.parse_key_values(os_release or "").get("PRETTY_NAME"),
+                "python": platform.python_version(),
+                "gpu": ", ".join(sorted(set(names))) if names else None,
+                "gpu_count": len(devices),
+                "capability": ".".join(str(c) for c in caps[0]) if caps else None,
+                "driver": nv.get("driver_version"),
+                "cuda_driver": format_cuda_version(nv.get("cuda_driver_version")),
+                "gb10": any(is_gb10(d) for d in devices),
+                "nvml": "ok" if nv.get("ok") else nv.get("reason"),
+            }
+
+        return self.store.get_or_compute("identity", probe)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def is_gb10(device: Mapping[str, Any]) -> bool:
+    """GB10 by name, or by capability 12.1 (only GB10 reports SM121)."""
+    name = str(device.get("name") or "").upper()
+    cap = device.get("capability") or []
+    return "GB10" in name or list(cap) == [12, 1]
+
+
+def format_cuda_version(value: Any) -> str | None:
+    """NVML's 13000 -> ``"13.0"`` (major = v/1000, minor = (v%1000)/10)."""
+    if not isinstance(value, int) or value <= 0:
+        return None
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def nvml_snapshot(child: ChildResult, *, sampling: bool = False) -> dict[str, Any]:
+    """Turn the NVML child's output into a snapshot dict with one reason line."""
+    d = child.data
+    out: dict[str, Any] = {
+        "ok": False,
+        "reason": None,
+        "hung": False,
+        "duration_s": round(child.duration_s, 4),
+        "driver_version": d.get("driver_version"),
+        "cuda_driver_version": d.get("cuda_driver_version"),
+        "nvml_version": d.get("nvml_version"),
+        "devices": d.get("devices") or [],
+        "system_errors": d.get("system_errors") or {},
+    }
+    if d.get("import_error"):
+        out["reason"] = f"nvidia-ml-py (pynvml) not importable: {d['import_error']}"
+        out["missing"] = True
+        return out
+    init = d.get("init_error")
+    if init:
+        name = init.get("name", "?")
+        out["init_error"] = name
+        out["missing"] = name in ("LibraryNotFound", "DriverNotLoaded", "NoPermission")
+        out["reason"] = f"NVML unavailable: {init.get('message') or name} ({name})"
+        return out
+    if child.timed_out:
+        out["hung"] = True
+        out["reason"] = "NVML " + child.describe("query").removeprefix("query ")
+        return out
+    if not child.ok:
+        out["reason"] = child.describe("NVML child")
+        if child.signal:
+            out["crashed"] = True
+        return out
+    if not sampling and not d.get("device_count"):
+        out["reason"] = "NVML answered but reports no GPU"
+        out["ok"] = True
+        out["no_gpu"] = True
+        return out
+    out["ok"] = True
+    return out

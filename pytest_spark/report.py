@@ -1,0 +1,150 @@
+"""Renderings of a set of results, shared by the plugin and the CLI:
+the ``env-report.json`` document, JUnit suite properties, the JSON run block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_spark import __version__, catalog
+from pytest_spark.model import SCHEMA, Result, Verdict, verdict
+
+
+def ordered(results: Iterable[Result]) -> list[Result]:
+    by_id = {r.check_id: r for r in results}
+    return [by_id[c] for c in catalog.IDS if c in by_id]
+
+
+def platform_name(host: Mapping[str, Any] | None) -> str:
+    """The seed's ``platform`` key: ``dgx-spark`` on GB10."""
+    if not host:
+        return "unknown"
+    if host.get("gb10"):
+        return "dgx-spark"
+    if host.get("gpu"):
+        return "other-nvidia"
+    return "no-nvidia-gpu"
+
+
+def headroom_gb(results: Iterable[Result]) -> float | None:
+    for r in results:
+        if r.check_id == "G3":
+            reading = r.reading("mem_available")
+            if reading is not None and isinstance(reading.value, (int, float)):
+                return reading.value
+    return None
+
+
+def run_block(
+    results: Iterable[Result],
+    *,
+    strict: bool,
+    host: Mapping[str, Any] | None,
+    settings: Mapping[str, Any] | None = None,
+    profile: str | None = None,
+) -> dict[str, Any]:
+    """The versioned block for pytest-json-report and ``spark-preflight --json``."""
+    rs = ordered(results)
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "pytest-dgx-spark", "version": __version__},
+        "verdict": verdict(rs, strict=strict).value,
+        "strict": strict,
+        "profile": profile,
+        "host": dict(host or {}),
+        "results": [r.to_dict() for r in rs],
+        "lines": [r.line() for r in rs],
+        "options": dict(settings or {}),
+    }
+
+
+def env_report(
+    results: Iterable[Result],
+    *,
+    strict: bool,
+    host: Mapping[str, Any] | None,
+    workload_gb: float | None = None,
+    settings: Mapping[str, Any] | None = None,
+    profile: str | None = None,
+) -> dict[str, Any]:
+    """``env-report.json`` in the seed's schema (platform, checks, headroom_gb,
+    verdict) plus our own keys (schema, readings, host, timings, lines)."""
+    rs = ordered(results)
+    v = verdict(rs, strict=strict)
+    headroom = headroom_gb(rs)
+    if workload_gb is not None and headroom is not None and headroom < workload_gb:
+        v = Verdict.BLOCKED
+    return {
+        "platform": platform_name(host),
+        "checks": {r.check_id: r.seed_value() for r in rs},
+        "headroom_gb": headroom,
+        "verdict": v.value,
+        "schema": SCHEMA,
+        "tool": {"name": "pytest-dgx-spark", "version": __version__},
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "profile": profile,
+        "strict": strict,
+        "workload_gb": workload_gb,
+        "host": dict(host or {}),
+        "lines": [r.line() for r in rs],
+        "fixes": {r.check_id: r.fix for r in rs if r.fix},
+        "readings": {r.check_id: {x.name: x.to_dict() for x in r.readings} for r in rs},
+        "details": {r.check_id: list(r.details) for r in rs if r.details},
+        "timings": {r.check_id: round(r.duration_s, 4) for r in rs},
+        "options": dict(settings or {}),
+    }
+
+
+def write_json(path: Path, document: Mapping[str, Any]) -> None:
+    """Write atomically: a reader never sees half a report."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=".env-report-", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(document, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def suite_properties(
+    results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None
+) -> list[tuple[str, str]]:
+    """``<testsuite><properties>``: verdict, host identity, per-check data."""
+    rs = ordered(results)
+    props: list[tuple[str, str]] = [
+        ("spark.schema", SCHEMA),
+        ("spark.version", __version__),
+        ("spark.verdict", verdict(rs, strict=strict).value),
+    ]
+    for key, value in (host or {}).items():
+        if value is not None:
+            props.append((f"spark.host.{key}", str(value)))
+    for r in rs:
+        props.append((f"spark.{r.check_id}.status", r.status.value))
+        props.append((f"spark.{r.check_id}.summary", r.text))
+        for reading in r.readings:
+            props.append((f"spark.{r.check_id}.{reading.name}", reading.render()))
+    return props
+
+
+def case_properties(result: Result) -> list[tuple[str, str]]:
+    """Per-testcase properties for ``junit_family=xunit1``/``legacy`` (Jenkins)."""
+    props = [
+        ("spark.id", result.check_id),
+        ("spark.status", result.status.value),
+        ("spark.summary", result.text),
+    ]
+    props += [(f"spark.reading.{r.name}", r.render()) for r in result.readings]
+    return props

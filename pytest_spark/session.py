@@ -1,0 +1,380 @@
+"""The plugin object registered when ``--spark-preflight`` is given.
+
+How the ten checks become ten tests:
+
+* Collection: a ``pytest.File`` named ``spark_preflight`` (at the rootdir,
+  not on disk) is collected through ``session.genitems`` at the start of
+  ``pytest_collection_modifyitems``, so its ten items are counted, put before
+  the user's tests, and seen by ``--lf``, ``-k``, ``-m``, xdist and
+  pytest-randomly like any other test. Node ids are ``spark_preflight::G1``.
+* ``-k G1`` matches ``G10`` too (``-k`` is a substring match); while pytest
+  evaluates ``-k`` the plugin rewrites a bare check id into
+  ``(G1 and not spark_check_G10)``, so an id selects exactly its check.
+* Outcomes: PASS/INFO/WARN pass (WARN in a ``warned`` category, letter W),
+  SKIP skips with the G-line as reason, FAIL fails with the G-line as
+  message and no traceback. The result rides on ``report.spark_result``,
+  which xdist carries to the controller.
+* Once per run: the engine's store is a folder shared by xdist workers
+  (its path travels in ``workerinput``), so each probe and each check runs
+  once whichever worker asks first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import tempfile
+from collections.abc import Generator, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_spark import catalog, report
+from pytest_spark.engine import Engine
+from pytest_spark.model import Result, Status, verdict, verdict_line
+from pytest_spark.options import Settings
+from pytest_spark.probes.machine import Machine
+from pytest_spark.probes.store import MemoryStore, SharedStore
+
+FILE_NAME = "spark_preflight"
+STORE_KEY = "spark_preflight_store"
+_IDENT = re.compile(r"[\w:+\-.\[\]\\/]+")
+_KEYWORDS = {"and", "or", "not"}
+
+
+class SparkCheckFailed(Exception):
+    """Raised by a check item; its message is the G-line."""
+
+
+def rewrite_keyword_expression(expr: str) -> str:
+    """Make a bare check id in ``-k`` select that check only.
+
+    pytest's ``-k`` matches substrings, so ``G1`` also selects ``G10``. Each
+    item carries the extra keyword ``spark_check_<id>``; ``G1`` becomes
+    ``(G1 and not spark_check_G10)``. User tests keep their usual matching.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token.lower() in _KEYWORDS or not re.fullmatch(r"[Gg]\d+", token):
+            return token
+        longer = [c for c in catalog.IDS if token.lower() in c.lower() and c.lower() != token.lower()]
+        if not longer:
+            return token
+        excluded = " or ".join(f"spark_check_{c}" for c in longer)
+        return f"({token} and not ({excluded}))"
+
+    return _IDENT.sub(replace, expr)
+
+
+class SparkPreflightFile(pytest.File):
+    """The ten checks' parent; ``path`` is ``<rootdir>/spark_preflight``."""
+
+    def collect(self) -> Iterable[pytest.Item]:
+        for spec in catalog.CHECKS:
+            yield SparkCheckItem.from_parent(self, name=spec.id, spec=spec)
+
+
+class SparkCheckItem(pytest.Item):
+    def __init__(self, *, spec: catalog.CheckSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.spark_result: Result | None = None
+        for marker in spec.markers:
+            self.add_marker(marker)
+        self.extra_keyword_matches.add(f"spark_check_{spec.id}")
+
+    def runtest(self) -> None:
+        plugin: SparkPreflight = self.config.pluginmanager.get_plugin("dgx_spark_preflight")
+        result = plugin.engine.run(self.spec.id)
+        self.spark_result = result
+        self.add_report_section("call", "stdout", result.report_text() + "\n")
+        if plugin.junit_family in ("xunit1", "legacy"):
+            self.user_properties.extend(report.case_properties(result))
+        if result.status is Status.FAIL:
+            raise SparkCheckFailed(result.line())
+        if result.status is Status.WARN and plugin.settings.strict:
+            raise SparkCheckFailed(f"{result.line()} (a failure under --spark-strict)")
+        if result.status is Status.SKIP:
+            try:
+                raise pytest.skip.Exception(result.line(), _use_item_location=True)
+            except TypeError:  # pragma: no cover - pytest without _use_item_location
+                pytest.skip(result.line())
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, SparkCheckFailed):
+            line = str(excinfo.value)
+            # Build pytest's own "no traceback" failure (what pytest.fail(msg,
+            # pytrace=False) gives) and make its message exactly the G-line,
+            # without the "Failed: " prefix, so JUnit's message= is the line.
+            failed = pytest.fail.Exception(line, pytrace=False)
+            try:
+                raise failed
+            except pytest.fail.Exception:
+                info = pytest.ExceptionInfo.from_current()
+            rep = super().repr_failure(info)
+            try:
+                crash = dataclasses.replace(rep.reprcrash, message=line)  # type: ignore[union-attr]
+                rep.reprcrash = crash  # type: ignore[union-attr]
+                chain = getattr(rep, "chain", None)
+                if chain:
+                    tb, _, descr = chain[-1]
+                    chain[-1] = (tb, crash, descr)
+            except (AttributeError, TypeError):  # pragma: no cover - defensive
+                pass
+            return rep
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.spec.id} {self.spec.title}"
+
+
+class SparkPreflight:
+    """Hooks active only with ``--spark-preflight``."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        self.results: dict[str, Result] = {}
+        self.host: dict[str, Any] = {}
+        self.selected: list[str] = list(settings.selected)
+        self._engine: Engine | None = None
+        self._store_dir: str | None = None
+        self._saved_keyword: str | None = None
+        if not self.is_worker and config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(_XdistController(self), "dgx_spark_xdist")
+
+    # ------------------------------------------------------------------ engine
+
+    @property
+    def junit_family(self) -> str:
+        try:
+            return str(self.config.getini("junit_family"))
+        except (ValueError, KeyError):
+            return "xunit2"
+
+    def store(self) -> MemoryStore:
+        if self.is_worker:
+            folder = self.config.workerinput.get(STORE_KEY)  # type: ignore[attr-defined]
+            if folder:
+                return SharedStore(Path(folder))
+        return MemoryStore()
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            machine = Machine(timeout=self.settings.timeout, store=self.store())
+            self._engine = Engine(self.settings, machine, self.selected)
+        return self._engine
+
+    def store_dir(self) -> str:
+        """Controller side: the folder workers share (made on first use)."""
+        if self._store_dir is None:
+            self._store_dir = tempfile.mkdtemp(prefix="spark-preflight-")
+        return self._store_dir
+
+    # ------------------------------------------------------------------ header
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        s = self.settings
+        parts = [f"profile {s.profile}", f"timeout {s.timeout:g} s"]
+        if s.only:
+            parts.append("only " + ",".join(s.only))
+        for flag in ("strict", "gate", "intrusive", "offline", "drop_caches"):
+            if getattr(s, flag):
+                parts.append(flag.replace("_", "-"))
+        return "spark preflight: " + ", ".join(parts)
+
+    # ------------------------------------------------------------------ collection
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> Generator[None, None, None]:
+        node = SparkPreflightFile.from_parent(session, path=config.rootpath / FILE_NAME)
+        ours = [i for i in session.genitems(node) if isinstance(i, SparkCheckItem)]
+        keep = [i for i in ours if i.spec.id in self.settings.selected]
+        dropped = [i for i in ours if i not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:0] = keep
+        keyword = config.option.keyword or ""
+        if keyword.strip():
+            self._saved_keyword = keyword
+            config.option.keyword = rewrite_keyword_expression(keyword)
+        try:
+            return (yield)
+        finally:
+            if self._saved_keyword is not None:
+                config.option.keyword = self._saved_keyword
+                self._saved_keyword = None
+            self.selected = [i.spec.id for i in items if isinstance(i, SparkCheckItem)]
+
+    # ------------------------------------------------------------------ running
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if not self.settings.gate or isinstance(item, SparkCheckItem):
+            return
+        ids = self.selected or list(self.settings.selected)
+        failed = []
+        for result in self.engine.run_many(ids):
+            if result.status is Status.FAIL or (self.settings.strict and result.status is Status.WARN):
+                failed.append(result.check_id)
+        if failed:
+            also = f" (also {', '.join(failed[1:])})" if len(failed) > 1 else ""
+            pytest.skip(f"spark preflight {failed[0]} failed{also}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        rep = yield
+        if isinstance(item, SparkCheckItem) and call.when == "call":
+            if item.spark_result is not None:
+                rep.spark_result = item.spark_result.to_dict()
+            try:
+                rep.spark_host = self.engine.machine.identity()
+            except Exception:  # identity is decoration; never fail a report on it
+                rep.spark_host = {}
+        return rep
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        # Pure: pytest-json-report calls this a second time per report.
+        if report.when != "call" or not report.passed:
+            return None
+        data = getattr(report, "spark_result", None)
+        if not data:
+            return None
+        status = data.get("status")
+        if status == "WARN":
+            return "warned", "W", ("WARN", {"yellow": True})
+        if status == "INFO":
+            return "passed", "I", ("INFO", {"cyan": True})
+        return None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "spark_result", None)
+        if report.when != "call" or not data:
+            return
+        result = Result.from_dict(data)
+        self.results[result.check_id] = result
+        if not self.host and getattr(report, "spark_host", None):
+            self.host = dict(report.spark_host)
+        if not self.is_worker:
+            self.config.hook.pytest_spark_preflight_result(config=self.config, result=result)
+
+    # ------------------------------------------------------------------ json-report
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        if call.when != "call" or not isinstance(item, SparkCheckItem) or item.spark_result is None:
+            return {}
+        return {"spark": item.spark_result.to_dict()}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
+        json_report["spark_preflight"] = self.run_block()
+
+    def run_block(self) -> dict[str, Any]:
+        return report.run_block(
+            self.results.values(),
+            strict=self.settings.strict,
+            host=self.host,
+            settings=self.settings.to_dict(),
+            profile=self._profile_label(),
+        )
+
+    def _profile_label(self) -> str:
+        if self.settings.profile != "auto":
+            return self.settings.profile
+        if self.host:
+            return "gb10" if self.host.get("gb10") else "generic"
+        return "auto"
+
+    # ------------------------------------------------------------------ end of run
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker:
+            return
+        results = report.ordered(self.results.values())
+        try:
+            from _pytest.junitxml import xml_key
+
+            xml = self.config.stash.get(xml_key, None)
+        except ImportError:  # pragma: no cover - pytest without junitxml
+            xml = None
+        if xml is not None and results:
+            for name, value in report.suite_properties(results, strict=self.settings.strict, host=self.host):
+                xml.add_global_property(name, value)
+        if self.settings.report is not None:
+            self._write_env_report(results)
+        self.config.hook.pytest_spark_preflight_finished(
+            config=self.config, results=results, verdict=verdict(results, strict=self.settings.strict).value
+        )
+
+    def _write_env_report(self, results: list[Result]) -> None:
+        assert self.settings.report is not None
+        doc = report.env_report(
+            results,
+            strict=self.settings.strict,
+            host=self.host,
+            workload_gb=self.settings.workload_gb,
+            settings=self.settings.to_dict(),
+            profile=self._profile_label(),
+        )
+        try:
+            report.write_json(self.settings.report, doc)
+            self._report_note = f"env report written to {self.settings.report}"
+        except OSError as exc:
+            self._report_note = f"could not write {self.settings.report}: {exc.strerror or exc}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.is_worker:
+            return
+        results = report.ordered(self.results.values())
+        tr = terminalreporter
+        tr.write_sep("=", "spark preflight", bold=True)
+        if not results:
+            tr.write_line("no preflight check ran (all deselected)")
+        colors = {
+            Status.PASS: {"green": True},
+            Status.INFO: {"cyan": True},
+            Status.WARN: {"yellow": True},
+            Status.SKIP: {"yellow": False},
+            Status.FAIL: {"red": True, "bold": True},
+        }
+        for result in results:
+            tr.write_line(result.line(), **colors[result.status])
+        if results:
+            line = verdict_line(results, strict=self.settings.strict)
+            v = verdict(results, strict=self.settings.strict)
+            markup = (
+                {"red": True, "bold": True}
+                if v.value == "blocked"
+                else ({"yellow": True} if v.value == "ready-with-warnings" else {"green": True})
+            )
+            tr.write_line(line, **markup)
+        note = getattr(self, "_report_note", None)
+        if note:
+            tr.write_line(note)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._store_dir is not None:
+            shutil.rmtree(self._store_dir, ignore_errors=True)
+
+
+class _XdistController:
+    """Registered on the xdist controller only: hands workers the store folder."""
+
+    def __init__(self, plugin: SparkPreflight) -> None:
+        self.plugin = plugin
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[STORE_KEY] = self.plugin.store_dir()

@@ -93,7 +93,10 @@ def find_ini(start: Path) -> tuple[Path | None, dict[str, Any]]:
             ("setup.cfg", "tool:pytest"),
         ):
             path = folder / name
-            if not path.is_file():
+            try:
+                if not path.is_file():
+                    continue
+            except OSError:  # a folder we may not enter: as pytest, look further up
                 continue
             found = _pyproject_ini(path) if section is None else _ini_section(path, section)
             if found is not None or name in ("pytest.ini", ".pytest.ini"):
@@ -105,6 +108,18 @@ def find_ini(start: Path) -> tuple[Path | None, dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the checks; never a traceback (exit 2 with one line instead)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("spark-preflight: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug of ours must still end in one line
+        print(f"spark-preflight: error: internal error ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from pytest_spark.plugin import pyspark_plugin_clash
 
     parser = build_parser()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,7 @@ class Reading:
 def _format_float(value: float) -> str:
     if math.isnan(value) or math.isinf(value):
         return str(value)
-    if abs(value) >= 100:
+    if abs(value) >= 10000:
         return f"{value:.0f}"
     if abs(value) >= 10:
         return f"{value:.1f}"
@@ -187,3 +187,36 @@ def verdict_line(results: list[Result], *, strict: bool = False) -> str:
     if v is Verdict.BLOCKED:
         return f"verdict: {v.value} ({', '.join(failed)} failed; {tally})"
     return f"verdict: {v.value} ({tally})" if tally else f"verdict: {v.value}"
+
+
+class PreflightResults(Mapping[str, Result]):
+    """What the ``spark_preflight`` fixture gives a test: results by check id.
+
+    >>> results["G3"].status, results.verdict, results.failed
+    """
+
+    def __init__(self, results: Iterable[Result], *, strict: bool = False) -> None:
+        self._by_id = {r.check_id: r for r in results}
+        self.strict = strict
+
+    def __getitem__(self, key: str) -> Result:
+        return self._by_id[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self._by_id.values(), strict=self.strict).value
+
+    @property
+    def failed(self) -> list[str]:
+        """Ids that FAILed (and WARNed, under ``--spark-strict``)."""
+        bad = {Status.FAIL, Status.WARN} if self.strict else {Status.FAIL}
+        return [cid for cid, r in self._by_id.items() if r.status in bad]
+
+    def lines(self) -> list[str]:
+        return [r.line() for r in self._by_id.values()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,8 +292,14 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     parent = path.parent
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OptionError(f"{where}: folder {str(parent)!r} is not writable")
+    # Try it: os.access() says yes to root on a read-only mount.
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise OptionError(
+            f"{where}: folder {str(parent)!r} is not writable ({exc.strerror or exc})"
+        ) from None
     if path.exists() and not os.access(path, os.W_OK):
         raise OptionError(f"{where}: {text!r} is not writable")
     return path
@@ -315,7 +322,11 @@ def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
 
 
 def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
-    """Validate one raw value (from argparse or ini) for ``opt``."""
+    """Validate one raw value (from argparse or ini) for ``opt``.
+
+    Relative paths are relative to ``base``: the invocation folder for a flag,
+    the rootdir (where the ini file is) for an ini value.
+    """
     where = _where(opt, source)
     if opt.kind == "bool":
         if isinstance(raw, bool):
@@ -365,7 +376,8 @@ def build_settings(
         if found is None:
             continue
         raw, source = found
-        values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, base)
+        where = (rootdir or base) if source == "ini" else base
+        values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, where)
     if "threshold" in values:
         values["threshold"] = dict(values["threshold"])
     return Settings(rootdir=rootdir or base, **values)

@@ -77,3 +77,14 @@ def pyspark_plugin_clash() -> str | None:
 
 def get_plugin(config: pytest.Config) -> Any:
     return config.pluginmanager.get_plugin(PLUGIN_NAME)
+
+
+@pytest.fixture(scope="session")
+def spark_preflight(request: pytest.FixtureRequest) -> Any:
+    """The preflight results (a mapping ``"G3" -> Result`` with ``.verdict``
+    and ``.failed``), computed once and shared with the ten check tests, so a
+    training test can decide on them."""
+    plugin = get_plugin(request.config)
+    if plugin is None:
+        pytest.skip("the spark_preflight fixture needs --spark-preflight (or spark_preflight_enabled = true)")
+    return plugin.results_view()

@@ -33,7 +33,7 @@ import pytest
 
 from pytest_spark import catalog, report
 from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status, verdict, verdict_line
+from pytest_spark.model import PreflightResults, Result, Status, verdict, verdict_line
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.store import MemoryStore, SharedStore
@@ -213,20 +213,35 @@ class SparkPreflight:
                 self._saved_keyword = None
             self.selected = [i.spec.id for i in items if isinstance(i, SparkCheckItem)]
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> pytest.CollectReport | None:
+        # The file is not on disk; --lf's file skipper would drop it for that
+        # reason alone ("skipped 1 file"). Its items are static: collect them
+        # here, and let --lf select among them in pytest_collection_modifyitems.
+        if isinstance(collector, SparkPreflightFile):
+            return pytest.CollectReport(collector.nodeid, "passed", None, list(collector.collect()))
+        return None
+
     # ------------------------------------------------------------------ running
+
+    def results_view(self) -> PreflightResults:
+        """Results of the selected checks (all enabled ones when a ``-k`` left
+        none of the ten selected), computed once and shared with the items."""
+        ids = self.selected or list(self.settings.selected)
+        return PreflightResults(self.engine.run_many(ids), strict=self.settings.strict)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if not self.settings.gate or isinstance(item, SparkCheckItem):
             return
-        ids = self.selected or list(self.settings.selected)
-        failed = []
-        for result in self.engine.run_many(ids):
-            if result.status is Status.FAIL or (self.settings.strict and result.status is Status.WARN):
-                failed.append(result.check_id)
+        failed = self.results_view().failed
         if failed:
             also = f" (also {', '.join(failed[1:])})" if len(failed) > 1 else ""
-            pytest.skip(f"spark preflight {failed[0]} failed{also}")
+            reason = f"spark preflight {failed[0]} failed{also}"
+            try:  # report the skip at the user's test, not inside this plugin
+                raise pytest.skip.Exception(reason, _use_item_location=True)
+            except TypeError:  # pragma: no cover - pytest without _use_item_location
+                pytest.skip(reason)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -335,7 +350,7 @@ class SparkPreflight:
             self._report_note = f"could not write {self.settings.report}: {exc.strerror or exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.is_worker:
+        if self.is_worker or config.option.collectonly:
             return
         results = report.ordered(self.results.values())
         tr = terminalreporter

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ TESTS = Path(__file__).parent
 DATA = TESTS / "data"
 H200 = DATA / "h200-cu130"
 DOUBLES = TESTS / "doubles"
+sys.path.insert(0, str(TESTS))
 
 
 class Doubles:
@@ -107,3 +109,108 @@ def fake_root(tmp_path: Path):
         return make_root(tmp_path / "root", files)
 
     return build
+
+
+class SparkEnv:
+    """A whole GB10 double exported into the environment, for pytester and CLI
+    runs: a fake machine root (``SPARK_PREFLIGHT_HOST_ROOT``) holding
+    ``/proc/meminfo`` of a 121.7 GiB Spark, and the pynvml/torch doubles on
+    the probe children's PYTHONPATH. ``nvml_log``/``torch_log`` count how
+    often each probe really ran."""
+
+    def __init__(self, tmp_path: Path, doubles: Doubles) -> None:
+        from doubles import gb10
+
+        self.gb10 = gb10
+        self.root = make_root(
+            tmp_path / "spark-root",
+            {"proc/meminfo": gb10.meminfo(), "proc/1/cgroup": "0::/\n", ".dockerenv": ""},
+        )
+        self.nvml_log = tmp_path / "nvml.log"
+        self.torch_log = tmp_path / "torch.log"
+        self.doubles = doubles
+        self.nvml_scenario = gb10.nvml(log=str(self.nvml_log))
+        self.torch_scenario = gb10.torch(log=str(self.torch_log))
+
+    def apply(self, monkeypatch: pytest.MonkeyPatch) -> SparkEnv:
+        self.doubles.nvml(self.nvml_scenario).torch(self.torch_scenario)
+        self.doubles.extra["SPARK_PREFLIGHT_HOST_ROOT"] = str(self.root)
+        self.doubles.apply(monkeypatch)
+        return self
+
+    def count(self, log: Path) -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+@pytest.fixture
+def spark_env(tmp_path: Path, doubles: Doubles, monkeypatch: pytest.MonkeyPatch) -> SparkEnv:
+    """The GB10 double, exported (see :class:`SparkEnv`)."""
+    # A real GITHUB_TOKEN or launcher variables of the CI host must not leak in.
+    for var in ("GITHUB_TOKEN", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NNODES", "SLURM_NNODES"):
+        monkeypatch.delenv(var, raising=False)
+    return SparkEnv(tmp_path, doubles).apply(monkeypatch)
+
+
+NONROOT_USER = "sparktest"
+
+
+@pytest.fixture
+def nonroot_run():
+    """Run ``python <args>`` as an unprivileged user (made here if we are root).
+
+    Skips with the reason when that is impossible. ``run.base`` is a scratch
+    folder the user can reach (pytest's own tmp folders are private to root).
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="spark-nonroot-"))
+    base.chmod(0o755)
+    try:
+        if os.geteuid() != 0:
+
+            def run_as_self(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+                return subprocess.run(
+                    [sys.executable, *args], capture_output=True, text=True, timeout=60, cwd=base, **kwargs
+                )
+
+            run_as_self.base = base  # type: ignore[attr-defined]
+            yield run_as_self
+            return
+        if shutil.which("useradd") is None or shutil.which("setpriv") is None:
+            pytest.skip("running as root and no useradd/setpriv to make an unprivileged user")
+        if subprocess.run(["id", "-u", NONROOT_USER], capture_output=True).returncode != 0:
+            made = subprocess.run(
+                ["useradd", "--no-create-home", NONROOT_USER], capture_output=True, text=True
+            )
+            if made.returncode != 0:
+                pytest.skip(f"cannot create an unprivileged user: {made.stderr.strip()}")
+        uid = int(subprocess.run(["id", "-u", NONROOT_USER], capture_output=True, text=True).stdout)
+        home = base / "home"
+        home.mkdir()
+        os.chown(home, uid, -1)
+        prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--init-groups", sys.executable]
+        probe = subprocess.run(
+            [*prefix, "-c", "import pytest_spark"], capture_output=True, text=True, timeout=60, cwd=home
+        )
+        if probe.returncode != 0:
+            pytest.skip(f"user {NONROOT_USER} cannot import pytest_spark here: {probe.stderr.strip()[-200:]}")
+
+        def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            env = dict(kwargs.pop("env", os.environ))
+            env["HOME"] = str(home)
+            return subprocess.run(
+                [*prefix, *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=kwargs.pop("cwd", home),
+                env=env,
+                **kwargs,
+            )
+
+        run.base = base  # type: ignore[attr-defined]
+        yield run
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -12,6 +12,7 @@ Scenario keys (all optional):
   init_error: "LibraryNotFound" | "DriverNotLoaded" | ...
   hang: {"where": "<function name>", "seconds": 60}
   crash: {"where": "<function name>", "signal": "SIGSEGV"}
+  log: path of a file that gets one line per nvmlInit (to count probes)
   driver_version, nvml_version, cuda_driver_version (int, 13000)
   devices: [{name, uuid, pci_bus_id, capability [12, 1], memory ({total,free,used} |
             "NotSupported"), power_usage_mw, power_limit_mw, temperature_c,
@@ -109,6 +110,9 @@ def _field(handle, key, where):
 
 def nvmlInit(*args, **kwargs):
     global _initialised
+    if _S.get("log"):  # lets a test count how often NVML was initialised
+        with open(_S["log"], "a", encoding="utf-8") as fh:
+            fh.write(f"nvmlInit {_os.getpid()}\n")
     _maybe_fault("nvmlInit")
     if _S.get("init_error"):
         _raise(_S["init_error"])

@@ -13,6 +13,7 @@ and can fail the way real builds fail:
   hang: {"where": "import" | "cuda_init" | "kernel", "seconds": 60}
   garbage: "text printed on stdout at import (not JSON)"
   half: true  (print half a JSON line at import, then exit 0)
+  log: path of a file that gets one line per import (to count probes)
   copy_gbps: bandwidth the fake copy reports (for G5)
 """
 
@@ -36,6 +37,9 @@ def _fault(where):
         _os.kill(_os.getpid(), getattr(_signal, crash.get("signal", "SIGSEGV")))
 
 
+if _S.get("log"):  # lets a test count how often torch was imported
+    with open(_S["log"], "a", encoding="utf-8") as _log:
+        _log.write(f"import torch {_os.getpid()}\n")
 if _S.get("garbage"):
     _sys.stdout.write(_S["garbage"] + "\n")
     _sys.stdout.flush()

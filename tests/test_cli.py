@@ -1,0 +1,139 @@
+"""spark-preflight: the same lines as the plugin, exit codes 0/1/2, JSON, report."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GLINE = re.compile(r"^G(?:[1-9]|10) (?:PASS|FAIL|WARN|SKIP|INFO): \S")
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    return spark_env
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_ten_lines_then_the_verdict_exit_0(tmp_path: Path) -> None:
+    proc = cli("--offline", cwd=tmp_path)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0, proc.stderr
+    assert [ln.split()[0] for ln in lines[:10]] == [f"G{n}" for n in range(1, 11)]
+    assert all(GLINE.match(ln) for ln in lines[:10])
+    assert lines[10].startswith("verdict: ")
+    assert len(lines) == 11
+
+
+def test_fail_exits_1(tmp_path: Path) -> None:
+    proc = cli("--only", "G3", "--workload-gb", "500", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[0].startswith("G3 FAIL: workload 500 GiB")
+    assert proc.stdout.splitlines()[-1].startswith("verdict: blocked (G3 failed")
+
+
+def test_warn_exits_0_and_1_with_strict(tmp_path: Path) -> None:
+    assert cli("--only", "G3", "--workload-gb", "100", cwd=tmp_path).returncode == 0
+    assert cli("--only", "G3", "--workload-gb", "100", "--strict", cwd=tmp_path).returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--timeout", "-1"], "spark-preflight: error: --timeout: must be > 0, got '-1'"),
+        (
+            ["--thermal-seconds", "abc"],
+            "spark-preflight: error: --thermal-seconds: expected a number, got 'abc'",
+        ),
+        (
+            ["--only", "G11"],
+            "spark-preflight: error: --only: 'G11' is not a check id (expected G1..G10, e.g. G1,G5)",
+        ),
+        (
+            ["--report", "/nonexistent/dir/r.json"],
+            "spark-preflight: error: --report: folder '/nonexistent/dir' does not exist",
+        ),
+        (["--bogus"], "spark-preflight: error: unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_option_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [message]
+
+
+def test_unreadable_project_config_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options\nbroken = ")
+    proc = cli(cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"spark-preflight: error: {tmp_path / 'pyproject.toml'}: invalid TOML"
+    )
+
+
+def test_reads_the_projects_ini_and_flags_win(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nspark_preflight_only = G3\nspark_preflight_workload_gb = 500\n"
+    )
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    proc = cli(cwd=sub)
+    assert proc.returncode == 1 and proc.stdout.startswith("G3 FAIL")
+    assert cli("--workload-gb", "10", cwd=sub).stdout.startswith("G3 PASS")
+
+
+def test_json_output(tmp_path: Path) -> None:
+    proc = cli("--only", "G3,G9", "--workload-gb", "100", "--json", cwd=tmp_path)
+    data = json.loads(proc.stdout)
+    assert data["schema"] == "pytest_spark/1"
+    assert [r["id"] for r in data["results"]] == ["G3", "G9"]
+    assert data["results"][0]["status"] == "WARN"
+    assert data["lines"][0].startswith("G3 WARN:")
+    assert data["host"]["gpu"] == "NVIDIA GB10"
+
+
+def test_report_file(tmp_path: Path) -> None:
+    proc = cli("--only", "G3", "--report", "env-report.json", cwd=tmp_path)
+    assert proc.returncode == 0
+    doc = json.loads((tmp_path / "env-report.json").read_text())
+    assert doc["checks"] == {"G3": doc["checks"]["G3"]} and doc["checks"]["G3"].startswith("info: ")
+    assert doc["verdict"] == "ready" and doc["platform"] == "dgx-spark"
+
+
+def test_cli_and_plugin_print_the_same_lines(pytester: pytest.Pytester) -> None:
+    args = ["--only", "G3,G4,G6,G7,G9", "--workload-gb", "100", "--offline"]
+    proc = cli(*args, cwd=pytester.path)
+    cli_lines = [ln for ln in proc.stdout.splitlines() if GLINE.match(ln)]
+    result = pytester.runpytest(
+        "--spark-preflight",
+        "-p",
+        "no:randomly",
+        *[a.replace("--", "--spark-", 1) if a.startswith("--") else a for a in args],
+    )
+    plugin_lines = [ln for ln in result.stdout.lines if GLINE.match(ln)]
+    assert cli_lines == plugin_lines
+    assert len(cli_lines) == 5
+
+
+def test_console_script_is_installed() -> None:
+    from importlib import metadata
+
+    scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
+    assert scripts["spark-preflight"] == "pytest_spark.cli:main"
+    plugins = {ep.name: ep.value for ep in metadata.entry_points(group="pytest11")}
+    assert plugins["dgx_spark"] == "pytest_spark.plugin"

@@ -1,0 +1,147 @@
+"""G9 on real marker files in a fake root, and real dist-info metadata."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_spark.checks import g09_container as g9
+from pytest_spark.engine import Engine
+from pytest_spark.model import Status
+from pytest_spark.options import Settings
+from pytest_spark.probes.machine import Machine
+
+
+def dist(name: str, version: str, *requires: str) -> dict:
+    return {"name": name, "version": version, "requires": list(requires), "location": ""}
+
+
+STACK_OK = {
+    "torch": dist("torch", "2.9.0a0+50eac811a6.nv25.9", "filelock", "sympy>=1.13.3"),
+    "filelock": dist("filelock", "3.20.0"),
+    "sympy": dist("sympy", "1.14.0"),
+    "transformers": dist(
+        "transformers", "4.57.1", "tokenizers<=0.23.0,>=0.22.0", 'torch>=2.2; extra == "torch"'
+    ),
+    "tokenizers": dist("tokenizers", "0.22.1"),
+    "triton": dist("triton", "3.4.0"),
+}
+
+
+def test_ngc_container_with_a_consistent_stack_passes() -> None:
+    facts = g9.Facts(
+        dockerenv=True,
+        cgroup="0::/\n",
+        env={"NVIDIA_PYTORCH_VERSION": "25.09"},
+        dists=STACK_OK,
+    )
+    result = g9.evaluate(facts)
+    assert result.status is Status.PASS
+    assert result.summary.startswith(
+        "in a NGC PyTorch 25.09 (docker container) (/.dockerenv); torch 2.9.0a0+50eac811a6.nv25.9"
+    )
+    assert result.reading("broken_requirements").value == 0
+
+
+def test_broken_requirement_fails_and_names_it() -> None:
+    dists = dict(STACK_OK, tokenizers=dist("tokenizers", "0.23.2"))
+    dists["xformers"] = dist("xformers", "0.0.32", "torch==2.8.0", "numpy")
+    result = g9.evaluate(g9.Facts(dockerenv=True, dists=dists))
+    assert result.status is Status.FAIL
+    assert (
+        "transformers 4.57.1 requires tokenizers<=0.23.0,>=0.22.0, but tokenizers 0.23.2 is installed"
+        in result.summary
+    )
+    assert (
+        "xformers 0.0.32 requires torch==2.8.0, but torch 2.9.0a0+50eac811a6.nv25.9 is installed"
+        in result.summary
+    )
+    assert "xformers 0.0.32 requires numpy, which is not installed" in result.summary
+    assert result.reading("broken_requirements").value == 3
+    assert "pip check" in result.fix
+
+
+def test_requirements_behind_an_extra_or_a_false_marker_are_not_checked() -> None:
+    dists = {
+        "transformers": dist(
+            "transformers", "4.57.1", 'torch>=9; extra == "torch"', 'nothing; python_version < "3"'
+        )
+    }
+    problems, _ = g9.broken_requirements(dists)
+    assert problems == []
+
+
+def test_ngc_container_whose_torch_was_replaced_warns() -> None:
+    dists = dict(STACK_OK, torch=dist("torch", "2.9.1+cu130"))
+    result = g9.evaluate(g9.Facts(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.11"}, dists=dists))
+    assert result.status is Status.WARN
+    assert "NGC PyTorch 25.11 container, but torch 2.9.1+cu130 has no .nvYY.MM suffix" in result.summary
+
+
+@pytest.mark.parametrize(
+    ("facts", "name"),
+    [
+        (
+            g9.Facts(containerenv={"engine": "podman-5.4", "image": "nvcr.io/nvidia/pytorch:25.11-py3"}),
+            "Podman container of nvcr.io/nvidia/pytorch:25.11-py3",
+        ),
+        (g9.Facts(cgroup="12:pids:/kubepods/besteffort/pod1/abc\n"), "Kubernetes pod"),
+        (g9.Facts(cgroup="0::/system.slice/containerd.service\n"), "containerd container"),
+        (g9.Facts(env={"APPTAINER_CONTAINER": "/img.sif"}), "Apptainer/Singularity container"),
+        (g9.Facts(env={"NVIDIA_PRODUCT_NAME": "CUDA"}), "NGC CUDA image (container)"),
+    ],
+)
+def test_container_kinds_are_named(facts: g9.Facts, name: str) -> None:
+    result = g9.evaluate(facts)
+    assert result.status is Status.PASS
+    assert result.reading("container").value == name
+
+
+def test_no_marker_with_an_init_system_is_bare_pip() -> None:
+    result = g9.evaluate(g9.Facts(cgroup="0::/init.scope\n", pid1="systemd", dists=STACK_OK))
+    assert result.status is Status.WARN
+    assert result.summary.startswith("bare pip: no container marker and PID 1 is systemd")
+    assert "NGC container" in result.fix
+
+
+def test_no_marker_otherwise_is_unknown_not_bare() -> None:
+    result = g9.evaluate(g9.Facts(cgroup="0::/\n", pid1="bash"))
+    assert result.status is Status.WARN
+    assert result.summary.startswith("unknown: no container marker matched (PID 1 is 'bash'")
+    assert "no training stack installed" in result.summary
+
+
+def test_h200_recording_is_a_docker_container(h200: Path, fake_root) -> None:
+    root = fake_root({".dockerenv": "", "proc/1/cgroup": (h200 / "cgroup.txt").read_text()})
+    env = {"PATH": "/usr/bin:/bin", "NVIDIA_PRODUCT_NAME": "CUDA"}
+    result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
+    assert result.reading("container").value == "NGC CUDA image (docker container)"
+
+
+def write_dist(site: Path, name: str, version: str, *requires: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {name}",
+        f"Version: {version}",
+        *[f"Requires-Dist: {r}" for r in requires],
+    ]
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+
+
+def test_reads_real_metadata_from_the_machines_pythonpath(tmp_path: Path, fake_root) -> None:
+    site = tmp_path / "site-packages"
+    write_dist(site, "transformers", "5.17.0", "tokenizers<0.23,>=0.22", "huggingface-hub>=1.0")
+    write_dist(site, "tokenizers", "0.23.2")
+    write_dist(site, "huggingface-hub", "1.33.0")
+    (site / "broken.dist-info").mkdir()  # no METADATA: counted, not fatal
+    root = fake_root({"run/.containerenv": 'engine="podman-5.4.0"\nname="train"\n'})
+    machine = Machine(root=root, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    result = Engine(Settings(), machine).run("G9")
+    assert result.status is Status.FAIL
+    assert (
+        "transformers 5.17.0 requires tokenizers<0.23,>=0.22, but tokenizers 0.23.2 is installed"
+        in result.summary
+    )

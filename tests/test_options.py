@@ -1,0 +1,122 @@
+"""Options: ini twins, CLI > ini, and a one-line UsageError naming the option."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_spark import options
+from pytest_spark.options import OptionError, Settings
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    return spark_env
+
+
+BAD = [
+    (["--spark-timeout", "-1"], "--spark-timeout: must be > 0, got '-1'"),
+    (["--spark-timeout", "0"], "--spark-timeout: must be > 0, got '0'"),
+    (["--spark-timeout", "nan"], "--spark-timeout: expected a finite number, got 'nan'"),
+    (["--spark-thermal-seconds", "abc"], "--spark-thermal-seconds: expected a number, got 'abc'"),
+    (["--spark-only", "G11"], "--spark-only: 'G11' is not a check id (expected G1..G10, e.g. G1,G5)"),
+    (["--spark-only", ","], "--spark-only: expected check ids such as G1,G5, got ','"),
+    (["--spark-profile", "dgx"], "--spark-profile: expected one of auto, gb10, generic, got 'dgx'"),
+    (["--spark-workload-gb", "0"], "--spark-workload-gb: must be > 0, got '0'"),
+    (["--spark-planned-bandwidth", "fast"], "--spark-planned-bandwidth: expected a number, got 'fast'"),
+    (["--spark-threshold", "g6_cap_max"], "--spark-threshold: expected NAME=VALUE, got 'g6_cap_max'"),
+    (["--spark-threshold", "nope=1"], "--spark-threshold: unknown threshold 'nope'"),
+    (["--spark-threshold", "g6_cap_max=x"], "--spark-threshold: g6_cap_max needs a number, got 'x'"),
+    (["--spark-report", "missing/dir/r.json"], "--spark-report: folder '*missing/dir' does not exist"),
+    (["--spark-config", "nowhere.yaml"], "--spark-config: 'nowhere.yaml' does not exist"),
+    (["--spark-github-url", "ftp://x"], "--spark-github-url: expected an http(s) URL, got 'ftp://x'"),
+    (
+        ["--spark-tp-across-nodes", "maybe"],
+        "--spark-tp-across-nodes: expected one of fail, warn, got 'maybe'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_value_is_a_usage_error_naming_the_option(pytester: pytest.Pytester, args, message) -> None:
+    result = pytester.runpytest("--spark-preflight", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "Traceback" not in err and "INTERNALERROR" not in err + result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: {message}*"])
+
+
+def test_report_into_a_folder_that_is_a_file(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".txt", afile="x")
+    result = pytester.runpytest("--spark-preflight", "--spark-report", "afile.txt/r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --spark-report: folder '*afile.txt' does not exist"])
+
+
+def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nspark_preflight_timeout = soon\n")
+    result = pytester.runpytest("--spark-preflight")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: spark_preflight_timeout (ini): expected a number, got 'soon'"])
+
+
+def test_bad_values_are_ignored_without_the_flag(pytester: pytest.Pytester) -> None:
+    """A plain run never pays for (or trips over) the preflight's settings."""
+    pytester.makeini("[pytest]\nspark_preflight_timeout = soon\n")
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+
+
+def test_cli_beats_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nspark_preflight_workload_gb = 500\nspark_preflight_only = G3\n")
+    from_ini = pytester.runpytest("--spark-preflight")
+    from_ini.assert_outcomes(failed=1, deselected=9)
+    from_cli = pytester.runpytest("--spark-preflight", "--spark-workload-gb", "10")
+    from_cli.assert_outcomes(passed=1, deselected=9)
+
+
+def test_ini_bools_lists_and_thresholds(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        "[pytest]\nspark_preflight_strict = true\nspark_preflight_only = G3\n"
+        "spark_preflight_workload_gb = 100\nspark_preflight_threshold =\n    g3_margin_gb=20\n"
+    )
+    result = pytester.runpytest("--spark-preflight")
+    # 100 GiB + 20 GiB margin > MemAvailable 112.8 GiB: FAIL (strict does not matter)
+    result.assert_outcomes(failed=1, deselected=9)
+    assert "workload 100 GiB + 20 GiB margin > MemAvailable 112.8 GiB" in result.stdout.str()
+
+
+def test_report_header_lists_the_active_options(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        "--spark-preflight", "--spark-only", "G3", "--spark-strict", "--spark-timeout", "3"
+    )
+    result.stdout.fnmatch_lines(["spark preflight: profile auto, timeout 3 s, only G3, strict"])
+
+
+def test_settings_defaults_and_thresholds() -> None:
+    s = Settings()
+    assert s.selected == tuple(f"G{n}" for n in range(1, 11))
+    assert s.thresholds("gb10")["g5_budget_high_gbps"] == 192.0
+    assert s.thresholds("generic")["g5_budget_high_gbps"] == 0.0
+    custom = Settings(threshold={"g5_budget_high_gbps": 200.0})
+    assert custom.thresholds("gb10")["g5_budget_high_gbps"] == 200.0
+
+
+def test_parse_ids_normalises_and_orders() -> None:
+    opt = options.BY_NAME["only"]
+    assert options.parse_value(opt, "g5, G01 g10", "flag", os.getcwd()) == ("G1", "G5", "G10")
+    with pytest.raises(OptionError, match="'G0' is not a check id"):
+        options.parse_value(opt, "G0", "flag", os.getcwd())
+
+
+def test_report_into_a_read_only_folder_as_a_non_root_user(nonroot_run) -> None:
+    folder = nonroot_run.base / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    proc = nonroot_run(["-m", "pytest_spark.cli", "--only", "G3", "--report", str(folder / "r.json")])
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"spark-preflight: error: --report: folder '{folder}' is not writable (Permission denied)"
+    ]

@@ -1,0 +1,153 @@
+"""Collection: ten tests G1..G10, in order, first; selection behaves normally."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+IDS = [f"G{n}" for n in range(1, 11)]
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    """Every run here sees the GB10 double, never this CI box's hardware."""
+    return spark_env
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """An inner run with pytest-randomly off, so order can be asserted."""
+    return pytester.runpytest("-p", "no:randomly", *args)
+
+
+def collected_ids(result: pytest.RunResult) -> list[str]:
+    return re.findall(r"spark_preflight::(G\d+)", result.stdout.str())
+
+
+def test_without_the_flag_nothing_is_collected(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "spark_preflight" not in result.stdout.str()
+
+
+def test_flag_collects_ten_checks_in_order_before_user_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_train(): pass")
+    result = run(pytester, "--spark-preflight", "--collect-only", "-q")
+    lines = [ln for ln in result.stdout.lines if "::" in ln]
+    assert lines == [f"spark_preflight::{i}" for i in IDS] + ["test_user.py::test_train"]
+    result.stdout.fnmatch_lines(["11 tests collected*"])
+
+
+def test_ini_twin_enables_the_preflight(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nspark_preflight_enabled = true\n")
+    result = run(pytester, "--collect-only", "-q")
+    assert collected_ids(result) == IDS
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("G1", ["G1"]),
+        ("g1", ["G1"]),
+        ("G5", ["G5"]),
+        ("G10", ["G10"]),
+        ("G1 or G5", ["G1", "G5"]),
+        ("not G1", [i for i in IDS if i != "G1"]),
+        ("spark_preflight and not G10", IDS[:9]),
+    ],
+)
+def test_keyword_selects_exact_check_ids(pytester: pytest.Pytester, expr: str, expected: list[str]) -> None:
+    result = run(pytester, "--spark-preflight", "--collect-only", "-q", "-k", expr)
+    assert collected_ids(result) == expected
+
+
+def test_keyword_keeps_substring_matching_for_user_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_G1_config(): pass\ndef test_other(): pass")
+    result = run(pytester, "--spark-preflight", "--collect-only", "-q", "-k", "G1")
+    out = result.stdout.str()
+    assert "spark_preflight::G1\n" in out + "\n"
+    assert "test_user.py::test_G1_config" in out
+    assert "spark_preflight::G10" not in out
+    assert "test_other" not in out
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("spark_launch", ["G1", "G2", "G9"]),
+        ("spark_memory", ["G3", "G6"]),
+        ("spark_thermal", ["G4"]),
+        ("spark_bandwidth", ["G5"]),
+        ("spark_precision", ["G7"]),
+        ("spark_upstream", ["G8"]),
+        ("spark_multinode", ["G10"]),
+        ("spark_preflight", IDS),
+    ],
+)
+def test_area_markers_select(pytester: pytest.Pytester, marker: str, expected: list[str]) -> None:
+    result = run(pytester, "--spark-preflight", "--collect-only", "-q", "-m", marker)
+    assert collected_ids(result) == expected
+
+
+def test_markers_are_listed(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--markers")
+    for name in (
+        "spark_preflight",
+        "spark_launch",
+        "spark_memory",
+        "spark_thermal",
+        "spark_bandwidth",
+        "spark_precision",
+        "spark_upstream",
+        "spark_multinode",
+    ):
+        result.stdout.fnmatch_lines([f"@pytest.mark.{name}:*"])
+
+
+def test_markers_registered_without_the_flag_so_strict_markers_accepts_them(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+        @pytest.mark.spark_memory
+        def test_big_model(): pass
+        """
+    )
+    result = run(pytester, "--strict-markers")
+    result.assert_outcomes(passed=1)
+
+
+def test_spark_only_deselects_the_rest(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-preflight", "--spark-only", "G3,g9")
+    result.assert_outcomes(passed=2, deselected=8)
+    assert "G3 INFO:" in result.stdout.str()
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_train(): pass")
+    result = run(pytester, "-p", "no:dgx_spark")
+    result.assert_outcomes(passed=1)
+    result = run(pytester, "-p", "no:dgx_spark", "--spark-preflight")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--spark-preflight" in result.stderr.str()
+
+
+def test_last_failed_reruns_the_failed_check_and_user_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_ok(): pass\ndef test_bad(): assert 0")
+    first = run(pytester, "--spark-preflight", "--spark-workload-gb", "500")
+    assert first.parseoutcomes()["failed"] == 2
+    second = run(pytester, "--spark-preflight", "--spark-workload-gb", "500", "--lf", "-v")
+    ran = re.findall(r"^(\S+::\S+) (?:PASSED|FAILED|SKIPPED|WARN|INFO)", second.stdout.str(), re.M)
+    assert ran == ["spark_preflight::G3", "test_user.py::test_bad"]
+    second.assert_outcomes(failed=2, deselected=9)
+
+
+def test_exitfirst_stops_at_the_first_failing_check(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_train(): pass")
+    result = run(pytester, "--spark-preflight", "--spark-workload-gb", "500", "-x")
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 1
+    assert "test_train" not in result.stdout.str().split("short test summary")[0].split("spark preflight")[-1]
+    assert "G3 FAIL" in result.stdout.str()
+    assert sum(outcomes.get(k, 0) for k in ("passed", "skipped", "warned", "failed")) < 11

@@ -1,0 +1,137 @@
+"""Statuses become pytest outcomes exactly as SPEC's table says.
+
+G3 on the GB10 double (MemFree 96.0 GiB, MemAvailable 112.8 GiB of 121.7 GiB)
+gives every status from one real check: a 10 GiB workload PASSes, 100 GiB
+WARNs (fits only after dropping the page cache), 500 GiB FAILs, no workload
+is INFO, and a machine without /proc/meminfo SKIPs.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+GLINE = re.compile(r"^G(?:[1-9]|10) (?:PASS|FAIL|WARN|SKIP|INFO): \S.*$")
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    return spark_env
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:randomly", "--spark-preflight", *args)
+
+
+def spark_section(result: pytest.RunResult) -> list[str]:
+    out = result.stdout.lines
+    start = next(i for i, ln in enumerate(out) if re.match(r"^=+ spark preflight =+$", ln))
+    section = []
+    for line in out[start + 1 :]:
+        if line.startswith("=") or line.startswith("-" * 10):
+            break
+        section.append(line)
+    return section
+
+
+def test_pass_is_passed(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "10")
+    result.assert_outcomes(passed=1, deselected=9)
+    assert result.ret == 0
+    assert "G3 PASS: workload 10 GiB fits in MemFree 96.0 GiB" in result.stdout.str()
+
+
+def test_info_passes_with_letter_i_and_word_info(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-only", "G3")
+    result.assert_outcomes(passed=1, deselected=9)
+    result.stdout.fnmatch_lines(["spark_preflight I*"])
+    verbose = run(pytester, "--spark-only", "G3", "-v")
+    verbose.stdout.fnmatch_lines(["spark_preflight::G3 INFO*"])
+    assert verbose.ret == 0
+    # INFO stays in the "passed" category, so an all-good run stays green.
+    assert "warned" not in verbose.stdout.lines[-1]
+
+
+def test_warn_is_a_warned_pass(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "100")
+    outcomes = result.parseoutcomes()
+    assert outcomes == {"warned": 1, "deselected": 9}
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["spark_preflight W*"])
+    line = next(ln for ln in spark_section(result) if ln.startswith("G3"))
+    assert line.startswith("G3 WARN: workload 100 GiB fits MemAvailable 112.8 GiB only once the page cache")
+    assert "; fix: between runs, sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'" in line
+    verbose = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "100", "-v")
+    verbose.stdout.fnmatch_lines(["spark_preflight::G3 WARN*"])
+
+
+def test_strict_turns_warn_into_failure(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "100", "--spark-strict")
+    result.assert_outcomes(failed=1, deselected=9)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["G3 WARN: workload 100 GiB *(a failure under --spark-strict)"])
+    assert "verdict: blocked" in result.stdout.str()
+
+
+def test_fail_fails_with_the_g_line_and_no_traceback(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "500", "-rf", "-vv")
+    result.assert_outcomes(failed=1, deselected=9)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "Traceback" not in out
+    assert "def runtest" not in out and "raise SparkCheckFailed" not in out
+    result.stdout.fnmatch_lines(
+        [
+            "*_ G3 UMA headroom _*",
+            "G3 FAIL: workload 500 GiB > MemAvailable 112.8 GiB of 121.7 GiB*; fix: stop other jobs*",
+            "FAILED spark_preflight::G3 - G3 FAIL: workload 500 GiB*",
+        ]
+    )
+    assert "verdict: blocked (G3 failed" in out
+
+
+def test_skip_says_why(pytester: pytest.Pytester, spark_env) -> None:
+    (spark_env.root / "proc" / "meminfo").unlink()
+    result = run(pytester, "--spark-only", "G3", "-rs")
+    result.assert_outcomes(skipped=1, deselected=9)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["SKIPPED [[]1] spark_preflight:1: G3 SKIP: cannot read memory headroom: cannot read /proc/meminfo*"]
+    )
+
+
+def test_terminal_section_has_ten_g_lines_and_a_verdict(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-workload-gb", "10")
+    section = spark_section(result)
+    g_lines = [ln for ln in section if GLINE.match(ln)]
+    assert [ln.split()[0] for ln in g_lines] == [f"G{n}" for n in range(1, 11)]
+    assert section[len(g_lines)].startswith("verdict: ")
+    assert re.match(r"^verdict: (ready|ready-with-warnings|blocked) \(", section[len(g_lines)])
+
+
+def test_a_crashing_check_is_that_checks_fail_not_an_internal_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        textwrap.dedent(
+            """
+            import pytest_spark.checks.g03_uma_headroom as g3
+
+            def broken(*args, **kwargs):
+                raise ZeroDivisionError("planted")
+
+            g3.evaluate = broken
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess("--spark-preflight", "--spark-only", "G3,G9")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(failed=1, passed=1, deselected=8)
+    result.stdout.fnmatch_lines(
+        ["G3 FAIL: the check itself crashed (ZeroDivisionError: planted at *), so nothing was verified*"]
+    )
+
+
+def test_readings_are_in_captured_output_of_a_failure(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "500")
+    result.stdout.fnmatch_lines(["*Captured stdout call*", "G3 FAIL:*", "  mem_available = 112.8 GiB"])

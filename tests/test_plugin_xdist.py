@@ -1,0 +1,79 @@
+"""Under xdist and pytest-randomly: the same ten results, each probe once.
+
+The pynvml and torch doubles append a line to a log file each time NVML is
+initialised or torch is imported, so "once" is counted, not assumed.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("xdist")
+
+
+def section_lines(result: pytest.RunResult) -> list[str]:
+    return [ln for ln in result.stdout.lines if re.match(r"^G(?:[1-9]|10) (PASS|FAIL|WARN|SKIP|INFO): ", ln)]
+
+
+def run_counted(pytester: pytest.Pytester, spark_env, *args: str) -> tuple[list[str], int, int]:
+    for log in (spark_env.nvml_log, spark_env.torch_log):
+        log.unlink(missing_ok=True)
+    result = pytester.runpytest("--spark-preflight", "--spark-workload-gb", "100", *args)
+    assert result.ret == 0, result.stdout.str()
+    return section_lines(result), spark_env.count(spark_env.nvml_log), spark_env.count(spark_env.torch_log)
+
+
+def test_xdist_and_randomly_give_the_same_results_and_probe_once(
+    pytester: pytest.Pytester, spark_env
+) -> None:
+    serial, nvml_serial, torch_serial = run_counted(pytester, spark_env, "-p", "no:randomly")
+    assert len(serial) == 10
+    assert torch_serial == 1, "torch is imported once, in one child, for all checks"
+    assert nvml_serial >= 1
+
+    spread, nvml_spread, torch_spread = run_counted(pytester, spark_env, "-n", "4", "-p", "no:randomly")
+    assert spread == serial
+    assert (nvml_spread, torch_spread) == (nvml_serial, torch_serial)
+
+    shuffled, nvml_shuffled, torch_shuffled = run_counted(pytester, spark_env, "-p", "randomly")
+    assert shuffled == serial
+    assert (nvml_shuffled, torch_shuffled) == (nvml_serial, torch_serial)
+
+    both, nvml_both, torch_both = run_counted(pytester, spark_env, "-n", "4", "-p", "randomly")
+    assert both == serial
+    assert (nvml_both, torch_both) == (nvml_serial, torch_serial)
+
+
+def test_each_check_runs_once_under_xdist(pytester: pytest.Pytester, spark_env) -> None:
+    result = pytester.runpytest("--spark-preflight", "-n", "4", "-v", "-p", "no:randomly")
+    ran = re.findall(r"\] (?:PASSED|FAILED|SKIPPED|WARN|INFO) spark_preflight::(G\d+)", result.stdout.str())
+    assert sorted(ran, key=lambda c: int(c[1:])) == [f"G{n}" for n in range(1, 11)]
+
+
+def test_worker_store_is_removed_after_the_run(
+    pytester: pytest.Pytester, spark_env, tmp_path, monkeypatch
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    pytester.makeconftest(
+        """
+        import os, pathlib
+
+        def pytest_sessionfinish(session):
+            if hasattr(session.config, "workerinput"):
+                return
+            plugin = session.config.pluginmanager.get_plugin("dgx_spark_preflight")
+            folder = plugin._store_dir
+            files = sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else []
+            pathlib.Path("store.txt").write_text(f"{folder}\\n{len(files)}")
+        """
+    )
+    result = pytester.runpytest_subprocess("--spark-preflight", "-n", "2", "-p", "no:randomly")
+    assert result.ret == 0
+    folder, count = (pytester.path / "store.txt").read_text().split("\n")
+    assert folder.startswith(str(scratch / "spark-preflight-"))
+    assert int(count) > 0, "workers shared their probes through the store"
+    assert not list(scratch.glob("spark-preflight-*"))

@@ -1,0 +1,188 @@
+"""The probe runners: commands and Python children that hang, crash or babble."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_spark.probes.child import run_python
+from pytest_spark.probes.commands import run_command
+from pytest_spark.probes.store import MemoryStore, SharedStore
+
+
+def alive_in_group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, read from /proc.
+
+    A killed child whose parent died may linger as a zombie until PID 1 reaps
+    it; a zombie runs nothing, so it does not count.
+    """
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in ("Z", "X"):
+            alive.append(int(entry.name))
+    return alive
+
+
+def gone(pgid: int) -> bool:
+    return alive_in_group(pgid) == []
+
+
+def test_command_that_hangs_is_killed_with_its_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    script = tmp_path / "hang.sh"
+    script.write_text(f"#!/bin/sh\nsleep 300 &\necho $$ $! > {pidfile}\nwait\n")
+    script.chmod(0o755)
+    start = time.monotonic()
+    result = run_command([str(script)], timeout=1.0)
+    elapsed = time.monotonic() - start
+    assert result.timed_out and not result.ok
+    assert elapsed < 4
+    assert result.describe() == "hang.sh did not answer within 1.0 s (killed)"
+    shell_pid, sleeper_pid = map(int, pidfile.read_text().split())
+    time.sleep(0.2)
+    assert gone(shell_pid), "the shell and the sleep it started are both gone"
+    assert sleeper_pid not in alive_in_group(shell_pid)
+
+
+def test_command_not_found_and_nonzero_exit() -> None:
+    missing = run_command(["no-such-tool-xyz"], timeout=1, env={"PATH": "/nonexistent"})
+    assert missing.error == "not found on PATH"
+    assert missing.describe() == "no-such-tool-xyz: not found on PATH"
+    failing = run_command(["sh", "-c", "echo 'NVIDIA-SMI has failed' >&2; exit 9"], timeout=5)
+    assert failing.returncode == 9
+    assert failing.describe() == "sh exited 9: NVIDIA-SMI has failed"
+
+
+def test_command_killed_by_signal() -> None:
+    result = run_command(["sh", "-c", "kill -SEGV $$"], timeout=5)
+    assert result.signal == "SIGSEGV"
+    assert result.describe() == "sh was killed by SIGSEGV"
+
+
+CHILD_PROLOGUE = "import json, os, signal, sys, time\ndef emit(o): print(json.dumps(o), flush=True)\n"
+
+
+def child(body: str, **kwargs):
+    return run_python(CHILD_PROLOGUE + body, **kwargs)
+
+
+def test_child_that_finishes() -> None:
+    result = child('emit({"begin": "a"}); emit({"data": {"x": 1}}); emit({"done": True})', step_timeout=5)
+    assert result.ok and result.data == {"x": 1} and result.steps == ["a"]
+
+
+def test_child_hang_is_killed_and_named_by_step() -> None:
+    start = time.monotonic()
+    result = child(
+        'emit({"begin": "import torch"}); emit({"data": {"pgid": os.getpgid(0)}}); time.sleep(300)',
+        step_timeout=0.5,
+    )
+    assert time.monotonic() - start < 4
+    assert result.timed_out and not result.ok
+    assert (
+        result.describe("torch child")
+        == "torch child made no progress for 0.5 s during 'import torch' (hung; killed)"
+    )
+    time.sleep(0.2)
+    assert gone(result.data["pgid"])
+
+
+def test_progress_extends_the_deadline() -> None:
+    body = 'for i in range(6):\n    emit({"begin": f"step {i}"}); time.sleep(0.3)\nemit({"done": True})'
+    result = child(body, step_timeout=0.6)
+    assert result.ok and len(result.steps) == 6
+
+
+def test_scale_gives_a_slow_step_more_time() -> None:
+    body = 'emit({"begin": "import torch", "scale": 4}); time.sleep(1.0); emit({"done": True})'
+    assert child(body, step_timeout=0.5).ok
+    assert child(body.replace('"scale": 4', '"scale": 1'), step_timeout=0.5).timed_out
+
+
+@pytest.mark.parametrize("sig", ["SIGSEGV", "SIGABRT", "SIGKILL"])
+def test_child_killed_by_a_signal(sig: str) -> None:
+    result = child(f'emit({{"begin": "tiny kernel"}}); os.kill(os.getpid(), signal.{sig})', step_timeout=5)
+    assert result.signal == sig
+    assert result.describe("torch child") == f"torch child was killed by {sig} during 'tiny kernel'"
+
+
+def test_garbage_and_half_lines_are_counted_not_fatal() -> None:
+    body = 'print("Unsloth: banner text", flush=True); emit({"data": {"a": 1}}); sys.stdout.write("{\\"data\\": {\\"b"); sys.stdout.flush()'
+    result = child(body, step_timeout=5)
+    assert result.data == {"a": 1}
+    assert result.garbage == 2
+    assert result.garbage_sample[0] == "Unsloth: banner text"
+    assert not result.ok
+    assert result.describe() == "probe child stopped before finishing (output incomplete)"
+
+
+def test_child_exit_code_and_stderr_tail() -> None:
+    result = child(
+        'sys.stderr.write("ImportError: libcudart.so.12: cannot open shared object file\\n"); sys.exit(3)',
+        step_timeout=5,
+    )
+    assert result.returncode == 3
+    assert (
+        result.describe("torch child")
+        == "torch child exited 3: ImportError: libcudart.so.12: cannot open shared object file"
+    )
+
+
+def test_child_that_closes_stdout_but_lingers_is_hung() -> None:
+    result = child("os.close(1); time.sleep(300)", step_timeout=0.5)
+    assert result.timed_out
+
+
+def test_python_that_cannot_start() -> None:
+    result = run_python("pass", step_timeout=1, python="/nonexistent/python")
+    assert result.error and "could not start" in result.describe()
+
+
+def _compute_in_process(folder: str, log: str) -> None:
+    store = SharedStore(Path(folder))
+
+    def compute():
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(0.3)
+        return {"answer": 42}
+
+    value = store.get_or_compute("probe:nvml", compute)
+    assert value == {"answer": 42}
+
+
+def test_shared_store_computes_once_across_processes(tmp_path: Path) -> None:
+    log = tmp_path / "computed.log"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_compute_in_process, args=(str(tmp_path / "store"), str(log))) for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert len(log.read_text().splitlines()) == 1
+
+
+def test_memory_store_roundtrips_through_json() -> None:
+    store = MemoryStore()
+    value = store.get_or_compute("k", lambda: {"t": (1, 2), "p": Path("/x")})
+    assert value == {"t": [1, 2], "p": "/x"}
+    assert store.get_or_compute("k", lambda: pytest.fail("computed twice")) == value
+    assert json.dumps(value)
+    assert sys.version_info >= (3, 10)

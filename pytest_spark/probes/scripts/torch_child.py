@@ -63,17 +63,42 @@ def main():
             data(kernel=_tiny_kernel(torch))
         except Exception as exc:
             data(kernel={"ok": False, "error": error_text(exc)})
-    extensions = {}
-    for name in cfg.get("extensions", []):
-        begin("import " + name, scale=2)
-        try:
-            mod = _importlib.import_module(name)
-            extensions[name] = {"ok": True, "version": str(getattr(mod, "__version__", "") or "")}
-        except BaseException as exc:
-            extensions[name] = {"ok": False, "error": error_text(exc)}
-        data(extensions=extensions)
-    if cfg.get("flash_attn"):
-        step_flash_attn(torch, cfg["flash_attn"], cuda)
     if cfg.get("bandwidth"):
         step_bandwidth(torch, cfg["bandwidth"], cuda)
+    # Extension imports come last: they are the likeliest to kill the process
+    # (a SIGSEGV in a CUDA 12 module), and facts gathered before survive.
+    extensions = {}
+    if cfg.get("flash_attn"):
+        outcome = step_flash_attn(torch, cfg["flash_attn"], cuda)
+        if outcome is not None:
+            extensions["flash_attn"] = outcome
+            data(extensions=extensions)
+    _import_extensions(cfg.get("extensions", []), extensions)
     done()
+    # Skip interpreter teardown: threads an extension started would keep the
+    # child alive past "done", and a CUDA context torn down on a broken driver
+    # can crash after every answer is in.
+    _sys.stdout.flush()
+    _os._exit(0)
+
+
+def _import_extensions(names, extensions):
+    """G1's dynamic half: import each installed CUDA extension package.
+
+    An ``undefined symbol`` or a missing ``libcudart.so.12`` is an exception
+    (recorded); a segfault kills the child, and the parent names this step.
+    """
+    for name in names:
+        if name in extensions or not isinstance(name, str):
+            continue
+        begin("import " + name, scale=3)
+        try:
+            mod = _importlib.import_module(name)
+            extensions[name] = {
+                "ok": True,
+                "version": str(getattr(mod, "__version__", "") or ""),
+                "file": str(getattr(mod, "__file__", "") or ""),
+            }
+        except BaseException as exc:
+            extensions[name] = {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
+        data(extensions=extensions)

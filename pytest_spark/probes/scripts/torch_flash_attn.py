@@ -1,12 +1,81 @@
-# G2 step of the torch child: is flash-attn importable and does a tiny kernel run?
-# (Deepened by the CUDA-stack issue.)
+# G2 step of the torch child: does flash-attn import, does a tiny kernel run,
+# and would Unsloth switch it on?
+#
+# Unsloth (unsloth/models/_utils.py) sets HAS_FLASH_ATTENTION = True when the
+# device's CUDA capability major is >= 8, the flash_attn package is found, and
+# `from flash_attn.flash_attn_interface import flash_attn_gpu` (older builds:
+# `flash_attn_cuda`) imports. That predicate is computed here the same way,
+# without importing unsloth: importing it patches transformers and needs a GPU.
+
+
+def _fa_interface():
+    try:
+        from flash_attn.flash_attn_interface import flash_attn_gpu  # noqa: F401
+
+        return "flash_attn_gpu", None
+    except BaseException as first:
+        try:
+            from flash_attn.flash_attn_interface import flash_attn_cuda  # noqa: F401
+
+            return "flash_attn_cuda", None
+        except BaseException:
+            return None, error_text(first)
+
+
+def _fa_kernel(torch, flash_attn):
+    # (batch, seqlen, nheads, headdim): the layout flash_attn_func takes
+    shape = (1, 16, 2, 64)
+    q = torch.randn(*shape, device="cuda", dtype=torch.float16)
+    out = flash_attn.flash_attn_func(q, q, q, causal=True)
+    torch.cuda.synchronize()
+    got = [int(n) for n in out.shape]
+    total = float(out.float().abs().sum().item())
+    finite = total == total and total not in (float("inf"), float("-inf"))
+    return {"ok": got == list(shape) and finite, "shape": got, "expected": list(shape), "finite": finite}
 
 
 def step_flash_attn(torch, cfg, cuda):
-    begin("import flash_attn", scale=2)
+    """Returns the import outcome (for G1's extension list), or None when absent."""
+    import importlib.util as _util
+
+    try:
+        found = _util.find_spec("flash_attn") is not None
+    except BaseException as exc:
+        data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
+        return {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
+    if not found:
+        data(flash_attn={"found": False})
+        return None
+    begin("import flash_attn", scale=3)
     try:
         import flash_attn
     except BaseException as exc:
-        data(flash_attn={"importable": False, "error": error_text(exc)})
-        return
-    data(flash_attn={"importable": True, "version": str(getattr(flash_attn, "__version__", ""))})
+        data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
+        return {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
+    fa = {
+        "found": True,
+        "importable": True,
+        "version": str(getattr(flash_attn, "__version__", "") or ""),
+        "file": str(getattr(flash_attn, "__file__", "") or ""),
+    }
+    data(flash_attn=fa)
+    begin("flash_attn interface", scale=2)
+    fa["interface"], fa["interface_error"] = _fa_interface()
+    capability = cuda.get("capability")
+    if cuda.get("cuda_available") and capability:
+        fa["unsloth_has_flash_attention"] = bool(capability[0] >= 8 and fa["interface"])
+    else:
+        fa["unsloth_has_flash_attention"] = None  # Unsloth needs a CUDA device to decide
+    data(flash_attn=fa)
+    if not (cuda.get("cuda_available") and cfg.get("kernel", True)):
+        fa["kernel"] = {"ok": None, "skipped": "no CUDA device"}
+    elif capability and capability[0] < 8:
+        fa["kernel"] = {"ok": None, "skipped": "flash-attn 2 needs capability 8.0 or newer"}
+    else:
+        begin("flash_attn kernel", scale=3)
+        try:
+            fa["kernel"] = _fa_kernel(torch, flash_attn)
+        except BaseException as exc:
+            fa["kernel"] = {"ok": False, "error": error_text(exc)}
+    data(flash_attn=fa)
+    return {"ok": True, "version": fa["version"], "file": fa["file"]}

@@ -17,6 +17,10 @@ from pytest_spark import catalog, options
 
 PLUGIN_NAME = "dgx_spark_preflight"
 
+#: the ``spark_sampler`` fixture; its module imports nothing pytest has not
+#: (NVML runs in a child only once a test asks for the fixture)
+pytest_plugins = ["pytest_spark.sampler"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_pytest_options(parser)

@@ -25,6 +25,14 @@ THRESHOLDS: dict[str, Threshold] = {
     t.name: t
     for t in (
         Threshold(
+            "g1_cuda_major",
+            13.0,
+            0.0,
+            "",
+            "G1: the CUDA major torch must be built for (GB10/SM121 needs CUDA 13; 0: no requirement "
+            "beyond the driver's)",
+        ),
+        Threshold(
             "g3_margin_gb",
             0.0,
             0.0,
@@ -37,7 +45,8 @@ THRESHOLDS: dict[str, Threshold] = {
             0.0,
             "W",
             "G4: power that counts as 'flat well under the limit' while temperature climbs "
-            "(GB10 community observation ~100 W; generic: derived from the enforced limit)",
+            "(GB10: the seed's ~100 W, a community observation; GB10's SoC TDP is 140 W and its "
+            "PSU 240 W; 0 = derive from the enforced limit x g4_flat_power_fraction)",
         ),
         Threshold(
             "g4_flat_power_fraction",
@@ -45,6 +54,14 @@ THRESHOLDS: dict[str, Threshold] = {
             0.5,
             "",
             "G4: on a GPU with an enforced power limit, 'well under' means below this fraction of it",
+        ),
+        Threshold(
+            "g4_flat_power_band_fraction",
+            0.15,
+            0.15,
+            "",
+            "G4: 'flat' means the power stayed within this fraction of the flat-power ceiling "
+            "(15 W of GB10's 100 W), so a load ramping up is not mistaken for a plateau",
         ),
         Threshold(
             "g4_temp_rise_c",
@@ -90,11 +107,42 @@ THRESHOLDS: dict[str, Threshold] = {
             "G5 (generic profile): sustained budget as a fraction of the theoretical peak",
         ),
         Threshold(
+            "g5_probe_buffer_mib",
+            1024.0,
+            1024.0,
+            "MiB",
+            "G5: size of each of the two buffers of the intrusive copy probe (at least 512 MiB)",
+        ),
+        Threshold(
+            "g5_probe_margin_gb",
+            4.0,
+            4.0,
+            "GiB",
+            "G5: MemAvailable the copy probe leaves untouched beyond its two buffers; it refuses "
+            "to run with less",
+        ),
+        Threshold(
             "g6_cap_max",
             0.5,
             0.5,
             "",
             "G6: another GPU process capped at or below this memory fraction may coexist",
+        ),
+        Threshold(
+            "g6_vllm_default_util",
+            0.9,
+            0.9,
+            "",
+            "G6: vLLM's --gpu-memory-utilization when the flag is absent (0.9 per the SPEC and "
+            "vLLM <= 0.6 docs; newer vLLM docs say 0.92)",
+        ),
+        Threshold(
+            "g6_small_process_gb",
+            1.0,
+            1.0,
+            "GiB",
+            "G6: a graphics-only process (the desktop: Xorg, gnome-shell) using less than this "
+            "is listed but does not count as contention",
         ),
         Threshold(
             "g10_busbw_floor_gbps",

@@ -1,24 +1,558 @@
-"""G4 — thermals and power (seed level; deepened by the machine-checks issue)."""
+"""G4 — thermals and power: is the GPU being slowed down by heat or power?
+
+A GB10 that runs hot cuts its clocks (``SwThermalSlowdown`` fires on GB10:
+NVIDIA/open-gpu-kernel-modules#1358), and one on a degraded USB-C PD supply
+runs capped without any error. A long run on such a box takes longer than
+planned, or the box powers off mid-run. This check samples temperature,
+power draw, the enforced power limit (``N/A`` on GB10: a reading, not an
+error), the SM clock and the clock-event reasons for ``--spark-thermal-seconds``
+through NVML (in a child process), or through ``nvidia-smi`` when NVML cannot
+be used from Python.
+
+WARN on active thermal, HW-slowdown or power-brake reasons (GpuIdle and
+SwPowerCap are ignored, as cluster health checks do: both are normal), and on
+the seed's pattern: power flat well under the limit while the temperature
+climbs. FAIL when the driver does not answer within ``--spark-timeout`` or the
+GPU is lost mid-sample; SKIP when there is no NVIDIA GPU.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
 from pytest_spark.engine import CheckContext
 from pytest_spark.model import Reading, Result, Status
+from pytest_spark.thermal import GpuSeries, flat_power_climb, parse_mask, summarise
+
+DRIVER_FIX = (
+    "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
+    "reboot (on GB10 a full AC power cycle if it persists)"
+)
+
+#: nvidia-smi fields, in order. The reasons field was renamed in driver 535;
+#: older drivers know only the ``clocks_throttle_reasons`` spelling.
+SMI_BASE = (
+    "index",
+    "name",
+    "temperature.gpu",
+    "power.draw",
+    "enforced.power.limit",
+    "clocks.sm",
+    "clocks.max.sm",
+)
+SMI_REASON_FIELDS: tuple[str | None, ...] = (
+    "clocks_event_reasons.active",
+    "clocks_throttle_reasons.active",
+    None,  # a driver that knows neither: sample without reasons
+)
+#: nvidia-smi exit codes (nvidia-smi(1)): 9 driver not loaded, 12 NVML library
+#: not found, 6 "No devices were found" — no usable GPU, not a broken one.
+SMI_NO_GPU_CODES = {9, 12}
+#: the long and short spellings nvidia-smi accepts and prints in headers
+SMI_ALIASES = {
+    "clocks.current.sm": "clocks.sm",
+    "gpu_name": "name",
+    "gpu.power.current_limit": "enforced.power.limit",
+    "gpu.power.requested_limit": "power.limit",
+}
+SMI_LOST_CODE = 15
+#: what nvidia-smi prints instead of a value, and the NVML error it stands for
+SMI_NOT_A_VALUE = {
+    "[n/a]": "NotSupported",
+    "n/a": "NotSupported",
+    "[not supported]": "NotSupported",
+    "not supported": "NotSupported",
+    "": "NotSupported",
+    "[unknown error]": "Unknown",
+    "[gpu is lost]": "GpuIsLost",
+    "[insufficient permissions]": "NoPermission",
+    "[requires root]": "NoPermission",
+}
+
+
+@dataclass
+class Facts:
+    source: str = "nvml"  # "nvml" | "nvidia-smi" | "none"
+    seconds: float = 1.0  # requested sample length (0 = one snapshot)
+    #: static facts per GPU: index, name, power_limit_mw, max_clock_sm_mhz, errors
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    #: ``{"t", "gpus": [...]}`` in time order (see pytest_spark/thermal.py)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    duration_s: float | None = None
+    hung: str | None = None  # the driver did not answer in time
+    broken: str | None = None  # it answered, wrongly (crash, exit code, errors)
+    missing: str | None = None  # no NVIDIA GPU / driver here
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- gather
+
+
+def sample_interval(seconds: float, timeout: float) -> float:
+    """At most ~300 samples per run (bounded output), at least 10 per second
+    for short runs, and always well inside the progress watchdog (a sample is
+    the child's sign of life)."""
+    return round(min(max(0.1, seconds / 300.0), max(timeout / 2.0, 0.05)), 3)
+
+
+def gather(ctx: CheckContext) -> Facts:
+    machine = ctx.machine
+    seconds = float(ctx.settings.thermal_seconds)
+    nv = machine.nvml()
+    if nv.get("hung"):
+        return Facts(seconds=seconds, hung=str(nv.get("reason")))
+    if nv.get("ok"):
+        if nv.get("no_gpu"):
+            return Facts(seconds=seconds, source="none", missing="NVML answered but reports no GPU")
+        devices = [_static_from_snapshot(d) for d in nv.get("devices") or []]
+        interval = sample_interval(seconds, machine.timeout)
+        sample = machine.nvml_sample(seconds, interval)
+        facts = Facts(
+            seconds=seconds,
+            devices=devices,
+            samples=list(sample.get("samples") or []),
+            duration_s=sample.get("duration_s"),
+        )
+        if sample.get("hung"):
+            facts.hung = str(sample.get("reason"))
+        elif not sample.get("ok"):
+            facts.broken = str(sample.get("reason"))
+        return facts
+    return gather_smi(ctx, nvml_reason=str(nv.get("reason")), nvml_missing=bool(nv.get("missing")))
+
+
+def _static_from_snapshot(dev: Mapping[str, Any]) -> dict[str, Any]:
+    errors = dev.get("errors") or {}
+    return {
+        "index": dev.get("index", 0),
+        "name": dev.get("name"),
+        "power_limit_mw": dev.get("power_limit_mw"),
+        "max_clock_sm_mhz": dev.get("max_clock_sm_mhz"),
+        "errors": {k: v for k, v in errors.items() if k in ("power_limit_mw", "max_clock_sm_mhz", "name")},
+    }
+
+
+def smi_argv(reason_field: str | None) -> list[str]:
+    fields = [*SMI_BASE, *([reason_field] if reason_field else [])]
+    return ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+
+
+def smi_fields(argv: Sequence[str]) -> list[str]:
+    query = next((a for a in argv if a.startswith("--query-gpu=")), "")
+    return query.split("=", 1)[1].split(",") if query else []
+
+
+def _invalid_field(text: str) -> bool:
+    return "not a valid field" in text.lower()
+
+
+def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Facts:
+    """The fallback: ``nvidia-smi --query-gpu`` (with a timeout, in its own
+    process group), then, for a series, the same query repeated in a child."""
+    machine = ctx.machine
+    seconds = float(ctx.settings.thermal_seconds)
+    facts = Facts(source="nvidia-smi", seconds=seconds, notes=[f"NVML: {nvml_reason}"])
+    argv: list[str] = []
+    res = None
+    for reason_field in SMI_REASON_FIELDS:
+        argv = smi_argv(reason_field)
+        res = machine.command(argv)
+        if res.ok or res.timed_out or res.error or not _invalid_field(res.stdout + res.stderr):
+            break
+        facts.notes.append(f"nvidia-smi does not know {reason_field or 'the reasons field'}")
+    assert res is not None
+    if res.error:  # not on PATH, not executable
+        why = f"{nvml_reason}; {res.describe()}"
+        if nvml_missing:
+            facts.source, facts.missing = "none", why
+        else:
+            facts.source, facts.broken = "none", why
+        return facts
+    if res.timed_out:
+        facts.hung = res.describe()
+        return facts
+    text = res.stdout + "\n" + res.stderr
+    if res.returncode in SMI_NO_GPU_CODES or (res.returncode == 6 and "no devices" in text.lower()):
+        facts.source, facts.missing = "none", f"{res.describe()} (NVML: {nvml_reason})"
+        return facts
+    if not res.ok:
+        facts.broken = res.describe() + (
+            " (GPU fallen off the bus)" if res.returncode == SMI_LOST_CODE else ""
+        )
+        return facts
+    fields = smi_fields(argv)
+    statics, sample, problems = parse_smi(res.stdout, fields, t=0.0)
+    facts.notes.extend(problems)
+    if not statics:
+        facts.source, facts.missing = "none", f"nvidia-smi answered but listed no GPU (NVML: {nvml_reason})"
+        return facts
+    facts.devices = statics
+    facts.samples = [sample]
+    facts.duration_s = res.duration_s
+    if seconds > 0:
+        _smi_series(ctx, facts, argv, fields, seconds)
+    return facts
+
+
+def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[str], seconds: float) -> None:
+    interval = max(0.25, sample_interval(seconds, ctx.machine.timeout))
+    child = ctx.machine.python_child(
+        f"smi:sample:{seconds}:{interval}",
+        ["smi_child.py"],
+        {"argv": argv, "seconds": seconds, "interval": interval},
+        total_timeout=seconds + ctx.machine.timeout * 3,
+    )
+    series = []
+    for ev in child.events:
+        if ev.get("rc") != 0:
+            facts.broken = (
+                f"nvidia-smi exited {ev.get('rc')} mid-sample: {str(ev.get('err') or '').strip()[:200]}"
+            )
+            break
+        _, sample, _ = parse_smi(str(ev.get("out") or ""), fields, t=float(ev.get("t") or 0.0))
+        if sample["gpus"]:
+            series.append(sample)
+    if series:
+        facts.samples = series
+        facts.duration_s = child.duration_s
+    if child.timed_out:
+        facts.hung = "nvidia-smi " + child.describe("sample").removeprefix("sample ")
+    elif not child.ok and facts.broken is None:
+        facts.broken = child.describe("nvidia-smi sample child")
+
+
+def _smi_value(raw: str) -> tuple[float | None, str | None]:
+    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported")."""
+    text = raw.strip()
+    err = SMI_NOT_A_VALUE.get(text.lower())
+    if err is not None:
+        return None, err
+    if text.startswith("[") and text.endswith("]"):
+        return None, text.strip("[]").title().replace(" ", "")
+    number = text.split()[0] if text.split() else text
+    try:
+        return float(number), None
+    except ValueError:
+        return None, "Unparseable"
+
+
+def parse_smi(
+    text: str, fields: Sequence[str], *, t: float
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    """Parse ``--query-gpu`` CSV into (static per GPU, one sample, problems).
+
+    Defensive about what nvidia-smi really prints: a header line (with or
+    without ``noheader``), units (without ``nounits``), ``[N/A]``,
+    ``[Not Supported]``, ``[GPU is lost]``, empty lines, short lines.
+    """
+    statics: list[dict[str, Any]] = []
+    gpus: list[dict[str, Any]] = []
+    problems: list[str] = []
+    fields = list(fields)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cols = [c.strip() for c in line.split(",")]
+        if cols and (cols[0].lower().startswith("index") or "temperature.gpu" in line.lower()):
+            # A header (nvidia-smi without noheader): trust its names and order.
+            fields = [SMI_ALIASES.get(n, n) for n in (re.sub(r"\s*\[[^\]]*\]$", "", c) for c in cols)]
+            continue
+        if len(cols) != len(fields):
+            problems.append(
+                f"nvidia-smi line with {len(cols)} of {len(fields)} columns ignored: {line[:80]!r}"
+            )
+            continue
+        row = dict(zip(fields, cols, strict=True))
+        index_value, _ = _smi_value(row.get("index", "0"))
+        index = int(index_value) if index_value is not None else len(statics)
+        errors: dict[str, dict[str, str]] = {}
+
+        def number(name: str, key: str, scale: float = 1.0, row: dict[str, str] = row, errors=errors) -> Any:
+            value, err = _smi_value(row.get(name, ""))
+            if err:
+                errors[key] = {"name": err, "message": f"nvidia-smi {name}: {row.get(name, '')}"}
+                return None
+            return None if value is None else round(value * scale)
+
+        limit_field = "enforced.power.limit" if "enforced.power.limit" in row else "power.limit"
+        limit = number(limit_field, "power_limit_mw", 1000)
+        max_sm = number("clocks.max.sm", "max_clock_sm_mhz")
+        static_errors = {k: errors.pop(k) for k in list(errors)}
+        statics.append(
+            {
+                "index": index,
+                "name": row.get("name"),
+                "power_limit_mw": limit,
+                "max_clock_sm_mhz": max_sm,
+                "errors": static_errors,
+            }
+        )
+        gpu: dict[str, Any] = {
+            "index": index,
+            "temperature_c": number("temperature.gpu", "temperature_c"),
+            "power_usage_mw": number("power.draw", "power_usage_mw", 1000),
+            "clock_sm_mhz": number("clocks.sm", "clock_sm_mhz"),
+            "clock_event_reasons": None,
+        }
+        reason_field = next((f for f in fields if f.endswith("reasons.active")), None)
+        if reason_field:
+            raw = row.get(reason_field, "")
+            mask = parse_mask(raw)
+            if mask is None:
+                _, err = _smi_value(raw)
+                errors["clock_event_reasons"] = {"name": err or "Unparseable", "message": raw}
+            gpu["clock_event_reasons"] = mask
+        if errors:
+            gpu["errors"] = errors
+        gpus.append(gpu)
+    return statics, {"t": t, "gpus": gpus}, problems
+
+
+# ---------------------------------------------------------------------- evaluate
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "[N/A]"
+    text = f"{value:.0f}" if abs(value) >= 100 or float(value).is_integer() else f"{value:.1f}"
+    return f"{text} {unit}".rstrip() if unit else text
+
+
+def _span(lo: float | None, hi: float | None, unit: str) -> str:
+    if lo is None or hi is None:
+        return "[N/A]"
+    if _fmt(lo) == _fmt(hi):
+        return _fmt(lo, unit)
+    return f"{_fmt(lo)}-{_fmt(hi, unit)}"
+
+
+def _rnd(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def flat_ceiling(thresholds: Mapping[str, float], limit_w: float | None) -> float | None:
+    """'Well under the limit': the configured watts (GB10: the seed's 100 W,
+    since GB10's limit reads N/A), else a fraction of the enforced limit."""
+    watts = thresholds.get("g4_flat_power_w", 0.0)
+    if watts > 0:
+        return watts
+    if limit_w:
+        return limit_w * thresholds.get("g4_flat_power_fraction", 0.5)
+    return None
+
+
+def _reasons_text(s: GpuSeries) -> str:
+    if not s.reason_samples:
+        return "clock-event reasons [N/A]"
+    if not s.reasons:
+        return "no clock-event reason"
+    parts = []
+    for name, count in s.reasons.items():
+        if name == "GpuIdle":
+            parts.append("GpuIdle (idle)")
+        elif name == "SwPowerCap":
+            parts.append(f"SwPowerCap in {count}/{s.reason_samples} (at its power limit)")
+        else:
+            parts.append(f"{name} in {count}/{s.reason_samples}")
+    return "reasons: " + ", ".join(parts)
+
+
+def evaluate(facts: Facts, thresholds: Mapping[str, float]) -> Result:
+    """Decide G4 from a sample series (pure: recorded input in, Result out)."""
+    # Count and duration stay out of the line (they jitter run to run; the
+    # readings carry them), so the same machine state gives the same line.
+    how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
+    if facts.hung:
+        return Result(
+            "G4", Status.FAIL, f"driver not answering: {facts.hung}", DRIVER_FIX, details=facts.notes
+        )
+    if facts.missing:
+        return Result("G4", Status.SKIP, f"no NVIDIA GPU: {facts.missing}", details=facts.notes)
+    series = summarise(facts.samples)
+    static = {int(d.get("index", 0)): d for d in facts.devices}
+    if not series or not any(s.samples for s in series.values()):
+        why = facts.broken or "no GPU answered a sample"
+        return Result("G4", Status.FAIL, f"GPU/driver not answering: {why}", DRIVER_FIX, details=facts.notes)
+
+    rise_c = thresholds.get("g4_temp_rise_c", 5.0)
+    band = thresholds.get("g4_flat_power_band_fraction", 0.15)
+    details = list(facts.notes)
+    warns: list[str] = []
+    fixes: list[str] = []
+    fails: list[str] = []
+    per_gpu: list[Reading] = []
+    ceilings: list[float] = []
+
+    for index, s in series.items():
+        dev = static.get(index, {})
+        label = f"GPU {index}" + (f" ({dev['name']})" if dev.get("name") else "")
+        limit_w = _watts(dev.get("power_limit_mw"))
+        if s.lost:
+            fails.append(
+                f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)"
+            )
+            continue
+        if s.temperature.n == 0 and s.power_w.n == 0:
+            real = {k: v for k, v in s.errors.items() if v != "NotSupported"}
+            if real:
+                errs = ", ".join(f"{k}: {v}" for k, v in sorted(real.items()))
+                fails.append(f"{label} answered errors only ({errs})")
+                continue
+        for key, name in sorted(s.errors.items()):
+            if name != "NotSupported":
+                details.append(f"{label}: {key} answered {name}")
+        throttle = s.warn_reasons
+        if throttle:
+            names = ", ".join(f"{n} in {c}/{s.reason_samples} samples" for n, c in throttle.items())
+            warns.append(f"{label}: {names} (max {_fmt(s.temperature.max, 'C')})")
+            if {"SwThermalSlowdown", "HwThermalSlowdown"} & set(throttle):
+                fixes.append(
+                    "cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the "
+                    "clock (reported to take 91-92 C down to 65-80 C)"
+                )
+            if "HwPowerBrakeSlowdown" in throttle:
+                fixes.append(
+                    "the power supply asserted the brake: check the adapter and cable (GB10: the 240 W "
+                    "USB-C PD supply; a full AC power cycle clears a degraded PD state)"
+                )
+            if set(throttle) == {"HwSlowdown"}:
+                fixes.append("HW slowdown is heat or the power supply: check cooling, the supply and dmesg")
+        ceiling = flat_ceiling(thresholds, limit_w)
+        if ceiling:
+            ceilings.append(ceiling)
+        flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
+        if flat is not None:
+            warns.append(
+                f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "
+                f"{_fmt(ceiling, 'W')} ceiling; limit {_fmt(limit_w, 'W')}) while the temperature rose "
+                f"{flat.rise:.1f} C ({_fmt(flat.temp_start)}->{_fmt(flat.temp_end, 'C')}) in {flat.seconds:.1f} s"
+            )
+            fixes.append(
+                "power held down while the chip heats is the seed's throttling pattern: check cooling and "
+                "the power adapter, then re-sample under the real load (--spark-thermal-seconds 600, or the "
+                "spark_sampler fixture in a training smoke test)"
+            )
+        elif ceiling is None and s.power_w.n:
+            details.append(
+                f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied"
+            )
+        if s.busy is False and s.temperature.n > 1:
+            details.append(f"{label}: idle in most samples; the flat-power rule needs load")
+        if len(series) > 1:
+            per_gpu += [
+                Reading(f"gpu{index}_temperature_max", _rnd(s.temperature.max), "C"),
+                Reading(f"gpu{index}_power_max", _rnd(s.power_w.max), "W"),
+                Reading(f"gpu{index}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
+                Reading(f"gpu{index}_reasons", ",".join(s.reasons) or "none"),
+            ]
+
+    readings = _readings(facts, series, static, ceilings) + per_gpu
+    if fails or facts.broken:
+        parts = fails + ([facts.broken] if facts.broken else [])
+        return Result(
+            "G4",
+            Status.FAIL,
+            "GPU/driver stopped answering: " + "; ".join(parts),
+            DRIVER_FIX,
+            readings,
+            details=details,
+        )
+    overview = _overview(series, static, facts, how)
+    if warns:
+        return Result(
+            "G4",
+            Status.WARN,
+            "; ".join(warns) + f" ({how}, {facts.source})",
+            "; ".join(dict.fromkeys(fixes)),
+            readings,
+            details=details,
+        )
+    return Result("G4", Status.INFO, overview, readings=readings, details=details)
+
+
+def _watts(mw: Any) -> float | None:
+    if isinstance(mw, bool) or not isinstance(mw, (int, float)):
+        return None
+    return mw / 1000.0
+
+
+def _overview(
+    series: Mapping[int, GpuSeries], static: Mapping[int, dict[str, Any]], facts: Facts, how: str
+) -> str:
+    """One line: the ranges measured, the limit, the clock, the reasons seen."""
+    all_s = list(series.values())
+    tmin = min((s.temperature.min for s in all_s if s.temperature.min is not None), default=None)
+    tmax = max((s.temperature.max for s in all_s if s.temperature.max is not None), default=None)
+    pmin = min((s.power_w.min for s in all_s if s.power_w.min is not None), default=None)
+    pmax = max((s.power_w.max for s in all_s if s.power_w.max is not None), default=None)
+    cmin = min((s.clock_sm.min for s in all_s if s.clock_sm.min is not None), default=None)
+    cmax = max((s.clock_sm.max for s in all_s if s.clock_sm.max is not None), default=None)
+    limits = {_watts(static.get(i, {}).get("power_limit_mw")) for i in series}
+    limit = _fmt(next(iter(limits)), "W") if len(limits) == 1 else "varies"
+    names = sorted({str(d.get("name")) for d in static.values() if d.get("name")})
+    if len(all_s) == 1:
+        s = all_s[0]
+        who = f"GPU {s.index}" + (f" {names[0]}" if names else "")
+        mean = f" (mean {_fmt(s.temperature.mean)})" if s.temperature.min != s.temperature.max else ""
+        reasons = _reasons_text(s)
+    else:
+        who = f"{len(all_s)} GPUs" + (f" ({', '.join(names)})" if names else "")
+        mean = ""
+        seen = sorted({name for s in all_s for name in s.reasons})
+        reasons = ("reasons seen: " + ", ".join(seen)) if seen else "no clock-event reason"
+    return (
+        f"{who}: {_span(tmin, tmax, 'C')}{mean}, {_span(pmin, pmax, 'W')} (limit {limit}), "
+        f"SM {_span(cmin, cmax, 'MHz')}; {reasons}; {how} ({facts.source})"
+    )
+
+
+def _readings(
+    facts: Facts, series: Mapping[int, GpuSeries], static: Mapping[int, dict[str, Any]], ceilings: list[float]
+) -> list[Reading]:
+    all_s = list(series.values())
+
+    def pick(fn: Any, values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return _rnd(fn(known)) if known else None
+
+    def mean(stat_name: str) -> float | None:
+        stats = [getattr(s, stat_name) for s in all_s]
+        n = sum(st.n for st in stats)
+        return _rnd(sum(st.total for st in stats) / n) if n else None
+
+    rises = []
+    for s in all_s:
+        values = [p[1] for p in s.points if p[1] is not None]
+        if len(values) >= 2:
+            k = max(1, len(values) // 5)
+            rises.append(sum(values[-k:]) / k - sum(values[:k]) / k)
+    limits = [_watts(static.get(i, {}).get("power_limit_mw")) for i in series]
+    rated = [static.get(i, {}).get("max_clock_sm_mhz") for i in series]
+    reasons = sorted({name for s in all_s for name in s.reasons})
+    return [
+        Reading("temperature_min", pick(min, [s.temperature.min for s in all_s]), "C"),
+        Reading("temperature_max", pick(max, [s.temperature.max for s in all_s]), "C"),
+        Reading("temperature_mean", mean("temperature"), "C"),
+        Reading("temperature_rise", pick(max, rises) if rises else None, "C"),
+        Reading("power_min", pick(min, [s.power_w.min for s in all_s]), "W"),
+        Reading("power_max", pick(max, [s.power_w.max for s in all_s]), "W"),
+        Reading("power_mean", mean("power_w"), "W"),
+        Reading("power_limit", pick(max, limits), "W"),
+        Reading("flat_power_ceiling", pick(max, list(ceilings)) if ceilings else None, "W"),
+        Reading("sm_clock_min", pick(min, [s.clock_sm.min for s in all_s]), "MHz"),
+        Reading("sm_clock_max", pick(max, [s.clock_sm.max for s in all_s]), "MHz"),
+        Reading("sm_clock_mean", mean("clock_sm"), "MHz"),
+        Reading("sm_clock_rated", pick(max, [r for r in rated if isinstance(r, (int, float))]), "MHz"),
+        Reading("clock_event_reasons", ",".join(reasons) or "none"),
+        Reading("samples", max((s.samples for s in all_s), default=0)),
+        Reading("sample_seconds", _rnd(facts.duration_s, 2), "s"),
+        Reading("gpus", len(all_s)),
+        Reading("source", facts.source),
+    ]
 
 
 def run(ctx: CheckContext) -> Result:
-    nv = ctx.machine.nvml()
-    if nv.get("hung"):
-        return ctx.result(
-            Status.FAIL, f"driver not answering: {nv['reason']}", "check dmesg for Xid/NVRM errors; reboot"
-        )
-    if not nv.get("ok") or not nv.get("devices"):
-        return ctx.result(Status.SKIP, f"no NVIDIA GPU: {nv.get('reason') or 'none found'}")
-    dev = nv["devices"][0]
-    temp, power = dev.get("temperature_c"), dev.get("power_usage_mw")
-    watts = None if power is None else round(power / 1000, 1)
-    return ctx.result(
-        Status.INFO,
-        f"{temp} C, {watts} W",
-        readings=[Reading("temperature", temp, "C"), Reading("power", watts, "W")],
-    )
+    return evaluate(gather(ctx), ctx.thresholds)

@@ -204,7 +204,7 @@ class Machine:
 
         def probe() -> dict[str, Any]:
             child = self.python_child(
-                f"nvml:sample:{seconds}:{interval}",
+                f"nvml:sample-child:{seconds}:{interval}",
                 ["nvml_child.py"],
                 {"mode": "sample", "seconds": seconds, "interval": interval},
                 total_timeout=seconds + self.timeout * 3,

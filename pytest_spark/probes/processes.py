@@ -18,8 +18,22 @@ def list_processes(root: Path | None = None) -> dict[str, Any]:
         import psutil
     except ImportError as exc:  # pragma: no cover - psutil is a dependency
         return {"error": f"psutil not importable: {exc}", "processes": []}
-    if root is not None and str(root) != "/":
-        psutil.PROCFS_PATH = str(Path(root) / "proc")
+    # psutil keeps PROCFS_PATH module-global and caches Process objects in
+    # process_iter(): scan under this machine's root, then put both back, so
+    # a fake root (tests, SPARK_PREFLIGHT_HOST_ROOT) never leaks into other
+    # psutil users in this process.
+    saved = psutil.PROCFS_PATH
+    clear = getattr(psutil.process_iter, "cache_clear", lambda: None)
+    psutil.PROCFS_PATH = str(Path(root or "/") / "proc")
+    clear()
+    try:
+        return _scan(psutil)
+    finally:
+        psutil.PROCFS_PATH = saved
+        clear()
+
+
+def _scan(psutil: Any) -> dict[str, Any]:
     me = os.getpid()
     mine = {me}
     try:
@@ -48,6 +62,6 @@ def list_processes(root: Path | None = None) -> dict[str, Any]:
                     "self": info.get("pid") in mine,
                 }
             )
-    except (psutil.Error, OSError) as exc:
-        return {"error": f"cannot list processes: {exc}", "processes": procs}
+    except (psutil.Error, OSError, IndexError) as exc:  # IndexError: psutil on an empty /proc
+        return {"error": f"cannot list processes: {exc or type(exc).__name__}", "processes": procs}
     return {"error": None, "processes": procs, "denied": denied, "vanished": vanished}

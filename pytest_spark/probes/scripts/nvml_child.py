@@ -95,20 +95,143 @@ def _device_static(nv, i):
     return dev
 
 
-def _sample(nv, handles, t0):
+_REASONS_FN = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+
+def _sample_static(nv, i, h):
+    """What does not change during a sample: name, enforced limit, top SM clock."""
+    errors = {}
+    dev = {"index": i, "errors": errors}
+    dev["name"] = _call(errors, "name", nv.nvmlDeviceGetName, h)
+    dev["power_limit_mw"] = _call(errors, "power_limit_mw", nv.nvmlDeviceGetEnforcedPowerLimit, h)
+    dev["max_clock_sm_mhz"] = _call(
+        errors, "max_clock_sm_mhz", nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1)
+    )
+    return dev
+
+
+def _sample(nv, handles, t0, lost):
+    """One reading of every GPU. A GPU that answered GpuIsLost is not asked
+    again (it cannot come back without a reset); later samples carry a
+    ``lost`` placeholder for it, so the series says when it went."""
     out = {"t": round(_time.monotonic() - t0, 4), "gpus": []}
+    reasons = _fn(nv, *_REASONS_FN)
     for i, h in handles:
+        if i in lost:
+            out["gpus"].append({"index": i, "lost": True})
+            continue
         errors = {}
         s = {"index": i, "errors": errors}
         s["temperature_c"] = _call(errors, "temperature_c", nv.nvmlDeviceGetTemperature, h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
         s["power_usage_mw"] = _call(errors, "power_usage_mw", nv.nvmlDeviceGetPowerUsage, h)
         s["clock_sm_mhz"] = _call(errors, "clock_sm_mhz", nv.nvmlDeviceGetClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1))
-        reasons = _fn(nv, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
         s["clock_event_reasons"] = _call(errors, "clock_event_reasons", reasons, h) if reasons else None
+        if any(e.get("name") == "GpuIsLost" for e in errors.values()):
+            lost.add(i)
         if not errors:
             del s["errors"]
         out["gpus"].append(s)
     return out
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            raw = fh.read(4096)
+    except OSError:
+        return None
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:300]
+
+
+def _gpu_procs(nv, handles, lost, seen_cmd):
+    """NVML compute and graphics processes of every GPU (for G6's list during a
+    long test). A pid's command line is sent the first time it is seen only."""
+    procs = []
+    for i, h in handles:
+        if i in lost:
+            continue
+        for kind, names in (
+            ("compute", ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses")),
+            ("graphics", ("nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses")),
+        ):
+            for p in _procs(nv, {}, kind, h, *names) or []:
+                p["gpu"] = i
+                p["type"] = kind
+                if p["pid"] not in seen_cmd:
+                    seen_cmd.add(p["pid"])
+                    p["cmd"] = _cmdline(p["pid"])
+                procs.append(p)
+    return procs
+
+
+def _handles(nv, count):
+    handles = []
+    for i in range(count):
+        h = _call({}, "handle", nv.nvmlDeviceGetHandleByIndex, i)
+        if h is not None:
+            handles.append((i, h))
+    return handles
+
+
+def _stdin_closed(timeout):
+    """Wait up to ``timeout`` s; True once the parent closed our stdin (stop)."""
+    import select as _select
+
+    try:
+        ready, _, _ = _select.select([_sys.stdin], [], [], timeout)
+    except (OSError, ValueError):
+        _time.sleep(timeout)
+        return False
+    if not ready:
+        return False
+    try:
+        return _sys.stdin.buffer.read1(65536) == b""
+    except (OSError, ValueError):
+        return True
+
+
+def _run_sample(nv, cfg, count):
+    seconds = float(cfg.get("seconds", 1.0))
+    interval = max(float(cfg.get("interval", 0.1)), 0.01)
+    handles = _handles(nv, count)
+    data(sample_devices=[_sample_static(nv, i, h) for i, h in handles])
+    begin("sampling", scale=1)
+    lost = set()
+    t0 = _time.monotonic()
+    n = 0
+    while True:
+        event(_sample(nv, handles, t0, lost))
+        n += 1
+        if _time.monotonic() - t0 >= seconds or len(lost) == len(handles):
+            break
+        _time.sleep(interval)
+    data(samples=n, seconds=round(_time.monotonic() - t0, 4))
+
+
+def _run_stream(nv, cfg, count):
+    """Sample until the parent closes stdin (the background sampler's stop),
+    or ``max_seconds`` pass, whichever comes first."""
+    interval = max(float(cfg.get("interval", 1.0)), 0.01)
+    procs_every = float(cfg.get("procs_every", 5.0))
+    max_seconds = float(cfg.get("max_seconds", 86400.0))
+    handles = _handles(nv, count)
+    data(sample_devices=[_sample_static(nv, i, h) for i, h in handles])
+    begin("streaming", scale=1)
+    lost = set()
+    seen_cmd = set()
+    t0 = _time.monotonic()
+    next_procs = 0.0
+    n = 0
+    while True:
+        s = _sample(nv, handles, t0, lost)
+        if procs_every >= 0 and s["t"] >= next_procs:
+            s["procs"] = _gpu_procs(nv, handles, lost, seen_cmd)
+            next_procs = s["t"] + procs_every
+        event(s)
+        n += 1
+        if _time.monotonic() - t0 >= max_seconds or _stdin_closed(interval):
+            break
+    data(samples=n, seconds=round(_time.monotonic() - t0, 4))
 
 
 def main():
@@ -142,23 +265,9 @@ def main():
             system_errors=errors,
         )
         if cfg.get("mode") == "sample":
-            seconds = float(cfg.get("seconds", 1.0))
-            interval = max(float(cfg.get("interval", 0.1)), 0.01)
-            handles = []
-            for i in range(count):
-                h = _call({}, "handle", nv.nvmlDeviceGetHandleByIndex, i)
-                if h is not None:
-                    handles.append((i, h))
-            begin("sampling", scale=1)
-            t0 = _time.monotonic()
-            n = 0
-            while True:
-                event(_sample(nv, handles, t0))
-                n += 1
-                if _time.monotonic() - t0 >= seconds:
-                    break
-                _time.sleep(interval)
-            data(samples=n, seconds=round(_time.monotonic() - t0, 4))
+            _run_sample(nv, cfg, count)
+        elif cfg.get("mode") == "stream":
+            _run_stream(nv, cfg, count)
         else:
             devices = []
             for i in range(count):

@@ -14,7 +14,10 @@ and can fail the way real builds fail:
   garbage: "text printed on stdout at import (not JSON)"
   half: true  (print half a JSON line at import, then exit 0)
   log: path of a file that gets one line per import (to count probes)
-  copy_gbps: bandwidth the fake copy reports (for G5)
+  copy_gbps: bandwidth the fake copy reports (for G5); mem_free: what mem_get_info says is free;
+  copy_error: "CUDA out of memory ..." (raised by torch.empty on cuda);
+  hang/crash where "alloc" | "copy" (G5's copy probe)
+  kernel_error: "CUDA error: no kernel image is available ..." (RuntimeError from the first kernel)
 """
 
 import json as _json
@@ -53,6 +56,9 @@ if _S.get("import_error"):
 
 __version__ = _S.get("version", "2.11.0+cu130")
 float32 = "float32"
+float16 = "float16"
+bfloat16 = "bfloat16"
+uint8 = "uint8"
 
 
 class _Version:
@@ -64,8 +70,15 @@ version = _Version()
 
 
 class Tensor:
-    def __init__(self, values):
+    def __init__(self, values, shape=None):
         self.values = list(values)
+        self.shape = tuple(shape) if shape is not None else (len(self.values),)
+
+    def float(self):
+        return self
+
+    def abs(self):
+        return Tensor((abs(v) for v in self.values), self.shape)
 
     def __mul__(self, k):
         return Tensor(v * k for v in self.values)
@@ -80,10 +93,73 @@ class Tensor:
         return len(self.values)
 
 
-def arange(n, device=None, dtype=None):
+def _on_device(device):
     if device == "cuda":
         _fault("kernel")
+        if _S.get("kernel_error"):
+            raise RuntimeError(_S["kernel_error"])
+
+
+def arange(n, device=None, dtype=None):
+    _on_device(device)
     return Tensor(float(i) for i in range(n))
+
+
+def randn(*shape, device=None, dtype=None):
+    """Deterministic stand-in values, shaped like the real thing."""
+    _on_device(device)
+    count = 1
+    for n in shape:
+        count *= int(n)
+    return Tensor(((((i % 7) - 3) / 3.0) for i in range(count)), shape)
+
+
+# G5's copy probe: device buffers whose copies advance a virtual GPU clock at
+# the scenario's `copy_gbps` (read + write bytes), read back by CUDA events.
+# `copy_error` makes the allocation fail (an OOM); hang/crash "copy" fault it.
+_gpu_clock_ms = [0.0]
+
+
+class _Buffer:
+    def __init__(self, nbytes):
+        self.nbytes = int(nbytes)
+
+    def numel(self):
+        return self.nbytes
+
+    def element_size(self):
+        return 1
+
+    def fill_(self, value):
+        return self
+
+    def copy_(self, src):
+        _fault("copy")
+        gbps = float(_S.get("copy_gbps", 200.0))
+        _gpu_clock_ms[0] += 2.0 * src.nbytes / (gbps * 1e9) * 1000.0
+        return self
+
+
+def empty(n, dtype=None, device=None):
+    if device == "cuda":
+        _fault("alloc")
+        if _S.get("copy_error"):
+            raise RuntimeError(_S["copy_error"])
+    return _Buffer(n)
+
+
+class _Event:
+    def __init__(self, enable_timing=False):
+        self.at = None
+
+    def record(self, stream=None):
+        self.at = _gpu_clock_ms[0]
+
+    def synchronize(self):
+        return None
+
+    def elapsed_time(self, end):
+        return end.at - self.at
 
 
 class _Props:
@@ -121,6 +197,17 @@ class _Cuda:
 
     @staticmethod
     def synchronize():
+        return None
+
+    Event = _Event
+
+    @staticmethod
+    def mem_get_info(index=0):
+        total = int(_S.get("total_memory", 0))
+        return int(_S.get("mem_free", total)), total
+
+    @staticmethod
+    def empty_cache():
         return None
 
 

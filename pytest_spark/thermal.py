@@ -1,0 +1,270 @@
+"""Thermal and power series: clock-event reason bits and sample statistics.
+
+Shared by G4 (a short sample taken by the preflight) and the background
+sampler (a series recorded during a user's own long test), so both decode
+the same bits the same way and say "throttled" for the same reasons.
+
+Everything here is pure and standard-library only: it works on the
+JSON-compatible samples the NVML child (or the nvidia-smi fallback) emits:
+``{"t": seconds, "gpus": [{"index", "temperature_c", "power_usage_mw",
+"clock_sm_mhz", "clock_event_reasons", "errors": {field: {"name": ...}}}]}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: ``nvmlClocksEventReason*`` bits (nvml.h; the ``...ThrottleReason*`` names are
+#: deprecated aliases with the same values). BoardLimit and Reliability exist
+#: in newer headers only.
+REASON_BITS: tuple[tuple[int, str], ...] = (
+    (0x1, "GpuIdle"),
+    (0x2, "ApplicationsClocksSetting"),
+    (0x4, "SwPowerCap"),
+    (0x8, "HwSlowdown"),
+    (0x10, "SyncBoost"),
+    (0x20, "SwThermalSlowdown"),
+    (0x40, "HwThermalSlowdown"),
+    (0x80, "HwPowerBrakeSlowdown"),
+    (0x100, "DisplayClockSetting"),
+    (0x200, "BoardLimit"),
+    (0x400, "Reliability"),
+)
+KNOWN_MASK = sum(bit for bit, _ in REASON_BITS)
+
+IDLE = 0x1
+SW_POWER_CAP = 0x4
+#: Reasons that mean the clocks are being cut because of heat or the power
+#: supply. GpuIdle and SwPowerCap are not among them: cluster health checks
+#: (Azure's throttle check, DCGM) ignore both, because an idle GPU and a GPU
+#: at its configured power limit are both behaving as designed.
+WARN_MASK = 0x8 | 0x20 | 0x40 | 0x80
+
+
+def decode_reasons(mask: int | None) -> list[str]:
+    """``0x21`` -> ``["GpuIdle", "SwThermalSlowdown"]``; unknown bits as hex."""
+    if mask is None:
+        return []
+    names = [name for bit, name in REASON_BITS if mask & bit]
+    unknown = mask & ~KNOWN_MASK
+    if unknown:
+        names.append(f"0x{unknown:x}")
+    return names
+
+
+def parse_mask(raw: Any) -> int | None:
+    """An NVML int, or nvidia-smi's ``0x0000000000000001``; ``None`` if neither."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if raw >= 0 else None
+    if isinstance(raw, str):
+        text = raw.strip()
+        try:
+            return int(text, 16) if text.lower().startswith("0x") else int(text)
+        except ValueError:
+            return None
+    return None
+
+
+@dataclass
+class Stat:
+    """Running min/max/mean of one reading, with the first and last values."""
+
+    n: int = 0
+    total: float = 0.0
+    min: float | None = None
+    max: float | None = None
+    first: float | None = None
+    last: float | None = None
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            return
+        v = float(value)
+        self.n += 1
+        self.total += v
+        self.min = v if self.min is None else min(self.min, v)
+        self.max = v if self.max is None else max(self.max, v)
+        if self.first is None:
+            self.first = v
+        self.last = v
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "min": self.min,
+            "max": self.max,
+            "mean": None if self.mean is None else round(self.mean, 3),
+        }
+
+
+@dataclass
+class GpuSeries:
+    """What one GPU did over a sample: statistics, reasons, errors, loss."""
+
+    index: int
+    samples: int = 0
+    temperature: Stat = field(default_factory=Stat)
+    power_w: Stat = field(default_factory=Stat)
+    clock_sm: Stat = field(default_factory=Stat)
+    #: reason name -> number of samples it was active in
+    reasons: dict[str, int] = field(default_factory=dict)
+    reason_samples: int = 0  # samples with a readable reason mask
+    idle_samples: int = 0
+    #: field -> error name (the last one seen), e.g. {"power_usage_mw": "NotSupported"}
+    errors: dict[str, str] = field(default_factory=dict)
+    lost_at: float | None = None  # "t" of the first sample that said GpuIsLost
+    #: (t, temperature, power W) per sample, for rise/flatness and plotting
+    points: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+
+    @property
+    def warn_reasons(self) -> dict[str, int]:
+        return {n: c for n, c in self.reasons.items() if _bit_of(n) & WARN_MASK}
+
+    @property
+    def busy(self) -> bool | None:
+        """``False`` when GpuIdle was set in most samples, ``None`` when unknown."""
+        if not self.reason_samples:
+            return None
+        return self.idle_samples * 2 < self.reason_samples
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_at is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "samples": self.samples,
+            "temperature_c": self.temperature.to_dict(),
+            "power_w": self.power_w.to_dict(),
+            "clock_sm_mhz": self.clock_sm.to_dict(),
+            "reasons": dict(self.reasons),
+            "throttle_reasons": self.warn_reasons,
+            "idle_samples": self.idle_samples,
+            "errors": dict(self.errors),
+            "lost_at": self.lost_at,
+        }
+
+
+def _bit_of(name: str) -> int:
+    for bit, known in REASON_BITS:
+        if known == name:
+            return bit
+    return 0
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_points: bool = True) -> None:
+    """Fold one ``{"t", "gpus": [...]}`` sample into per-GPU series."""
+    t = _number(sample.get("t")) or 0.0
+    for gpu in sample.get("gpus") or []:
+        if not isinstance(gpu, Mapping):
+            continue
+        index = int(gpu.get("index", 0))
+        s = series.setdefault(index, GpuSeries(index))
+        errors = gpu.get("errors") or {}
+        lost = bool(gpu.get("lost")) or any(
+            isinstance(e, Mapping) and e.get("name") == "GpuIsLost" for e in errors.values()
+        )
+        if lost and s.lost_at is None:
+            s.lost_at = t
+        for key, err in errors.items():
+            if isinstance(err, Mapping) and err.get("name"):
+                s.errors[str(key)] = str(err["name"])
+        temp = _number(gpu.get("temperature_c"))
+        mw = _number(gpu.get("power_usage_mw"))
+        watts = None if mw is None else mw / 1000.0
+        if lost and temp is None and watts is None:
+            continue  # the GPU is gone: a time of loss, not a reading
+        s.samples += 1
+        s.temperature.add(temp)
+        s.power_w.add(watts)
+        s.clock_sm.add(_number(gpu.get("clock_sm_mhz")))
+        mask = parse_mask(gpu.get("clock_event_reasons"))
+        if mask is not None:
+            s.reason_samples += 1
+            if mask & IDLE:
+                s.idle_samples += 1
+            for name in decode_reasons(mask):
+                s.reasons[name] = s.reasons.get(name, 0) + 1
+        if keep_points:
+            s.points.append((t, temp, watts))
+
+
+def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:
+    """Per-GPU series from a list of samples (in time order)."""
+    series: dict[int, GpuSeries] = {}
+    for sample in samples:
+        if isinstance(sample, Mapping):
+            add_sample(series, sample)
+    return dict(sorted(series.items()))
+
+
+def window_means(
+    points: Sequence[tuple[float, float | None, float | None]], which: int
+) -> tuple[float, float] | None:
+    """Mean of the first and of the last fifth of a series (at least one point
+    each), so one noisy reading at either end does not make a "climb"."""
+    values = [p[which] for p in points if p[which] is not None]
+    if len(values) < 2:
+        return None
+    k = max(1, len(values) // 5)
+    head, tail = values[:k], values[-k:]
+    return sum(head) / len(head), sum(tail) / len(tail)  # type: ignore[arg-type]
+
+
+@dataclass
+class FlatPower:
+    """The seed's throttling pattern: power flat well under the limit while
+    the temperature climbs."""
+
+    ceiling_w: float
+    band_w: float
+    power_min: float
+    power_max: float
+    temp_start: float
+    temp_end: float
+    seconds: float
+
+    @property
+    def rise(self) -> float:
+        return self.temp_end - self.temp_start
+
+
+def flat_power_climb(
+    s: GpuSeries, *, ceiling_w: float | None, band_fraction: float, rise_c: float
+) -> FlatPower | None:
+    """Return the pattern when it is there, ``None`` when it is not.
+
+    ``ceiling_w`` is "well below the limit" (GB10: the seed's 100 W, since its
+    limit reads N/A; elsewhere a fraction of the enforced limit). Flat means
+    the power stayed within ``band_fraction`` of the ceiling. An idle GPU
+    (GpuIdle in most samples) never matches: its temperature follows the
+    rest of the box, not its own load.
+    """
+    if ceiling_w is None or ceiling_w <= 0 or s.busy is False:
+        return None
+    temps = window_means(s.points, 1)
+    watts = [p[2] for p in s.points if p[2] is not None]
+    if temps is None or len(watts) < 2:
+        return None
+    start, end = temps
+    pmin, pmax = min(watts), max(watts)
+    band = ceiling_w * band_fraction
+    if end - start < rise_c or pmax > ceiling_w or pmax - pmin > band:
+        return None
+    times = [p[0] for p in s.points]
+    return FlatPower(ceiling_w, band, pmin, pmax, start, end, max(times) - min(times))

@@ -1,0 +1,525 @@
+"""G4 — thermals and power: the reason bits, the series rules, NVML and the
+nvidia-smi fallback, and the faults a wedged or missing driver produces.
+
+Recorded input: tests/data/h200-cu130/query_gpu.csv (a real H200, idle:
+38 C, 107.19 W of 700 W, 450 MHz, reasons 0x1). GB10 facts (power limit
+N/A, SwThermalSlowdown fires) come from EVIDENCE.md via tests/doubles/gb10.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_spark.checks import g04_thermal as g4
+from pytest_spark.engine import Engine
+from pytest_spark.model import Status
+from pytest_spark.options import Settings
+from pytest_spark.probes.machine import Machine
+from pytest_spark.thermal import REASON_BITS, WARN_MASK, decode_reasons, parse_mask
+from pytest_spark.thresholds import defaults
+
+from doubles import gb10
+
+GB10_T = defaults("gb10")
+GENERIC_T = defaults("generic")
+FIELDS = g4.smi_fields(g4.smi_argv("clocks_event_reasons.active"))
+
+
+def alive(pid: int) -> bool:
+    """A pid that exists and is not a zombie (an unreaped zombie holds nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def series(
+    temps: list[float], watts: list[float], reasons: int | list[int] = 0, clock: int = 2405, index: int = 0
+) -> list[dict[str, Any]]:
+    masks = reasons if isinstance(reasons, list) else [reasons] * len(temps)
+    return [
+        {
+            "t": round(i * 0.5, 2),
+            "gpus": [
+                {
+                    "index": index,
+                    "temperature_c": t,
+                    "power_usage_mw": int(w * 1000),
+                    "clock_sm_mhz": clock,
+                    "clock_event_reasons": m,
+                }
+            ],
+        }
+        for i, (t, w, m) in enumerate(zip(temps, watts, masks, strict=True))
+    ]
+
+
+def gb10_facts(samples: list[dict[str, Any]], **kw: Any) -> g4.Facts:
+    dev = {"index": 0, "name": "NVIDIA GB10", "power_limit_mw": None, "max_clock_sm_mhz": 3003, "errors": {}}
+    return g4.Facts(seconds=kw.pop("seconds", 5.0), devices=[dev], samples=samples, duration_s=5.0, **kw)
+
+
+# ---------------------------------------------------------------------- reason bits
+
+
+@pytest.mark.parametrize(("bit", "name"), REASON_BITS)
+def test_each_reason_bit_decodes_to_its_nvml_name(bit: int, name: str) -> None:
+    assert decode_reasons(bit) == [name]
+
+
+def test_unknown_bits_are_shown_as_hex_next_to_known_ones() -> None:
+    assert decode_reasons(0x20 | 0x1000) == ["SwThermalSlowdown", "0x1000"]
+    assert decode_reasons(0) == []
+    assert decode_reasons(None) == []
+
+
+def test_warn_mask_is_thermal_hw_slowdown_and_power_brake_only() -> None:
+    warned = decode_reasons(WARN_MASK)
+    assert warned == ["HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "mask"),
+    [
+        ("0x0000000000000001", 1),
+        ("0x20", 0x20),
+        (64, 64),
+        ("12", 12),
+        ("[N/A]", None),
+        (True, None),
+        (-1, None),
+    ],
+)
+def test_masks_parse_from_nvml_ints_and_nvidia_smi_hex(raw: Any, mask: int | None) -> None:
+    assert parse_mask(raw) == mask
+
+
+# ---------------------------------------------------------------------- recorded H200
+
+
+def test_recorded_h200_query_gpu_csv_parses_with_its_header_and_units(h200: Path) -> None:
+    text = (h200 / "query_gpu.csv").read_text()
+    statics, sample, problems = g4.parse_smi(text, FIELDS, t=0.0)
+    assert problems == []
+    assert statics[0]["name"] == "NVIDIA H200"
+    assert statics[0]["power_limit_mw"] == 700000
+    gpu = sample["gpus"][0]
+    assert gpu["temperature_c"] == 38
+    assert gpu["power_usage_mw"] == 107190
+    assert gpu["clock_sm_mhz"] == 450
+    assert gpu["clock_event_reasons"] == 1
+
+
+def test_recorded_idle_h200_is_info_with_its_readings_and_gpuidle_ignored(h200: Path) -> None:
+    statics, sample, _ = g4.parse_smi((h200 / "query_gpu.csv").read_text(), FIELDS, t=0.0)
+    facts = g4.Facts(source="nvidia-smi", seconds=0, devices=statics, samples=[sample])
+    result = g4.evaluate(facts, GENERIC_T)
+    assert result.status is Status.INFO
+    assert "38 C" in result.summary and "107 W" in result.summary and "limit 700 W" in result.summary
+    assert "GpuIdle (idle)" in result.summary
+    assert result.reading("power_limit").value == 700.0
+    assert result.reading("clock_event_reasons").value == "GpuIdle"
+
+
+def test_recorded_noheader_temperature_power_line_parses(h200: Path) -> None:
+    line = (h200 / "query_temp_power_noheader.csv").read_text().strip()  # "38, 105.28"
+    _, sample, problems = g4.parse_smi(line, ["temperature.gpu", "power.draw"], t=0.0)
+    assert problems == []
+    assert sample["gpus"][0]["temperature_c"] == 38
+    assert sample["gpus"][0]["power_usage_mw"] == 105280
+
+
+# ---------------------------------------------------------------------- evaluate
+
+
+def test_gb10_power_limit_na_is_a_reading_not_an_error() -> None:
+    result = g4.evaluate(gb10_facts(series([45, 45, 46], [11, 11.5, 12])), GB10_T)
+    assert result.status is Status.INFO
+    assert "limit [N/A]" in result.summary
+    assert result.reading("power_limit").value is None
+    assert result.reading("temperature_max").value == 46.0
+    assert result.reading("power_mean").value == 11.5
+
+
+@pytest.mark.parametrize(
+    ("mask", "name", "fix_word"),
+    [
+        (0x20, "SwThermalSlowdown", "-lgc"),
+        (0x40, "HwThermalSlowdown", "-lgc"),
+        (0x80, "HwPowerBrakeSlowdown", "power supply"),
+        (0x8, "HwSlowdown", "cooling"),
+    ],
+)
+def test_active_thermal_or_brake_reason_warns_naming_it(mask: int, name: str, fix_word: str) -> None:
+    result = g4.evaluate(gb10_facts(series([80, 85, 88], [90, 91, 90], [0, mask, mask])), GB10_T)
+    assert result.status is Status.WARN
+    assert f"{name} in 2/3 samples" in result.summary
+    assert fix_word in result.fix
+
+
+def test_idle_and_software_power_cap_are_ignored() -> None:
+    result = g4.evaluate(gb10_facts(series([40, 40, 40], [20, 20, 20], [0x1, 0x5, 0x4])), GB10_T)
+    assert result.status is Status.INFO
+    assert "SwPowerCap in 2/3" in result.summary
+
+
+def test_unknown_reason_bit_is_reported_in_hex_but_does_not_warn() -> None:
+    result = g4.evaluate(gb10_facts(series([40, 40], [20, 20], 0x1000)), GB10_T)
+    assert result.status is Status.INFO
+    assert "0x1000" in result.summary
+    assert result.reading("clock_event_reasons").value == "0x1000"
+
+
+def test_flat_power_under_ceiling_while_temperature_climbs_warns_with_the_numbers() -> None:
+    temps = [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]
+    result = g4.evaluate(gb10_facts(series(temps, [95, 96] * 5)), GB10_T)
+    assert result.status is Status.WARN
+    assert "power flat at 95-96 W" in result.summary
+    assert "100 W ceiling" in result.summary
+    assert "rose 8.0 C" in result.summary  # mean of last two (68.5) - mean of first two (60.5)
+
+
+def test_power_ramping_up_with_temperature_is_warm_up_not_a_plateau() -> None:
+    temps = [40, 42, 44, 46, 48, 50, 52, 54, 56, 58]
+    watts = [10, 20, 30, 40, 50, 60, 70, 80, 90, 95]
+    assert g4.evaluate(gb10_facts(series(temps, watts)), GB10_T).status is Status.INFO
+
+
+def test_an_idle_gpu_never_matches_the_flat_power_rule() -> None:
+    temps = [40, 41, 42, 43, 44, 45, 46, 47, 48, 49]
+    result = g4.evaluate(gb10_facts(series(temps, [5] * 10, 0x1)), GB10_T)
+    assert result.status is Status.INFO
+    assert any("idle in most samples" in d for d in result.details)
+
+
+def test_generic_profile_derives_the_ceiling_from_the_enforced_limit() -> None:
+    dev = {
+        "index": 0,
+        "name": "NVIDIA H200",
+        "power_limit_mw": 700000,
+        "max_clock_sm_mhz": 1980,
+        "errors": {},
+    }
+    temps = [50, 51, 52, 53, 54, 55, 56, 57, 58, 59]
+    facts = g4.Facts(seconds=5, devices=[dev], samples=series(temps, [300, 310] * 5), duration_s=5)
+    result = g4.evaluate(facts, GENERIC_T)
+    assert result.status is Status.WARN
+    assert "350 W ceiling" in result.summary and "limit 700 W" in result.summary
+    assert result.reading("flat_power_ceiling").value == 350.0
+    above = g4.Facts(seconds=5, devices=[dev], samples=series(temps, [600, 610] * 5), duration_s=5)
+    assert g4.evaluate(above, GENERIC_T).status is Status.INFO
+
+
+def test_flat_power_threshold_override_is_used_and_quoted() -> None:
+    temps = [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]
+    t = dict(GB10_T, g4_flat_power_w=90.0)
+    assert g4.evaluate(gb10_facts(series(temps, [95] * 10)), t).status is Status.INFO
+    t = dict(GB10_T, g4_flat_power_w=120.0)
+    result = g4.evaluate(gb10_facts(series(temps, [95] * 10)), t)
+    assert result.status is Status.WARN and "120 W ceiling" in result.summary
+
+
+def test_hung_driver_fails_and_missing_gpu_skips() -> None:
+    hung = g4.evaluate(g4.Facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), GB10_T)
+    assert hung.status is Status.FAIL
+    assert hung.summary.startswith("driver not answering")
+    assert "dmesg" in hung.fix
+    missing = g4.evaluate(g4.Facts(missing="NVML unavailable (DriverNotLoaded)"), GB10_T)
+    assert missing.status is Status.SKIP
+    assert "no NVIDIA GPU" in missing.summary and "DriverNotLoaded" in missing.summary
+
+
+def test_gpu_lost_mid_sample_is_a_fail_with_when_not_an_exception() -> None:
+    samples = series([50, 51], [40, 40])
+    samples.append({"t": 1.0, "gpus": [{"index": 0, "errors": {"temperature_c": {"name": "GpuIsLost"}}}]})
+    result = g4.evaluate(gb10_facts(samples), GB10_T)
+    assert result.status is Status.FAIL
+    assert "lost mid-sample (GpuIsLost at t=1.0 s, after 2 readings)" in result.summary
+
+
+def test_errors_only_is_a_fail_but_not_supported_fields_are_readings() -> None:
+    bad = [
+        {
+            "t": 0,
+            "gpus": [
+                {
+                    "index": 0,
+                    "errors": {"temperature_c": {"name": "Unknown"}, "power_usage_mw": {"name": "Unknown"}},
+                }
+            ],
+        }
+    ]
+    result = g4.evaluate(gb10_facts(bad), GB10_T)
+    assert result.status is Status.FAIL
+    assert "errors only" in result.summary and "Unknown" in result.summary
+    na = [
+        {
+            "t": 0,
+            "gpus": [
+                {"index": 0, "temperature_c": 41, "errors": {"power_usage_mw": {"name": "NotSupported"}}}
+            ],
+        }
+    ]
+    ok = g4.evaluate(gb10_facts(na), GB10_T)
+    assert ok.status is Status.INFO
+    assert ok.reading("power_max").value is None
+
+
+def test_two_gpus_get_per_gpu_readings_and_one_line() -> None:
+    samples = [
+        {"t": 0, "gpus": [series([40], [60])[0]["gpus"][0], series([70], [300], index=1)[0]["gpus"][0]]},
+    ]
+    devs = [
+        {"index": 0, "name": "NVIDIA H200", "power_limit_mw": 700000},
+        {"index": 1, "name": "NVIDIA H200", "power_limit_mw": 700000},
+    ]
+    result = g4.evaluate(g4.Facts(seconds=0, devices=devs, samples=samples), GENERIC_T)
+    assert result.status is Status.INFO
+    assert result.summary.startswith("2 GPUs (NVIDIA H200): 40-70 C")
+    assert result.reading("gpu1_temperature_max").value == 70.0
+    assert "\n" not in result.line()
+
+
+# ---------------------------------------------------------------------- nvidia-smi parsing
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "error"),
+    [
+        ("0, NVIDIA GB10, 45, 11.2, [N/A], 2405, 3003, 0x0", "power_limit_mw", "NotSupported"),
+        ("0, NVIDIA GB10, 45, [Not Supported], 100, 2405, 3003, 0x0", "power_usage_mw", "NotSupported"),
+        ("0, NVIDIA GB10, [Unknown Error], 11.2, 100, 2405, 3003, 0x0", "temperature_c", "Unknown"),
+        ("0, NVIDIA GB10, [GPU is lost], 11.2, 100, 2405, 3003, 0x0", "temperature_c", "GpuIsLost"),
+        ("0, NVIDIA GB10, 45, 11.2, 100, 2405, 3003, [N/A]", "clock_event_reasons", "NotSupported"),
+    ],
+)
+def test_nvidia_smi_placeholders_become_named_errors(line: str, key: str, error: str) -> None:
+    statics, sample, _ = g4.parse_smi(line, FIELDS, t=0.0)
+    errors = {**statics[0]["errors"], **sample["gpus"][0].get("errors", {})}
+    assert errors[key]["name"] == error
+
+
+def test_nvidia_smi_empty_lines_header_only_and_short_lines_are_tolerated() -> None:
+    statics, sample, problems = g4.parse_smi("\n\n", FIELDS, t=0.0)
+    assert statics == [] and sample["gpus"] == [] and problems == []
+    header = "index, name, temperature.gpu, power.draw [W]\n"
+    assert g4.parse_smi(header, FIELDS, t=0.0)[0] == []
+    statics, _, problems = g4.parse_smi("0, NVIDIA GB10, 45\n", FIELDS, t=0.0)
+    assert statics == [] and "3 of 8 columns" in problems[0]
+
+
+def test_sample_interval_stays_inside_the_watchdog_and_bounded() -> None:
+    assert g4.sample_interval(1.0, 10.0) == 0.1
+    assert g4.sample_interval(600.0, 10.0) == 2.0  # 300 samples
+    assert g4.sample_interval(600.0, 1.0) == 0.5  # never longer than half the timeout
+
+
+# ---------------------------------------------------------------------- through Machine
+
+
+def run_g4(env: dict[str, str], *, seconds: float = 0.3, timeout: float = 5.0, root: Path | None = None):
+    machine = Machine(env=env, timeout=timeout, root=root)
+    start = time.monotonic()
+    result = Engine(Settings(thermal_seconds=seconds, timeout=timeout), machine).run("G4")
+    return result, time.monotonic() - start
+
+
+def no_nvml(doubles: Any, error: str = "DriverNotLoaded") -> Any:
+    return doubles.nvml({"init_error": error})
+
+
+def test_gb10_nvml_sample_over_time(doubles: Any) -> None:
+    samples = [{"temperature_c": 45 + (i % 3), "power_usage_mw": 11000 + 500 * (i % 2)} for i in range(20)]
+    result, _ = run_g4(doubles.nvml(gb10.nvml(device={"samples": samples})).env, seconds=0.3)
+    assert result.status is Status.INFO
+    assert result.reading("source").value == "nvml"
+    assert result.reading("samples").value >= 3
+    assert result.reading("temperature_min").value == 45.0
+    assert result.reading("temperature_max").value == 47.0
+    assert result.reading("power_limit").value is None
+    assert result.reading("sm_clock_rated").value == 3003
+
+
+def test_zero_seconds_takes_one_snapshot(doubles: Any) -> None:
+    result, _ = run_g4(doubles.nvml(gb10.nvml()).env, seconds=0)
+    assert result.status is Status.INFO
+    assert result.reading("samples").value == 1
+    assert "one snapshot (nvml)" in result.summary
+
+
+def test_gb10_thermal_slowdown_from_nvml_warns(doubles: Any) -> None:
+    samples = [{"temperature_c": 91, "power_usage_mw": 98000, "clock_event_reasons": 0x20}]
+    result, _ = run_g4(doubles.nvml(gb10.nvml(device={"samples": samples})).env, seconds=0)
+    assert result.status is Status.WARN
+    assert "SwThermalSlowdown in 1/1 samples (max 91 C)" in result.summary
+
+
+def test_nvml_hang_fails_within_the_timeout(doubles: Any) -> None:
+    env = doubles.nvml(gb10.nvml(hang={"where": "nvmlInit", "seconds": 60})).env
+    result, took = run_g4(env, timeout=1.0)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith("driver not answering")
+    assert "nvmlInit" in result.summary
+    assert took < 1.0 + 2.5
+
+
+def test_gpu_lost_mid_sample_through_nvml(doubles: Any) -> None:
+    samples = [{"temperature_c": 60, "power_usage_mw": 90000}] * 10
+    env = doubles.nvml(gb10.nvml(device={"samples": samples, "lost_after": 3})).env
+    result, _ = run_g4(env, seconds=1.0)
+    assert result.status is Status.FAIL
+    assert "GpuIsLost" in result.summary and "after 3 readings" in result.summary
+
+
+def test_nvml_unknown_errors_everywhere_fail(doubles: Any) -> None:
+    env = doubles.nvml(gb10.nvml(device={"temperature_c": "Unknown", "power_usage_mw": "Unknown"})).env
+    result, _ = run_g4(env, seconds=0)
+    assert result.status is Status.FAIL
+    assert "errors only" in result.summary
+
+
+def test_nvml_init_unknown_without_nvidia_smi_fails_not_skips(doubles: Any) -> None:
+    env = no_nvml(doubles, "Unknown").env
+    env["PATH"] = str(doubles.folder / "empty-bin")
+    result, _ = run_g4(env)
+    assert result.status is Status.FAIL
+    assert "Unknown" in result.summary
+
+
+def test_driver_not_loaded_and_no_nvidia_smi_skips_saying_why(doubles: Any) -> None:
+    env = no_nvml(doubles).env
+    env["PATH"] = str(doubles.folder / "empty-bin")
+    result, _ = run_g4(env)
+    assert result.status is Status.SKIP
+    assert "DriverNotLoaded" in result.summary and "nvidia-smi: not found on PATH" in result.summary
+
+
+SMI_GB10 = """#!/bin/sh
+echo "0, NVIDIA GB10, 45, 11.20, [N/A], 2405, 3003, 0x0000000000000000"
+"""
+
+
+def test_nvidia_smi_fallback_when_nvml_is_unusable(doubles: Any) -> None:
+    doubles.tool("nvidia-smi", SMI_GB10)
+    result, _ = run_g4(no_nvml(doubles, "LibraryNotFound").env, seconds=0)
+    assert result.status is Status.INFO
+    assert result.reading("source").value == "nvidia-smi"
+    assert result.reading("temperature_max").value == 45.0
+    assert result.reading("power_limit").value is None
+    assert any("NVML" in d and "LibraryNotFound" in d for d in result.details)
+
+
+def test_nvidia_smi_series_samples_repeatedly(doubles: Any, tmp_path: Path) -> None:
+    counter = tmp_path / "count"
+    doubles.tool(
+        "nvidia-smi",
+        f"""#!/bin/sh
+n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}
+echo "0, NVIDIA GB10, $((40+n)), 11.20, [N/A], 2405, 3003, 0x0000000000000000"
+""",
+    )
+    result, _ = run_g4(no_nvml(doubles).env, seconds=0.6)
+    assert result.status is Status.INFO
+    assert result.reading("samples").value >= 2
+    assert result.reading("temperature_max").value > result.reading("temperature_min").value
+
+
+def test_old_driver_field_name_is_retried(doubles: Any) -> None:
+    doubles.tool(
+        "nvidia-smi",
+        """#!/bin/sh
+case "$*" in
+  *clocks_event_reasons*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.'; exit 2;;
+esac
+echo "0, NVIDIA GB10, 45, 11.20, [N/A], 2405, 3003, 0x0000000000000020"
+""",
+    )
+    result, _ = run_g4(no_nvml(doubles).env, seconds=0)
+    assert result.status is Status.WARN
+    assert "SwThermalSlowdown" in result.summary
+    assert any("does not know clocks_event_reasons.active" in d for d in result.details)
+
+
+def test_nvidia_smi_that_hangs_fails_in_time_and_its_process_group_is_gone(
+    doubles: Any, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    doubles.tool("nvidia-smi", f"#!/bin/sh\nsleep 30 &\necho $$ $! > {pids}\nwait\n")
+    result, took = run_g4(no_nvml(doubles).env, timeout=1.0)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith("driver not answering: nvidia-smi did not answer within 1.0 s")
+    assert took < 1.0 + 2.5
+    shell, sleeper = (int(p) for p in pids.read_text().split())
+    deadline = time.monotonic() + 2
+    while (alive(shell) or alive(sleeper)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(shell) and not alive(sleeper)
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "words"),
+    [
+        (
+            "echo 'Unable to determine the device handle for GPU0000:01:00.0: Unknown Error' >&2; exit 255",
+            Status.FAIL,
+            "nvidia-smi exited 255: Unable",
+        ),
+        (
+            "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9",
+            Status.SKIP,
+            "nvidia-smi exited 9",
+        ),
+        ("echo 'No devices were found'; exit 6", Status.SKIP, "No devices"),
+        (
+            "echo 'Unable to determine the device handle: GPU is lost.'; exit 15",
+            Status.FAIL,
+            "fallen off the bus",
+        ),
+        ("exit 0", Status.SKIP, "listed no GPU"),
+        (
+            "echo 'index, name, temperature.gpu, power.draw [W], enforced.power.limit [W], clocks.current.sm [MHz], clocks.max.sm [MHz], clocks_event_reasons.active'",
+            Status.SKIP,
+            "listed no GPU",
+        ),
+        (
+            "echo; echo '0, NVIDIA GB10, 45, [Not Supported], [N/A], 2405, 3003, [N/A]'; echo",
+            Status.INFO,
+            "[N/A] (limit [N/A])",
+        ),
+    ],
+)
+def test_nvidia_smi_fallback_faults(doubles: Any, script: str, status: Status, words: str) -> None:
+    doubles.tool("nvidia-smi", f"#!/bin/sh\n{script}\n")
+    result, _ = run_g4(no_nvml(doubles).env, seconds=0, timeout=2.0)
+    assert result.status is status, result.line()
+    assert words in result.summary
+
+
+# ---------------------------------------------------------------------- recorded real series
+
+#: NVML snapshots + series recorded on real GPUs by benchmarks/gpu_machine_checks.sh
+RECORDED = sorted((Path(__file__).parent / "data").glob("*/nvml_sample_*.json"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_recorded_real_series_evaluate_to_their_own_ranges(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    devices = [g4._static_from_snapshot(d) for d in doc["nvml"]["devices"]]
+    samples = doc["sample"]["samples"]
+    profile = "gb10" if any("GB10" in str(d.get("name")) for d in devices) else "generic"
+    facts = g4.Facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
+    result = g4.evaluate(facts, defaults(profile))
+    temps = [g["temperature_c"] for s in samples for g in s["gpus"] if g.get("temperature_c") is not None]
+    watts = [
+        g["power_usage_mw"] / 1000 for s in samples for g in s["gpus"] if g.get("power_usage_mw") is not None
+    ]
+    assert result.status in (Status.INFO, Status.WARN), result.line()
+    assert result.reading("samples").value == len(samples)
+    assert result.reading("temperature_max").value == round(max(temps), 1)
+    assert result.reading("power_max").value == round(max(watts), 1)

@@ -1,0 +1,285 @@
+"""G5 — bandwidth budget: the budget per profile, the plan and its step-time
+floor, the intrusive copy probe's protocol (through the torch double, whose
+copies advance a virtual GPU clock at `copy_gbps`) and its refusals, which are
+decided before the torch child runs.
+
+Recorded input: tests/data/h200-cu130/nvml_torch_probe.txt (a real H200:
+6016-bit bus, 3201 MHz max memory clock, a 1 GiB copy at 4248 GB/s).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_spark.checks import g05_bandwidth as g5
+from pytest_spark.engine import Engine
+from pytest_spark.model import Status
+from pytest_spark.options import Settings
+from pytest_spark.probes.machine import Machine
+from pytest_spark.thresholds import defaults
+
+from doubles import gb10
+
+GB10_T = defaults("gb10")
+GENERIC_T = defaults("generic")
+GIB_KB = 1024 * 1024
+
+
+def h200_probe(h200: Path) -> dict[str, float]:
+    text = (h200 / "nvml_torch_probe.txt").read_text()
+    return {
+        "bus": int(re.search(r"'mem_bus_width': (\d+)", text).group(1)),  # type: ignore[union-attr]
+        "clock": int(re.search(r"'max_mem_clock': (\d+)", text).group(1)),  # type: ignore[union-attr]
+        "copy": float(re.search(r"copy GB/s \(r\+w\) ([\d.]+)", text).group(1)),  # type: ignore[union-attr]
+    }
+
+
+# ---------------------------------------------------------------------- budget
+
+
+def test_h200_theoretical_peak_from_recorded_nvml(h200: Path) -> None:
+    rec = h200_probe(h200)
+    assert (rec["bus"], rec["clock"]) == (6016, 3201)
+    assert g5.theoretical_peak(int(rec["bus"]), int(rec["clock"])) == pytest.approx(4814.4, abs=0.1)
+    assert g5.theoretical_peak(None, 3201) is None
+
+
+def test_gb10_budget_is_the_configured_band_and_spec() -> None:
+    b = g5.budget(g5.Facts(profile="gb10"), GB10_T)
+    assert (b.low, b.high, b.spec) == (180.0, 192.0, 273.0)
+    assert b.text() == "180-192 GB/s budget (spec 273 GB/s, GB10 LPDDR5X spec)"
+
+
+def test_generic_budget_is_a_fraction_of_the_nvml_peak(h200: Path) -> None:
+    rec = h200_probe(h200)
+    facts = g5.Facts(profile="generic", bus_width_bits=int(rec["bus"]), max_mem_clock_mhz=int(rec["clock"]))
+    b = g5.budget(facts, GENERIC_T)
+    assert b.spec == pytest.approx(4814.4, abs=0.1)
+    assert b.high == pytest.approx(0.7 * 4814.4, abs=0.1)
+    overridden = g5.budget(facts, dict(GENERIC_T, g5_budget_high_gbps=4000.0))
+    assert overridden.high == 4000.0
+
+
+def test_generic_without_nvml_numbers_has_no_budget_and_says_so() -> None:
+    result = g5.evaluate(g5.Facts(profile="generic", planned_gbps=500.0), GENERIC_T)
+    assert result.status is Status.SKIP
+    assert "no budget (NVML gave no memory bus width or clock)" in result.summary
+    assert any("g5_budget_high_gbps" in d for d in result.details)
+
+
+# ---------------------------------------------------------------------- plan
+
+
+def test_plan_within_budget_passes_with_the_step_floor() -> None:
+    result = g5.evaluate(g5.Facts(profile="gb10", planned_gbps=150.0), GB10_T)
+    assert result.status is Status.PASS
+    assert "planned 150 GB/s within the 180-192 GB/s budget" in result.summary
+    assert "each GB a step moves costs >= 5.21 ms at 192 GB/s" in result.summary
+
+
+def test_plan_above_budget_warns_with_both_floors() -> None:
+    result = g5.evaluate(g5.Facts(profile="gb10", planned_gbps=273.0), GB10_T)
+    assert result.status is Status.WARN
+    assert "planned 273 GB/s > the 180-192 GB/s budget" in result.summary
+    assert ">= 5.21 ms at 192 GB/s, not the 3.66 ms the plan assumes" in result.summary
+    assert "192 GB/s" in result.fix
+
+
+def test_declared_workload_turns_the_floor_into_seconds_per_step() -> None:
+    result = g5.evaluate(g5.Facts(profile="gb10", planned_gbps=150.0, workload_gib=40.0), GB10_T)
+    # 40 GiB = 42.95 GB; at 192 GB/s that is 0.224 s
+    assert "a step that touches the declared 40 GiB once takes >= 0.224 s at 192 GB/s" in result.summary
+
+
+def test_only_a_workload_declared_is_info_with_the_floor() -> None:
+    result = g5.evaluate(g5.Facts(profile="gb10", workload_gib=40.0), GB10_T)
+    assert result.status is Status.INFO
+    assert ">= 0.224 s" in result.summary
+
+
+def test_nothing_declared_and_not_intrusive_skips_saying_so() -> None:
+    result = g5.evaluate(g5.Facts(profile="gb10"), GB10_T)
+    assert result.status is Status.SKIP
+    assert "no planned bandwidth (--spark-planned-bandwidth) and not intrusive" in result.summary
+
+
+# ---------------------------------------------------------------------- measurement
+
+
+def measured(gbps: float, **kw: Any) -> dict[str, Any]:
+    return {
+        "gbps": gbps,
+        "samples_gbps": [gbps] * 7,
+        "buffer_bytes": 1 << 30,
+        "iters": 3,
+        "gpu_ms": 12.5,
+        **kw,
+    }
+
+
+def test_recorded_h200_copy_is_reported_against_budget_and_peak(h200: Path) -> None:
+    rec = h200_probe(h200)
+    facts = g5.Facts(
+        profile="generic",
+        bus_width_bits=int(rec["bus"]),
+        max_mem_clock_mhz=int(rec["clock"]),
+        intrusive=True,
+        measurement=measured(rec["copy"]),
+    )
+    result = g5.evaluate(facts, GENERIC_T)
+    assert result.status is Status.INFO
+    assert (
+        "measured 4248 GB/s copy (read+write, 2 x 1024 MiB, median of 7) = 88% of the 4814 GB/s"
+        in result.summary
+    )
+    assert result.reading("measured_copy").value == 4248.4
+
+
+def test_measured_below_the_healthy_floor_warns() -> None:
+    facts = g5.Facts(profile="gb10", intrusive=True, measurement=measured(120.0))
+    result = g5.evaluate(facts, GB10_T)
+    assert result.status is Status.WARN
+    assert "< 135 GB/s (0.75 x the 180 GB/s healthy figure)" in result.summary
+    ok = g5.evaluate(g5.Facts(profile="gb10", intrusive=True, measurement=measured(140.0)), GB10_T)
+    assert ok.status is Status.INFO
+
+
+def test_plan_above_what_was_measured_warns_even_inside_the_budget() -> None:
+    facts = g5.Facts(profile="gb10", planned_gbps=185.0, intrusive=True, measurement=measured(160.0))
+    result = g5.evaluate(facts, GB10_T)
+    assert result.status is Status.WARN
+    assert "planned 185 GB/s > the measured 160 GB/s copy" in result.summary
+
+
+def test_hung_copy_fails_as_driver_not_answering() -> None:
+    facts = g5.Facts(profile="gb10", intrusive=True, probe_hung="the copy probe made no progress for 3 s")
+    result = g5.evaluate(facts, GB10_T)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith("driver not answering")
+
+
+def test_refusal_with_a_plan_keeps_the_plan_verdict() -> None:
+    facts = g5.Facts(
+        profile="gb10", planned_gbps=150.0, intrusive=True, refusal="MemAvailable 2.0 GiB < 6.0 GiB"
+    )
+    result = g5.evaluate(facts, GB10_T)
+    assert result.status is Status.PASS
+    assert "copy probe refused: MemAvailable 2.0 GiB < 6.0 GiB" in result.summary
+
+
+# ---------------------------------------------------------------------- through Machine + the torch double
+
+
+def machine(
+    doubles: Any,
+    fake_root: Any,
+    *,
+    meminfo: str | None = None,
+    nvml: dict[str, Any] | None = None,
+    timeout: float = 5.0,
+    **torch: Any,
+) -> Machine:
+    root = fake_root({"proc/meminfo": meminfo or gb10.meminfo()})
+    env = doubles.nvml(nvml or gb10.nvml()).torch(gb10.torch(**torch)).env
+    return Machine(root=root, env=env, timeout=timeout)
+
+
+def test_intrusive_probe_measures_through_the_torch_child(doubles: Any, fake_root: Any) -> None:
+    m = machine(doubles, fake_root, copy_gbps=201.5)
+    engine = Engine(Settings(intrusive=True), m, ["G5"])
+    request = engine.torch_request()
+    assert request["bandwidth"]["bytes"] == 1024 << 20
+    result = engine.run("G5")
+    assert result.status is Status.INFO
+    assert result.reading("measured_copy").value == pytest.approx(201.5, abs=0.5)
+    assert result.reading("copy_samples").value == 7
+    assert "= 74% of the 273 GB/s" in result.summary
+
+
+def test_probe_buffer_is_never_below_512_mib(doubles: Any, fake_root: Any) -> None:
+    m = machine(doubles, fake_root)
+    t = Settings(intrusive=True, threshold={"g5_probe_buffer_mib": 64.0})
+    assert Engine(t, m, ["G5"]).torch_request()["bandwidth"]["bytes"] == 512 << 20
+
+
+def test_short_memavailable_refuses_before_the_child_runs(doubles: Any, fake_root: Any) -> None:
+    m = machine(doubles, fake_root, meminfo=gb10.meminfo(free_gib=2.0, cache_gib=1.0), copy_gbps=200.0)
+    engine = Engine(Settings(intrusive=True), m, ["G5"])
+    assert "bandwidth" not in engine.torch_request()
+    result = engine.run("G5")
+    assert result.status is Status.SKIP
+    assert "copy probe refused: MemAvailable" in result.summary
+    assert "the probe needs (2 x 1024 MiB buffers + 4 GiB margin)" in result.summary
+    assert m.store.peek("torch") is None  # the torch child never started
+
+
+def test_other_gpu_work_refuses_the_probe(doubles: Any, fake_root: Any) -> None:
+    busy = gb10.nvml(device={"compute_procs": [{"pid": 999999, "used_bytes": 30 << 30}]})
+    m = machine(doubles, fake_root, nvml=busy)
+    engine = Engine(Settings(intrusive=True), m, ["G5"])
+    assert "bandwidth" not in engine.torch_request()
+    result = engine.run("G5")
+    assert result.status is Status.SKIP
+    assert "G6 sees other GPU work (pid 999999 GPU process" in result.summary
+
+
+def test_discrete_gpu_without_free_memory_refuses(doubles: Any, fake_root: Any) -> None:
+    full = gb10.nvml(
+        device={
+            "name": "NVIDIA H200",
+            "capability": [9, 0],
+            "memory": {"total": 141 << 30, "free": 1 << 30, "used": 140 << 30},
+        }
+    )
+    result = Engine(Settings(intrusive=True), machine(doubles, fake_root, nvml=full), ["G5"]).run("G5")
+    assert result.status is Status.SKIP
+    assert "GPU 0 has 1.0 GiB free" in result.summary
+
+
+@pytest.mark.parametrize(
+    ("torch", "words"),
+    [
+        ({"available": False}, "torch sees no CUDA device and CuPy is not installed"),
+        (
+            {"copy_error": "CUDA out of memory. Tried to allocate 1.00 GiB"},
+            "RuntimeError: CUDA out of memory",
+        ),
+        ({"mem_free": 1 << 30}, "the GPU reports 1.0 GiB free"),
+        ({"import_error": "libcudart.so.12: cannot open shared object file"}, "torch not importable"),
+    ],
+)
+def test_probe_problems_skip_with_the_reason(
+    doubles: Any, fake_root: Any, torch: dict[str, Any], words: str
+) -> None:
+    result = Engine(Settings(intrusive=True), machine(doubles, fake_root, **torch), ["G5"]).run("G5")
+    assert result.status is Status.SKIP
+    assert words in result.summary
+
+
+def test_copy_that_hangs_fails_within_the_watchdog(doubles: Any, fake_root: Any) -> None:
+    m = machine(doubles, fake_root, timeout=0.5, hang={"where": "copy", "seconds": 60})
+    start = time.monotonic()
+    result = Engine(Settings(intrusive=True, timeout=0.5), m, ["G5"]).run("G5")
+    assert result.status is Status.FAIL
+    assert "driver not answering: the copy probe made no progress" in result.summary
+    assert "'bandwidth'" in result.summary
+    assert time.monotonic() - start < 0.5 * 3 + 3
+
+
+def test_copy_that_crashes_fails_naming_the_signal(doubles: Any, fake_root: Any) -> None:
+    m = machine(doubles, fake_root, crash={"where": "copy", "signal": "SIGSEGV"})
+    result = Engine(Settings(intrusive=True), m, ["G5"]).run("G5")
+    assert result.status is Status.FAIL
+    assert "SIGSEGV" in result.summary
+
+
+def test_plan_and_probe_together_on_gb10(doubles: Any, fake_root: Any) -> None:
+    m = machine(doubles, fake_root, copy_gbps=230.0)
+    result = Engine(Settings(intrusive=True, planned_bandwidth=190.0), m, ["G5"]).run("G5")
+    assert result.status is Status.PASS
+    assert "planned 190 GB/s within" in result.summary and "measured 230 GB/s copy" in result.summary

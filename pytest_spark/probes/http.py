@@ -1,0 +1,447 @@
+"""One bounded HTTP GET through the standard library (G8's GitHub lookup).
+
+Why not ``requests``: one GET a run does not justify a dependency, and
+``urllib`` lets us control the three things that matter here:
+
+* **the secret.** ``GITHUB_TOKEN`` goes out as an *unredirected* header, so
+  urllib never copies it onto a redirect; our redirect handler adds it back
+  only when the redirect stays on the same scheme, host and port. Over plain
+  ``http://`` it is sent only to a loopback host (a local mirror or a test
+  server). It never enters an answer, an error text or a log: every string
+  leaving this module has the token scrubbed, even one a server echoed back.
+* **time.** ``urlopen(timeout=)`` bounds each socket operation, not the
+  request: a server that trickles one byte a second, or a DNS lookup that
+  hangs, would outlive it. The request runs in a daemon thread; at the
+  deadline the caller stops waiting and the sockets are shut down, which
+  wakes a blocked ``recv``.
+* **size.** The body is read in chunks up to a cap; a ``Content-Length``
+  over the cap is refused before a byte of it is read.
+
+The answer is a plain dict (:class:`HttpAnswer`), so the machine's store can
+share it between xdist workers.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pytest_spark import __version__
+
+#: the most of a body we read; GitHub's 100 issues with 64 KiB bodies stay well under it
+MIB = 1 << 20
+MAX_BODY = 16 * MIB
+MAX_REDIRECTS = 5
+CHUNK = 64 * 1024
+#: response headers worth keeping (rate limits, pagination, type)
+KEEP_HEADERS = (
+    "content-type",
+    "content-length",
+    "link",
+    "retry-after",
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "x-ratelimit-resource",
+    "x-github-request-id",
+)
+SCRUBBED = "[GITHUB_TOKEN]"
+
+
+@dataclass
+class HttpAnswer:
+    """What one GET produced. ``error`` is one line when there is no usable answer."""
+
+    url: str
+    status: int | None = None
+    reason: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str | None = None
+    body_bytes: int = 0
+    error: str | None = None
+    #: the network could not be reached at all (DNS, refused, unreachable)
+    offline: bool = False
+    timed_out: bool = False
+    too_large: bool = False
+    token: str = "not set"  # "sent" | "not set" | "not sent: <why>"
+    redirects: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HttpAnswer:
+        return cls(**dict(data))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def redact_url(url: str) -> str:
+    """Drop ``user:password@`` from a URL before it is shown anywhere."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """``(scheme, host, port)`` with the scheme's default port filled in."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """Remove ``secret`` from ``text`` (a server may echo the header back)."""
+    if secret and text:
+        return text.replace(secret, SCRUBBED)
+    return text
+
+
+def _proxies(env: Mapping[str, str], host: str) -> dict[str, str]:
+    """Proxies from the machine's environment (not this process's), never for loopback."""
+    if is_loopback(host):
+        return {}
+    proxies: dict[str, str] = {}
+    for key, value in env.items():
+        low = key.lower()
+        if low.endswith("_proxy") and value:
+            proxies[low[: -len("_proxy")]] = value
+    no_proxy = proxies.pop("no", None)
+    if no_proxy and _bypassed(host, no_proxy):
+        return {}
+    return {k: v for k, v in proxies.items() if k in ("http", "https")}
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    """``no_proxy`` as curl reads it: ``*``, exact hosts and domain suffixes."""
+    for entry in no_proxy.replace(" ", ",").split(","):
+        entry = entry.strip().lower().lstrip(".")
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return True
+    return False
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return ""
+
+
+def describe_oserror(exc: BaseException, host: str) -> tuple[str, bool]:
+    """``(one line, offline?)`` for a network failure, without the URL's secrets."""
+    reason: Any = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve {host} ({reason.strerror or reason})", True
+    if isinstance(reason, ConnectionRefusedError):
+        return f"connection to {host} refused", True
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"{host} did not answer in time", False
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS error talking to {host}: {reason.reason or reason}", False
+    if isinstance(reason, OSError) and reason.errno in (101, 113, 110, 99):  # unreachable, timed out
+        return f"{host} unreachable ({reason.strerror})", True
+    if isinstance(reason, OSError):
+        return f"network error talking to {host}: {reason.strerror or reason}", False
+    return f"network error talking to {host}: {_first_line(str(reason)) or type(reason).__name__}", False
+
+
+# --------------------------------------------------------------------------- urllib plumbing
+
+
+class _Tracker:
+    """Sockets opened for one request, so a deadline can shut them down."""
+
+    def __init__(self) -> None:
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.aborted = False
+
+    def add(self, sock: Any) -> None:
+        with self._lock:
+            if self.aborted:
+                _shutdown(sock)
+            self._socks.append(sock)
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            socks = list(self._socks)
+        for sock in socks:
+            _shutdown(sock)
+
+
+def _shutdown(sock: Any) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _tracked(base: type[http.client.HTTPConnection], tracker: _Tracker) -> type[http.client.HTTPConnection]:
+    class Tracked(base):  # type: ignore[valid-type, misc]
+        def connect(self) -> None:
+            super().connect()
+            tracker.add(self.sock)
+
+    return Tracked
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, tracker: _Tracker) -> None:
+        super().__init__()
+        self._conn = _tracked(http.client.HTTPConnection, tracker)
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._conn, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, tracker: _Tracker, context: ssl.SSLContext) -> None:
+        super().__init__(context=context)
+        self._ctx = context
+        self._conn = _tracked(http.client.HTTPSConnection, tracker)
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._conn, req, context=self._ctx)
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow http(s) redirects only; re-add the token only on the same origin."""
+
+    max_redirections = MAX_REDIRECTS
+
+    def __init__(self, token_header: tuple[str, str] | None, token_origin: tuple[str, str, int | None]):
+        super().__init__()
+        self.token_header = token_header
+        self.token_origin = token_origin
+        self.hops: list[str] = []
+        self.refused: str | None = None
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urlsplit(newurl).scheme not in ("http", "https"):
+            self.refused = f"a redirect to a {urlsplit(newurl).scheme}: URL"
+            return None  # urllib then raises HTTPError(code): an answer we do not use
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is None:
+            return None
+        self.hops.append(redact_url(newurl))
+        if self.token_header and origin(newurl) == self.token_origin:
+            new.add_unredirected_header(*self.token_header)
+        return new
+
+
+def _read_capped(resp: Any, max_bytes: int, tracker: _Tracker) -> tuple[bytes, bool]:
+    """Read at most ``max_bytes`` (+1 to notice more); ``(data, too_large)``."""
+    chunks: list[bytes] = []
+    total = 0
+    read = getattr(resp, "read1", None) or resp.read
+    while not tracker.aborted:
+        chunk = read(CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            return b"".join(chunks)[:max_bytes], True
+    return b"".join(chunks), False
+
+
+def _keep_headers(headers: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if headers is None:
+        return out
+    for name in KEEP_HEADERS:
+        value = headers.get(name)
+        if value is not None:
+            out[name] = str(value)[:500]
+    return out
+
+
+# --------------------------------------------------------------------------- the GET
+
+
+def get(
+    url: str,
+    *,
+    token: str | None = None,
+    timeout: float = 10.0,
+    max_bytes: int = MAX_BODY,
+    env: Mapping[str, str] | None = None,
+    accept: str = "application/vnd.github+json",
+    extra_headers: Mapping[str, str] | None = None,
+) -> HttpAnswer:
+    """GET ``url`` within ``timeout`` seconds in all; never raises.
+
+    ``token`` (if any) goes in ``Authorization: Bearer`` to ``url``'s own
+    origin only, and only over https or to a loopback host.
+    """
+    shown = redact_url(url)
+    start = time.monotonic()
+    try:
+        scheme, host, port = origin(url)
+    except ValueError as exc:
+        return HttpAnswer(url=shown, error=f"bad URL: {exc}")
+    if scheme not in ("http", "https") or not host:
+        return HttpAnswer(url=shown, error=f"not an http(s) URL: {shown}")
+
+    answer = HttpAnswer(url=shown)
+    token_header: tuple[str, str] | None = None
+    if token:
+        if scheme == "https" or is_loopback(host):
+            token_header = ("Authorization", f"Bearer {token}")
+            answer.token = "sent"
+        else:
+            answer.token = "not sent: plain http to a non-local host"
+
+    tracker = _Tracker()
+    box: dict[str, HttpAnswer] = {}
+    worker = threading.Thread(
+        target=_fetch,
+        args=(url, host, token_header, (scheme, host, port), timeout, max_bytes, env or {}, accept),
+        kwargs={"extra_headers": extra_headers, "tracker": tracker, "box": box, "base": answer},
+        name="spark-preflight-http",
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        tracker.abort()
+        worker.join(0.5)
+        answer.timed_out = True
+        answer.error = f"no complete answer from {host} within {timeout:g} s"
+        answer.status = None
+        answer.body = None
+    else:
+        answer = box.get("answer", answer)
+        if answer.error is None and answer.status is None:
+            answer.error = f"no answer from {host}"
+    answer.duration_s = round(time.monotonic() - start, 4)
+    answer.error = scrub(answer.error, token) if answer.error else answer.error
+    answer.reason = scrub(answer.reason, token)
+    if answer.body is not None:
+        answer.body = scrub(answer.body, token)
+    answer.headers = {k: scrub(v, token) for k, v in answer.headers.items()}
+    return answer
+
+
+def _fetch(
+    url: str,
+    host: str,
+    token_header: tuple[str, str] | None,
+    token_origin: tuple[str, str, int | None],
+    timeout: float,
+    max_bytes: int,
+    env: Mapping[str, str],
+    accept: str,
+    *,
+    extra_headers: Mapping[str, str] | None,
+    tracker: _Tracker,
+    box: dict[str, HttpAnswer],
+    base: HttpAnswer,
+) -> None:
+    answer = HttpAnswer(url=base.url, token=base.token)
+    redirects = _Redirects(token_header, token_origin)
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler(_proxies(env, host)),
+        _HTTPHandler(tracker),
+        _HTTPSHandler(tracker, ssl.create_default_context()),
+        redirects,
+    )
+    headers = {
+        "Accept": accept,
+        "Accept-Encoding": "identity",
+        "User-Agent": f"pytest-dgx-spark/{__version__}",
+        "X-GitHub-Api-Version": "2022-11-28",
+    }
+    headers.update(extra_headers or {})
+    req = urllib.request.Request(url, headers=headers, method="GET")
+    if token_header:
+        req.add_unredirected_header(*token_header)
+    resp: Any = None
+    try:
+        try:
+            resp = opener.open(req, timeout=timeout)
+        except urllib.error.HTTPError as err:
+            resp = err  # 4xx/5xx: still an answer, with headers and a body
+        answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
+        answer.reason = str(getattr(resp, "reason", "") or "")[:200]
+        answer.headers = _keep_headers(getattr(resp, "headers", None))
+        answer.redirects = list(redirects.hops)
+        length = answer.headers.get("content-length", "")
+        if answer.status is not None and 300 <= answer.status < 400:
+            why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
+            if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
+                why = answer.reason
+            answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
+        elif length.isdigit() and int(length) > max_bytes:
+            answer.too_large = True
+            answer.error = f"{host} announced {int(length) / MIB:.1f} MiB, over the {max_bytes / MIB:g} MiB cap; not read"
+        else:
+            raw, too_large = _read_capped(resp, max_bytes, tracker)
+            answer.body_bytes = len(raw)
+            if too_large:
+                answer.too_large = True
+                answer.error = (
+                    f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
+                )
+            else:
+                answer.body = raw.decode("utf-8", errors="replace")
+    except urllib.error.URLError as exc:
+        answer.error, answer.offline = describe_oserror(exc, host)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        if tracker.aborted:
+            answer.error = f"no complete answer from {host} within {timeout:g} s"
+            answer.timed_out = True
+        elif isinstance(exc, OSError):
+            answer.error, answer.offline = describe_oserror(exc, host)
+        else:
+            answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
+    finally:
+        if resp is not None:
+            try:
+                resp.close()
+            except Exception:
+                pass
+    box["answer"] = answer

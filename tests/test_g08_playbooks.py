@@ -1,0 +1,450 @@
+"""G8 — open issues of NVIDIA/dgx-spark-playbooks, against a real HTTP server
+on 127.0.0.1 serving recorded-shape answers (tests/data/github)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from localserver import ISSUES_PATH, Answer, LocalServer
+
+from pytest_spark.checks import g08_playbooks as g8
+from pytest_spark.engine import Engine
+from pytest_spark.model import Status
+from pytest_spark.options import Settings
+from pytest_spark.probes.machine import Machine
+
+from conftest import DATA
+
+GITHUB = DATA / "github"
+ISSUES = (GITHUB / "issues_open.json").read_bytes()
+RATE_LIMITED = (GITHUB / "rate_limited_403.json").read_bytes()
+TOKEN = "ghp_" + "SecretForG8Tests0123456789"
+#: 2026-07-24 14:05:09 UTC
+RESET = 1784901909
+
+
+@pytest.fixture
+def server():
+    with LocalServer() as s:
+        yield s
+
+
+def run_g8(server: LocalServer, token: str | None = TOKEN, **settings: object) -> tuple[Machine, object]:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+    if token:
+        env["GITHUB_TOKEN"] = token
+    machine = Machine(env=env)
+    opts = {"github_url": server.url, "timeout": 5.0, **settings}
+    return machine, Engine(Settings(**opts), machine).run("G8")  # type: ignore[arg-type]
+
+
+def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8.Facts:
+    """Facts as gather() builds them, from a recorded body (no network)."""
+    parsed = g8.parse_issues(body.decode())
+    a = {"status": 200, "headers": {}, "token": "not set", "url": "https://api.github.com", **answer}
+    return g8.Facts(
+        playbook=playbook,
+        source="https://api.github.com",
+        answer=a,
+        issues=parsed["issues"],
+        pull_requests=parsed["pull_requests"],
+        not_issues=parsed["not_issues"],
+        parse_error=parsed["error"],
+        fetched_at=RESET - 37 * 60,
+    )
+
+
+# --------------------------------------------------------------------------- evaluate() on recorded input
+
+
+def test_recorded_list_drops_pull_requests() -> None:
+    parsed = g8.parse_issues(ISSUES.decode())
+    assert parsed["error"] is None
+    assert parsed["pull_requests"] == 2  # #90 and #31 carry a pull_request key
+    assert sorted(i["number"] for i in parsed["issues"]) == [2, 4, 9, 15, 26, 46, 57, 68, 79]
+
+
+def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
+    r = g8.evaluate(facts_from(ISSUES, "unsloth"))
+    assert r.status is Status.WARN
+    assert r.summary == (
+        "2 open issues name the 'unsloth' playbook in NVIDIA/dgx-spark-playbooks: "
+        "#57 AttributeError: 'Parameter' object has no attribute 'compress_statistics' when running Un…; "
+        "#15 Unsolth playbook issues (with PR to correct it)"
+    )
+    assert r.fix.startswith("read them before following the unsloth playbook verbatim")
+    assert r.details[0].endswith(
+        "(named in the title) https://github.com/NVIDIA/dgx-spark-playbooks/issues/57"
+    )
+    assert "(named in the body)" in r.details[1] and "#15" in r.details[1]
+    assert r.reading("matching_issues").value == 2
+    assert r.reading("open_issues").value == 9
+    assert r.reading("pull_requests_dropped").value == 2
+
+
+def test_one_vllm_issue_is_listed() -> None:
+    r = g8.evaluate(facts_from(ISSUES, "vllm"))
+    assert r.status is Status.WARN
+    assert r.summary.startswith(
+        "1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 vLLM"
+    )
+    assert r.fix.startswith("read it before")
+
+
+def test_a_playbook_no_issue_names_passes() -> None:
+    r = g8.evaluate(facts_from(ISSUES, "nccl"))
+    assert r.status is Status.PASS
+    assert r.summary == "no open issue in NVIDIA/dgx-spark-playbooks names 'nccl' (9 open issues checked)"
+
+
+def test_no_playbook_is_info_with_count_and_newest_three() -> None:
+    r = g8.evaluate(facts_from(ISSUES))
+    assert r.status is Status.INFO
+    assert r.summary.startswith("9 open issues in NVIDIA/dgx-spark-playbooks; newest: #79 vLLM 26.02-py3")
+    assert "; #68 SGLang: Mismatch" in r.summary and "; #57 AttributeError" in r.summary
+    assert "#46" not in r.summary
+    assert r.summary.endswith("name your playbook with --spark-playbook")
+
+
+def test_more_pages_are_said_not_hidden() -> None:
+    f = facts_from(ISSUES, "nccl", headers={"link": '<https://api.github.com/x?page=2>; rel="next"'})
+    f.more_pages = True
+    r = g8.evaluate(f)
+    assert "9+ open issues checked (GitHub has more pages; the newest 100 were checked)" in r.summary
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "hit"),
+    [
+        ("vllm", "vLLM 26.02-py3: slow", True),
+        ("nim", "NIM on Spark - docker", True),
+        ("nim", "animation broken", False),
+        ("trt-llm", "TensorRT-LLM fails to build", True),
+        ("trt-llm", "trtllm-serve crashes", True),
+        ("pytorch-fine-tune", "the PyTorch fine tune playbook", True),
+        ("unsloth", "unsloth_zoo import error", True),
+        ("vllm", "myvllm-fork", False),
+        ("nccl", "NCCL v2.28.9-1 build", True),
+        ("sglang", "sglang-router", True),
+    ],
+)
+def test_playbook_names_match_word_ish(name: str, text: str, hit: bool) -> None:
+    assert bool(g8.playbook_pattern(name).search(text)) is hit
+
+
+@pytest.mark.parametrize(
+    ("given", "normal"),
+    [("vLLM", "vllm"), ("nvidia/unsloth/", "unsloth"), ("playbook-nccl", "nccl"), ("trt-llm", "trt-llm")],
+)
+def test_playbook_name_is_normalized(given: str, normal: str) -> None:
+    assert g8.normalize_playbook(given) == normal
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            b"<html>Service Unavailable</html>",
+            "the answer is not JSON (starts '<html>Service Unavailable</html>')",
+        ),
+        (b'{"message": "Moved"}', "expected a JSON list of issues, got a dict with message 'Moved'"),
+        (b'"just a string"', "expected a JSON list of issues, got a str"),
+        (b"[1, 2, {}]", "none of the 3 entries looks like a GitHub issue"),
+        (b"", "the answer was empty"),
+        (b"[" * 100_000 + b"]" * 100_000, "the answer is not JSON (starts '" + "[" * 60 + "')"),
+    ],
+    ids=["html", "object", "string", "not-issues", "empty", "deep"],
+)
+def test_unexpected_json_is_a_skip_with_the_reason(body: bytes, reason: str) -> None:
+    r = g8.evaluate(facts_from(body, "unsloth"))
+    assert r.status is Status.SKIP
+    assert r.summary == f"GitHub's answer is not the issue list expected: {reason}"
+
+
+def test_empty_list_is_info_no_open_issues() -> None:
+    r = g8.evaluate(facts_from(b"[]"))
+    assert (r.status, r.summary) == (Status.INFO, "no open issues in NVIDIA/dgx-spark-playbooks")
+
+
+def test_rate_limit_reset_is_rendered_as_a_time() -> None:
+    f = facts_from(
+        RATE_LIMITED,
+        "vllm",
+        status=403,
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(RESET)},
+    )
+    r = g8.evaluate(f)
+    assert r.status is Status.SKIP
+    assert r.summary == (
+        "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC (in 37 min); "
+        "set GITHUB_TOKEN for a higher limit"
+    )
+    assert r.reading("rate_limit_remaining").value == 0
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "until"),
+    [
+        ("45", "2026-07-24 13:28:54 UTC (in 45 s)"),
+        ("Fri, 24 Jul 2026 15:00:00 GMT", "2026-07-24 15:00:00 UTC (in 1.5 h)"),
+    ],
+)
+def test_429_retry_after_seconds_or_date(retry_after: str, until: str) -> None:
+    f = facts_from(b"", status=429, headers={"retry-after": retry_after}, token="sent")
+    r = g8.evaluate(f)
+    assert r.summary == f"rate-limited by GitHub (HTTP 429) until {until}; even with GITHUB_TOKEN"
+
+
+def test_offline_flag_skips_before_any_request(server: LocalServer) -> None:
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    _, r = run_g8(server, offline=True)
+    assert (r.status, r.summary) == (Status.SKIP, "offline (--spark-offline): GitHub not contacted")
+    assert server.seen == []
+
+
+# --------------------------------------------------------------------------- gather() through Machine, real server
+
+
+def test_recorded_answer_over_http_warns_and_sends_the_token(server: LocalServer) -> None:
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES, headers={"X-RateLimit-Remaining": "4999"})
+    _, r = run_g8(server, playbook="unsloth")
+    assert r.status is Status.WARN, r.line()
+    assert r.reading("matching_issues").value == 2
+    assert r.reading("rate_limit_remaining").value == 4999
+    assert r.reading("github_token").value == "sent"
+    (seen,) = server.requests_to()
+    assert seen.path == ISSUES_PATH + "?state=open&per_page=100"
+    assert seen.headers["authorization"] == f"Bearer {TOKEN}"
+    assert TOKEN not in json.dumps(r.to_dict())
+
+
+def test_one_request_per_run(server: LocalServer) -> None:
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    machine, first = run_g8(server, playbook="vllm")
+    # a second engine on the same machine (what the CLI's report and the gate do) asks again
+    again = Engine(Settings(github_url=server.url, playbook="vllm"), machine).run("G8")
+    machine.store._values.pop("result:G8")  # even a fresh evaluation reuses the one answer
+    third = Engine(Settings(github_url=server.url), machine).run("G8")
+    assert first.status is again.status is Status.WARN
+    assert third.status is Status.INFO
+    assert len(server.requests_to()) == 1
+
+
+def test_github_enterprise_base_path(server: LocalServer) -> None:
+    server.answers["/api/v3" + ISSUES_PATH] = Answer(body=ISSUES)
+    _, r = run_g8(server, token=None, github_url=server.url + "/api/v3/", playbook="nccl")
+    assert r.status is Status.PASS
+    assert r.reading("github_token").value == "not set"
+    assert "authorization" not in server.seen[0].headers
+
+
+FAULTS = {
+    "403-rate-limit": (
+        Answer(
+            status=403,
+            body=RATE_LIMITED,
+            headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(RESET)},
+        ),
+        "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC; even with GITHUB_TOKEN",
+    ),
+    "429": (
+        Answer(
+            status=429,
+            body=b'{"message": "too many"}',
+            headers={"Retry-After": "Fri, 24 Jul 2026 15:00:00 GMT"},
+        ),
+        "rate-limited by GitHub (HTTP 429) until 2026-07-24 15:00:00 UTC; even with GITHUB_TOKEN",
+    ),
+    "403-forbidden": (
+        Answer(status=403, body=b'{"message": "Resource not accessible by personal access token"}'),
+        "GitHub answered HTTP 403: Resource not accessible by personal access token; playbook issues not checked",
+    ),
+    "401": (
+        Answer(status=401, body=b'{"message": "Bad credentials"}'),
+        "GitHub rejected GITHUB_TOKEN (HTTP 401: Bad credentials)",
+    ),
+    "404": (
+        Answer(status=404, body=b'{"message": "Not Found"}'),
+        "NVIDIA/dgx-spark-playbooks not found at {url} (HTTP 404); check --spark-github-url",
+    ),
+    "500": (
+        Answer(status=500, body=b"oops"),
+        "GitHub answered HTTP 500 Internal Server Error; playbook issues not checked",
+    ),
+    "502-json": (
+        Answer(status=502, body=b'{"message": "Server Error"}'),
+        "GitHub answered HTTP 502: Server Error; playbook issues not checked",
+    ),
+    "garbage": (
+        Answer(body=b"\x00\xff garbage \x89PNG"),
+        "GitHub's answer is not the issue list expected: the answer is not JSON (starts '\\x00\ufffd garbage \ufffdPNG')",
+    ),
+    "not-a-list": (
+        Answer(body=b'{"issues": []}'),
+        "GitHub's answer is not the issue list expected: expected a JSON list of issues, got a dict",
+    ),
+    "50MB-announced": (
+        Answer(stream=50 << 20, length=50 << 20),
+        "GitHub's answer is not the issue list expected: 127.0.0.1 announced 50.0 MiB, over the 16 MiB cap; not read",
+    ),
+    "50MB-streamed": (
+        Answer(stream=50 << 20),
+        "GitHub's answer is not the issue list expected: the answer from 127.0.0.1 passed the 16 MiB cap; stopped reading",
+    ),
+    "slow": (
+        Answer(delay=20, body=ISSUES),
+        "GitHub lookup gave up: no complete answer from 127.0.0.1 within 0.8 s (--spark-timeout)",
+    ),
+    "silent": (
+        Answer(silent=True),
+        "GitHub lookup gave up: no complete answer from 127.0.0.1 within 0.8 s (--spark-timeout)",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_faults_skip_with_the_reason_in_bounded_time(server: LocalServer, fault: str) -> None:
+    answer, expected = FAULTS[fault]
+    server.answers[ISSUES_PATH] = answer
+    start = time.monotonic()
+    _, r = run_g8(server, playbook="unsloth", timeout=0.8)
+    elapsed = time.monotonic() - start
+    assert r.status is Status.SKIP
+    assert r.summary == expected.format(url=server.url)
+    assert TOKEN not in json.dumps(r.to_dict())
+    assert elapsed < 5  # the timeout is 0.8 s; the server would hold on for 20-30 s
+
+
+def test_nothing_listening_is_offline() -> None:
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    machine = Machine(env={"PATH": os.environ.get("PATH", "")})
+    r = Engine(Settings(github_url=f"http://127.0.0.1:{port}", playbook="vllm"), machine).run("G8")
+    assert (r.status, r.summary) == (
+        Status.SKIP,
+        "offline: connection to 127.0.0.1 refused; playbook issues not checked",
+    )
+
+
+# --------------------------------------------------------------------------- the token never leaks
+
+
+def echo_token_answer() -> Answer:
+    """A hostile mirror: echoes the Authorization header in the body and a header."""
+    return Answer(
+        status=403,
+        body=b'{"message": "API rate limit exceeded for {auth}"}',
+        headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(RESET)},
+        echo_auth=True,
+    )
+
+
+@pytest.mark.parametrize("served", ["issues", "echo"])
+def test_token_never_appears_in_any_pytest_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server: LocalServer, served: str
+) -> None:
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES) if served == "issues" else echo_token_answer()
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    pytester.makeini("[pytest]\nlog_level = DEBUG\n")
+    json_report = ["--json-report", "--json-report-file=r.json"] if _has_json_report() else []
+    result = pytester.runpytest(
+        "--spark-preflight",
+        "--spark-only",
+        "G8",
+        "--spark-github-url",
+        server.url,
+        "--spark-playbook",
+        "unsloth",
+        "--spark-report",
+        "env-report.json",
+        "--junitxml=junit.xml",
+        "-o",
+        "junit_logging=system-out",
+        "-p",
+        "no:randomly",
+        "-v",
+        "-rA",
+        *json_report,
+    )
+    text = "\n".join(result.outlines + result.errlines)
+    assert ("G8 WARN: 2 open issues name" if served == "issues" else "G8 SKIP: rate-limited") in text
+    assert server.requests_to()[0].headers["authorization"] == f"Bearer {TOKEN}"
+    assert TOKEN not in text
+    files = ["env-report.json", "junit.xml"] + (["r.json"] if json_report else [])
+    for name in files:
+        content = (pytester.path / name).read_text()
+        assert "G8" in content
+        assert TOKEN not in content, name
+
+
+def test_token_never_appears_in_cli_output(tmp_path: Path, server: LocalServer) -> None:
+    server.answers[ISSUES_PATH] = echo_token_answer()
+    env = dict(os.environ, GITHUB_TOKEN=TOKEN)
+    outputs = []
+    for extra in ([], ["--json"]):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest_spark.cli",
+                "--only",
+                "G8",
+                "--github-url",
+                server.url,
+                "--report",
+                "r.json",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        outputs += [proc.stdout, proc.stderr, (tmp_path / "r.json").read_text()]
+    assert "G8 SKIP: rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC" in outputs[0]
+    assert all(TOKEN not in out for out in outputs)
+    assert len(server.requests_to()) == 2  # one per run
+
+
+def _has_json_report() -> bool:
+    try:
+        import pytest_jsonreport  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_one_request_under_xdist(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server: LocalServer
+) -> None:
+    pytest.importorskip("xdist")
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    result = pytester.runpytest(
+        "--spark-preflight",
+        "--spark-only",
+        "G8,G10",
+        "--spark-github-url",
+        server.url,
+        "--spark-playbook",
+        "vllm",
+        "-n",
+        "2",
+        "-p",
+        "no:randomly",
+    )
+    result.stdout.fnmatch_lines(
+        ["G8 WARN: 1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 *"]
+    )
+    assert len(server.requests_to()) == 1

@@ -1,0 +1,593 @@
+"""G10 — two Sparks: DDP/FSDP across nodes, not tensor parallelism.
+
+evaluate() on configs from tests/data/g10 (read by the real parser), gather()
+through Machine on real folders and real processes, and the all-reduce probe
+for real: gloo on CPU with two processes, through torchrun and without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_spark.checks import g10_multinode as g10
+from pytest_spark.engine import CheckContext, Engine
+from pytest_spark.model import Result, Status
+from pytest_spark.options import Settings
+from pytest_spark.probes import configs as c
+from pytest_spark.probes.machine import Machine
+
+from conftest import DATA
+
+G10 = DATA / "g10"
+NVIDIA_FSDP = G10 / "nvidia_config_finetuning.yaml"
+LAUNCH_VARS = (*g10.LAUNCHER_ENV, *g10.TP_ENV, "TORCHELASTIC_USE_AGENT_STORE", "PET_NPROC_PER_NODE")
+
+
+def source(path: Path, kind: str = "given", name: str | None = None) -> dict[str, Any]:
+    return c.read_config(path, name or path.name, kind).to_dict()
+
+
+def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: Any) -> Result:
+    tp = kw.pop("tp_across_nodes", "fail")
+    floor = kw.pop("floor", 20.0)
+    facts = g10.Facts(env=env or {}, sources=list(sources), root="/work/proj", **kw)
+    return g10.evaluate(facts, tp, floor)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- evaluate(): configs
+
+
+def test_nvidia_fsdp_config_passes() -> None:
+    r = decide(source(NVIDIA_FSDP, "found", "configs/config_finetuning.yaml"))
+    assert r.status is Status.PASS
+    assert r.summary == (
+        "2 nodes (configs/config_finetuning.yaml: num_machines = 2), FSDP, tensor parallel 1 "
+        "(configs/config_finetuning.yaml: parallelism_config.parallelism_config_tp_size = 1): "
+        "data parallel across nodes, as recommended"
+    )
+    assert r.reading("nodes").value == 2
+    assert r.reading("tensor_parallel").value == 1
+    assert r.reading("strategy").value == "FSDP"
+    assert "configs/config_finetuning.yaml: parallelism_config.parallelism_config_tp_size = 1" in r.details
+
+
+def test_nvidia_fsdp_config_under_a_two_node_launcher_passes() -> None:
+    r = decide(source(NVIDIA_FSDP), env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "0"})
+    assert r.status is Status.PASS
+    assert r.summary.startswith(
+        "rank 0 of 2: 2 nodes (WORLD_SIZE=2, LOCAL_WORLD_SIZE=1), FSDP, tensor parallel 1"
+    )
+
+
+def test_the_placeholder_template_says_why_it_was_not_read() -> None:
+    r = decide(source(G10 / "nvidia_config_finetuning.template.yaml"))
+    assert r.status is Status.SKIP
+    assert (
+        "1 unreadable; nvidia_config_finetuning.template.yaml: invalid YAML: ScannerError: mapping values "
+        "are not allowed in this context at line 16, column 24"
+    ) in r.summary
+    assert r.reading("configs_unreadable").value == 1
+
+
+def test_vllm_playbook_tp2_on_a_one_gpu_spark_fails_and_says_nvidia_does_it() -> None:
+    r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1)
+    assert r.status is Status.FAIL
+    assert r.summary == (
+        "tensor parallel 2 across 2 nodes (vllm_two_sparks.sh: --tensor-parallel-size = 2; "
+        "vllm_two_sparks.sh: --tensor-parallel-size = 2 needs 2 GPUs and this machine has 1): "
+        "TP over the two-Spark link is fragile and slow for training (NCCL hangs, vLLM #42354), "
+        "though NVIDIA's own playbooks run TP=2 for inference across two Sparks"
+    )
+    assert r.fix.startswith("train across the Sparks with DDP or FSDP")
+    assert "--spark-tp-across-nodes warn" in r.fix
+
+
+@pytest.mark.parametrize(
+    ("env", "status"),
+    [
+        ({"VLLM_HOST_IP": "192.168.100.10"}, Status.FAIL),
+        ({"RAY_ADDRESS": "192.168.100.10:6379"}, Status.FAIL),
+        ({"RAY_ADDRESS": "127.0.0.1:6379"}, Status.PASS),
+        ({}, Status.PASS),
+    ],
+)
+def test_ray_backend_counts_as_multi_node_only_with_a_hint(env: dict[str, str], status: Status) -> None:
+    r = decide(source(G10 / "vllm_two_sparks.sh"), env=env, gpu_count=8)
+    assert r.status is status
+    if status is Status.FAIL:
+        assert "on a Ray backend with " + next(iter(env)) in r.summary
+
+
+def test_tp_across_nodes_warn_downgrades() -> None:
+    r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1, tp_across_nodes="warn")
+    assert r.status is Status.WARN
+    assert r.summary.startswith("tensor parallel 2 across 2 nodes")
+    assert "system NCCL" in r.fix
+
+
+def test_tp2_with_enough_gpus_and_no_node_count_passes() -> None:
+    r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=8)
+    assert r.status is Status.PASS
+    assert r.summary == (
+        "no sign of more than one node, tensor parallel 2 with no node count of its own "
+        "(vllm_two_sparks.sh: --tensor-parallel-size = 2)"
+    )
+
+
+def test_one_file_with_both_fails_and_ignores_graph_vertices() -> None:
+    r = decide(source(G10 / "nemo_two_nodes_tp2.yaml", "found"))
+    assert r.status is Status.FAIL
+    assert r.summary.startswith(
+        "tensor parallel 2 across 2 nodes (nemo_two_nodes_tp2.yaml: model.tensor_model_parallel_size = 2; "
+        "nemo_two_nodes_tp2.yaml: trainer.num_nodes = 2)"
+    )
+    assert r.reading("nodes").value == 2  # not 2708
+
+
+def test_compose_exec_form_fails() -> None:
+    r = decide(source(G10 / "compose_sglang.yaml", "found"))
+    assert r.status is Status.FAIL
+    assert "compose_sglang.yaml: services.sglang.command: --tp = 2" in r.summary
+
+
+@pytest.mark.parametrize(
+    ("env", "nodes_by"),
+    [
+        ({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}, "WORLD_SIZE=2, LOCAL_WORLD_SIZE=1"),
+        ({"GROUP_WORLD_SIZE": "2"}, "GROUP_WORLD_SIZE=2"),
+        ({"PET_NNODES": "1:2"}, "PET_NNODES=1:2"),
+        ({"SLURM_NNODES": "2"}, "SLURM_NNODES=2"),
+        ({"SLURM_JOB_NUM_NODES": "2"}, "SLURM_JOB_NUM_NODES=2"),
+        ({"NNODES": "2"}, "NNODES=2"),
+        ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}, "OMPI_COMM_WORLD_SIZE=2"),
+    ],
+)
+def test_launcher_env_pairs_with_a_found_tp_config(env: dict[str, str], nodes_by: str) -> None:
+    r = decide(source(G10 / "torchtitan_tp2.toml", "found"), env=env)
+    assert r.status is Status.FAIL
+    assert "torchtitan_tp2.toml: parallelism.tensor_parallel_degree = 2" in r.summary
+    assert nodes_by in r.summary
+
+
+def test_single_node_launcher_with_tp_passes() -> None:
+    r = decide(source(G10 / "torchtitan_tp2.toml", "found"), env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"})
+    assert r.status is Status.PASS
+    assert r.summary == (
+        "single node (WORLD_SIZE=2, LOCAL_WORLD_SIZE=2), tensor parallel 2 within one node "
+        "(torchtitan_tp2.toml: parallelism.tensor_parallel_degree = 2)"
+    )
+
+
+def test_single_node_launcher_is_believed_over_gpu_inference() -> None:
+    r = decide(
+        source(G10 / "deepspeed_autotp.json"), env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, gpu_count=1
+    )
+    assert r.status is Status.PASS
+
+
+def test_env_tp_with_env_nodes_fails() -> None:
+    r = decide(env={"VLLM_TENSOR_PARALLEL_SIZE": "2", "NNODES": "2"})
+    assert r.status is Status.FAIL
+    assert r.summary.startswith("tensor parallel 2 across 2 nodes (VLLM_TENSOR_PARALLEL_SIZE=2; NNODES=2)")
+
+
+def test_k8s_tp1_passes() -> None:
+    r = decide(source(G10 / "k8s_vllm_tp1.yaml", "found"), env={"SLURM_NNODES": "2"})
+    assert r.status is Status.PASS
+    assert r.summary.startswith("2 nodes (SLURM_NNODES=2), tensor parallel 1 (k8s_vllm_tp1.yaml:")
+
+
+def test_a_separate_process_is_judged_on_its_own_flags() -> None:
+    server = {
+        "name": "pid 4242 (vllm)",
+        "kind": "process",
+        "findings": [{"what": "tp", "value": 2, "key": "--tensor-parallel-size", "raw": ""}],
+        "error": None,
+        "notes": [],
+    }
+    # the job spans two nodes, but the server is another job on one node: not paired
+    r = decide(server, env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}, gpu_count=8)
+    assert r.status is Status.PASS
+    headless = dict(
+        server,
+        findings=[*server["findings"], {"what": "headless", "value": True, "key": "--headless", "raw": ""}],
+    )
+    r = decide(headless, gpu_count=8)
+    assert r.status is Status.FAIL
+    assert "pid 4242 (vllm): --headless (a headless vLLM is a worker of a multi-node engine)" in r.summary
+
+
+def test_tp_and_nodes_in_different_found_files_are_not_one_job() -> None:
+    r = decide(source(NVIDIA_FSDP, "found"), source(G10 / "torchtitan_tp2.toml", "found"))
+    assert r.status is Status.PASS
+    assert "tensor parallel 2 with no node count of its own" in r.summary
+    assert any("are in different files: not judged as one job" in d for d in r.details)
+
+
+def test_nothing_to_go_on_is_a_skip() -> None:
+    r = decide()
+    assert r.status is Status.SKIP
+    assert r.summary == (
+        "nothing to go on: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism "
+        "or node count (no config found under /work/proj), no training/serving process with those flags; "
+        "name your config with --spark-config"
+    )
+
+
+def test_other_ranks_say_they_are_per_rank_detail() -> None:
+    r = decide(source(NVIDIA_FSDP), env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "1"})
+    assert r.summary.startswith("rank 1 of 2 (per-rank detail; rank 0 reports for the job): 2 nodes")
+    assert r.reading("rank").value == 1
+
+
+# --------------------------------------------------------------------------- evaluate(): the probe
+
+MULTI = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "0"}
+#: what allreduce_child.py reported on two Sparks-like ranks (numbers as a 200 Gb/s link gives)
+PROBE_OK = {
+    "ran": True,
+    "error": None,
+    "hung": False,
+    "data": {
+        "rank": 0,
+        "world_size": 2,
+        "backend": "nccl",
+        "size_bytes": 512 << 20,
+        "busbw_gbps": 22.1,
+        "group_busbw_gbps": 22.4,
+        "group_algbw_gbps": 22.4,
+        "nccl_version": "2.28.9",
+        "wrong": False,
+    },
+}
+
+
+def test_probe_above_the_floor_rides_on_pass() -> None:
+    r = decide(source(NVIDIA_FSDP), env=MULTI, probe=PROBE_OK, intrusive=True)
+    assert r.status is Status.PASS
+    assert r.summary.endswith("; all-reduce busbw 22.4 GB/s (nccl, 2 ranks, 512 MiB)")
+    assert r.reading("allreduce_busbw").value == 22.4
+    assert r.reading("allreduce_busbw").unit == "GB/s"
+    assert r.reading("busbw_floor").value == 20.0
+
+
+def test_probe_below_the_floor_across_nodes_warns_first() -> None:
+    slow = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 3.1, "busbw_gbps": 3.0}}
+    r = decide(source(NVIDIA_FSDP), env=MULTI, probe=slow, intrusive=True)
+    assert r.status is Status.WARN
+    assert r.summary.startswith(
+        "rank 0 of 2: all-reduce busbw 3.1 GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor "
+        "for a two-Spark link (20-24 GB/s is healthy); 2 nodes"
+    )
+    assert "NCCL_SOCKET_IFNAME=enp1s0f1np1" in r.fix
+    assert decide(source(NVIDIA_FSDP), env=MULTI, probe=slow, intrusive=True, floor=3.0).status is Status.PASS
+
+
+def test_probe_below_the_floor_within_one_node_is_only_a_reading() -> None:
+    slow = {**PROBE_OK, "data": {**PROBE_OK["data"], "backend": "gloo", "group_busbw_gbps": 1.0}}
+    single = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "RANK": "0"}
+    r = decide(env=single, probe=slow, intrusive=True)
+    assert r.status is Status.PASS
+    assert r.summary.endswith("within one node (the two-Spark floor does not apply)")
+
+
+@pytest.mark.parametrize(
+    ("probe", "text"),
+    [
+        (
+            {
+                "ran": True,
+                "hung": True,
+                "error": "all-reduce probe made no progress for 30 s during 'rendezvous' (hung; killed)",
+                "data": {},
+            },
+            "all-reduce probe hung: all-reduce probe made no progress for 30 s during 'rendezvous' (hung; killed)",
+        ),
+        (
+            {
+                "ran": True,
+                "hung": False,
+                "error": "all-reduce failed: DistBackendError: NCCL error",
+                "data": {},
+            },
+            "all-reduce probe failed: all-reduce failed: DistBackendError: NCCL error",
+        ),
+        (
+            {
+                **PROBE_OK,
+                "data": {**PROBE_OK["data"], "wrong": True, "check": {"expected": 3.0, "got": [3.0, 0.0]}},
+            },
+            "all-reduce returned wrong values (expected 3.0, got [3.0, 0.0])",
+        ),
+    ],
+    ids=["hung", "error", "wrong"],
+)
+def test_probe_failures_warn(probe: dict[str, Any], text: str) -> None:
+    r = decide(source(NVIDIA_FSDP), env=MULTI, probe=probe, intrusive=True)
+    assert r.status is Status.WARN
+    assert r.summary.startswith(f"rank 0 of 2: {text}; 2 nodes")
+
+
+def test_probe_without_torch_is_a_note() -> None:
+    probe = {"ran": False, "reason": "torch not importable (ModuleNotFoundError: No module named 'torch')"}
+    r = decide(source(NVIDIA_FSDP), env=MULTI, probe=probe, intrusive=True)
+    assert r.status is Status.PASS
+    assert r.summary.endswith(
+        "; all-reduce not measured: torch not importable (ModuleNotFoundError: No module named 'torch')"
+    )
+
+
+# --------------------------------------------------------------------------- gather() through Machine
+
+
+def engine(
+    tmp_path: Path, env: dict[str, str] | None = None, *, real_processes: bool = False, **settings: Any
+) -> tuple[Engine, Machine]:
+    machine = Machine(env=env if env is not None else clean_env(), timeout=settings.get("timeout", 10.0))
+    if not real_processes:
+        # this box's process table is not ours to control (other tests spawn fake servers):
+        # record an empty one unless the test is about processes
+        machine.store.get_or_compute("processes", lambda: {"error": None, "processes": []})
+    return Engine(Settings(rootdir=tmp_path, **settings), machine), machine
+
+
+def test_found_nvidia_config_passes_through_the_engine(tmp_path: Path) -> None:
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "config_finetuning.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    eng, _ = engine(tmp_path)
+    r = eng.run("G10")
+    assert r.status is Status.PASS, r.line()
+    assert "configs/config_finetuning.yaml: num_machines = 2" in r.summary
+
+
+def test_given_folder_and_file(tmp_path: Path) -> None:
+    given = tmp_path / "launch"
+    given.mkdir()
+    (given / "nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    eng, _ = engine(tmp_path, config=(given,))
+    r = eng.run("G10")
+    assert r.status is Status.FAIL
+    assert "launch/nemo.yaml: model.tensor_model_parallel_size = 2" in r.summary
+
+
+def test_gb10_double_one_gpu_turns_tp2_into_two_nodes(tmp_path: Path, doubles: Any) -> None:
+    from doubles import gb10
+
+    env = clean_env(**doubles.nvml(gb10.nvml()).env)
+    for var in LAUNCH_VARS:
+        env.pop(var, None)
+    eng, _ = engine(tmp_path, env=env, config=(G10 / "vllm_two_sparks.sh",))
+    r = eng.run("G10")
+    assert r.status is Status.FAIL
+    assert "needs 2 GPUs and this machine has 1" in r.summary
+    assert r.reading("gpus_here").value == 1
+
+
+def test_a_running_server_with_tp_across_nodes_fails(tmp_path: Path) -> None:
+    argv = [
+        sys.executable,
+        "-c",
+        "import time; time.sleep(30)",
+        "--api-key",
+        "sk-Secret123",
+        "--tensor-parallel-size",
+        "2",
+        "--nnodes",
+        "2",
+    ]
+    proc = subprocess.Popen(argv)
+    try:
+        import psutil
+
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(psutil.Process(proc.pid).cmdline()) < len(argv):
+            time.sleep(0.02)
+        eng, _ = engine(tmp_path, real_processes=True)
+        r = eng.run("G10")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert r.status is Status.FAIL
+    mine = f"TP 2 across 2 nodes: pid {proc.pid} (python"
+    (line,) = [d for d in r.details if d.startswith(mine)]
+    assert "--tensor-parallel-size = 2" in line and "--nnodes = 2" in line
+    assert "sk-Secret123" not in json.dumps(r.to_dict())  # the flags found are shown, never the command
+
+
+def test_nothing_to_go_on_through_the_engine(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    eng, _ = engine(tmp_path)
+    r = eng.run("G10")
+    assert r.status is Status.SKIP
+    assert f"1 config file(s) read under {tmp_path}" in r.summary
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("huge.yaml", None, "huge.yaml: 10.0 MB, over the 1.0 MB limit for a config: not read"),
+        ("blob.json", b"\x00\x01\x02" * 1000, "blob.json: binary, not a text config"),
+        (
+            "deep.json",
+            b"[" * 300_000 + b"]" * 300_000,
+            "deep.json: JSON nested too deeply to parse: not read",
+        ),
+        ("bad.toml", b"[x\n", "bad.toml: invalid TOML: TOMLDecodeError"),
+    ],
+)
+def test_bad_given_configs_are_reasons(tmp_path: Path, name: str, content: bytes | None, reason: str) -> None:
+    path = tmp_path / name
+    if content is None:
+        with open(path, "wb") as fh:
+            fh.truncate(10 * 1000 * 1000)
+    else:
+        path.write_bytes(content)
+    eng, _ = engine(tmp_path, config=(path,))
+    start = time.monotonic()
+    r = eng.run("G10")
+    assert time.monotonic() - start < 5
+    assert r.status is Status.SKIP
+    assert any(d.startswith(reason) for d in r.details), r.details
+    assert reason.split(": ", 1)[1][:20] in r.summary
+
+
+def test_intrusive_outside_torchrun_says_so(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    eng, _ = engine(tmp_path, intrusive=True)
+    r = eng.run("G10")
+    assert r.status is Status.PASS
+    assert r.summary.endswith("; all-reduce not measured: not launched by torchrun (WORLD_SIZE unset or 1)")
+
+
+# --------------------------------------------------------------------------- the all-reduce probe, for real (gloo)
+
+
+def run_ranks(
+    tmp_path: Path, envs: list[dict[str, str]], timeout: float = 10.0, **settings: Any
+) -> list[g10.Facts]:
+    """gather() of G10 on several ranks at once, each through its own Machine."""
+    out: list[Any] = [None] * len(envs)
+
+    def one(i: int) -> None:
+        machine = Machine(env=clean_env(**envs[i]), timeout=timeout)
+        s = Settings(rootdir=tmp_path, intrusive=True, timeout=timeout, **settings)
+        out[i] = g10.gather(CheckContext("G10", s, machine, Engine(s, machine)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(envs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return out
+
+
+def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    port = str(free_port())
+    base = {
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": port,
+    }
+    facts = run_ranks(tmp_path, [dict(base, RANK=str(r), LOCAL_RANK="0", GROUP_RANK=str(r)) for r in (0, 1)])
+    for rank, f in enumerate(facts):
+        assert f.probe is not None and f.probe["error"] is None, f.probe
+        d = f.probe["data"]
+        assert (d["rank"], d["world_size"], d["backend"], d["size_bytes"]) == (rank, 2, "gloo", 8 << 20)
+        assert d["wrong"] is False and d["check"] == {"expected": 3.0, "got": [3.0, 3.0]}
+        assert len(d["times_s"]) == g10.PROBE_ITERS["gloo"]
+        # nccl-tests' formula: busbw = algbw * 2(n-1)/n, algbw = bytes / time
+        assert d["busbw_gbps"] == pytest.approx((8 << 20) / d["time_s"] / 1e9 * 2 * (2 - 1) / 2)
+    assert facts[0].probe["data"]["group_busbw_gbps"] == pytest.approx(
+        facts[1].probe["data"]["group_busbw_gbps"]
+    )
+    # loopback gloo is far below a two-Spark link: the floor applies across nodes
+    r0 = g10.evaluate(facts[0], "fail", 20.0)
+    r1 = g10.evaluate(facts[1], "fail", 20.0)
+    assert r0.status is r1.status is Status.WARN
+    assert r0.summary.startswith("rank 0 of 2: all-reduce busbw ")
+    assert "(measured with gloo on CPU; NCCL on the GPUs would differ)" in r0.summary
+    assert r1.summary.startswith(
+        "rank 1 of 2 (per-rank detail; rank 0 reports for the job): all-reduce busbw"
+    )
+    assert g10.evaluate(facts[0], "fail", 0.0001).status is Status.PASS
+
+
+def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    env = {
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "1",
+        "RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
+    start = time.monotonic()
+    (facts,) = run_ranks(tmp_path, [env], timeout=1.0)
+    elapsed = time.monotonic() - start
+    r = g10.evaluate(facts, "fail", 20.0)
+    assert r.status is Status.WARN
+    assert r.summary.startswith("rank 0 of 2: all-reduce probe ")
+    assert "rendezvous" in r.summary
+    assert (
+        elapsed < 15
+    )  # import allowance 6 s + rendezvous 3 s at --spark-timeout 1, never the 30 min default
+
+
+def test_torchrun_two_processes_run_the_cli(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    env = clean_env(OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "pytest_spark.cli",
+            "--only",
+            "G10",
+            "--intrusive",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # two JSON documents, one per rank, interleaved only at document boundaries
+    decoder = json.JSONDecoder()
+    text = proc.stdout.strip()
+    docs = []
+    while text:
+        doc, end = decoder.raw_decode(text)
+        docs.append(doc)
+        text = text[end:].strip()
+    results = sorted((d["results"][0] for d in docs), key=lambda r: r["readings"]["rank"]["value"])
+    assert [r["readings"]["rank"]["value"] for r in results] == [0, 1]
+    assert results[0]["status"] == results[1]["status"] == "PASS"
+    assert results[0]["summary"].startswith("rank 0 of 2: single node (WORLD_SIZE=2, LOCAL_WORLD_SIZE=2)")
+    assert results[1]["summary"].startswith("rank 1 of 2 (per-rank detail; rank 0 reports for the job)")
+    for r in results:
+        assert r["readings"]["allreduce_backend"]["value"] == "gloo"
+        assert r["readings"]["allreduce_busbw"]["value"] > 0
+        assert "within one node (the two-Spark floor does not apply)" in r["summary"]
+
+
+def test_details_stay_bounded(tmp_path: Path) -> None:
+    many = tmp_path / "many.yaml"
+    many.write_text("".join(f"job{i}:\n  tensor_parallel_size: 1\n" for i in range(500)))
+    r = decide(source(many))
+    assert r.status is Status.PASS
+    assert len(r.details) == g10.MAX_DETAILS + 1
+    assert r.details[-1] == f"and {500 - g10.MAX_DETAILS} more"

@@ -1,0 +1,166 @@
+"""probes/http.py against a real server on 127.0.0.1: the token's route,
+the size cap and the deadline, each injected for real."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+from localserver import Answer, LocalServer
+
+from pytest_spark.probes import http
+
+TOKEN = "ghp_" + "T0kenForTests" * 3  # looks like a real one; must never come back
+PATH = "/api/thing"
+
+
+@pytest.fixture
+def server():
+    with LocalServer() as s:
+        yield s
+
+
+def other_loopback_server() -> LocalServer:
+    """A second server on another loopback *host* (127.0.0.2), or skip."""
+    try:
+        return LocalServer("127.0.0.2")
+    except OSError as exc:
+        pytest.skip(f"cannot bind 127.0.0.2 here: {exc}")
+
+
+def test_reads_the_body_and_sends_the_token_to_its_own_origin(server: LocalServer) -> None:
+    server.answers[PATH] = Answer(body=b'[{"number": 1}]', headers={"X-RateLimit-Remaining": "59"})
+    answer = http.get(server.url + PATH, token=TOKEN, timeout=5)
+    assert answer.ok, answer.error
+    assert json.loads(answer.body or "") == [{"number": 1}]
+    assert answer.headers["x-ratelimit-remaining"] == "59"
+    assert answer.token == "sent"
+    (seen,) = server.seen
+    assert seen.headers["authorization"] == f"Bearer {TOKEN}"
+    assert seen.headers["accept"] == "application/vnd.github+json"
+    assert seen.headers["user-agent"].startswith("pytest-dgx-spark/")
+    assert TOKEN not in json.dumps(answer.to_dict())
+
+
+def test_no_token_no_authorization_header(server: LocalServer) -> None:
+    server.answers[PATH] = Answer()
+    answer = http.get(server.url + PATH, token=None, timeout=5)
+    assert answer.ok and answer.token == "not set"
+    assert "authorization" not in server.seen[0].headers
+
+
+def test_token_is_not_forwarded_on_a_redirect_to_another_host(server: LocalServer) -> None:
+    with other_loopback_server() as elsewhere:
+        elsewhere.answers[PATH] = Answer(body=b"[]")
+        server.answers["/moved"] = Answer(status=302, body=b"", headers={"Location": elsewhere.url + PATH})
+        answer = http.get(server.url + "/moved", token=TOKEN, timeout=5)
+        assert answer.ok, answer.error
+        assert answer.redirects == [elsewhere.url + PATH]
+        assert server.seen[0].headers["authorization"] == f"Bearer {TOKEN}"
+        assert "authorization" not in elsewhere.seen[0].headers
+
+
+def test_token_follows_a_redirect_on_the_same_origin(server: LocalServer) -> None:
+    # GitHub answers 301 for a renamed repository, on the same host.
+    server.answers["/old"] = Answer(status=301, body=b"", headers={"Location": PATH})
+    server.answers[PATH] = Answer(body=b"[]")
+    answer = http.get(server.url + "/old", token=TOKEN, timeout=5)
+    assert answer.ok
+    assert [s.headers.get("authorization") for s in server.seen] == [f"Bearer {TOKEN}"] * 2
+
+
+def test_redirect_to_a_non_http_scheme_is_refused(server: LocalServer) -> None:
+    server.answers[PATH] = Answer(status=302, body=b"", headers={"Location": "file:///etc/passwd"})
+    answer = http.get(server.url + PATH, token=TOKEN, timeout=5)
+    assert not answer.ok
+    assert answer.status == 302
+    assert "redirect was not followed" in (answer.error or "")
+    assert "file:" in (answer.error or "")
+
+
+def test_redirect_loop_ends_with_a_reason(server: LocalServer) -> None:
+    server.answers[PATH] = Answer(status=302, body=b"", headers={"Location": PATH + "?again"})
+    answer = http.get(server.url + PATH, timeout=5)
+    assert not answer.ok
+    assert "redirect" in (answer.error or "")
+
+
+def test_plain_http_to_a_non_local_host_does_not_carry_the_token() -> None:
+    # .invalid never resolves (RFC 2606): the request fails, but the decision is made first.
+    answer = http.get("http://spark-preflight.invalid/x", token=TOKEN, timeout=2)
+    assert answer.token == "not sent: plain http to a non-local host"
+    assert answer.offline
+    assert "cannot resolve spark-preflight.invalid" in (answer.error or "")
+
+
+def test_connection_refused_is_offline() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    answer = http.get(f"http://127.0.0.1:{port}/x", timeout=2)
+    assert answer.offline
+    assert answer.error == "connection to 127.0.0.1 refused"
+
+
+def test_announced_body_over_the_cap_is_not_read(server: LocalServer) -> None:
+    server.answers[PATH] = Answer(stream=50 << 20, length=50 << 20)
+    answer = http.get(server.url + PATH, timeout=5)
+    assert answer.too_large and answer.body is None and answer.body_bytes == 0
+    assert answer.error == "127.0.0.1 announced 50.0 MiB, over the 16 MiB cap; not read"
+
+
+def test_unannounced_body_stops_at_the_cap(server: LocalServer) -> None:
+    server.answers[PATH] = Answer(stream=50 << 20)  # close-delimited, no Content-Length
+    answer = http.get(server.url + PATH, timeout=10, max_bytes=4 << 20)
+    assert answer.too_large and answer.body is None
+    assert answer.body_bytes == 4 << 20
+    assert "passed the 4 MiB cap" in (answer.error or "")
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [Answer(delay=10), Answer(silent=True), Answer(body=b"[" + b" " * 200 + b"]", trickle=0.2)],
+    ids=["slow", "silent", "trickle"],
+)
+def test_the_whole_request_ends_at_the_deadline(server: LocalServer, behaviour: Answer) -> None:
+    # "trickle" sends a byte every 0.2 s: each read is quick, so only a deadline
+    # on the whole request (not urllib's per-read timeout) stops it.
+    server.answers[PATH] = behaviour
+    start = time.monotonic()
+    answer = http.get(server.url + PATH, token=TOKEN, timeout=0.6)
+    elapsed = time.monotonic() - start
+    assert answer.timed_out and not answer.ok
+    assert answer.error == "no complete answer from 127.0.0.1 within 0.6 s"
+    assert elapsed < 3  # bounded: the deadline plus thread teardown, not the server's 10-40 s
+
+
+def test_an_echoed_token_is_scrubbed(server: LocalServer) -> None:
+    server.answers[PATH] = Answer(status=401, body=b'{"message": "Bad credentials: {auth}"}', echo_auth=True)
+    answer = http.get(server.url + PATH, token=TOKEN, timeout=5)
+    assert answer.status == 401
+    assert TOKEN not in json.dumps(answer.to_dict())
+    assert "Bearer [GITHUB_TOKEN]" in (answer.body or "")
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:secret@ghe.example/api/v3", "https://ghe.example/api/v3"),
+        ("https://ghe.example:8443/api/v3", "https://ghe.example:8443/api/v3"),
+        ("http://tok@[::1]:99/x", "http://[::1]:99/x"),
+    ],
+)
+def test_redact_url_drops_credentials(url: str, shown: str) -> None:
+    assert http.redact_url(url) == shown
+
+
+def test_proxies_come_from_the_machine_env_and_skip_loopback() -> None:
+    env = {"HTTPS_PROXY": "http://proxy:3128", "no_proxy": "internal.example"}
+    assert http._proxies(env, "api.github.com") == {"https": "http://proxy:3128"}
+    assert http._proxies(env, "internal.example") == {}
+    assert http._proxies(env, "127.0.0.1") == {}
+    assert http._proxies(env, "ghe.internal.example") == {}  # a domain suffix, as curl reads it
+    assert http._proxies({"https_proxy": "http://p:1", "NO_PROXY": "*"}, "api.github.com") == {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,13 +155,11 @@ def _main(argv: Sequence[str] | None) -> int:
             settings=settings.to_dict(),
             profile=profile,
         )
+        target = report.per_rank_path(settings.report, os.environ)
         try:
-            report.write_json(settings.report, doc)
+            report.write_json(target, doc)
         except OSError as exc:
-            print(
-                f"spark-preflight: error: cannot write {settings.report}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
+            print(f"spark-preflight: error: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_USAGE
     if ns.json:
         block = report.run_block(

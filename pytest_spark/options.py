@@ -206,6 +206,10 @@ class Settings:
                 value = [str(v) for v in value]
             elif isinstance(value, Mapping):
                 value = dict(value)
+            if opt.name == "github-url" and isinstance(value, str):
+                from pytest_spark.probes.http import redact_url
+
+                value = redact_url(value)  # credentials in a URL must never reach a report
             out[opt.name] = value
         return out
 

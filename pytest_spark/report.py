@@ -101,6 +101,16 @@ def env_report(
     }
 
 
+def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
+    """Under torchrun every rank runs the preflight; only rank 0 writes ``PATH``,
+    rank N writes ``<stem>.rankN<suffix>`` beside it, so no rank overwrites another."""
+    rank = str(env.get("RANK", "") or "0").strip()
+    if rank in ("", "0"):
+        return Path(path)
+    path = Path(path)
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
     """Write atomically: a reader never sees half a report."""
     path = Path(path)

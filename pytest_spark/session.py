@@ -22,6 +22,7 @@ How the ten checks become ten tests:
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import tempfile
@@ -343,11 +344,12 @@ class SparkPreflight:
             settings=self.settings.to_dict(),
             profile=self._profile_label(),
         )
+        target = report.per_rank_path(self.settings.report, os.environ)
         try:
-            report.write_json(self.settings.report, doc)
-            self._report_note = f"env report written to {self.settings.report}"
+            report.write_json(target, doc)
+            self._report_note = f"env report written to {target}"
         except OSError as exc:
-            self._report_note = f"could not write {self.settings.report}: {exc.strerror or exc}"
+            self._report_note = f"could not write {target}: {exc.strerror or exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.is_worker or config.option.collectonly:

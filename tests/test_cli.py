@@ -137,3 +137,28 @@ def test_console_script_is_installed() -> None:
     assert scripts["spark-preflight"] == "pytest_spark.cli:main"
     plugins = {ep.name: ep.value for ep in metadata.entry_points(group="pytest11")}
     assert plugins["dgx_spark"] == "pytest_spark.plugin"
+
+
+def test_under_torchrun_only_rank_0_writes_the_report_path(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RANK", "1")
+    proc = cli("--only", "G3", "--report", "env-report.json", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert not (tmp_path / "env-report.json").exists()
+    assert json.loads((tmp_path / "env-report.rank1.json").read_text())["checks"]["G3"].startswith("info: ")
+
+
+def test_credentials_in_the_github_url_never_reach_the_report(tmp_path: Path) -> None:
+    proc = cli(
+        "--only",
+        "G3",
+        "--offline",
+        "--github-url",
+        "https://user:s3cr3t@ghe.example/api/v3",
+        "--report",
+        "r.json",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0
+    assert "s3cr3t" not in proc.stdout + proc.stderr + (tmp_path / "r.json").read_text()
+    assert json.loads(proc.stdout)["options"]["github-url"] == "https://ghe.example/api/v3"

@@ -1,0 +1,77 @@
+"""The CI examples in conftest_examples/ run as written.
+
+Each test takes the command out of the example file itself (the GitLab job's
+script line, the Jenkinsfile's ``sh`` step) and runs it with pytester against
+the GB10 double, then checks the artifact the CI system is told to read.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+EXAMPLES = Path(__file__).parent.parent / "conftest_examples"
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    return spark_env
+
+
+def run_command_line(pytester: pytest.Pytester, line: str) -> pytest.RunResult:
+    argv = shlex.split(line)
+    assert argv[0] == "pytest"
+    return pytester.runpytest(*argv[1:])
+
+
+def test_gitlab_job_writes_the_junit_report_gitlab_reads(pytester: pytest.Pytester) -> None:
+    pipeline = yaml.safe_load((EXAMPLES / ".gitlab-ci.yml").read_text())
+    job = pipeline["spark-preflight"]
+    assert job["stage"] == "preflight" and pipeline["train"]["stage"] == "train"
+    assert pipeline["stages"].index("preflight") < pipeline["stages"].index("train")
+    commands = [c for c in job["script"] if c.startswith("pytest ")]
+    assert len(commands) == 1
+    result = run_command_line(pytester, commands[0])
+    assert result.ret in (0, 1)
+    report = pytester.path / job["artifacts"]["reports"]["junit"]
+    root = ET.parse(report).getroot()
+    cases = list(root.iter("testcase"))
+    assert [c.get("name") for c in cases if c.get("classname") == "spark_preflight"]
+    # what GitLab shows for a passing test is its <system-out>
+    assert all(c.find("system-out") is not None for c in cases)
+    assert job["artifacts"]["when"] == "always"
+    for path in job["artifacts"]["paths"]:
+        assert (pytester.path / path).is_file()
+
+
+def test_jenkins_stage_writes_properties_jenkins_keeps(pytester: pytest.Pytester) -> None:
+    text = (EXAMPLES / "Jenkinsfile").read_text()
+    command = re.search(r"sh '(pytest [^']+)'", text).group(1)
+    junit_step = re.search(r"junit testResults: '([^']+)', keepProperties: true", text)
+    assert junit_step, "the junit step must keep properties for Jenkins to show them"
+    run_command_line(pytester, command)
+    root = ET.parse(pytester.path / junit_step.group(1)).getroot()
+    g3 = next(c for c in root.iter("testcase") if c.get("name") == "G3")
+    props = {p.get("name"): p.get("value") for p in g3.iter("property")}
+    assert props["spark.id"] == "G3"
+    assert props["spark.status"] in ("PASS", "WARN", "FAIL", "INFO", "SKIP")
+    assert "spark.reading.mem_available" in props
+
+
+def test_gate_conftest_skips_training_tests_when_a_check_fails(pytester: pytest.Pytester) -> None:
+    pytester.copy_example("conftest.py")
+    pytester.copy_example("test_training_example.py")
+    blocked = pytester.runpytest(
+        "--spark-preflight", "--spark-only", "G3", "--spark-workload-gb", "500", "-rs"
+    )
+    assert blocked.parseoutcomes() == {"failed": 1, "passed": 1, "skipped": 1, "deselected": 9}
+    blocked.stdout.fnmatch_lines(
+        ["SKIPPED*spark preflight blocked this training test: G3 FAIL: workload 500 GiB*"]
+    )
+    ready = pytester.runpytest("--spark-preflight", "--spark-only", "G3", "--spark-workload-gb", "10")
+    assert ready.parseoutcomes() == {"passed": 3, "deselected": 9}

@@ -9,6 +9,7 @@ check raises into that check's FAIL — never an exception into pytest.
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 import traceback
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,9 @@ from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.child import ChildResult
 from pytest_spark.probes.machine import Machine
+
+#: the checks that read the torch child (G1 ABI, G2 flash-attn, G5 copy, G7 arch list)
+TORCH_CHECKS = ("G1", "G2", "G5", "G7")
 
 
 def check_module(check_id: str) -> ModuleType:
@@ -74,6 +78,7 @@ class Engine:
         self.machine = machine
         ids = list(selected) if selected is not None else list(settings.selected)
         self.selected: tuple[str, ...] = tuple(c for c in catalog.IDS if c in ids)
+        self._prefetch: threading.Thread | None = None
 
     # ------------------------------------------------------------------ shared facts
 
@@ -107,6 +112,26 @@ class Engine:
     def torch(self) -> ChildResult:
         return self.machine.torch(self.torch_request())
 
+    def prefetch(self) -> None:
+        """Start the run's one torch child in the background.
+
+        Importing torch, initialising CUDA and importing the CUDA extensions
+        takes seconds; the other checks (G4's thermal sample, the ELF scan,
+        G9's metadata) need none of it and run meanwhile. The first check that
+        asks for the child waits for this thread's answer through the store.
+        """
+        if self._prefetch is not None or not set(TORCH_CHECKS) & set(self.selected):
+            return
+
+        def work() -> None:
+            try:
+                self.torch()
+            except Exception:  # the check that needs it will compute it again and say why
+                pass
+
+        self._prefetch = threading.Thread(target=work, name="spark-torch-prefetch", daemon=True)
+        self._prefetch.start()
+
     # ------------------------------------------------------------------ running
 
     def run(self, check_id: str) -> Result:
@@ -118,6 +143,7 @@ class Engine:
 
     def run_many(self, ids: Iterable[str] | None = None) -> list[Result]:
         wanted = list(ids) if ids is not None else list(self.selected)
+        self.prefetch()
         return [self.run(cid) for cid in catalog.IDS if cid in wanted]
 
     def _run_uncached(self, check_id: str) -> Result:

@@ -119,6 +119,11 @@ def write_json(path: Path, document: Mapping[str, Any]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(document, fh, indent=2, default=str)
             fh.write("\n")
+        # mkstemp makes the file 0600; a CI artifact uploader running as another
+        # user must read it, so give it what open() would have: 0666 & ~umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -89,6 +89,7 @@ class SparkCheckItem(pytest.Item):
 
     def runtest(self) -> None:
         plugin: SparkPreflight = self.config.pluginmanager.get_plugin("dgx_spark_preflight")
+        plugin.engine.prefetch()
         result = plugin.engine.run(self.spec.id)
         self.spark_result = result
         self.add_report_section("call", "stdout", result.report_text() + "\n")

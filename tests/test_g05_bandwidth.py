@@ -185,8 +185,12 @@ def machine(
     **torch: Any,
 ) -> Machine:
     root = fake_root({"proc/meminfo": meminfo or gb10.meminfo()})
-    env = doubles.nvml(nvml or gb10.nvml()).torch(gb10.torch(**torch)).env
-    return Machine(root=root, env=env, timeout=timeout)
+    doubles.nvml(nvml or gb10.nvml()).torch(gb10.torch(**torch))
+    # CuPy is the probe's second choice; hide a real one so the torch double decides
+    no_cupy = str(Path(__file__).parent / "doubles" / "no_cupy")
+    if no_cupy not in doubles.pythonpath:
+        doubles.pythonpath.insert(0, no_cupy)
+    return Machine(root=root, env=doubles.env, timeout=timeout)
 
 
 def test_intrusive_probe_measures_through_the_torch_child(doubles: Any, fake_root: Any) -> None:

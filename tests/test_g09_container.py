@@ -39,7 +39,7 @@ def test_ngc_container_with_a_consistent_stack_passes() -> None:
     result = g9.evaluate(facts)
     assert result.status is Status.PASS
     assert result.summary.startswith(
-        "in a NGC PyTorch 25.09 (docker container) (/.dockerenv); torch 2.9.0a0+50eac811a6.nv25.9"
+        "container: NGC PyTorch 25.09 in a Docker container (/.dockerenv); torch 2.9.0a0+50eac811a6.nv25.9"
     )
     assert result.reading("broken_requirements").value == 0
 
@@ -89,7 +89,7 @@ def test_ngc_container_whose_torch_was_replaced_warns() -> None:
         (g9.Facts(cgroup="12:pids:/kubepods/besteffort/pod1/abc\n"), "Kubernetes pod"),
         (g9.Facts(cgroup="0::/system.slice/containerd.service\n"), "containerd container"),
         (g9.Facts(env={"APPTAINER_CONTAINER": "/img.sif"}), "Apptainer/Singularity container"),
-        (g9.Facts(env={"NVIDIA_PRODUCT_NAME": "CUDA"}), "NGC CUDA image (container)"),
+        (g9.Facts(env={"NVIDIA_PRODUCT_NAME": "CUDA"}), "NGC CUDA image in a container"),
     ],
 )
 def test_container_kinds_are_named(facts: g9.Facts, name: str) -> None:
@@ -116,7 +116,7 @@ def test_h200_recording_is_a_docker_container(h200: Path, fake_root) -> None:
     root = fake_root({".dockerenv": "", "proc/1/cgroup": (h200 / "cgroup.txt").read_text()})
     env = {"PATH": "/usr/bin:/bin", "NVIDIA_PRODUCT_NAME": "CUDA"}
     result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
-    assert result.reading("container").value == "NGC CUDA image (docker container)"
+    assert result.reading("container").value == "NGC CUDA image in a Docker container"
 
 
 def write_dist(site: Path, name: str, version: str, *requires: str) -> None:

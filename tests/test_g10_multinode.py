@@ -44,7 +44,12 @@ def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: An
 
 
 def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a torchrun test: no launcher variables of the host,
+    and no GPU (these tests are about the protocol, on gloo; on a one-GPU
+    machine two NCCL ranks would share the GPU). NCCL runs in
+    benchmarks/gpu_g10_allreduce.sh on a machine with one GPU per rank."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(extra)
     return env
 

@@ -124,7 +124,7 @@ def container_name(f: Facts) -> tuple[str | None, str]:
     if found:
         name = found[0][0]
         if ngc:
-            name = f"{ngc} ({name.lower() if name == 'Docker container' else name})"
+            name = f"{ngc} in a {name}"
         return name, ", ".join(e for _, e in found)
     return None, ""
 
@@ -232,7 +232,7 @@ def evaluate(facts: Facts, environment: Mapping[str, str] | None = None) -> Resu
         return Result(
             "G9",
             Status.PASS,
-            f"in a {name} ({evidence}); {stack_text}; declared requirements hold",
+            f"container: {name} ({evidence}); {stack_text}; declared requirements hold",
             readings=readings,
             details=details,
         )

@@ -61,6 +61,8 @@ class ChildResult:
     stderr_tail: str = ""
     duration_s: float = 0.0
     finished: bool = False  # the script printed {"done": true}
+    #: seconds each step took, from its "begin" to the next "begin" or "done"
+    step_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -180,6 +182,7 @@ def run_python(
             pass
 
     allowance = step_timeout
+    step_started: float | None = None
     deadline = time.monotonic() + allowance
     hard_deadline = start + total
     eof = False
@@ -209,7 +212,10 @@ def run_python(
                 result.garbage_sample.append(text[:200])
             continue
         allowance = step_timeout
+        if ("begin" in msg or msg.get("done")) and result.step is not None and step_started is not None:
+            result.step_seconds[result.step] = round(time.monotonic() - step_started, 4)
         if "begin" in msg:
+            step_started = time.monotonic()
             result.step = str(msg["begin"])
             result.steps.append(result.step)
             try:

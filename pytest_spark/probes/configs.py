@@ -341,9 +341,60 @@ def walk(doc: Any, notes: list[str]) -> list[Finding]:
     return found
 
 
+#: YAML nested deeper than this is refused before parsing: libyaml's composer
+#: recurses in C, and a deep enough document overflows the C stack and kills
+#: the process with SIGSEGV (seen on the H200 machine, PyYAML with libyaml,
+#: Python 3.12) — no RecursionError to catch.
+MAX_YAML_NESTING = 100
+
+
+def yaml_nesting(text: str) -> int:
+    """An upper bound on a YAML document's nesting, without parsing it.
+
+    Counts open flow brackets (``[``/``{`` outside quotes), block indentation
+    levels, and ``- `` sequence markers that start a line's content.
+    """
+    deepest = 0
+    flow = 0
+    indents: list[int] = []
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        if flow == 0:
+            while indents and indents[-1] >= indent:
+                indents.pop()
+            indents.append(indent)
+        dashes = 0
+        rest = stripped
+        while rest.startswith("- ") or rest == "-":
+            dashes += 1
+            rest = rest[2:].lstrip(" ")
+        quote = ""
+        for ch in rest:
+            if quote:
+                if ch == quote:
+                    quote = ""
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "[{":
+                flow += 1
+                deepest = max(deepest, len(indents) + dashes + flow)
+            elif ch in "]}":
+                flow = max(0, flow - 1)
+        deepest = max(deepest, len(indents) + dashes + flow)
+    return deepest
+
+
 def _load_yaml(text: str) -> list[Any]:
     import yaml
 
+    nesting = yaml_nesting(text)
+    if nesting > MAX_YAML_NESTING:
+        raise RecursionError(f"YAML nested about {nesting} levels deep (more than {MAX_YAML_NESTING})")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return list(yaml.load_all(text, Loader=loader))
 

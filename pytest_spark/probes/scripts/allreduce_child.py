@@ -67,8 +67,12 @@ def main():
         return
 
     wanted = cfg.get("backend") or "auto"
+    local_world = _env_int("LOCAL_WORLD_SIZE", 1) or 1
     try:
-        cuda = bool(torch.cuda.is_available()) and torch.cuda.device_count() > 0
+        # NCCL needs a GPU of its own for every rank on this host: two ranks
+        # on one GPU fail with "invalid usage". Fewer GPUs than local ranks
+        # means gloo (the probe then measures the host path, and says so).
+        cuda = bool(torch.cuda.is_available()) and torch.cuda.device_count() >= local_world
     except Exception:
         cuda = False
     if wanted == "auto":

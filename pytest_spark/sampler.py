@@ -128,7 +128,7 @@ class GpuSampler:
 
     def stop(self) -> dict[str, Any]:
         """Stop sampling and return :meth:`summary`. Safe to call twice."""
-        from pytest_spark.probes.commands import kill_group
+        from pytest_spark.probes.commands import close_pipes, kill_group
 
         proc = self._proc
         if proc is not None and self._stopped is None:
@@ -148,12 +148,7 @@ class GpuSampler:
                 )
             for t in self._threads:
                 t.join(timeout=2)
-            for stream in (proc.stdout, proc.stderr):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
+            close_pipes(proc)
         return self.summary()
 
     def __enter__(self) -> GpuSampler:

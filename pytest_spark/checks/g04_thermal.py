@@ -220,6 +220,11 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
         facts.duration_s = child.duration_s
     if child.timed_out:
         facts.hung = "nvidia-smi " + child.describe("sample").removeprefix("sample ")
+    elif child.error:
+        # our own Python child never started (an interpreter this user cannot run):
+        # nvidia-smi did answer the snapshot, so this says nothing about the driver
+        facts.seconds = 0.0
+        facts.notes.append(f"{child.describe('nvidia-smi sample child')}: one snapshot instead of a series")
     elif not child.ok and facts.broken is None:
         facts.broken = child.describe("nvidia-smi sample child")
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.probes.commands import kill_group, signal_name
+from pytest_spark.probes.commands import close_pipes, kill_group, signal_name
 
 SCRIPTS = Path(__file__).with_name("scripts")
 
@@ -185,7 +185,6 @@ def run_python(
     step_started: float | None = None
     deadline = time.monotonic() + allowance
     hard_deadline = start + total
-    eof = False
     while True:
         now = time.monotonic()
         wait = min(deadline, hard_deadline) - now
@@ -196,8 +195,7 @@ def run_python(
             raw = lines.get(timeout=wait)
         except queue.Empty:
             continue
-        if raw is None:
-            eof = True
+        if raw is None:  # stdout closed: the child is done or dead
             break
         text = raw.decode("utf-8", errors="replace").strip()
         if not text:
@@ -249,11 +247,5 @@ def run_python(
         result.signal = signal_name(-proc.returncode)
     result.stderr_tail = b"".join(stderr_chunks).decode("utf-8", errors="replace")[-4000:]
     result.duration_s = time.monotonic() - start
-    del eof
-    for stream in (proc.stdout, proc.stderr):
-        try:
-            if stream is not None:
-                stream.close()
-        except OSError:
-            pass
+    close_pipes(proc)
     return result

@@ -74,6 +74,17 @@ def _decode(data: bytes | None) -> str:
     return data[:MAX_OUTPUT].decode("utf-8", errors="replace")
 
 
+def close_pipes(proc: subprocess.Popen[Any]) -> None:
+    """Close a child's stdout/stderr: a killed child's pipes are otherwise left
+    to the garbage collector (and warn under ``-W error::ResourceWarning``)."""
+    for stream in (proc.stdout, proc.stderr):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+
+
 def kill_group(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL the child's process group; reap it if that is quick."""
     try:
@@ -133,12 +144,7 @@ def run_command(
         kill_group(proc)
         result.timed_out = True
         result.duration_s = time.monotonic() - start
-        for stream in (proc.stdout, proc.stderr):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+        close_pipes(proc)
         return result
     result.duration_s = time.monotonic() - start
     result.stdout, result.stderr = _decode(out), _decode(err)

@@ -1,0 +1,482 @@
+"""Faults of the GPU side, injected for real, through a whole pytest run.
+
+The checks' own tests (tests/test_g04_thermal.py, test_g01_cuda_abi.py ...)
+prove each check decides right on a fault. These run the plugin the way a
+user does, so they also prove what only a whole run can: no INTERNALERROR,
+no traceback, every affected check's exact line, each within
+``--spark-timeout`` plus a small margin, and a hung child's whole process
+group gone afterwards.
+
+* ``nvidia-smi`` is a real script on PATH that hangs (with a grandchild),
+  exits non-zero, or prints ``[N/A]``, ``[Not Supported]``, an empty line or
+  only its header — while NVML is unusable, so G4 and G6 fall back to it;
+* NVML (the pynvml double raising the real binding's error classes) is
+  missing, has no driver, answers ``Unknown``, or loses the GPU mid-sample;
+* the one torch child really dies of SIGSEGV or SIGABRT, really hangs,
+  prints garbage or half a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doubles import gb10
+from doubles.spark_scene import Scene, assert_clean, run_plugin, section
+
+TIMEOUT = 1.0
+#: start-up of a child, the reap of a killed group, a loaded CI box
+MARGIN = 1.5
+DRIVER_FIX = (
+    "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
+    "reboot (on GB10 a full AC power cycle if it persists)"
+)
+
+
+@pytest.fixture
+def scene(tmp_path: Path) -> Iterator[Scene]:
+    """A GB10 in a Docker container; no site-packages of its own (G1 scans nothing)."""
+    s = Scene(tmp_path / "spark")
+    s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
+    yield s
+    s.stop()
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that are not zombies (a zombie holds
+    nothing; reaping an orphan is PID 1's job, and in a container PID 1 may
+    never do it)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+def group_gone(pgid: int, wait: float = 2.0) -> bool:
+    """True once no live process is left in process group ``pgid``."""
+    deadline = time.monotonic() + wait
+    while live_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def preflight(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, *args: str
+) -> tuple[Any, dict[str, Any], float]:
+    """One ``pytest --spark-preflight`` run: (result, env-report, wall seconds)."""
+    report = scene.base / "env-report.json"
+    start = time.monotonic()
+    result = run_plugin(
+        pytester,
+        monkeypatch,
+        scene,
+        ["--timeout", str(TIMEOUT), "--offline", "--report", str(report), *args],
+    )
+    took = time.monotonic() - start
+    assert_clean(result.stdout.str(), result.stderr.str())
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
+    return result, json.loads(report.read_text()), took
+
+
+# --------------------------------------------------------------------------- nvidia-smi
+
+SMI_HANG = """#!/bin/sh
+echo $$ >> {pids}
+sleep 30 &
+echo $! >> {pids}
+wait
+"""
+
+#: what G6 makes of a process nvidia-smi lists without memory (GB10 in a container)
+SMI_G6_NA = (
+    "G6 WARN: 1 other GPU process, capped at <= 0.5 or small: pid 4242 GPU process (python3, no cap, "
+    "memory [N/A]) [nvidia-smi --query-compute-apps]; fix: a small job can share the pool with capped servers "
+    "(the seed ran a <4 GB LoRA next to vLLM at 0.5); check G3's headroom, and stop them before a run that "
+    "needs the whole pool"
+)
+
+SMI_FAULTS = {
+    "hang": SMI_HANG,
+    "exit-9": """#!/bin/sh
+echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+exit 9
+""",
+    "exit-255": """#!/bin/sh
+echo "Unable to determine the device handle for GPU0000:0F:01.0: Unknown Error" >&2
+exit 255
+""",
+    "n/a": """#!/bin/sh
+case "$*" in
+  *compute-apps*) echo "4242, python3, [N/A]" ;;
+  *) echo "0, NVIDIA GB10, [N/A], [N/A], [N/A], [N/A], [N/A], [N/A]" ;;
+esac
+""",
+    "not-supported": """#!/bin/sh
+case "$*" in
+  *compute-apps*) echo "4242, python3, [Not Supported]" ;;
+  *) echo "0, NVIDIA GB10, 45, [Not Supported], [Not Supported], 2405, 3003, [Not Supported]" ;;
+esac
+""",
+    "empty-line": """#!/bin/sh
+echo
+""",
+    "header-only": """#!/bin/sh
+case "$*" in
+  *compute-apps*) echo "pid, process_name, used_gpu_memory [MiB]" ;;
+  *) echo "index, name, temperature.gpu, power.draw [W], enforced.power.limit [W], clocks.current.sm [MHz], clocks.max.sm [MHz], clocks_event_reasons.active" ;;
+esac
+""",
+}
+
+
+#: G6 when neither NVML nor nvidia-smi gives a GPU process list on a machine that has a GPU
+G6_BLIND = (
+    "G6 WARN: GPU process list unreadable (NVML and nvidia-smi did not answer, see G4); the process table "
+    "shows no inference server or trainer, but another program holding GPU memory would not show; "
+    "fix: see G4: a driver that does not answer is the first problem; rerun once nvidia-smi answers"
+)
+
+#: per fault: G4's line, G6's line, the verdict
+SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
+    "hang": (
+        f"G4 FAIL: driver not answering: nvidia-smi did not answer within {TIMEOUT} s (killed); fix: {DRIVER_FIX}",
+        G6_BLIND,
+        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN)",
+    ),
+    "exit-9": (
+        "G4 SKIP: no NVIDIA GPU: nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate "
+        "with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running. (NVML: "
+        "NVML unavailable: NVML Shared Library Not Found (LibraryNotFound))",
+        "G6 SKIP: no NVIDIA GPU to contend for (NVML unavailable: NVML Shared Library Not Found (LibraryNotFound)); "
+        "the process table shows no inference server or trainer",
+        "verdict: ready-with-warnings (2 SKIP)",
+    ),
+    "exit-255": (
+        "G4 FAIL: GPU/driver not answering: nvidia-smi exited 255: Unable to determine the device handle for "
+        f"GPU0000:0F:01.0: Unknown Error; fix: {DRIVER_FIX}",
+        G6_BLIND,
+        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN)",
+    ),
+    "n/a": (
+        "G4 INFO: GPU 0 NVIDIA GB10: [N/A], [N/A] (limit [N/A]), SM [N/A]; clock-event reasons [N/A]; "
+        "sampled 0.5 s (nvidia-smi)",
+        SMI_G6_NA,
+        "verdict: ready-with-warnings (1 WARN, 1 INFO)",
+    ),
+    "not-supported": (
+        "G4 INFO: GPU 0 NVIDIA GB10: 45 C, [N/A] (limit [N/A]), SM 2405 MHz; clock-event reasons [N/A]; "
+        "sampled 0.5 s (nvidia-smi)",
+        SMI_G6_NA,
+        "verdict: ready-with-warnings (1 WARN, 1 INFO)",
+    ),
+    "empty-line": (
+        "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
+        "Library Not Found (LibraryNotFound))",
+        "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
+        "verdict: ready-with-warnings (1 PASS, 1 SKIP)",
+    ),
+    "header-only": (
+        "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
+        "Library Not Found (LibraryNotFound))",
+        "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
+        "verdict: ready-with-warnings (1 PASS, 1 SKIP)",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(SMI_FAULTS))
+def test_nvidia_smi_faults_through_pytest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, fault: str
+) -> None:
+    """NVML unusable, so G4 and G6 ask nvidia-smi, which misbehaves: each gets
+    its exact line (FAIL "driver not answering" for the hang, SKIP or INFO with
+    the reason otherwise), in bounded time; a hung nvidia-smi is killed with
+    its whole process group (the ``sleep`` it started included)."""
+    pids = scene.base / "smi-pids"
+    scene.tool("nvidia-smi", SMI_FAULTS[fault].format(pids=pids))
+    scene.nvml = {"init_error": "LibraryNotFound"}
+    result, report, took = preflight(
+        pytester, monkeypatch, scene, "--only", "G4,G6", "--thermal-seconds", "0.5"
+    )
+
+    g4, g6, verdict = SMI_EXPECTED[fault]
+    assert section(result.outlines) == [g4, g6, verdict]
+    assert all(t <= TIMEOUT + MARGIN for t in report["timings"].values()), report["timings"]
+    assert took < 2 * (TIMEOUT + MARGIN)
+    if fault == "hang":
+        started = [int(p) for p in pids.read_text().split()]
+        assert len(started) == 4, "G4's query and G6's query each started a shell and its sleep"
+        for shell in started[0::2]:  # each nvidia-smi led its own group, its sleep in it
+            assert group_gone(shell), f"nvidia-smi's group {shell} still has {live_members(shell)}"
+
+
+# --------------------------------------------------------------------------- NVML
+
+G2_PASS = "G2 PASS: flash-attn is not installed: attention runs on PyTorch SDPA"
+G3_INFO = (
+    "G3 INFO: MemAvailable 112.8 GiB of 121.7 GiB (MemFree 96.0, page cache 17.2, swap free 16.0 GiB); "
+    "{nvml}no workload declared (--spark-workload-gb)"
+)
+G3_NA = "NVML memory [N/A] (NotSupported), as on GB10's unified memory; "
+G5_SKIP = (
+    "G5 SKIP: nothing to judge: no planned bandwidth (--spark-planned-bandwidth) and not intrusive "
+    "(--spark-intrusive measures the copy bandwidth); {budget}"
+)
+GB10_BUDGET = "180-192 GB/s budget (spec 273 GB/s, GB10 LPDDR5X spec)"
+NO_BUDGET = "no budget (NVML gave no memory bus width or clock)"
+G7_WARN = (
+    "G7 WARN: NVIDIA GB10 is SM121 (12.1); torch arch list {archs}; TORCH_CUDA_ARCH_LIST unset; no NVFP4 "
+    "kernel library installed (vLLM, FlashInfer, TensorRT-LLM): nothing installed targets sm_121a (GB10 runs "
+    "sm_120 builds, without the arch-specific FP4 path); fix: stay on FP8 for training and serving; use "
+    "NVFP4 only with kernels built for sm_121a (TORCH_CUDA_ARCH_LIST=12.1a, a vLLM/FlashInfer build listing "
+    "sm_121a) and measure it yourself"
+)
+STOCK_ARCHS = "sm_80, sm_90, sm_100, sm_110, sm_120, compute_120"
+G8_OFFLINE = "G8 SKIP: offline (--spark-offline): GitHub not contacted"
+G9_PASS = "G9 PASS: container: Docker container (/.dockerenv); no training stack installed; declared requirements hold"
+G10_SKIP = (
+    "G10 SKIP: nothing to go on: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor "
+    "parallelism or node count (no config found under {root}), no training/serving process with those flags; "
+    "name your config with --spark-config"
+)
+
+
+def g1_pass(driver: str, gpu: str = "NVIDIA GB10") -> str:
+    return (
+        f"G1 PASS: torch 2.11.0+cu130 (CUDA 13.0), {driver}; no extension module links a CUDA runtime; "
+        f"tiny kernel ran on {gpu}; 0 shared objects scanned"
+    )
+
+
+NO_LIB = "NVML unavailable: NVML Shared Library Not Found (LibraryNotFound)"
+NO_DRIVER = "NVML unavailable: Driver Not Loaded (DriverNotLoaded)"
+UNKNOWN_FIELDS = (
+    "temperature_c",
+    "power_usage_mw",
+    "clock_sm_mhz",
+    "clock_event_reasons",
+    "name",
+    "capability",
+)
+LOST_SAMPLES = [{"temperature_c": 61, "power_usage_mw": 92000}] * 20
+
+#: fault -> (the NVML scenario, whether GB10's nvidia-smi is on PATH)
+NVML_FAULTS: dict[str, tuple[dict[str, Any], bool]] = {
+    # nvidia-ml-py installed but libnvidia-ml.so.1 absent (a container without the
+    # driver's libraries mounted); nvidia-smi there and answering as a GB10 does
+    "library-missing": ({"init_error": "LibraryNotFound"}, True),
+    "driver-not-loaded": ({"init_error": "DriverNotLoaded"}, False),
+    "unknown": (
+        gb10.nvml(device={**dict.fromkeys(UNKNOWN_FIELDS, "Unknown"), "compute_procs": "Unknown"}),
+        False,
+    ),
+    "gpu-lost": (gb10.nvml(device={"samples": LOST_SAMPLES, "lost_after": 2}), False),
+}
+
+
+def nvml_expected(fault: str, root: Path) -> list[str]:
+    """All ten lines of a GB10 whose NVML has ``fault`` (G8 offline, nothing declared)."""
+    g7 = G7_WARN.format(archs=STOCK_ARCHS)
+    tail = [G8_OFFLINE, G9_PASS, G10_SKIP.format(root=root)]
+    if fault == "library-missing":
+        return [
+            g1_pass("driver CUDA version unknown"),
+            G2_PASS,
+            G3_INFO.format(nvml=""),
+            "G4 INFO: GPU 0 NVIDIA GB10: 45 C, 11.0 W (limit [N/A]), SM 2405 MHz; no clock-event reason; "
+            "sampled 0.3 s (nvidia-smi)",
+            G5_SKIP.format(budget=NO_BUDGET),
+            "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
+            f"G7 SKIP: no NVIDIA GPU found ({NO_LIB}): NVFP4 on SM121 does not apply",
+            *tail,
+            "verdict: ready-with-warnings (4 PASS, 4 SKIP, 2 INFO)",
+        ]
+    if fault == "driver-not-loaded":
+        return [
+            g1_pass("driver CUDA version unknown"),
+            G2_PASS,
+            G3_INFO.format(nvml=""),
+            f"G4 SKIP: no NVIDIA GPU: {NO_DRIVER}; nvidia-smi: not found on PATH",
+            G5_SKIP.format(budget=NO_BUDGET),
+            f"G6 SKIP: no NVIDIA GPU to contend for ({NO_DRIVER}); the process table shows no inference server "
+            "or trainer",
+            f"G7 SKIP: no NVIDIA GPU found ({NO_DRIVER}): NVFP4 on SM121 does not apply",
+            *tail,
+            "verdict: ready-with-warnings (3 PASS, 6 SKIP, 1 INFO)",
+        ]
+    if fault == "unknown":
+        g4 = (
+            "G4 FAIL: GPU/driver stopped answering: GPU 0 answered errors only (clock_event_reasons: Unknown, "
+            f"clock_sm_mhz: Unknown, power_usage_mw: Unknown, temperature_c: Unknown); fix: {DRIVER_FIX}"
+        )
+        g1 = g1_pass("driver supports CUDA 13.0", gpu="GPU")
+    else:
+        g4 = (
+            "G4 FAIL: GPU/driver stopped answering: GPU 0 (NVIDIA GB10) was lost mid-sample (GpuIsLost at "
+            f"t=<T> s, after 2 readings); fix: {DRIVER_FIX}"
+        )
+        g1 = g1_pass("driver supports CUDA 13.0")
+    return [
+        g1,
+        G2_PASS,
+        G3_INFO.format(nvml=G3_NA),
+        g4,
+        G5_SKIP.format(budget=NO_BUDGET if fault == "unknown" else GB10_BUDGET),
+        "G6 PASS: no other GPU process [NVML]",
+        g7,
+        *tail,
+        "verdict: blocked (G4 failed; 4 PASS, 1 FAIL, 1 WARN, 3 SKIP, 1 INFO)",
+    ]
+
+
+@pytest.mark.parametrize("fault", list(NVML_FAULTS))
+def test_nvml_faults_through_pytest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, fault: str
+) -> None:
+    """Every check that reads NVML gets a reading or a reason, never an
+    exception: all ten exact lines for each NVML failure. (GB10's memory
+    ``NotSupported`` is in every GB10 scene: G3's ``[N/A]`` here and in
+    tests/test_gb10_end_to_end.py.)"""
+    scene.nvml, smi = NVML_FAULTS[fault]
+    if not smi:
+        (scene.bin / "nvidia-smi").unlink()
+    scene.env_vars["PATH"] = str(scene.bin)  # no host nvidia-smi either (a GPU CI box has one)
+    result, report, _ = preflight(pytester, monkeypatch, scene, "--thermal-seconds", "0.3")
+
+    lines = section(result.outlines)
+    expected = nvml_expected(fault, pytester.path)
+    if fault == "gpu-lost":
+        # the one measured value in a line: when the loss came (samples are 0.1 s apart)
+        t = re.search(r"GpuIsLost at t=(\d+\.\d) s", lines[3])
+        assert t is not None and 0.1 <= float(t.group(1)) <= 1.0, lines[3]
+        expected[3] = expected[3].replace("<T>", t.group(1))
+    assert lines == expected
+    assert all(t <= TIMEOUT + MARGIN for t in report["timings"].values()), report["timings"]
+
+
+# --------------------------------------------------------------------------- the torch child
+
+TORCH_FAULTS: dict[str, dict[str, Any]] = {
+    "sigsegv": {"crash": {"where": "kernel", "signal": "SIGSEGV"}},
+    "sigabrt": {"crash": {"where": "import", "signal": "SIGABRT"}},
+    "hang": {"hang": {"where": "kernel", "seconds": 60}},
+    "garbage": {"garbage": "Illegal instruction (core dumped) \x1b[31mnot json\x1b[0m {half"},
+    "half": {"half": True},
+}
+FIX_KERNEL = (
+    "run `python -c 'import torch; print(torch.ones(1).cuda())'` to see it; make torch's CUDA major match "
+    "the driver's (nvidia-smi) and this GPU"
+)
+FIX_IMPORT = "run `python -c 'import torch'` to see it; reinstall torch (cu130 wheels or an NGC container)"
+FIX_HUNG = (
+    "tiny kernel hung: a wedged driver looks like this — check `dmesg` for Xid/NVRM errors and nvidia-smi; "
+    "reboot if they are there"
+)
+CRASH_HINT = " (a crash at the first CUDA call is the classic sign of a build for another CUDA major)"
+
+
+def torch_expected(fault: str) -> list[str]:
+    """G1, G2, G5 (intrusive: it wants the copy) and G7 when the torch child has ``fault``."""
+    archs = {
+        "sigabrt": "unknown (torch child was killed by SIGABRT during 'import torch')",
+        "half": "unknown (torch child stopped before finishing during 'import torch' (output incomplete))",
+    }.get(fault, STOCK_ARCHS)
+    if fault == "garbage":  # lines that are not JSON are counted, never fatal
+        g1 = g1_pass("driver supports CUDA 13.0")
+        g5 = (
+            "G5 INFO: measured 200 GB/s copy (read+write, 2 x 1024 MiB, median of 7) = 73% of the 273 GB/s "
+            f"theoretical peak; {GB10_BUDGET}"
+        )
+        return [g1, G2_PASS, g5, G7_WARN.format(archs=archs)]
+    died, fix = {
+        "sigsegv": (f"was killed by SIGSEGV during 'tiny kernel'{CRASH_HINT}", FIX_KERNEL),
+        "sigabrt": ("was killed by SIGABRT during 'import torch'", FIX_IMPORT),
+        "hang": (f"made no progress for {2 * TIMEOUT} s during 'tiny kernel' (hung; killed)", FIX_HUNG),
+        "half": ("stopped before finishing during 'import torch' (output incomplete)", FIX_IMPORT),
+    }[fault]
+    g5 = (
+        f"G5 SKIP: copy probe gave no number: the torch child {died.replace(CRASH_HINT, '')} before the copy "
+        f"(see G1); no planned bandwidth declared; {GB10_BUDGET}"
+    )
+    return [f"G1 FAIL: torch child {died}; fix: {fix}", G2_PASS, g5, G7_WARN.format(archs=archs)]
+
+
+@pytest.mark.parametrize("fault", list(TORCH_FAULTS))
+def test_torch_child_faults_through_pytest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, fault: str
+) -> None:
+    """The one torch child really dies (SIGSEGV at the first kernel, SIGABRT
+    in ``import torch``), really hangs, or prints garbage or half a line: G1
+    FAILs naming the signal or the hang and its step, the checks sharing the
+    child say why they got nothing, and a hung child's group is gone."""
+    log = scene.base / "torch.log"
+    scene.torch = gb10.torch(log=str(log), **TORCH_FAULTS[fault])
+    result, report, _ = preflight(pytester, monkeypatch, scene, "--only", "G1,G2,G5,G7", "--intrusive")
+
+    assert section(result.outlines)[:-1] == torch_expected(fault)
+    imports = log.read_text().splitlines()
+    assert len(imports) == 1, "one torch child for the four checks"
+    # a step gets the timeout times its scale (the kernel step: 2)
+    assert report["timings"]["G1"] <= 2 * TIMEOUT + MARGIN, report["timings"]
+    if fault == "hang":
+        child = int(imports[0].split()[-1])
+        assert group_gone(child), f"the torch child's group still has {live_members(child)}"
+
+
+# --------------------------------------------------------------------------- no interpreter for the probes
+
+
+def test_probe_children_that_cannot_start_are_reasons_not_a_wedged_driver(
+    monkeypatch: pytest.MonkeyPatch, scene: Scene
+) -> None:
+    """The Python the probe children run with cannot be executed (a deleted
+    venv, an interpreter under a folder this user cannot enter): the checks
+    that need a child say so; G4 takes nvidia-smi's snapshot instead of
+    blaming the driver (nvidia-smi answered)."""
+    from pytest_spark.engine import Engine
+    from pytest_spark.options import Settings
+    from pytest_spark.probes.machine import Machine
+
+    from doubles.spark_scene import isolated_path, preimport
+
+    preimport()
+    monkeypatch.setattr(sys, "path", isolated_path())
+    missing = scene.base / "gone" / "python3"
+    project = scene.base / "project"
+    project.mkdir()
+    machine = Machine(root=scene.root, env=scene.env(), timeout=TIMEOUT, python=str(missing))
+    settings = Settings(timeout=TIMEOUT, thermal_seconds=0.3, offline=True, rootdir=project)
+    lines = [r.line() for r in Engine(settings, machine).run_many()]
+
+    enoent = "could not start: No such file or directory"
+    assert lines == [
+        f"G1 FAIL: torch child {enoent}; fix: check the Python interpreter pytest runs",
+        G2_PASS,
+        G3_INFO.format(nvml=""),
+        "G4 INFO: GPU 0 NVIDIA GB10: 45 C, 11.0 W (limit [N/A]), SM 2405 MHz; no clock-event reason; "
+        "one snapshot (nvidia-smi)",
+        G5_SKIP.format(budget=NO_BUDGET),
+        "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
+        f"G7 SKIP: no NVIDIA GPU found (NVML child {enoent}): NVFP4 on SM121 does not apply",
+        G8_OFFLINE,
+        G9_PASS,
+        G10_SKIP.format(root=project),
+    ]

@@ -242,6 +242,9 @@ class Facts:
     mem_total_bytes: int | None = None  # /proc/meminfo MemTotal (the pool on GB10)
     nvml: str = "ok"  # "ok" or why not
     gpu_source: str = "NVML"  # where the GPU process list came from: NVML | nvidia-smi | none
+    #: with no GPU process list: True when there is no usable NVIDIA GPU at all
+    #: (no driver library, nvidia-smi absent or saying the driver is not there)
+    no_gpu: bool = False
     process_error: str | None = None
     scanned: int = 0
     excluded: list[str] = field(default_factory=list)
@@ -272,6 +275,7 @@ def _nvml_entries(ctx: CheckContext, facts: Facts) -> list[dict[str, Any]]:
         return entries
     facts.nvml = str(nv.get("reason") or "unavailable")
     facts.gpu_source = "none"
+    missing = bool(nv.get("missing"))
     if nv.get("hung"):
         facts.notes.append(f"NVML did not answer ({facts.nvml}); see G4. Process table only")
         return entries
@@ -280,6 +284,9 @@ def _nvml_entries(ctx: CheckContext, facts: Facts) -> list[dict[str, Any]]:
     )
     if not res.ok:
         facts.notes.append(f"{facts.nvml}; nvidia-smi --query-compute-apps: {res.describe()}")
+        # nvidia-smi exits 9 when it "couldn't communicate with the NVIDIA driver"
+        # and 12 when NVML is missing: no usable GPU, as G4 reads it too.
+        facts.no_gpu = missing and (res.error is not None or res.returncode in (9, 12))
         return entries
     facts.notes.append(f"{facts.nvml}; used nvidia-smi --query-compute-apps instead")
     facts.gpu_source = "nvidia-smi"
@@ -555,6 +562,27 @@ def evaluate(facts: Facts, thresholds: Mapping[str, float]) -> Result:
             Status.SKIP,
             f"could not survey GPU processes: NVML {facts.nvml}; {facts.process_error}",
             readings=readings,
+            details=details,
+        )
+    if facts.gpu_source == "none" and not judged:
+        # No GPU process list: the process table alone cannot show an unknown
+        # program holding GPU memory, so this is never a PASS.
+        if facts.no_gpu:
+            return Result(
+                "G6",
+                Status.SKIP,
+                f"no NVIDIA GPU to contend for ({facts.nvml}); the process table shows no inference "
+                "server or trainer",
+                readings=readings,
+                details=details,
+            )
+        return Result(
+            "G6",
+            Status.WARN,
+            "GPU process list unreadable (NVML and nvidia-smi did not answer, see G4); the process table "
+            "shows no inference server or trainer, but another program holding GPU memory would not show",
+            "see G4: a driver that does not answer is the first problem; rerun once nvidia-smi answers",
+            readings,
             details=details,
         )
     if fails:

@@ -212,6 +212,8 @@ def gather(ctx: CheckContext) -> Facts:
         facts.torch_version = d.get("torch_version")
         facts.arch_list = d.get("arch_list")
         facts.arch_list_error = d.get("arch_list_error") or d.get("torch_import_error")
+        if facts.arch_list is None and not facts.arch_list_error and not child.ok:
+            facts.arch_list_error = child.describe("torch child")  # hung or killed, not "not importable"
     sm121 = SM121 in caps or (not caps and tuple(facts.torch_capability or ()) == SM121)
     if not sm121:
         return facts

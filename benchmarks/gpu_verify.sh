@@ -54,7 +54,7 @@ step preflight_intrusive 180 bash -c "cd $EMPTY && spark-preflight --intrusive -
 
 if [ -x benchmarks/bench_preflight_vs_seed.py ] || [ -f benchmarks/bench_preflight_vs_seed.py ]; then
   SEED=$(ls .gpu/seed/preflight.sh 2>/dev/null)
-  step bench_vs_seed 240 python3 benchmarks/bench_preflight_vs_seed.py ${SEED:+--seed "$SEED"}
+  step bench_vs_seed 240 python3 benchmarks/bench_preflight_vs_seed.py --runs ${SEED_RUNS:-3} ${SEED:+--seed "$SEED"}
 fi
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && [ -f benchmarks/gpu_g10_allreduce.sh ]; then
   step g10_allreduce 240 bash benchmarks/gpu_g10_allreduce.sh
@@ -66,7 +66,7 @@ if [ "$MODE" = full ]; then
   step machine_checks 300 bash benchmarks/gpu_machine_checks.sh
 fi
 if [ "$MODE" = full ] || [ "$MODE" = final ]; then
-  step bench_overhead 240 python3 benchmarks/bench_plugin_overhead.py --runs 8
+  step bench_overhead 240 python3 benchmarks/bench_plugin_overhead.py --runs ${OVERHEAD_RUNS:-8}
   step suite 300 bash -c 'python3 -m pytest -q -n 8 -p no:randomly -rs --timeout=120 tests > $OUT/suite.txt 2>&1; echo exit $? >> $OUT/suite.txt; tail -40 $OUT/suite.txt'
 fi
 echo; echo "total wall $(( $(date +%s) - START )) s"

@@ -143,7 +143,10 @@ def _main(argv: Sequence[str] | None) -> int:
     from pytest_spark.probes.machine import Machine
 
     engine = Engine(settings, Machine(timeout=settings.timeout))
-    results = engine.run_many()
+    try:
+        results = engine.run_many()
+    finally:
+        engine.close()
     host = engine.machine.identity()
     profile = engine.profile()
     if settings.report is not None:

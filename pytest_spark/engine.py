@@ -73,12 +73,15 @@ class Engine:
         settings: Settings,
         machine: Machine,
         selected: Iterable[str] | None = None,
+        *,
+        background: bool = True,
     ) -> None:
         self.settings = settings
         self.machine = machine
         ids = list(selected) if selected is not None else list(settings.selected)
         self.selected: tuple[str, ...] = tuple(c for c in catalog.IDS if c in ids)
-        self._prefetch: threading.Thread | None = None
+        self.background = background
+        self._prefetched = False
 
     # ------------------------------------------------------------------ shared facts
 
@@ -113,24 +116,43 @@ class Engine:
         return self.machine.torch(self.torch_request())
 
     def prefetch(self) -> None:
-        """Start the run's one torch child in the background.
+        """Start the slow work of the run in the background, once.
 
-        Importing torch, initialising CUDA and importing the CUDA extensions
-        takes seconds; the other checks (G4's thermal sample, the ELF scan,
-        G9's metadata) need none of it and run meanwhile. The first check that
-        asks for the child waits for this thread's answer through the store.
+        The torch child (import torch, initialise CUDA, import the CUDA
+        extensions) takes seconds; G4's thermal sample, G8's request and the
+        rest need none of it. One thread starts the torch child, another runs
+        every selected check that does not read it, so they overlap. A check
+        (or test item) that wants a result waits for it through the store,
+        which computes each thing once. Off under xdist: workers already run
+        checks side by side, and a worker that ends first must not leave a
+        half-done probe behind for another to read.
         """
-        if self._prefetch is not None or not set(TORCH_CHECKS) & set(self.selected):
+        if self._prefetched or not self.background:
             return
+        self._prefetched = True
+        torch_work = set(TORCH_CHECKS) & set(self.selected)
+        others = [cid for cid in self.selected if cid not in TORCH_CHECKS]
 
-        def work() -> None:
+        def start_torch() -> None:
             try:
                 self.torch()
-            except Exception:  # the check that needs it will compute it again and say why
+            except Exception:  # the check that needs it computes it again and says why
                 pass
 
-        self._prefetch = threading.Thread(target=work, name="spark-torch-prefetch", daemon=True)
-        self._prefetch.start()
+        def run_others() -> None:
+            for cid in others:
+                self.run(cid)  # run() turns any failure into that check's result
+
+        if torch_work:
+            threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True).start()
+        if others and torch_work:  # with nothing slow to hide, no need for a thread
+            threading.Thread(target=run_others, name="spark-prefetch-checks", daemon=True).start()
+
+    def close(self) -> int:
+        """Kill probes still running (a run that stopped early); how many."""
+        from pytest_spark.probes.commands import kill_running
+
+        return kill_running()
 
     # ------------------------------------------------------------------ running
 

@@ -168,8 +168,10 @@ class SparkPreflight:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            machine = Machine(timeout=self.settings.timeout, store=self.store())
-            self._engine = Engine(self.settings, machine, self.selected)
+            store = self.store()
+            machine = Machine(timeout=self.settings.timeout, store=store)
+            shared = isinstance(store, SharedStore)
+            self._engine = Engine(self.settings, machine, self.selected, background=not shared)
         return self._engine
 
     def store_dir(self) -> str:
@@ -383,6 +385,8 @@ class SparkPreflight:
             tr.write_line(note)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._engine is not None:
+            self._engine.close()  # a run stopped early (-x, Ctrl-C) leaves no probe behind
         if self._store_dir is not None:
             shutil.rmtree(self._store_dir, ignore_errors=True)
 

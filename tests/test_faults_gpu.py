@@ -437,7 +437,7 @@ def test_torch_child_faults_through_pytest(
     # a step gets the timeout times its scale (the kernel step: 2)
     assert report["timings"]["G1"] <= 2 * TIMEOUT + MARGIN, report["timings"]
     if fault == "hang":
-        child = int(imports[0].split()[-1])
+        child = int(imports[0].split()[2])  # "import torch <pid> <time>"
         assert group_gone(child), f"the torch child's group still has {live_members(child)}"
 
 

@@ -201,6 +201,7 @@ def gather(ctx: CheckContext) -> Facts:
             "error": child.error,
             "finished": child.finished,
             "describe": child.describe("torch child"),
+            "steps": dict(child.step_seconds),
         },
         requested=requested,
     )
@@ -348,6 +349,8 @@ def evaluate(f: Facts) -> Result:
         Reading("elf_skipped", skipped),
         Reading("cuda_linked_objects", len(linkers)),
     ]
+    if c.get("steps"):  # where the child's seconds went (torch import, CUDA init, each extension)
+        details.append("torch child: " + ", ".join(f"{k} {v:.2f} s" for k, v in c["steps"].items()))
     if skipped:
         why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted((scan.get("skipped") or {}).items()))
         details.append(f"skipped while scanning: {why}")

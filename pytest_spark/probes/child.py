@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.probes.commands import close_pipes, kill_group, signal_name
+from pytest_spark.probes.commands import close_pipes, kill_group, signal_name, track, untrack
 
 SCRIPTS = Path(__file__).with_name("scripts")
 
@@ -142,7 +142,23 @@ def run_python(
     except OSError as exc:
         result.error = exc.strerror or str(exc)
         return result
+    track(proc)
+    try:
+        return _follow(proc, result, start, step_timeout, total, stdin_data, max_events)
+    finally:
+        untrack(proc)
 
+
+def _follow(
+    proc: subprocess.Popen[bytes],
+    result: ChildResult,
+    start: float,
+    step_timeout: float,
+    total: float,
+    stdin_data: str | None,
+    max_events: int,
+) -> ChildResult:
+    """Read the child's JSON lines until it is done, dead or silent too long."""
     lines: queue.Queue[bytes | None] = queue.Queue()
     stderr_chunks: list[bytes] = []
 

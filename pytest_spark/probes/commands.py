@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -72,6 +73,35 @@ def _decode(data: bytes | None) -> str:
     if not data:
         return ""
     return data[:MAX_OUTPUT].decode("utf-8", errors="replace")
+
+
+#: probe processes running now, so a run that ends early (``-x``, Ctrl-C, a
+#: background probe nobody waited for) can kill them instead of orphaning them
+_RUNNING: set[subprocess.Popen[Any]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def track(proc: subprocess.Popen[Any]) -> None:
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+
+
+def untrack(proc: subprocess.Popen[Any]) -> None:
+    with _RUNNING_LOCK:
+        _RUNNING.discard(proc)
+
+
+def kill_running() -> int:
+    """SIGKILL the process group of every probe still running; how many there were."""
+    with _RUNNING_LOCK:
+        procs = [p for p in _RUNNING if p.poll() is None]
+        _RUNNING.clear()
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(procs)
 
 
 def close_pipes(proc: subprocess.Popen[Any]) -> None:
@@ -138,6 +168,7 @@ def run_command(
     except OSError as exc:
         result.error = exc.strerror or str(exc)
         return result
+    track(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -146,6 +177,8 @@ def run_command(
         result.duration_s = time.monotonic() - start
         close_pipes(proc)
         return result
+    finally:
+        untrack(proc)
     result.duration_s = time.monotonic() - start
     result.stdout, result.stderr = _decode(out), _decode(err)
     result.returncode = proc.returncode

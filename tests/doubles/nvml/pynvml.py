@@ -112,7 +112,7 @@ def nvmlInit(*args, **kwargs):
     global _initialised
     if _S.get("log"):  # lets a test count how often NVML was initialised
         with open(_S["log"], "a", encoding="utf-8") as fh:
-            fh.write(f"nvmlInit {_os.getpid()}\n")
+            fh.write(f"nvmlInit {_os.getpid()} {_time.time():.3f}\n")
     _maybe_fault("nvmlInit")
     if _S.get("init_error"):
         _raise(_S["init_error"])

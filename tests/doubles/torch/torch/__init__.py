@@ -42,7 +42,7 @@ def _fault(where):
 
 if _S.get("log"):  # lets a test count how often torch was imported
     with open(_S["log"], "a", encoding="utf-8") as _log:
-        _log.write(f"import torch {_os.getpid()}\n")
+        _log.write(f"import torch {_os.getpid()} {_time.time():.3f}\n")
 if _S.get("garbage"):
     _sys.stdout.write(_S["garbage"] + "\n")
     _sys.stdout.flush()

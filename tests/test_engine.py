@@ -1,0 +1,87 @@
+"""The engine: one torch child, the other checks meanwhile, nothing left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pytest_spark.engine import Engine
+from pytest_spark.model import Status
+from pytest_spark.options import Settings
+from pytest_spark.probes.commands import kill_running
+from pytest_spark.probes.machine import Machine
+
+
+def log_times(path: Path) -> list[float]:
+    return [float(line.split()[-1]) for line in path.read_text().splitlines()]
+
+
+def test_other_checks_run_while_the_torch_child_imports(tmp_path: Path, spark_env) -> None:
+    """The torch double takes 2 s to import; G4's NVML sample must start
+    inside that window, not after it (the prefetch overlaps them)."""
+    spark_env.doubles.torch(dict(spark_env.torch_scenario, hang={"where": "import", "seconds": 2.0}))
+    spark_env.doubles.extra["SPARK_PREFLIGHT_HOST_ROOT"] = str(spark_env.root)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_spark.cli",
+            "--only",
+            "G1,G4",
+            "--thermal-seconds",
+            "0.3",
+            "--timeout",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=spark_env.doubles.env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (torch_start,) = log_times(spark_env.torch_log)
+    nvml_inits = log_times(spark_env.nvml_log)
+    assert len(nvml_inits) == 2  # the snapshot and G4's sample
+    assert max(nvml_inits) < torch_start + 2.0, "G4 sampled while torch was still importing"
+
+
+def test_without_background_work_checks_run_in_order(spark_env) -> None:
+    engine = Engine(Settings(only=("G1", "G4"), thermal_seconds=0.2), Machine(), background=False)
+    engine.prefetch()
+    assert not spark_env.torch_log.exists(), "no background torch child when background=False"
+    assert [r.check_id for r in engine.run_many()] == ["G1", "G4"]
+
+
+def test_close_kills_probes_still_running(tmp_path: Path) -> None:
+    """A run that stops early (-x, Ctrl-C) leaves no probe process behind."""
+    import threading
+
+    from pytest_spark.probes.commands import run_command
+
+    script = tmp_path / "slow.sh"
+    script.write_text("#!/bin/sh\nsleep 60\n")
+    script.chmod(0o755)
+    box: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: box.setdefault("r", run_command([str(script)], timeout=60)))
+    worker.start()
+    time.sleep(0.5)
+    assert kill_running() == 1
+    worker.join(10)
+    result = box["r"]
+    assert result.signal == "SIGKILL"  # type: ignore[attr-defined]
+    assert kill_running() == 0
+
+
+def test_a_check_that_raises_is_its_own_fail_not_an_exception(monkeypatch, spark_env) -> None:
+    from pytest_spark.checks import g09_container
+
+    def boom(ctx):
+        raise KeyError("planted")
+
+    monkeypatch.setattr(g09_container, "run", boom)
+    result = Engine(Settings(only=("G9",)), Machine()).run("G9")
+    assert result.status is Status.FAIL
+    assert result.summary.startswith("the check itself crashed (KeyError: 'planted' at test_engine.py:")

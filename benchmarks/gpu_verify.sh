@@ -53,7 +53,7 @@ step preflight_xdist 180 bash -c "cd $EMPTY && python3 -m pytest --spark-preflig
 step preflight_intrusive 180 bash -c "cd $EMPTY && spark-preflight --intrusive --thermal-seconds 5 --planned-bandwidth 4000 --workload-gb 80 > \$OUT/cli_intrusive.txt 2>&1; echo exit \$? >> \$OUT/cli_intrusive.txt; cat \$OUT/cli_intrusive.txt"
 
 if [ -x benchmarks/bench_preflight_vs_seed.py ] || [ -f benchmarks/bench_preflight_vs_seed.py ]; then
-  SEED=$(ls .gpu/seed/preflight.sh 2>/dev/null)
+  SEED=$(ls "$REPO"/.gpu/seed/preflight.sh 2>/dev/null)
   step bench_vs_seed 240 python3 benchmarks/bench_preflight_vs_seed.py --runs ${SEED_RUNS:-3} ${SEED:+--seed "$SEED"}
 fi
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && [ -f benchmarks/gpu_g10_allreduce.sh ]; then

@@ -135,6 +135,7 @@ def test_pytest_as_a_non_root_user_refuses_to_drop_caches(nonroot_run: Any, shar
     target = scene.root / "proc/sys/vm/drop_caches"
     target.chmod(0o666)
     args = [
+        "-rA",  # captured output of passing checks too: G1's details are read below
         "--spark-drop-caches",
         "--spark-offline",
         "--spark-thermal-seconds",

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from pytest_spark.checks.g10_multinode import LAUNCHER_ENV as G10_LAUNCHER_ENV
+from pytest_spark.checks.g10_multinode import TP_ENV as G10_TP_ENV
+
 TESTS = Path(__file__).parent
 DATA = TESTS / "data"
 H200 = DATA / "h200-cu130"
@@ -142,27 +145,10 @@ class SparkEnv:
         return len(log.read_text().splitlines()) if log.exists() else 0
 
 
-#: launcher and serving variables of a CI host that must not leak into a test run
-LAUNCHER_ENV = (
-    "GITHUB_TOKEN",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "GROUP_WORLD_SIZE",
-    "NNODES",
-    "PET_NNODES",
-    "SLURM_NNODES",
-    "SLURM_JOB_NUM_NODES",
-    "SLURM_NTASKS",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "VLLM_TENSOR_PARALLEL_SIZE",
-    "PARALLELISM_CONFIG_TP_SIZE",
-    "VLLM_HOST_IP",
-    "RAY_ADDRESS",
-    "TORCHELASTIC_RUN_ID",
-)
+#: launcher and serving variables of a CI host that must not leak into a test
+#: run: the ones G10 reads (taken from G10 itself), the token G8 sends, and the
+#: hints of a Ray/vLLM cluster
+LAUNCHER_ENV = ("GITHUB_TOKEN", *G10_LAUNCHER_ENV, *G10_TP_ENV, "VLLM_HOST_IP", "RAY_ADDRESS", "SLURM_NTASKS")
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from conftest import LAUNCHER_ENV
 from doubles import elfkit, gb10
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -127,29 +128,10 @@ NGC_PYTORCH_ENV = {
     "NVIDIA_VISIBLE_DEVICES": "0",
 }
 
-#: host variables that would change a line; every scene removes them
+#: host variables that would change a line; every scene removes them: the
+#: launcher ones (conftest.LAUNCHER_ENV) and the network and CUDA settings
 HOST_VARS = (
-    "GITHUB_TOKEN",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "GROUP_WORLD_SIZE",
-    "GROUP_RANK",
-    "NNODES",
-    "PET_NNODES",
-    "NODE_RANK",
-    "SLURM_NNODES",
-    "SLURM_JOB_NUM_NODES",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
-    "VLLM_TENSOR_PARALLEL_SIZE",
-    "PARALLELISM_CONFIG_TP_SIZE",
-    "VLLM_HOST_IP",
-    "RAY_ADDRESS",
+    *LAUNCHER_ENV,
     "NCCL_SOCKET_IFNAME",
     "GLOO_SOCKET_IFNAME",
     "NCCL_IB_HCA",

@@ -6,7 +6,7 @@ Kept free of imports beyond the standard library: ``plugin.py`` reads it at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MARKER_ALL = "spark_preflight"
 
@@ -22,8 +22,9 @@ AREA_MARKERS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class CheckSpec:
+class CheckSpec(NamedTuple):
+    """A NamedTuple rather than a dataclass: plain runs import this module."""
+
     id: str
     number: int
     title: str

@@ -1,45 +1,69 @@
 """One table of options, registered twice: as pytest options with ini twins
 (``--spark-<name>`` / ``spark_preflight_<name>``) and as ``spark-preflight``
-CLI flags (``--<name>``). Values from either are validated here, once, into a
-frozen :class:`Settings`.
+CLI flags (``--<name>``).
 
 This module is imported on every pytest run (for ``pytest_addoption``), so it
-imports only the standard library.
+holds only the table and the registration. Validating values into a
+:class:`~pytest_spark.settings.Settings` lives in :mod:`pytest_spark.settings`,
+loaded on first use (``options.Settings`` and friends still resolve, lazily).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import os
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from pytest_spark import catalog
-from pytest_spark.thresholds import THRESHOLDS, defaults
 
 PROFILES = ("auto", "gb10", "generic")
 TP_SEVERITIES = ("fail", "warn")
 DEFAULT_GITHUB_URL = "https://api.github.com"
 
+#: names that live in pytest_spark.settings, resolved on first use (PEP 562)
+_LAZY = frozenset(
+    {
+        "OptionError",
+        "Settings",
+        "build_settings",
+        "parse_value",
+        "settings_from_pytest",
+        "settings_from_cli",
+        "ini_names",
+    }
+)
 
-class OptionError(ValueError):
-    """A bad option value; the message names the option and is one line."""
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from pytest_spark import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module 'pytest_spark.options' has no attribute {name!r}")
 
 
-@dataclass(frozen=True)
 class Option:
-    name: str  # "thermal-seconds"
-    kind: str  # bool | float | str | choice | ids | path | paths | pairs
-    help: str
-    metavar: str | None = None
-    default: Any = None
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    exclusive_min: bool = False
+    """One option: its kind, help, default and bounds. A plain class, not a
+    dataclass: this module is imported by every pytest run."""
+
+    __slots__ = ("choices", "default", "exclusive_min", "help", "kind", "metavar", "minimum", "name")
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        help: str,
+        metavar: str | None = None,
+        default: Any = None,
+        choices: tuple[str, ...] = (),
+        minimum: float | None = None,
+        exclusive_min: bool = False,
+    ) -> None:
+        self.name = name  # "thermal-seconds"
+        self.kind = kind  # bool | float | str | choice | ids | path | paths | pairs
+        self.help = help
+        self.metavar = metavar
+        self.default = default
+        self.choices = choices
+        self.minimum = minimum
+        self.exclusive_min = exclusive_min
 
     @property
     def flag(self) -> str:
@@ -56,6 +80,9 @@ class Option:
     @property
     def ini(self) -> str:
         return "spark_preflight_" + self.name.replace("-", "_")
+
+    def __repr__(self) -> str:
+        return f"Option({self.name!r}, {self.kind!r})"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -162,231 +189,6 @@ OPTIONS: tuple[Option, ...] = (
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Validated options for one run, shared by the plugin and the CLI."""
-
-    strict: bool = False
-    gate: bool = False
-    report: Path | None = None
-    only: tuple[str, ...] = ()
-    profile: str = "auto"
-    timeout: float = 10.0
-    offline: bool = False
-    intrusive: bool = False
-    thermal_seconds: float = 1.0
-    workload_gb: float | None = None
-    planned_bandwidth: float | None = None
-    playbook: str | None = None
-    config: tuple[Path, ...] = ()
-    drop_caches: bool = False
-    threshold: Mapping[str, float] = field(default_factory=dict)
-    github_url: str = DEFAULT_GITHUB_URL
-    tp_across_nodes: str = "fail"
-    rootdir: Path = field(default_factory=Path.cwd)
-
-    @property
-    def selected(self) -> tuple[str, ...]:
-        """The checks enabled by ``--spark-only`` (all ten without it)."""
-        return self.only or catalog.IDS
-
-    def thresholds(self, profile: str) -> dict[str, float]:
-        """Defaults for the resolved profile, with the user's overrides on top."""
-        values = defaults(profile)
-        values.update(self.threshold)
-        return values
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for opt in OPTIONS:
-            value = getattr(self, opt.dest[len("spark_") :])
-            if isinstance(value, Path):
-                value = str(value)
-            elif isinstance(value, tuple):
-                value = [str(v) for v in value]
-            elif isinstance(value, Mapping):
-                value = dict(value)
-            if opt.name == "github-url" and isinstance(value, str):
-                from pytest_spark.probes.http import redact_url
-
-                value = redact_url(value)  # credentials in a URL must never reach a report
-            out[opt.name] = value
-        return out
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-def _where(opt: Option, source: str) -> str:
-    if source == "ini":
-        return f"{opt.ini} (ini)"
-    if source == "cli":
-        return opt.cli_flag
-    return opt.flag
-
-
-def _parse_float(opt: Option, raw: Any, where: str) -> float:
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise OptionError(f"{where}: expected a number, got {raw!r}") from None
-    if math.isnan(value) or math.isinf(value):
-        raise OptionError(f"{where}: expected a finite number, got {raw!r}")
-    if opt.minimum is not None:
-        if opt.exclusive_min and value <= opt.minimum:
-            raise OptionError(f"{where}: must be > {opt.minimum:g}, got {raw!r}")
-        if not opt.exclusive_min and value < opt.minimum:
-            raise OptionError(f"{where}: must be >= {opt.minimum:g}, got {raw!r}")
-    return value
-
-
-def _split_list(raw: Any) -> list[str]:
-    if isinstance(raw, (list, tuple)):
-        parts: list[str] = []
-        for item in raw:
-            parts.extend(_split_list(item))
-        return parts
-    return [p.strip() for p in str(raw).replace(",", " ").split() if p.strip()]
-
-
-def _parse_ids(raw: Any, where: str) -> tuple[str, ...]:
-    ids: list[str] = []
-    for part in _split_list(raw):
-        cid = catalog.normalize_id(part)
-        if cid is None:
-            raise OptionError(f"{where}: {part!r} is not a check id (expected G1..G10, e.g. G1,G5)")
-        if cid not in ids:
-            ids.append(cid)
-    if not ids:
-        raise OptionError(f"{where}: expected check ids such as G1,G5, got {raw!r}")
-    return tuple(sorted(ids, key=lambda c: catalog.BY_ID[c].number))
-
-
-def _parse_pairs(raw: Any, where: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    items = raw if isinstance(raw, (list, tuple)) else [raw]
-    for item in items:
-        for part in str(item).replace(",", " ").split():
-            name, sep, value = part.partition("=")
-            name = name.strip()
-            if not sep:
-                raise OptionError(f"{where}: expected NAME=VALUE, got {part!r}")
-            if name not in THRESHOLDS:
-                known = ", ".join(sorted(THRESHOLDS))
-                raise OptionError(f"{where}: unknown threshold {name!r} (known: {known})")
-            try:
-                number = float(value)
-            except ValueError:
-                raise OptionError(f"{where}: {name} needs a number, got {value!r}") from None
-            if math.isnan(number) or math.isinf(number) or number < 0:
-                raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
-            out[name] = number
-    return out
-
-
-def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
-    text = str(raw).strip()
-    if not text:
-        raise OptionError(f"{where}: expected a file path")
-    path = Path(os.path.expanduser(text))
-    if not path.is_absolute():
-        path = base / path
-    if path.is_dir():
-        raise OptionError(f"{where}: {text!r} is a directory; give a file path")
-    parent = path.parent
-    if not parent.is_dir():
-        raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
-    # Try it: os.access() says yes to root on a read-only mount.
-    try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
-        raise OptionError(
-            f"{where}: folder {str(parent)!r} is not writable ({exc.strerror or exc})"
-        ) from None
-    if path.exists() and not os.access(path, os.W_OK):
-        raise OptionError(f"{where}: {text!r} is not writable")
-    return path
-
-
-def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
-    paths: list[Path] = []
-    items = raw if isinstance(raw, (list, tuple)) else [raw]
-    for item in items:
-        text = str(item).strip()
-        if not text:
-            continue
-        path = Path(os.path.expanduser(text))
-        if not path.is_absolute():
-            path = base / path
-        if not path.exists():
-            raise OptionError(f"{where}: {text!r} does not exist")
-        paths.append(path)
-    return tuple(paths)
-
-
-def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
-    """Validate one raw value (from argparse or ini) for ``opt``.
-
-    Relative paths are relative to ``base``: the invocation folder for a flag,
-    the rootdir (where the ini file is) for an ini value.
-    """
-    where = _where(opt, source)
-    if opt.kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off", ""):
-            return False
-        raise OptionError(f"{where}: expected true or false, got {raw!r}")
-    if opt.kind == "float":
-        return _parse_float(opt, raw, where)
-    if opt.kind == "choice":
-        text = str(raw).strip().lower()
-        if text not in opt.choices:
-            raise OptionError(f"{where}: expected one of {', '.join(opt.choices)}, got {raw!r}")
-        return text
-    if opt.kind == "ids":
-        return _parse_ids(raw, where)
-    if opt.kind == "path":
-        return _parse_report_path(raw, where, base)
-    if opt.kind == "paths":
-        return _parse_config_paths(raw, where, base)
-    if opt.kind == "pairs":
-        return _parse_pairs(raw, where)
-    text = str(raw).strip()
-    if not text:
-        raise OptionError(f"{where}: expected a value")
-    if opt.name == "github-url" and not text.startswith(("http://", "https://")):
-        raise OptionError(f"{where}: expected an http(s) URL, got {raw!r}")
-    if opt.name == "playbook":
-        text = text.lower()
-    return text
-
-
-def build_settings(
-    lookup: Callable[[Option], tuple[Any, str] | None],
-    *,
-    base: Path,
-    rootdir: Path | None = None,
-) -> Settings:
-    """Build :class:`Settings`; ``lookup(opt)`` returns ``(raw, source)`` or ``None``
-    for "not given" (source is ``"flag"``, ``"cli"`` or ``"ini"``)."""
-    values: dict[str, Any] = {}
-    for opt in OPTIONS:
-        found = lookup(opt)
-        if found is None:
-            continue
-        raw, source = found
-        where = (rootdir or base) if source == "ini" else base
-        values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, where)
-    if "threshold" in values:
-        values["threshold"] = dict(values["threshold"])
-    return Settings(rootdir=rootdir or base, **values)
-
-
 # --------------------------------------------------------------------------- pytest
 
 
@@ -441,27 +243,6 @@ def preflight_enabled(config: Any) -> bool:
         return False
 
 
-def settings_from_pytest(config: Any) -> Settings:
-    """CLI > ini > default; raises :class:`OptionError`."""
-    base = Path(config.invocation_params.dir)
-
-    def lookup(opt: Option) -> tuple[Any, str] | None:
-        cli = config.getoption(opt.dest, None)
-        if cli is not None:
-            return cli, "flag"
-        try:
-            ini = config.getini(opt.ini)
-        except ValueError as exc:  # pytest's own bool parsing of a bad ini value
-            raise OptionError(f"{opt.ini} (ini): {exc}") from None
-        if opt.kind == "bool":
-            return (True, "ini") if ini else None
-        if ini in (None, "", []):
-            return None
-        return ini, "ini"
-
-    return build_settings(lookup, base=base, rootdir=Path(config.rootpath))
-
-
 # --------------------------------------------------------------------------- CLI
 
 
@@ -489,26 +270,3 @@ def add_cli_options(parser: argparse.ArgumentParser) -> None:
                 metavar=opt.metavar or opt.name.upper(),
                 help=opt.help,
             )
-
-
-def settings_from_cli(
-    ns: argparse.Namespace, ini: Mapping[str, Any], *, base: Path, rootdir: Path
-) -> Settings:
-    """CLI flags > ini values (read from the project's pytest config) > defaults."""
-
-    def lookup(opt: Option) -> tuple[Any, str] | None:
-        cli = getattr(ns, opt.dest, None)
-        if cli is not None:
-            return cli, "cli"
-        raw = ini.get(opt.ini)
-        if raw in (None, "", []):
-            return None
-        if opt.kind in ("paths", "pairs") and isinstance(raw, str):
-            raw = [line for line in raw.splitlines() if line.strip()]
-        return raw, "ini"
-
-    return build_settings(lookup, base=base, rootdir=rootdir)
-
-
-def ini_names() -> Sequence[str]:
-    return ["spark_preflight_enabled", *(o.ini for o in OPTIONS)]

@@ -226,3 +226,26 @@ def nonroot_run():
         yield run
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def isolated_path() -> list[str]:
+    """This interpreter's ``sys.path`` without its package folders."""
+    return [p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))]
+
+
+@pytest.fixture
+def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checked environment is the test's fake site-packages only: this
+    interpreter's own site-packages leave sys.path (and so Machine.python_path)."""
+    monkeypatch.setattr(sys, "path", isolated_path())
+
+
+@pytest.fixture(scope="session")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Real ELF files built once with gcc: stub CUDA runtimes and extension
+    modules linked against them (tests/doubles/elfkit.py)."""
+    from doubles import elfkit
+
+    if not elfkit.gcc_available() or elfkit.python_headers() is None:
+        pytest.skip("gcc and Python.h are needed to build real ELF files")
+    return elfkit.session_kit(tmp_path_factory.getbasetemp())

@@ -25,13 +25,6 @@ from doubles import elfkit
 pytestmark = pytest.mark.skipif(not elfkit.gcc_available(), reason="gcc is needed to build real ELF files")
 
 
-@pytest.fixture(scope="session")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> elfkit.Kit:
-    if elfkit.python_headers() is None:
-        pytest.skip("Python.h is needed to build extension modules")
-    return elfkit.session_kit(tmp_path_factory.getbasetemp())
-
-
 # ---------------------------------------------------------------------- names
 
 

@@ -32,13 +32,6 @@ from doubles.spark_scene import CLI, ISOLATE_CONFTEST, Scene, assert_clean
 NONROOT = "sparktest"
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> elfkit.Kit:
-    if not elfkit.gcc_available() or elfkit.python_headers() is None:
-        pytest.skip("gcc and Python.h are needed to build real ELF files")
-    return elfkit.session_kit(tmp_path_factory.getbasetemp())
-
-
 def user_uid() -> int:
     """The euid the preflight runs with under ``nonroot_run``."""
     return pwd.getpwnam(NONROOT).pw_uid if os.geteuid() == 0 else os.geteuid()

@@ -19,7 +19,6 @@ group gone afterwards.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 
 from doubles import gb10
+from doubles.procs import group_gone, live_members
 from doubles.spark_scene import Scene, assert_clean, run_plugin, section
 
 TIMEOUT = 1.0
@@ -48,34 +48,6 @@ def scene(tmp_path: Path) -> Iterator[Scene]:
     s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
     yield s
     s.stop()
-
-
-def live_members(pgid: int) -> list[int]:
-    """Processes of group ``pgid`` that are not zombies (a zombie holds
-    nothing; reaping an orphan is PID 1's job, and in a container PID 1 may
-    never do it)."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
-
-
-def group_gone(pgid: int, wait: float = 2.0) -> bool:
-    """True once no live process is left in process group ``pgid``."""
-    deadline = time.monotonic() + wait
-    while live_members(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def preflight(

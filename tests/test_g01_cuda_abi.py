@@ -9,7 +9,6 @@ site-packages, the torch double in the child, and a fake ``ldconfig``.
 from __future__ import annotations
 
 import ast
-import os
 import re
 import sys
 import time
@@ -381,24 +380,6 @@ def test_torch_cu_tag(version: str | None, major: int | None) -> None:
 
 
 # ---------------------------------------------------------------------- through the machine
-
-
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> elfkit.Kit:
-    if not elfkit.gcc_available() or elfkit.python_headers() is None:
-        pytest.skip("gcc and Python.h are needed to build real extension modules")
-    return elfkit.session_kit(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture
-def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The checked environment is the test's fake site-packages only: this
-    interpreter's own site-packages leave sys.path (and so Machine.python_path)."""
-    monkeypatch.setattr(
-        sys,
-        "path",
-        [p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))],
-    )
 
 
 H200_NVML = gb10.nvml(

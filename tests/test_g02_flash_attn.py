@@ -9,7 +9,6 @@ kernel needs a GPU), and Unsloth present as metadata only.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -168,15 +167,6 @@ def write_dist(site: Path, name: str, version: str) -> None:
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-
-
-@pytest.fixture
-def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        sys,
-        "path",
-        [p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))],
-    )
 
 
 @pytest.fixture(scope="module")

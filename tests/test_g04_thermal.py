@@ -24,19 +24,11 @@ from pytest_spark.thermal import REASON_BITS, WARN_MASK, decode_reasons, parse_m
 from pytest_spark.thresholds import defaults
 
 from doubles import gb10
+from doubles.procs import alive
 
 GB10_T = defaults("gb10")
 GENERIC_T = defaults("generic")
 FIELDS = g4.smi_fields(g4.smi_argv("clocks_event_reasons.active"))
-
-
-def alive(pid: int) -> bool:
-    """A pid that exists and is not a zombie (an unreaped zombie holds nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def series(

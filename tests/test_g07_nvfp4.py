@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -144,22 +143,6 @@ def test_torch_capability_is_the_fallback_without_nvml() -> None:
 
 
 # ---------------------------------------------------------------------- through the machine
-
-
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> elfkit.Kit:
-    if not elfkit.gcc_available() or elfkit.python_headers() is None:
-        pytest.skip("gcc and Python.h are needed to build real extension modules")
-    return elfkit.session_kit(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture
-def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        sys,
-        "path",
-        [p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))],
-    )
 
 
 CUOBJDUMP = """#!/bin/sh

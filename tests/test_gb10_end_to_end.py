@@ -135,13 +135,6 @@ def blocked_lines(vllm_pid: int) -> list[str]:
 # --------------------------------------------------------------------------- the two Sparks
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> elfkit.Kit:
-    if not elfkit.gcc_available() or elfkit.python_headers() is None:
-        pytest.skip("gcc and Python.h are needed to build real ELF files")
-    return elfkit.session_kit(tmp_path_factory.getbasetemp())
-
-
 @pytest.fixture
 def server() -> Iterator[LocalServer]:
     with LocalServer() as s:

@@ -15,30 +15,7 @@ from pytest_spark.probes.child import run_python
 from pytest_spark.probes.commands import run_command
 from pytest_spark.probes.store import MemoryStore, SharedStore
 
-
-def alive_in_group(pgid: int) -> list[int]:
-    """Live (not zombie) processes of a process group, read from /proc.
-
-    A killed child whose parent died may linger as a zombie until PID 1 reaps
-    it; a zombie runs nothing, so it does not count.
-    """
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state not in ("Z", "X"):
-            alive.append(int(entry.name))
-    return alive
-
-
-def gone(pgid: int) -> bool:
-    return alive_in_group(pgid) == []
+from doubles.procs import group_gone, live_members
 
 
 def test_command_that_hangs_is_killed_with_its_group(tmp_path: Path) -> None:
@@ -54,8 +31,8 @@ def test_command_that_hangs_is_killed_with_its_group(tmp_path: Path) -> None:
     assert result.describe() == "hang.sh did not answer within 1.0 s (killed)"
     shell_pid, sleeper_pid = map(int, pidfile.read_text().split())
     time.sleep(0.2)
-    assert gone(shell_pid), "the shell and the sleep it started are both gone"
-    assert sleeper_pid not in alive_in_group(shell_pid)
+    assert group_gone(shell_pid, wait=0), "the shell and the sleep it started are both gone"
+    assert sleeper_pid not in live_members(shell_pid)
 
 
 def test_command_not_found_and_nonzero_exit() -> None:
@@ -98,7 +75,7 @@ def test_child_hang_is_killed_and_named_by_step() -> None:
         == "torch child made no progress for 0.5 s during 'import torch' (hung; killed)"
     )
     time.sleep(0.2)
-    assert gone(result.data["pgid"])
+    assert group_gone(result.data["pgid"], wait=0)
 
 
 def test_progress_extends_the_deadline() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +14,9 @@ import pytest
 from pytest_spark.sampler import GpuSampler, properties, summary_line
 
 from doubles import gb10
+from doubles.procs import alive
 
 GIB = 1 << 30
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_samples(s: GpuSampler, n: int, limit: float = 5.0) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from conftest import LAUNCHER_ENV
+from conftest import LAUNCHER_ENV, isolated_path
 from doubles import elfkit, gb10
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -222,11 +222,6 @@ def preimport() -> None:
 # import's node classes: every YAML document then fails with "could not
 # determine a constructor for the tag None").
 preimport()
-
-
-def isolated_path() -> list[str]:
-    """This interpreter's ``sys.path`` without its package folders."""
-    return [p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))]
 
 
 class IsolatedRun:

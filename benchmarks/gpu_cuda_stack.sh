@@ -10,12 +10,8 @@
 # Files land in $OUT (or ./.gpu/out).
 set -uo pipefail
 
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUTDIR=${OUT:-$REPO/.gpu/out}
-mkdir -p "$OUTDIR"
-PY=${PYTHON:-python3}
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-if command -v spark-preflight >/dev/null 2>&1; then PRE=(spark-preflight); else PRE=("$PY" -m pytest_spark.cli); fi
+# shellcheck source=benchmarks/_gpu_env.sh
+. "$(dirname "$0")/_gpu_env.sh"
 
 echo "== 1. spark-preflight --only G1,G2,G7"
 START=$(date +%s.%N)

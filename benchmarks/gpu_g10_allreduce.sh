@@ -10,11 +10,8 @@
 # Runs in an empty folder, so no config of this repository is found. Files land in $OUT (or ./.gpu/out).
 set -uo pipefail
 
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUTDIR=${OUT:-$REPO/.gpu/out}
-mkdir -p "$OUTDIR"
-PY=${PYTHON:-python3}
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=benchmarks/_gpu_env.sh
+. "$(dirname "$0")/_gpu_env.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN} OMP_NUM_THREADS=1
 RUN=("$PY" -m torch.distributed.run)

@@ -13,15 +13,17 @@ import threading
 import time
 import traceback
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_spark import catalog
+from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.model import Result, Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.child import ChildResult
 from pytest_spark.probes.machine import Machine
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_spark.settings import Settings
 
 #: the checks that read the torch child (G1 ABI, G2 flash-attn, G5 copy, G7 arch list)
 TORCH_CHECKS = ("G1", "G2", "G5", "G7")
@@ -30,41 +32,6 @@ TORCH_CHECKS = ("G1", "G2", "G5", "G7")
 def check_module(check_id: str) -> ModuleType:
     spec = catalog.BY_ID[check_id]
     return importlib.import_module(f"pytest_spark.checks.{spec.module}")
-
-
-@dataclass
-class CheckContext:
-    """What a check's ``run(ctx)`` gets: the options, the machine, the engine."""
-
-    check_id: str
-    settings: Settings
-    machine: Machine
-    engine: Engine
-
-    @property
-    def profile(self) -> str:
-        return self.engine.profile()
-
-    @property
-    def thresholds(self) -> dict[str, float]:
-        return self.settings.thresholds(self.profile)
-
-    @property
-    def selected(self) -> tuple[str, ...]:
-        return self.engine.selected
-
-    def torch(self) -> ChildResult:
-        return self.engine.torch()
-
-    def result(
-        self,
-        status: Status | str,
-        summary: str,
-        fix: str = "",
-        readings: Iterable[Any] = (),
-        details: Iterable[str] = (),
-    ) -> Result:
-        return Result(self.check_id, Status(status), summary, fix, list(readings), details=list(details))
 
 
 class Engine:
@@ -168,21 +135,57 @@ class Engine:
         self.prefetch()
         return [self.run(cid) for cid in catalog.IDS if cid in wanted]
 
+    def params(self) -> Params:
+        """The thresholds and options every ``evaluate`` of this run decides with."""
+        return Params.from_settings(self.settings, self.profile())
+
+    def facts(self, check_id: str) -> dict[str, Any]:
+        """What ``gather`` recorded for a check that ran: ``{"facts": …}`` or
+        ``{"error": …}`` (``{}`` for a check that has not run)."""
+        return self.machine.store.peek(f"facts:{check_id}") or {}
+
     def _run_uncached(self, check_id: str) -> Result:
         start = time.monotonic()
         ctx = CheckContext(check_id, self.settings, self.machine, self)
+        module = check_module(check_id)
         try:
-            result = check_module(check_id).run(ctx)
+            if hasattr(module, "FACTS"):
+                result = self._gather_then_evaluate(module, ctx)
+            else:  # pragma: no cover - a check not yet on the gather/evaluate contract
+                result = module.run(ctx)
             if not isinstance(result, Result) or result.check_id != check_id:
                 raise TypeError(f"check returned {result!r}")
         except Exception as exc:
-            where = traceback.extract_tb(exc.__traceback__)[-1:] or None
-            at = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
-            result = Result(
-                check_id,
-                Status.FAIL,
-                f"the check itself crashed ({type(exc).__name__}: {exc}{at}), so nothing was verified",
-                "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
-            )
+            result = crashed(check_id, exc)
         result.duration_s = time.monotonic() - start
         return result
+
+    def _gather_then_evaluate(self, module: ModuleType, ctx: CheckContext) -> Result:
+        key = f"facts:{ctx.check_id}"
+        try:
+            facts = module.gather(ctx)
+        except Exception as exc:
+            self.machine.store.get_or_compute(key, lambda: {"error": describe_crash(exc)})
+            raise
+        data = self.machine.store.get_or_compute(key, lambda: {"facts": facts.to_dict()})
+        # evaluate() sees what a replay will see: the facts after their JSON round trip
+        return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
+
+
+def describe_crash(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1:] or None
+    at = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
+def crashed(check_id: str, exc: BaseException | str) -> Result:
+    """A check that raised: its FAIL, never an exception into pytest."""
+    what = exc if isinstance(exc, str) else describe_crash(exc)
+    return Result(
+        check_id,
+        Status.FAIL,
+        f"the check itself crashed ({what}), so nothing was verified",
+        "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
+        headline="the check itself crashed, so nothing was verified",
+        short_fix="report it to pytest-dgx-spark",
+    )

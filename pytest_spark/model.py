@@ -73,6 +73,26 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: the widest default terminal line (issue: lines a person can read)
+SHORT_WIDTH = 120
+
+
+def shorten(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` characters at a clause or word boundary, with "…"."""
+    text = one_line(text)
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    cut = text[: width - 1]
+    for sep in ("; ", " (", ", ", " — ", " "):
+        at = cut.rfind(sep)
+        if at >= width // 2:
+            cut = cut[:at]
+            break
+    return cut.rstrip(" ;,(—") + "…"
+
+
 @dataclass
 class Result:
     """What one check decided: status, a one-line summary, the fix, readings."""
@@ -84,11 +104,17 @@ class Result:
     readings: list[Reading] = field(default_factory=list)
     duration_s: float = 0.0
     details: list[str] = field(default_factory=list)
+    #: the finding in a few words, for the default terminal line (empty: cut from summary)
+    headline: str = ""
+    #: the fix in a few words, for the default terminal line (empty: cut from fix)
+    short_fix: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
         self.summary = one_line(self.summary)
         self.fix = one_line(self.fix)
+        self.headline = one_line(self.headline)
+        self.short_fix = one_line(self.short_fix)
         self.details = [one_line(d) for d in self.details if str(d).strip()]
 
     @property
@@ -101,6 +127,19 @@ class Result:
     def line(self) -> str:
         """``G<n> <STATUS>: <text>`` — the fixed format shared with preflight.sh."""
         return f"{self.check_id} {self.status.value}: {self.text}"
+
+    def short_line(self, width: int = SHORT_WIDTH) -> str:
+        """The default terminal line: ``G<n> STATUS: finding; fix: short fix``
+        in at most ``width`` characters. The whole text is :meth:`line`."""
+        head = f"{self.check_id} {self.status.value}: "
+        finding = self.headline or self.summary
+        fix = (self.short_fix or self.fix) if self.status in (Status.FAIL, Status.WARN) else ""
+        if fix:
+            budget = width - len(head) - len("; fix: ")
+            fix_part = shorten(fix, max(budget // 2, budget - len(finding)))
+            finding = shorten(finding, budget - len(fix_part))
+            return f"{head}{finding}; fix: {fix_part}"
+        return head + shorten(finding, width - len(head))
 
     def reading(self, name: str) -> Reading | None:
         for reading in self.readings:
@@ -135,6 +174,8 @@ class Result:
             "readings": {r.name: r.to_dict() for r in self.readings},
             "details": list(self.details),
             "duration_s": round(self.duration_s, 4),
+            "headline": self.headline,
+            "short_fix": self.short_fix,
         }
 
     @classmethod
@@ -151,6 +192,8 @@ class Result:
             readings=readings,
             duration_s=float(data.get("duration_s", 0.0)),
             details=list(data.get("details") or []),
+            headline=str(data.get("headline") or ""),
+            short_fix=str(data.get("short_fix") or ""),
         )
 
 

@@ -22,7 +22,7 @@ def facts_from(text: str, gpus=None, **kw) -> g3.Facts:
 
 
 def test_h200_recording_without_workload_is_info(h200: Path) -> None:
-    result = g3.evaluate(facts_from((h200 / "proc_meminfo.txt").read_text()), None)
+    result = g3.decide(facts_from((h200 / "proc_meminfo.txt").read_text()), None)
     assert result.status is Status.INFO
     # MemAvailable 131472676 kB = 125.4 GiB, MemTotal 131981020 kB = 125.9 GiB
     assert result.summary.startswith("MemAvailable 125.4 GiB of 125.9 GiB (MemFree 124.7, page cache 0.9")
@@ -44,7 +44,7 @@ def test_h200_recording_without_workload_is_info(h200: Path) -> None:
     ],
 )
 def test_gb10_workload_thresholds(workload: float, status: Status, start: str) -> None:
-    result = g3.evaluate(facts_from(gb10.meminfo()), workload)
+    result = g3.decide(facts_from(gb10.meminfo()), workload)
     assert result.status is status
     assert result.summary.startswith(start)
     if status is Status.WARN:
@@ -54,14 +54,14 @@ def test_gb10_workload_thresholds(workload: float, status: Status, start: str) -
 
 
 def test_margin_counts_against_headroom() -> None:
-    result = g3.evaluate(facts_from(gb10.meminfo()), 90, margin_gib=10)
+    result = g3.decide(facts_from(gb10.meminfo()), 90, margin_gib=10)
     assert result.status is Status.WARN
     assert result.summary.startswith("workload 90 GiB + 10 GiB margin fits MemAvailable")
 
 
 def test_nvml_not_supported_is_a_na_reading_and_discrete_memory_a_detail() -> None:
     gpus = [{"index": 0, "name": "NVIDIA GB10", "memory": None, "error": "NotSupported"}]
-    result = g3.evaluate(facts_from(gb10.meminfo(), gpus), None)
+    result = g3.decide(facts_from(gb10.meminfo(), gpus), None)
     assert result.reading("gpu0_memory_free").render() == "[N/A]"
     assert "NVML memory [N/A] (NotSupported), as on GB10's unified memory" in result.summary
     h200 = [
@@ -71,7 +71,7 @@ def test_nvml_not_supported_is_a_na_reading_and_discrete_memory_a_detail() -> No
             "memory": {"total": 150109880320, "free": 149557477376, "used": 0},
         }
     ]
-    discrete = g3.evaluate(facts_from(gb10.meminfo(), h200), None)
+    discrete = g3.decide(facts_from(gb10.meminfo(), h200), None)
     assert discrete.reading("gpu0_memory_free").value == 139.3
     assert any(
         "GPU 0 (NVIDIA H200) reports its own memory: 139.3 GiB free of 139.8 GiB" in d
@@ -81,7 +81,7 @@ def test_nvml_not_supported_is_a_na_reading_and_discrete_memory_a_detail() -> No
 
 def test_missing_memavailable_is_estimated_and_said() -> None:
     text = "\n".join(ln for ln in gb10.meminfo().splitlines() if not ln.startswith("MemAvailable"))
-    result = g3.evaluate(facts_from(text), None)
+    result = g3.decide(facts_from(text), None)
     assert result.status is Status.INFO
     assert result.summary.startswith("MemAvailable (estimated) ")
     assert any("estimated as MemFree + Cached + Buffers + SReclaimable" in d for d in result.details)
@@ -89,7 +89,7 @@ def test_missing_memavailable_is_estimated_and_said() -> None:
 
 @pytest.mark.parametrize("text", ["", "garbage\x00\x01", "MemTotal: 100 kB\n"])
 def test_unusable_meminfo_skips_with_the_reason(text: str) -> None:
-    result = g3.evaluate(facts_from(text), 10)
+    result = g3.decide(facts_from(text), 10)
     assert result.status is Status.SKIP
     assert result.summary.startswith("cannot read memory headroom: ")
 
@@ -100,7 +100,7 @@ def test_hugepages_are_reported() -> None:
         .replace("HugePages_Total:       0", "HugePages_Total:    1024")
         .replace("HugePages_Free:        0", "HugePages_Free:      512")
     )
-    result = g3.evaluate(facts_from(text), None)
+    result = g3.decide(facts_from(text), None)
     assert result.reading("hugepages_reserved").value == 2.0
     assert result.reading("hugepages_free").value == 1.0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.engine import CheckContext
+from pytest_spark.checks.kit import CheckContext, FactsBase, Params
 from pytest_spark.model import Reading, Result, Status
 
 KIB_PER_GIB = 1024 * 1024
@@ -25,7 +25,7 @@ def gib(kib: int | float | None) -> float | None:
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
     meminfo: dict[str, int]
     meminfo_error: str | None = None
     #: one entry per GPU: name, memory dict or None, the NVML error name
@@ -60,8 +60,15 @@ def gather(ctx: CheckContext) -> Facts:
     )
 
 
-def evaluate(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) -> Result:
+FACTS = Facts
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G3 from ``/proc/meminfo`` fields (kB) and NVML memory answers."""
+    return decide(facts, params.option("workload_gb"), params.threshold("g3_margin_gb", 0.0))
+
+
+def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) -> Result:
     m = facts.meminfo
     details: list[str] = []
     if facts.meminfo_error or "MemFree" not in m or "MemTotal" not in m:
@@ -173,11 +180,6 @@ def evaluate(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) 
         readings=readings,
         details=details,
     )
-
-
-def run(ctx: CheckContext) -> Result:
-    margin = ctx.thresholds.get("g3_margin_gb", 0.0)
-    return evaluate(gather(ctx), ctx.settings.workload_gb, margin)
 
 
 def headroom_gb(result: Result) -> float | None:

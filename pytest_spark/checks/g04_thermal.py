@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.engine import CheckContext
+from pytest_spark.checks.kit import CheckContext
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.thermal import GpuSeries, flat_power_climb, parse_mask, summarise
 

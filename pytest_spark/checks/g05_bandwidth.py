@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_spark.checks import g06_contention
-from pytest_spark.engine import CheckContext
+from pytest_spark.checks.kit import CheckContext
 from pytest_spark.model import Reading, Result, Status
 
 GIB = 1 << 30

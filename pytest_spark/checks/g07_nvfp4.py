@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pytest_spark.engine import CheckContext
+from pytest_spark.checks.kit import CheckContext
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for

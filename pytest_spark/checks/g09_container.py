@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.engine import CheckContext
+from pytest_spark.checks.kit import CheckContext
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes import procfs
 from pytest_spark.probes.packages import canonical

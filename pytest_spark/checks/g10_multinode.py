@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.engine import CheckContext
+from pytest_spark.checks.kit import CheckContext
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes import configs as cfgs
 

@@ -1,0 +1,298 @@
+"""What every check is built from: the context it gathers with, the facts it
+records, the parameters it decides with, and the accumulator it decides into.
+
+The contract (one shape for all ten checks)::
+
+    FACTS = Facts                                   # a dataclass, see FactsBase
+    def gather(ctx: CheckContext) -> Facts          # reads the machine, decides nothing
+    def evaluate(facts: Facts, params: Params) -> Result   # decides, reads nothing
+
+``gather`` is the only place a check touches the machine (through
+``ctx.machine``); ``evaluate`` is a pure function of plain data. That is what
+lets ``--spark-capture`` record a run and ``--spark-replay`` decide it again
+on another machine, with other thresholds: the facts travel as JSON, the
+parameters are rebuilt from the options.
+
+This module imports nothing of the engine (the engine imports it), so the
+checks and the engine no longer import each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from pytest_spark.model import Reading, Result, Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_spark.probes.child import ChildResult
+    from pytest_spark.probes.machine import Machine
+    from pytest_spark.settings import Settings
+
+T = TypeVar("T", bound="FactsBase")
+
+
+class _Engine(Protocol):  # what a check may ask of the engine, no more
+    selected: tuple[str, ...]
+
+    def profile(self) -> str: ...
+
+    def torch(self) -> ChildResult: ...
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class CheckContext:
+    """What a check's ``gather(ctx)`` gets: the options, the machine, the engine."""
+
+    check_id: str
+    settings: Settings
+    machine: Machine
+    engine: _Engine
+
+    @property
+    def profile(self) -> str:
+        return self.engine.profile()
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        return self.settings.thresholds(self.profile)
+
+    @property
+    def selected(self) -> tuple[str, ...]:
+        return self.engine.selected
+
+    def torch(self) -> ChildResult:
+        return self.engine.torch()
+
+    def params(self) -> Params:
+        return Params.from_settings(self.settings, self.profile)
+
+
+# --------------------------------------------------------------------------- params
+
+#: the option values a check's ``evaluate`` may read (``Settings`` attribute names);
+#: everything else an option changes is what ``gather`` collects
+PARAM_OPTIONS = (
+    "workload_gb",
+    "planned_bandwidth",
+    "playbook",
+    "tp_across_nodes",
+    "intrusive",
+    "offline",
+    "strict",
+    "precision",
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The thresholds and options one decision is made with.
+
+    ``thresholds`` are the resolved values (profile defaults, then the
+    user's overrides); ``options`` are the few option values a decision
+    reads. A replay rebuilds them from the capture and the replay's own
+    ``--spark-threshold``/``--spark-profile``.
+    """
+
+    profile: str = "generic"
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def threshold(self, name: str, default: float | None = None) -> float:
+        if name in self.thresholds:
+            return float(self.thresholds[name])
+        if default is not None:
+            return default
+        from pytest_spark.thresholds import defaults
+
+        return float(defaults(self.profile)[name])
+
+    def option(self, name: str, default: Any = None) -> Any:
+        value = self.options.get(name, default)
+        return default if value is None else value
+
+    @property
+    def gb10(self) -> bool:
+        return self.profile == "gb10"
+
+    @classmethod
+    def from_settings(cls, settings: Settings, profile: str) -> Params:
+        opts = {name: getattr(settings, name, None) for name in PARAM_OPTIONS}
+        return cls(profile=profile, thresholds=settings.thresholds(profile), options=opts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"profile": self.profile, "thresholds": dict(self.thresholds), "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Params:
+        return cls(
+            profile=str(data.get("profile") or "generic"),
+            thresholds=dict(data.get("thresholds") or {}),
+            options=dict(data.get("options") or {}),
+        )
+
+    def replace(self, **changes: Any) -> Params:
+        return dataclasses.replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-plain data: dataclasses to dicts, tuples and sets to
+    lists, non-finite floats to strings (JSON has no NaN)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [plain(v) for v in items]
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+class FactsBase:
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip.
+
+    Fields hold plain data (str, int, float, bool, None, lists and dicts of
+    them). A field holding a nested dataclass names its class in
+    ``NESTED = {"field": Class}`` (a list of them: the same, the class of
+    one item), so ``from_dict`` rebuilds it.
+    """
+
+    NESTED: ClassVar[Mapping[str, type]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)
+
+    @classmethod
+    def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+        known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        kwargs: dict[str, Any] = {}
+        for name, value in dict(data or {}).items():
+            if name not in known:
+                continue  # a newer capture's extra fact: ignored, not an error
+            nested = cls.NESTED.get(name)
+            if nested is not None and value is not None:
+                value = _rebuild(nested, value)
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+def _rebuild(kind: type, value: Any) -> Any:
+    build: Callable[[Any], Any] = getattr(kind, "from_dict", None) or (lambda d: kind(**d))
+    if isinstance(value, list):
+        return [build(v) for v in value]
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()) and not (
+        set(value) & {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    ):
+        return {k: build(v) for k, v in value.items()}  # a mapping of them
+    return build(value)
+
+
+# --------------------------------------------------------------------------- deciding
+
+
+def first_n(items: Sequence[str], n: int = 3, *, sep: str = "; ") -> str:
+    """``a; b; c; and 4 more`` — the one rule for shortening a list in a line."""
+    items = [str(i) for i in items if str(i)]
+    shown = sep.join(items[:n])
+    if len(items) > n:
+        shown += f"{sep}and {len(items) - n} more"
+    return shown
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 process`` / ``3 processes``."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+@dataclass
+class Findings:
+    """The accumulator a check's ``evaluate`` writes into.
+
+    Stages append problems (FAIL), warnings (WARN), notes for the details,
+    and readings; :meth:`result` turns them into one :class:`Result` with
+    the one shortening rule. ``headline``/``short_fix`` may be set for the
+    short terminal line; otherwise the first problem (or warning) is it.
+    """
+
+    check_id: str
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    readings: list[Reading] = field(default_factory=list)
+
+    def fail(self, text: str, fix: str = "") -> None:
+        self.problems.append((text, fix))
+
+    def warn(self, text: str, fix: str = "") -> None:
+        self.warnings.append((text, fix))
+
+    def note(self, *texts: str) -> None:
+        self.details.extend(t for t in texts if t)
+
+    def read(self, name: str, value: Any, unit: str = "") -> None:
+        self.readings.append(Reading(name, value, unit))
+
+    @property
+    def status(self) -> Status | None:
+        if self.problems:
+            return Status.FAIL
+        if self.warnings:
+            return Status.WARN
+        return None
+
+    def result(
+        self,
+        ok_status: Status | str = Status.PASS,
+        ok_summary: str = "",
+        *,
+        shown: int = 3,
+        headline: str = "",
+        short_fix: str = "",
+    ) -> Result:
+        """FAIL with the problems, else WARN with the warnings, else
+        ``ok_status`` with ``ok_summary``; what the line leaves out goes
+        first in the details."""
+        pairs = self.problems or self.warnings
+        if not pairs:
+            return Result(
+                self.check_id,
+                Status(ok_status),
+                ok_summary,
+                readings=list(self.readings),
+                details=list(self.details),
+                headline=headline,
+            )
+        status = Status.FAIL if self.problems else Status.WARN
+        texts = [t for t, _ in pairs]
+        summary = first_n(texts, shown)
+        fixes = list(dict.fromkeys(f for _, f in pairs[:shown] if f))
+        details = [*texts[shown:], *self.details]
+        return Result(
+            self.check_id,
+            status,
+            summary,
+            fix="; ".join(fixes),
+            readings=list(self.readings),
+            details=details,
+            headline=headline or (texts[0] if len(texts) == 1 else f"{texts[0]} (+{len(texts) - 1} more)"),
+            short_fix=short_fix or (fixes[0] if fixes else ""),
+        )
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    """Each text once, in first-seen order (the same reason said by G4, G6 and
+    G7 is said once per line)."""
+    return list(dict.fromkeys(i for i in items if i))

@@ -165,7 +165,8 @@ class Engine:
         try:
             facts = module.gather(ctx)
         except Exception as exc:
-            self.machine.store.get_or_compute(key, lambda: {"error": describe_crash(exc)})
+            error = {"error": describe_crash(exc)}
+            self.machine.store.get_or_compute(key, lambda: error)
             raise
         data = self.machine.store.get_or_compute(key, lambda: {"facts": facts.to_dict()})
         # evaluate() sees what a replay will see: the facts after their JSON round trip

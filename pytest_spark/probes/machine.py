@@ -62,10 +62,10 @@ class Machine:
             return False
 
     def read_text(self, absolute: str, limit: int = MAX_TEXT) -> tuple[str | None, str | None]:
-        """``(text, None)`` or ``(None, reason)``; never raises."""
+        """``(text, None)`` or ``(None, reason)``; never raises, never blocks
+        (a FIFO or device at the path is refused: see ``procfs.read_regular``)."""
         try:
-            with open(self.path(absolute), "rb") as fh:
-                raw = fh.read(limit)
+            raw = procfs.read_regular(self.path(absolute), limit)
         except OSError as exc:
             return None, f"cannot read {absolute}: {exc.strerror or exc}"
         return raw.decode("utf-8", errors="replace"), None

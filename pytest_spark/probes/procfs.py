@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 
 _MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
 
@@ -41,3 +44,42 @@ def parse_key_values(text: str) -> dict[str, str]:
         if sep and key and not key.startswith("#"):
             out[key.strip()] = value.strip().strip('"').strip("'")
     return out
+
+
+def read_regular(path: str | os.PathLike[str], limit: int = 1 << 20) -> bytes:
+    """Read at most ``limit`` bytes of a regular file, never blocking.
+
+    A FIFO, socket or device planted where ``/proc/meminfo`` or a pid's
+    ``cmdline`` should be would block a plain ``open()`` forever (a FIFO with
+    no writer) or never end (``/dev/zero``). The file is opened with
+    ``O_NONBLOCK`` (which makes opening a FIFO return at once) and refused
+    unless ``fstat`` says it is a regular file; ``/proc`` files are.
+    Raises :class:`OSError` with a reason a line can quote.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+}

@@ -139,31 +139,24 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"spark-preflight: error: {clash}", file=sys.stderr)
         return EXIT_USAGE
 
-    from pytest_spark.engine import Engine
-    from pytest_spark.probes.machine import Machine
-
-    engine = Engine(settings, Machine(timeout=settings.timeout))
+    engine = _engine(settings)
+    if isinstance(engine, str):
+        print(f"spark-preflight: error: {engine}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         results = engine.run_many()
     finally:
         engine.close()
     host = engine.machine.identity()
     profile = engine.profile()
-    if settings.report is not None:
-        doc = report.env_report(
-            results,
-            strict=settings.strict,
-            host=host,
-            workload_gb=settings.workload_gb,
-            settings=settings.to_dict(),
-            profile=profile,
-        )
-        target = report.per_rank_path(settings.report, os.environ)
-        try:
-            report.write_json(target, doc)
-        except OSError as exc:
-            print(f"spark-preflight: error: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_USAGE
+    notes = report.write_run_files(
+        settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ
+    )
+    failed_writes = [n for n in notes if n.startswith("could not write")]
+    for note in failed_writes:
+        print(f"spark-preflight: error: {note}", file=sys.stderr)
+    if failed_writes:
+        return EXIT_USAGE
     if ns.json:
         block = report.run_block(
             results, strict=settings.strict, host=host, settings=settings.to_dict(), profile=profile
@@ -177,6 +170,25 @@ def _main(argv: Sequence[str] | None) -> int:
     if any(r.status is Status.FAIL for r in results) or blocked:
         return EXIT_FAIL
     return EXIT_OK
+
+
+def _engine(settings: Any) -> Any:
+    """The run's engine: over this machine, or over a capture for ``--replay``
+    (a string: why the capture cannot be replayed)."""
+    from pytest_spark.engine import Engine
+
+    if settings.replay is not None:
+        from pytest_spark import capture
+
+        try:
+            doc = capture.load(settings.replay)
+        except capture.CaptureError as exc:
+            return str(exc)
+        selected = settings.only or [c for c in doc["checks"] if c in settings.selected]
+        return Engine(settings, capture.ReplayMachine(doc), selected, replay=doc)
+    from pytest_spark.probes.machine import Machine
+
+    return Engine(settings, Machine(timeout=settings.timeout))
 
 
 if __name__ == "__main__":  # pragma: no cover

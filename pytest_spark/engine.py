@@ -42,9 +42,12 @@ class Engine:
         selected: Iterable[str] | None = None,
         *,
         background: bool = True,
+        replay: Mapping[str, Any] | None = None,
     ) -> None:
         self.settings = settings
         self.machine = machine
+        #: a loaded capture: checks are decided from its facts, the machine is not read
+        self.replay = replay
         ids = list(selected) if selected is not None else list(settings.selected)
         self.selected: tuple[str, ...] = tuple(c for c in catalog.IDS if c in ids)
         self.background = background
@@ -56,6 +59,8 @@ class Engine:
         """``gb10`` or ``generic``: forced by ``--spark-profile`` or found by NVML."""
         if self.settings.profile in ("gb10", "generic"):
             return self.settings.profile
+        if self.replay is not None:
+            return "gb10" if self.replay.get("profile") == "gb10" else "generic"
         return "gb10" if self.machine.identity().get("gb10") else "generic"
 
     def torch_request(self) -> dict[str, Any]:
@@ -94,7 +99,7 @@ class Engine:
         checks side by side, and a worker that ends first must not leave a
         half-done probe behind for another to read.
         """
-        if self._prefetched or not self.background:
+        if self._prefetched or not self.background or self.replay is not None:
             return
         self._prefetched = True
         torch_work = set(TORCH_CHECKS) & set(self.selected)
@@ -137,6 +142,8 @@ class Engine:
 
     def params(self) -> Params:
         """The thresholds and options every ``evaluate`` of this run decides with."""
+        if self.replay is not None:
+            return replay_params(self.replay, self.settings, self.profile())
         return Params.from_settings(self.settings, self.profile())
 
     def facts(self, check_id: str) -> dict[str, Any]:
@@ -149,7 +156,9 @@ class Engine:
         ctx = CheckContext(check_id, self.settings, self.machine, self)
         module = check_module(check_id)
         try:
-            if hasattr(module, "FACTS"):
+            if self.replay is not None:
+                result = self._replayed(module, check_id)
+            elif hasattr(module, "FACTS"):
                 result = self._gather_then_evaluate(module, ctx)
             else:  # pragma: no cover - a check not yet on the gather/evaluate contract
                 result = module.run(ctx)
@@ -171,6 +180,42 @@ class Engine:
         data = self.machine.store.get_or_compute(key, lambda: {"facts": facts.to_dict()})
         # evaluate() sees what a replay will see: the facts after their JSON round trip
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
+
+
+    def _replayed(self, module: ModuleType, check_id: str) -> Result:
+        """Decide a check from the capture's facts (see :mod:`pytest_spark.capture`)."""
+        assert self.replay is not None
+        entry = (self.replay.get("checks") or {}).get(check_id)
+        if not isinstance(entry, Mapping):
+            return Result(check_id, Status.SKIP, "not in the capture: the captured run did not run this check")
+        if entry.get("error"):
+            return crashed(check_id, str(entry["error"]))
+        if isinstance(entry.get("facts"), Mapping) and hasattr(module, "FACTS"):
+            return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
+        if isinstance(entry.get("result"), Mapping):  # recorded without facts: the recorded result
+            return Result.from_dict(entry["result"])
+        return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
+
+
+def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:
+    """The parameters of a replay: the captured run's options and threshold
+    overrides, with what the replay's own command line sets on top, over the
+    defaults of ``profile`` (which ``--spark-profile`` may change)."""
+    from pytest_spark.settings import Settings as Defaults
+    from pytest_spark.thresholds import defaults
+
+    captured = doc.get("params") if isinstance(doc.get("params"), Mapping) else {}
+    options = dict(captured.get("options") or {})
+    baseline = Defaults()
+    for name in list(Params.from_settings(settings, profile).options):
+        value = getattr(settings, name, None)
+        if value != getattr(baseline, name, None):
+            options[name] = value
+    overrides = (doc.get("options") or {}).get("threshold") or {}
+    thresholds = defaults(profile)
+    thresholds.update({k: float(v) for k, v in dict(overrides).items() if k in thresholds})
+    thresholds.update(settings.threshold)
+    return Params(profile=profile, thresholds=thresholds, options=options)
 
 
 def describe_crash(exc: BaseException) -> str:

@@ -57,7 +57,7 @@ class Option:
         exclusive_min: bool = False,
     ) -> None:
         self.name = name  # "thermal-seconds"
-        self.kind = kind  # bool | float | str | choice | ids | path | paths | pairs
+        self.kind = kind  # bool | float | str | choice | ids | path | infile | paths | pairs
         self.help = help
         self.metavar = metavar
         self.default = default
@@ -183,6 +183,19 @@ OPTIONS: tuple[Option, ...] = (
         "inference playbooks run TP=2 over two Sparks).",
         default="fail",
         choices=TP_SEVERITIES,
+    ),
+    Option(
+        "capture",
+        "path",
+        "write what the checks saw (facts, raw probe answers, options; secrets and user names "
+        "redacted) to PATH, gzip when it ends in .gz; attach it to a bug report.",
+        metavar="PATH",
+    ),
+    Option(
+        "replay",
+        "infile",
+        "decide the checks again from a capture file, reading nothing of this machine.",
+        metavar="PATH",
     ),
 )
 

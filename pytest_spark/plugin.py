@@ -47,9 +47,17 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = options.settings_from_pytest(config)
     except options.OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
+    replay = None
+    if settings.replay is not None:
+        from pytest_spark import capture
+
+        try:
+            replay = capture.load(settings.replay)
+        except capture.CaptureError as exc:
+            raise pytest.UsageError(str(exc)) from None
     from pytest_spark.session import SparkPreflight
 
-    config.pluginmanager.register(SparkPreflight(config, settings), PLUGIN_NAME)
+    config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
 
 
 def pyspark_plugin_clash() -> str | None:

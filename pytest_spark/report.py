@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -112,13 +112,17 @@ def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
 
 
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
-    """Write atomically: a reader never sees half a report."""
+    """Write a JSON report atomically: a reader never sees half a report."""
+    write_bytes(path, (json.dumps(document, indent=2, default=str) + "\n").encode("utf-8"))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temp file renamed over it)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".env-report-", dir=str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(document, fh, indent=2, default=str)
-            fh.write("\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         # mkstemp makes the file 0600; a CI artifact uploader running as another
         # user must read it, so give it what open() would have: 0666 & ~umask.
         umask = os.umask(0)
@@ -163,3 +167,54 @@ def case_properties(result: Result) -> list[tuple[str, str]]:
     ]
     props += [(f"spark.reading.{r.name}", r.render()) for r in result.readings]
     return props
+
+
+# --------------------------------------------------------------------------- the run's files
+
+
+def write_run_files(
+    settings: Any,
+    results: list[Result],
+    *,
+    host: Mapping[str, Any],
+    profile: str,
+    store_items: Callable[[], Mapping[str, Any]],
+    env: Mapping[str, str],
+) -> list[str]:
+    """Write ``--spark-report`` and ``--spark-capture``, the one writer of
+    both for the plugin and the CLI. Returns one line per file: where it was
+    written, or why it could not be (``"could not write …"``)."""
+    notes: list[str] = []
+    if settings.report is not None:
+        doc = env_report(
+            results,
+            strict=settings.strict,
+            host=host,
+            workload_gb=settings.workload_gb,
+            settings=settings.to_dict(),
+            profile=profile,
+        )
+        notes.append(_write(per_rank_path(settings.report, env), "env report", lambda p: write_json(p, doc)))
+    if getattr(settings, "capture", None) is not None:
+        from pytest_spark import capture
+        from pytest_spark.checks.kit import Params
+
+        document = capture.build(
+            results=results,
+            store_items=store_items(),
+            host=host,
+            profile=profile,
+            options=settings.to_dict(),
+            params=Params.from_settings(settings, profile).to_dict(),
+        )
+        target = per_rank_path(settings.capture, env)
+        notes.append(_write(target, "capture", lambda p: capture.write(p, document, env)))
+    return notes
+
+
+def _write(target: Path, what: str, write: Callable[[Path], None]) -> str:
+    try:
+        write(target)
+    except OSError as exc:
+        return f"could not write {target}: {exc.strerror or exc}"
+    return f"{what} written to {target}"

@@ -136,7 +136,7 @@ class SparkCheckItem(pytest.Item):
 class SparkPreflight:
     """Hooks active only with ``--spark-preflight``."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, replay: dict[str, Any] | None = None) -> None:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
@@ -146,6 +146,8 @@ class SparkPreflight:
         self._engine: Engine | None = None
         self._store_dir: str | None = None
         self._saved_keyword: str | None = None
+        #: the capture being replayed (``--spark-replay``), loaded once by pytest_configure
+        self.replay: dict[str, Any] | None = replay
         if not self.is_worker and config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(self), "dgx_spark_xdist")
 
@@ -168,11 +170,23 @@ class SparkPreflight:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
+            if self.replay is not None:
+                from pytest_spark.capture import ReplayMachine
+
+                machine: Any = ReplayMachine(self.replay)
+                self._engine = Engine(self.settings, machine, self.selected, replay=self.replay)
+                return self._engine
             store = self.store()
             machine = Machine(timeout=self.settings.timeout, store=store)
             shared = isinstance(store, SharedStore)
             self._engine = Engine(self.settings, machine, self.selected, background=not shared)
         return self._engine
+
+    def store_items(self) -> dict[str, Any]:
+        """Every probe answer and fact of the run, from whichever process made it."""
+        if self._store_dir is not None:
+            return SharedStore(Path(self._store_dir)).items()
+        return self.engine.machine.store.items() if self._engine is not None else {}
 
     def store_dir(self) -> str:
         """Controller side: the folder workers share (made on first use)."""
@@ -331,28 +345,18 @@ class SparkPreflight:
         if xml is not None and results:
             for name, value in report.suite_properties(results, strict=self.settings.strict, host=self.host):
                 xml.add_global_property(name, value)
-        if self.settings.report is not None:
-            self._write_env_report(results)
+        notes = report.write_run_files(
+            self.settings,
+            results,
+            host=self.host,
+            profile=self._profile_label(),
+            store_items=self.store_items,
+            env=os.environ,
+        )
+        self._report_note = "\n".join(notes)
         self.config.hook.pytest_spark_preflight_finished(
             config=self.config, results=results, verdict=verdict(results, strict=self.settings.strict).value
         )
-
-    def _write_env_report(self, results: list[Result]) -> None:
-        assert self.settings.report is not None
-        doc = report.env_report(
-            results,
-            strict=self.settings.strict,
-            host=self.host,
-            workload_gb=self.settings.workload_gb,
-            settings=self.settings.to_dict(),
-            profile=self._profile_label(),
-        )
-        target = report.per_rank_path(self.settings.report, os.environ)
-        try:
-            report.write_json(target, doc)
-            self._report_note = f"env report written to {target}"
-        except OSError as exc:
-            self._report_note = f"could not write {target}: {exc.strerror or exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if self.is_worker or config.option.collectonly:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_spark import catalog
-from pytest_spark.options import DEFAULT_GITHUB_URL, OPTIONS, Option
+from pytest_spark.options import BY_NAME, DEFAULT_GITHUB_URL, OPTIONS, Option
 from pytest_spark.thresholds import THRESHOLDS, defaults
 
 
@@ -46,6 +46,8 @@ class Settings:
     threshold: Mapping[str, float] = field(default_factory=dict)
     github_url: str = DEFAULT_GITHUB_URL
     tp_across_nodes: str = "fail"
+    capture: Path | None = None
+    replay: Path | None = None
     rootdir: Path = field(default_factory=Path.cwd)
 
     @property
@@ -174,6 +176,18 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     return path
 
 
+def _parse_input_file(raw: Any, where: str, base: Path) -> Path:
+    text = str(raw).strip()
+    if not text:
+        raise OptionError(f"{where}: expected a file path")
+    path = Path(os.path.expanduser(text))
+    if not path.is_absolute():
+        path = base / path
+    if not path.is_file():
+        raise OptionError(f"{where}: {text!r} is not a file")
+    return path
+
+
 def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
     paths: list[Path] = []
     items = raw if isinstance(raw, (list, tuple)) else [raw]
@@ -219,6 +233,8 @@ def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
         return _parse_report_path(raw, where, base)
     if opt.kind == "paths":
         return _parse_config_paths(raw, where, base)
+    if opt.kind == "infile":
+        return _parse_input_file(raw, where, base)
     if opt.kind == "pairs":
         return _parse_pairs(raw, where)
     text = str(raw).strip()
@@ -249,6 +265,10 @@ def build_settings(
         values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, where)
     if "threshold" in values:
         values["threshold"] = dict(values["threshold"])
+    if values.get("capture") and values.get("replay"):
+        raise OptionError(
+            f"{BY_NAME['capture'].flag} and {BY_NAME['replay'].flag} together: a replay reads no machine to capture"
+        )
     return Settings(rootdir=rootdir or base, **values)
 
 

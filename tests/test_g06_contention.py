@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g06_contention as g6
-from pytest_spark.checks.kit import CheckContext, Engine
+from pytest_spark.checks.kit import CheckContext
+from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.child import PROTOCOL, SCRIPTS

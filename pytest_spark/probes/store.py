@@ -44,6 +44,11 @@ class MemoryStore:
     def peek(self, key: str) -> Any:
         return self._values.get(key)
 
+    def items(self) -> dict[str, Any]:
+        """Every answer kept so far, by key (what ``--spark-capture`` records)."""
+        with self._guard:
+            return dict(self._values)
+
 
 class SharedStore(MemoryStore):
     """A :class:`MemoryStore` backed by a folder shared between processes."""
@@ -68,11 +73,11 @@ class SharedStore(MemoryStore):
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 try:
                     if value_file.exists():
-                        value = json.loads(value_file.read_text(encoding="utf-8"))
+                        value = json.loads(value_file.read_text(encoding="utf-8"))["v"]
                     else:
                         value = _roundtrip(compute())
                         tmp = value_file.with_suffix(".tmp")
-                        tmp.write_text(json.dumps(value, default=str), encoding="utf-8")
+                        tmp.write_text(json.dumps({"k": key, "v": value}, default=str), encoding="utf-8")
                         tmp.replace(value_file)
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
@@ -84,6 +89,17 @@ class SharedStore(MemoryStore):
             return self._values[key]
         value_file = self._file(key).with_suffix(".json")
         try:
-            return json.loads(value_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return json.loads(value_file.read_text(encoding="utf-8"))["v"]
+        except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def items(self) -> dict[str, Any]:
+        """Every answer any process of the run has written to the folder."""
+        out = super().items()
+        for value_file in sorted(self.folder.glob("*.json")):
+            try:
+                entry = json.loads(value_file.read_text(encoding="utf-8"))
+                out.setdefault(str(entry["k"]), entry["v"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return out

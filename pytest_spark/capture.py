@@ -1,0 +1,154 @@
+"""Capture a run to one file, and read it back for a replay.
+
+``--spark-capture PATH`` writes what the checks saw: for each check the facts
+its ``gather`` recorded (or why it crashed) and the result it reached, every
+raw probe answer of the run (nvidia-smi text, NVML answers and errors,
+``/proc/meminfo``, the torch child's events …), the host identity, and the
+options, profile and thresholds in force. Everything passes through
+:class:`~pytest_spark.redact.Redactor` before it is written.
+
+``--spark-replay PATH`` decides the checks again from such a file, with no
+access to the machine: the facts go to each check's pure ``evaluate``. The
+same thresholds give the same lines; other thresholds give the verdicts they
+would have given. The file is JSON, gzip-compressed when its name ends in
+``.gz`` (read either way, by its first bytes).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_spark import __version__
+
+SCHEMA = "pytest_spark.capture"
+VERSION = 1
+#: oldest capture schema this version still replays
+OLDEST = 1
+#: store keys that are not raw probe answers (the engine's own bookkeeping)
+_NOT_PROBES = ("facts:", "result:")
+#: raw answers left out: the process table holds every command line on the box;
+#: G6's facts keep what G6 read of it, already cut to programs and flags
+_LEFT_OUT = ("processes",)
+
+
+class CaptureError(Exception):
+    """A capture that cannot be read or replayed; the message is one line."""
+
+
+def build(
+    *,
+    results: Iterable[Any],
+    store_items: Mapping[str, Any],
+    host: Mapping[str, Any],
+    profile: str,
+    options: Mapping[str, Any],
+    params: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The capture document (not yet redacted)."""
+    by_id = {r.check_id: r for r in results}
+    checks: dict[str, Any] = {}
+    for cid, result in by_id.items():
+        entry = dict(store_items.get(f"facts:{cid}") or {})
+        entry["result"] = result.to_dict()
+        checks[cid] = entry
+    probes = {
+        k: v for k, v in sorted(store_items.items()) if not k.startswith(_NOT_PROBES) and k not in _LEFT_OUT
+    }
+    return {
+        "schema": SCHEMA,
+        "schema_version": VERSION,
+        "tool": {"name": "pytest-dgx-spark", "version": __version__},
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": dict(host),
+        "profile": profile,
+        "options": dict(options),
+        "params": dict(params),
+        "checks": checks,
+        "probes": probes,
+    }
+
+
+def encode(document: Mapping[str, Any], path: Path, env: Mapping[str, str] | None = None) -> bytes:
+    """Redacted JSON bytes, gzip-compressed when ``path`` ends in ``.gz``."""
+    from pytest_spark.redact import Redactor
+
+    clean = Redactor(env)(dict(document))
+    raw = (json.dumps(clean, indent=1, sort_keys=False, default=str) + "\n").encode("utf-8")
+    if str(path).endswith(".gz"):
+        return gzip.compress(raw, compresslevel=6, mtime=0)
+    return raw
+
+
+def write(path: Path, document: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
+    from pytest_spark.report import write_bytes
+
+    write_bytes(Path(path), encode(document, path, env))
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read and check a capture; :class:`CaptureError` says why not, in one line."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(512 << 20)
+    except OSError as exc:
+        raise CaptureError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, ValueError) as exc:
+            raise CaptureError(f"{path}: not a readable gzip file ({exc})") from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CaptureError(f"{path}: not JSON ({str(exc).splitlines()[0]})") from None
+    return check(doc, str(path))
+
+
+def check(doc: Any, where: str = "capture") -> dict[str, Any]:
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise CaptureError(f"{where}: not a pytest-dgx-spark capture (no \"schema\": \"{SCHEMA}\")")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CaptureError(f"{where}: capture schema version missing or not a number ({version!r})")
+    if version > VERSION:
+        made_by = (doc.get("tool") or {}).get("version", "?")
+        raise CaptureError(
+            f"{where}: capture schema {version} (written by pytest-dgx-spark {made_by}) is newer than "
+            f"this pytest-dgx-spark {__version__} reads (up to {VERSION}); upgrade to replay it"
+        )
+    if version < OLDEST:
+        raise CaptureError(
+            f"{where}: capture schema {version} is older than this version replays (from {OLDEST}); "
+            "capture the run again"
+        )
+    if not isinstance(doc.get("checks"), dict):
+        raise CaptureError(f"{where}: capture has no \"checks\" table")
+    return doc
+
+
+class ReplayMachine:
+    """The machine of a replay: the captured host identity, and nothing else.
+
+    Any probe a replay tries to run is a bug (``evaluate`` reads no
+    machine); it raises instead of reading this host.
+    """
+
+    def __init__(self, document: Mapping[str, Any]) -> None:
+        from pytest_spark.probes.store import MemoryStore
+
+        self.document = document
+        self.store = MemoryStore()
+        self.env: dict[str, str] = {}
+        self.timeout = 0.0
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self.document.get("host") or {})
+
+    def __getattr__(self, name: str) -> Any:
+        raise CaptureError(f"a replay reads no machine (asked for {name!r})")

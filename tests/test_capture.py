@@ -1,0 +1,286 @@
+"""Capture and replay: a run recorded to one file is decided again anywhere.
+
+The capture is made on the GB10 double (``spark_env``: fake NVML, torch and
+nvidia-smi that answer as a Spark); the replay runs with an empty PATH, no
+doubles and no network, so anything it read of the machine would change
+its lines.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_spark import capture
+from pytest_spark.redact import REDACTED, Redactor, reduce_argv
+
+GLINE_PREFIXES = tuple(f"G{n} " for n in range(1, 11))
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    return spark_env
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def bare_env() -> dict[str, str]:
+    """No PATH, no doubles, no proxy: a replay must need none of them."""
+    keep = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "HOME": os.environ.get("HOME", "/")}
+    return {**keep, "PATH": "", "SPARK_PREFLIGHT_HOST_ROOT": "/nonexistent-host-root"}
+
+
+def lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stdout.splitlines() if ln.startswith((*GLINE_PREFIXES, "verdict:"))]
+
+
+def make_capture(tmp_path: Path, *args: str, name: str = "spark.json.gz") -> tuple[Path, list[str], int]:
+    target = tmp_path / name
+    proc = cli("--offline", "--capture", str(target), *args, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert target.is_file(), proc.stderr
+    return target, lines(proc), proc.returncode
+
+
+def test_replay_anywhere_gives_the_same_lines_and_exit(tmp_path: Path) -> None:
+    target, original, code = make_capture(tmp_path)
+    assert len(original) == 11
+    replay = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
+    assert replay.stderr == ""
+    assert lines(replay) == original
+    assert replay.returncode == code
+
+
+def test_capture_is_gzip_json_with_schema_facts_and_raw_answers(tmp_path: Path) -> None:
+    target, _, _ = make_capture(tmp_path)
+    raw = target.read_bytes()
+    assert raw[:2] == b"\x1f\x8b"
+    doc = json.loads(gzip.decompress(raw))
+    assert doc["schema"] == capture.SCHEMA and doc["schema_version"] == capture.VERSION
+    assert doc["tool"]["name"] == "pytest-dgx-spark"
+    assert doc["host"]["gpu"] == "NVIDIA GB10"
+    assert doc["profile"] == "gb10"
+    assert set(doc["checks"]) == {f"G{n}" for n in range(1, 11)}
+    assert "MemTotal" in doc["checks"]["G3"]["facts"]["meminfo"]
+    # raw probe answers: NVML's snapshot and /proc/meminfo as read
+    assert doc["probes"]["nvml"]["devices"][0]["name"] == "NVIDIA GB10"
+    assert doc["probes"]["meminfo"]["fields"]["MemTotal"] > 0
+    assert "processes" not in doc["probes"]  # every command line on the box: left out
+    assert doc["params"]["thresholds"]["g3_margin_gb"] == 0.0
+
+
+def test_plain_json_when_the_name_has_no_gz(tmp_path: Path) -> None:
+    target, _, _ = make_capture(tmp_path, "--only", "G3", name="spark.json")
+    doc = json.loads(target.read_text())
+    assert list(doc["checks"]) == ["G3"]
+
+
+def test_changed_thresholds_give_the_new_verdict(tmp_path: Path) -> None:
+    target, original, _ = make_capture(tmp_path, "--only", "G3", "--workload-gb", "10")
+    assert original[0].startswith("G3 PASS"), original
+    tighter = cli("--replay", str(target), "--threshold", "g3_margin_gb=100000", cwd=tmp_path, env=bare_env())
+    assert lines(tighter)[0].startswith("G3 FAIL"), tighter.stdout
+    assert "100000 GiB margin" in lines(tighter)[0]
+    assert tighter.returncode == 1
+    # the captured options stay: the workload declared at capture time is still judged
+    same = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
+    assert lines(same) == original
+
+
+def test_replay_only_and_profile(tmp_path: Path) -> None:
+    target, original, _ = make_capture(tmp_path)
+    only = cli("--replay", str(target), "--only", "G3,G5", cwd=tmp_path, env=bare_env())
+    assert [ln.split()[0] for ln in lines(only)[:-1]] == ["G3", "G5"]
+    assert lines(only)[0] == original[2]
+    generic = cli("--replay", str(target), "--profile", "generic", "--json", cwd=tmp_path, env=bare_env())
+    block = json.loads(generic.stdout)
+    assert block["profile"] == "generic"
+
+
+def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    target, original, _ = make_capture(tmp_path)
+    junit = tmp_path / "junit.xml"
+    report = tmp_path / "env-report.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "--spark-preflight",
+            f"--spark-replay={target}",
+            f"--junitxml={junit}",
+            f"--spark-report={report}",
+            "-rA",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=pytester.path,
+        env=bare_env(),
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    doc = json.loads(report.read_text())
+    assert doc["lines"] == original[:10]
+    assert doc["verdict"] == original[10].split()[1]
+    assert doc["host"]["gpu"] == "NVIDIA GB10"
+    xml = junit.read_text()
+    assert xml.count("<testcase ") == 10
+    assert 'name="spark.verdict"' in xml
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"not json at all", "not JSON"),
+        (json.dumps({"schema": "something-else"}).encode(), "not a pytest-dgx-spark capture"),
+        (
+            json.dumps({"schema": capture.SCHEMA, "schema_version": 99, "tool": {"version": "9.0"}, "checks": {}}).encode(),
+            "capture schema 99 (written by pytest-dgx-spark 9.0) is newer",
+        ),
+        (json.dumps({"schema": capture.SCHEMA, "schema_version": 0, "checks": {}}).encode(), "is older than"),
+        (json.dumps({"schema": capture.SCHEMA, "schema_version": "1", "checks": {}}).encode(), "not a number"),
+        (b"\x1f\x8b\x08\x00garbage", "not a readable gzip file"),
+    ],
+)
+def test_a_capture_that_cannot_replay_says_why_in_one_line(tmp_path: Path, content: bytes, why: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    proc = cli("--replay", str(bad), cwd=tmp_path, env=bare_env())
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and why in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_pytest_refuses_a_bad_capture_with_one_line(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    result = pytester.runpytest_subprocess("--spark-preflight", f"--spark-replay={bad}")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*not a pytest-dgx-spark capture*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_capture_and_replay_together_are_refused(tmp_path: Path) -> None:
+    target, _, _ = make_capture(tmp_path, "--only", "G3", name="a.json")
+    proc = cli("--replay", str(target), "--capture", str(tmp_path / "b.json"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "a replay reads no machine to capture" in proc.stderr
+
+
+def test_a_recorded_crash_replays_as_the_same_fail(tmp_path: Path) -> None:
+    target, _, _ = make_capture(tmp_path, "--only", "G3", name="c.json")
+    doc = json.loads(target.read_text())
+    doc["checks"]["G3"] = {"error": "RuntimeError: boom at g03_uma_headroom.py:1"}
+    target.write_text(json.dumps(doc))
+    proc = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
+    assert lines(proc)[0].startswith("G3 FAIL: the check itself crashed (RuntimeError: boom")
+
+
+# ----------------------------------------------------------------------------- redaction
+
+
+SECRETS = {
+    "env": "hf_" + "EnvSecretValue0123456789",
+    "flag": "SECRET123flagvalue",
+    "url": "UrlPassw0rdSecret",
+    "config": "ConfigSecretToken987",
+    "github": "ghp_" + "GithubShapedToken0123456789",
+}
+
+
+def test_redactor_removes_every_kind_of_secret() -> None:
+    red = Redactor({"HF_TOKEN": SECRETS["env"], "MY_SERVICE_PASSWORD": "pw-4567", "USER": "alice", "HOME": "/home/alice"})
+    doc = {
+        "environment": {"HF_TOKEN": SECRETS["env"], "PATH": "/home/alice/.local/bin:/usr/bin"},
+        "cmdline": ["/home/alice/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--api-key", SECRETS["flag"], "--gpu-memory-utilization", "0.9", "/models/x"],
+        "text": f"vllm serve m --hf_token={SECRETS['flag']} at https://bob:{SECRETS['url']}@host/x by alice",
+        "note": f"token {SECRETS['github']} and pw-4567 in /Users/carol/x",
+        "api_key": "anything-here",
+        "author": "kept as is",
+    }
+    out = json.dumps(red(doc))
+    for secret in (*SECRETS.values(), "pw-4567", "alice", "carol", "bob:"):
+        assert secret not in out, secret
+    clean = red(doc)
+    # the module run by -m names the program (G6 classifies by it): kept
+    assert clean["cmdline"] == [
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--api-key",
+        "--gpu-memory-utilization",
+        "0.9",
+    ]
+    assert clean["api_key"] == REDACTED
+    assert clean["author"] == "kept as is"
+    assert "https://<redacted>@host/x" in clean["text"]
+    assert clean["environment"]["PATH"] == "/home/<user>/.local/bin:/usr/bin"
+
+
+def test_reduce_argv_keeps_program_and_read_flags_only() -> None:
+    argv = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model", "/data/secret-model", "--mem-fraction-static=0.4", "--tp", "2", "--api-key=k"]
+    assert reduce_argv(argv) == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model",
+        "--mem-fraction-static=0.4",
+        "--tp",
+        "2",
+        "--api-key",
+    ]
+    assert reduce_argv(["vllm", "serve", "org/model", "--gpu-memory-utilization", "0.5"]) == [
+        "vllm",
+        "serve",
+        "--gpu-memory-utilization",
+        "0.5",
+    ]
+
+
+def test_planted_secrets_never_reach_the_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets in the environment, a process's argv, a config file and a URL."""
+    monkeypatch.setenv("HF_TOKEN", SECRETS["env"])
+    monkeypatch.setenv("GITHUB_TOKEN", SECRETS["github"])
+    (tmp_path / "train.yaml").write_text(
+        f"hf_token: {SECRETS['config']}\nurl: https://u:{SECRETS['url']}@example.invalid/x\ntensor_parallel_size: 2\n"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "vllm", "serve", "--api-key", SECRETS["flag"]],
+    )
+    try:
+        target = tmp_path / "s.json"
+        proc = cli(
+            "--capture",
+            str(target),
+            "--offline",
+            f"--github-url=http://user:{SECRETS['url']}@127.0.0.1:9",
+            cwd=tmp_path,
+        )
+        assert target.is_file(), proc.stderr
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    text = target.read_text()
+    for name, secret in SECRETS.items():
+        assert secret not in text, name
+        assert secret not in proc.stdout + proc.stderr, name

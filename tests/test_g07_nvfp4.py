@@ -97,7 +97,7 @@ def test_stock_cu130_torch_on_gb10_warns_stay_on_fp8() -> None:
     result = g7.evaluate(gb10_facts())
     assert result.status is Status.WARN
     assert result.summary.startswith(
-        "NVIDIA GB10 is SM121 (12.1); torch arch list sm_80, sm_90, sm_100, sm_110, sm_120, compute_120; "
+        "NVIDIA GB10 is SM121 (12.1); torch arch list sm_80, sm_90, sm_100, sm_110, sm_120; "
         "TORCH_CUDA_ARCH_LIST unset; no NVFP4 kernel library installed"
     )
     assert "nothing installed targets sm_121a" in result.summary

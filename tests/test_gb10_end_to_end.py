@@ -52,13 +52,13 @@ FIX_G7 = (
     "(TORCH_CUDA_ARCH_LIST=12.1a, a vLLM/FlashInfer build listing sm_121a) and measure it yourself"
 )
 G7_WARN = (
-    "G7 WARN: NVIDIA GB10 is SM121 (12.1); torch arch list sm_80, sm_90, sm_100, sm_110, sm_120, compute_120; "
+    "G7 WARN: NVIDIA GB10 is SM121 (12.1); torch arch list sm_80, sm_90, sm_100, sm_110, sm_120; "
     "TORCH_CUDA_ARCH_LIST unset; no NVFP4 kernel library installed (vLLM, FlashInfer, TensorRT-LLM): "
     "nothing installed targets sm_121a (GB10 runs sm_120 builds, without the arch-specific FP4 path); "
     f"fix: {FIX_G7}"
 )
 G4_INFO = (
-    "G4 INFO: GPU 0 NVIDIA GB10: 45 C, 11 W (limit [N/A]), SM 2405 MHz; no clock-event reason; "
+    "G4 INFO: GPU 0 NVIDIA GB10: 35 C, 11.2 W (limit [N/A]), SM 2522 MHz; no clock-event reason; "
     f"sampled {THERMAL} s (nvml)"
 )
 

@@ -1,11 +1,19 @@
-"""A DGX Spark (GB10) built from EVIDENCE.md, for machines that are not one.
+"""A DGX Spark (GB10) built from what real Sparks printed, for machines that are not one.
 
-Every value here is what a GB10 is documented to report (sources in
-``../shared/reference/EVIDENCE.md``): NVML names it ``NVIDIA GB10`` with
-capability (12, 1); its memory query answers ``NotSupported`` (unified
-memory) while per-process memory works; the enforced power limit is ``N/A``;
-the memory clock is ``N/A``; the driver is 580.95.05 with CUDA 13.0; stock
-cu130 torch wheels list no ``sm_121``; ``/proc/meminfo`` shows ~121.7 GiB.
+Every value is taken from a capture that someone posted from a real DGX Spark
+(``tests/data/gb10/``, each file with its ``# source:`` line):
+
+* NVML: ``NVIDIA GB10``, capability (12, 1), driver 580.173.02, CUDA 13.0;
+  ``nvmlDeviceGetMemoryInfo`` and ``_v2`` answer ``NOT_SUPPORTED``; 35 C and
+  11.17 W idle (``nvml_memory_1.txt``); power limit ``[N/A]``, SM clock 2522 of
+  3003 MHz, and the cumulative clock-event counters of a healthy box: ~3 h of
+  SW power capping, ~1.2 s of HW thermal slowdown since boot
+  (``nvidia-smi_clocks_power_1.txt``); per-process memory works
+  (``nvml_process_memory_1.txt``).
+* torch: 2.11.0+cu130, CUDA 13.0, arch list ``sm_80 … sm_120`` without
+  ``sm_121`` and without a PTX entry, 48 SMs, 128452014080 bytes
+  (``torch_arch_list_1.txt``, ``torch_arch_list_2.txt``).
+* ``/proc/meminfo``: MemTotal 127601452 kB (121.7 GiB) (``proc_meminfo_2.txt``).
 """
 
 from __future__ import annotations
@@ -16,8 +24,8 @@ from typing import Any
 GIB_KB = 1024 * 1024
 
 NVML: dict[str, Any] = {
-    "driver_version": "580.95.05",
-    "nvml_version": "13.580.95.05",
+    "driver_version": "580.173.02",
+    "nvml_version": "13.580.173.02",
     "cuda_driver_version": 13000,
     "devices": [
         {
@@ -26,10 +34,10 @@ NVML: dict[str, Any] = {
             "pci_bus_id": "0000000F:01:00.0",
             "capability": [12, 1],
             "memory": "NotSupported",
-            "power_usage_mw": 11000,
+            "power_usage_mw": 11170,
             "power_limit_mw": "NotSupported",
-            "temperature_c": 45,
-            "clock_sm_mhz": 2405,
+            "temperature_c": 35,
+            "clock_sm_mhz": 2522,
             "clock_mem_mhz": "NotSupported",
             "max_clock_mem_mhz": "NotSupported",
             "max_clock_sm_mhz": 3003,
@@ -47,14 +55,19 @@ TORCH: dict[str, Any] = {
     "available": True,
     "capability": [12, 1],
     "name": "NVIDIA GB10",
-    "arch_list": ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"],
-    "total_memory": 128501256192,
+    "arch_list": ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"],
+    "total_memory": 128452014080,
+    "multi_processor_count": 48,
     "is_integrated": True,
     "cudnn": 91300,
 }
 
 
-def meminfo(total_gib: float = 121.7, free_gib: float = 96.0, cache_gib: float = 17.0) -> str:
+#: MemTotal of a real Spark (proc_meminfo_2.txt), in kB
+SPARK_MEMTOTAL_KB = 127601452
+
+
+def meminfo(total_gib: float = SPARK_MEMTOTAL_KB / GIB_KB, free_gib: float = 96.0, cache_gib: float = 17.0) -> str:
     """``/proc/meminfo`` of a 121.7 GiB Spark holding ``cache_gib`` of page cache."""
     total = int(total_gib * GIB_KB)
     free = int(free_gib * GIB_KB)

@@ -49,21 +49,53 @@ DOUBLES = TESTS / "doubles"
 DATA = TESTS / "data"
 GIB = 1 << 30
 
-#: what a GB10's nvidia-smi prints (EVIDENCE.md G3/G4): memory and the power
-#: cap are ``[N/A]``; temperature, draw and the SM clock answer. Every call is
-#: logged to ``$SMI_LOG`` when set. ``$SMI_APPS`` holds --query-compute-apps rows.
+#: what a GB10's nvidia-smi prints, in the formats real Sparks posted
+#: (tests/data/gb10/: nvidia-smi_3.txt's table, nvml_memory_1.txt's and
+#: nvidia-smi_clocks_power_1.txt's --query-gpu values, nvidia-smi-q_1.txt's
+#: ``-q -d PERFORMANCE`` with the counters of nvidia-smi_clocks_power_1.txt):
+#: memory and the power cap are ``[N/A]``; temperature, draw and the SM clock
+#: answer. Every call is logged to ``$SMI_LOG`` when set. ``$SMI_APPS`` holds
+#: --query-compute-apps rows.
 NVIDIA_SMI_GB10 = r"""#!/bin/sh
-# nvidia-smi as a DGX Spark (GB10, driver 580.95.05) answers it (shell builtins only:
+# nvidia-smi as a DGX Spark (GB10, driver 580.173.02) answers it (shell builtins only:
 # a test may give it a PATH without coreutils)
 [ -n "$SMI_LOG" ] && printf '%s\n' "$*" >> "$SMI_LOG"
-query=""; apps=""; header=1
+query=""; apps=""; header=1; q=0
 for arg in "$@"; do
   case "$arg" in
     --query-gpu=*) query="${arg#--query-gpu=}" ;;
     --query-compute-apps=*) apps="${arg#--query-compute-apps=}" ;;
     --format=*noheader*) header=0 ;;
+    -q|--query) q=1 ;;
   esac
 done
+if [ "$q" = 1 ]; then
+printf '%s\n' "" "==============NVSMI LOG==============" "" \
+"Timestamp                                 : Mon Nov 24 19:48:06 2025" \
+"Driver Version                            : 580.173.02" \
+"CUDA Version                              : 13.0" "" \
+"Attached GPUs                             : 1" \
+"GPU 0000000F:01:00.0" \
+"    Performance State                     : P0" \
+"    Clocks Event Reasons" \
+"        Idle                              : Not Active" \
+"        Applications Clocks Setting       : Not Active" \
+"        SW Power Cap                      : Not Active" \
+"        HW Slowdown                       : Not Active" \
+"            HW Thermal Slowdown           : Not Active" \
+"            HW Power Brake Slowdown       : Not Active" \
+"        Sync Boost                        : Not Active" \
+"        SW Thermal Slowdown               : Not Active" \
+"        Display Clock Setting             : Not Active" \
+"    Clocks Event Reasons Counters" \
+"        SW Power Capping                  : 10800240649 us" \
+"        Sync Boost                        : 0 us" \
+"        SW Thermal Slowdown               : 0 us" \
+"        HW Thermal Slowdown               : 1195386 us" \
+"        HW Power Braking                  : 0 us" \
+"    Sparse Operation Mode                 : N/A"
+exit 0
+fi
 if [ -n "$apps" ]; then
   [ "$header" = 1 ] && printf '%s\n' "pid, process_name, used_gpu_memory [MiB]"
   if [ -n "$SMI_APPS" ] && [ -f "$SMI_APPS" ]; then
@@ -78,13 +110,13 @@ if [ -n "$query" ]; then
     case "$f" in
       index) v=0 ;;
       name|gpu_name) v="NVIDIA GB10" ;;
-      temperature.gpu) v=45 ;;
-      power.draw) v=11.04 ;;
-      clocks.sm|clocks.current.sm) v=2405 ;;
+      temperature.gpu) v=35 ;;
+      power.draw) v=11.17 ;;
+      clocks.sm|clocks.current.sm|clocks.current.graphics|clocks.gr) v=2522 ;;
       clocks.max.sm) v=3003 ;;
       clocks_event_reasons.active|clocks_throttle_reasons.active) v=0x0000000000000000 ;;
       compute_cap) v=12.1 ;;
-      driver_version) v=580.95.05 ;;
+      driver_version) v=580.173.02 ;;
       *) v="[N/A]" ;;
     esac
     names="${names:+$names, }$f"
@@ -97,13 +129,15 @@ if [ -n "$query" ]; then
 fi
 printf '%s\n' \
 "+-----------------------------------------------------------------------------------------+" \
-"| NVIDIA-SMI 580.95.05              Driver Version: 580.95.05      CUDA Version: 13.0     |" \
+"| NVIDIA-SMI 580.173.02             Driver Version: 580.173.02     CUDA Version: 13.0     |" \
 "+-----------------------------------------+------------------------+----------------------+" \
 "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |" \
 "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |" \
+"|                                         |                        |               MIG M. |" \
 "|=========================================+========================+======================|" \
 "|   0  NVIDIA GB10                    On  |   0000000F:01:00.0 Off |                  N/A |" \
-"| N/A   45C    P0             11W /  N/A  | Not Supported          |      0%      Default |" \
+"| N/A   35C    P8             11W /  N/A  | Not Supported          |      0%      Default |" \
+"|                                         |                        |                  N/A |" \
 "+-----------------------------------------+------------------------+----------------------+"
 """
 

@@ -1,7 +1,7 @@
 """Named, configurable thresholds and their defaults per profile.
 
 The seed's numbers (G4's 100 W, G5's 180-192 GB/s, G6's 0.5 cap) are community
-observations, not NVIDIA specifications (see EVIDENCE.md). Each one is a
+observations, not NVIDIA specifications (see docs/EVIDENCE.md). Each one is a
 default here that a user can override with ``--spark-threshold NAME=VALUE`` or
 the ``spark_preflight_thresholds`` ini lines, and each verdict quotes the value
 it used.

@@ -1,0 +1,100 @@
+"""The fingerprint of one node of a multi-node job, and its exchange.
+
+Two-Spark jobs fail most often because the two machines differ: another
+container tag, another NCCL build, a driver update on one box, an ``NCCL_*``
+variable set on one side only, less free memory on one node. Each rank
+gathers a fingerprint of its node; the fleet child (``scripts/fleet_child.py``)
+hands it to every other rank over a gloo process group on the CPU, with a
+timeout, so a missing peer is named instead of waited for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: environment variables that change how ranks talk to each other
+ENV_PATTERN = re.compile(r"^(NCCL_\w+|UCX_\w+|GLOO_\w+|\w+_SOCKET_IFNAME|TORCH_NCCL_\w+)$")
+#: distributions whose versions the nodes should share (name as in metadata, lower case)
+PACKAGES = (
+    "torch",
+    "triton",
+    "transformers",
+    "accelerate",
+    "deepspeed",
+    "vllm",
+    "nvidia-nccl-cu13",
+    "nvidia-nccl-cu12",
+)
+#: launcher variables that say a process is one rank of a multi-process job
+LAUNCH = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+#: container identity: NGC and Docker variables, read from the environment
+CONTAINER_ENV = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "NVIDIA_PRODUCT_NAME", "PYTORCH_BUILD_VERSION", "CUDA_VERSION")
+
+
+def in_job(env: Mapping[str, str]) -> bool:
+    """This process is one rank of a job of at least two (torchrun, srun + env)."""
+    try:
+        return int(env.get("WORLD_SIZE", "1")) >= 2 and env.get("RANK", "") != ""
+    except ValueError:
+        return False
+
+
+def mtu(machine: Any, interface: str | None) -> int | None:
+    """``/sys/class/net/<if>/mtu`` under the machine root (the first of a list)."""
+    if not interface:
+        return None
+    name = interface.split(",")[0].strip().lstrip("=^")
+    if not name or "/" in name or name.startswith("."):
+        return None
+    text, _ = machine.read_text(f"/sys/class/net/{name}/mtu", 64)
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return None
+
+
+def fingerprint(machine: Any, statuses: Mapping[str, str]) -> dict[str, Any]:
+    """What this node is: identity, versions, network settings, memory, statuses."""
+    env = machine.env
+    ident = machine.identity()
+    found = machine.packages().get("dists") or {}
+    dists = {name: found[name].get("version") for name in PACKAGES if isinstance(found.get(name), Mapping)}
+    mem = machine.meminfo().get("fields") or {}
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    return {
+        "rank": env.get("RANK"),
+        "node_rank": env.get("GROUP_RANK") or env.get("SLURM_NODEID") or env.get("NODE_RANK"),
+        "local_rank": env.get("LOCAL_RANK"),
+        "hostname": ident.get("hostname"),
+        "gpu": ident.get("gpu"),
+        "capability": ident.get("capability"),
+        "driver": ident.get("driver"),
+        "cuda_driver": ident.get("cuda_driver"),
+        "python": ident.get("python"),
+        "packages": dists,
+        "container": {k: env[k] for k in CONTAINER_ENV if env.get(k)},
+        "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
+        "nccl_ifname": ifname,
+        "mtu": mtu(machine, ifname),
+        "mem_available_kib": mem.get("MemAvailable"),
+        "mem_free_kib": mem.get("MemFree"),
+        "statuses": dict(statuses),
+    }
+
+
+def exchange(machine: Any, mine: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Every rank's fingerprint (``{"fingerprints": [...]}``), or why not
+    (``{"error": …, "missing": [ranks]}``). Runs once per run."""
+    child = machine.python_child(
+        "fleet",
+        ["fleet_child.py"],
+        {"fingerprint": dict(mine), "timeout_s": timeout_s},
+        step_timeout=max(timeout_s, machine.timeout),
+        total_timeout=timeout_s * 3 + machine.timeout * 6,
+    )
+    out: dict[str, Any] = {k: child.data.get(k) for k in ("rank", "world_size", "fingerprints", "missing", "error")}
+    if not child.ok and not out.get("error"):
+        out["error"] = child.describe("fleet exchange")
+    return out

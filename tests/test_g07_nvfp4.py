@@ -262,11 +262,16 @@ def test_precision_nvfp4_without_an_sm121_fp4_target_warns() -> None:
 def test_kernel_libraries_decide_when_listed() -> None:
     """error_fp8_sm121_1.txt / error_flashinfer_arch_1.txt: NVFP4 kernel libraries built
     for other targets break on GB10; the WARN names the library and its targets."""
+    assert "This kernel only supports sm120" in capture("error_fp8_sm121_1.txt")
+    assert "No supported CUDA architectures found for major versions [10]" in capture(
+        "error_flashinfer_arch_1.txt"
+    )
     vllm = {"dist": "vllm 0.11.0", "path": "/s/vllm/_C.abi3.so", "targets": ["sm_90a", "sm_100a", "sm_120a"]}
     warn = decide(gb10_facts(arch_list=["sm_121a"], libs=[vllm], libs_installed=["vllm"], cuobjdump="/x"))
     assert warn.status is Status.WARN  # torch targets it, but the NVFP4 kernels do not
     assert "no sm_121a cubin in vllm 0.11.0 (sm_90a, sm_100a, sm_120a)" in warn.summary
-    assert warn.headline == "NVFP4 kernels lack sm_121a/sm_120f: vllm 0.11.0 has sm_90a, sm_100a, sm_120a"
+    assert warn.headline == "no sm_121a NVFP4 kernel in vllm 0.11.0 (sm_90a, sm_100a, sm_120a)"
+    assert "…" not in warn.short_line()
     good = {**vllm, "targets": ["sm_120a", "sm_121a"]}
     ok = decide(gb10_facts(libs=[vllm, good], libs_installed=["vllm"], cuobjdump="/x"))
     assert ok.status is Status.PASS
@@ -277,6 +282,23 @@ def test_kernel_libraries_decide_when_listed() -> None:
     quiet = decide(gb10_facts(libs=[vllm], libs_installed=["vllm"]), P.replace(options={"precision": "bf16"}))
     assert quiet.status is Status.PASS  # the run uses no NVFP4: the library is noted, not judged
     assert any("are not judged" in d for d in quiet.details)
+
+
+def test_sgl_kernel_without_fp4_targets_is_named() -> None:
+    """error_nvfp4_2.txt: on GB10 sgl_kernel imports, but has no SM12x FP4 GEMM; a
+    library whose cubins stop at sm_100a is named with the targets it has."""
+    assert "what's missing is `cutlass_scaled_fp4_mm`" in capture("error_nvfp4_2.txt")
+    sgl = {
+        "dist": "sgl-kernel 0.3.21",
+        "path": "/s/sgl_kernel/common_ops.so",
+        "targets": ["sm_90a", "sm_100a"],
+    }
+    result = decide(gb10_facts(libs=[sgl], libs_installed=["sgl-kernel"], cuobjdump="/x"))
+    assert result.status is Status.WARN
+    assert result.short_line() == (
+        "G7 WARN: no sm_121a NVFP4 kernel in sgl-kernel 0.3.21 (sm_90a, sm_100a); "
+        "fix: use FP8, or NVFP4 builds for sm_121a"
+    )
 
 
 def test_libraries_without_cuobjdump_are_named() -> None:
@@ -330,6 +352,13 @@ def test_old_triton_ptxas_warns_with_the_fix() -> None:
     assert "export TRITON_PTXAS_BLACKWELL_PATH=" in blackwell.fix
     strict = P.replace(thresholds={"g7_triton_ptxas_min": 13.0})
     assert decide(ptxas_facts([12, 9]), strict).status is Status.WARN  # the threshold decides
+
+
+def test_triton_without_an_install_folder_is_a_note(isolated, doubles, tmp_path: Path) -> None:
+    facts = gb10_facts(
+        triton={"dist": "triton 3.4.0", "error": "its install folder is unknown (no dist-info path)"}
+    )
+    assert decide(facts).status is Status.PASS
 
 
 def test_unreadable_ptxas_is_a_note_not_a_verdict() -> None:

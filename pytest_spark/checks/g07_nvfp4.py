@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for
@@ -59,7 +59,7 @@ NVFP4_FIX = (
     "stay on FP8 (or BF16) for training and serving; use NVFP4 only with kernels built for sm_121a or "
     "sm_120f (a vLLM/FlashInfer build listing them, TORCH_CUDA_ARCH_LIST=12.1a) and measure it yourself"
 )
-NVFP4_SHORT = "stay on FP8, or install NVFP4 kernels built for sm_121a"
+NVFP4_SHORT = "use FP8, or NVFP4 builds for sm_121a"
 
 #: torch's TORCH_CUDA_ARCH_LIST names (torch/utils/cpp_extension.py)
 NAMED_ARCHS = {
@@ -263,9 +263,12 @@ def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
     dist = next((dists[k] for k in TRITON_DISTS if k in dists), None)
     if dist is None:
         return None
-    site = os.path.dirname(str(dist.get("location") or ""))
-    bin_dir = os.path.join(site, "triton", "backends", "nvidia", "bin")
     out: dict[str, Any] = {"dist": f"{dist['name']} {dist['version']}"}
+    location = str(dist.get("location") or "")
+    if not os.path.isabs(location):
+        out["error"] = "its install folder is unknown (no dist-info path)"
+        return out
+    bin_dir = os.path.join(os.path.dirname(location), "triton", "backends", "nvidia", "bin")
     blackwell = os.path.join(bin_dir, "ptxas-blackwell")
     binary, env_name = (
         ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH")
@@ -513,14 +516,17 @@ def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: _Out)
             )
         return lib_text
     if lacking_dists:
-        shown = "; ".join(
-            f"{d} has {', '.join(dict.fromkeys(t for x in lacking if x['dist'] == d for t in x['targets']))}"
-            for d in lacking_dists[:3]
+        shown = first_n(
+            [
+                f"{d} ({', '.join(dict.fromkeys(t for x in lacking if x['dist'] == d for t in x['targets']))})"
+                for d in lacking_dists
+            ],
+            1,
         )
         out.warn(
             f"NVFP4 kernels without an SM121 FP4 target: {lib_text} (GB10 needs sm_121a or sm_120f)",
             NVFP4_FIX,
-            headline=f"NVFP4 kernels lack sm_121a/sm_120f: {shown}",
+            headline=f"no sm_121a NVFP4 kernel in {shown}",
             short_fix=NVFP4_SHORT,
         )
     elif precision == "nvfp4" and not fp4_dists and not any(fp4_target(a) for a in builds):

@@ -15,6 +15,7 @@ from typing import Any
 
 PROFILES = ("auto", "gb10", "generic")
 TP_SEVERITIES = ("fail", "warn")
+PRECISIONS = ("nvfp4", "fp8", "bf16")
 DEFAULT_GITHUB_URL = "https://api.github.com"
 
 #: names that live in pytest_spark.settings, resolved on first use (PEP 562)
@@ -183,6 +184,13 @@ OPTIONS: tuple[Option, ...] = (
         "inference playbooks run TP=2 over two Sparks).",
         default="fail",
         choices=TP_SEVERITIES,
+    ),
+    Option(
+        "precision",
+        "choice",
+        "G7: the precision the run trains or serves in (nvfp4, fp8 or bf16); nvfp4 asks G7 "
+        "to find kernels built for sm_121a/sm_120f, fp8 and bf16 leave installed NVFP4 kernels unjudged.",
+        choices=PRECISIONS,
     ),
     Option(
         "capture",

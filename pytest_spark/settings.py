@@ -46,6 +46,7 @@ class Settings:
     threshold: Mapping[str, float] = field(default_factory=dict)
     github_url: str = DEFAULT_GITHUB_URL
     tp_across_nodes: str = "fail"
+    precision: str | None = None
     capture: Path | None = None
     replay: Path | None = None
     rootdir: Path = field(default_factory=Path.cwd)

@@ -145,6 +145,14 @@ THRESHOLDS: dict[str, Threshold] = {
             "is listed but does not count as contention",
         ),
         Threshold(
+            "g7_triton_ptxas_min",
+            12.9,
+            12.9,
+            "CUDA release",
+            "G7: Triton's ptxas for SM121 older than this CUDA release rejects sm_121a and breaks "
+            "torch.compile (Triton's bundled 12.8 fails, triton #8539; CUDA 12.9 added sm_121)",
+        ),
+        Threshold(
             "g10_busbw_floor_gbps",
             20.0,
             20.0,

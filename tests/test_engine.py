@@ -81,7 +81,7 @@ def test_a_check_that_raises_is_its_own_fail_not_an_exception(monkeypatch, spark
     def boom(ctx):
         raise KeyError("planted")
 
-    monkeypatch.setattr(g09_container, "run", boom)
+    monkeypatch.setattr(g09_container, "gather", boom)
     result = Engine(Settings(only=("G9",)), Machine()).run("G9")
     assert result.status is Status.FAIL
     assert result.summary.startswith("the check itself crashed (KeyError: 'planted' at test_engine.py:")

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from pytest_spark.checks import g09_container as g9
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
-from pytest_spark.model import Status
+from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
+
+GB10 = Path(__file__).parent / "data" / "gb10"
+
+
+def decide(facts: g9.Facts) -> Result:
+    """evaluate() after the facts' JSON round trip, as the engine runs it."""
+    again = g9.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert again == facts
+    result = g9.evaluate(again, Params(profile="gb10"))
+    assert result.line() == g9.evaluate(facts, Params(profile="gb10")).line()
+    assert result.headline and len(result.short_line()) <= 120
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix
+    return result
 
 
 def dist(name: str, version: str, *requires: str) -> dict:
@@ -36,7 +53,7 @@ def test_ngc_container_with_a_consistent_stack_passes() -> None:
         env={"NVIDIA_PYTORCH_VERSION": "25.09"},
         dists=STACK_OK,
     )
-    result = g9.evaluate(facts)
+    result = decide(facts)
     assert result.status is Status.PASS
     assert result.summary.startswith(
         "container: NGC PyTorch 25.09 in a Docker container (/.dockerenv); torch 2.9.0a0+50eac811a6.nv25.9"
@@ -47,7 +64,7 @@ def test_ngc_container_with_a_consistent_stack_passes() -> None:
 def test_broken_requirement_fails_and_names_it() -> None:
     dists = dict(STACK_OK, tokenizers=dist("tokenizers", "0.23.2"))
     dists["xformers"] = dist("xformers", "0.0.32", "torch==2.8.0", "numpy")
-    result = g9.evaluate(g9.Facts(dockerenv=True, dists=dists))
+    result = decide(g9.Facts(dockerenv=True, dists=dists))
     assert result.status is Status.FAIL
     assert (
         "transformers 4.57.1 requires tokenizers<=0.23.0,>=0.22.0, but tokenizers 0.23.2 is installed"
@@ -74,9 +91,13 @@ def test_requirements_behind_an_extra_or_a_false_marker_are_not_checked() -> Non
 
 def test_ngc_container_whose_torch_was_replaced_warns() -> None:
     dists = dict(STACK_OK, torch=dist("torch", "2.9.1+cu130"))
-    result = g9.evaluate(g9.Facts(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.11"}, dists=dists))
+    result = decide(g9.Facts(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.11"}, dists=dists))
     assert result.status is Status.WARN
     assert "NGC PyTorch 25.11 container, but torch 2.9.1+cu130 has no .nvYY.MM suffix" in result.summary
+    assert result.short_line() == (
+        "G9 WARN: NGC 25.11's torch replaced by pip's 2.9.1+cu130; "
+        "fix: fresh container, or pip -c /etc/pip/constraint.txt"
+    )
 
 
 @pytest.mark.parametrize(
@@ -93,20 +114,20 @@ def test_ngc_container_whose_torch_was_replaced_warns() -> None:
     ],
 )
 def test_container_kinds_are_named(facts: g9.Facts, name: str) -> None:
-    result = g9.evaluate(facts)
+    result = decide(facts)
     assert result.status is Status.PASS
     assert result.reading("container").value == name
 
 
 def test_no_marker_with_an_init_system_is_bare_pip() -> None:
-    result = g9.evaluate(g9.Facts(cgroup="0::/init.scope\n", pid1="systemd", dists=STACK_OK))
+    result = decide(g9.Facts(cgroup="0::/init.scope\n", pid1="systemd", dists=STACK_OK))
     assert result.status is Status.WARN
     assert result.summary.startswith("bare pip: no container marker and PID 1 is systemd")
     assert "NGC container" in result.fix
 
 
 def test_no_marker_otherwise_is_unknown_not_bare() -> None:
-    result = g9.evaluate(g9.Facts(cgroup="0::/\n", pid1="bash"))
+    result = decide(g9.Facts(cgroup="0::/\n", pid1="bash"))
     assert result.status is Status.WARN
     assert result.summary.startswith("unknown: no container marker matched (PID 1 is 'bash'")
     assert "no training stack installed" in result.summary
@@ -145,3 +166,91 @@ def test_reads_real_metadata_from_the_machines_pythonpath(tmp_path: Path, fake_r
         "transformers 5.17.0 requires tokenizers<0.23,>=0.22, but tokenizers 0.23.2 is installed"
         in result.summary
     )
+
+
+NGC_ENV = {
+    "NVIDIA_PRODUCT_NAME": "PyTorch",
+    "NVIDIA_PYTORCH_VERSION": "25.09",
+    "PYTORCH_VERSION": "2.9.0a0+50eac81",
+    "NVIDIA_BUILD_ID": "206064567",
+    "PATH": "/usr/bin:/bin",
+}
+
+
+def test_pip_replacing_ngc_torch_names_the_containers_version(tmp_path: Path, fake_root) -> None:
+    """container_vs_pip_1.txt: building Unsloth on nvcr.io/nvidia/pytorch:25.09, pip
+    replaced the image's torch-2.9.0a0+50eac811a6.nv25.9 with the PyPI torch 2.9.1.
+    A crafted container root (/.dockerenv, NGC's /etc/pip/constraint.txt) and NGC's
+    environment; the WARN names the package and the container's own version."""
+    text = (GB10 / "container_vs_pip_1.txt").read_text()
+    assert text.startswith("# source:")
+    original = re.search(r"torch-(2\.9\.0a0\+\w+\.nv25\.9)", text).group(1)
+    pypi = re.search(r"torch-(\d+\.\d+\.\d+)-cp312", text).group(1)
+    site = tmp_path / "site-packages"
+    write_dist(site, "torch", pypi, "filelock")
+    write_dist(site, "filelock", "3.20.0")
+    write_dist(site, "triton", "3.5.1")
+    constraint = f"torch=={original}\ntriton==3.4.0+gitc3c476f3\n# a comment\nnumpy>=1.26\n"
+    root = fake_root({".dockerenv": "", "etc/pip/constraint.txt": constraint, "proc/1/cgroup": "0::/\n"})
+    machine = Machine(root=root, env={**NGC_ENV, "PYTHONPATH": str(site)})
+    result = Engine(Settings(only=("G9",)), machine).run("G9")
+    assert result.status is Status.WARN, result.report_text()
+    assert (
+        "NGC PyTorch 25.09 container, but torch 2.9.1 has no .nvYY.MM suffix: pip replaced the container's "
+        "build (torch 2.9.0a0+50eac811a6.nv25.9)" in result.summary
+    )
+    assert "pip replaced its triton 3.4.0+gitc3c476f3 with 3.5.1" in result.summary
+    assert result.short_line() == (
+        "G9 WARN: NGC 25.09's torch replaced by pip's 2.9.1 (+1 more); fix: fresh container, or pip -c "
+        "/etc/pip/constraint.txt"
+    )
+
+
+def test_an_empty_constraint_file_falls_back_to_the_ngc_environment(tmp_path: Path, fake_root) -> None:
+    """NGC 25.10+ ships an empty constraint file; PYTORCH_VERSION still names its torch
+    (torch_device_props_1.txt: 2.9.0a0+145a3a7bda.nv25.10 inside pytorch:25.10)."""
+    assert "2.9.0a0+145a3a7bda.nv25.10" in (GB10 / "torch_device_props_1.txt").read_text()
+    site = tmp_path / "site-packages"
+    write_dist(site, "torch", "2.9.1+cu130")
+    root = fake_root({".dockerenv": "", "etc/pip/constraint.txt": ""})
+    env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site)}
+    result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
+    assert result.status is Status.WARN, result.report_text()
+    assert "pip replaced the container's build (torch 2.9.0a0+50eac81)" in result.summary
+    assert result.headline == "NGC torch 2.9.0a0+50eac81 replaced by 2.9.1+cu130"
+
+
+def test_ngc_torch_kept_passes(tmp_path: Path, fake_root) -> None:
+    """torch_capability_1.txt / torch_device_props_1.txt: NGC torch keeps its .nvYY.MM suffix."""
+    version = re.search(r"torch\.version\s*:\s*(\S+)", (GB10 / "torch_device_props_1.txt").read_text()).group(
+        1
+    )
+    assert version.endswith(".nv25.10")
+    assert ".nv25.05" in (GB10 / "torch_capability_1.txt").read_text()
+    site = tmp_path / "site-packages"
+    write_dist(site, "torch", version)
+    root = fake_root({".dockerenv": "", "etc/pip/constraint.txt": f"torch=={version}\n"})
+    env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site)}
+    result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
+    assert result.status is Status.PASS, result.report_text()
+    assert (
+        result.short_line()
+        == "G9 PASS: container: NGC PyTorch 25.10 in a Docker container; declared requirements hold"
+    )
+
+
+def test_constraint_pins_are_parsed_defensively() -> None:
+    text = "Torch==2.9.0a0+x.nv25.9\nflash_attn == 2.7.4.post1  # ngc\nnumpy>=1.26\n\n==1\n-c other.txt\n"
+    assert g9.parse_constraints(text) == {"torch": "2.9.0a0+x.nv25.9", "flash-attn": "2.7.4.post1"}
+
+
+def test_requirement_markers_come_from_the_gathered_facts() -> None:
+    """evaluate reads no environment: a marker is judged on the facts' marker values."""
+    dists = {
+        "transformers": dist("transformers", "4.57.1", 'missing-pkg>=1; platform_machine == "aarch64"'),
+    }
+    arm = decide(g9.Facts(dockerenv=True, dists=dists, markers={"platform_machine": "aarch64"}))
+    assert arm.status is Status.FAIL
+    assert "transformers 4.57.1 requires missing-pkg>=1" in arm.summary
+    x86 = decide(g9.Facts(dockerenv=True, dists=dists, markers={"platform_machine": "x86_64"}))
+    assert x86.status is Status.PASS

@@ -35,6 +35,7 @@ BAD = [
         ["--spark-tp-across-nodes", "maybe"],
         "--spark-tp-across-nodes: expected one of fail, warn, got 'maybe'",
     ),
+    (["--spark-precision", "fp4"], "--spark-precision: expected one of nvfp4, fp8, bf16, got 'fp4'"),
 ]
 
 
@@ -120,3 +121,21 @@ def test_report_into_a_read_only_folder_as_a_non_root_user(nonroot_run) -> None:
     assert proc.stderr.strip().splitlines() == [
         f"spark-preflight: error: --report: folder '{folder}' is not writable (Permission denied)"
     ]
+
+
+def test_precision_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
+    """``--spark-precision`` (G7) is a choice; the ini twin is ``spark_preflight_precision``;
+    the value reaches the check's parameters (kit.PARAM_OPTIONS)."""
+    from pytest_spark.checks.kit import Params
+
+    opt = options.BY_NAME["precision"]
+    assert options.parse_value(opt, " NVFP4 ", "flag", os.getcwd()) == "nvfp4"
+    assert Settings().precision is None
+    params = Params.from_settings(Settings(precision="fp8"), "gb10")
+    assert params.option("precision") == "fp8"
+    pytester.makeini("[pytest]\nspark_preflight_precision = float4\n")
+    result = pytester.runpytest("--spark-preflight")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: spark_preflight_precision (ini): expected one of nvfp4, fp8, bf16, got 'float4'*"]
+    )

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext
-from pytest_spark.model import Reading, Result, Status
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n
+from pytest_spark.model import Result, Status
 from pytest_spark.probes import procfs
 from pytest_spark.probes.packages import canonical
 
@@ -57,13 +57,19 @@ STACK = (
 #: shown in the summary when installed
 HEADLINE = ("torch", "triton", "xformers", "transformers")
 
-NGC_ENV = ("NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "NVIDIA_PRODUCT_NAME", "NVIDIA_BUILD_ID")
+NGC_ENV = (
+    "NVIDIA_PYTORCH_VERSION",
+    "PYTORCH_BUILD_VERSION",
+    "PYTORCH_VERSION",
+    "NVIDIA_PRODUCT_NAME",
+    "NVIDIA_BUILD_ID",
+)
 INIT_SYSTEMS = {"systemd", "init", "launchd", "openrc-init", "runit", "s6-svscan"}
 NV_SUFFIX = re.compile(r"\.nv\d{2}\.\d{1,2}\b")
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
     dockerenv: bool = False
     containerenv: dict[str, str] | None = None  # parsed /run/.containerenv when present
     cgroup: str | None = None
@@ -71,12 +77,34 @@ class Facts:
     pid1: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     pip_constraint: bool = False  # NGC's /etc/pip/constraint.txt (25.03+)
+    #: the ``name==version`` pins of /etc/pip/constraint.txt (NGC's own builds;
+    #: empty in 25.10+, where PYTORCH_BUILD_VERSION still names torch's)
+    constraint_pins: dict[str, str] = field(default_factory=dict)
     singularity: bool = False
     dists: dict[str, dict[str, Any]] = field(default_factory=dict)
     metadata_errors: int = 0
+    #: the PEP 508 marker environment of the checked Python (python_version,
+    #: platform_machine, ...): requirement markers are evaluated against it
+    markers: dict[str, str] = field(default_factory=dict)
+
+
+FACTS = Facts
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
+
+
+def parse_constraints(text: str) -> dict[str, str]:
+    """``{canonical name: version}`` from ``name==version`` lines (pip constraint file)."""
+    pins: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _PIN.match(line)
+        if m:
+            pins[canonical(m.group(1))] = m.group(2)
+    return pins
 
 
 def gather(ctx: CheckContext) -> Facts:
+    from packaging.markers import default_environment
+
     m = ctx.machine
     facts = Facts()
     facts.dockerenv = m.exists("/.dockerenv")
@@ -89,10 +117,14 @@ def gather(ctx: CheckContext) -> Facts:
     keep = (*NGC_ENV, "container", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
     facts.env = {k: m.env[k] for k in keep if m.env.get(k)}
     facts.pip_constraint = m.exists("/etc/pip/constraint.txt")
+    if facts.pip_constraint:
+        text, _ = m.read_text("/etc/pip/constraint.txt", 1 << 20)
+        facts.constraint_pins = parse_constraints(text or "")
     facts.singularity = m.exists("/.singularity.d")
     pk = m.packages()
     facts.dists = dict(pk.get("dists") or {})
     facts.metadata_errors = int(pk.get("errors") or 0)
+    facts.markers = dict(default_environment())
     return facts
 
 
@@ -182,76 +214,126 @@ def broken_requirements(
     return problems, notes
 
 
-def evaluate(facts: Facts, environment: Mapping[str, str] | None = None) -> Result:
-    readings: list[Reading] = []
-    details: list[str] = []
-    name, evidence = container_name(facts)
-    readings.append(Reading("container", name or "none found"))
+CONTAINER_FIX = (
+    "prefer an NGC container (nvcr.io/nvidia/pytorch:25.11-py3) or Unsloth's; if bare pip "
+    "is unavoidable, follow NVIDIA's install order (--no-deps for Unsloth)"
+)
+CONTAINER_SHORT = "use an NGC container (nvcr.io/nvidia/pytorch:25.11-py3)"
+REPLACED_FIX = (
+    "reinstall with the container's pins (pip install -c /etc/pip/constraint.txt …, "
+    "--no-deps for Unsloth) or start from a fresh container"
+)
+REPLACED_SHORT = "fresh container, or pip -c /etc/pip/constraint.txt"
+#: room for the finding and the fix in a 120-character ``G9 WARN: …; fix: …`` line
+SHORT_BUDGET = 120 - len("G9 WARN: ") - len("; fix: ")
+BROKEN_FIX = (
+    "rebuild the stack from one source: an NGC container (nvcr.io/nvidia/pytorch) or "
+    "Unsloth's, or reinstall these pins together; `pip check` shows the same"
+)
+BROKEN_SHORT = "reinstall the stack from one source (NGC/Unsloth container)"
+
+
+def _requirements(facts: Facts, out: Findings) -> int:
+    """pip-check style: each broken declared requirement is a FAIL."""
+    problems, notes = broken_requirements(facts.dists, environment=facts.markers or None)
+    out.note(*notes)
+    if facts.metadata_errors:
+        out.note(f"{facts.metadata_errors} distributions have unreadable metadata")
+    if facts.cgroup_error:
+        out.note(facts.cgroup_error)
+    out.read("broken_requirements", len(problems))
+    for text in problems:
+        out.fail(text, BROKEN_FIX)
+    return len(problems)
+
+
+def replaced_by_pip(facts: Facts) -> list[tuple[str, str, str | None]]:
+    """``[(package, installed version, the container's version or None)]``: NGC
+    builds that pip replaced (container_vs_pip_1.txt: torch 2.9.0a0+50eac811a6.nv25.9
+    replaced by the PyPI torch 2.9.1)."""
+    if not facts.env.get("NVIDIA_PYTORCH_VERSION"):
+        return []
+    out: list[tuple[str, str, str | None]] = []
+    torch = facts.dists.get("torch")
+    if torch and not NV_SUFFIX.search(str(torch["version"])):
+        original = (
+            facts.constraint_pins.get("torch")
+            or facts.env.get("PYTORCH_BUILD_VERSION")
+            or facts.env.get("PYTORCH_VERSION")
+        )
+        out.append(("torch", str(torch["version"]), original))
+    for key, pinned in facts.constraint_pins.items():
+        dist = facts.dists.get(key)
+        if key == "torch" or key not in STACK or dist is None or str(dist["version"]) == pinned:
+            continue
+        out.append((str(dist["name"]), str(dist["version"]), pinned))
+    return out
+
+
+def _replaced_stage(facts: Facts, out: Findings) -> tuple[str, str]:
+    """WARN, naming each package pip replaced in an NGC PyTorch container."""
+    replaced = replaced_by_pip(facts)
+    if not replaced:
+        return "", ""
+    ngc = facts.env["NVIDIA_PYTORCH_VERSION"]
+    for name, installed, original in replaced:
+        was = f" ({name} {original})" if original else ""
+        if name == "torch":
+            text = (
+                f"NGC PyTorch {ngc} container, but torch {installed} has no .nvYY.MM suffix: "
+                f"pip replaced the container's build{was}"
+            )
+        else:
+            text = f"NGC PyTorch {ngc} container, but pip replaced its {name} {original} with {installed}"
+        out.warn(text, REPLACED_FIX)
+    name, installed, original = replaced[0]
+    more = f" (+{len(replaced) - 1} more)" if len(replaced) > 1 else ""
+    headline = f"NGC {name} {original} replaced by {installed}{more}"
+    if not original or len(headline) > SHORT_BUDGET - len(REPLACED_SHORT):
+        headline = f"NGC {ngc}'s {name} replaced by pip's {installed}{more}"
+    return headline, REPLACED_SHORT
+
+
+def _readings(facts: Facts, name: str | None, evidence: str, out: Findings) -> str:
+    out.read("container", name or "none found")
     if evidence:
-        readings.append(Reading("container_evidence", evidence))
+        out.read("container_evidence", evidence)
     for key in HEADLINE:
         if key in facts.dists:
-            readings.append(Reading(f"{key}_version", str(facts.dists[key]["version"])))
+            out.read(f"{key}_version", str(facts.dists[key]["version"]))
     stack = [facts.dists[k] for k in HEADLINE if k in facts.dists]
-    stack_text = ", ".join(f"{d['name']} {d['version']}" for d in stack) or "no training stack installed"
+    return ", ".join(f"{d['name']} {d['version']}" for d in stack) or "no training stack installed"
 
-    problems, notes = broken_requirements(facts.dists, environment=environment)
-    details.extend(notes)
-    if facts.metadata_errors:
-        details.append(f"{facts.metadata_errors} distributions have unreadable metadata")
-    if facts.cgroup_error:
-        details.append(facts.cgroup_error)
-    readings.append(Reading("broken_requirements", len(problems)))
-    if problems:
-        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-        details.extend(problems)
-        return Result(
-            "G9",
-            Status.FAIL,
-            f"training-stack requirements broken: {shown}",
-            fix="rebuild the stack from one source: an NGC container (nvcr.io/nvidia/pytorch) or "
-            "Unsloth's, or reinstall these pins together; `pip check` shows the same",
-            readings=readings,
-            details=details,
-        )
 
-    torch = facts.dists.get("torch")
-    if facts.env.get("NVIDIA_PYTORCH_VERSION") and torch and not NV_SUFFIX.search(str(torch["version"])):
-        return Result(
-            "G9",
-            Status.WARN,
-            f"NGC PyTorch {facts.env['NVIDIA_PYTORCH_VERSION']} container, but torch "
-            f"{torch['version']} has no .nvYY.MM suffix: pip replaced the container's build",
-            fix="reinstall with the container's pins (pip install -c /etc/pip/constraint.txt …, "
-            "--no-deps for Unsloth) or start from a fresh container",
-            readings=readings,
-            details=details,
-        )
-
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G9 (pure): broken requirements FAIL; an NGC build pip replaced, or
+    no container, WARN; a container with a consistent stack PASSes."""
+    out = Findings("G9")
+    name, evidence = container_name(facts)
+    stack_text = _readings(facts, name, evidence, out)
+    broken = _requirements(facts, out)
+    if broken:
+        result = out.result()
+        firsts = [" ".join(t.split()[:2]) for t, _ in out.problems]
+        result.summary = f"training-stack requirements broken: {result.summary}"
+        result.headline = f"{count(broken, 'broken requirement')}: {first_n(list(dict.fromkeys(firsts)), 2)}"
+        result.short_fix = BROKEN_SHORT
+        return result
+    headline, short_fix = _replaced_stage(facts, out)
+    if headline:
+        return out.result(headline=headline, short_fix=short_fix)
     if name:
-        return Result(
-            "G9",
+        return out.result(
             Status.PASS,
             f"container: {name} ({evidence}); {stack_text}; declared requirements hold",
-            readings=readings,
-            details=details,
+            headline=f"container: {name}; declared requirements hold",
         )
-
     if facts.pid1 and facts.pid1 in INIT_SYSTEMS:
         posture = f"bare pip: no container marker and PID 1 is {facts.pid1}"
+        headline = f"bare pip: no container (PID 1 is {facts.pid1})"
     else:
         pid1 = f"PID 1 is {facts.pid1!r}" if facts.pid1 else "PID 1 unreadable"
         posture = f"unknown: no container marker matched ({pid1}; cgroup v2 and some runtimes hide it)"
-    return Result(
-        "G9",
-        Status.WARN,
-        f"{posture}; {stack_text}; declared requirements hold",
-        fix="prefer an NGC container (nvcr.io/nvidia/pytorch:25.11-py3) or Unsloth's; if bare pip "
-        "is unavoidable, follow NVIDIA's install order (--no-deps for Unsloth)",
-        readings=readings,
-        details=details,
-    )
-
-
-def run(ctx: CheckContext) -> Result:
-    return evaluate(gather(ctx))
+        headline = f"no container marker matched ({pid1})"
+    out.warn(f"{posture}; {stack_text}; declared requirements hold", CONTAINER_FIX)
+    return out.result(headline=headline, short_fix=CONTAINER_SHORT)

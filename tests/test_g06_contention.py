@@ -9,6 +9,7 @@ integration tests assert on the pids they started, not on the whole table.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,7 +22,8 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g06_contention as g6
-from pytest_spark.checks.kit import CheckContext, Engine
+from pytest_spark.checks.kit import CheckContext, Params
+from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.child import PROTOCOL, SCRIPTS
@@ -31,6 +33,7 @@ from pytest_spark.thresholds import defaults
 from doubles import gb10
 
 T = defaults("gb10")
+P = Params(profile="gb10", thresholds=T)
 GIB = 1 << 30
 PY = "/usr/bin/python3"
 
@@ -147,13 +150,15 @@ def test_query_compute_apps_rows_and_na_memory() -> None:
 
 
 def proc(pid: int, ppid: int, cmdline: list[str], *, me: bool = False, rss: int = 50 << 20) -> dict[str, Any]:
+    """A process as G6's facts record it: the reduced command line only."""
     return {
         "pid": pid,
         "ppid": ppid,
         "name": os.path.basename(cmdline[0]) if cmdline else "",
-        "cmdline": cmdline,
+        "cmd": g6.reduce_cmdline(cmdline),
         "self": me,
         "rss_bytes": rss,
+        "probe": g6.is_probe_child(cmdline),
     }
 
 
@@ -166,9 +171,14 @@ def table(*procs: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {p["pid"]: p for p in [*base, *procs]}
 
 
-def groups(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]], **kw: Any) -> g6.Facts:
-    facts = g6.Facts(mem_total_bytes=int(121.7 * GIB), scanned=len(procs))
-    return g6.build_groups(facts, entries, procs, **kw)
+def facts_of(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]]) -> g6.Facts:
+    return g6.Facts(
+        processes=list(procs.values()), entries=entries, mem_total_bytes=int(121.7 * GIB), scanned=len(procs)
+    )
+
+
+def groups(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]], **kw: Any) -> g6.Survey:
+    return g6.build_groups(facts_of(entries, procs), **kw)
 
 
 def test_server_workers_fold_into_the_server_with_their_nvml_memory() -> None:
@@ -176,11 +186,11 @@ def test_server_workers_fold_into_the_server_with_their_nvml_memory() -> None:
         proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"]),
         proc(101, 100, ["VLLM::EngineCore"]),
     )
-    facts = groups([{"pid": 101, "used": 30 * GIB, "type": "compute", "gpu": "0"}], procs)
-    assert len(facts.groups) == 1
-    g = facts.groups[0]
-    assert (g["pid"], g["kind"], g["cap"], sorted(g["pids"])) == (100, "vLLM", 0.4, [100, 101])
-    assert g["used_by_gpu"] == {"0": 30 * GIB}
+    survey = groups([{"pid": 101, "used": 30 * GIB, "type": "compute", "gpu": "0"}], procs)
+    assert len(survey.groups) == 1
+    g = survey.groups[0]
+    assert (g.pid, g.kind, g.cap, sorted(g.pids)) == (100, "vLLM", 0.4, [100, 101])
+    assert g.used_by_gpu == {"0": 30 * GIB}
 
 
 def test_self_probe_children_and_our_launchers_workers_are_not_other_work() -> None:
@@ -195,25 +205,25 @@ def test_self_probe_children_and_our_launchers_workers_are_not_other_work() -> N
         {"pid": 21, "used": GIB, "type": "compute", "gpu": "0"},
         {"pid": 30, "used": GIB, "type": "compute", "gpu": "0"},
     ]
-    facts = groups(entries, procs)
-    assert facts.groups == []
-    reasons = " ".join(facts.excluded)
+    survey = groups(entries, procs)
+    assert survey.groups == []
+    reasons = " ".join(survey.excluded)
     assert "pid 11: this pytest" in reasons
     assert "pid 21: a worker of the launcher" in reasons
     assert "pid 30: a pytest-dgx-spark probe child" in reasons
-    assert g6.evaluate(facts, T).status is Status.PASS
+    assert g6.evaluate(facts_of(entries, procs), P).status is Status.PASS
 
 
 def test_a_pid_from_another_namespace_is_listed_by_nvml_alone() -> None:
-    facts = groups(
+    survey = groups(
         [{"pid": 424242, "used": 2 * GIB, "type": "compute", "gpu": "0", "name": "python3"}], table()
     )
-    (g,) = facts.groups
-    assert g["kind"] == "GPU process" and g["name"] == "python3"
+    (g,) = survey.groups
+    assert g.kind == "GPU process" and g.name == "python3"
 
 
 def verdict(entries: list[dict[str, Any]], *extra: dict[str, Any], t: dict[str, float] = T):
-    return g6.evaluate(groups(entries, table(*extra)), t)
+    return g6.evaluate(facts_of(entries, table(*extra)), Params(profile="gb10", thresholds=t))
 
 
 def test_no_other_process_passes() -> None:
@@ -283,11 +293,12 @@ def test_the_desktop_does_not_count_but_is_listed() -> None:
 
 
 def test_discrete_gpu_fraction_uses_that_gpus_memory() -> None:
-    facts = groups(
+    facts = facts_of(
         [{"pid": 500, "used": 100 * GIB, "type": "compute", "gpu": "0"}], table(proc(500, 1, [PY, "nb.py"]))
     )
     facts.gpu_totals = {"0": 141 * GIB}
-    assert g6.evaluate(facts, defaults("generic")).status is Status.FAIL  # 71 % of the H200
+    generic = Params(profile="generic", thresholds=defaults("generic"))
+    assert g6.evaluate(facts, generic).status is Status.FAIL  # 71 % of the H200
 
 
 def test_cap_max_threshold_is_respected() -> None:
@@ -356,7 +367,11 @@ def judged(env: dict[str, str], pids: set[int], t: dict[str, float] = T) -> dict
     machine = Machine(env=env, timeout=5)
     engine = Engine(Settings(), machine)
     ctx = CheckContext("G6", engine.settings, machine, engine)
-    return {j.group.pid: j for j in g6.judge(g6.survey(ctx), t) if j.group.pid in pids}
+    facts = g6.gather(ctx)
+    facts = g6.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))  # as the engine stores them
+    return {
+        j.group.pid: j for j in g6.judge(facts, Params(profile="gb10", thresholds=t)) if j.group.pid in pids
+    }
 
 
 def test_real_vllm_console_script_at_09_fails_and_at_04_warns(
@@ -443,9 +458,10 @@ def test_the_pytest_process_itself_on_the_gpu_is_not_contention(doubles: Any) ->
     env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": os.getpid(), "used_bytes": GIB}]})).env
     machine = Machine(env=env, timeout=5)
     engine = Engine(Settings(), machine)
-    facts = g6.survey(CheckContext("G6", engine.settings, machine, engine))
-    assert all(os.getpid() not in g["pids"] for g in facts.groups)
-    assert any(f"pid {os.getpid()}: this pytest" in e for e in facts.excluded)
+    facts = g6.gather(CheckContext("G6", engine.settings, machine, engine))
+    survey = g6.build_groups(facts)
+    assert all(os.getpid() not in g.pids for g in survey.groups)
+    assert any(f"pid {os.getpid()}: this pytest" in e for e in survey.excluded)
 
 
 def test_nvml_unavailable_falls_back_to_nvidia_smi_compute_apps(doubles: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -482,3 +483,309 @@ def test_a_fake_root_without_proc_is_a_note_not_a_crash(doubles: Any, fake_root:
     assert result.status is Status.FAIL  # NVML still sees the 70 GiB process
     assert "pid 4242 GPU process" in result.summary
     assert "cannot list processes" in result.summary
+
+
+# ---------------------------------------------------------------------- contract, captures, faults
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+SECRETS = ("SECRET123", "hf_SECRETTOKEN", "/home/alice")
+
+
+def run_g6(env: dict[str, str], root: Path | None = None, **kw: Any) -> tuple[Any, Engine]:
+    engine = Engine(Settings(**kw), Machine(root=root, env=env, timeout=5))
+    return engine.run("G6"), engine
+
+
+def test_facts_round_trip_through_json_to_the_same_result() -> None:
+    procs = table(
+        proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"]),
+        proc(101, 100, ["VLLM::EngineCore"]),
+        proc(200, 1, [PY, "train.py"]),
+    )
+    facts = facts_of([{"pid": 101, "used": 30 * GIB, "type": "compute", "gpu": "0"}], procs)
+    facts.notes.append("a note")
+    again = g6.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert g6.evaluate(again, P) == g6.evaluate(facts, P)
+    assert g6.evaluate(again, P).status is Status.FAIL
+
+
+@pytest.mark.parametrize(
+    "cmdline",
+    [
+        [
+            PY,
+            "/home/alice/.venv/bin/vllm",
+            "serve",
+            "org/m",
+            "--api-key",
+            "SECRET123",
+            "--gpu-memory-utilization=0.4",
+        ],
+        [PY, "-m", "vllm.entrypoints.openai.api_server", "--hf_token", "hf_SECRETTOKEN", "--model", "m"],
+        [PY, "/home/alice/site/vllm/entrypoints/openai/api_server.py", "--api-key=SECRET123"],
+        [PY, "-m", "sglang.launch_server", "--model-path", "/home/alice/m", "--mem-fraction-static", "0.4"],
+        ["/home/alice/bin/llama-server", "-m", "/home/alice/x.gguf", "--api-key", "SECRET123"],
+        [PY, "-u", "/home/alice/train.py", "--hf_token", "hf_SECRETTOKEN"],
+        ["text-generation-launcher", "--model-id", "m", "--cuda-memory-fraction", "0.35"],
+        [PY, "/usr/bin/torchrun", "--nproc-per-node", "2", "/home/alice/train.py", "--api-key", "SECRET123"],
+        [PY, "-c", "import os; os.environ['HF_TOKEN']='hf_SECRETTOKEN'"],
+        ["/usr/bin/ollama", "serve"],
+        ["sleep", "SECRET123"],
+    ],
+)
+def test_the_reduced_command_line_classifies_the_same_and_keeps_no_secret(cmdline: list[str]) -> None:
+    """Issue 12: only the program, a known subcommand and the cap flags are kept."""
+    reduced = g6.reduce_cmdline(cmdline)
+    assert g6.classify(reduced) == g6.classify(cmdline)
+    assert g6.is_launcher(reduced) == g6.is_launcher(cmdline)
+    assert not any(s in " ".join(reduced) for s in SECRETS), reduced
+
+
+@pytest.mark.parametrize("raw", ["nan", "-0.5", "0", "inf", "1.5"])
+def test_a_cap_that_is_no_fraction_counts_as_uncapped_with_a_note(
+    doubles: Any, spawn: Any, tmp_path: Path, raw: str
+) -> None:
+    """Issue 12: a real vLLM-named process started with ``--gpu-memory-utilization
+    nan`` (or -0.5, 0, inf, 1.5) was "capped"; now it is uncapped, and says why."""
+    vllm = console_script(tmp_path / "bin", "vllm")
+    p = spawn([sys.executable, str(vllm), "serve", "m", "--gpu-memory-utilization", raw])
+    wait_for_cmdline(p.pid, "serve")
+    found = judged(doubles.nvml(gb10.nvml()).env, {p.pid})[p.pid]
+    assert found.group.cap is None and found.level == "fail"
+    assert f"unreadable --gpu-memory-utilization '{raw}' (not a fraction in (0, 1])" in found.why
+
+
+def test_real_secrets_in_argv_stay_out_of_the_result_and_the_facts(
+    doubles: Any, spawn: Any, tmp_path: Path
+) -> None:
+    """Issue 12: a real process started as ``vllm serve … --api-key SECRET123
+    --hf_token hf_SECRETTOKEN``; G6 FAILs on it, and neither the Result, its
+    dict, nor the facts the engine keeps for capture carry a secret."""
+    home = tmp_path / "home" / "alice"
+    home.mkdir(parents=True)
+    vllm = console_script(home / "bin", "vllm")
+    argv = [
+        sys.executable,
+        str(vllm),
+        "serve",
+        "org/m",
+        "--api-key",
+        "SECRET123",
+        "--hf_token",
+        "hf_SECRETTOKEN",
+    ]
+    p = spawn(argv)
+    wait_for_cmdline(p.pid, "SECRET123")
+    env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": 40 * GIB}]})).env
+    result, engine = run_g6(env)
+    assert result.status is Status.FAIL and f"pid {p.pid} vLLM" in result.summary
+    assert any(f"pid {p.pid} vLLM" in d and d.endswith("vllm serve") for d in result.details)
+    dumped = json.dumps(result.to_dict()) + json.dumps(engine.facts("G6")) + result.report_text()
+    for secret in (*SECRETS[:2], str(home)):
+        assert secret not in dumped
+
+
+def gb10_root(fake_root: Any, *pids: int) -> Path:
+    """A machine root with the GB10 double's /proc/meminfo (a 121.7 GiB pool)
+    whose ``/proc/<pid>`` for each given REAL pid links to the real one."""
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    for pid in pids:
+        os.symlink(f"/proc/{pid}", root / "proc" / str(pid))
+    return root
+
+
+def proc_tree(root: Path, pid: int, ppid: int, argv: list[str], name: str = "python3") -> None:
+    """A crafted ``/proc/<pid>`` under a machine root: ``stat`` and ``cmdline``."""
+    folder = root / "proc" / str(pid)
+    folder.mkdir(parents=True, exist_ok=True)
+    rest = " ".join(["0"] * 19)
+    (folder / "stat").write_text(f"{pid} ({name}) S {ppid} {rest} 12800 0\n")
+    (folder / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_secrets_stay_out_of_terminal_junit_json_and_env_report(
+    pytester: pytest.Pytester, spark_env: Any
+) -> None:
+    """Issue 12, end to end: a vLLM with ``--api-key SECRET123 --hf_token …``
+    planted under the machine root (SPARK_PREFLIGHT_HOST_ROOT) and holding
+    40 GiB per NVML; ``pytest --spark-preflight -rA -v --junitxml --json-report
+    --spark-report`` and ``spark-preflight --json`` name it in G6's FAIL, and
+    no output carries the secrets."""
+    argv = [PY, "/home/alice/.venv/bin/vllm", "serve", "org/m", "--api-key", "SECRET123"]
+    argv += ["--hf_token", "hf_SECRETTOKEN", "--gpu-memory-utilization", "0.9"]
+    proc_tree(spark_env.root, 4242, 1, argv)
+    spark_env.nvml_scenario["devices"][0]["compute_procs"] = [{"pid": 4242, "used_bytes": 40 * GIB}]
+    spark_env.doubles.nvml(spark_env.nvml_scenario)
+    args = ["--spark-preflight", "--spark-only", "G6", "-rA", "-v", "--junitxml=r.xml", "-p", "no:randomly"]
+    args += ["--json-report", "--json-report-file=r.json", "--spark-report", "env-report.json"]
+    result = pytester.runpytest_subprocess(*args)
+    out = result.stdout.str() + result.stderr.str()
+    assert "G6 FAIL: 1 other GPU process uncapped or above 0.5: pid 4242 vLLM (cap 0.9, 40.0 GiB NVML)" in out
+    assert "vllm serve --gpu-memory-utilization=0.9" in out  # the reduced command line, in the details
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G6", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=pytester.path,
+    )
+    assert '"G6 FAIL: 1 other GPU process uncapped' in cli.stdout, cli.stderr
+    files = [pytester.path / name for name in ("r.xml", "r.json", "env-report.json")]
+    for text in [out, cli.stdout + cli.stderr, *(f.read_text() for f in files)]:
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def test_no_gpu_skips_whatever_the_process_table_names(doubles: Any, spawn: Any, tmp_path: Path) -> None:
+    """Issue 11: a machine without a GPU FAILed G6 when a process was named like
+    vLLM. A real vLLM-named process; NVML answers with no device (and, second,
+    no NVML library and nvidia-smi exiting 9): SKIP, the process in the text."""
+    vllm = console_script(tmp_path / "bin", "vllm")
+    p = spawn([sys.executable, str(vllm), "serve", "m"])
+    wait_for_cmdline(p.pid, "serve")
+    no_device, _ = run_g6(doubles.nvml(gb10.nvml(devices=[])).env)
+    assert no_device.status is Status.SKIP
+    assert no_device.summary.startswith("no NVIDIA GPU to contend for (NVML answered but reports no GPU)")
+    assert "; the process table names pid " in no_device.summary
+    assert any(d.startswith(f"FAIL pid {p.pid} vLLM") for d in no_device.details)
+    doubles.tool(
+        "nvidia-smi", "#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate'\nexit 9\n"
+    )
+    no_driver, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env)
+    assert no_driver.status is Status.SKIP and no_driver.headline == "no NVIDIA GPU to contend for"
+
+
+def test_unreadable_pids_are_skipped_and_counted(doubles: Any, fake_root: Any) -> None:
+    """Issue 12: one pid whose ``stat`` is a symlink loop and one whose
+    ``cmdline`` is, under the machine root, next to a vLLM: the scan goes on,
+    the vLLM is judged, and both unreadable pids are counted."""
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 100, 1, [PY, "/usr/bin/vllm", "serve", "m"])
+    (root / "proc/200").mkdir()
+    os.symlink("loop", root / "proc/200/stat")
+    os.symlink("stat", root / "proc/200/loop")
+    proc_tree(root, 300, 1, ["sleep", "9"], name="sleep")
+    (root / "proc/300/cmdline").unlink()
+    os.symlink("cmdline", root / "proc/300/cmdline")
+    result, _ = run_g6(doubles.nvml(gb10.nvml()).env, root)
+    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert result.reading("processes_scanned").value == 2
+    assert result.reading("processes_unreadable").value == 2
+    assert any(
+        d.startswith("2 processes unreadable, skipped or listed without a command line: pid 200: ")
+        and "symbolic links" in d
+        for d in result.details
+    )
+
+
+def test_a_fifo_for_a_pids_files_does_not_block_the_scan(doubles: Any, fake_root: Any) -> None:
+    """Issue 12: a FIFO where ``/proc/<pid>/cmdline`` or ``stat`` should be
+    (no writer: a plain open() never returns) is refused and counted."""
+    import threading
+
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 100, 1, [PY, "/usr/bin/vllm", "serve", "m"])
+    proc_tree(root, 200, 1, ["x"])
+    (root / "proc/200/cmdline").unlink()
+    os.mkfifo(root / "proc/200/cmdline")
+    (root / "proc/300").mkdir()
+    os.mkfifo(root / "proc/300/stat")
+    box: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: box.update(r=run_g6(doubles.nvml(gb10.nvml()).env, root)[0]), daemon=True
+    )
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "G6's process scan blocked on a FIFO"
+    result = box["r"]
+    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert result.reading("processes_unreadable").value == 2
+    assert any("not a regular file (a FIFO)" in d for d in result.details)
+
+
+def table_rows(name: str) -> list[tuple[int, str, str, int]]:
+    """The ``Processes:`` rows of an nvidia-smi table: (pid, type, name, MiB)."""
+    rows = re.findall(
+        r"^\|\s+\d+\s+\S+\s+\S+\s+(\d+)\s+([CG])\s+(\S+)\s+(\d+)MiB \|$", (GB10_DATA / name).read_text(), re.M
+    )
+    return [(int(pid), kind, prog, int(mib)) for pid, kind, prog, mib in rows]
+
+
+def test_gb10_desktop_processes_from_a_real_table_are_listed_not_counted(doubles: Any) -> None:
+    """nvidia-smi_4.txt (a DGX Spark, driver 580.95.05): memory ``Not Supported``
+    but the process table lists Xorg 84 MiB, gnome-shell 125 MiB, firefox
+    273 MiB, all type G. Through NVML's per-process answer: PASS, 3 desktop
+    processes not counted, each with its memory in the details."""
+    rows = table_rows("nvidia-smi_4.txt")
+    assert [(r[0], r[3]) for r in rows] == [(4174, 84), (4399, 125), (4761, 273)]
+    graphics = [{"pid": pid, "used_bytes": mib << 20} for pid, kind, _, mib in rows if kind == "G"]
+    result, _ = run_g6(doubles.nvml(gb10.nvml(device={"graphics_procs": graphics})).env)
+    assert result.status is Status.PASS
+    assert result.summary == "no other GPU process [NVML; 3 desktop graphics processes not counted]"
+    assert any(d.startswith("DISPLAY pid 4761 GPU process") and "GPU 0: 273 MiB" in d for d in result.details)
+
+
+def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root: Any) -> None:
+    """nvidia-smi-query_1.txt (a GB10): ``--query-compute-apps=gpu_uuid,pid,
+    process_name,used_memory`` prints ``GPU-..., 114687, /usr/local/bin/python,
+    19135`` while device memory is ``[N/A]``. Without NVML in Python G6 reads
+    that list; the process's 18.7 GiB is in the finding."""
+    line = next(
+        ln for ln in (GB10_DATA / "nvidia-smi-query_1.txt").read_text().splitlines() if ln.startswith("GPU-")
+    )
+    assert g6.parse_compute_apps(line) == [
+        {"pid": 114687, "used": 19135 << 20, "type": "compute", "gpu": "0", "name": "python"}
+    ]
+    doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")
+    result, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env, gb10_root(fake_root))
+    assert result.status is Status.WARN
+    assert result.headline == "pid 114687 GPU process (python, no cap, 18.7 GiB NVML) shares the pool"
+    assert "[nvidia-smi --query-compute-apps;" in result.summary
+
+
+def test_gb10_vllm_worker_holding_89_gib_over_its_cap_fails(
+    doubles: Any, spawn: Any, tmp_path: Path, fake_root: Any
+) -> None:
+    """nvml_process_memory_1.txt (nvtop PR #511, a DGX Spark with 121.690 GiB):
+    NVML per process reports a vLLM worker at 89.276 GiB. A real vLLM started
+    capped at 0.5 whose worker NVML sees at that figure: FAIL, 73 % of the pool,
+    the memory in the headline and the short line within 120 characters."""
+    assert "| vLLM worker serving | 89.276 GiB |" in (GB10_DATA / "nvml_process_memory_1.txt").read_text()
+    vllm = console_script(tmp_path / "bin", "vllm")
+    p = spawn([sys.executable, str(vllm), "serve", "m", "--gpu-memory-utilization", "0.5"])
+    wait_for_cmdline(p.pid, "serve")
+    used = int(89.276 * GIB)
+    env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": used}]})).env
+    result, _ = run_g6(env, gb10_root(fake_root, p.pid))
+    assert result.status is Status.FAIL
+    assert result.headline == f"pid {p.pid} vLLM (cap 0.5, 89.3 GiB NVML) over 0.5"
+    assert any("capped at 0.5 but uses 73% of the pool" in d for d in result.details)
+    assert len(result.short_line()) <= 120 and f"kill {p.pid}" in result.short_line()
+
+
+@pytest.mark.parametrize(
+    "entries_and_procs",
+    [
+        ([], []),
+        (
+            [{"pid": 100, "used": 12 * GIB, "type": "compute", "gpu": "0"}],
+            [[PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.5"]],
+        ),
+        (
+            [],
+            [
+                [PY, "/usr/bin/vllm", "serve", "m"],
+                ["/usr/bin/ollama", "serve"],
+                [PY, "train.py"],
+                [PY, "sft.py"],
+            ],
+        ),
+    ],
+)
+def test_every_result_has_a_headline_and_a_short_line(entries_and_procs: Any) -> None:
+    entries, cmdlines = entries_and_procs
+    procs = table(*[proc(100 + i, 1, c) for i, c in enumerate(cmdlines)])
+    result = g6.evaluate(facts_of(entries, procs), P)
+    assert result.headline and len(result.short_line()) <= 120
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix and "; fix: " in result.short_line()

@@ -464,7 +464,7 @@ def _notes(facts: Facts, judged: Sequence[Judged], survey_excluded: Sequence[str
     notes = list(facts.notes)
     if facts.unreadable:
         notes.append(
-            f"{count(facts.unreadable, 'process')} unreadable, skipped or listed without a command line: "
+            f"{count(facts.unreadable, 'process', 'processes')} unreadable, skipped or listed without a command line: "
             + first_n(facts.unreadable_examples, 3)
         )
     notes += [_detail(j) for j in judged]

@@ -203,6 +203,14 @@ def _drop_view(facts: Facts, readings: list[Reading], details: list[str]) -> str
     return note
 
 
+#: why the page cache matters on GB10 (cudaMemGetInfo_1.txt, unsloth PR #10704)
+CUDA_FREE_NOTE = (
+    "cudaMemGetInfo on GB10 reports MemFree, not MemAvailable: measured, writing a 60 GiB file took it "
+    "from 103.25 to 41.52 GiB while MemAvailable stayed 115.7 GiB (unsloth PR #10704); vLLM's startup "
+    "check and other fitters size against it"
+)
+
+
 def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) -> Result:
     """The stages: a readable reading, the pool, NVML's and the drop's notes, the verdict."""
     reason = facts.meminfo_error or impossible(facts.meminfo)
@@ -261,12 +269,12 @@ def _verdict(
             **kw,
         )
     if need_kib <= pool.available:
+        details.append(CUDA_FREE_NOTE)
         return Result(
             "G3",
             Status.WARN,
             f"{what} fits {pool.word} {avail_g} GiB only once the page cache ({gib(pool.cache)} GiB) is "
-            f"dropped: MemFree is {free_g} GiB, and CUDA on unified memory counts only MemFree as free "
-            f"(cudaMemGetInfo tracks MemFree on GB10){suffix}",
+            f"dropped: MemFree is {free_g} GiB, and CUDA on unified memory counts only MemFree as free{suffix}",
             fix=f"between runs, {DROP_CMD} (or --spark-drop-caches as root); not mid-training",
             headline=f"{what} fits only after dropping {gib(pool.cache)} GiB of page cache (MemFree {free_g} GiB)",
             short_fix="drop the page cache between runs (--spark-drop-caches as root)",

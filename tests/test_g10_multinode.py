@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g10_multinode as g10
-from pytest_spark.checks.kit import CheckContext, Engine
+from pytest_spark.checks.kit import CheckContext
+from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes import configs as c

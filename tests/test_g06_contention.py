@@ -587,8 +587,11 @@ def test_real_secrets_in_argv_stay_out_of_the_result_and_the_facts(
 
 def gb10_root(fake_root: Any, *pids: int) -> Path:
     """A machine root with the GB10 double's /proc/meminfo (a 121.7 GiB pool)
-    whose ``/proc/<pid>`` for each given REAL pid links to the real one."""
+    whose ``/proc/<pid>`` for each given REAL pid links to the real one (and a
+    crafted init, so the table is never empty). Other processes of this busy
+    machine stay out of the survey."""
     root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 1, 0, ["/sbin/init"], name="init")
     for pid in pids:
         os.symlink(f"/proc/{pid}", root / "proc" / str(pid))
     return root
@@ -711,7 +714,9 @@ def table_rows(name: str) -> list[tuple[int, str, str, int]]:
     return [(int(pid), kind, prog, int(mib)) for pid, kind, prog, mib in rows]
 
 
-def test_gb10_desktop_processes_from_a_real_table_are_listed_not_counted(doubles: Any) -> None:
+def test_gb10_desktop_processes_from_a_real_table_are_listed_not_counted(
+    doubles: Any, fake_root: Any
+) -> None:
     """nvidia-smi_4.txt (a DGX Spark, driver 580.95.05): memory ``Not Supported``
     but the process table lists Xorg 84 MiB, gnome-shell 125 MiB, firefox
     273 MiB, all type G. Through NVML's per-process answer: PASS, 3 desktop
@@ -719,7 +724,7 @@ def test_gb10_desktop_processes_from_a_real_table_are_listed_not_counted(doubles
     rows = table_rows("nvidia-smi_4.txt")
     assert [(r[0], r[3]) for r in rows] == [(4174, 84), (4399, 125), (4761, 273)]
     graphics = [{"pid": pid, "used_bytes": mib << 20} for pid, kind, _, mib in rows if kind == "G"]
-    result, _ = run_g6(doubles.nvml(gb10.nvml(device={"graphics_procs": graphics})).env)
+    result, _ = run_g6(doubles.nvml(gb10.nvml(device={"graphics_procs": graphics})).env, gb10_root(fake_root))
     assert result.status is Status.PASS
     assert result.summary == "no other GPU process [NVML; 3 desktop graphics processes not counted]"
     assert any(d.startswith("DISPLAY pid 4761 GPU process") and "GPU 0: 273 MiB" in d for d in result.details)
@@ -739,8 +744,8 @@ def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root:
     doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")
     result, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env, gb10_root(fake_root))
     assert result.status is Status.WARN
-    assert result.headline == "pid 114687 GPU process (python, no cap, 18.7 GiB NVML) shares the pool"
-    assert "[nvidia-smi --query-compute-apps;" in result.summary
+    assert result.headline == "pid 114687 GPU process (python) 18.7 GiB NVML: no cap known, 15% of the pool"
+    assert result.summary.endswith("[nvidia-smi --query-compute-apps]")
 
 
 def test_gb10_vllm_worker_holding_89_gib_over_its_cap_fails(
@@ -758,7 +763,7 @@ def test_gb10_vllm_worker_holding_89_gib_over_its_cap_fails(
     env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": used}]})).env
     result, _ = run_g6(env, gb10_root(fake_root, p.pid))
     assert result.status is Status.FAIL
-    assert result.headline == f"pid {p.pid} vLLM (cap 0.5, 89.3 GiB NVML) over 0.5"
+    assert result.headline == f"pid {p.pid} vLLM 89.3 GiB NVML: uses 73% of the pool > 0.5"
     assert any("capped at 0.5 but uses 73% of the pool" in d for d in result.details)
     assert len(result.short_line()) <= 120 and f"kill {p.pid}" in result.short_line()
 

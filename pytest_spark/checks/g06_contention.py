@@ -416,6 +416,23 @@ def describe(j: Judged) -> str:
     return f"pid {g.pid} {g.kind} ({inner})"
 
 
+def headline(j: Judged, cap_max: float) -> str:
+    """``pid 4242 vLLM 40.0 GiB NVML: cap 0.9 > 0.5`` — who, the memory it
+    holds, and the one reason, each said once."""
+    g = j.group
+    name = f" ({g.name})" if g.name and g.name.lower() != g.kind.lower() and g.kind == "GPU process" else ""
+    share = f"{j.fraction:.0%} of the pool" if j.fraction is not None else ""
+    if j.level == "fail" and j.fraction is not None and j.fraction > cap_max:
+        why = f"uses {share} > {cap_max:g}"
+    elif g.kind == "GPU process":
+        why = f"no cap known{', ' + share if share else ''}"
+    elif g.cap is None:
+        why = "no memory cap"
+    else:
+        why = f"cap {g.cap:g} {'>' if g.cap > cap_max else '<='} {cap_max:g}"
+    return f"pid {g.pid} {g.kind}{name} {_memory(g)}: {why}"
+
+
 def _detail(j: Judged) -> str:
     g = j.group
     where = (
@@ -547,8 +564,7 @@ def _contenders(
             "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)",
         )
         more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
-        verdict = "uncapped" if fails[0].group.cap is None else f"over {cap_max:g}"
-        return f"{describe(fails[0])} {verdict}{more}", f"kill {pids}, or restart capped at <= {cap_max:g}"
+        return f"{headline(fails[0], cap_max)}{more}", f"kill {pids}, or restart capped at <= {cap_max:g}"
     if warns:
         out.warn(
             f"{count(len(warns), 'other GPU process', 'other GPU processes')}, capped at <= {cap_max:g} or "
@@ -558,7 +574,7 @@ def _contenders(
         )
         more = f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""
         return (
-            f"{describe(warns[0])} shares the pool{more}",
+            f"{headline(warns[0], cap_max)}{more}",
             "check G3's headroom; stop it for a whole-pool run",
         )
     return "", ""

@@ -371,12 +371,13 @@ def _fraction(g: Group, facts: Facts) -> float | None:
     return max(fracs) if fracs else None
 
 
-def judge(facts: Facts, params: Params) -> list[Judged]:
+def judge(facts: Facts, params: Params, survey: Survey | None = None) -> list[Judged]:
     """Each group's level: fail (uncapped, or above the cap), warn (capped at
     or below it, or small and unrecognised), display (the desktop)."""
     cap_max = params.threshold("g6_cap_max", 0.5)
     small = params.threshold("g6_small_process_gb", 1.0) * GIB
-    survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
+    if survey is None:
+        survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
     return [_judge_one(g, _fraction(g, facts), cap_max, small) for g in survey.groups]
 
 
@@ -513,10 +514,10 @@ def _cannot_survey(facts: Facts, judged: Sequence[Judged]) -> tuple[str, str] | 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G6 from the survey (pure)."""
     cap_max = params.threshold("g6_cap_max", 0.5)
-    judged = judge(facts, params)
-    excluded = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9)).excluded
+    survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
+    judged = judge(facts, params, survey)
     readings = _readings(facts, judged, cap_max)
-    details = _notes(facts, judged, excluded)
+    details = _notes(facts, judged, survey.excluded)
     skip = _cannot_survey(facts, judged)
     if skip is not None:
         return Result("G6", Status.SKIP, skip[0], readings=readings, details=details, headline=skip[1])
@@ -538,11 +539,11 @@ def evaluate(facts: Facts, params: Params) -> Result:
     context = _context(facts, judged)
     fails = [j for j in judged if j.level == "fail"]
     warns = [j for j in judged if j.level == "warn"]
-    headline, short_fix = _contenders(out, fails, warns, cap_max, context)
+    head, short_fix = _contenders(out, fails, warns, cap_max, context)
     return out.result(
         Status.PASS,
         f"no other GPU process [{context}]",
-        headline=headline or "no other GPU process",
+        headline=head or "no other GPU process",
         short_fix=short_fix,
     )
 

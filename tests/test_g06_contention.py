@@ -794,3 +794,17 @@ def test_every_result_has_a_headline_and_a_short_line(entries_and_procs: Any) ->
     assert result.headline and len(result.short_line()) <= 120
     if result.status in (Status.FAIL, Status.WARN):
         assert result.short_fix and "; fix: " in result.short_line()
+
+
+def test_process_table_reads_names_with_parentheses_and_marks_nothing_foreign(fake_root: Any) -> None:
+    """``/proc/<pid>/stat`` puts the name in parentheses, and a name may hold
+    ``) (`` itself; the ppid and rss are read after the last ``)``."""
+    from pytest_spark.probes.processes import list_processes
+
+    root = fake_root({})
+    proc_tree(root, 7, 1, ["./a.out"], name="evil) S 99 (x")
+    table = list_processes(root)
+    assert table["error"] is None and table["unreadable"] == 0
+    (p,) = table["processes"]
+    assert (p["pid"], p["ppid"], p["name"], p["cmdline"]) == (7, 1, "evil) S 99 (x", ["./a.out"])
+    assert p["rss_bytes"] == 12800 * os.sysconf("SC_PAGE_SIZE") and p["self"] is False

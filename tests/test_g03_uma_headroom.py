@@ -1,15 +1,19 @@
-"""G3 on recorded /proc/meminfo (H200) and the GB10 double."""
+"""G3 on recorded /proc/meminfo (H200), the GB10 double, and /proc/meminfo
+lines and measurements posted from real DGX Sparks (tests/data/gb10/)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from pytest_spark.checks import g03_uma_headroom as g3
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
-from pytest_spark.model import Status
+from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.procfs import parse_meminfo
@@ -168,3 +172,160 @@ def test_real_drop_caches_as_root(doubles) -> None:
     )
     if drop.get("done"):
         assert drop["before"]["fields"]["MemTotal"] == drop["after"]["fields"]["MemTotal"]
+
+
+# ---------------------------------------------------------------------- real GB10 captures
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+GIB_KB = 1024 * 1024
+
+
+def capture_meminfo(name: str) -> str:
+    """The ``/proc/meminfo`` lines a capture holds (they sit in source code or
+    a string constant there: ``MemTotal:  127600816 kB`` or ``…kB\\nMemFree…``)."""
+    text = (GB10_DATA / name).read_text().replace("\\n", "\n")
+    lines = re.findall(r"^\s*\"?([A-Za-z_()]+):\s+(\d+)( kB)?", text, flags=re.M)
+    return "".join(f"{k}: {v}{unit}\n" for k, v, unit in lines)
+
+
+def cuda_rows() -> dict[str, dict[str, float]]:
+    """cudaMemGetInfo_1.txt's measurement (GiB): ``[baseline] cuda_free=103.25 MemFree=103.25 …``."""
+    rows = {}
+    for label, rest in re.findall(
+        r"^\[(.+?)\]\s+(.*)$", (GB10_DATA / "cudaMemGetInfo_1.txt").read_text(), re.M
+    ):
+        rows[label] = {k: float(v) for k, v in re.findall(r"(\w+)=\s*([\d.]+)", rest)}
+    return rows
+
+
+def meminfo_gib(total: float, free: float, available: float, cached: float) -> str:
+    return "".join(
+        f"{k}: {int(v * GIB_KB)} kB\n"
+        for k, v in (("MemTotal", total), ("MemFree", free), ("MemAvailable", available), ("Cached", cached))
+    )
+
+
+def run_g3(fake_root, doubles, meminfo: str, **settings) -> Result:
+    """The whole check through the engine, on a crafted ``/proc/meminfo``."""
+    root = fake_root({"proc/meminfo": meminfo})
+    return engine_on(root, doubles, **settings).run("G3")
+
+
+def test_cuda_free_is_memfree_so_a_page_cache_write_turns_pass_into_warn(fake_root, doubles) -> None:
+    """cudaMemGetInfo_1.txt (unsloth PR #10704, a GB10): cudaMemGetInfo's free
+    equals MemFree in every row, and writing a 60 GiB file moves MemFree from
+    103.25 to 41.52 GiB while MemAvailable stays ~115.7. The same 50 GiB
+    workload PASSes before, WARNs (drop the page cache) after, PASSes once the
+    file is gone. MemTotal is the Spark's of proc_meminfo_2.txt (127601452 kB)."""
+    rows = cuda_rows()
+    assert list(rows) == ["baseline", "after writing 60GB", "after deleting the file"]
+    assert all(r["cuda_free"] == r["MemFree"] for r in rows.values())
+    total = 127601452 / GIB_KB
+    statuses = []
+    for label, r in rows.items():
+        text = meminfo_gib(total, r["MemFree"], r["MemAvailable"], r["Cached"])
+        statuses.append(run_g3(fake_root, doubles, text, workload_gb=50).status)
+        if label == "after writing 60GB":
+            warned = run_g3(fake_root, doubles, text, workload_gb=50)
+    assert statuses == [Status.PASS, Status.WARN, Status.PASS]
+    assert "MemFree is 41.5 GiB" in warned.summary
+    assert any(
+        d.startswith("cudaMemGetInfo on GB10 reports MemFree, not MemAvailable") for d in warned.details
+    )
+    assert (
+        warned.headline
+        == "workload 50 GiB fits only after dropping 72.6 GiB of page cache (MemFree 41.5 GiB)"
+    )
+
+
+def test_real_spark_meminfo_with_a_big_page_cache(fake_root, doubles) -> None:
+    """proc_meminfo_2.txt ("Captured from a real DGX Spark"): MemFree 43.4 GiB,
+    MemAvailable 110.3 of 121.7 GiB. Nothing declared: INFO with the reading;
+    60 GiB (the 60 GB file of cudaMemGetInfo_1.txt) fits only once the cache goes."""
+    text = capture_meminfo("proc_meminfo_2.txt")
+    assert text.startswith("MemTotal: 127601452 kB\nMemFree: 45557560 kB\nMemAvailable: 115669068 kB")
+    info = run_g3(fake_root, doubles, text)
+    assert info.status is Status.INFO
+    assert info.summary.startswith("MemAvailable 110.3 GiB of 121.7 GiB (MemFree 43.4, page cache 0.0")
+    warn = run_g3(fake_root, doubles, text, workload_gb=60)
+    assert warn.status is Status.WARN and "drop_caches" in warn.fix
+
+
+def test_spark_after_a_runner_stopped_fails_and_notes_the_unaccounted_pool(fake_root, doubles) -> None:
+    """proc_meminfo_1.txt (a Spark after stopping a Qwen runner, no CUDA process):
+    MemFree 3.0 GiB, MemAvailable 38.3 of 121.7 GiB, and ~80 GiB in no
+    /proc/meminfo category (the driver's retained pool). 96 GiB does not fit
+    the pool (FAIL, stop other jobs) and the detail names the unaccounted memory."""
+    text = capture_meminfo("proc_meminfo_1.txt")
+    result = run_g3(fake_root, doubles, text, workload_gb=96)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith("workload 96 GiB > MemAvailable 38.3 GiB of 121.7 GiB (MemFree 3.0 GiB)")
+    assert "G6" in result.fix
+    assert result.reading("unaccounted").value == 80.1
+    assert any(d.startswith("80.1 GiB is held outside every /proc/meminfo category") for d in result.details)
+    healthy = run_g3(fake_root, doubles, gb10.meminfo())
+    assert healthy.reading("unaccounted").value < 8
+    assert not any("outside every /proc/meminfo category" in d for d in healthy.details)
+
+
+def test_a_workload_larger_than_the_machine_says_so(fake_root, doubles) -> None:
+    """Issue 8/11: 130 GiB on a 121.7 GiB Spark (proc_meminfo_1.txt) is larger
+    than the whole machine; stopping other jobs cannot help, and the line says so."""
+    result = run_g3(fake_root, doubles, capture_meminfo("proc_meminfo_1.txt"), workload_gb=130)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith(
+        "workload 130 GiB > MemTotal 121.7 GiB: larger than this machine's whole memory"
+    )
+    assert "stop other jobs" not in result.text and "G6" not in result.fix
+    assert result.headline == "workload 130 GiB > this machine's total memory 121.7 GiB"
+    assert result.short_fix.startswith("shrink the workload")
+    # just below the total but above MemAvailable: the pool verdict, stop other jobs
+    pool = run_g3(fake_root, doubles, capture_meminfo("proc_meminfo_1.txt"), workload_gb=120)
+    assert pool.status is Status.FAIL and "stop other jobs" in pool.fix
+
+
+def test_healthy_gb10_without_a_workload_is_info_with_a_short_line(fake_root, doubles) -> None:
+    result = run_g3(fake_root, doubles, gb10.meminfo())
+    assert result.status is Status.INFO
+    assert result.headline == "MemAvailable 112.8 of 121.7 GiB; no workload declared"
+    assert result.short_line() == "G3 INFO: MemAvailable 112.8 of 121.7 GiB; no workload declared"
+
+
+@pytest.mark.parametrize("workload", [None, 10, 100, 113, 500])
+def test_every_result_has_a_headline_and_a_short_line(workload: float | None) -> None:
+    result = g3.decide(facts_from(gb10.meminfo()), workload)
+    assert result.headline and len(result.short_line()) <= 120
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix and "; fix: " in result.short_line()
+        assert result.short_line().count(result.headline[:20]) == 1  # said once
+
+
+@pytest.mark.parametrize(
+    ("meminfo", "reason"),
+    [
+        ("MemTotal: 0 kB\nMemFree: 0 kB\nMemAvailable: 0 kB\n", "MemTotal is 0"),
+        (
+            # MemFree of 9.5e+26 GiB
+            f"MemTotal: 127601452 kB\nMemFree: {int(9.5e26) * GIB_KB} kB\nMemAvailable: 115669068 kB\n",
+            "MemFree 9.5e+26 GiB > MemTotal 121.7 GiB",
+        ),
+        ("MemTotal: 1000 kB\nMemFree: 2000 kB\nMemAvailable: 500 kB\n", "MemFree 0 GiB > MemTotal 0 GiB"),
+        (f"MemTotal: {1 << 45} kB\nMemFree: 1 kB\nMemAvailable: 1 kB\n", "more than any machine has"),
+        ("MemTotal: 1000000 kB\nMemFree: 10 kB\nMemAvailable: 2000000 kB\n", "MemAvailable"),
+    ],
+)
+def test_impossible_meminfo_is_a_skip_with_the_reason(fake_root, doubles, meminfo: str, reason: str) -> None:
+    """Issue 12: a crafted /proc/meminfo under the machine's root with values no
+    machine has PASSed a 10 GiB workload; it is a SKIP that names the reading."""
+    result = run_g3(fake_root, doubles, meminfo, workload_gb=10)
+    assert result.status is Status.SKIP
+    assert result.summary.startswith("cannot read memory headroom: impossible /proc/meminfo: ")
+    assert reason in result.summary
+    assert len(result.short_line()) <= 120
+
+
+def test_facts_round_trip_through_json_to_the_same_result() -> None:
+    facts = facts_from(capture_meminfo("proc_meminfo_1.txt"), drop={"done": False, "refused": "not root"})
+    again = g3.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    params = Params(profile="gb10", options={"workload_gb": 30.0})
+    assert g3.evaluate(again, params) == g3.evaluate(facts, params)

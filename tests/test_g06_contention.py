@@ -9,7 +9,9 @@ integration tests assert on the pids they started, not on the whole table.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g06_contention as g6
-from pytest_spark.checks.kit import CheckContext
+from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.options import Settings
@@ -32,6 +34,7 @@ from pytest_spark.thresholds import defaults
 from doubles import gb10
 
 T = defaults("gb10")
+P = Params(profile="gb10", thresholds=T)
 GIB = 1 << 30
 PY = "/usr/bin/python3"
 
@@ -148,13 +151,15 @@ def test_query_compute_apps_rows_and_na_memory() -> None:
 
 
 def proc(pid: int, ppid: int, cmdline: list[str], *, me: bool = False, rss: int = 50 << 20) -> dict[str, Any]:
+    """A process as G6's facts record it: the reduced command line only."""
     return {
         "pid": pid,
         "ppid": ppid,
         "name": os.path.basename(cmdline[0]) if cmdline else "",
-        "cmdline": cmdline,
+        "cmd": g6.reduce_cmdline(cmdline),
         "self": me,
         "rss_bytes": rss,
+        "probe": g6.is_probe_child(cmdline),
     }
 
 
@@ -167,9 +172,14 @@ def table(*procs: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {p["pid"]: p for p in [*base, *procs]}
 
 
-def groups(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]], **kw: Any) -> g6.Facts:
-    facts = g6.Facts(mem_total_bytes=int(121.7 * GIB), scanned=len(procs))
-    return g6.build_groups(facts, entries, procs, **kw)
+def facts_of(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]]) -> g6.Facts:
+    return g6.Facts(
+        processes=list(procs.values()), entries=entries, mem_total_bytes=int(121.7 * GIB), scanned=len(procs)
+    )
+
+
+def groups(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]], **kw: Any) -> g6.Survey:
+    return g6.build_groups(facts_of(entries, procs), **kw)
 
 
 def test_server_workers_fold_into_the_server_with_their_nvml_memory() -> None:
@@ -177,11 +187,11 @@ def test_server_workers_fold_into_the_server_with_their_nvml_memory() -> None:
         proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"]),
         proc(101, 100, ["VLLM::EngineCore"]),
     )
-    facts = groups([{"pid": 101, "used": 30 * GIB, "type": "compute", "gpu": "0"}], procs)
-    assert len(facts.groups) == 1
-    g = facts.groups[0]
-    assert (g["pid"], g["kind"], g["cap"], sorted(g["pids"])) == (100, "vLLM", 0.4, [100, 101])
-    assert g["used_by_gpu"] == {"0": 30 * GIB}
+    survey = groups([{"pid": 101, "used": 30 * GIB, "type": "compute", "gpu": "0"}], procs)
+    assert len(survey.groups) == 1
+    g = survey.groups[0]
+    assert (g.pid, g.kind, g.cap, sorted(g.pids)) == (100, "vLLM", 0.4, [100, 101])
+    assert g.used_by_gpu == {"0": 30 * GIB}
 
 
 def test_self_probe_children_and_our_launchers_workers_are_not_other_work() -> None:
@@ -196,25 +206,25 @@ def test_self_probe_children_and_our_launchers_workers_are_not_other_work() -> N
         {"pid": 21, "used": GIB, "type": "compute", "gpu": "0"},
         {"pid": 30, "used": GIB, "type": "compute", "gpu": "0"},
     ]
-    facts = groups(entries, procs)
-    assert facts.groups == []
-    reasons = " ".join(facts.excluded)
+    survey = groups(entries, procs)
+    assert survey.groups == []
+    reasons = " ".join(survey.excluded)
     assert "pid 11: this pytest" in reasons
     assert "pid 21: a worker of the launcher" in reasons
     assert "pid 30: a pytest-dgx-spark probe child" in reasons
-    assert g6.evaluate(facts, T).status is Status.PASS
+    assert g6.evaluate(facts_of(entries, procs), P).status is Status.PASS
 
 
 def test_a_pid_from_another_namespace_is_listed_by_nvml_alone() -> None:
-    facts = groups(
+    survey = groups(
         [{"pid": 424242, "used": 2 * GIB, "type": "compute", "gpu": "0", "name": "python3"}], table()
     )
-    (g,) = facts.groups
-    assert g["kind"] == "GPU process" and g["name"] == "python3"
+    (g,) = survey.groups
+    assert g.kind == "GPU process" and g.name == "python3"
 
 
 def verdict(entries: list[dict[str, Any]], *extra: dict[str, Any], t: dict[str, float] = T):
-    return g6.evaluate(groups(entries, table(*extra)), t)
+    return g6.evaluate(facts_of(entries, table(*extra)), Params(profile="gb10", thresholds=t))
 
 
 def test_no_other_process_passes() -> None:
@@ -284,11 +294,12 @@ def test_the_desktop_does_not_count_but_is_listed() -> None:
 
 
 def test_discrete_gpu_fraction_uses_that_gpus_memory() -> None:
-    facts = groups(
+    facts = facts_of(
         [{"pid": 500, "used": 100 * GIB, "type": "compute", "gpu": "0"}], table(proc(500, 1, [PY, "nb.py"]))
     )
     facts.gpu_totals = {"0": 141 * GIB}
-    assert g6.evaluate(facts, defaults("generic")).status is Status.FAIL  # 71 % of the H200
+    generic = Params(profile="generic", thresholds=defaults("generic"))
+    assert g6.evaluate(facts, generic).status is Status.FAIL  # 71 % of the H200
 
 
 def test_cap_max_threshold_is_respected() -> None:
@@ -357,7 +368,11 @@ def judged(env: dict[str, str], pids: set[int], t: dict[str, float] = T) -> dict
     machine = Machine(env=env, timeout=5)
     engine = Engine(Settings(), machine)
     ctx = CheckContext("G6", engine.settings, machine, engine)
-    return {j.group.pid: j for j in g6.judge(g6.survey(ctx), t) if j.group.pid in pids}
+    facts = g6.gather(ctx)
+    facts = g6.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))  # as the engine stores them
+    return {
+        j.group.pid: j for j in g6.judge(facts, Params(profile="gb10", thresholds=t)) if j.group.pid in pids
+    }
 
 
 def test_real_vllm_console_script_at_09_fails_and_at_04_warns(
@@ -444,9 +459,10 @@ def test_the_pytest_process_itself_on_the_gpu_is_not_contention(doubles: Any) ->
     env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": os.getpid(), "used_bytes": GIB}]})).env
     machine = Machine(env=env, timeout=5)
     engine = Engine(Settings(), machine)
-    facts = g6.survey(CheckContext("G6", engine.settings, machine, engine))
-    assert all(os.getpid() not in g["pids"] for g in facts.groups)
-    assert any(f"pid {os.getpid()}: this pytest" in e for e in facts.excluded)
+    facts = g6.gather(CheckContext("G6", engine.settings, machine, engine))
+    survey = g6.build_groups(facts)
+    assert all(os.getpid() not in g.pids for g in survey.groups)
+    assert any(f"pid {os.getpid()}: this pytest" in e for e in survey.excluded)
 
 
 def test_nvml_unavailable_falls_back_to_nvidia_smi_compute_apps(doubles: Any) -> None:
@@ -467,3 +483,328 @@ def test_a_fake_root_without_proc_is_a_note_not_a_crash(doubles: Any, fake_root:
     assert result.status is Status.FAIL  # NVML still sees the 70 GiB process
     assert "pid 4242 GPU process" in result.summary
     assert "cannot list processes" in result.summary
+
+
+# ---------------------------------------------------------------------- contract, captures, faults
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+SECRETS = ("SECRET123", "hf_SECRETTOKEN", "/home/alice")
+
+
+def run_g6(env: dict[str, str], root: Path | None = None, **kw: Any) -> tuple[Any, Engine]:
+    engine = Engine(Settings(**kw), Machine(root=root, env=env, timeout=5))
+    return engine.run("G6"), engine
+
+
+def test_facts_round_trip_through_json_to_the_same_result() -> None:
+    procs = table(
+        proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"]),
+        proc(101, 100, ["VLLM::EngineCore"]),
+        proc(200, 1, [PY, "train.py"]),
+    )
+    facts = facts_of([{"pid": 101, "used": 30 * GIB, "type": "compute", "gpu": "0"}], procs)
+    facts.notes.append("a note")
+    again = g6.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert g6.evaluate(again, P) == g6.evaluate(facts, P)
+    assert g6.evaluate(again, P).status is Status.FAIL
+
+
+@pytest.mark.parametrize(
+    "cmdline",
+    [
+        [
+            PY,
+            "/home/alice/.venv/bin/vllm",
+            "serve",
+            "org/m",
+            "--api-key",
+            "SECRET123",
+            "--gpu-memory-utilization=0.4",
+        ],
+        [PY, "-m", "vllm.entrypoints.openai.api_server", "--hf_token", "hf_SECRETTOKEN", "--model", "m"],
+        [PY, "/home/alice/site/vllm/entrypoints/openai/api_server.py", "--api-key=SECRET123"],
+        [PY, "-m", "sglang.launch_server", "--model-path", "/home/alice/m", "--mem-fraction-static", "0.4"],
+        ["/home/alice/bin/llama-server", "-m", "/home/alice/x.gguf", "--api-key", "SECRET123"],
+        [PY, "-u", "/home/alice/train.py", "--hf_token", "hf_SECRETTOKEN"],
+        ["text-generation-launcher", "--model-id", "m", "--cuda-memory-fraction", "0.35"],
+        [PY, "/usr/bin/torchrun", "--nproc-per-node", "2", "/home/alice/train.py", "--api-key", "SECRET123"],
+        [PY, "-c", "import os; os.environ['HF_TOKEN']='hf_SECRETTOKEN'"],
+        ["/usr/bin/ollama", "serve"],
+        ["sleep", "SECRET123"],
+    ],
+)
+def test_the_reduced_command_line_classifies_the_same_and_keeps_no_secret(cmdline: list[str]) -> None:
+    """Issue 12: only the program, a known subcommand and the cap flags are kept."""
+    reduced = g6.reduce_cmdline(cmdline)
+    assert g6.classify(reduced) == g6.classify(cmdline)
+    assert g6.is_launcher(reduced) == g6.is_launcher(cmdline)
+    assert not any(s in " ".join(reduced) for s in SECRETS), reduced
+
+
+@pytest.mark.parametrize("raw", ["nan", "-0.5", "0", "inf", "1.5"])
+def test_a_cap_that_is_no_fraction_counts_as_uncapped_with_a_note(
+    doubles: Any, spawn: Any, tmp_path: Path, raw: str
+) -> None:
+    """Issue 12: a real vLLM-named process started with ``--gpu-memory-utilization
+    nan`` (or -0.5, 0, inf, 1.5) was "capped"; now it is uncapped, and says why."""
+    vllm = console_script(tmp_path / "bin", "vllm")
+    p = spawn([sys.executable, str(vllm), "serve", "m", "--gpu-memory-utilization", raw])
+    wait_for_cmdline(p.pid, "serve")
+    found = judged(doubles.nvml(gb10.nvml()).env, {p.pid})[p.pid]
+    assert found.group.cap is None and found.level == "fail"
+    assert f"unreadable --gpu-memory-utilization '{raw}' (not a fraction in (0, 1])" in found.why
+
+
+def test_real_secrets_in_argv_stay_out_of_the_result_and_the_facts(
+    doubles: Any, spawn: Any, tmp_path: Path
+) -> None:
+    """Issue 12: a real process started as ``vllm serve … --api-key SECRET123
+    --hf_token hf_SECRETTOKEN``; G6 FAILs on it, and neither the Result, its
+    dict, nor the facts the engine keeps for capture carry a secret."""
+    home = tmp_path / "home" / "alice"
+    home.mkdir(parents=True)
+    vllm = console_script(home / "bin", "vllm")
+    argv = [
+        sys.executable,
+        str(vllm),
+        "serve",
+        "org/m",
+        "--api-key",
+        "SECRET123",
+        "--hf_token",
+        "hf_SECRETTOKEN",
+    ]
+    p = spawn(argv)
+    wait_for_cmdline(p.pid, "SECRET123")
+    env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": 40 * GIB}]})).env
+    result, engine = run_g6(env)
+    assert result.status is Status.FAIL and f"pid {p.pid} vLLM" in result.summary
+    assert any(f"pid {p.pid} vLLM" in d and d.endswith("vllm serve") for d in result.details)
+    dumped = json.dumps(result.to_dict()) + json.dumps(engine.facts("G6")) + result.report_text()
+    for secret in (*SECRETS[:2], str(home)):
+        assert secret not in dumped
+
+
+def gb10_root(fake_root: Any, *pids: int) -> Path:
+    """A machine root with the GB10 double's /proc/meminfo (a 121.7 GiB pool)
+    whose ``/proc/<pid>`` for each given REAL pid links to the real one (and a
+    crafted init, so the table is never empty). Other processes of this busy
+    machine stay out of the survey."""
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 1, 0, ["/sbin/init"], name="init")
+    for pid in pids:
+        os.symlink(f"/proc/{pid}", root / "proc" / str(pid))
+    return root
+
+
+def proc_tree(root: Path, pid: int, ppid: int, argv: list[str], name: str = "python3") -> None:
+    """A crafted ``/proc/<pid>`` under a machine root: ``stat`` and ``cmdline``."""
+    folder = root / "proc" / str(pid)
+    folder.mkdir(parents=True, exist_ok=True)
+    rest = " ".join(["0"] * 19)
+    (folder / "stat").write_text(f"{pid} ({name}) S {ppid} {rest} 12800 0\n")
+    (folder / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_secrets_stay_out_of_terminal_junit_json_and_env_report(
+    pytester: pytest.Pytester, spark_env: Any
+) -> None:
+    """Issue 12, end to end: a vLLM with ``--api-key SECRET123 --hf_token …``
+    planted under the machine root (SPARK_PREFLIGHT_HOST_ROOT) and holding
+    40 GiB per NVML; ``pytest --spark-preflight -rA -v --junitxml --json-report
+    --spark-report`` and ``spark-preflight --json`` name it in G6's FAIL, and
+    no output carries the secrets."""
+    argv = [PY, "/home/alice/.venv/bin/vllm", "serve", "org/m", "--api-key", "SECRET123"]
+    argv += ["--hf_token", "hf_SECRETTOKEN", "--gpu-memory-utilization", "0.9"]
+    proc_tree(spark_env.root, 4242, 1, argv)
+    spark_env.nvml_scenario["devices"][0]["compute_procs"] = [{"pid": 4242, "used_bytes": 40 * GIB}]
+    spark_env.doubles.nvml(spark_env.nvml_scenario)
+    args = ["--spark-preflight", "--spark-only", "G6", "-rA", "-v", "--junitxml=r.xml", "-p", "no:randomly"]
+    args += ["--json-report", "--json-report-file=r.json", "--spark-report", "env-report.json"]
+    result = pytester.runpytest_subprocess(*args)
+    out = result.stdout.str() + result.stderr.str()
+    assert "G6 FAIL: 1 other GPU process uncapped or above 0.5: pid 4242 vLLM (cap 0.9, 40.0 GiB NVML)" in out
+    assert "vllm serve --gpu-memory-utilization=0.9" in out  # the reduced command line, in the details
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G6", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=pytester.path,
+    )
+    assert '"G6 FAIL: 1 other GPU process uncapped' in cli.stdout, cli.stderr
+    files = [pytester.path / name for name in ("r.xml", "r.json", "env-report.json")]
+    for text in [out, cli.stdout + cli.stderr, *(f.read_text() for f in files)]:
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def test_no_gpu_skips_whatever_the_process_table_names(doubles: Any, spawn: Any, tmp_path: Path) -> None:
+    """Issue 11: a machine without a GPU FAILed G6 when a process was named like
+    vLLM. A real vLLM-named process; NVML answers with no device (and, second,
+    no NVML library and nvidia-smi exiting 9): SKIP, the process in the text."""
+    vllm = console_script(tmp_path / "bin", "vllm")
+    p = spawn([sys.executable, str(vllm), "serve", "m"])
+    wait_for_cmdline(p.pid, "serve")
+    no_device, _ = run_g6(doubles.nvml(gb10.nvml(devices=[])).env)
+    assert no_device.status is Status.SKIP
+    assert no_device.summary.startswith("no NVIDIA GPU to contend for (NVML answered but reports no GPU)")
+    assert "; the process table names pid " in no_device.summary
+    assert any(d.startswith(f"FAIL pid {p.pid} vLLM") for d in no_device.details)
+    doubles.tool(
+        "nvidia-smi", "#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate'\nexit 9\n"
+    )
+    no_driver, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env)
+    assert no_driver.status is Status.SKIP and no_driver.headline == "no NVIDIA GPU to contend for"
+
+
+def test_unreadable_pids_are_skipped_and_counted(doubles: Any, fake_root: Any) -> None:
+    """Issue 12: one pid whose ``stat`` is a symlink loop and one whose
+    ``cmdline`` is, under the machine root, next to a vLLM: the scan goes on,
+    the vLLM is judged, and both unreadable pids are counted."""
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 100, 1, [PY, "/usr/bin/vllm", "serve", "m"])
+    (root / "proc/200").mkdir()
+    os.symlink("loop", root / "proc/200/stat")
+    os.symlink("stat", root / "proc/200/loop")
+    proc_tree(root, 300, 1, ["sleep", "9"], name="sleep")
+    (root / "proc/300/cmdline").unlink()
+    os.symlink("cmdline", root / "proc/300/cmdline")
+    result, _ = run_g6(doubles.nvml(gb10.nvml()).env, root)
+    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert result.reading("processes_scanned").value == 2
+    assert result.reading("processes_unreadable").value == 2
+    assert any(
+        d.startswith("2 processes unreadable, skipped or listed without a command line: pid 200: ")
+        and "symbolic links" in d
+        for d in result.details
+    )
+
+
+def test_a_fifo_for_a_pids_files_does_not_block_the_scan(doubles: Any, fake_root: Any) -> None:
+    """Issue 12: a FIFO where ``/proc/<pid>/cmdline`` or ``stat`` should be
+    (no writer: a plain open() never returns) is refused and counted."""
+    import threading
+
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 100, 1, [PY, "/usr/bin/vllm", "serve", "m"])
+    proc_tree(root, 200, 1, ["x"])
+    (root / "proc/200/cmdline").unlink()
+    os.mkfifo(root / "proc/200/cmdline")
+    (root / "proc/300").mkdir()
+    os.mkfifo(root / "proc/300/stat")
+    box: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: box.update(r=run_g6(doubles.nvml(gb10.nvml()).env, root)[0]), daemon=True
+    )
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "G6's process scan blocked on a FIFO"
+    result = box["r"]
+    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert result.reading("processes_unreadable").value == 2
+    assert any("not a regular file (a FIFO)" in d for d in result.details)
+
+
+def table_rows(name: str) -> list[tuple[int, str, str, int]]:
+    """The ``Processes:`` rows of an nvidia-smi table: (pid, type, name, MiB)."""
+    rows = re.findall(
+        r"^\|\s+\d+\s+\S+\s+\S+\s+(\d+)\s+([CG])\s+(\S+)\s+(\d+)MiB \|$", (GB10_DATA / name).read_text(), re.M
+    )
+    return [(int(pid), kind, prog, int(mib)) for pid, kind, prog, mib in rows]
+
+
+def test_gb10_desktop_processes_from_a_real_table_are_listed_not_counted(
+    doubles: Any, fake_root: Any
+) -> None:
+    """nvidia-smi_4.txt (a DGX Spark, driver 580.95.05): memory ``Not Supported``
+    but the process table lists Xorg 84 MiB, gnome-shell 125 MiB, firefox
+    273 MiB, all type G. Through NVML's per-process answer: PASS, 3 desktop
+    processes not counted, each with its memory in the details."""
+    rows = table_rows("nvidia-smi_4.txt")
+    assert [(r[0], r[3]) for r in rows] == [(4174, 84), (4399, 125), (4761, 273)]
+    graphics = [{"pid": pid, "used_bytes": mib << 20} for pid, kind, _, mib in rows if kind == "G"]
+    result, _ = run_g6(doubles.nvml(gb10.nvml(device={"graphics_procs": graphics})).env, gb10_root(fake_root))
+    assert result.status is Status.PASS
+    assert result.summary == "no other GPU process [NVML; 3 desktop graphics processes not counted]"
+    assert any(d.startswith("DISPLAY pid 4761 GPU process") and "GPU 0: 273 MiB" in d for d in result.details)
+
+
+def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root: Any) -> None:
+    """nvidia-smi-query_1.txt (a GB10): ``--query-compute-apps=gpu_uuid,pid,
+    process_name,used_memory`` prints ``GPU-..., 114687, /usr/local/bin/python,
+    19135`` while device memory is ``[N/A]``. Without NVML in Python G6 reads
+    that list; the process's 18.7 GiB is in the finding."""
+    line = next(
+        ln for ln in (GB10_DATA / "nvidia-smi-query_1.txt").read_text().splitlines() if ln.startswith("GPU-")
+    )
+    assert g6.parse_compute_apps(line) == [
+        {"pid": 114687, "used": 19135 << 20, "type": "compute", "gpu": "0", "name": "python"}
+    ]
+    doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")
+    result, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env, gb10_root(fake_root))
+    assert result.status is Status.WARN
+    assert result.headline == "pid 114687 GPU process (python) 18.7 GiB NVML: no cap known, 15% of the pool"
+    assert result.summary.endswith("[nvidia-smi --query-compute-apps]")
+
+
+def test_gb10_vllm_worker_holding_89_gib_over_its_cap_fails(
+    doubles: Any, spawn: Any, tmp_path: Path, fake_root: Any
+) -> None:
+    """nvml_process_memory_1.txt (nvtop PR #511, a DGX Spark with 121.690 GiB):
+    NVML per process reports a vLLM worker at 89.276 GiB. A real vLLM started
+    capped at 0.5 whose worker NVML sees at that figure: FAIL, 73 % of the pool,
+    the memory in the headline and the short line within 120 characters."""
+    assert "| vLLM worker serving | 89.276 GiB |" in (GB10_DATA / "nvml_process_memory_1.txt").read_text()
+    vllm = console_script(tmp_path / "bin", "vllm")
+    p = spawn([sys.executable, str(vllm), "serve", "m", "--gpu-memory-utilization", "0.5"])
+    wait_for_cmdline(p.pid, "serve")
+    used = int(89.276 * GIB)
+    env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": used}]})).env
+    result, _ = run_g6(env, gb10_root(fake_root, p.pid))
+    assert result.status is Status.FAIL
+    assert result.headline == f"pid {p.pid} vLLM 89.3 GiB NVML: uses 73% of the pool > 0.5"
+    assert any("capped at 0.5 but uses 73% of the pool" in d for d in result.details)
+    assert len(result.short_line()) <= 120 and f"kill {p.pid}" in result.short_line()
+
+
+@pytest.mark.parametrize(
+    "entries_and_procs",
+    [
+        ([], []),
+        (
+            [{"pid": 100, "used": 12 * GIB, "type": "compute", "gpu": "0"}],
+            [[PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.5"]],
+        ),
+        (
+            [],
+            [
+                [PY, "/usr/bin/vllm", "serve", "m"],
+                ["/usr/bin/ollama", "serve"],
+                [PY, "train.py"],
+                [PY, "sft.py"],
+            ],
+        ),
+    ],
+)
+def test_every_result_has_a_headline_and_a_short_line(entries_and_procs: Any) -> None:
+    entries, cmdlines = entries_and_procs
+    procs = table(*[proc(100 + i, 1, c) for i, c in enumerate(cmdlines)])
+    result = g6.evaluate(facts_of(entries, procs), P)
+    assert result.headline and len(result.short_line()) <= 120
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix and "; fix: " in result.short_line()
+
+
+def test_process_table_reads_names_with_parentheses_and_marks_nothing_foreign(fake_root: Any) -> None:
+    """``/proc/<pid>/stat`` puts the name in parentheses, and a name may hold
+    ``) (`` itself; the ppid and rss are read after the last ``)``."""
+    from pytest_spark.probes.processes import list_processes
+
+    root = fake_root({})
+    proc_tree(root, 7, 1, ["./a.out"], name="evil) S 99 (x")
+    table = list_processes(root)
+    assert table["error"] is None and table["unreadable"] == 0
+    (p,) = table["processes"]
+    assert (p["pid"], p["ppid"], p["name"], p["cmdline"]) == (7, 1, "evil) S 99 (x", ["./a.out"])
+    assert p["rss_bytes"] == 12800 * os.sysconf("SC_PAGE_SIZE") and p["self"] is False

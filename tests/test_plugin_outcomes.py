@@ -85,7 +85,7 @@ def test_fail_fails_with_the_g_line_and_no_traceback(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             "*_ G3 UMA headroom _*",
-            "G3 FAIL: workload 500 GiB > MemAvailable 112.8 GiB of 121.7 GiB*; fix: stop other jobs*",
+            "G3 FAIL: workload 500 GiB > MemTotal 121.7 GiB: larger than this machine's whole memory*; fix: shrink*",
             "FAILED spark_preflight::G3 - G3 FAIL: workload 500 GiB*",
         ]
     )

@@ -69,7 +69,7 @@ def test_failure_and_skip_messages_are_the_g_lines(pytester: pytest.Pytester, sp
     g3 = cases(root)["G3"]
     failure = g3.find("failure")
     assert failure is not None
-    assert failure.get("message").startswith("G3 FAIL: workload 500 GiB > MemAvailable 112.8 GiB")
+    assert failure.get("message").startswith("G3 FAIL: workload 500 GiB > MemTotal 121.7 GiB")
     assert "; fix: " in failure.get("message")
     skipped = [c.find("skipped") for c in root.iter("testcase") if c.find("skipped") is not None]
     assert skipped, "the double leaves some checks with nothing to look at"

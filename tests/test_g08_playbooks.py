@@ -15,7 +15,8 @@ from localserver import ISSUES_PATH, Answer, LocalServer
 
 from pytest_spark.checks import g08_playbooks as g8
 from pytest_spark.engine import Engine
-from pytest_spark.model import Status
+from pytest_spark.checks.kit import Params
+from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
 
@@ -42,6 +43,14 @@ def run_g8(server: LocalServer, token: str | None = TOKEN, **settings: object) -
     machine = Machine(env=env)
     opts = {"github_url": server.url, "timeout": 5.0, **settings}
     return machine, Engine(Settings(**opts), machine).run("G8")  # type: ignore[arg-type]
+
+
+def ev(facts: g8.Facts) -> Result:
+    """evaluate() as the engine calls it: on the facts after their JSON round trip."""
+    again = g8.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    result = g8.evaluate(again, Params())
+    assert result.to_dict() == g8.evaluate(facts, Params()).to_dict()
+    return result
 
 
 def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8.Facts:
@@ -71,7 +80,7 @@ def test_recorded_list_drops_pull_requests() -> None:
 
 
 def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
-    r = g8.evaluate(facts_from(ISSUES, "unsloth"))
+    r = ev(facts_from(ISSUES, "unsloth"))
     assert r.status is Status.WARN
     assert r.summary == (
         "2 open issues name the 'unsloth' playbook in NVIDIA/dgx-spark-playbooks: "
@@ -89,7 +98,7 @@ def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
 
 
 def test_one_vllm_issue_is_listed() -> None:
-    r = g8.evaluate(facts_from(ISSUES, "vllm"))
+    r = ev(facts_from(ISSUES, "vllm"))
     assert r.status is Status.WARN
     assert r.summary.startswith(
         "1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 vLLM"
@@ -98,13 +107,13 @@ def test_one_vllm_issue_is_listed() -> None:
 
 
 def test_a_playbook_no_issue_names_passes() -> None:
-    r = g8.evaluate(facts_from(ISSUES, "nccl"))
+    r = ev(facts_from(ISSUES, "nccl"))
     assert r.status is Status.PASS
     assert r.summary == "no open issue in NVIDIA/dgx-spark-playbooks names 'nccl' (9 open issues checked)"
 
 
 def test_no_playbook_is_info_with_count_and_newest_three() -> None:
-    r = g8.evaluate(facts_from(ISSUES))
+    r = ev(facts_from(ISSUES))
     assert r.status is Status.INFO
     assert r.summary.startswith("9 open issues in NVIDIA/dgx-spark-playbooks; newest: #79 vLLM 26.02-py3")
     assert "; #68 SGLang: Mismatch" in r.summary and "; #57 AttributeError" in r.summary
@@ -115,7 +124,7 @@ def test_no_playbook_is_info_with_count_and_newest_three() -> None:
 def test_more_pages_are_said_not_hidden() -> None:
     f = facts_from(ISSUES, "nccl", headers={"link": '<https://api.github.com/x?page=2>; rel="next"'})
     f.more_pages = True
-    r = g8.evaluate(f)
+    r = ev(f)
     assert "9+ open issues checked (GitHub has more pages; the newest 100 were checked)" in r.summary
 
 
@@ -162,13 +171,13 @@ def test_playbook_name_is_normalized(given: str, normal: str) -> None:
     ids=["html", "object", "string", "not-issues", "empty", "deep"],
 )
 def test_unexpected_json_is_a_skip_with_the_reason(body: bytes, reason: str) -> None:
-    r = g8.evaluate(facts_from(body, "unsloth"))
+    r = ev(facts_from(body, "unsloth"))
     assert r.status is Status.SKIP
     assert r.summary == f"GitHub's answer is not the issue list expected: {reason}"
 
 
 def test_empty_list_is_info_no_open_issues() -> None:
-    r = g8.evaluate(facts_from(b"[]"))
+    r = ev(facts_from(b"[]"))
     assert (r.status, r.summary) == (Status.INFO, "no open issues in NVIDIA/dgx-spark-playbooks")
 
 
@@ -179,7 +188,7 @@ def test_rate_limit_reset_is_rendered_as_a_time() -> None:
         status=403,
         headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(RESET)},
     )
-    r = g8.evaluate(f)
+    r = ev(f)
     assert r.status is Status.SKIP
     assert r.summary == (
         "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC (in 37 min); "
@@ -197,14 +206,16 @@ def test_rate_limit_reset_is_rendered_as_a_time() -> None:
 )
 def test_429_retry_after_seconds_or_date(retry_after: str, until: str) -> None:
     f = facts_from(b"", status=429, headers={"retry-after": retry_after}, token="sent")
-    r = g8.evaluate(f)
+    r = ev(f)
     assert r.summary == f"rate-limited by GitHub (HTTP 429) until {until}; even with GITHUB_TOKEN"
 
 
 def test_offline_flag_skips_before_any_request(server: LocalServer) -> None:
     server.answers[ISSUES_PATH] = Answer(body=ISSUES)
     _, r = run_g8(server, offline=True)
-    assert (r.status, r.summary) == (Status.SKIP, "offline (--spark-offline): GitHub not contacted")
+    # issue 11: a CLI user has no --spark-offline; the reason says offline plainly
+    assert (r.status, r.summary) == (Status.SKIP, "offline: GitHub not contacted, playbook issues not checked")
+    assert "--spark" not in r.short_line()
     assert server.seen == []
 
 
@@ -229,7 +240,9 @@ def test_one_request_per_run(server: LocalServer) -> None:
     machine, first = run_g8(server, playbook="vllm")
     # a second engine on the same machine (what the CLI's report and the gate do) asks again
     again = Engine(Settings(github_url=server.url, playbook="vllm"), machine).run("G8")
-    machine.store._values.pop("result:G8")  # even a fresh evaluation reuses the one answer
+    # even a fresh gather and evaluation (the engine keeps both per run) reuses the one answer
+    machine.store._values.pop("result:G8")
+    machine.store._values.pop("facts:G8")
     third = Engine(Settings(github_url=server.url), machine).run("G8")
     assert first.status is again.status is Status.WARN
     assert third.status is Status.INFO

@@ -14,8 +14,8 @@ import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
 from pytest_spark.checks import g08_playbooks as g8
-from pytest_spark.engine import Engine
 from pytest_spark.checks.kit import Params
+from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
@@ -214,7 +214,10 @@ def test_offline_flag_skips_before_any_request(server: LocalServer) -> None:
     server.answers[ISSUES_PATH] = Answer(body=ISSUES)
     _, r = run_g8(server, offline=True)
     # issue 11: a CLI user has no --spark-offline; the reason says offline plainly
-    assert (r.status, r.summary) == (Status.SKIP, "offline: GitHub not contacted, playbook issues not checked")
+    assert (r.status, r.summary) == (
+        Status.SKIP,
+        "offline: GitHub not contacted, playbook issues not checked",
+    )
     assert "--spark" not in r.short_line()
     assert server.seen == []
 

@@ -651,3 +651,139 @@ def test_details_stay_bounded(tmp_path: Path) -> None:
     assert r.status is Status.PASS
     assert len(r.details) == g10.MAX_DETAILS + 1
     assert r.details[-1] == f"and {500 - g10.MAX_DETAILS} more"
+
+
+# --------------------------------------------------------------------------- the two-Spark link (issue 8)
+
+GB10 = DATA / "gb10"
+TWO_NODES = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "0"}
+#: ibdev2netdev on a Spark with the cable in the outer QSFP port (link_two_spark_ib_write_bw_2.txt)
+SPARK_RDMA = {
+    "rocep1s0f0": ("enp1s0f0np0", "1: DOWN"),
+    "rocep1s0f1": ("enp1s0f1np1", "4: ACTIVE"),
+    "roceP2p1s0f0": ("enP2p1s0f0np0", "1: DOWN"),
+    "roceP2p1s0f1": ("enP2p1s0f1np1", "4: ACTIVE"),
+}
+
+
+def sys_tree(base: Path, mtu: int = 9000, extra_net: dict[str, int] | None = None) -> Path:
+    """A host root with /sys/class/infiniband and /sys/class/net as a Spark shows them."""
+    for dev, (netdev, state) in SPARK_RDMA.items():
+        port = base / "sys/class/infiniband" / dev / "ports/1"
+        (port / "gid_attrs/ndevs").mkdir(parents=True)
+        (port / "state").write_text(state + "\n")
+        (port / "gid_attrs/ndevs/0").write_text(netdev + "\n")
+        net = base / "sys/class/net" / netdev
+        net.mkdir(parents=True)
+        (net / "mtu").write_text(f"{mtu if 'ACTIVE' in state else 1500}\n")
+    for name, value in (extra_net or {}).items():
+        (base / "sys/class/net" / name).mkdir(parents=True)
+        (base / "sys/class/net" / name / "mtu").write_text(f"{value}\n")
+    return base
+
+
+def run_link(tmp_path: Path, env: dict[str, str], mtu: int = 9000, **net: int) -> Result:
+    """G10 through the engine on a crafted host root (SPARK_PREFLIGHT_HOST_ROOT)."""
+    root = sys_tree(tmp_path / "host", mtu, net)
+    work = tmp_path / "work"
+    work.mkdir()
+    full = {k: v for k, v in clean_env().items() if not k.startswith("NCCL_")}
+    full.update(env, SPARK_PREFLIGHT_HOST_ROOT=str(root))
+    eng, _ = engine(work, env=full)
+    r = eng.run("G10")
+    assert len(r.short_line()) <= 120 and r.headline
+    return r
+
+
+def test_captures_say_both_twins_and_mtu_9000() -> None:
+    """The figures the link rules stand on, read from the captures themselves."""
+    assert "Avg bus bandwidth    : 23.1036" in (GB10 / "nccl_two_spark_1.txt").read_text()
+    assert "98 Gb/s single-HCA → 161 Gb/s with both HCAs" in (GB10 / "nccl_two_spark_5.txt").read_text()
+    config = (GB10 / "two_spark_config_2.txt").read_text()
+    assert "export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in config and "mtu: 9000" in config
+    assert "~3 GB/s busbw" in (GB10 / "playbook_issue_nccl_1.txt").read_text()
+
+
+def test_one_twin_in_nccl_ib_hca_warns_with_both(tmp_path: Path) -> None:
+    """nccl_two_spark_5.txt: one HCA caps near half the port; link_two_spark_ib_write_bw_2.txt: the twins."""
+    env = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+    r = run_link(tmp_path, env)
+    assert r.status is Status.WARN
+    assert r.summary.startswith(
+        "rank 0 of 2: NCCL_IB_HCA=rocep1s0f1 names rocep1s0f1 but not its twin roceP2p1s0f1"
+    )
+    assert "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in r.fix
+    assert r.short_line() == (
+        "G10 WARN: NCCL_IB_HCA has one RoCE twin of 2 (rocep1s0f1); fix: NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1"
+    )
+
+
+def test_the_community_two_spark_config_passes(tmp_path: Path) -> None:
+    """two_spark_config_2.txt: both twins, MTU 9000, NCCL_IB_DISABLE=0."""
+    env = {
+        **TWO_NODES,
+        "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",
+        "NCCL_SOCKET_IFNAME": "enp1s0f1np1",
+        "NCCL_IB_DISABLE": "0",
+    }
+    r = run_link(tmp_path, env)
+    assert r.status is Status.PASS, r.line()
+    assert r.reading("nccl_ib_hca").value == "rocep1s0f1,roceP2p1s0f1"
+
+
+def test_mtu_below_9000_warns(tmp_path: Path) -> None:
+    """two_spark_config_2.txt sets mtu: 9000 on both twins; 1500 is the default."""
+    env = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+    r = run_link(tmp_path, env, mtu=1500)
+    assert r.status is Status.WARN
+    assert "MTU below 9000 on NCCL's interface: enp1s0f1np1 (1500), enP2p1s0f1np1 (1500)" in r.summary
+    assert r.short_line().startswith("G10 WARN: MTU 1500 on enp1s0f1np1, below 9000; fix: set MTU 9000")
+
+
+def test_socket_interface_mtu_counts_when_sockets_carry_the_data(tmp_path: Path) -> None:
+    env = {**TWO_NODES, "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "enP7s7"}
+    r = run_link(tmp_path, env, enP7s7=1500)
+    assert r.status is Status.WARN
+    assert r.summary.startswith("rank 0 of 2: NCCL_IB_DISABLE=1 on a multi-node job: NCCL sends over TCP")
+    assert "enP7s7 (1500)" in r.summary
+    assert "unset NCCL_IB_DISABLE" in r.fix
+
+
+def test_a_bootstrap_only_socket_interface_is_not_judged(tmp_path: Path) -> None:
+    """nccl_two_spark_1.txt: NCCL_SOCKET_IFNAME=wlP9s9 (Wi-Fi) with all four RoCE devices
+    (exact '=' list) ran at 23 GB/s: the socket interface only bootstraps."""
+    env = {
+        **TWO_NODES,
+        "NCCL_IB_HCA": "=rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1",
+        "NCCL_SOCKET_IFNAME": "wlP9s9",
+        "NCCL_IB_DISABLE": "0",
+    }
+    r = run_link(tmp_path, env, wlP9s9=1500)
+    assert r.status is Status.PASS, r.line()
+
+
+def test_a_down_twin_is_not_asked_for(tmp_path: Path) -> None:
+    """Conservative: rocep1s0f0's twin roceP2p1s0f0 is DOWN (no cable in that port)."""
+    r = run_link(tmp_path, {**TWO_NODES, "NCCL_IB_HCA": "=rocep1s0f1,roceP2p1s0f1,rocep1s0f0"})
+    assert r.status is Status.PASS, r.line()
+
+
+def test_link_rules_apply_only_across_nodes(tmp_path: Path) -> None:
+    env = {"NCCL_IB_HCA": "rocep1s0f1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+    r = run_link(tmp_path, env, mtu=1500)
+    assert r.status is Status.PASS
+    assert r.summary.startswith("single node: ")
+
+
+@pytest.mark.parametrize(
+    ("value", "chosen"),
+    [
+        ("rocep1s0f1", ["rocep1s0f1"]),
+        ("roce", sorted(SPARK_RDMA)),
+        ("=rocep1s0f1:1,roceP2p1s0f1:1", ["roceP2p1s0f1", "rocep1s0f1"]),
+        ("^rocep1s0f0,roceP2p1s0f0", ["roceP2p1s0f1", "rocep1s0f1"]),
+        ("^=rocep1s0f1", ["roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0"]),
+    ],
+)
+def test_nccl_ib_hca_is_read_as_nccl_reads_it(value: str, chosen: list[str]) -> None:
+    assert g10.hca_selection(value, sorted(SPARK_RDMA)) == chosen

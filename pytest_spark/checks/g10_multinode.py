@@ -523,11 +523,8 @@ def _data_ifnames(env: dict[str, str], link: dict[str, Any], chosen: list[str], 
     rdma = link.get("rdma") or {}
     behind = [n for d in chosen if not _down(rdma.get(d, {})) for n in rdma.get(d, {}).get("netdevs", [])]
     all_roce = {n for d in rdma.values() for n in d.get("netdevs", [])}
-    names = list(dict.fromkeys(behind))
-    for ifname in mn.socket_ifnames(env.get("NCCL_SOCKET_IFNAME")):
-        if ifname in all_roce or not roce:
-            names.append(ifname)
-    return list(dict.fromkeys(names))
+    sockets = [n for n in mn.socket_ifnames(env.get("NCCL_SOCKET_IFNAME")) if n in all_roce or not roce]
+    return list(dict.fromkeys([*sockets, *behind]))  # the interface the user named first
 
 
 def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Out) -> None:

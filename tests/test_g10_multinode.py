@@ -787,3 +787,83 @@ def test_link_rules_apply_only_across_nodes(tmp_path: Path) -> None:
 )
 def test_nccl_ib_hca_is_read_as_nccl_reads_it(value: str, chosen: list[str]) -> None:
     assert g10.hca_selection(value, sorted(SPARK_RDMA)) == chosen
+
+
+# --------------------------------------------------------------------------- which configs are read (issue 11)
+
+
+def test_a_named_config_replaces_the_search(tmp_path: Path) -> None:
+    """--spark-config FILE is the only config read: a TP=2 NeMo config under the rootdir is not."""
+    (tmp_path / "nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    mine = tmp_path / "launch" / "config_finetuning.yaml"
+    mine.parent.mkdir()
+    mine.write_bytes(NVIDIA_FSDP.read_bytes())
+    eng, _ = engine(tmp_path, config=(mine,))
+    r = eng.run("G10")
+    assert r.status is Status.PASS, r.line()  # the rootdir's nemo.yaml made it FAIL before
+    assert "launch/config_finetuning.yaml: num_machines = 2" in r.summary
+    assert r.reading("config_files").value == "launch/config_finetuning.yaml"
+    assert not any("nemo" in d for d in r.details)
+
+
+def test_files_this_tool_wrote_are_never_read_as_configs(tmp_path: Path) -> None:
+    """env-report.json, `spark-preflight --json` output and a pytest-json-report file hold our own
+    TP findings and verdicts; discovery skips them and says so."""
+    from pytest_spark import report
+
+    earlier = decide(source(G10 / "nemo_two_nodes_tp2.yaml", "found"))
+    doc = report.env_report([earlier], strict=False, host={}, settings={"config": ["x"]})
+    doc["readings"]["G10"]["tensor_parallel_size"] = 2  # a TP key, as a config would hold it
+    (tmp_path / "env-report.json").write_text(json.dumps(doc))
+    (tmp_path / "preflight.json").write_text(json.dumps(report.run_block([earlier], strict=False, host={})))
+    pytest_report = {"created": 1.0, "exitcode": 0, "root": "/p", "summary": {}, "tests": [], "tp_size": 2}
+    (tmp_path / "report.json").write_text(json.dumps(pytest_report))
+    (tmp_path / "serve.json").write_text(json.dumps({"tensor_parallel_size": 1}))
+    eng, _ = engine(tmp_path)
+    r = eng.run("G10")
+    assert r.status is Status.PASS, r.line()
+    assert r.reading("configs_read").value == 1
+    assert r.reading("config_files").value == "serve.json"
+    (note,) = [d for d in r.details if d.startswith("not read as configs")]
+    assert "env-report.json (an env-report this tool wrote)" in note
+    assert "preflight.json (a report or capture this tool wrote)" in note
+    assert "report.json (a pytest JSON report)" in note
+
+
+def test_a_fifo_named_like_a_report_does_not_block(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "capture.json")
+    eng, _ = engine(tmp_path)
+    start = time.monotonic()
+    r = eng.run("G10")
+    assert time.monotonic() - start < 5
+    assert r.status is Status.PASS
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G10", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+
+
+def test_cli_and_pytest_config_replace_the_search(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    (tmp_path / "nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    (tmp_path / "mine.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    found = _cli(tmp_path)
+    assert found.returncode == 1 and "G10 FAIL: tensor parallel 2 across 2 nodes (nemo.yaml" in found.stdout
+    named = _cli(tmp_path, "--config", "mine.yaml")
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert "G10 PASS: 2 nodes (mine.yaml: num_machines = 2)" in named.stdout
+    assert "nemo" not in named.stdout
+    pytester.path.joinpath("nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    pytester.path.joinpath("mine.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    result = pytester.runpytest(
+        "--spark-preflight", "--spark-only", "G10", "--spark-config=mine.yaml", "-p", "no:randomly"
+    )
+    text = "\n".join(result.outlines)
+    assert "G10 PASS: 2 nodes (mine.yaml: num_machines = 2)" in text
+    assert "nemo" not in text

@@ -50,6 +50,9 @@ def ev(facts: g8.Facts) -> Result:
     again = g8.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
     result = g8.evaluate(again, Params())
     assert result.to_dict() == g8.evaluate(facts, Params()).to_dict()
+    assert result.headline and len(result.short_line()) <= 120
+    if result.status is Status.WARN:
+        assert result.short_fix
     return result
 
 
@@ -464,3 +467,107 @@ def test_one_request_under_xdist(
         ["G8 WARN: 1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 *"]
     )
     assert len(server.requests_to()) == 1
+
+
+# --------------------------------------------------------------------------- issue 12, items 7-9
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9" * 400},
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "99999999999999999999"},
+        {"Retry-After": "1" + "0" * 30},
+        {"Retry-After": "Fri, 24 Jul 99999 15:00:00 GMT"},
+    ],
+    ids=["reset-400-digits", "reset-1e20", "retry-after-1e30", "retry-after-bad-date"],
+)
+def test_an_out_of_range_reset_is_unknown_not_a_crash(server: LocalServer, headers: dict[str, str]) -> None:
+    """Issue 12.7: a 403 with a huge X-RateLimit-Reset crashed G8 (OverflowError)."""
+    server.answers[ISSUES_PATH] = Answer(status=403, body=RATE_LIMITED, headers=headers)
+    _, r = run_g8(server, playbook="vllm")
+    assert r.status is Status.SKIP, r.line()
+    assert r.summary.startswith("rate-limited by GitHub (HTTP 403) (reset time unknown); ")
+    assert "crashed" not in r.summary
+
+
+def test_huge_reset_through_the_cli(tmp_path: Path, server: LocalServer) -> None:
+    server.answers[ISSUES_PATH] = Answer(
+        status=403, body=RATE_LIMITED, headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9" * 40}
+    )
+    proc = _cli(tmp_path, "--github-url", server.url)
+    assert proc.returncode == 0, proc.stderr
+    assert "G8 SKIP: rate-limited by GitHub (HTTP 403) (reset time unknown)" in proc.stdout
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G8", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_url_credentials_go_as_basic_auth_to_the_host(
+    tmp_path: Path, server: LocalServer, pytester: pytest.Pytester
+) -> None:
+    """Issue 12.8: http://user:pass@127.0.0.1:PORT was never requested ("cannot resolve 127.0.0.1")."""
+    import base64
+
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    url = f"http://mirror:S3cretPW@127.0.0.1:{server.port}"
+    expected = "Basic " + base64.b64encode(b"mirror:S3cretPW").decode()
+    _, r = run_g8(server, token=None, github_url=url, playbook="vllm")
+    assert r.status is Status.WARN, r.line()
+    assert r.reading("url_credentials").value == "sent"
+    assert server.requests_to()[-1].headers["authorization"] == expected
+    assert "S3cretPW" not in json.dumps(r.to_dict())
+    proc = _cli(tmp_path, "--github-url", url, "--playbook", "vllm", "--report", "r.json")
+    assert "G8 WARN: 1 open issue names the 'vllm' playbook" in proc.stdout, proc.stdout + proc.stderr
+    assert "S3cretPW" not in proc.stdout + proc.stderr + (tmp_path / "r.json").read_text()
+    result = pytester.runpytest(
+        "--spark-preflight", "--spark-only", "G8", f"--spark-github-url={url}", "--spark-playbook=vllm", "-v"
+    )
+    text = "\n".join(result.outlines + result.errlines)
+    assert "G8 WARN: 1 open issue names the 'vllm' playbook" in text
+    assert "S3cretPW" not in text
+    assert len(server.requests_to()) == 3
+    assert all(s.headers["authorization"] == expected for s in server.requests_to())
+
+
+def test_url_credentials_are_not_sent_in_clear_to_a_remote_host() -> None:
+    from pytest_spark.probes import http
+
+    answer = http.get("http://u:pw@192.0.2.1:9/x", timeout=0.3)
+    assert answer.credentials == "not sent: plain http to a non-local host"
+    assert "pw" not in json.dumps(answer.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("ftp://user:SECRETPW@example.com/x", "expected an http(s) URL, got 'ftp://example.com/x'"),
+        ("http://user:SECRETPW@127.0.0.1:99999", "Port out of range 0-65535 in 'http://127.0.0.1:99999'"),
+        ("http://user:SECRETPW@127.0.0.1:port", "in 'http://127.0.0.1:port'"),
+        ("https://user:SECRETPW@", "no host in 'https://'"),
+    ],
+)
+def test_a_bad_github_url_is_one_line_without_its_password(
+    tmp_path: Path, pytester: pytest.Pytester, url: str, reason: str
+) -> None:
+    """Issue 12.9: the usage error echoed the password, and port 99999 was an 'internal error'."""
+    proc = _cli(tmp_path, "--github-url", url)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("spark-preflight: error: --github-url: ") and reason in line
+    assert "SECRETPW" not in line and "internal error" not in line
+    result = pytester.runpytest("--spark-preflight", f"--spark-github-url={url}")
+    text = "\n".join(result.outlines + result.errlines)
+    assert "--spark-github-url: " in text and reason in text
+    assert "SECRETPW" not in text
+    assert "Traceback" not in text

@@ -367,7 +367,9 @@ def _scope(f: Facts, out: Findings) -> tuple[str, str]:
 def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
     newest = newest_first(f.issues)
     if not newest:
-        return out.result(Status.INFO, f"no open issues in {REPO}{scope}", headline=f"no open issues in {REPO}")
+        return out.result(
+            Status.INFO, f"no open issues in {REPO}{scope}", headline=f"no open issues in {REPO}"
+        )
     out.note(*(f"{short(i)} {i.get('html_url', '')}".strip() for i in newest[:SHOWN_IN_DETAILS]))
     shown = "; ".join(short(i) for i in newest[:SHOWN_IN_SUMMARY])
     return out.result(

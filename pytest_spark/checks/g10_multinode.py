@@ -541,6 +541,8 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Out) -> N
     if not link or not link.get("sysfs"):
         return
     rdma = link.get("rdma") or {}
+    if env.get("NCCL_IB_HCA") and not rdma:
+        out.note("NCCL_IB_HCA is set but no RoCE device is under /sys/class/infiniband: twins not checked")
     roce = bool(rdma) and env.get("NCCL_IB_DISABLE", "").strip() != "1"
     chosen = _judge_hca(env, rdma, out) if roce else []
     mtus = link.get("mtu") or {}

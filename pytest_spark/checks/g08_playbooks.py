@@ -375,7 +375,7 @@ def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
     return out.result(
         Status.INFO,
         f"{count} open issues in {REPO}; newest: {shown}; name your playbook with --spark-playbook",
-        headline=f"{count} open playbook issues; name yours with --spark-playbook",
+        headline=f"{count} open playbook issues; name your playbook to match it",
     )
 
 

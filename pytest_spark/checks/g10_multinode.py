@@ -447,7 +447,7 @@ def _judge_probe(probe: dict[str, Any] | None, multi_node: bool, floor: float, o
             f"{text} is below the {floor:g} GB/s floor for a two-Spark link (20-24 GB/s is healthy){cpu}",
             FIX_LINK,
             f"all-reduce {group:.1f} GB/s, below the {floor:g} GB/s floor",
-            "NCCL on the ConnectX-7 port: both twins in NCCL_IB_HCA, MTU 9000",
+            "both RoCE twins in NCCL_IB_HCA, MTU 9000",
         )
         return ""
     return text if multi_node else text + " within one node (the two-Spark floor does not apply)"
@@ -715,7 +715,8 @@ def _ok_parts(job: View, others: list[View], all_views: list[View], out: Out) ->
         parts.append("no tensor parallelism set")
     summary = ", ".join(parts)
     nodes = job.nodes or (multi[0].nodes if multi else 0)
-    head = [f"{nodes} nodes" if nodes > 1 else "single node", *strategies, f"TP {max(tp_max, 1)}"]
+    tp_head = f"TP {tp_max} within one node" if tp_max > 1 and nodes <= 1 else f"TP {max(tp_max, 1)}"
+    head = [f"{nodes} nodes" if nodes > 1 else "single node", *strategies, tp_head]
     if nodes > 1:
         summary += ": data parallel across nodes, as recommended"
         return summary, ", ".join(head) + ": data parallel across nodes"

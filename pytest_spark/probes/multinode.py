@@ -124,7 +124,9 @@ def own_output(path: str | os.PathLike[str]) -> str | None:
     if not isinstance(doc, dict):
         return None
     schema = doc.get("schema")
-    if isinstance(schema, str) and schema.startswith(("pytest_spark", "pytest-dgx-spark")):
+    tool = doc.get("tool")
+    ours = isinstance(tool, dict) and tool.get("name") == "pytest-dgx-spark"
+    if ours or (isinstance(schema, str) and schema.startswith(("pytest_spark", "pytest-dgx-spark"))):
         return "a report or capture this tool wrote"
     if "spark_preflight" in doc or set(doc) >= _JSON_REPORT_KEYS:
         return "a pytest JSON report"

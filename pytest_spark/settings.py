@@ -241,8 +241,12 @@ def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
     text = str(raw).strip()
     if not text:
         raise OptionError(f"{where}: expected a value")
-    if opt.name == "github-url" and not text.startswith(("http://", "https://")):
-        raise OptionError(f"{where}: expected an http(s) URL, got {raw!r}")
+    if opt.name == "github-url":
+        from pytest_spark.probes.http import check_url
+
+        why = check_url(text)
+        if why:  # never the raw value: it may hold user:password@
+            raise OptionError(f"{where}: {why}")
     if opt.name == "playbook":
         text = text.lower()
     return text

@@ -225,12 +225,12 @@ G7_UNKNOWN = (
     "kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
 )
 STOCK_ARCHS = "sm_80, sm_90, sm_100, sm_110, sm_120, compute_120"
-G8_OFFLINE = "G8 SKIP: offline (--spark-offline): GitHub not contacted"
+G8_OFFLINE = "G8 SKIP: offline: GitHub not contacted, playbook issues not checked"
 G9_PASS = "G9 PASS: container: Docker container (/.dockerenv); no training stack installed; declared requirements hold"
+#: a single node with nothing multi-node: PASS (issue 8: SKIP means "could not check"), was SKIP
 G10_SKIP = (
-    "G10 SKIP: nothing to go on: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor "
-    "parallelism or node count (no config found under {root}), no training/serving process with those flags; "
-    "name your config with --spark-config"
+    "G10 PASS: single node: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor "
+    "parallelism or node count (no config found under {root}), no training/serving process with those flags"
 )
 
 
@@ -282,7 +282,7 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
             "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
             f"G7 SKIP: no NVIDIA GPU found ({NO_LIB}): NVFP4 on SM121 does not apply",
             *tail,
-            "verdict: ready-with-warnings (4 PASS, 4 SKIP, 2 INFO)",
+            "verdict: ready-with-warnings (5 PASS, 3 SKIP, 2 INFO)",
         ]
     if fault == "driver-not-loaded":
         return [
@@ -295,7 +295,7 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
             "or trainer",
             f"G7 SKIP: no NVIDIA GPU found ({NO_DRIVER}): NVFP4 on SM121 does not apply",
             *tail,
-            "verdict: ready-with-warnings (3 PASS, 6 SKIP, 1 INFO)",
+            "verdict: ready-with-warnings (4 PASS, 5 SKIP, 1 INFO)",
         ]
     if fault == "unknown":
         g4 = (

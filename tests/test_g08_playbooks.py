@@ -14,8 +14,9 @@ import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
 from pytest_spark.checks import g08_playbooks as g8
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
-from pytest_spark.model import Status
+from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
 
@@ -42,6 +43,17 @@ def run_g8(server: LocalServer, token: str | None = TOKEN, **settings: object) -
     machine = Machine(env=env)
     opts = {"github_url": server.url, "timeout": 5.0, **settings}
     return machine, Engine(Settings(**opts), machine).run("G8")  # type: ignore[arg-type]
+
+
+def ev(facts: g8.Facts) -> Result:
+    """evaluate() as the engine calls it: on the facts after their JSON round trip."""
+    again = g8.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    result = g8.evaluate(again, Params())
+    assert result.to_dict() == g8.evaluate(facts, Params()).to_dict()
+    assert result.headline and len(result.short_line()) <= 120
+    if result.status is Status.WARN:
+        assert result.short_fix
+    return result
 
 
 def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8.Facts:
@@ -71,7 +83,7 @@ def test_recorded_list_drops_pull_requests() -> None:
 
 
 def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
-    r = g8.evaluate(facts_from(ISSUES, "unsloth"))
+    r = ev(facts_from(ISSUES, "unsloth"))
     assert r.status is Status.WARN
     assert r.summary == (
         "2 open issues name the 'unsloth' playbook in NVIDIA/dgx-spark-playbooks: "
@@ -89,7 +101,7 @@ def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
 
 
 def test_one_vllm_issue_is_listed() -> None:
-    r = g8.evaluate(facts_from(ISSUES, "vllm"))
+    r = ev(facts_from(ISSUES, "vllm"))
     assert r.status is Status.WARN
     assert r.summary.startswith(
         "1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 vLLM"
@@ -98,13 +110,13 @@ def test_one_vllm_issue_is_listed() -> None:
 
 
 def test_a_playbook_no_issue_names_passes() -> None:
-    r = g8.evaluate(facts_from(ISSUES, "nccl"))
+    r = ev(facts_from(ISSUES, "nccl"))
     assert r.status is Status.PASS
     assert r.summary == "no open issue in NVIDIA/dgx-spark-playbooks names 'nccl' (9 open issues checked)"
 
 
 def test_no_playbook_is_info_with_count_and_newest_three() -> None:
-    r = g8.evaluate(facts_from(ISSUES))
+    r = ev(facts_from(ISSUES))
     assert r.status is Status.INFO
     assert r.summary.startswith("9 open issues in NVIDIA/dgx-spark-playbooks; newest: #79 vLLM 26.02-py3")
     assert "; #68 SGLang: Mismatch" in r.summary and "; #57 AttributeError" in r.summary
@@ -115,7 +127,7 @@ def test_no_playbook_is_info_with_count_and_newest_three() -> None:
 def test_more_pages_are_said_not_hidden() -> None:
     f = facts_from(ISSUES, "nccl", headers={"link": '<https://api.github.com/x?page=2>; rel="next"'})
     f.more_pages = True
-    r = g8.evaluate(f)
+    r = ev(f)
     assert "9+ open issues checked (GitHub has more pages; the newest 100 were checked)" in r.summary
 
 
@@ -162,13 +174,13 @@ def test_playbook_name_is_normalized(given: str, normal: str) -> None:
     ids=["html", "object", "string", "not-issues", "empty", "deep"],
 )
 def test_unexpected_json_is_a_skip_with_the_reason(body: bytes, reason: str) -> None:
-    r = g8.evaluate(facts_from(body, "unsloth"))
+    r = ev(facts_from(body, "unsloth"))
     assert r.status is Status.SKIP
     assert r.summary == f"GitHub's answer is not the issue list expected: {reason}"
 
 
 def test_empty_list_is_info_no_open_issues() -> None:
-    r = g8.evaluate(facts_from(b"[]"))
+    r = ev(facts_from(b"[]"))
     assert (r.status, r.summary) == (Status.INFO, "no open issues in NVIDIA/dgx-spark-playbooks")
 
 
@@ -179,7 +191,7 @@ def test_rate_limit_reset_is_rendered_as_a_time() -> None:
         status=403,
         headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(RESET)},
     )
-    r = g8.evaluate(f)
+    r = ev(f)
     assert r.status is Status.SKIP
     assert r.summary == (
         "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC (in 37 min); "
@@ -197,14 +209,19 @@ def test_rate_limit_reset_is_rendered_as_a_time() -> None:
 )
 def test_429_retry_after_seconds_or_date(retry_after: str, until: str) -> None:
     f = facts_from(b"", status=429, headers={"retry-after": retry_after}, token="sent")
-    r = g8.evaluate(f)
+    r = ev(f)
     assert r.summary == f"rate-limited by GitHub (HTTP 429) until {until}; even with GITHUB_TOKEN"
 
 
 def test_offline_flag_skips_before_any_request(server: LocalServer) -> None:
     server.answers[ISSUES_PATH] = Answer(body=ISSUES)
     _, r = run_g8(server, offline=True)
-    assert (r.status, r.summary) == (Status.SKIP, "offline (--spark-offline): GitHub not contacted")
+    # issue 11: a CLI user has no --spark-offline; the reason says offline plainly
+    assert (r.status, r.summary) == (
+        Status.SKIP,
+        "offline: GitHub not contacted, playbook issues not checked",
+    )
+    assert "--spark" not in r.short_line()
     assert server.seen == []
 
 
@@ -229,7 +246,9 @@ def test_one_request_per_run(server: LocalServer) -> None:
     machine, first = run_g8(server, playbook="vllm")
     # a second engine on the same machine (what the CLI's report and the gate do) asks again
     again = Engine(Settings(github_url=server.url, playbook="vllm"), machine).run("G8")
-    machine.store._values.pop("result:G8")  # even a fresh evaluation reuses the one answer
+    # even a fresh gather and evaluation (the engine keeps both per run) reuses the one answer
+    machine.store._values.pop("result:G8")
+    machine.store._values.pop("facts:G8")
     third = Engine(Settings(github_url=server.url), machine).run("G8")
     assert first.status is again.status is Status.WARN
     assert third.status is Status.INFO
@@ -448,3 +467,107 @@ def test_one_request_under_xdist(
         ["G8 WARN: 1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 *"]
     )
     assert len(server.requests_to()) == 1
+
+
+# --------------------------------------------------------------------------- issue 12, items 7-9
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9" * 400},
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "99999999999999999999"},
+        {"Retry-After": "1" + "0" * 30},
+        {"Retry-After": "Fri, 24 Jul 99999 15:00:00 GMT"},
+    ],
+    ids=["reset-400-digits", "reset-1e20", "retry-after-1e30", "retry-after-bad-date"],
+)
+def test_an_out_of_range_reset_is_unknown_not_a_crash(server: LocalServer, headers: dict[str, str]) -> None:
+    """Issue 12.7: a 403 with a huge X-RateLimit-Reset crashed G8 (OverflowError)."""
+    server.answers[ISSUES_PATH] = Answer(status=403, body=RATE_LIMITED, headers=headers)
+    _, r = run_g8(server, playbook="vllm")
+    assert r.status is Status.SKIP, r.line()
+    assert r.summary.startswith("rate-limited by GitHub (HTTP 403) (reset time unknown); ")
+    assert "crashed" not in r.summary
+
+
+def test_huge_reset_through_the_cli(tmp_path: Path, server: LocalServer) -> None:
+    server.answers[ISSUES_PATH] = Answer(
+        status=403, body=RATE_LIMITED, headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9" * 40}
+    )
+    proc = _cli(tmp_path, "--github-url", server.url)
+    assert proc.returncode == 0, proc.stderr
+    assert "G8 SKIP: rate-limited by GitHub (HTTP 403) (reset time unknown)" in proc.stdout
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G8", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_url_credentials_go_as_basic_auth_to_the_host(
+    tmp_path: Path, server: LocalServer, pytester: pytest.Pytester
+) -> None:
+    """Issue 12.8: http://user:pass@127.0.0.1:PORT was never requested ("cannot resolve 127.0.0.1")."""
+    import base64
+
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    url = f"http://mirror:S3cretPW@127.0.0.1:{server.port}"
+    expected = "Basic " + base64.b64encode(b"mirror:S3cretPW").decode()
+    _, r = run_g8(server, token=None, github_url=url, playbook="vllm")
+    assert r.status is Status.WARN, r.line()
+    assert r.reading("url_credentials").value == "sent"
+    assert server.requests_to()[-1].headers["authorization"] == expected
+    assert "S3cretPW" not in json.dumps(r.to_dict())
+    proc = _cli(tmp_path, "--github-url", url, "--playbook", "vllm", "--report", "r.json")
+    assert "G8 WARN: 1 open issue names the 'vllm' playbook" in proc.stdout, proc.stdout + proc.stderr
+    assert "S3cretPW" not in proc.stdout + proc.stderr + (tmp_path / "r.json").read_text()
+    result = pytester.runpytest(
+        "--spark-preflight", "--spark-only", "G8", f"--spark-github-url={url}", "--spark-playbook=vllm", "-v"
+    )
+    text = "\n".join(result.outlines + result.errlines)
+    assert "G8 WARN: 1 open issue names the 'vllm' playbook" in text
+    assert "S3cretPW" not in text
+    assert len(server.requests_to()) == 3
+    assert all(s.headers["authorization"] == expected for s in server.requests_to())
+
+
+def test_url_credentials_are_not_sent_in_clear_to_a_remote_host() -> None:
+    from pytest_spark.probes import http
+
+    answer = http.get("http://u:pw@192.0.2.1:9/x", timeout=0.3)
+    assert answer.credentials == "not sent: plain http to a non-local host"
+    assert "pw" not in json.dumps(answer.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("ftp://user:SECRETPW@example.com/x", "expected an http(s) URL, got 'ftp://example.com/x'"),
+        ("http://user:SECRETPW@127.0.0.1:99999", "Port out of range 0-65535 in 'http://127.0.0.1:99999'"),
+        ("http://user:SECRETPW@127.0.0.1:port", "in 'http://127.0.0.1:port'"),
+        ("https://user:SECRETPW@", "no host in 'https://'"),
+    ],
+)
+def test_a_bad_github_url_is_one_line_without_its_password(
+    tmp_path: Path, pytester: pytest.Pytester, url: str, reason: str
+) -> None:
+    """Issue 12.9: the usage error echoed the password, and port 99999 was an 'internal error'."""
+    proc = _cli(tmp_path, "--github-url", url)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("spark-preflight: error: --github-url: ") and reason in line
+    assert "SECRETPW" not in line and "internal error" not in line
+    result = pytester.runpytest("--spark-preflight", f"--spark-github-url={url}")
+    text = "\n".join(result.outlines + result.errlines)
+    assert "--spark-github-url: " in text and reason in text
+    assert "SECRETPW" not in text
+    assert "Traceback" not in text

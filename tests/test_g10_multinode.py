@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g10_multinode as g10
-from pytest_spark.checks.kit import CheckContext
+from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
@@ -37,11 +37,29 @@ def source(path: Path, kind: str = "given", name: str | None = None) -> dict[str
     return c.read_config(path, name or path.name, kind).to_dict()
 
 
+def judge(facts: g10.Facts, tp_across_nodes: str = "fail", floor: float = 20.0) -> Result:
+    """evaluate() as the engine calls it: on the facts after their JSON round trip
+    (and the same Result as on the facts themselves)."""
+    params = Params(
+        profile="gb10",
+        thresholds={"g10_busbw_floor_gbps": floor},
+        options={"tp_across_nodes": tp_across_nodes},
+    )
+    again = g10.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    result = g10.evaluate(again, params)
+    assert result.to_dict() == g10.evaluate(facts, params).to_dict()
+    assert len(result.short_line()) <= 120
+    assert result.headline
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix
+    return result
+
+
 def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: Any) -> Result:
     tp = kw.pop("tp_across_nodes", "fail")
     floor = kw.pop("floor", 20.0)
     facts = g10.Facts(env=env or {}, sources=list(sources), root="/work/proj", **kw)
-    return g10.evaluate(facts, tp, floor)
+    return judge(facts, tp, floor)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -96,32 +114,66 @@ def test_the_placeholder_template_says_why_it_was_not_read() -> None:
     assert r.reading("configs_unreadable").value == 1
 
 
-def test_vllm_playbook_tp2_on_a_one_gpu_spark_fails_and_says_nvidia_does_it() -> None:
+def test_vllm_playbook_tp2_on_a_one_gpu_spark_is_a_serving_warn_said_once() -> None:
+    """Issue 11: NVIDIA's vLLM two-Spark command is a serving job, judged as one (WARN with the
+    NCCL fix; it was a training-rule FAIL), its evidence said once, its fix not a question."""
     r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1)
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN
     assert r.summary == (
         "tensor parallel 2 across 2 nodes (vllm_two_sparks.sh: --tensor-parallel-size = 2; "
-        "vllm_two_sparks.sh: --tensor-parallel-size = 2 needs 2 GPUs and this machine has 1): "
-        "TP over the two-Spark link is fragile and slow for training (NCCL hangs, vLLM #42354), "
-        "though NVIDIA's own playbooks run TP=2 for inference across two Sparks"
+        "needs 2 GPUs and this machine has 1), a serving job: NVIDIA's vLLM playbook runs TP=2 over two "
+        "Sparks, but NCCL all-reduce over the link can hang (vLLM #42354)"
     )
-    assert r.fix.startswith("train across the Sparks with DDP or FSDP")
-    assert "--spark-tp-across-nodes warn" in r.fix
+    assert r.summary.count("--tensor-parallel-size = 2") == 1
+    assert "system NCCL" in r.fix and "?" not in r.fix
+    assert r.reading("job_kind").value == "serving"
+    assert r.short_line().startswith("G10 WARN: serving: TP 2 across 2 nodes (vllm_two_sparks.sh)")
+
+
+def test_training_and_serving_across_nodes_are_each_judged(tmp_path: Path) -> None:
+    """The NeMo training config FAILs by the TP rule; the vLLM server beside it is named and WARNs."""
+    r = decide(
+        source(G10 / "nemo_two_nodes_tp2.yaml", "found"), source(G10 / "vllm_two_sparks.sh"), gpu_count=1
+    )
+    assert r.status is Status.FAIL
+    assert "a training job: TP over the two-Spark link is fragile and slow for training" in r.summary
+    assert r.fix.startswith("train across the Sparks with DDP or FSDP") and "?" not in r.fix
+    assert any(d.startswith("also: tensor parallel 2 across 2 nodes (vllm_two_sparks.sh") for d in r.details)
+    assert r.reading("job_kind").value == "serving, training"
+    assert r.short_line().startswith("G10 FAIL: training: TP 2 across 2 nodes (nemo_two_nodes_tp2.yaml)")
+
+
+def test_a_job_of_no_known_kind_keeps_the_seed_rule() -> None:
+    plain = {
+        "name": "launch.sh",
+        "kind": "given",
+        "findings": [
+            {"what": "tp", "value": 2, "key": "--tp-size", "raw": ""},
+            {"what": "nodes", "value": 2, "key": "--nnodes", "raw": ""},
+        ],
+        "error": None,
+        "notes": [],
+        "role": None,
+    }
+    r = decide(plain)
+    assert r.status is Status.FAIL
+    assert "a job not marked as training or serving" in r.summary
+    assert "--spark-tp-across-nodes warn" in r.fix and "?" not in r.fix
 
 
 @pytest.mark.parametrize(
     ("env", "status"),
     [
-        ({"VLLM_HOST_IP": "192.168.100.10"}, Status.FAIL),
-        ({"RAY_ADDRESS": "192.168.100.10:6379"}, Status.FAIL),
+        ({"VLLM_HOST_IP": "192.168.100.10"}, Status.WARN),
+        ({"RAY_ADDRESS": "192.168.100.10:6379"}, Status.WARN),
         ({"RAY_ADDRESS": "127.0.0.1:6379"}, Status.PASS),
         ({}, Status.PASS),
     ],
 )
 def test_ray_backend_counts_as_multi_node_only_with_a_hint(env: dict[str, str], status: Status) -> None:
     r = decide(source(G10 / "vllm_two_sparks.sh"), env=env, gpu_count=8)
-    assert r.status is status
-    if status is Status.FAIL:
+    assert r.status is status  # a vLLM server across nodes: WARN (issue 11), was FAIL
+    if status is Status.WARN:
         assert "on a Ray backend with " + next(iter(env)) in r.summary
 
 
@@ -151,9 +203,10 @@ def test_one_file_with_both_fails_and_ignores_graph_vertices() -> None:
     assert r.reading("nodes").value == 2  # not 2708
 
 
-def test_compose_exec_form_fails() -> None:
+def test_compose_exec_form_is_a_serving_job() -> None:
     r = decide(source(G10 / "compose_sglang.yaml", "found"))
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN  # sglang.launch_server: serving (issue 11), was FAIL
+    assert "a serving job" in r.summary
     assert "compose_sglang.yaml: services.sglang.command: --tp = 2" in r.summary
 
 
@@ -192,9 +245,9 @@ def test_single_node_launcher_is_believed_over_gpu_inference() -> None:
     assert r.status is Status.PASS
 
 
-def test_env_tp_with_env_nodes_fails() -> None:
+def test_env_tp_with_env_nodes_is_judged_as_vllm_serving() -> None:
     r = decide(env={"VLLM_TENSOR_PARALLEL_SIZE": "2", "NNODES": "2"})
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN  # vLLM's variable: a serving job (issue 11), was FAIL
     assert r.summary.startswith("tensor parallel 2 across 2 nodes (VLLM_TENSOR_PARALLEL_SIZE=2; NNODES=2)")
 
 
@@ -220,7 +273,7 @@ def test_a_separate_process_is_judged_on_its_own_flags() -> None:
         findings=[*server["findings"], {"what": "headless", "value": True, "key": "--headless", "raw": ""}],
     )
     r = decide(headless, gpu_count=8)
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN  # a headless vLLM worker serves (issue 11), was FAIL
     assert "pid 4242 (vllm): --headless (a headless vLLM is a worker of a multi-node engine)" in r.summary
 
 
@@ -231,14 +284,15 @@ def test_tp_and_nodes_in_different_found_files_are_not_one_job() -> None:
     assert any("are in different files: not judged as one job" in d for d in r.details)
 
 
-def test_nothing_to_go_on_is_a_skip() -> None:
+def test_nothing_multi_node_is_a_single_node_pass() -> None:
+    """Issue 8: SKIP means "could not check"; a single node with nothing multi-node is PASS."""
     r = decide()
-    assert r.status is Status.SKIP
+    assert r.status is Status.PASS  # was SKIP
     assert r.summary == (
-        "nothing to go on: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism "
-        "or node count (no config found under /work/proj), no training/serving process with those flags; "
-        "name your config with --spark-config"
+        "single node: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism "
+        "or node count (no config found under /work/proj), no training/serving process with those flags"
     )
+    assert r.short_line() == "G10 PASS: single node: nothing multi-node (no config found)"
 
 
 def test_other_ranks_say_they_are_per_rank_detail() -> None:
@@ -385,7 +439,7 @@ def test_gb10_double_one_gpu_turns_tp2_into_two_nodes(tmp_path: Path, doubles: A
         env.pop(var, None)
     eng, _ = engine(tmp_path, env=env, config=(G10 / "vllm_two_sparks.sh",))
     r = eng.run("G10")
-    assert r.status is Status.FAIL
+    assert r.status is Status.WARN  # vllm serve: a serving job (issue 11), was FAIL
     assert "needs 2 GPUs and this machine has 1" in r.summary
     assert r.reading("gpus_here").value == 1
 
@@ -425,8 +479,8 @@ def test_nothing_to_go_on_through_the_engine(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
     eng, _ = engine(tmp_path)
     r = eng.run("G10")
-    assert r.status is Status.SKIP
-    assert f"1 config file(s) read under {tmp_path}" in r.summary
+    assert r.status is Status.PASS  # single node (issue 8), was SKIP
+    assert f"1 config file(s) read under {tmp_path}: pyproject.toml" in r.summary
 
 
 @pytest.mark.parametrize(
@@ -511,15 +565,15 @@ def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path
         facts[1].probe["data"]["group_busbw_gbps"]
     )
     # loopback gloo is far below a two-Spark link: the floor applies across nodes
-    r0 = g10.evaluate(facts[0], "fail", 20.0)
-    r1 = g10.evaluate(facts[1], "fail", 20.0)
+    r0 = judge(facts[0], "fail", 20.0)
+    r1 = judge(facts[1], "fail", 20.0)
     assert r0.status is r1.status is Status.WARN
     assert r0.summary.startswith("rank 0 of 2: all-reduce busbw ")
     assert "(measured with gloo on CPU; NCCL on the GPUs would differ)" in r0.summary
     assert r1.summary.startswith(
         "rank 1 of 2 (per-rank detail; rank 0 reports for the job): all-reduce busbw"
     )
-    assert g10.evaluate(facts[0], "fail", 0.0001).status is Status.PASS
+    assert judge(facts[0], "fail", 0.0001).status is Status.PASS
 
 
 def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
@@ -534,7 +588,7 @@ def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
     start = time.monotonic()
     (facts,) = run_ranks(tmp_path, [env], timeout=1.0)
     elapsed = time.monotonic() - start
-    r = g10.evaluate(facts, "fail", 20.0)
+    r = judge(facts, "fail", 20.0)
     assert r.status is Status.WARN
     assert r.summary.startswith("rank 0 of 2: all-reduce probe ")
     assert "rendezvous" in r.summary
@@ -597,3 +651,219 @@ def test_details_stay_bounded(tmp_path: Path) -> None:
     assert r.status is Status.PASS
     assert len(r.details) == g10.MAX_DETAILS + 1
     assert r.details[-1] == f"and {500 - g10.MAX_DETAILS} more"
+
+
+# --------------------------------------------------------------------------- the two-Spark link (issue 8)
+
+GB10 = DATA / "gb10"
+TWO_NODES = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "0"}
+#: ibdev2netdev on a Spark with the cable in the outer QSFP port (link_two_spark_ib_write_bw_2.txt)
+SPARK_RDMA = {
+    "rocep1s0f0": ("enp1s0f0np0", "1: DOWN"),
+    "rocep1s0f1": ("enp1s0f1np1", "4: ACTIVE"),
+    "roceP2p1s0f0": ("enP2p1s0f0np0", "1: DOWN"),
+    "roceP2p1s0f1": ("enP2p1s0f1np1", "4: ACTIVE"),
+}
+
+
+def sys_tree(base: Path, mtu: int = 9000, extra_net: dict[str, int] | None = None) -> Path:
+    """A host root with /sys/class/infiniband and /sys/class/net as a Spark shows them."""
+    for dev, (netdev, state) in SPARK_RDMA.items():
+        port = base / "sys/class/infiniband" / dev / "ports/1"
+        (port / "gid_attrs/ndevs").mkdir(parents=True)
+        (port / "state").write_text(state + "\n")
+        (port / "gid_attrs/ndevs/0").write_text(netdev + "\n")
+        net = base / "sys/class/net" / netdev
+        net.mkdir(parents=True)
+        (net / "mtu").write_text(f"{mtu if 'ACTIVE' in state else 1500}\n")
+    for name, value in (extra_net or {}).items():
+        (base / "sys/class/net" / name).mkdir(parents=True)
+        (base / "sys/class/net" / name / "mtu").write_text(f"{value}\n")
+    return base
+
+
+def run_link(tmp_path: Path, env: dict[str, str], mtu: int = 9000, **net: int) -> Result:
+    """G10 through the engine on a crafted host root (SPARK_PREFLIGHT_HOST_ROOT)."""
+    root = sys_tree(tmp_path / "host", mtu, net)
+    work = tmp_path / "work"
+    work.mkdir()
+    full = {k: v for k, v in clean_env().items() if not k.startswith("NCCL_")}
+    full.update(env, SPARK_PREFLIGHT_HOST_ROOT=str(root))
+    eng, _ = engine(work, env=full)
+    r = eng.run("G10")
+    assert len(r.short_line()) <= 120 and r.headline
+    return r
+
+
+def test_captures_say_both_twins_and_mtu_9000() -> None:
+    """The figures the link rules stand on, read from the captures themselves."""
+    assert "Avg bus bandwidth    : 23.1036" in (GB10 / "nccl_two_spark_1.txt").read_text()
+    assert "98 Gb/s single-HCA → 161 Gb/s with both HCAs" in (GB10 / "nccl_two_spark_5.txt").read_text()
+    config = (GB10 / "two_spark_config_2.txt").read_text()
+    assert "export NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in config and "mtu: 9000" in config
+    assert "~3 GB/s busbw" in (GB10 / "playbook_issue_nccl_1.txt").read_text()
+
+
+def test_one_twin_in_nccl_ib_hca_warns_with_both(tmp_path: Path) -> None:
+    """nccl_two_spark_5.txt: one HCA caps near half the port; link_two_spark_ib_write_bw_2.txt: the twins."""
+    env = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+    r = run_link(tmp_path, env)
+    assert r.status is Status.WARN
+    assert r.summary.startswith(
+        "rank 0 of 2: NCCL_IB_HCA=rocep1s0f1 names rocep1s0f1 but not its twin roceP2p1s0f1"
+    )
+    assert "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in r.fix
+    assert r.short_line() == (
+        "G10 WARN: NCCL_IB_HCA has one RoCE twin of 2 (rocep1s0f1); fix: NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1"
+    )
+
+
+def test_the_community_two_spark_config_passes(tmp_path: Path) -> None:
+    """two_spark_config_2.txt: both twins, MTU 9000, NCCL_IB_DISABLE=0."""
+    env = {
+        **TWO_NODES,
+        "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",
+        "NCCL_SOCKET_IFNAME": "enp1s0f1np1",
+        "NCCL_IB_DISABLE": "0",
+    }
+    r = run_link(tmp_path, env)
+    assert r.status is Status.PASS, r.line()
+    assert r.reading("nccl_ib_hca").value == "rocep1s0f1,roceP2p1s0f1"
+
+
+def test_mtu_below_9000_warns(tmp_path: Path) -> None:
+    """two_spark_config_2.txt sets mtu: 9000 on both twins; 1500 is the default."""
+    env = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+    r = run_link(tmp_path, env, mtu=1500)
+    assert r.status is Status.WARN
+    assert "MTU below 9000 on NCCL's interface: enp1s0f1np1 (1500), enP2p1s0f1np1 (1500)" in r.summary
+    assert r.short_line().startswith("G10 WARN: MTU 1500 on enp1s0f1np1, below 9000; fix: set MTU 9000")
+
+
+def test_socket_interface_mtu_counts_when_sockets_carry_the_data(tmp_path: Path) -> None:
+    env = {**TWO_NODES, "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "enP7s7"}
+    r = run_link(tmp_path, env, enP7s7=1500)
+    assert r.status is Status.WARN
+    assert r.summary.startswith("rank 0 of 2: NCCL_IB_DISABLE=1 on a multi-node job: NCCL sends over TCP")
+    assert "enP7s7 (1500)" in r.summary
+    assert "unset NCCL_IB_DISABLE" in r.fix
+
+
+def test_a_bootstrap_only_socket_interface_is_not_judged(tmp_path: Path) -> None:
+    """nccl_two_spark_1.txt: NCCL_SOCKET_IFNAME=wlP9s9 (Wi-Fi) with all four RoCE devices
+    (exact '=' list) ran at 23 GB/s: the socket interface only bootstraps."""
+    env = {
+        **TWO_NODES,
+        "NCCL_IB_HCA": "=rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1",
+        "NCCL_SOCKET_IFNAME": "wlP9s9",
+        "NCCL_IB_DISABLE": "0",
+    }
+    r = run_link(tmp_path, env, wlP9s9=1500)
+    assert r.status is Status.PASS, r.line()
+
+
+def test_a_down_twin_is_not_asked_for(tmp_path: Path) -> None:
+    """Conservative: rocep1s0f0's twin roceP2p1s0f0 is DOWN (no cable in that port)."""
+    r = run_link(tmp_path, {**TWO_NODES, "NCCL_IB_HCA": "=rocep1s0f1,roceP2p1s0f1,rocep1s0f0"})
+    assert r.status is Status.PASS, r.line()
+
+
+def test_link_rules_apply_only_across_nodes(tmp_path: Path) -> None:
+    env = {"NCCL_IB_HCA": "rocep1s0f1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+    r = run_link(tmp_path, env, mtu=1500)
+    assert r.status is Status.PASS
+    assert r.summary.startswith("single node: ")
+
+
+@pytest.mark.parametrize(
+    ("value", "chosen"),
+    [
+        ("rocep1s0f1", ["rocep1s0f1"]),
+        ("roce", sorted(SPARK_RDMA)),
+        ("=rocep1s0f1:1,roceP2p1s0f1:1", ["roceP2p1s0f1", "rocep1s0f1"]),
+        ("^rocep1s0f0,roceP2p1s0f0", ["roceP2p1s0f1", "rocep1s0f1"]),
+        ("^=rocep1s0f1", ["roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0"]),
+    ],
+)
+def test_nccl_ib_hca_is_read_as_nccl_reads_it(value: str, chosen: list[str]) -> None:
+    assert g10.hca_selection(value, sorted(SPARK_RDMA)) == chosen
+
+
+# --------------------------------------------------------------------------- which configs are read (issue 11)
+
+
+def test_a_named_config_replaces_the_search(tmp_path: Path) -> None:
+    """--spark-config FILE is the only config read: a TP=2 NeMo config under the rootdir is not."""
+    (tmp_path / "nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    mine = tmp_path / "launch" / "config_finetuning.yaml"
+    mine.parent.mkdir()
+    mine.write_bytes(NVIDIA_FSDP.read_bytes())
+    eng, _ = engine(tmp_path, config=(mine,))
+    r = eng.run("G10")
+    assert r.status is Status.PASS, r.line()  # the rootdir's nemo.yaml made it FAIL before
+    assert "launch/config_finetuning.yaml: num_machines = 2" in r.summary
+    assert r.reading("config_files").value == "launch/config_finetuning.yaml"
+    assert not any("nemo" in d for d in r.details)
+
+
+def test_files_this_tool_wrote_are_never_read_as_configs(tmp_path: Path) -> None:
+    """env-report.json, `spark-preflight --json` output and a pytest-json-report file hold our own
+    TP findings and verdicts; discovery skips them and says so."""
+    from pytest_spark import report
+
+    earlier = decide(source(G10 / "nemo_two_nodes_tp2.yaml", "found"))
+    doc = report.env_report([earlier], strict=False, host={}, settings={"config": ["x"]})
+    doc["readings"]["G10"]["tensor_parallel_size"] = 2  # a TP key, as a config would hold it
+    (tmp_path / "env-report.json").write_text(json.dumps(doc))
+    (tmp_path / "preflight.json").write_text(json.dumps(report.run_block([earlier], strict=False, host={})))
+    pytest_report = {"created": 1.0, "exitcode": 0, "root": "/p", "summary": {}, "tests": [], "tp_size": 2}
+    (tmp_path / "report.json").write_text(json.dumps(pytest_report))
+    (tmp_path / "serve.json").write_text(json.dumps({"tensor_parallel_size": 1}))
+    eng, _ = engine(tmp_path)
+    r = eng.run("G10")
+    assert r.status is Status.PASS, r.line()
+    assert r.reading("configs_read").value == 1
+    assert r.reading("config_files").value == "serve.json"
+    (note,) = [d for d in r.details if d.startswith("not read as configs")]
+    assert "env-report.json (an env-report this tool wrote)" in note
+    assert "preflight.json (a report or capture this tool wrote)" in note
+    assert "report.json (a pytest JSON report)" in note
+
+
+def test_a_fifo_named_like_a_report_does_not_block(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "capture.json")
+    eng, _ = engine(tmp_path)
+    start = time.monotonic()
+    r = eng.run("G10")
+    assert time.monotonic() - start < 5
+    assert r.status is Status.PASS
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G10", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+
+
+def test_cli_and_pytest_config_replace_the_search(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    (tmp_path / "nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    (tmp_path / "mine.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    found = _cli(tmp_path)
+    assert found.returncode == 1 and "G10 FAIL: tensor parallel 2 across 2 nodes (nemo.yaml" in found.stdout
+    named = _cli(tmp_path, "--config", "mine.yaml")
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert "G10 PASS: 2 nodes (mine.yaml: num_machines = 2)" in named.stdout
+    assert "nemo" not in named.stdout
+    pytester.path.joinpath("nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
+    pytester.path.joinpath("mine.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    result = pytester.runpytest(
+        "--spark-preflight", "--spark-only", "G10", "--spark-config=mine.yaml", "-p", "no:randomly"
+    )
+    text = "\n".join(result.outlines)
+    assert "G10 PASS: 2 nodes (mine.yaml: num_machines = 2)" in text
+    assert "nemo" not in text

@@ -3,6 +3,7 @@ the size cap and the deadline, each injected for real."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
@@ -151,10 +152,27 @@ def test_an_echoed_token_is_scrubbed(server: LocalServer) -> None:
         ("https://user:secret@ghe.example/api/v3", "https://ghe.example/api/v3"),
         ("https://ghe.example:8443/api/v3", "https://ghe.example:8443/api/v3"),
         ("http://tok@[::1]:99/x", "http://[::1]:99/x"),
+        # malformed URLs are redacted too (issue 12.9: the usage error quoted them)
+        ("http://u:SECRETPW@127.0.0.1:99999/x", "http://127.0.0.1:99999/x"),
+        ("ftp://u:SECRETPW@host/x", "ftp://host/x"),
+        ("http://u:p@ss:SECRETPW@host:port", "http://host:port"),
     ],
 )
 def test_redact_url_drops_credentials(url: str, shown: str) -> None:
     assert http.redact_url(url) == shown
+
+
+def test_url_credentials_become_basic_auth_to_their_own_host(server: LocalServer) -> None:
+    """Issue 12.8: urllib took ``user:pass@127.0.0.1`` for a host name; a token in the
+    environment gives way to the URL's own credentials, and neither leaks into the answer."""
+    server.answers["/x"] = Answer(body=b'{"echo": "{auth}"}', echo_auth=True)
+    url = f"http://me%40corp:p%3Ass@127.0.0.1:{server.port}/x"
+    answer = http.get(url, token="ghp_TokenNotForThisHost", timeout=5)
+    assert answer.ok, answer.error
+    assert server.seen[-1].headers["authorization"] == "Basic " + base64.b64encode(b"me@corp:p:ss").decode()
+    assert (answer.credentials, answer.token) == ("sent", "not sent: the URL's own credentials are used")
+    assert "p:ss" not in json.dumps(answer.to_dict()) and "ghp_" not in json.dumps(answer.to_dict())
+    assert answer.url == f"http://127.0.0.1:{server.port}/x"
 
 
 def test_proxies_come_from_the_machine_env_and_skip_loopback() -> None:

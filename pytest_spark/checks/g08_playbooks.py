@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext
-from pytest_spark.model import Reading, Result, Status, one_line
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_spark.model import Result, Status, one_line
 from pytest_spark.probes import http
 
 REPO = "NVIDIA/dgx-spark-playbooks"
@@ -48,7 +48,9 @@ def issues_url(base: str) -> str:
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
+    """What the one GitHub request gave: plain data, so a capture replays it."""
+
     playbook: str | None = None
     offline_flag: bool = False
     source: str = ""
@@ -166,26 +168,38 @@ def _int(value: Any) -> int | None:
         return None
 
 
+#: resets later than this (year 3000) are not a time GitHub would send
+MAX_EPOCH = 32_503_680_000.0
+
+
 def rate_limit_reset(headers: dict[str, str], fetched_at: float) -> float | None:
-    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``."""
+    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``.
+
+    Header values are data from a server: one out of range (a reset in the
+    year 10**20, a Retry-After of 10**30 s) is "unknown", never a crash."""
     reset = _int(headers.get("x-ratelimit-reset"))
     if reset is not None and reset > 0:
-        return float(reset)
+        return float(reset) if reset <= MAX_EPOCH else None
     retry = headers.get("retry-after")
     if retry is None:
         return None
     seconds = _int(retry)
     if seconds is not None:
-        return fetched_at + max(seconds, 0)
+        when = fetched_at + max(seconds, 0)
+        return when if when <= MAX_EPOCH else None
     try:
-        return parsedate_to_datetime(retry).timestamp()
-    except (TypeError, ValueError, IndexError):
+        when = parsedate_to_datetime(retry).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    return when if 0 < when <= MAX_EPOCH else None
 
 
 def render_reset(reset: float, fetched_at: float) -> str:
-    """``2026-07-24 14:05 UTC (in 37 min)``."""
-    when = datetime.fromtimestamp(reset, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """``2026-07-24 14:05 UTC (in 37 min)``; ``""`` for a time no calendar holds."""
+    try:
+        when = datetime.fromtimestamp(reset, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return ""
     left = reset - fetched_at
     if left <= 0:
         return when
@@ -250,7 +264,7 @@ def gather(ctx: CheckContext) -> Facts:
         return facts
     token = ctx.machine.env.get("GITHUB_TOKEN") or None
     got = ctx.machine.store.get_or_compute(
-        f"github:issues:{url}", lambda: fetch(url, token, s.timeout, ctx.machine.env)
+        f"github:issues:{http.redact_url(url)}", lambda: fetch(url, token, s.timeout, ctx.machine.env)
     )
     facts.answer = dict(got.get("answer") or {})
     facts.answer["message"] = got.get("message", "")
@@ -266,6 +280,8 @@ def gather(ctx: CheckContext) -> Facts:
 
 # --------------------------------------------------------------------------- evaluate
 
+FACTS = Facts
+
 
 def _skip_reason(f: Facts) -> str | None:
     a = f.answer
@@ -280,11 +296,18 @@ def _skip_reason(f: Facts) -> str | None:
         return f"GitHub's answer is not the issue list expected: {a.get('error')}"
     if is_rate_limited(status, headers, message):
         reset = rate_limit_reset(headers, f.fetched_at)
-        until = f" until {render_reset(reset, f.fetched_at)}" if reset else ""
+        shown = render_reset(reset, f.fetched_at) if reset else ""
+        if shown:
+            until = f" until {shown}"
+        elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
+            until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
+        else:
+            until = ""
         who = "even with GITHUB_TOKEN" if a.get("token") == "sent" else "set GITHUB_TOKEN for a higher limit"
         return f"rate-limited by GitHub (HTTP {status}){until}; {who}"
     if status == 401:
-        return f"GitHub rejected GITHUB_TOKEN (HTTP 401{': ' + message if message else ''})"
+        who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
+        return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
     if status == 404:
         return f"{REPO} not found at {f.source} (HTTP 404); check --spark-github-url"
     if status is not None and not (200 <= status < 300):
@@ -299,79 +322,111 @@ def _skip_reason(f: Facts) -> str | None:
     return None
 
 
-def evaluate(f: Facts) -> Result:
-    """Decide G8 from the parsed issue list (pure: no network here)."""
-    if f.offline_flag:
-        return Result("G8", Status.SKIP, "offline (--spark-offline): GitHub not contacted")
+def _skip_headline(f: Facts) -> str:
+    """The SKIP in a few words (the whole reason stays in the summary)."""
     a = f.answer
-    readings = [Reading("source", f.source)]
+    if a.get("offline"):
+        return "offline: playbook issues not checked"
+    if a.get("timed_out"):
+        return "GitHub did not answer in time: playbook issues not checked"
+    if is_rate_limited(a.get("status"), a.get("headers") or {}, a.get("message") or ""):
+        return f"rate-limited by GitHub (HTTP {a.get('status')}): playbook issues not checked"
+    if a.get("status") is not None and not (200 <= a["status"] < 300):
+        return f"GitHub answered HTTP {a['status']}: playbook issues not checked"
+    return "GitHub's answer unusable: playbook issues not checked"
+
+
+def _readings(f: Facts, out: Findings) -> None:
+    a = f.answer
+    out.read("source", f.source)
     if a.get("status") is not None:
-        readings.append(Reading("http_status", a.get("status")))
+        out.read("http_status", a.get("status"))
     remaining = (a.get("headers") or {}).get("x-ratelimit-remaining")
     if remaining is not None and _int(remaining) is not None:
-        readings.append(Reading("rate_limit_remaining", _int(remaining)))
-    readings.append(Reading("github_token", a.get("token", "not set")))
+        out.read("rate_limit_remaining", _int(remaining))
+    out.read("github_token", a.get("token", "not set"))
+    if a.get("credentials", "none") != "none":
+        out.read("url_credentials", a.get("credentials"))
     if a.get("duration_s") is not None:
-        readings.append(Reading("fetch_time", a.get("duration_s"), "s"))
-    reason = _skip_reason(f)
-    if reason:
-        return Result("G8", Status.SKIP, reason, readings=readings)
+        out.read("fetch_time", a.get("duration_s"), "s")
 
-    details: list[str] = []
-    readings += [Reading("open_issues", len(f.issues)), Reading("pull_requests_dropped", f.pull_requests)]
+
+def _scope(f: Facts, out: Findings) -> tuple[str, str]:
+    """``(count, scope)`` of the issue list read: ``9``/``100+`` and the page note."""
+    out.read("open_issues", len(f.issues))
+    out.read("pull_requests_dropped", f.pull_requests)
     if f.not_issues:
-        details.append(f"{f.not_issues} entries of the answer were not issues and were ignored")
+        out.note(f"{f.not_issues} entries of the answer were not issues and were ignored")
+    if f.more_pages:
+        out.note("only the first page (100 items) was read: one request per run")
     count = f"{len(f.issues)}{'+' if f.more_pages else ''}"
     scope = " (GitHub has more pages; the newest 100 were checked)" if f.more_pages else ""
-    if f.more_pages:
-        details.append("only the first page (100 items) was read: one request per run")
+    return count, scope
 
-    if not f.playbook:
-        newest = newest_first(f.issues)
-        if not newest:
-            return Result(
-                "G8", Status.INFO, f"no open issues in {REPO}{scope}", readings=readings, details=details
-            )
-        shown = "; ".join(short(i) for i in newest[:SHOWN_IN_SUMMARY])
-        details += [f"{short(i)} {i.get('html_url', '')}".strip() for i in newest[:SHOWN_IN_DETAILS]]
-        return Result(
-            "G8",
-            Status.INFO,
-            f"{count} open issues in {REPO}; newest: {shown}; name your playbook with --spark-playbook",
-            readings=readings,
-            details=details,
-        )
 
-    hits = matching(newest_first(f.issues), f.playbook)
-    readings.append(Reading("playbook", f.playbook))
-    readings.append(Reading("matching_issues", len(hits)))
-    if not hits:
-        return Result(
-            "G8",
-            Status.PASS,
-            f"no open issue in {REPO} names '{f.playbook}' ({count} open issues checked{scope})",
-            readings=readings,
-            details=details,
+def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
+    newest = newest_first(f.issues)
+    if not newest:
+        return out.result(
+            Status.INFO, f"no open issues in {REPO}{scope}", headline=f"no open issues in {REPO}"
         )
-    shown = "; ".join(short(i) for i, _ in hits[:SHOWN_IN_SUMMARY])
-    more = f"; and {len(hits) - SHOWN_IN_SUMMARY} more" if len(hits) > SHOWN_IN_SUMMARY else ""
-    details += [
-        f"{short(i)} (named in the {where}) {i.get('html_url', '')}".strip()
-        for i, where in hits[:SHOWN_IN_DETAILS]
-    ]
-    if len(hits) > SHOWN_IN_DETAILS:
-        details.append(f"and {len(hits) - SHOWN_IN_DETAILS} more")
-    noun = "issue names" if len(hits) == 1 else "issues name"
-    return Result(
-        "G8",
-        Status.WARN,
-        f"{len(hits)} open {noun} the '{f.playbook}' playbook in {REPO}: {shown}{more}",
-        fix=f"read {'it' if len(hits) == 1 else 'them'} before following the {f.playbook} playbook verbatim "
-        "(look for a workaround or a pinned version in the thread)",
-        readings=readings,
-        details=details,
+    out.note(*(f"{short(i)} {i.get('html_url', '')}".strip() for i in newest[:SHOWN_IN_DETAILS]))
+    shown = "; ".join(short(i) for i in newest[:SHOWN_IN_SUMMARY])
+    return out.result(
+        Status.INFO,
+        f"{count} open issues in {REPO}; newest: {shown}; name your playbook with --spark-playbook",
+        headline=f"{count} open playbook issues; name your playbook to match it",
     )
 
 
-def run(ctx: CheckContext) -> Result:
-    return evaluate(gather(ctx))
+def _matches(f: Facts, out: Findings, count: str, scope: str) -> Result:
+    playbook = f.playbook or ""
+    hits = matching(newest_first(f.issues), playbook)
+    out.read("playbook", playbook)
+    out.read("matching_issues", len(hits))
+    if not hits:
+        return out.result(
+            Status.PASS,
+            f"no open issue in {REPO} names '{playbook}' ({count} open issues checked{scope})",
+            headline=f"no open issue names '{playbook}' ({count} checked)",
+        )
+    out.note(
+        *(
+            f"{short(i)} (named in the {where}) {i.get('html_url', '')}".strip()
+            for i, where in hits[:SHOWN_IN_DETAILS]
+        )
+    )
+    if len(hits) > SHOWN_IN_DETAILS:
+        out.note(f"and {len(hits) - SHOWN_IN_DETAILS} more")
+    noun = "issue names" if len(hits) == 1 else "issues name"
+    numbers = first_n([f"#{i.get('number')}" for i, _ in hits], SHOWN_IN_SUMMARY, sep=", ")
+    out.warn(
+        f"{len(hits)} open {noun} the '{playbook}' playbook in {REPO}: "
+        + first_n([short(i) for i, _ in hits], SHOWN_IN_SUMMARY),
+        f"read {'it' if len(hits) == 1 else 'them'} before following the {playbook} playbook verbatim "
+        "(look for a workaround or a pinned version in the thread)",
+    )
+    return out.result(
+        headline=f"{len(hits)} open {noun} the '{playbook}' playbook ({numbers})",
+        short_fix=f"read {numbers} before following it",
+    )
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G8 from the parsed issue list (pure: no network here). G8
+    never FAILs: a stale-playbook warning is advice, never a blocker."""
+    out = Findings("G8")
+    if facts.offline_flag:
+        return out.result(
+            Status.SKIP,
+            "offline: GitHub not contacted, playbook issues not checked",
+            headline="offline: playbook issues not checked",
+        )
+    _readings(facts, out)
+    reason = _skip_reason(facts)
+    if reason:
+        return out.result(Status.SKIP, reason, headline=_skip_headline(facts))
+    count, scope = _scope(facts, out)
+    if not facts.playbook:
+        return _no_playbook(facts, out, count, scope)
+    return _matches(facts, out, count, scope)

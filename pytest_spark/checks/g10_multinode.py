@@ -5,18 +5,21 @@ all-reduce gets 20-24 GB/s bus bandwidth). Tensor parallelism all-reduces
 activations inside every layer, so across that link it is slow and, by
 the reports in EVIDENCE.md, fragile (NCCL all-reduce wedging after ~20 min,
 vLLM #42354; SGLang TP=2 freezing at init). The seed's rule is "TP > 1 across
-nodes > 1 is a configuration error"; NVIDIA's own inference playbooks do run
-TP=2 over two Sparks, so the message says so and ``--spark-tp-across-nodes
-warn`` downgrades the FAIL.
+nodes > 1 is a configuration error". A *training* job is judged by it (FAIL;
+``--spark-tp-across-nodes warn`` downgrades); a *serving* job (``vllm serve``,
+``sglang.launch_server``, vLLM's ``LLM(...)``) is what NVIDIA's own vLLM
+playbook runs over two Sparks, so it is a WARN with the NCCL fix. Each job
+found is named as what it is and judged on its own.
 
-What it reads, by value (``probes/configs.py``): the launcher's environment
-(``WORLD_SIZE`` vs ``LOCAL_WORLD_SIZE``, ``NNODES``, ``SLURM_NNODES`` ...),
-configs given with ``--spark-config`` or found under the rootdir, and the
-command lines of running processes. A TP degree and a node count are paired
-only when they describe the same job: within one file or command line, or
-with the job itself (the launcher environment, the given configs, the
-launcher process above this one). A TP degree larger than this machine's
-GPU count also spans nodes (TP=2 on a one-GPU Spark must reach the other).
+What it reads (``probes/multinode.py``, ``probes/configs.py``): the
+launcher's environment, the configs named with ``--spark-config`` (only
+those, when any is named) or else found under the rootdir (never a file this
+tool wrote), the command lines of running processes, and, when the job spans
+nodes, the link NCCL is told to use: both RoCE twins in ``NCCL_IB_HCA``, MTU
+9000, RoCE not disabled (tests/data/gb10: nccl_two_spark_1.txt,
+nccl_two_spark_5.txt, two_spark_config_2.txt, link_two_spark_ib_write_bw_2.txt,
+playbook_issue_nccl_1.txt). A single node with nothing multi-node about it is
+a PASS ("single node"): SKIP is kept for "could not check".
 
 With ``--spark-intrusive`` under torchrun (``WORLD_SIZE`` > 1), every rank
 runs an all-reduce bus-bandwidth probe (``scripts/allreduce_child.py``).
@@ -26,116 +29,84 @@ from __future__ import annotations
 
 import math
 import os
-import time
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext
-from pytest_spark.model import Reading, Result, Status
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_spark.model import Result, Status
 from pytest_spark.probes import configs as cfgs
+from pytest_spark.probes import multinode as mn
 
-#: the environment variables that say how the job was launched
-LAUNCHER_ENV = (
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "GROUP_WORLD_SIZE",
-    "GROUP_RANK",
-    "NNODES",
-    "PET_NNODES",
-    "NODE_RANK",
-    "SLURM_NNODES",
-    "SLURM_JOB_NUM_NODES",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
-)
-#: TP degree in the environment
-TP_ENV = ("VLLM_TENSOR_PARALLEL_SIZE", "PARALLELISM_CONFIG_TP_SIZE")
-#: shown with the bandwidth probe
-NET_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "UCX_NET_DEVICES", "NCCL_DEBUG")
-#: with ``--distributed-executor-backend ray``, these say the Ray cluster spans machines
-#: (NVIDIA's two-Spark vLLM playbook sets VLLM_HOST_IP on each node)
-RAY_HINT_ENV = ("VLLM_HOST_IP", "RAY_ADDRESS")
-
-#: all-reduce buffer per backend: NCCL 512 MiB (EVIDENCE: 512M-4G; 16 GB freezes UMA), gloo 8 MiB (CPU)
-PROBE_BYTES = {"nccl": 512 << 20, "gloo": 8 << 20}
-PROBE_ITERS = {"nccl": 20, "gloo": 8}
+LAUNCHER_ENV = mn.LAUNCHER_ENV
+TP_ENV = mn.TP_ENV
+NET_ENV = mn.NET_ENV
+RAY_HINT_ENV = mn.RAY_HINT_ENV
+PROBE_BYTES = mn.PROBE_BYTES
+PROBE_ITERS = mn.PROBE_ITERS
 
 #: details kept per result (every finding of every config can be a lot)
 MAX_DETAILS = 60
+#: the two-Spark link reaches 20-24 GB/s only with jumbo frames (two_spark_config_2.txt: mtu: 9000)
+MIN_MTU = 9000
+#: TP keys only training frameworks use (Megatron/NeMo, DeepSpeed AutoTP, accelerate, torchtitan)
+TRAINING_TP_KEYS = {
+    "tensor_model_parallel_size",
+    "autotp_size",
+    "megatron_lm_tp_degree",
+    "parallelism_config_tp_size",
+    "tensor_parallel_degree",
+}
 
 FIX_TP = (
     "train across the Sparks with DDP or FSDP (accelerate distributed_type: FSDP with "
-    "parallelism_config_tp_size: 1, as NVIDIA's pytorch-fine-tune playbook) and keep TP inside one node; "
-    "serving TP=2 over two Sparks as NVIDIA's vLLM playbook does? --spark-tp-across-nodes warn"
+    "parallelism_config_tp_size: 1, as NVIDIA's pytorch-fine-tune playbook) and keep TP inside one node"
 )
+FIX_TP_UNKNOWN = FIX_TP + "; for a TP=2 server as in NVIDIA's vLLM playbook, --spark-tp-across-nodes warn"
 FIX_TP_WARN = (
     "prefer DDP/FSDP across Sparks; for TP=2 inference use DGX OS's system NCCL, not a pip-bundled one "
     "(the fix in vLLM #42354)"
+)
+FIX_SERVE = (
+    "serve with DGX OS's system NCCL, not a pip-bundled one (the fix in vLLM #42354), and keep TP "
+    "inside one Spark when the model fits"
 )
 FIX_LINK = (
     "put NCCL on the ConnectX-7 port: NCCL_SOCKET_IFNAME=enp1s0f1np1 (and GLOO_SOCKET_IFNAME, "
     "UCX_NET_DEVICES), NCCL_IB_HCA naming both halves, MTU 9000; ~3 GB/s means the wrong interface"
 )
+FIX_IB_DISABLE = (
+    "unset NCCL_IB_DISABLE (or set it to 0) so NCCL uses RoCE on the ConnectX-7 port; over TCP sockets "
+    "the link gives a few GB/s"
+)
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
+    #: the launcher, TP, NCCL and Ray variables that are set
     env: dict[str, str] = field(default_factory=dict)
     #: configs.Source dicts: given, found, process, launcher
     sources: list[dict[str, Any]] = field(default_factory=list)
     root: str = ""
+    #: --spark-config named configs: they replaced the search under the rootdir
+    configs_given: bool = False
     configs_found: int = 0
+    #: files under the rootdir this tool wrote, not read as configs
+    own_outputs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     gpu_count: int | None = None
     intrusive: bool = False
     #: the all-reduce probe: None when not attempted
     probe: dict[str, Any] | None = None
+    #: probes.multinode.read_link(): RoCE devices and MTUs under the host root
+    link: dict[str, Any] | None = None
+
+
+FACTS = Facts
 
 
 # --------------------------------------------------------------------------- gather
-
-
-def _display(path: Path, root: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except (ValueError, OSError):
-        return str(path)
-
-
-def _given(paths: tuple[Path, ...], root: Path, deadline: float) -> list[cfgs.Source]:
-    out: list[cfgs.Source] = []
-    for path in paths:
-        if path.is_dir():  # --spark-config configs/: every config in it is the job's
-            scan = cfgs.find_configs(path, deadline=deadline)
-            found, _ = cfgs.read_found(path, scan, deadline=deadline)
-            for src in found:
-                src.kind = "given"
-                src.name = _display(path / src.name, root)
-            out.extend(found)
-            if not found:
-                out.append(cfgs.Source(_display(path, root), "given", error="no YAML/JSON/TOML config in it"))
-            continue
-        out.append(cfgs.read_config(path, _display(path, root), "given"))
-    return out
-
-
-def probe_config(timeout: float) -> dict[str, Any]:
-    return {
-        "backend": "auto",
-        "size_bytes": PROBE_BYTES,
-        "iters": PROBE_ITERS,
-        "warmup": 3,
-        "import_scale": 6,
-        "rendezvous_scale": 3,
-        "rendezvous_timeout_s": timeout * 3 * 0.9,
-        "collective_timeout_s": timeout,
-    }
 
 
 def summarize_probe(child: Any) -> dict[str, Any]:
@@ -156,39 +127,9 @@ def summarize_probe(child: Any) -> dict[str, Any]:
     return out
 
 
-def gather(ctx: CheckContext) -> Facts:
-    m, s = ctx.machine, ctx.settings
-    facts = Facts(intrusive=s.intrusive)
-    facts.env = {k: m.env[k] for k in (*LAUNCHER_ENV, *TP_ENV, *NET_ENV, *RAY_HINT_ENV) if m.env.get(k)}
-    root = Path(s.rootdir)
-    facts.root = str(root)
-    deadline = time.monotonic() + min(s.timeout, 5.0)
-    sources = _given(tuple(s.config), root, deadline)
-
-    scan = cfgs.find_configs(root, deadline=deadline)
-    given = set()
-    for p in s.config:
-        try:
-            given.add(os.path.realpath(p))
-        except OSError:
-            pass
-    scan.files = [f for f in scan.files if os.path.realpath(f) not in given]
-    found, notes = cfgs.read_found(root, scan, deadline=deadline)
-    facts.configs_found = len(scan.files)
-    facts.notes += notes
-    if scan.limit:
-        facts.notes.append(f"config search under {root}: {scan.limit}")
-    if scan.unreadable:
-        facts.notes.append(f"{scan.unreadable} folder(s) under {root} unreadable")
-    sources += found
-
-    procs = m.processes()
-    if procs.get("error"):
-        facts.notes.append(procs["error"])
-    sources += cfgs.process_sources(procs.get("processes") or [], own_pid=os.getpid())
-    facts.sources = [src.to_dict() for src in sources]
-
-    wants_gpus = (
+def _wants_gpus(facts: Facts) -> bool:
+    """A TP degree > 1 anywhere: then this machine's GPU count says whether it spans nodes."""
+    return (
         any(
             f["what"] == "tp" and isinstance(f["value"], int) and f["value"] > 1
             for src in facts.sources
@@ -196,17 +137,34 @@ def gather(ctx: CheckContext) -> Facts:
         )
         or (cfgs.as_count(facts.env.get("VLLM_TENSOR_PARALLEL_SIZE")) or 0) > 1
     )
-    if wants_gpus:
+
+
+def gather(ctx: CheckContext) -> Facts:
+    m, s = ctx.machine, ctx.settings
+    facts = Facts(intrusive=s.intrusive, env=mn.job_env(m.env), root=str(s.rootdir))
+    found = mn.discover(Path(s.rootdir), tuple(s.config), s.timeout)
+    facts.configs_given = found["given"]
+    facts.configs_found = found["found"]
+    facts.own_outputs = found["own_outputs"]
+    facts.notes += found["notes"]
+    sources = list(found["sources"])
+    procs = m.processes()
+    if procs.get("error"):
+        facts.notes.append(procs["error"])
+    sources += [p.to_dict() for p in cfgs.process_sources(procs.get("processes") or [], own_pid=os.getpid())]
+    facts.sources = sources
+    if _wants_gpus(facts):
         nv = m.nvml()
         if nv.get("ok"):
             facts.gpu_count = len(nv.get("devices") or [])
+    facts.link = mn.read_link(m, m.env)
 
     world = cfgs.as_count(facts.env.get("WORLD_SIZE")) or 0
     if s.intrusive and world > 1:
         child = m.python_child(
             "g10:allreduce",
             ["allreduce_child.py"],
-            probe_config(s.timeout),
+            mn.probe_config(s.timeout),
             step_timeout=s.timeout,
             total_timeout=s.timeout * 40,
         )
@@ -232,6 +190,8 @@ class View:
     pp: int = 1
     strategies: list[str] = field(default_factory=list)
     backend: str = ""
+    #: "training", "serving" or "" (not said)
+    role: str = ""
 
 
 def _describe(name: str, f: dict[str, Any]) -> str:
@@ -268,10 +228,29 @@ def launcher_nodes(env: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def _view(name: str, kind: str, findings: list[dict[str, Any]], world: int | None) -> View:
-    v = View(name=name, kind=kind)
+def _role_of(f: dict[str, Any]) -> str:
+    """What one finding says about the job: training, serving, or nothing."""
+    if f["what"] == "strategy":
+        return "training"
+    if f["what"] == "tp" and cfgs.norm(str(f["key"]).rsplit(".", 1)[-1].split(": ")[-1]) in TRAINING_TP_KEYS:
+        return "training"
+    if f["what"] in ("backend", "headless"):
+        return "serving"
+    return ""
+
+
+def _pick_role(a: str, b: str) -> str:
+    """Training wins: the stricter rule applies when a source says both."""
+    return "training" if "training" in (a, b) else (a or b)
+
+
+def _view(
+    name: str, kind: str, findings: list[dict[str, Any]], world: int | None, role: str | None = None
+) -> View:
+    v = View(name=name, kind=kind, role=role or "")
     for f in findings:
         what, value = f["what"], f["value"]
+        v.role = _pick_role(v.role, _role_of(f))
         if what == "tp" and isinstance(value, int) and (value > v.tp or not v.tp_by):
             v.tp, v.tp_by = value, _describe(name, f)
         elif what == "tp_plan" and value is not None:
@@ -335,21 +314,40 @@ def _merge(views: list[View], name: str) -> View:
         job.pp = max(job.pp, v.pp)
         job.strategies += [s for s in v.strategies if s not in job.strategies]
         job.backend = job.backend or v.backend
+        job.role = _pick_role(job.role, v.role)
     return job
 
 
-def violations(job: View, others: list[View]) -> list[tuple[int, str, int, str]]:
-    """``(tp, tp_by, nodes, nodes_by)`` for every TP > 1 that spans nodes > 1."""
-    out: list[tuple[int, str, int, str]] = []
+@dataclass
+class Violation:
+    """One TP degree > 1 that spans nodes > 1, with its evidence and the job's role."""
+
+    tp: int
+    tp_by: str
+    nodes: int
+    nodes_by: str
+    role: str
+
+    def evidence(self) -> str:
+        """Both pieces of evidence, each said once (the GPU-count inference
+        repeats the TP finding it starts from)."""
+        if self.nodes_by.startswith(self.tp_by + " "):
+            return f"{self.tp_by}; {self.nodes_by[len(self.tp_by) + 1 :]}"
+        return f"{self.tp_by}; {self.nodes_by}"
+
+
+def violations(job: View, others: list[View]) -> list[Violation]:
+    """Every TP > 1 that spans nodes > 1 (a found config pairs with the job's own count)."""
+    out: list[Violation] = []
     if job.tp > 1 and job.nodes > 1:
-        out.append((job.tp, job.tp_by, job.nodes, job.nodes_by))
+        out.append(Violation(job.tp, job.tp_by, job.nodes, job.nodes_by, job.role))
     for v in others:
         if v.tp > 1 and v.nodes > 1:
-            out.append((v.tp, v.tp_by, v.nodes, v.nodes_by))
+            out.append(Violation(v.tp, v.tp_by, v.nodes, v.nodes_by, v.role))
         elif v.kind == "found" and v.tp > 1 and job.nodes > 1:
-            out.append((v.tp, v.tp_by, job.nodes, job.nodes_by))
+            out.append(Violation(v.tp, v.tp_by, job.nodes, job.nodes_by, _pick_role(v.role, job.role)))
         elif v.kind == "found" and v.nodes > 1 and job.tp > 1:
-            out.append((job.tp, job.tp_by, v.nodes, v.nodes_by))
+            out.append(Violation(job.tp, job.tp_by, v.nodes, v.nodes_by, _pick_role(v.role, job.role)))
     return out
 
 
@@ -368,187 +366,337 @@ def _rank_prefix(env: dict[str, str]) -> str:
     return f"rank {rank} of {world} (per-rank detail; rank 0 reports for the job): "
 
 
-def _probe_part(
-    probe: dict[str, Any] | None, multi_node: bool, floor: float
-) -> tuple[Status | None, str, str, list[Reading], list[str]]:
-    """``(status or None, text, fix, readings, details)`` of the all-reduce probe."""
-    if probe is None:
-        return None, "", "", [], []
-    if not probe.get("ran"):
-        return None, f"all-reduce not measured: {probe.get('reason')}", "", [], []
-    d = probe.get("data") or {}
-    readings: list[Reading] = []
-    details: list[str] = []
+class Out(Findings):
+    """Findings with a headline and a short fix kept beside each problem."""
+
+    def __init__(self) -> None:
+        super().__init__("G10")
+        self.short: dict[str, tuple[str, str]] = {}
+
+    def flag(self, status: Status, text: str, fix: str, headline: str, short_fix: str) -> None:
+        (self.fail if status is Status.FAIL else self.warn)(text, fix)
+        self.short.setdefault(text, (headline, short_fix))
+
+
+# --------------------------------------------------------------------------- evaluate: the probe
+
+
+def _probe_readings(d: dict[str, Any], out: Out) -> None:
     if d.get("backend"):
-        readings.append(Reading("allreduce_backend", d["backend"]))
+        out.read("allreduce_backend", d["backend"])
     if d.get("world_size"):
-        readings.append(Reading("allreduce_ranks", d["world_size"]))
+        out.read("allreduce_ranks", d["world_size"])
     if d.get("size_bytes"):
-        readings.append(Reading("allreduce_size", round(d["size_bytes"] / (1 << 20)), "MiB"))
+        out.read("allreduce_size", round(d["size_bytes"] / (1 << 20)), "MiB")
     if d.get("nccl_version"):
-        readings.append(Reading("nccl_version", d["nccl_version"]))
+        out.read("nccl_version", d["nccl_version"])
+
+
+def _judge_probe(probe: dict[str, Any] | None, multi_node: bool, floor: float, out: Out) -> str:
+    """Add the all-reduce probe's findings; returns the text a PASS line carries."""
+    if probe is None:
+        return ""
+    if not probe.get("ran"):
+        return f"all-reduce not measured: {probe.get('reason')}"
+    d = probe.get("data") or {}
+    _probe_readings(d, out)
     if probe.get("error"):
         where = "hung" if probe.get("hung") else "failed"
-        return (
+        fix = (
+            "check that every rank runs G10 with --spark-intrusive, that all reach MASTER_ADDR, and "
+            + FIX_LINK
+        )
+        out.flag(
             Status.WARN,
             f"all-reduce probe {where}: {probe['error']}",
-            "check that every rank runs G10 with --spark-intrusive, that all reach MASTER_ADDR, and "
-            + FIX_LINK,
-            readings,
-            details,
+            fix,
+            f"all-reduce probe {where}",
+            "run G10 on every rank; check the link",
         )
+        return ""
     if d.get("wrong"):
         check = d.get("check") or {}
-        return (
+        text = f"all-reduce returned wrong values (expected {check.get('expected')}, got {check.get('got')})"
+        out.flag(
             Status.WARN,
-            f"all-reduce returned wrong values (expected {check.get('expected')}, got {check.get('got')})",
+            text,
             "a corrupted collective: check the NCCL build (DGX OS's system NCCL) and the link",
-            readings,
-            details,
+            "all-reduce returned wrong values",
+            "check the NCCL build and the link",
         )
+        return ""
     group = d.get("group_busbw_gbps")
-    own = d.get("busbw_gbps")
     if not isinstance(group, (int, float)):
-        return None, "all-reduce gave no timing", "", readings, details
-    readings += [
-        Reading("allreduce_busbw", round(float(group), 2), "GB/s"),
-        Reading("allreduce_algbw", round(float(d.get("group_algbw_gbps") or 0.0), 2), "GB/s"),
-        Reading("allreduce_busbw_this_rank", round(float(own or 0.0), 2), "GB/s"),
-        Reading("busbw_floor", floor, "GB/s"),
-    ]
-    ranks = d.get("world_size")
+        return "all-reduce gave no timing"
+    out.read("allreduce_busbw", round(float(group), 2), "GB/s")
+    out.read("allreduce_algbw", round(float(d.get("group_algbw_gbps") or 0.0), 2), "GB/s")
+    out.read("allreduce_busbw_this_rank", round(float(d.get("busbw_gbps") or 0.0), 2), "GB/s")
+    out.read("busbw_floor", floor, "GB/s")
     size_mib = round((d.get("size_bytes") or 0) / (1 << 20))
-    text = f"all-reduce busbw {group:.1f} GB/s ({d.get('backend')}, {ranks} ranks, {size_mib} MiB)"
+    text = (
+        f"all-reduce busbw {group:.1f} GB/s ({d.get('backend')}, {d.get('world_size')} ranks, {size_mib} MiB)"
+    )
     if multi_node and group < floor:
         cpu = (
             " (measured with gloo on CPU; NCCL on the GPUs would differ)"
             if d.get("backend") == "gloo"
             else ""
         )
-        return (
+        out.flag(
             Status.WARN,
             f"{text} is below the {floor:g} GB/s floor for a two-Spark link (20-24 GB/s is healthy){cpu}",
             FIX_LINK,
-            readings,
-            details,
+            f"all-reduce {group:.1f} GB/s, below the {floor:g} GB/s floor",
+            "both RoCE twins in NCCL_IB_HCA, MTU 9000",
         )
-    if not multi_node:
-        text += " within one node (the two-Spark floor does not apply)"
-    return Status.PASS, text, "", readings, details
+        return ""
+    return text if multi_node else text + " within one node (the two-Spark floor does not apply)"
 
 
-def evaluate(f: Facts, tp_across_nodes: str = "fail", floor_gbps: float = 20.0) -> Result:
-    """Decide G10 from what gather() read (pure)."""
-    world = cfgs.as_count(f.env.get("WORLD_SIZE"))
-    details: list[str] = []
-    env_findings = launcher_nodes(f.env)
+# --------------------------------------------------------------------------- evaluate: the link
+
+_TWIN = re.compile(r"^(?P<kind>[a-z]+?)(?:P(?P<domain>\d+))?p(?P<bus>\d+)s(?P<slot>\d+)f(?P<fn>\d+)$")
+
+
+def twin_key(device: str) -> tuple[tuple[str, str, str, str], str] | None:
+    """``rocep1s0f1`` -> ``(("roce", "1", "0", "1"), "0")``: the port, and the
+    PCIe domain it hangs off. ``roceP2p1s0f1`` is the same port on domain 2."""
+    m = _TWIN.match(device)
+    if not m:
+        return None
+    return (m["kind"], m["bus"], m["slot"], m["fn"]), m["domain"] or "0"
+
+
+def hca_selection(value: str, devices: list[str]) -> list[str]:
+    """The devices ``NCCL_IB_HCA`` selects, as NCCL reads it: comma list of
+    ``dev[:port]``, prefix match unless it starts with ``=``, ``^`` excludes."""
+    text = value.strip()
+    exclude = text.startswith("^")
+    text = text.lstrip("^")
+    exact = text.startswith("=")
+    entries = [e.split(":")[0].strip() for e in text.lstrip("=").split(",") if e.strip()]
+
+    def hit(dev: str) -> bool:
+        return any(dev == e if exact else dev.startswith(e) for e in entries)
+
+    return [d for d in devices if hit(d) != exclude]
+
+
+def _down(dev: dict[str, Any]) -> bool:
+    states = [str(s or "") for s in (dev.get("states") or {}).values()]
+    return bool(states) and all("DOWN" in s.upper() or "INIT" in s.upper() for s in states)
+
+
+def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Out) -> list[str]:
+    """WARN when NCCL_IB_HCA names one RoCE twin of a port and not the other;
+    returns the devices NCCL will use (for the MTU check)."""
+    devices = sorted(rdma)
+    value = env.get("NCCL_IB_HCA", "")
+    chosen = hca_selection(value, devices) if value.strip() else devices
+    if not value.strip():
+        return chosen
+    for dev in chosen:
+        key = twin_key(dev)
+        if key is None:
+            continue
+        twins = [d for d in devices if d != dev and (k := twin_key(d)) and k[0] == key[0] and k[1] != key[1]]
+        missing = [t for t in twins if t not in chosen and not _down(rdma[t]) and not _down(rdma[dev])]
+        if missing:
+            both = ",".join([*(d for d in chosen if d != dev), dev, *missing])
+            out.flag(
+                Status.WARN,
+                f"NCCL_IB_HCA={value} names {dev} but not its twin {missing[0]} (the same QSFP port on the "
+                "other PCIe root): one twin caps near 12 GB/s, both reach 20-24 GB/s",
+                f"NCCL_IB_HCA={both} on every node (NCCL_IB_MERGE_NICS=1 merges them)",
+                f"NCCL_IB_HCA has one RoCE twin of 2 ({dev})",
+                f"NCCL_IB_HCA={both}",
+            )
+            break
+    return chosen
+
+
+def _data_ifnames(env: dict[str, str], link: dict[str, Any], chosen: list[str], roce: bool) -> list[str]:
+    """Interfaces that carry NCCL's data: the net devices behind the RoCE
+    devices in use, and NCCL_SOCKET_IFNAME when it is one of them or when
+    sockets carry the data (RoCE off or absent). A socket interface beside
+    working RoCE only bootstraps (nccl_two_spark_1.txt: wlP9s9, 23 GB/s)."""
+    rdma = link.get("rdma") or {}
+    behind = [n for d in chosen if not _down(rdma.get(d, {})) for n in rdma.get(d, {}).get("netdevs", [])]
+    all_roce = {n for d in rdma.values() for n in d.get("netdevs", [])}
+    sockets = [n for n in mn.socket_ifnames(env.get("NCCL_SOCKET_IFNAME")) if n in all_roce or not roce]
+    return list(dict.fromkeys([*sockets, *behind]))  # the interface the user named first
+
+
+def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Out) -> None:
+    """The two-Spark link as NCCL is told to use it (only for a multi-node job)."""
+    if env.get("NCCL_IB_DISABLE", "").strip() == "1":
+        out.flag(
+            Status.WARN,
+            "NCCL_IB_DISABLE=1 on a multi-node job: NCCL sends over TCP sockets, not RoCE "
+            "(a few GB/s where the two-Spark link gives 20-24)",
+            FIX_IB_DISABLE,
+            "NCCL_IB_DISABLE=1 across nodes: TCP, not RoCE",
+            "unset NCCL_IB_DISABLE",
+        )
+    if not link or not link.get("sysfs"):
+        return
+    rdma = link.get("rdma") or {}
+    if env.get("NCCL_IB_HCA") and not rdma:
+        out.note("NCCL_IB_HCA is set but no RoCE device is under /sys/class/infiniband: twins not checked")
+    roce = bool(rdma) and env.get("NCCL_IB_DISABLE", "").strip() != "1"
+    chosen = _judge_hca(env, rdma, out) if roce else []
+    mtus = link.get("mtu") or {}
+    low = [(n, mtus[n]) for n in _data_ifnames(env, link, chosen, roce) if isinstance(mtus.get(n), int)]
+    low = [(n, m) for n, m in low if m < MIN_MTU]
+    if low:
+        shown = first_n([f"{n} ({m})" for n, m in low], 3, sep=", ")
+        names = ", ".join(n for n, _ in low)
+        out.flag(
+            Status.WARN,
+            f"MTU below {MIN_MTU} on NCCL's interface: {shown}; the two-Spark link reaches 20-24 GB/s at MTU 9000",
+            f"set mtu: 9000 on {names} on both Sparks (netplan), then re-run",
+            f"MTU {low[0][1]} on {low[0][0]}, below {MIN_MTU}",
+            f"set MTU 9000 on {names}",
+        )
+
+
+# --------------------------------------------------------------------------- evaluate: the job
+
+ROLE_TEXT = {
+    "training": (
+        "a training job: TP over the two-Spark link is fragile and slow for training (NCCL hangs, vLLM #42354)"
+    ),
+    "serving": (
+        "a serving job: NVIDIA's vLLM playbook runs TP=2 over two Sparks, but NCCL all-reduce over the link "
+        "can hang (vLLM #42354)"
+    ),
+    "": (
+        "a job not marked as training or serving: TP over the two-Spark link is fragile and slow for "
+        "training (NCCL hangs, vLLM #42354); NVIDIA's playbooks run it only to serve"
+    ),
+}
+
+
+def _judge_tp(bad: list[Violation], option: str, out: Out) -> None:
+    """One finding per kind of job (training, serving, not said), each judged on its own:
+    training by ``--spark-tp-across-nodes`` (default FAIL), serving WARN."""
+    for role in ("training", "", "serving"):
+        mine = [b for b in bad if b.role == role]
+        if not mine:
+            continue
+        b = mine[0]
+        more = f"; {len(mine) - 1} more in the details" if len(mine) > 1 else ""
+        text = f"tensor parallel {b.tp} across {b.nodes} nodes ({b.evidence()}){more}, {ROLE_TEXT[role]}"
+        where = b.tp_by.split(": ", 1)[0]
+        head = f"{role or 'job'}: TP {b.tp} across {b.nodes} nodes ({where})"
+        if role == "serving":
+            out.flag(Status.WARN, text, FIX_SERVE, head, "serve with DGX OS's system NCCL (vLLM #42354)")
+        elif option == "fail":
+            fix = FIX_TP if role else FIX_TP_UNKNOWN
+            out.flag(Status.FAIL, text, fix, head, "DDP/FSDP across Sparks, TP within one node")
+        else:
+            out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks")
+
+
+def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[dict[str, Any]]]:
+    findings = launcher_nodes(env)
     for name in TP_ENV:
-        if f.env.get(name):
-            env_findings.append(cfgs.make_finding("tp", f.env[name], f"{name}={f.env[name]}").to_dict())
-    env_view = _view("environment", "env", env_findings, world)
+        if env.get(name):
+            findings.append(cfgs.make_finding("tp", env[name], f"{name}={env[name]}").to_dict())
+    role = "serving" if env.get("VLLM_TENSOR_PARALLEL_SIZE") else ""
+    role = _pick_role(role, "training" if env.get("PARALLELISM_CONFIG_TP_SIZE") else "")
+    return _view("environment", "env", findings, world, role), findings
 
+
+def _source_views(f: Facts, world: int | None, out: Out) -> tuple[list[View], int]:
     views: list[View] = []
     errors = 0
     for src in f.sources:
-        for finding in src["findings"]:
-            details.append(_describe(src["name"], finding))
+        out.note(*(_describe(src["name"], finding) for finding in src["findings"]))
         if src.get("error"):
             errors += 1
-            details.append(f"{src['name']}: {src['error']}")
-        details += [f"{src['name']}: {n}" for n in src.get("notes") or []]
-        views.append(_view(src["name"], src["kind"], src["findings"], world))
-    job_sources = [env_view] + [v for v in views if v.kind in ("given", "launcher")]
-    job = _merge(job_sources, "job")
-    others = [v for v in views if v.kind in ("found", "process")]
-    for v in [job, *others]:
-        _infer_nodes(v, f.gpu_count, f.env)
-    bad = violations(job, others)
-    details += f.notes
+            out.note(f"{src['name']}: {src['error']}")
+        out.note(*(f"{src['name']}: {n}" for n in src.get("notes") or []))
+        views.append(_view(src["name"], src["kind"], src["findings"], world, src.get("role")))
+    return views, errors
 
-    readings: list[Reading] = []
-    all_views = [job, *others]
-    nodes = job.nodes or max((v.nodes for v in others), default=0)
-    tp_max = max((v.tp for v in all_views), default=0)
-    strategies: list[str] = []
-    for v in all_views:
-        strategies += [s for s in v.strategies if s not in strategies]
-    readings.append(Reading("nodes", nodes or None))
-    readings.append(Reading("tensor_parallel", tp_max or None))
+
+def _readings(f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Out) -> None:
+    others = [v for v in all_views if v is not job]
+    out.read("nodes", (job.nodes or max((v.nodes for v in others), default=0)) or None)
+    out.read("tensor_parallel", max((v.tp for v in all_views), default=0) or None)
+    strategies = list(dict.fromkeys(s for v in all_views for s in v.strategies))
     if strategies:
-        readings.append(Reading("strategy", ", ".join(strategies)))
-    readings.append(Reading("configs_read", sum(1 for s in f.sources if s["kind"] in ("given", "found"))))
+        out.read("strategy", ", ".join(strategies))
+    roles = sorted({v.role for v in all_views if v.role and (v.tp or v.nodes or v.strategies)})
+    if roles:
+        out.read("job_kind", ", ".join(roles))
+    configs = [s["name"] for s in f.sources if s["kind"] in ("given", "found")]
+    out.read("configs_read", len(configs))
+    if configs:
+        out.read("config_files", first_n(configs, 5, sep=", "))
     if errors:
-        readings.append(Reading("configs_unreadable", errors))
+        out.read("configs_unreadable", errors)
     if f.gpu_count is not None:
-        readings.append(Reading("gpus_here", f.gpu_count))
+        out.read("gpus_here", f.gpu_count)
     for name in NET_ENV:
         if f.env.get(name):
-            readings.append(Reading(name.lower(), f.env[name]))
-    rank = cfgs.as_count(f.env.get("RANK"))
+            out.read(name.lower(), f.env[name])
+    rank, world = cfgs.as_count(f.env.get("RANK")), cfgs.as_count(f.env.get("WORLD_SIZE"))
     if rank is not None and world and world > 1:
-        readings.append(Reading("rank", rank))
+        out.read("rank", rank)
+    if f.own_outputs:
+        out.note(f"not read as configs (this tool wrote them): {first_n(f.own_outputs, 5, sep=', ')}")
 
-    prefix = _rank_prefix(f.env)
-    p_status, p_text, p_fix, p_readings, p_details = _probe_part(f.probe, job.nodes > 1, floor_gbps)
-    readings += p_readings
-    details += p_details
-    if f.intrusive is False and world and world > 1:
-        details.append("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
 
-    if bad:
-        tp, tp_by, n, n_by = bad[0]
-        more = f"; {len(bad) - 1} more in the details" if len(bad) > 1 else ""
-        details = [f"TP {t} across {k} nodes: {a}; {b}" for t, a, k, b in bad] + details
-        status = Status.FAIL if tp_across_nodes == "fail" else Status.WARN
-        summary = (
-            f"tensor parallel {tp} across {n} nodes ({tp_by}; {n_by}){more}: TP over the two-Spark link is "
-            "fragile and slow for training (NCCL hangs, vLLM #42354), though NVIDIA's own playbooks run "
-            "TP=2 for inference across two Sparks"
-        )
-        if p_text:
-            summary += f"; {p_text}"
-        fix = FIX_TP if status is Status.FAIL else FIX_TP_WARN
-        if p_status is Status.WARN and p_fix:
-            fix += f"; {p_fix}"
-        return Result("G10", status, prefix + summary, fix, readings, details=_bounded(details))
-
-    has_evidence = (
-        bool(env_findings)
-        or any(v.tp or v.nodes or v.strategies or v.backend for v in views)
-        or bool(f.env.get("WORLD_SIZE"))
+def _nothing_to_go_on(f: Facts, out: Out, p_text: str) -> Result:
+    """No launcher, no TP, no node count: a single node (PASS), unless the
+    configs the user named could not be read (SKIP: could not check)."""
+    read = [src for src in f.sources if src["kind"] in ("given", "found")]
+    names = first_n([src["name"] for src in read], 3, sep=", ")
+    where = (
+        f"{len(read)} config file(s) read under {f.root}: {names}"
+        if read
+        else f"no config found under {f.root}"
     )
-    if not has_evidence and not (f.probe and f.probe.get("ran")):
-        read = [src for src in f.sources if src["kind"] in ("given", "found")]
-        where = (
-            f"{len(read)} config file(s) read under {f.root}" if read else f"no config found under {f.root}"
-        )
-        broken = [src for src in read if src.get("error")]
-        if broken:
-            first = broken[0]
-            where += f" ({len(broken)} unreadable; {first['name']}: {first['error']})"
-        return Result(
-            "G10",
+    broken = [src for src in read if src.get("error")]
+    if broken:
+        where += f" ({len(broken)} unreadable; {broken[0]['name']}: {broken[0]['error']})"
+    text = (
+        "no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism or node count "
+        f"({where}), no training/serving process with those flags" + (f"; {p_text}" if p_text else "")
+    )
+    given = [src for src in read if src["kind"] == "given"]
+    if given and all(src.get("error") for src in given):
+        return out.result(
             Status.SKIP,
-            "nothing to go on: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor "
-            f"parallelism or node count ({where}), no training/serving process with those flags; "
-            "name your config with --spark-config" + (f"; {p_text}" if p_text else ""),
-            readings=readings,
-            details=_bounded(details),
+            f"cannot judge the named config: {text}",
+            headline=f"named config unreadable: {broken[0]['name']}",
         )
+    out.note("name your job's config with --spark-config if it is elsewhere")
+    count = f"{len(read)} config(s) read" if read else "no config found"
+    return out.result(
+        Status.PASS, f"single node: {text}", headline=f"single node: nothing multi-node ({count})"
+    )
 
+
+def _ok_parts(job: View, others: list[View], all_views: list[View], out: Out) -> tuple[str, str]:
+    """``(summary, headline)`` of a job with nothing wrong."""
     parts: list[str] = []
+    multi = [v for v in others if v.nodes > 1]
     if job.nodes > 1:
         parts.append(f"{job.nodes} nodes ({job.nodes_by})")
     elif job.nodes == 1:
         parts.append(f"single node ({job.nodes_by})")
     else:
-        multi = [v for v in others if v.nodes > 1]
         parts.append(
             f"{multi[0].nodes} nodes ({multi[0].nodes_by})" if multi else "no sign of more than one node"
         )
+    strategies = list(dict.fromkeys(s for v in all_views for s in v.strategies))
     if strategies:
         parts.append(", ".join(strategies))
     tp_views = [v for v in all_views if v.tp_by]
+    tp_max = max((v.tp for v in all_views), default=0)
     if tp_max > 1:
         v = max(tp_views, key=lambda x: x.tp)
         if v.nodes == 1 or (v.nodes == 0 and job.nodes == 1):
@@ -557,7 +705,7 @@ def evaluate(f: Facts, tp_across_nodes: str = "fail", floor_gbps: float = 20.0) 
             parts.append(f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})")
             elsewhere = [o.nodes_by for o in others if o.nodes > 1 and o is not v]
             if elsewhere:
-                details.append(
+                out.note(
                     f"{v.tp_by} and {elsewhere[0]} are in different files: not judged as one job "
                     "(give both with --spark-config if they are)"
                 )
@@ -566,23 +714,68 @@ def evaluate(f: Facts, tp_across_nodes: str = "fail", floor_gbps: float = 20.0) 
     else:
         parts.append("no tensor parallelism set")
     summary = ", ".join(parts)
-    if job.nodes > 1 or any(v.nodes > 1 for v in others):
+    nodes = job.nodes or (multi[0].nodes if multi else 0)
+    tp_head = f"TP {tp_max} within one node" if tp_max > 1 and nodes <= 1 else f"TP {max(tp_max, 1)}"
+    head = [f"{nodes} nodes" if nodes > 1 else "single node", *strategies, tp_head]
+    if nodes > 1:
         summary += ": data parallel across nodes, as recommended"
-    status = Status.WARN if p_status is Status.WARN else Status.PASS
-    if status is Status.WARN:
-        summary = f"{p_text}; {summary}"  # the problem first
-    elif p_text:
-        summary += f"; {p_text}"
-    return Result(
-        "G10",
-        status,
-        prefix + summary,
-        p_fix if status is Status.WARN else "",
-        readings,
-        details=_bounded(details),
+        return summary, ", ".join(head) + ": data parallel across nodes"
+    return summary, ", ".join(head)
+
+
+def _has_evidence(f: Facts, env_findings: list[dict[str, Any]], views: list[View]) -> bool:
+    return (
+        bool(env_findings)
+        or any(v.tp or v.nodes or v.strategies or v.backend for v in views)
+        or bool(f.env.get("WORLD_SIZE"))
+        or bool(f.probe and f.probe.get("ran"))
     )
 
 
-def run(ctx: CheckContext) -> Result:
-    floor = ctx.thresholds.get("g10_busbw_floor_gbps", 20.0)
-    return evaluate(gather(ctx), ctx.settings.tp_across_nodes, floor)
+def _finish(f: Facts, out: Out, ok: tuple[str, str], p_text: str, *, job_ok: bool) -> Result:
+    """One Result: the problem first, then what the job is; the rank in front."""
+    pairs = out.problems or out.warnings
+    if out.problems and out.warnings:  # said in the details, with their fixes
+        out.note(*(f"also: {t} (fix: {x})" for t, x in out.warnings))
+    head, short = out.short.get(pairs[0][0], ("", "")) if pairs else (ok[1], "")
+    summary = ok[0] + (f"; {p_text}" if p_text else "")
+    r = out.result(Status.PASS, summary, headline=head, short_fix=short)
+    if r.status is Status.WARN and job_ok:  # a link or probe warning: then what the job is
+        r.summary = f"{r.summary}; {summary}"
+    elif r.status in (Status.WARN, Status.FAIL) and p_text:
+        r.summary = f"{r.summary}; {p_text}"
+    prefix = _rank_prefix(f.env)
+    r.summary = prefix + r.summary
+    if prefix and not prefix.startswith("rank 0 "):
+        r.headline = f"{prefix.split(' (', 1)[0]} (detail): {r.headline}"
+    r.details = _bounded(r.details)
+    return r
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G10 from what gather() read (pure)."""
+    f = facts
+    world = cfgs.as_count(f.env.get("WORLD_SIZE"))
+    out = Out()
+    env_view, env_findings = _env_view(f.env, world)
+    views, errors = _source_views(f, world, out)
+    job = _merge([env_view] + [v for v in views if v.kind in ("given", "launcher")], "job")
+    others = [v for v in views if v.kind in ("found", "process")]
+    for v in [job, *others]:
+        _infer_nodes(v, f.gpu_count, f.env)
+    out.note(*f.notes)
+    _readings(f, job, views, [job, *others], errors, out)
+
+    bad = violations(job, others)
+    _judge_tp(bad, str(params.option("tp_across_nodes", "fail")), out)
+    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.tp_by}; {b.nodes_by}" for b in bad]
+    if job.nodes > 1 or any(v.nodes > 1 for v in others):
+        _judge_link(f.env, f.link, out)
+    p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps", 20.0), out)
+    if f.intrusive is False and world and world > 1:
+        out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
+    if not out.status and not _has_evidence(f, env_findings, views):
+        r = _nothing_to_go_on(f, out, p_text)
+        r.details = _bounded(r.details)
+        return r
+    return _finish(f, out, _ok_parts(job, others, [job, *others], out), p_text, job_ok=not bad)

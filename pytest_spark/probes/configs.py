@@ -139,6 +139,8 @@ class Source:
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: "serving" when the text starts a server or an inference engine (see :func:`serving_marker`)
+    role: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,7 +149,22 @@ class Source:
             "findings": [f.to_dict() for f in self.findings],
             "error": self.error,
             "notes": list(self.notes),
+            "role": self.role,
         }
+
+
+#: what starts a server or an inference engine (a job that serves a model, not one that trains it)
+_SERVING = re.compile(
+    r"(?:\bvllm\s+serve\b|\bvllm\.entrypoints\b|\bsglang\.launch_server\b|\btrtllm-serve\b"
+    r"|\btext-generation-launcher\b|\bLLM\s*\(|\bAsyncLLMEngine\b|\bsglang\.Engine\b)"
+)
+
+
+def serving_marker(text: str) -> str | None:
+    """The words that say ``text`` serves a model (``vllm serve``,
+    ``sglang.launch_server``, ``trtllm-serve``, vLLM's ``LLM(...)``), or None."""
+    m = _SERVING.search(text[: MAX_BYTES])
+    return " ".join(m.group(0).split()) if m else None
 
 
 # --------------------------------------------------------------------------- values
@@ -473,6 +490,8 @@ def read_config(path: Path, name: str, kind: str, *, max_bytes: int = MAX_BYTES)
         src.error = f"not UTF-8 text (byte {exc.start}): not read"
         return src
     fmt = file_format(path)
+    if serving_marker(text):
+        src.role = "serving"
     try:
         if fmt == "yaml":
             docs = _load_yaml(text)
@@ -629,5 +648,6 @@ def process_sources(processes: Iterable[dict[str, Any]], own_pid: int | None = N
         # name and the flags found only: a full command line may carry secrets (--api-key ...)
         name = str(p.get("name") or "") or os.path.basename(argv[0]) or "?"
         kind = "launcher" if p.get("self") else "process"
-        out.append(Source(name=f"pid {p.get('pid')} ({name})", kind=kind, findings=findings))
+        role = "serving" if serving_marker(" ".join(argv[:64])) else None
+        out.append(Source(name=f"pid {p.get('pid')} ({name})", kind=kind, findings=findings, role=role))
     return out

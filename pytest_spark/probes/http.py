@@ -23,6 +23,7 @@ share it between xdist workers.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import ipaddress
 import socket
@@ -34,7 +35,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pytest_spark import __version__
 
@@ -74,6 +75,8 @@ class HttpAnswer:
     timed_out: bool = False
     too_large: bool = False
     token: str = "not set"  # "sent" | "not set" | "not sent: <why>"
+    #: basic-auth credentials from the URL: "sent" | "none" | "not sent: <why>"
+    credentials: str = "none"
     redirects: list[str] = field(default_factory=list)
     duration_s: float = 0.0
 
@@ -92,19 +95,61 @@ class HttpAnswer:
 # --------------------------------------------------------------------------- helpers
 
 
+def _split_netloc(netloc: str) -> tuple[str, str]:
+    """``(userinfo, host[:port])`` of a netloc, without validating the port."""
+    userinfo, at, hostport = netloc.rpartition("@")
+    return (userinfo if at else ""), hostport
+
+
 def redact_url(url: str) -> str:
-    """Drop ``user:password@`` from a URL before it is shown anywhere."""
+    """Drop ``user:password@`` from a URL before it is shown anywhere.
+
+    Works on any text, however malformed (a port of 99999, a bad scheme): a
+    URL is redacted before it is validated, so an error message that quotes
+    it never carries its password.
+    """
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(str(url))
     except ValueError:
         return "<unparseable URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    userinfo, hostport = _split_netloc(parts.netloc)
+    if not userinfo:
+        return str(url)
+    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+
+
+def credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``(url without user:password@, (user, password) or None)``.
+
+    urllib would take ``user:pass@127.0.0.1`` for a host name ("cannot
+    resolve"); the credentials go out as HTTP basic auth instead (see
+    :func:`get`)."""
+    parts = urlsplit(url)
+    userinfo, hostport = _split_netloc(parts.netloc)
+    if not userinfo:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return bare, (unquote(user), unquote(password))
+
+
+def check_url(text: str) -> str | None:
+    """Why ``text`` is not a usable http(s) base URL (None: it is).
+
+    Parses the port here, so 99999 is a reason and not a crash later; the
+    reason never quotes the credentials."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        return f"{exc} in {redact_url(text)!r}"
+    if parts.scheme not in ("http", "https"):
+        return f"expected an http(s) URL, got {redact_url(text)!r}"
+    if not parts.hostname:
+        return f"no host in {redact_url(text)!r}"
+    if port == 0:
+        return f"port 0 in {redact_url(text)!r}"
+    return None
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -315,11 +360,13 @@ def get(
     """GET ``url`` within ``timeout`` seconds in all; never raises.
 
     ``token`` (if any) goes in ``Authorization: Bearer`` to ``url``'s own
-    origin only, and only over https or to a loopback host.
+    origin only, and only over https or to a loopback host; ``user:pass@``
+    in the URL goes the same way as ``Authorization: Basic`` instead.
     """
     shown = redact_url(url)
     start = time.monotonic()
     try:
+        url, basic = credentials(url)
         scheme, host, port = origin(url)
     except ValueError as exc:
         return HttpAnswer(url=shown, error=f"bad URL: {exc}")
@@ -327,14 +374,7 @@ def get(
         return HttpAnswer(url=shown, error=f"not an http(s) URL: {shown}")
 
     answer = HttpAnswer(url=shown)
-    token_header: tuple[str, str] | None = None
-    if token:
-        if scheme == "https" or is_loopback(host):
-            token_header = ("Authorization", f"Bearer {token}")
-            answer.token = "sent"
-        else:
-            answer.token = "not sent: plain http to a non-local host"
-
+    token_header, secrets = _authorization(answer, token, basic, safe=scheme == "https" or is_loopback(host))
     tracker = _Tracker()
     box: dict[str, HttpAnswer] = {}
     worker = threading.Thread(
@@ -358,12 +398,42 @@ def get(
         if answer.error is None and answer.status is None:
             answer.error = f"no answer from {host}"
     answer.duration_s = round(time.monotonic() - start, 4)
-    answer.error = scrub(answer.error, token) if answer.error else answer.error
-    answer.reason = scrub(answer.reason, token)
-    if answer.body is not None:
-        answer.body = scrub(answer.body, token)
-    answer.headers = {k: scrub(v, token) for k, v in answer.headers.items()}
+    for secret in secrets:
+        answer.error = scrub(answer.error, secret) if answer.error else answer.error
+        answer.reason = scrub(answer.reason, secret)
+        if answer.body is not None:
+            answer.body = scrub(answer.body, secret)
+        answer.headers = {k: scrub(v, secret) for k, v in answer.headers.items()}
     return answer
+
+
+def _authorization(
+    answer: HttpAnswer, token: str | None, basic: tuple[str, str] | None, *, safe: bool
+) -> tuple[tuple[str, str] | None, list[str]]:
+    """The one ``Authorization`` header (or None) and the secrets to scrub.
+
+    Credentials in the URL (``http://user:pass@mirror``) are the user's
+    choice for that host and win over ``GITHUB_TOKEN``; either is sent only
+    over https or to a loopback host, never in clear text across a network.
+    """
+    secrets = [s for s in (token, *(basic or ())) if s]
+    if basic is not None:
+        raw = base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode("ascii")
+        secrets.append(raw)
+        if token:
+            answer.token = "not sent: the URL's own credentials are used"
+        if not safe:
+            answer.credentials = "not sent: plain http to a non-local host"
+            return None, secrets
+        answer.credentials = "sent"
+        return ("Authorization", f"Basic {raw}"), secrets
+    if not token:
+        return None, secrets
+    if not safe:
+        answer.token = "not sent: plain http to a non-local host"
+        return None, secrets
+    answer.token = "sent"
+    return ("Authorization", f"Bearer {token}"), secrets
 
 
 def _fetch(
@@ -381,7 +451,7 @@ def _fetch(
     box: dict[str, HttpAnswer],
     base: HttpAnswer,
 ) -> None:
-    answer = HttpAnswer(url=base.url, token=base.token)
+    answer = HttpAnswer(url=base.url, token=base.token, credentials=base.credentials)
     redirects = _Redirects(token_header, token_origin)
     opener = urllib.request.build_opener(
         urllib.request.ProxyHandler(_proxies(env, host)),

@@ -237,10 +237,22 @@ def add_pytest_options(parser: Any) -> None:
 def preflight_enabled(config: Any) -> bool:
     if config.getoption("spark_preflight", None):
         return True
+    return bad_ini(config, "spark_preflight_enabled") is None and bool(config.getini("spark_preflight_enabled"))
+
+
+def bad_ini(config: Any, name: str) -> str | None:
+    """One line naming ``name`` when pytest cannot read its ini value (``maybe``
+    for a bool), else ``None``. pytest's own message ("invalid truth value
+    'maybe'") does not say which key; pytest 9 raises UsageError, older ValueError."""
     try:
-        return bool(config.getini("spark_preflight_enabled"))
-    except (ValueError, KeyError):
-        return False
+        config.getini(name)
+    except Exception as exc:  # any unreadable value is the user's, reported by name
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        got = text.removeprefix("invalid truth value ")
+        if got != text:
+            return f"{name} (ini): expected true or false, got {got}"
+        return f"{name} (ini): {text}"
+    return None
 
 
 # --------------------------------------------------------------------------- CLI

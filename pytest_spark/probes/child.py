@@ -25,14 +25,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.probes.commands import close_pipes, kill_group, signal_name, track, untrack
+from pytest_spark.probes.commands import close_pipes, kill_group, killpg, signal_name, track, untrack
 
 SCRIPTS = Path(__file__).with_name("scripts")
+
+#: the most a child may print on stdout in all, and in one line; past either it
+#: is killed (a child printing without end must not fill the pytest process's memory)
+MAX_STDOUT = 16 << 20
+MAX_LINE = 1 << 20
+#: protocol lines read but not handled yet (bounds memory when the child outruns us)
+QUEUE_LINES = 256
 
 #: the prologue every child script starts with (see scripts/_protocol.py)
 PROTOCOL = "_protocol.py"
@@ -61,18 +68,22 @@ class ChildResult:
     stderr_tail: str = ""
     duration_s: float = 0.0
     finished: bool = False  # the script printed {"done": true}
+    #: why the child was killed for its output ("more than 64 MiB", "a line over 1 MiB")
+    overflow: str | None = None
     #: seconds each step took, from its "begin" to the next "begin" or "done"
     step_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.finished and self.returncode == 0 and not self.timed_out
+        return self.finished and self.returncode == 0 and not self.timed_out and self.overflow is None
 
     def describe(self, what: str = "probe child") -> str:
         """One line: why the child did not finish (or ``"ok"``)."""
         where = f" during {self.step!r}" if self.step else ""
         if self.error:
             return f"{what} could not start: {self.error}"
+        if self.overflow:
+            return f"{what} printed {self.overflow} on stdout{where} (killed)"
         if self.timed_out:
             return f"{what} made no progress for {self.data.get('_allowance', '?')} s{where} (hung; killed)"
         if self.signal:
@@ -90,6 +101,32 @@ class ChildResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChildResult:
         return cls(**dict(data))
+
+
+def capped_lines(stream: Any, total: int, line_cap: int) -> Iterator[bytes | str]:
+    """Yield ``stream``'s lines; past ``total`` bytes, or on a line longer than
+    ``line_cap`` (a child printing one endless line), yield the reason (a str)
+    and stop. Memory stays within ``line_cap`` plus one read."""
+    buf = b""
+    seen = 0
+    read = stream.read1 if hasattr(stream, "read1") else stream.read
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            if buf:
+                yield buf
+            return
+        seen += len(chunk)
+        if seen > total:
+            yield f"more than {total >> 20} MiB"
+            return
+        buf += chunk
+        *complete, buf = buf.split(b"\n")
+        for line in complete:
+            yield line + b"\n"
+        if len(buf) > line_cap:
+            yield f"a line over {line_cap >> 20} MiB"
+            return
 
 
 def last_line(text: str) -> str:
@@ -159,18 +196,31 @@ def _follow(
     max_events: int,
 ) -> ChildResult:
     """Read the child's JSON lines until it is done, dead or silent too long."""
-    lines: queue.Queue[bytes | None] = queue.Queue()
+    lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
     stderr_chunks: list[bytes] = []
+    stop = threading.Event()  # set once nobody reads ``lines`` any more
+
+    def put(item: bytes | None) -> None:
+        while not stop.is_set():
+            try:
+                lines.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
 
     def pump_stdout() -> None:
         assert proc.stdout is not None
         try:
-            for raw in iter(proc.stdout.readline, b""):
-                lines.put(raw)
+            for raw in capped_lines(proc.stdout, MAX_STDOUT, MAX_LINE):
+                if isinstance(raw, str):  # over a cap: stop reading, kill it
+                    result.overflow = raw
+                    killpg(proc)
+                    return
+                put(raw)
         except (OSError, ValueError):
             pass
         finally:
-            lines.put(None)
+            put(None)
 
     def pump_stderr() -> None:
         assert proc.stderr is not None
@@ -245,6 +295,7 @@ def _follow(
             result.step = None
         deadline = time.monotonic() + allowance
 
+    stop.set()
     if result.timed_out:
         result.data["_allowance"] = round(allowance, 3)
         kill_group(proc)
@@ -259,7 +310,7 @@ def _follow(
     for t in threads:
         t.join(timeout=1)
     result.returncode = proc.returncode
-    if proc.returncode is not None and proc.returncode < 0:
+    if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
         result.signal = signal_name(-proc.returncode)
     result.stderr_tail = b"".join(stderr_chunks).decode("utf-8", errors="replace")[-4000:]
     result.duration_s = time.monotonic() - start

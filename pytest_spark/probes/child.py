@@ -186,6 +186,65 @@ def run_python(
         untrack(proc)
 
 
+class _Pumps:
+    """Two threads reading a child's pipes: stdout as capped protocol lines into
+    a bounded queue (``None`` at the end), stderr keeping its last 64 kB."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], result: ChildResult) -> None:
+        self.proc, self.result = proc, result
+        self.lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
+        self.stderr_chunks: list[bytes] = []
+        self.stop = threading.Event()  # set once nobody reads ``lines`` any more
+        self.threads = [
+            threading.Thread(target=self._stdout, daemon=True),
+            threading.Thread(target=self._stderr, daemon=True),
+        ]
+        for t in self.threads:
+            t.start()
+
+    def _put(self, item: bytes | None) -> None:
+        while not self.stop.is_set():
+            try:
+                self.lines.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _stdout(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for raw in capped_lines(self.proc.stdout, MAX_STDOUT, MAX_LINE):
+                if isinstance(raw, str):  # over a cap: stop reading, kill it
+                    self.result.overflow = raw
+                    killpg(self.proc)
+                    return
+                self._put(raw)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._put(None)
+
+    def _stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        kept = 0
+        try:
+            for chunk in iter(lambda: stream.read(4096), b""):
+                self.stderr_chunks.append(chunk)
+                kept += len(chunk)
+                while kept > 65536 and len(self.stderr_chunks) > 1:
+                    kept -= len(self.stderr_chunks.pop(0))
+        except (OSError, ValueError):
+            pass
+
+    def finish(self) -> str:
+        """Join the threads (briefly); the stderr tail."""
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=1)
+        return b"".join(self.stderr_chunks).decode("utf-8", errors="replace")[-4000:]
+
+
 def _follow(
     proc: subprocess.Popen[bytes],
     result: ChildResult,
@@ -196,61 +255,47 @@ def _follow(
     max_events: int,
 ) -> ChildResult:
     """Read the child's JSON lines until it is done, dead or silent too long."""
-    lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
-    stderr_chunks: list[bytes] = []
-    stop = threading.Event()  # set once nobody reads ``lines`` any more
-
-    def put(item: bytes | None) -> None:
-        while not stop.is_set():
-            try:
-                lines.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def pump_stdout() -> None:
-        assert proc.stdout is not None
-        try:
-            for raw in capped_lines(proc.stdout, MAX_STDOUT, MAX_LINE):
-                if isinstance(raw, str):  # over a cap: stop reading, kill it
-                    result.overflow = raw
-                    killpg(proc)
-                    return
-                put(raw)
-        except (OSError, ValueError):
-            pass
-        finally:
-            put(None)
-
-    def pump_stderr() -> None:
-        assert proc.stderr is not None
-        kept = 0
-        try:
-            for chunk in iter(lambda: proc.stderr.read(4096), b""):  # type: ignore[union-attr]
-                stderr_chunks.append(chunk)
-                kept += len(chunk)
-                while kept > 65536 and len(stderr_chunks) > 1:
-                    kept -= len(stderr_chunks.pop(0))
-        except (OSError, ValueError):
-            pass
-
-    threads = [
-        threading.Thread(target=pump_stdout, daemon=True),
-        threading.Thread(target=pump_stderr, daemon=True),
-    ]
-    for t in threads:
-        t.start()
+    pumps = _Pumps(proc, result)
     if stdin_data is not None and proc.stdin is not None:
         try:
             proc.stdin.write(stdin_data.encode())
             proc.stdin.close()
         except OSError:
             pass
+    allowance = _read_protocol(pumps.lines, result, start + total, step_timeout, max_events)
+    pumps.stop.set()
+    if result.timed_out:
+        result.data["_allowance"] = round(allowance, 3)
+        kill_group(proc)
+    else:
+        try:
+            proc.wait(timeout=max(1.0, step_timeout))
+        except subprocess.TimeoutExpired:
+            # stdout closed but the process lingers: treat as hung.
+            result.timed_out = True
+            result.data["_allowance"] = round(allowance, 3)
+            kill_group(proc)
+    result.stderr_tail = pumps.finish()
+    result.returncode = proc.returncode
+    if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
+        result.signal = signal_name(-proc.returncode)
+    result.duration_s = time.monotonic() - start
+    close_pipes(proc)
+    return result
 
+
+def _read_protocol(
+    lines: queue.Queue[bytes | None],
+    result: ChildResult,
+    hard_deadline: float,
+    step_timeout: float,
+    max_events: int,
+) -> float:
+    """Apply the child's messages to ``result`` until its stdout ends or it is
+    silent past its allowance (``result.timed_out``); the last allowance."""
     allowance = step_timeout
     step_started: float | None = None
     deadline = time.monotonic() + allowance
-    hard_deadline = start + total
     while True:
         now = time.monotonic()
         wait = min(deadline, hard_deadline) - now
@@ -295,24 +340,4 @@ def _follow(
             result.step = None
         deadline = time.monotonic() + allowance
 
-    stop.set()
-    if result.timed_out:
-        result.data["_allowance"] = round(allowance, 3)
-        kill_group(proc)
-    else:
-        try:
-            proc.wait(timeout=max(1.0, step_timeout))
-        except subprocess.TimeoutExpired:
-            # stdout closed but the process lingers: treat as hung.
-            result.timed_out = True
-            result.data["_allowance"] = round(allowance, 3)
-            kill_group(proc)
-    for t in threads:
-        t.join(timeout=1)
-    result.returncode = proc.returncode
-    if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
-        result.signal = signal_name(-proc.returncode)
-    result.stderr_tail = b"".join(stderr_chunks).decode("utf-8", errors="replace")[-4000:]
-    result.duration_s = time.monotonic() - start
-    close_pipes(proc)
-    return result
+    return allowance

@@ -120,3 +120,23 @@ def test_probe_child_that_prints_without_end_through_pytest(
     assert took < 2 * WALL_LIMIT, f"{took:.1f} s"
     assert rss < RSS_LIMIT_KB, f"peak RSS {rss} kB"
     assert "Traceback" not in out and "INTERNALERROR" not in out
+
+
+def test_background_sampler_whose_child_prints_one_endless_line(tmp_path: Path) -> None:
+    """The ``spark_sampler`` fixture's NVML child, with a ``pynvml`` printing
+    one endless line: killed at the line cap, the summary says so, and this
+    process's memory stays small (readline kept the whole line)."""
+    import resource
+
+    from pytest_spark.sampler import GpuSampler
+
+    babble = tmp_path / "babble"
+    babble.mkdir()
+    (babble / "pynvml.py").write_text(PYNVML_ONE_LINE)
+    env = dict(__import__("os").environ, PYTHONPATH=str(babble))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with GpuSampler(interval=0.05, timeout=2, env=env) as sampler:
+        time.sleep(3)
+    summary = sampler.summary()
+    assert summary["reason"] == "the sampler child printed a line over 1 MiB on stdout; killed", summary
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000

@@ -17,6 +17,10 @@ How the ten checks become ten tests:
 * Once per run: the engine's store is a folder shared by xdist workers
   (its path travels in ``workerinput``), so each probe and each check runs
   once whichever worker asks first.
+* Signals: SIGINT, SIGTERM and SIGHUP kill every probe group, then end the
+  run as interrupted. Probes run in their own session, so nothing else would
+  reach them. The xdist controller passes the signal on to its workers (each
+  leaves its pid in the store folder) and kills any still alive 3 s later.
 """
 
 from __future__ import annotations

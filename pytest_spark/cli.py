@@ -11,6 +11,7 @@ import argparse
 import configparser
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -110,14 +111,23 @@ def find_ini(start: Path) -> tuple[Path | None, dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; never a traceback (exit 2 with one line instead)."""
+    from pytest_spark.probes.commands import install_signal_handlers, restore_signal_handlers, signal_name
+
+    # SIGTERM/SIGHUP (a CI timeout, a closed terminal) end the run like Ctrl-C:
+    # every probe group is killed first (probes run in their own session, so
+    # a kill of our process group never reaches them).
+    install_signal_handlers()
     try:
         return _main(argv)
-    except KeyboardInterrupt:
-        print("spark-preflight: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"spark-preflight: interrupted by {signal_name(signum)}; probes stopped", file=sys.stderr)
+        return 128 + signum
     except Exception as exc:  # a bug of ours must still end in one line
         print(f"spark-preflight: error: internal error ({type(exc).__name__}: {exc})", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        restore_signal_handlers()
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -252,16 +252,46 @@ def add_pytest_options(parser: Any) -> None:
                 metavar=opt.metavar or opt.name.upper(),
                 help=opt.help,
             )
-            parser.addini(opt.ini, opt.help, type="string", default="")
+            _add_value_ini(parser, opt)
+
+
+def _add_value_ini(parser: Any, opt: Option) -> None:
+    """A value key. pyproject.toml holds numbers and lists as such
+    (``spark_preflight_timeout = 5``, ``spark_preflight_only = ["G1"]``); a
+    "string" key warns about them on pytest 9 (an error from pytest 10), so
+    numbers are "float" keys and ids "args" keys where this pytest has them."""
+    kind = {"float": "float", "ids": "args"}.get(opt.kind)
+    if kind is not None:
+        try:
+            parser.addini(opt.ini, opt.help, type=kind, default=None)
+            return
+        except (AssertionError, ValueError, TypeError):  # a pytest without this ini type
+            pass
+    parser.addini(opt.ini, opt.help, type="string", default="")
 
 
 def preflight_enabled(config: Any) -> bool:
     if config.getoption("spark_preflight", None):
         return True
+    return bad_ini(config, "spark_preflight_enabled") is None and bool(config.getini("spark_preflight_enabled"))
+
+
+def bad_ini(config: Any, name: str) -> str | None:
+    """One line naming ``name`` when pytest cannot read its ini value (``maybe``
+    for a bool), else ``None``. pytest's own message ("invalid truth value
+    'maybe'") does not say which key; pytest 9 raises UsageError, older ValueError."""
     try:
-        return bool(config.getini("spark_preflight_enabled"))
-    except (ValueError, KeyError):
-        return False
+        config.getini(name)
+    except Exception as exc:  # any unreadable value is the user's, reported by name
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        for prefix, expected in (
+            ("invalid truth value ", "true or false"),
+            ("could not convert string to float: ", "a number"),
+        ):
+            if text.startswith(prefix):
+                return f"{name} (ini): expected {expected}, got {text.removeprefix(prefix)}"
+        return f"{name} (ini): {text}"
+    return None
 
 
 # --------------------------------------------------------------------------- CLI

@@ -38,7 +38,15 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     for name, text in catalog.AREA_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    moved = value_taken_as_test_path(config)
+    if moved:
+        raise pytest.UsageError(moved)
     if not options.preflight_enabled(config):
+        bad = options.bad_ini(config, "spark_preflight_enabled")
+        if bad:  # a plain run goes on, but says why the preflight did not run
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
+            )
         return
     clash = pyspark_plugin_clash()
     if clash:
@@ -58,6 +66,50 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_spark.session import SparkPreflight
 
     config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
+
+
+def value_taken_as_test_path(config: pytest.Config) -> str | None:
+    """Say so when ``--spark-config PATH`` (space form) moved the rootdir.
+
+    pytest finds the rootdir and the ini file before it loads plugins from
+    entry points, so at that moment ``--spark-config`` is an unknown flag
+    and the ``PATH`` after it reads as a test path: the rootdir becomes
+    PATH's folder and the project's ini (its addopts, its ``spark_preflight_*``
+    keys) is not read. No option declaration can change that order. Once
+    loaded, we find the setup again without our values; when it differs, the
+    run stops with one line asking for ``--spark-config=PATH``. Cheap on a
+    plain run: nothing happens unless a ``--spark-*`` flag is followed by a
+    separate value.
+    """
+    import os
+    import shlex
+
+    args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *map(str, config.invocation_params.args)]
+    valued = {o.flag for o in options.OPTIONS if o.kind != "bool"}
+    spaced = [(args[i], args[i + 1]) for i in range(len(args) - 1) if args[i] in valued]
+    if not spaced:
+        return None
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        ns = config.known_args_namespace
+        rootpath, inipath, *_ = determine_setup(
+            inifile=ns.inifilename,
+            override_ini=ns.override_ini,
+            args=[str(a) for a in ns.file_or_dir],
+            rootdir_cmd_arg=ns.rootdir or None,
+            invocation_dir=config.invocation_params.dir,
+        )
+    except Exception:  # another pytest's internals: do not guess, do not block
+        return None
+    if rootpath == config.rootpath and inipath == config.inipath:
+        return None
+    flag, value = spaced[0]
+    ini = f"{inipath} was not read" if inipath else "no ini file"
+    return (
+        f"{flag} {value}: pytest read {value!r} as a test path before this plugin loaded, so the rootdir "
+        f"became {config.rootpath} ({ini}); write {flag}={value}"
+    )
 
 
 def pyspark_plugin_clash() -> str | None:

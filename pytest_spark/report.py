@@ -4,8 +4,10 @@ the ``env-report.json`` document, JUnit suite properties, the JSON run block.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -111,14 +113,47 @@ def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
+_KINDS = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def not_a_file(path: Path) -> str | None:
+    """What sits at ``path`` when it is neither a regular file nor nothing
+    (``"a character device"``), else ``None``. Symlinks are followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there (or no way there: the write says why)
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
     """Write a JSON report atomically: a reader never sees half a report."""
     write_bytes(path, (json.dumps(document, indent=2, default=str) + "\n").encode("utf-8"))
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temp file renamed over it)."""
+    """Write ``data`` to ``path`` atomically (a temp file renamed over it).
+
+    The atomic write renames a new file over the path, so it is done only
+    over a regular file or nothing: renamed over ``/dev/null`` as root it
+    would replace the device with a plain file. Anything else raises
+    :class:`OSError` and is left as it is. A symlink to a file is kept: the
+    file it points to is replaced.
+    """
     path = Path(path)
+    kind = not_a_file(path)
+    if kind is not None:
+        raise OSError(errno.EINVAL, f"{kind}, not a regular file; nothing was written")
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=str(path.parent))
     try:
         with os.fdopen(fd, "wb") as fh:

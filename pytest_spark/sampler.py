@@ -118,6 +118,9 @@ class GpuSampler:
             self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
             self._stopped = time.monotonic()
             return self
+        from pytest_spark.probes.commands import track
+
+        track(self._proc)  # a SIGTERM to the run kills it with the probes (own session: nothing else would)
         self._threads = [
             threading.Thread(target=self._read_stdout, name="spark-sampler", daemon=True),
             threading.Thread(target=self._read_stderr, name="spark-sampler-err", daemon=True),
@@ -128,9 +131,11 @@ class GpuSampler:
 
     def stop(self) -> dict[str, Any]:
         """Stop sampling and return :meth:`summary`. Safe to call twice."""
-        from pytest_spark.probes.commands import close_pipes, kill_group
+        from pytest_spark.probes.commands import close_pipes, kill_group, untrack
 
         proc = self._proc
+        if proc is not None:
+            untrack(proc)
         if proc is not None and self._stopped is None:
             self._stopped = time.monotonic()
             try:
@@ -168,10 +173,19 @@ class GpuSampler:
     # ------------------------------------------------------------------ reading
 
     def _read_stdout(self) -> None:
+        from pytest_spark.probes.child import MAX_LINE, capped_lines
+        from pytest_spark.probes.commands import killpg
+
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         try:
-            for raw in iter(proc.stdout.readline, b""):
+            # a child printing one endless line must not fill this process's
+            # memory: past MAX_LINE it is killed (the run's length bounds the rest)
+            for raw in capped_lines(proc.stdout, 1 << 62, MAX_LINE):
+                if isinstance(raw, str):
+                    self._stop_note = f"the sampler child printed {raw} on stdout; killed"
+                    killpg(proc)
+                    return
                 text = raw.decode("utf-8", errors="replace").strip()
                 if not text:
                     continue

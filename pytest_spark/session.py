@@ -17,6 +17,10 @@ How the ten checks become ten tests:
 * Once per run: the engine's store is a folder shared by xdist workers
   (its path travels in ``workerinput``), so each probe and each check runs
   once whichever worker asks first.
+* Signals: SIGINT, SIGTERM and SIGHUP kill every probe group, then end the
+  run as interrupted. Probes run in their own session, so nothing else would
+  reach them. The xdist controller passes the signal on to its workers (each
+  leaves its pid in the store folder) and kills any still alive 3 s later.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ import dataclasses
 import os
 import re
 import shutil
+import signal
 import tempfile
+import time
 from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
@@ -36,11 +42,13 @@ from pytest_spark import catalog, report
 from pytest_spark.engine import Engine
 from pytest_spark.model import PreflightResults, Result, Status, verdict, verdict_line
 from pytest_spark.options import Settings
+from pytest_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.store import MemoryStore, SharedStore
 
 FILE_NAME = "spark_preflight"
 STORE_KEY = "spark_preflight_store"
+WORKERS = "workers"  # the store folder's list of worker pids
 _IDENT = re.compile(r"[\w:+\-.\[\]\\/]+")
 _KEYWORDS = {"and", "or", "not"}
 
@@ -148,8 +156,16 @@ class SparkPreflight:
         self._saved_keyword: str | None = None
         #: the capture being replayed (``--spark-replay``), loaded once by pytest_configure
         self.replay: dict[str, Any] | None = replay
+        self._xdist: _XdistController | None = None
         if not self.is_worker and config.pluginmanager.hasplugin("xdist"):
-            config.pluginmanager.register(_XdistController(self), "dgx_spark_xdist")
+            self._xdist = _XdistController(self)
+            config.pluginmanager.register(self._xdist, "dgx_spark_xdist")
+        # SIGTERM/SIGHUP end the run like Ctrl-C, after killing every probe
+        # group (probes run in their own session: a CI runner's group kill
+        # misses them); the xdist controller passes the signal to its workers.
+        install_signal_handlers(self._xdist.forward if self._xdist else None)
+        if self.is_worker:
+            self._announce_worker()
 
     # ------------------------------------------------------------------ engine
 
@@ -187,6 +203,19 @@ class SparkPreflight:
         if self._store_dir is not None:
             return SharedStore(Path(self._store_dir)).items()
         return self.engine.machine.store.items() if self._engine is not None else {}
+
+    def _announce_worker(self) -> None:
+        """An xdist worker leaves its pid in the shared store folder, so the
+        controller can pass a SIGTERM on to it (xdist does not say worker pids)."""
+        folder = self.config.workerinput.get(STORE_KEY)  # type: ignore[attr-defined]
+        if not folder:
+            return
+        try:
+            workers = Path(folder) / WORKERS
+            workers.mkdir(exist_ok=True)
+            (workers / str(os.getpid())).touch()
+        except OSError:
+            pass
 
     def store_dir(self) -> str:
         """Controller side: the folder workers share (made on first use)."""
@@ -391,6 +420,9 @@ class SparkPreflight:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._engine is not None:
             self._engine.close()  # a run stopped early (-x, Ctrl-C) leaves no probe behind
+        restore_signal_handlers()
+        if self._xdist is not None:
+            self._xdist.reap()
         if self._store_dir is not None:
             shutil.rmtree(self._store_dir, ignore_errors=True)
 
@@ -400,7 +432,56 @@ class _XdistController:
 
     def __init__(self, plugin: SparkPreflight) -> None:
         self.plugin = plugin
+        self.signalled: list[int] = []  # worker pids a signal was passed to
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[STORE_KEY] = self.plugin.store_dir()
+
+    def workers(self) -> list[int]:
+        """Live worker pids: announced in the store folder and children of ours."""
+        if self.plugin._store_dir is None:
+            return []
+        try:
+            names = os.listdir(Path(self.plugin._store_dir) / WORKERS)
+        except OSError:
+            return []
+        me = os.getpid()
+        return [int(n) for n in names if n.isdigit() and _parent_of(int(n)) == me]
+
+    def forward(self, signum: int) -> None:
+        """Pass a SIGINT/SIGTERM/SIGHUP on to every worker as SIGTERM: each kills
+        its own probe groups and ends. (Run inside the signal handler.)"""
+        for pid in self.workers():
+            try:
+                os.kill(pid, signal.SIGTERM)
+                self.signalled.append(pid)
+            except OSError:
+                pass
+
+    def reap(self, grace: float = 3.0) -> None:
+        """After a forwarded signal: SIGKILL a worker still alive after ``grace``
+        seconds (its probes are gone already; it must not outlive the run)."""
+        deadline = time.monotonic() + grace
+        left = list(self.signalled)
+        while left and time.monotonic() < deadline:
+            left = [pid for pid in left if _parent_of(pid) == os.getpid()]
+            if left:
+                time.sleep(0.05)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent pid of a live (not zombie) process, from /proc; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[1])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_spark import catalog
-from pytest_spark.options import BY_NAME, DEFAULT_GITHUB_URL, OPTIONS, Option
+from pytest_spark.options import BY_NAME, DEFAULT_GITHUB_URL, OPTIONS, Option, bad_ini
 from pytest_spark.thresholds import THRESHOLDS, defaults
 
 
@@ -157,11 +157,14 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     path = Path(os.path.expanduser(text))
     if not path.is_absolute():
         path = base / path
-    if path.is_dir():
-        raise OptionError(f"{where}: {text!r} is a directory; give a file path")
     parent = path.parent
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
+    from pytest_spark.report import not_a_file
+
+    kind = not_a_file(path)
+    if kind is not None:  # the report is renamed over the path: never over a device or FIFO
+        raise OptionError(f"{where}: {text!r} is {kind}, not a regular file; give a file path")
     # Try it: os.access() says yes to root on a read-only mount.
     import tempfile  # here, not at the top: every plain run imports this module
 
@@ -216,9 +219,9 @@ def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()
-        if text in ("1", "true", "yes", "on"):
+        if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
             return True
-        if text in ("0", "false", "no", "off", ""):
+        if text in ("0", "false", "no", "off", "", "n", "f"):
             return False
         raise OptionError(f"{where}: expected true or false, got {raw!r}")
     if opt.kind == "float":
@@ -285,16 +288,19 @@ def settings_from_pytest(config: Any) -> Settings:
         cli = config.getoption(opt.dest, None)
         if cli is not None:
             return cli, "flag"
-        try:
-            ini = config.getini(opt.ini)
-        except ValueError as exc:  # pytest's own bool parsing of a bad ini value
-            raise OptionError(f"{opt.ini} (ini): {exc}") from None
+        bad = bad_ini(config, opt.ini)  # pytest's own parsing of a bad ini value, with the key named
+        if bad:
+            raise OptionError(bad)
+        ini = config.getini(opt.ini)
         if opt.kind == "bool":
             return (True, "ini") if ini else None
         if ini in (None, "", []):
             return None
         return ini, "ini"
 
+    bad = bad_ini(config, "spark_preflight_enabled")  # with --spark-preflight given, still refuse it
+    if bad:
+        raise OptionError(bad)
     return build_settings(lookup, base=base, rootdir=Path(config.rootpath))
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_spark.probes import child as child_module
 from pytest_spark.probes.child import run_python
-from pytest_spark.probes.commands import run_command
+from pytest_spark.probes.commands import MAX_OUTPUT, CommandResult, run_command
 from pytest_spark.probes.store import MemoryStore, SharedStore
 
 from doubles.procs import group_gone, live_members
@@ -127,6 +128,59 @@ def test_child_that_closes_stdout_but_lingers_is_hung() -> None:
 def test_python_that_cannot_start() -> None:
     result = run_python("pass", step_timeout=1, python="/nonexistent/python")
     assert result.error and "could not start" in result.describe()
+
+
+@pytest.mark.parametrize(
+    ("script", "stream"),
+    [("exec yes", "stdout"), ("exec tr '\\000' x < /dev/zero", "stdout"), ("exec yes >&2", "stderr")],
+    ids=["yes", "one-endless-line", "stderr"],
+)
+def test_command_printing_without_end_is_killed_at_the_cap(tmp_path: Path, script: str, stream: str) -> None:
+    """The cap holds while reading: killed at MAX_OUTPUT (not at the timeout,
+    with gigabytes kept), its whole group gone, the result saying why."""
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'pid'}\n{script}\n")
+    exe.chmod(0o755)
+    start = time.monotonic()
+    result = run_command([str(exe)], timeout=30)
+    assert time.monotonic() - start < 10
+    assert result.overflow == stream and not result.ok and not result.timed_out
+    assert len(getattr(result, stream)) == MAX_OUTPUT
+    assert result.describe() == f"nvidia-smi printed more than 1 MiB on {stream} (killed)"
+    assert group_gone(int((tmp_path / "pid").read_text()))
+    assert CommandResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+def test_command_output_just_under_the_cap_is_kept_whole() -> None:
+    result = run_command(["sh", "-c", f"head -c {MAX_OUTPUT} /dev/zero | tr '\\000' y"], timeout=10)
+    assert result.ok and result.overflow is None and len(result.stdout) == MAX_OUTPUT
+
+
+def test_child_printing_one_endless_line_is_killed_at_the_line_cap() -> None:
+    start = time.monotonic()
+    result = child('emit({"begin": "import pynvml"})\nwhile True: sys.stdout.write("x" * 65536)', step_timeout=30)
+    assert time.monotonic() - start < 10
+    assert result.overflow == "a line over 1 MiB" and not result.ok and result.signal is None
+    assert result.describe("NVML child") == (
+        "NVML child printed a line over 1 MiB on stdout during 'import pynvml' (killed)"
+    )
+
+
+def test_child_printing_endless_progress_is_killed_at_the_total_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Valid protocol lines reset the step deadline; the byte cap still ends it."""
+    monkeypatch.setattr(child_module, "MAX_STDOUT", 1 << 20)
+    start = time.monotonic()
+    result = child('while True: emit({"data": {"x": "y" * 1000}})', step_timeout=30)
+    assert time.monotonic() - start < 20
+    assert result.overflow == "more than 1 MiB"
+    assert result.describe() == "probe child printed more than 1 MiB on stdout (killed)"
+
+
+def test_child_printing_endless_garbage_is_bounded_by_its_step_timeout() -> None:
+    start = time.monotonic()
+    result = child('while True: print("not json " * 10)', step_timeout=1)
+    assert time.monotonic() - start < 5
+    assert result.timed_out and result.garbage > 0 and len(result.garbage_sample) == 3
 
 
 def _compute_in_process(folder: str, log: str) -> None:

@@ -25,14 +25,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.probes.commands import close_pipes, kill_group, signal_name, track, untrack
+from pytest_spark.probes.commands import close_pipes, kill_group, killpg, signal_name, track, untrack
 
 SCRIPTS = Path(__file__).with_name("scripts")
+
+#: the most a child may print on stdout in all, and in one line; past either it
+#: is killed (a child printing without end must not fill the pytest process's memory)
+MAX_STDOUT = 16 << 20
+MAX_LINE = 1 << 20
+#: protocol lines read but not handled yet (bounds memory when the child outruns us)
+QUEUE_LINES = 256
 
 #: the prologue every child script starts with (see scripts/_protocol.py)
 PROTOCOL = "_protocol.py"
@@ -61,18 +68,22 @@ class ChildResult:
     stderr_tail: str = ""
     duration_s: float = 0.0
     finished: bool = False  # the script printed {"done": true}
+    #: why the child was killed for its output ("more than 64 MiB", "a line over 1 MiB")
+    overflow: str | None = None
     #: seconds each step took, from its "begin" to the next "begin" or "done"
     step_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.finished and self.returncode == 0 and not self.timed_out
+        return self.finished and self.returncode == 0 and not self.timed_out and self.overflow is None
 
     def describe(self, what: str = "probe child") -> str:
         """One line: why the child did not finish (or ``"ok"``)."""
         where = f" during {self.step!r}" if self.step else ""
         if self.error:
             return f"{what} could not start: {self.error}"
+        if self.overflow:
+            return f"{what} printed {self.overflow} on stdout{where} (killed)"
         if self.timed_out:
             return f"{what} made no progress for {self.data.get('_allowance', '?')} s{where} (hung; killed)"
         if self.signal:
@@ -90,6 +101,32 @@ class ChildResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChildResult:
         return cls(**dict(data))
+
+
+def capped_lines(stream: Any, total: int, line_cap: int) -> Iterator[bytes | str]:
+    """Yield ``stream``'s lines; past ``total`` bytes, or on a line longer than
+    ``line_cap`` (a child printing one endless line), yield the reason (a str)
+    and stop. Memory stays within ``line_cap`` plus one read."""
+    buf = b""
+    seen = 0
+    read = stream.read1 if hasattr(stream, "read1") else stream.read
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            if buf:
+                yield buf
+            return
+        seen += len(chunk)
+        if seen > total:
+            yield f"more than {total >> 20} MiB"
+            return
+        buf += chunk
+        *complete, buf = buf.split(b"\n")
+        for line in complete:
+            yield line + b"\n"
+        if len(buf) > line_cap:
+            yield f"a line over {line_cap >> 20} MiB"
+            return
 
 
 def last_line(text: str) -> str:
@@ -149,6 +186,65 @@ def run_python(
         untrack(proc)
 
 
+class _Pumps:
+    """Two threads reading a child's pipes: stdout as capped protocol lines into
+    a bounded queue (``None`` at the end), stderr keeping its last 64 kB."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], result: ChildResult) -> None:
+        self.proc, self.result = proc, result
+        self.lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
+        self.stderr_chunks: list[bytes] = []
+        self.stop = threading.Event()  # set once nobody reads ``lines`` any more
+        self.threads = [
+            threading.Thread(target=self._stdout, daemon=True),
+            threading.Thread(target=self._stderr, daemon=True),
+        ]
+        for t in self.threads:
+            t.start()
+
+    def _put(self, item: bytes | None) -> None:
+        while not self.stop.is_set():
+            try:
+                self.lines.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _stdout(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for raw in capped_lines(self.proc.stdout, MAX_STDOUT, MAX_LINE):
+                if isinstance(raw, str):  # over a cap: stop reading, kill it
+                    self.result.overflow = raw
+                    killpg(self.proc)
+                    return
+                self._put(raw)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._put(None)
+
+    def _stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        kept = 0
+        try:
+            for chunk in iter(lambda: stream.read(4096), b""):
+                self.stderr_chunks.append(chunk)
+                kept += len(chunk)
+                while kept > 65536 and len(self.stderr_chunks) > 1:
+                    kept -= len(self.stderr_chunks.pop(0))
+        except (OSError, ValueError):
+            pass
+
+    def finish(self) -> str:
+        """Join the threads (briefly); the stderr tail."""
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=1)
+        return b"".join(self.stderr_chunks).decode("utf-8", errors="replace")[-4000:]
+
+
 def _follow(
     proc: subprocess.Popen[bytes],
     result: ChildResult,
@@ -159,48 +255,47 @@ def _follow(
     max_events: int,
 ) -> ChildResult:
     """Read the child's JSON lines until it is done, dead or silent too long."""
-    lines: queue.Queue[bytes | None] = queue.Queue()
-    stderr_chunks: list[bytes] = []
-
-    def pump_stdout() -> None:
-        assert proc.stdout is not None
-        try:
-            for raw in iter(proc.stdout.readline, b""):
-                lines.put(raw)
-        except (OSError, ValueError):
-            pass
-        finally:
-            lines.put(None)
-
-    def pump_stderr() -> None:
-        assert proc.stderr is not None
-        kept = 0
-        try:
-            for chunk in iter(lambda: proc.stderr.read(4096), b""):  # type: ignore[union-attr]
-                stderr_chunks.append(chunk)
-                kept += len(chunk)
-                while kept > 65536 and len(stderr_chunks) > 1:
-                    kept -= len(stderr_chunks.pop(0))
-        except (OSError, ValueError):
-            pass
-
-    threads = [
-        threading.Thread(target=pump_stdout, daemon=True),
-        threading.Thread(target=pump_stderr, daemon=True),
-    ]
-    for t in threads:
-        t.start()
+    pumps = _Pumps(proc, result)
     if stdin_data is not None and proc.stdin is not None:
         try:
             proc.stdin.write(stdin_data.encode())
             proc.stdin.close()
         except OSError:
             pass
+    allowance = _read_protocol(pumps.lines, result, start + total, step_timeout, max_events)
+    pumps.stop.set()
+    if result.timed_out:
+        result.data["_allowance"] = round(allowance, 3)
+        kill_group(proc)
+    else:
+        try:
+            proc.wait(timeout=max(1.0, step_timeout))
+        except subprocess.TimeoutExpired:
+            # stdout closed but the process lingers: treat as hung.
+            result.timed_out = True
+            result.data["_allowance"] = round(allowance, 3)
+            kill_group(proc)
+    result.stderr_tail = pumps.finish()
+    result.returncode = proc.returncode
+    if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
+        result.signal = signal_name(-proc.returncode)
+    result.duration_s = time.monotonic() - start
+    close_pipes(proc)
+    return result
 
+
+def _read_protocol(
+    lines: queue.Queue[bytes | None],
+    result: ChildResult,
+    hard_deadline: float,
+    step_timeout: float,
+    max_events: int,
+) -> float:
+    """Apply the child's messages to ``result`` until its stdout ends or it is
+    silent past its allowance (``result.timed_out``); the last allowance."""
     allowance = step_timeout
     step_started: float | None = None
     deadline = time.monotonic() + allowance
-    hard_deadline = start + total
     while True:
         now = time.monotonic()
         wait = min(deadline, hard_deadline) - now
@@ -245,23 +340,4 @@ def _follow(
             result.step = None
         deadline = time.monotonic() + allowance
 
-    if result.timed_out:
-        result.data["_allowance"] = round(allowance, 3)
-        kill_group(proc)
-    else:
-        try:
-            proc.wait(timeout=max(1.0, step_timeout))
-        except subprocess.TimeoutExpired:
-            # stdout closed but the process lingers: treat as hung.
-            result.timed_out = True
-            result.data["_allowance"] = round(allowance, 3)
-            kill_group(proc)
-    for t in threads:
-        t.join(timeout=1)
-    result.returncode = proc.returncode
-    if proc.returncode is not None and proc.returncode < 0:
-        result.signal = signal_name(-proc.returncode)
-    result.stderr_tail = b"".join(stderr_chunks).decode("utf-8", errors="replace")[-4000:]
-    result.duration_s = time.monotonic() - start
-    close_pipes(proc)
-    return result
+    return allowance

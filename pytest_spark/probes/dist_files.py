@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_spark.probes.elf import is_shared_object_name
+from pytest_spark.probes.packages import not_regular
 
 
 def _entries(dist: Any) -> tuple[str, list[str]]:
@@ -25,7 +26,7 @@ def _entries(dist: Any) -> tuple[str, list[str]]:
     base = str(dist.locate_file(""))
     for name in ("RECORD", "installed-files.txt"):
         try:
-            text = dist.read_text(name)
+            text = None if not_regular(dist, name) else dist.read_text(name)
         except Exception:
             text = None
         if not text:
@@ -51,7 +52,7 @@ def name_version(dist: Any) -> tuple[str | None, str | None]:
     as e-mail (``dist.metadata``) costs more than the rest of the scan."""
     for fname in ("METADATA", "PKG-INFO"):
         try:
-            text = dist.read_text(fname)
+            text = None if not_regular(dist, fname) else dist.read_text(fname)
         except Exception:
             text = None
         if not text:

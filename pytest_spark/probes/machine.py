@@ -110,8 +110,7 @@ class Machine:
             before = self.meminfo(key="meminfo:before-drop")
             sync = run_command(["sync"], timeout=self.timeout, env=self.env)
             try:
-                with open(self.path("/proc/sys/vm/drop_caches"), "w") as fh:
-                    fh.write("3\n")
+                write_regular(self.path("/proc/sys/vm/drop_caches"), b"3\n")
             except OSError as exc:
                 return {
                     "done": False,
@@ -260,6 +259,32 @@ class Machine:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def write_regular(path: Path, data: bytes) -> None:
+    """Write ``data`` into an existing regular file, never blocking.
+
+    ``open(path, "w")`` on a FIFO with no reader blocks forever; opened with
+    ``O_NONBLOCK`` it fails at once (ENXIO), and anything but a regular file
+    (``/proc/sys`` files are) is refused before a byte is written.
+    """
+    import errno
+    import stat
+
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # what O_NONBLOCK gives for a FIFO nobody reads
+            raise OSError(errno.ENXIO, "not a regular file (a FIFO)") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) else "not a file"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def is_gb10(device: Mapping[str, Any]) -> bool:

@@ -17,6 +17,22 @@ def canonical(name: str) -> str:
     return _NORMALIZE.sub("-", name).lower()
 
 
+def not_regular(dist: Any, name: str) -> bool:
+    """True when ``name`` in the distribution's metadata folder exists and is
+    not a regular file: importlib.metadata would ``open()`` it, and a FIFO
+    named ``METADATA`` blocks that open forever (a device never ends)."""
+    import os
+    import stat
+
+    folder = getattr(dist, "_path", None)
+    if folder is None:
+        return False
+    try:
+        return not stat.S_ISREG(os.stat(os.path.join(str(folder), name)).st_mode)
+    except (OSError, TypeError, ValueError):  # missing: importlib says so its own way
+        return False
+
+
 def list_distributions(path: list[str] | None = None) -> dict[str, Any]:
     """``{"dists": {canonical: {name, version, requires, location}}, "errors": n}``.
 
@@ -29,6 +45,9 @@ def list_distributions(path: list[str] | None = None) -> dict[str, Any]:
     errors = 0
     found = metadata.distributions(path=path) if path is not None else metadata.distributions()
     for dist in found:
+        if not_regular(dist, "METADATA") or not_regular(dist, "PKG-INFO"):
+            errors += 1  # never opened: see not_regular
+            continue
         try:
             name = dist.metadata["Name"]
             if not name:

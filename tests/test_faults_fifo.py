@@ -1,0 +1,106 @@
+"""FIFOs where files are expected, through whole runs (issue 12, item 4).
+
+A FIFO with no writer blocks a plain ``open()`` for reading forever, and one
+with no reader blocks an ``open()`` for writing; ``--spark-timeout`` bounds
+probes, not file reads. Planted for real: under ``SPARK_PREFLIGHT_HOST_ROOT``
+(``/proc/meminfo``, ``/proc/1/cgroup``, ``/proc/1/comm``,
+``/run/.containerenv``, ``/etc/os-release``, ``/proc/sys/vm/drop_caches``)
+and in the checked site-packages (a dist-info whose ``METADATA`` and
+``RECORD`` are FIFOs: ``importlib.metadata`` would open them). Every run
+ends in bounded time with the reason in the check's text.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from doubles.spark_scene import CLI, Scene
+
+#: a run that reads no FIFO ends in seconds; one that opens a FIFO never does
+RUN_LIMIT = 60
+
+
+@pytest.fixture
+def scene(tmp_path: Path) -> Iterator[Scene]:
+    s = Scene(tmp_path / "spark")
+    s.files({".dockerenv": ""})
+    yield s
+    s.stop()
+
+
+def fifos(base: Path, *rels: str) -> None:
+    for rel in rels:
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            path.unlink()
+        os.mkfifo(path)
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_LIMIT, cwd=cwd, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the run blocked on a FIFO ({RUN_LIMIT} s):\n{exc.stdout}") from None
+    return done, time.monotonic() - start
+
+
+def test_fifos_under_the_host_root_and_in_site_packages_through_pytest(tmp_path: Path, scene: Scene) -> None:
+    """The whole preflight with FIFOs at five host files and at a dist-info's
+    METADATA and RECORD: ten results within seconds, G3 SKIPs with the
+    reason, G9's details say why ``/proc/1/cgroup`` was not read."""
+    fifos(scene.root, "proc/meminfo", "proc/1/cgroup", "proc/1/comm", "run/.containerenv", "etc/os-release")
+    fifos(scene.site, "fifo_dist-1.0.dist-info/METADATA", "fifo_dist-1.0.dist-info/RECORD", "fifo_dist/x.so")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\n")
+    argv = [
+        sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--spark-preflight",
+        "--spark-timeout=3", "--spark-offline", "--spark-thermal-seconds=0.2", "-rA",
+    ]  # fmt: skip
+    done, took = run(argv, project, scene.env())
+    out = done.stdout + done.stderr
+    assert done.returncode in (0, 1), out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    lines = [ln for ln in done.stdout.splitlines() if ln[:2] in {f"G{n}" for n in range(1, 10)} and ": " in ln]
+    assert {ln.split()[0] for ln in lines} == {f"G{n}" for n in range(1, 11)}
+    assert "G3 SKIP: cannot read memory headroom: cannot read /proc/meminfo: not a regular file (a FIFO)" in lines
+    assert "cannot read /proc/1/cgroup: not a regular file (a FIFO)" in out
+    assert took < RUN_LIMIT / 2, f"{took:.1f} s"
+
+
+def test_fifos_through_the_cli(tmp_path: Path, scene: Scene) -> None:
+    """The same faults through ``spark-preflight``: its lines, exit 0 or 1."""
+    fifos(scene.root, "proc/meminfo", "proc/1/cgroup", "etc/os-release")
+    fifos(scene.site, "fifo_dist-1.0.dist-info/METADATA")
+    argv = [sys.executable, "-c", CLI, "--timeout", "3", "--offline", "--only", "G1,G3,G9"]
+    done, took = run(argv, tmp_path, scene.env())
+    assert done.returncode in (0, 1), done.stderr
+    assert took < RUN_LIMIT / 2, f"{took:.1f} s"
+    assert done.stdout.splitlines()[1] == (
+        "G3 SKIP: cannot read memory headroom: cannot read /proc/meminfo: not a regular file (a FIFO)"
+    )
+    assert done.stderr == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root writes drop_caches (others are refused before any write)")
+def test_drop_caches_into_a_fifo_is_refused_not_blocked(tmp_path: Path, scene: Scene) -> None:
+    """``--spark-drop-caches`` as root with a FIFO at ``/proc/sys/vm/drop_caches``
+    under the host root: ``open(..., "w")`` waited for a reader forever; now
+    G3 says the write was refused and why."""
+    fifos(scene.root, "proc/sys/vm/drop_caches")
+    args = ["--timeout", "3", "--offline", "--only", "G3", "--drop-caches"]
+    done, took = run([sys.executable, "-c", CLI, *args], tmp_path, scene.env())
+    assert done.returncode in (0, 1), done.stderr
+    assert took < RUN_LIMIT / 2, f"{took:.1f} s"
+    g3 = done.stdout.splitlines()[0]
+    assert "--spark-drop-caches refused: cannot write /proc/sys/vm/drop_caches: not a regular file (a FIFO)" in g3
+    assert os.path.exists(scene.root / "proc/sys/vm/drop_caches")

@@ -1,0 +1,163 @@
+"""Signals while a probe hangs, sent for real to a real pytest or CLI process.
+
+Probes start in their own session (so a wedged ``nvidia-smi`` can be killed
+as a group), which also means a CI runner's kill of the pytest process group
+never reaches them. A SIGTERM or SIGHUP (a CI timeout, a closed terminal) must
+therefore end the run like Ctrl-C does: every probe group killed, then exit
+(pytest: interrupted, exit 2; ``spark-preflight``: ``128 + signum`` with one
+line). Under ``-n 2`` the same holds on the controller and in every worker,
+and no worker outlives the run.
+
+The hanging probe is a real ``nvidia-smi`` script on PATH (NVML is missing,
+so G4 and G6 ask it) that records its pid and its ``sleep``'s pid; what
+survives is read from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from doubles.procs import alive
+from doubles.spark_scene import CLI, Scene
+
+SMI_HANG = """#!/bin/sh
+echo $$ >> {pids}
+sleep 300 &
+echo $! >> {pids}
+wait
+"""
+
+
+@pytest.fixture
+def scene(tmp_path: Path) -> Iterator[Scene]:
+    s = Scene(tmp_path / "spark")
+    s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
+    s.nvml = {"init_error": "LibraryNotFound"}
+    s.tool("nvidia-smi", SMI_HANG.format(pids=s.base / "smi-pids"))
+    yield s
+    s.stop()
+
+
+def started_pids(scene: Scene, count: int, proc: subprocess.Popen[str], wait: float = 30.0) -> list[int]:
+    """The pids the hanging nvidia-smi scripts recorded, once ``count`` are there."""
+    pidfile = scene.base / "smi-pids"
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        pids = [int(p) for p in pidfile.read_text().split()] if pidfile.exists() else []
+        if len(pids) >= count:
+            return pids
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before the probe hung:\n{proc.communicate()[0]}")
+        time.sleep(0.05)
+    raise AssertionError(f"no hanging nvidia-smi after {wait} s")
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+                out.append(int(entry))
+    return out
+
+
+def survivors(pids: list[int], wait: float = 3.0) -> list[int]:
+    """The pids still alive (not zombies) after up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    left = [p for p in pids if alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if alive(p)]
+    return left
+
+
+def start(argv: list[str], scene: Scene, cwd: Path) -> subprocess.Popen[str]:
+    # its own session: whatever happens, the test can clean up the whole run
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=scene.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out = proc.communicate(timeout=10)[0]
+        raise AssertionError(f"the run did not end within {timeout} s of the signal:\n{out}") from None
+
+
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_user.py").write_text("def test_user():\n    pass\n")
+    return folder
+
+
+PYTEST = [sys.executable, "-m", "pytest", "--spark-preflight", "-p", "no:cacheprovider", "-p", "no:randomly"]
+ARGS = ["--spark-only", "G4,G6", "--spark-timeout", "60", "--spark-offline", "--spark-thermal-seconds", "0"]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_pytest_killed_while_a_probe_hangs_leaves_no_probe(tmp_path: Path, scene: Scene, sig: str) -> None:
+    """SIGTERM/SIGHUP to the pytest process only (not its group): the run ends
+    as interrupted (exit 2) within seconds, and the hanging nvidia-smi and its
+    sleep are gone (before the fix they ran on with parent 1)."""
+    proc = start([*PYTEST, *ARGS], scene, project(tmp_path))
+    pids = started_pids(scene, 2, proc)
+    os.kill(proc.pid, getattr(signal, sig))
+    out = finish(proc)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "INTERNALERROR" not in out
+    assert survivors(pids) == [], f"probe processes survived {sig}: {pids}\n{out}"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_cli_killed_while_a_probe_hangs_leaves_no_probe(tmp_path: Path, scene: Scene, sig: str) -> None:
+    """The same for ``spark-preflight``: exit 128 + signum, one line saying so."""
+    argv = [sys.executable, "-c", CLI, "--only", "G4,G6", "--timeout", "60", "--offline", "--thermal-seconds", "0"]
+    proc = start(argv, scene, tmp_path)
+    pids = started_pids(scene, 2, proc)
+    signum = getattr(signal, sig)
+    os.kill(proc.pid, signum)
+    out = finish(proc)
+    assert proc.returncode == 128 + signum, out
+    assert out.strip().splitlines() == [f"spark-preflight: interrupted by {sig}; probes stopped"]
+    assert survivors(pids) == [], f"probe processes survived {sig}: {pids}"
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_xdist_controller_signalled_while_a_worker_probe_hangs(tmp_path: Path, scene: Scene, sig: str) -> None:
+    """``-n 2``: the signal goes to the controller only. The controller passes
+    it on to its workers; each kills its probe groups; no probe and no worker
+    outlives the run."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed")
+    proc = start([*PYTEST, "-n", "2", *ARGS], scene, project(tmp_path))
+    pids = started_pids(scene, 2, proc)
+    workers = children_of(proc.pid)
+    assert len(workers) >= 2, f"expected two xdist workers under {proc.pid}, found {workers}"
+    os.kill(proc.pid, getattr(signal, sig))
+    out = finish(proc)
+    assert proc.returncode != 0, out
+    assert "INTERNALERROR" not in out, out
+    assert survivors(pids) == [], f"probe processes survived {sig}: {pids}\n{out}"
+    assert survivors(workers) == [], f"xdist workers survived {sig}: {workers}\n{out}"

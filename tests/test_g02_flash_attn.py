@@ -315,7 +315,13 @@ def test_absent_flash_attn_passes_without_importing_unsloth(
         {},
         {"unsloth_dist": UNSLOTH},
         {"fa": {"found": False}, "flash_attn_dist": None},
-        {"fa": {"found": True, "importable": False, "error": "ImportError: /x/f.so: undefined symbol: _ZN3c10"}},
+        {
+            "fa": {
+                "found": True,
+                "importable": False,
+                "error": "ImportError: /x/f.so: undefined symbol: _ZN3c10",
+            }
+        },
         {"fa": {**WORKING, "kernel": {"ok": False, "error": "RuntimeError: no kernel image"}}},
         {"fa": {}, "torch_error": "ModuleNotFoundError: No module named 'torch'"},
         {"child": {"signal": "SIGSEGV", "step": "flash_attn kernel", "describe": "killed by SIGSEGV"}},

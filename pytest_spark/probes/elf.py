@@ -68,6 +68,9 @@ TOOLKIT_PREFIXES = (
     "libpcsamplingutil",
 )
 
+#: libtorch/libc10 (a module linking them must match the installed torch's C++ ABI)
+TORCH_LIBS = re.compile(r"^lib(torch|torch_cpu|torch_cuda|torch_python|c10|c10_cuda)\.so(\.|$)")
+
 ELF_MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME = 0, 1, 5, 10, 14
@@ -385,7 +388,9 @@ def scan(
 
     ``linkers``: files (not toolkit libraries) whose DT_NEEDED names a tracked
     CUDA library, with those names. ``providers``: files that *are* a tracked
-    library (``nvidia/cuda_runtime/lib/libcudart.so.12``). ``files``: ELF
+    library (``nvidia/cuda_runtime/lib/libcudart.so.12``). ``torch_linked``:
+    the other modules that link libtorch/libc10 (G1 loads them too: a torch
+    C++ ABI mismatch is an ``undefined symbol``). ``files``: ELF
     files read; ``skipped``: bad files by reason.
     """
     roots = list(roots)
@@ -394,6 +399,7 @@ def scan(
     stats = ScanStats()
     linkers: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
+    torch_linked: list[dict[str, Any]] = []
     for root, path, _st in iter_shared_objects(roots, stats, max_files=max_files, deadline=deadline):
         base = os.path.basename(path)
         provided = tracked(base)
@@ -413,6 +419,8 @@ def scan(
         needs = sorted({n for n in dyn.needed if tracked(n)})
         if needs:
             linkers.append({"path": path, "root": root, "needs": needs, "soname": dyn.soname})
+        elif any(TORCH_LIBS.match(n) for n in dyn.needed):
+            torch_linked.append({"path": path, "root": root})
     return {
         "roots": roots,
         "files": stats.files,
@@ -422,6 +430,7 @@ def scan(
         "stopped": stats.stopped,
         "linkers": linkers,
         "providers": providers,
+        "torch_linked": torch_linked,
         "duration_s": round(time.monotonic() - start, 4),
     }
 

@@ -649,3 +649,307 @@ def test_skipped_files_and_an_early_stop_are_reported(h200: Path) -> None:
     assert result.reading("elf_skipped").value == 3
     assert "skipped while scanning: 1 symlink loop, 2 truncated" in result.details
     assert "the scan stopped early (time budget): files after that were not read" in result.details
+
+
+# ---------------------------------------------------------------------- GB10 field errors (issue 8)
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+
+
+def capture(name: str) -> str:
+    """A capture's text without its ``# source:`` header line."""
+    text = (GB10_DATA / name).read_text(encoding="utf-8")
+    assert text.startswith("# source:"), name
+    return text.split("\n", 1)[1]
+
+
+def assert_short(result: Result) -> None:
+    """Issue 11: a headline of a few words and, for a FAIL/WARN, a short fix."""
+    assert result.headline and len(result.headline) <= 90, result.headline
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix and len(result.short_fix) <= 60, result.short_fix
+    assert len(result.short_line()) <= 120
+
+
+def test_healthy_gb10_from_a_real_spark_passes() -> None:
+    """torch_arch_list_2.txt: a bare pip venv on a ThinkStation PGX (GB10), torch
+    2.11.0+cu130, driver 580.159.03 CUDA 13.0, arch list up to sm_120 (no sm_121:
+    healthy, sm_120 cubins run on 12.1). G1 must PASS."""
+    doc = json.loads(capture("torch_arch_list_2.txt"))
+    t = doc["modules"]["torch"]
+    dev = t["cuda"]["devices"][0]
+    smi = doc["commands"]["nvidia_smi"]["stdout"]
+    driver = re.search(r"Driver Version: (\S+)\s+CUDA Version: (\d+)\.(\d+)", smi)
+    assert driver and "sm_121" not in t["cuda"]["arch_list"]
+    f = g1.Facts(
+        scan={"files": 0, "linkers": [], "providers": []},
+        dists={"torch": {"name": "torch", "version": t["version"]}},
+        driver_cuda=int(driver.group(2)) * 1000 + int(driver.group(3)) * 10,
+        driver_version=driver.group(1),
+        gpus=[dev["name"]],
+        arch=doc["platform"]["machine"],
+        torch={
+            "torch_version": t["version"],
+            "torch_cuda": t["cuda"]["built_cuda"],
+            "cuda_available": t["cuda"]["cuda_available"],
+            "device_count": t["cuda"]["device_count"],
+            "capability": dev["capability"],
+            "device_name": dev["name"],
+            "arch_list": t["cuda"]["arch_list"],
+            "kernel": {"ok": True, "value": 56.0},  # what the child reports on a working GPU
+        },
+        child={"ok": True, "finished": True, "describe": "ok"},
+    )
+    result = evaluate(f, GB10)
+    assert result.status is Status.PASS, result.line()
+    assert result.summary.startswith("torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
+    assert "sm_121" not in result.line()
+    assert result.headline == "CUDA 13.0, driver 13.0, kernel ok"
+    assert_short(result)
+
+
+def gb10_machine(doubles, site: Path, *, torch: dict | None = None, **env: str) -> Machine:
+    doubles.nvml(gb10.nvml())
+    doubles.torch(torch or gb10.torch())
+    doubles.pythonpath.append(str(site))
+    doubles.tool("ldconfig", LDCONFIG.format(extra=""))
+    doubles.extra["LD_LIBRARY_PATH"] = ""
+    doubles.extra.update(env)
+    return Machine(env=doubles.env, timeout=5.0)
+
+
+def run_gb10(machine: Machine) -> Result:
+    return Engine(Settings(only=("G1",), profile="gb10"), machine).run("G1")
+
+
+def test_healthy_gb10_through_the_whole_check_passes(kit, isolated, doubles, tmp_path: Path) -> None:
+    """torch_arch_list_1.txt: torch 2.11.0+cu130, torch.version.cuda 13.0, arch list
+    without sm_121, on a GB10 — with a real cu13 module installed: PASS."""
+    assert '"torch_cuda": "13.0"' in capture("torch_arch_list_1.txt")
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    elfkit.install(site, "cu13-kernels", "1.0", {"cu13rp" + elfkit.EXT_SUFFIX: kit.ext13_rpath})
+    arch = ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
+    result = run_gb10(gb10_machine(doubles, site, torch=gb10.torch(arch_list=arch)))
+    assert result.status is Status.PASS, result.report_text()
+    assert "tiny kernel ran on NVIDIA GB10" in result.summary
+    assert_short(result)
+
+
+def test_sgl_kernel_linked_to_cuda12_on_a_cuda13_spark_fails_as_the_capture_shows(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """error_cuda12_abi_3.txt (sgl-kernel 0.3.21, sm100/common_ops.abi3.so linked to
+    libnvrtc.so.12/libcudart.so.12 on a CUDA-13-only Spark, driver 580.142) and
+    error_cuda12_abi_1.txt ("ImportError: libnvrtc.so.12: cannot open shared object
+    file"). A real object linked that way, no CUDA 12 library installed."""
+    assert "libnvrtc.so.12: cannot open shared object file" in capture("error_cuda12_abi_1.txt")
+    assert "sgl-kernel** | 0.3.21" in capture("error_cuda12_abi_3.txt")
+    nvrtc12 = elfkit.stub_library(tmp_path / "cu12", "libnvrtc.so.12", 12080)
+    ops = elfkit.extension(tmp_path / "mods", "common_ops", [nvrtc12, kit.cudart12])
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    elfkit.install(
+        site,
+        "sgl-kernel",
+        "0.3.21",
+        {"sgl_kernel/sm100/common_ops.abi3.so": ops, "sgl_kernel/__init__.py": ""},
+    )
+    torch = gb10.torch(version="2.9.1+cu130")
+    result = run_gb10(gb10_machine(doubles, site, torch=torch))
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.summary.startswith(
+        "1 shared object links another CUDA major than torch 2.9.1+cu130 (CUDA 13.0): sgl-kernel 0.3.21 "
+        "(common_ops.abi3.so -> libcudart.so.12, libnvrtc.so.12: cannot open shared object file)"
+    )
+    assert result.fix.startswith("pip uninstall sgl-kernel and reinstall builds for CUDA 13 (cu130 wheels")
+    assert result.headline == "sgl-kernel 0.3.21: CUDA 12 build, torch is CUDA 13"
+    assert_short(result)
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "needle"),
+    [
+        ("error_cpu_torch_1.txt", "2.9.1+cpu", "PyTorch `2.9.1+cpu`"),
+        ("container_vs_pip_2.txt", "2.10.0", "`torch==2.10.0` CPU build"),
+    ],
+)
+def test_cpu_only_torch_next_to_a_working_gb10_driver_fails(
+    isolated, doubles, tmp_path: Path, name: str, version: str, needle: str
+) -> None:
+    """error_cpu_torch_1.txt (PyTorch 2.9.1+cpu on a GB10), container_vs_pip_2.txt
+    (PyPI torch==2.10.0, a CPU build on aarch64), error_cpu_torch_2.txt (driver
+    580.95.05, CUDA 13.0 working), error_cpu_torch_3.txt ("Torch not compiled with
+    CUDA enabled"): the whole check on the GB10 doubles."""
+    assert needle in capture(name)
+    assert "Torch not compiled with CUDA enabled" in capture("error_cpu_torch_3.txt")
+    assert "Driver Version: 580.95.05      CUDA Version: 13.0" in capture("error_cpu_torch_2.txt")
+    torch = gb10.torch(version=version, cuda=None, available=False)
+    result = run_gb10(gb10_machine(doubles, tmp_path / "site-packages", torch=torch))
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.summary.startswith(
+        f'torch {version} is a CPU-only build (torch.version.cuda is None: "Torch not compiled with CUDA '
+        'enabled") on a machine with NVIDIA GB10 (driver 580.95.05, CUDA 13.0)'
+    )
+    assert result.fix.startswith("pip install torch --index-url https://download.pytorch.org/whl/cu130")
+    assert result.headline == f"torch {version} is CPU-only on NVIDIA GB10"
+    assert_short(result)
+
+
+def test_cpu_only_pypi_torch_on_aarch64_says_why() -> None:
+    """container_vs_pip_2.txt: "Linux aarch64 CUDA builds of PyTorch have apparently
+    only been available on PyPI since PyTorch 2.11"."""
+    assert "only been available on PyPI since PyTorch 2.11" in capture("container_vs_pip_2.txt")
+    base = {
+        "scan": {"files": 3, "linkers": [], "providers": []},
+        "driver_cuda": 13000,
+        "driver_version": "580.95.05",
+        "gpus": ["NVIDIA GB10"],
+        "child": {"ok": True, "finished": True},
+    }
+    old = evaluate(
+        g1.Facts(arch="aarch64", torch={"torch_version": "2.10.0", "torch_cuda": None}, **base), GB10
+    )
+    assert "PyPI's aarch64 torch before 2.11 is CPU-only" in old.fix
+    new = evaluate(
+        g1.Facts(arch="aarch64", torch={"torch_version": "2.11.0+cpu", "torch_cuda": None}, **base), GB10
+    )
+    assert new.status is Status.FAIL and "before 2.11" not in new.fix
+
+
+# ---------------------------------------------------------------------- loads (issue 10)
+
+
+def test_a_torch_abi_undefined_symbol_is_named_with_object_and_distribution(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """A module built against another torch: it links libc10.so and calls a c10
+    symbol the installed libc10.so lacks. dlopen(RTLD_NOW) resolves it at once."""
+    symbol = "_ZN3c104cuda9SetDeviceEi"
+    built_against = elfkit.stub_library(
+        tmp_path / "old_torch", "libc10.so", 0, f"int {symbol}(int *v) {{ return 0; }}"
+    )
+    installed = elfkit.stub_library(tmp_path / "new_torch", "libc10.so", 0)
+    ext = elfkit.extension(
+        tmp_path / "mods", "flash_attn_2_cuda", [built_against], call=[symbol], rpath="$ORIGIN/c10stub"
+    )
+    site = tmp_path / "site-packages"
+    name = "flash_attn_2_cuda" + elfkit.EXT_SUFFIX
+    elfkit.install(site, "flash-attn", "2.8.3", {name: ext, "c10stub/libc10.so": installed})
+    result = run_g1(machine_for(doubles, site))
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.summary == f"flash-attn 2.8.3: {name} does not load: undefined symbol: {symbol}"
+    assert result.fix.startswith(
+        "reinstall flash-attn built against torch 2.11.0+cu130 (pip install --force-reinstall --no-build-isolation "
+        "flash-attn), or pip uninstall flash-attn"
+    )
+    assert result.headline == f"flash-attn 2.8.3: flash_attn_2_cuda.so: undefined symbol {symbol}"
+    assert_short(result)
+
+
+def bnb_site(kit: elfkit.Kit, tmp_path: Path, tags: list[int]) -> Path:
+    """A bitsandbytes-style package: one build per CUDA version, each linking its runtime."""
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    files: dict[str, Path | str] = {"bitsandbytes/__init__.py": ""}
+    for tag in tags:
+        runtime = kit.cudart13 if tag >= 130 else kit.cudart12
+        built = elfkit.extension(
+            tmp_path / "bnb", f"libbitsandbytes_cuda{tag}", [runtime], rpath="$ORIGIN/../nvidia/cu13/lib"
+        )
+        files[f"bitsandbytes/libbitsandbytes_cuda{tag}.so"] = built
+    elfkit.install(site, "bitsandbytes", "0.48.1", files)
+    return site
+
+
+def test_a_per_cuda_package_loads_only_the_build_for_torchs_cuda(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """Only libbitsandbytes_cuda130.so is loaded (the CUDA 12 builds could not be:
+    no libcudart.so.12 here), and the line says which build, not "CUDA 12/13"."""
+    site = bnb_site(kit, tmp_path, [118, 126, 128, 130, 132])
+    result = run_g1(machine_for(doubles, site))
+    assert result.status is Status.PASS, result.report_text()
+    assert "the one CUDA-linked shared object uses CUDA 13" in result.summary
+    assert "bitsandbytes picks its CUDA 13.0 build of 5" in result.summary
+    assert "1 extension object loaded" in result.summary
+    assert "12/13" not in result.summary and "11/" not in result.summary
+    assert (
+        "bitsandbytes 0.48.1 ships 5 CUDA builds (11.8–13.2); it loads its CUDA 13.0 build" in result.details
+    )
+    assert_short(result)
+
+
+def test_a_per_cuda_package_without_a_build_for_torchs_cuda_fails(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    site = bnb_site(kit, tmp_path, [118, 126])
+    result = run_g1(machine_for(doubles, site))
+    assert result.status is Status.FAIL, result.report_text()
+    assert (
+        result.summary == "bitsandbytes 0.48.1 ships builds for CUDA 11.8–12.6 and none for torch's CUDA 13.0"
+    )
+    assert result.fix.startswith("pip install -U bitsandbytes")
+    assert_short(result)
+
+
+# ---------------------------------------------------------------------- the reference major (issue 11)
+
+
+def no_torch_facts(**changes: Any) -> g1.Facts:
+    """No torch; one cu12 and one cu13 module (the cu12 one scanned first)."""
+    linkers = [
+        {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]},
+        {"path": "/s/newkern/_C.so", "root": "/s", "needs": ["libcudart.so.13"]},
+    ]
+    base = g1.Facts(
+        scan={"files": 40, "linkers": linkers, "providers": []},
+        owners={
+            "/s/cupy/_core.so": {"name": "cupy-cuda12x", "version": "13.6.0", "hint": "cupy"},
+            "/s/newkern/_C.so": {"name": "newkern", "version": "1.0", "hint": "newkern"},
+        },
+        torch={"torch_import_error": "ModuleNotFoundError: No module named 'torch'"},
+        child={"ok": True, "finished": True},
+        nvml_reason="NVML Shared Library Not Found",
+    )
+    for key, value in changes.items():
+        setattr(base, key, value)
+    return base
+
+
+def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
+    result = evaluate(no_torch_facts())
+    assert result.status is Status.FAIL, result.line()
+    assert result.summary.startswith(
+        "1 shared object links another CUDA major than most CUDA-linked modules (CUDA 13): cupy-cuda12x 13.6.0"
+    )
+    assert "newkern" not in result.summary
+    assert "reinstall builds for CUDA 13 (cu130 wheels" in result.fix
+    assert_short(result)
+
+
+def test_without_torch_the_drivers_cuda_is_the_reference() -> None:
+    result = evaluate(no_torch_facts(driver_cuda=12080, driver_version="570.86.15", nvml_reason=None))
+    assert result.status is Status.FAIL, result.line()
+    assert "than the driver's CUDA 12.8: newkern 1.0 (_C.so -> libcudart.so.13)" in result.summary
+    assert "reinstall builds for CUDA 12 (CUDA 12 wheels)" in result.fix
+    assert "cu130" not in result.fix
+
+
+def test_without_torch_or_driver_the_gb10_profile_is_the_reference() -> None:
+    result = evaluate(no_torch_facts(), GB10)
+    assert "than GB10's CUDA 13: cupy-cuda12x 13.6.0 (_core.so -> libcudart.so.12)" in result.summary
+    assert "cu130 wheels" in result.fix
+
+
+def test_every_g1_failure_has_a_short_line(h200: Path) -> None:
+    rec = h200_recording(h200)
+    for f, params in [
+        (facts(rec, driver_cuda=12080, driver_version="570.86.15"), Params()),
+        (
+            facts(rec, child={"ok": False, "signal": "SIGSEGV", "step": "tiny kernel", "describe": "x"}),
+            Params(),
+        ),
+        (no_torch_facts(), Params()),
+    ]:
+        assert_short(evaluate(f, params))

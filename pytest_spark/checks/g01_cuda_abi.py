@@ -465,6 +465,11 @@ def _death_short(step: str, c: Mapping[str, Any]) -> str:
     return "reinstall torch for this CUDA (cu130 on GB10)"
 
 
+def _short_name(path: str) -> str:
+    """``flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so`` -> ``flash_attn_2_cuda.so``."""
+    return re.sub(r"\.cpython-[^.]+\.so$", ".so", os.path.basename(path))
+
+
 def _gist(err: str) -> str:
     """The part of a loader error a short line keeps."""
     m = re.search(r"(\S+\.so[\w.]*): cannot open shared object file", err)
@@ -647,7 +652,7 @@ def _loads(v: _View, out: _Out) -> None:
         out.problem(
             f"{who}: {name} does not load: {err}",
             fix,
-            f"{who}: {os.path.basename(name)}: {_gist(err)}",
+            f"{who}: {_short_name(name)}: {_gist(err)}",
             short,
         )
 

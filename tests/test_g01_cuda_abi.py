@@ -95,7 +95,7 @@ def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
     return base
 
 
-GB10 = Params(profile="gb10", thresholds={"g1_cuda_major": 13.0})
+GB10 = Params(profile="gb10")  # g1_cuda_major: the profile default, 13
 
 
 def evaluate(f: g1.Facts, params: Params | None = None) -> Result:
@@ -953,3 +953,14 @@ def test_every_g1_failure_has_a_short_line(h200: Path) -> None:
         (no_torch_facts(), Params()),
     ]:
         assert_short(evaluate(f, params))
+
+
+def test_a_replay_with_another_required_major_decides_again(h200: Path) -> None:
+    """evaluate reads g1_cuda_major from params (not from the facts), so a replay
+    with --spark-threshold g1_cuda_major=12 re-decides the same facts."""
+    f = facts(h200_recording(h200))
+    assert evaluate(f, GB10).status is Status.PASS
+    stricter = Params(profile="gb10", thresholds={"g1_cuda_major": 12.0})
+    result = evaluate(f, stricter)
+    assert result.status is Status.FAIL
+    assert "GB10 (SM121) needs a CUDA 12 build" in result.summary

@@ -347,7 +347,7 @@ def _torch_major_from_files(v: _View) -> None:
 def _reference(v: _View, linkers: list[dict[str, Any]]) -> None:
     """torch's CUDA, else the driver's, else the profile's, else the modules'
     most common major (a tie: the newest, so the newer major is never blamed)."""
-    required = int(v.params.threshold("g1_cuda_major", 0.0) or 0)
+    required = int(v.params.threshold("g1_cuda_major") or 0)
     if v.torch_major is not None:
         v.reference, v.ref_from = v.torch_major, "torch"
         v.ref_text = f"torch {v.torch_version or v.torch_dist} (CUDA {v.torch_cuda or v.torch_major})"
@@ -551,7 +551,7 @@ def _torch_fits(v: _View, out: _Out) -> None:
             f"CUDA {ref} build, driver {f.driver_version or '?'} supports CUDA {v.driver_text}",
             f"upgrade the driver to CUDA {ref}",
         )
-    required = int(v.params.threshold("g1_cuda_major", 0.0) or 0)
+    required = int(v.params.threshold("g1_cuda_major") or 0)
     if required and v.torch_major is not None and v.torch_major != required:
         where = "GB10 (SM121)" if v.params.gb10 else "this profile"
         version = v.torch_version or v.torch_dist
@@ -779,6 +779,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
         return _short(out, out.heads, out.result())
     skip = _nothing_to_check(v)
     if skip is not None:
+        skip.readings, skip.details = list(out.readings), list(out.details)
         return skip
     _leftovers(v, out)
     _cpu_torch_with_cuda_modules(v, out)

@@ -180,21 +180,7 @@ def _read_fd(fd: int) -> Dynamic:
         if len(table) < table_size:
             raise ElfError("truncated", "program headers cut short")
 
-    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
-    dyn_off = dyn_size = -1
-    for i in range(phnum):
-        if cls == 2:
-            p_type, _flags, p_offset, p_vaddr, _p, p_filesz, _m, _a = struct.unpack_from(
-                phdr_fmt, table, i * phentsize
-            )
-        else:
-            p_type, p_offset, p_vaddr, _p, p_filesz, _m, _flags, _a = struct.unpack_from(
-                phdr_fmt, table, i * phentsize
-            )
-        if p_type == PT_LOAD:
-            loads.append((p_vaddr, p_filesz, p_offset))
-        elif p_type == PT_DYNAMIC:
-            dyn_off, dyn_size = p_offset, p_filesz
+    loads, dyn_off, dyn_size = _segments(table, cls, phdr_fmt, phentsize, phnum)
     if dyn_off < 0:
         return Dynamic(())  # statically linked
 
@@ -235,6 +221,29 @@ def _read_fd(fd: int) -> Dynamic:
     if soname_offset is not None:
         return Dynamic(tuple(names[:-1]), names[-1])
     return Dynamic(tuple(names))
+
+
+def _segments(
+    table: bytes, cls: int, phdr_fmt: str, phentsize: int, phnum: int
+) -> tuple[list[tuple[int, int, int]], int, int]:
+    """The ``PT_LOAD`` segments ``(vaddr, filesz, offset)`` and the ``PT_DYNAMIC``
+    segment's offset and size (-1 when there is none) from the program headers."""
+    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
+    dyn_off = dyn_size = -1
+    for i in range(phnum):
+        if cls == 2:
+            p_type, _flags, p_offset, p_vaddr, _p, p_filesz, _m, _a = struct.unpack_from(
+                phdr_fmt, table, i * phentsize
+            )
+        else:
+            p_type, p_offset, p_vaddr, _p, p_filesz, _m, _flags, _a = struct.unpack_from(
+                phdr_fmt, table, i * phentsize
+            )
+        if p_type == PT_LOAD:
+            loads.append((p_vaddr, p_filesz, p_offset))
+        elif p_type == PT_DYNAMIC:
+            dyn_off, dyn_size = p_offset, p_filesz
+    return loads, dyn_off, dyn_size
 
 
 def _file_offset(vaddr: int, loads: list[tuple[int, int, int]]) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -964,3 +965,41 @@ def test_a_replay_with_another_required_major_decides_again(h200: Path) -> None:
     result = evaluate(f, stricter)
     assert result.status is Status.FAIL
     assert "GB10 (SM121) needs a CUDA 12 build" in result.summary
+
+
+ONCE = """
+#include <stdlib.h>
+extern int cudaRuntimeGetVersion(int *);
+/* like a second TORCH_LIBRARY registration of one namespace: the second copy aborts */
+__attribute__((constructor)) static void once(void) {
+    if (getenv("SPARK_TEST_OPS_LOADED")) abort();
+    setenv("SPARK_TEST_OPS_LOADED", "1", 1);
+}
+int ops_version(void) { int v = 0; cudaRuntimeGetVersion(&v); return v; }
+"""
+
+
+def test_per_arch_alternatives_are_loaded_one_per_process(kit, isolated, doubles, tmp_path: Path) -> None:
+    """sgl-kernel ships ``sm90/common_ops.abi3.so`` and ``sm100/common_ops.abi3.so``
+    and picks one by GPU arch (error_cuda12_abi_1.txt: "Architecture-specific
+    pattern: …/sgl_kernel/sm100/common_ops.*"). Both register the same op
+    library, so loading both aborts: the child loads the one for this GPU."""
+    assert "sgl_kernel/sm100/common_ops" in capture("error_cuda12_abi_1.txt")
+    src = tmp_path / "ops.c"
+    src.write_text(ONCE)
+    built = tmp_path / "common_ops.abi3.so"
+    lib = kit.cudart13
+    args = ["gcc", "-shared", "-fPIC", "-o", str(built), str(src), "-Wl,--no-as-needed"]
+    args += [f"-L{lib.parent}", f"-l:{lib.name}", "-Wl,-rpath,$ORIGIN/../../nvidia/cu13/lib"]
+    subprocess.run(args, check=True, timeout=60, capture_output=True)
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    files = {f"sgl_kernel/{arch}/common_ops.abi3.so": built for arch in ("sm90", "sm100")}
+    elfkit.install(site, "sgl-kernel", "0.3.21", {**files, "sgl_kernel/__init__.py": ""})
+    result = run_gb10(gb10_machine(doubles, site))
+    assert result.status is Status.PASS, result.report_text()
+    assert "1 extension object loaded" in result.summary
+    assert (
+        "sgl_kernel/*/common_ops.abi3.so: 2 builds per GPU arch, one loaded per process; "
+        "loaded sgl_kernel/sm100/common_ops.abi3.so"
+    ) in result.details

@@ -119,7 +119,28 @@ def load_list(scan: Mapping[str, Any], owners: Mapping[str, Mapping[str, Any]]) 
         v = variant_of(e["path"])
         if v and groups[v[0]] > 1:
             e["group"], e["tag"] = v
+    _arch_alternatives(entries)
     return entries[:MAX_LOADS]
+
+
+def _arch_alternatives(entries: list[dict[str, Any]]) -> None:
+    """One package's objects of the same name in several folders are alternatives
+    it picks from at run time (sgl-kernel: ``sm90/common_ops.abi3.so``,
+    ``sm100/common_ops.abi3.so``): loading two would register the same torch
+    op library twice, which aborts. The child loads one: the folder's ``smNN``
+    closest to the GPU's capability from below, else the first."""
+    same: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in entries:
+        if not e.get("group"):
+            top = str(e["name"]).split("/", 1)[0]
+            same.setdefault((top, os.path.basename(e["path"])), []).append(e)
+    for (top, base), members in same.items():
+        if len(members) < 2:
+            continue
+        for e in members:
+            e["group"] = f"{top}/*/{base}"
+            sm = re.search(r"(?:^|/)sm_?(\d{2,3})[a-z]?/", str(e["name"]))
+            e["sm"] = int(sm.group(1)) if sm else None
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
@@ -657,6 +678,19 @@ def _loads(v: _View, out: _Out) -> None:
         )
 
 
+def _arch_notes(v: _View, out: _Out) -> None:
+    """Which of a package's per-GPU-arch alternatives the child loaded."""
+    chosen = (v.f.torch or {}).get("variants") or {}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for e in v.f.requested:
+        if e.get("group") and "tag" not in e:
+            groups.setdefault(str(e["group"]), []).append(e)
+    for key, members in sorted(groups.items()):
+        picked = next((str(e["name"]) for e in members if e["path"] == chosen.get(key)), None)
+        what = f"loaded {picked}" if picked else "none loaded (the torch child did not get there)"
+        out.note(f"{key}: {len(members)} builds per GPU arch, one loaded per process; {what}")
+
+
 def _variant_sets(v: _View, out: _Out) -> None:
     """A per-CUDA-version package: which build matches torch, or that none does."""
     for _key, info in sorted(v.variants.items()):
@@ -772,6 +806,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out.read("kernel", kernel)
     _loads(v, out)
     _variant_sets(v, out)
+    _arch_notes(v, out)
     _unverified(v, out)
     loaded = int((facts.torch or {}).get("loaded") or 0)
     out.read("objects_loaded", loaded - len([1 for o in v.failed.values() if not o.get("retry_ok")]))

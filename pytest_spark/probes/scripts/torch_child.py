@@ -69,7 +69,7 @@ def main():
     # (a constructor in a CUDA 12 module), and facts gathered before survive.
     if cfg.get("flash_attn"):
         step_flash_attn(torch, cfg["flash_attn"], cuda)
-    _load_objects(cfg.get("load") or [], facts.get("torch_cuda"))
+    _load_objects(cfg.get("load") or [], facts.get("torch_cuda"), cuda.get("capability"))
     done()
     # Skip interpreter teardown: threads an extension started would keep the
     # child alive past "done", and a CUDA context torn down on a broken driver
@@ -93,6 +93,19 @@ def _pick_variant(members, torch_cuda):
     return (exact or below or same or [None])[-1]
 
 
+def _pick_arch(members, capability):
+    """Of alternatives built per GPU arch (``sm90/``, ``sm100/``), the newest not
+    above the GPU's capability; without one, the first."""
+    try:
+        cap = int(capability[0]) * 10 + int(capability[1])
+    except (TypeError, ValueError, IndexError):
+        cap = None
+    fitting = [m for m in members if isinstance(m.get("sm"), int) and (cap is None or m["sm"] <= cap)]
+    if cap is not None and fitting:
+        return max(fitting, key=lambda m: m["sm"])
+    return members[0]
+
+
 def _dlopen(ctypes, path):
     try:
         ctypes.CDLL(path, mode=_os.RTLD_NOW | _os.RTLD_LOCAL)
@@ -109,14 +122,14 @@ def _import(name):
         return {"ok": False, "error": error_text(exc)}
 
 
-def _load_objects(entries, torch_cuda):
+def _load_objects(entries, torch_cuda, capability=None):
     """G1's dynamic half: ``dlopen(RTLD_NOW | RTLD_LOCAL)`` each CUDA- or
     libtorch-linked extension object, after torch.
 
     That resolves every DT_NEEDED library and every symbol, as an import
     would (a missing ``libcudart.so.12``, a torch-ABI ``undefined symbol``),
     without running the packages' Python. Of a package that ships one build
-    per CUDA version, only the one it would pick for torch's CUDA is loaded.
+    per CUDA version (or per GPU arch), only the one it would pick is loaded.
     An object that fails is retried once its package is imported (a package
     may preload a library its objects need); a segfault kills the child, and
     the parent names this step.
@@ -128,7 +141,10 @@ def _load_objects(entries, torch_cuda):
         if e.get("group"):
             groups.setdefault(e["group"], []).append(e)
     for group, members in groups.items():
-        chosen = _pick_variant(members, torch_cuda)
+        if any("tag" in m for m in members):
+            chosen = _pick_variant(members, torch_cuda)
+        else:
+            chosen = _pick_arch(members, capability)
         variants[group] = (chosen or {}).get("path")
         skip.update(m.get("path") for m in members if m is not chosen)
     data(variants=variants)

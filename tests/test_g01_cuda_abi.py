@@ -1003,3 +1003,11 @@ def test_per_arch_alternatives_are_loaded_one_per_process(kit, isolated, doubles
         "sgl_kernel/*/common_ops.abi3.so: 2 builds per GPU arch, one loaded per process; "
         "loaded sgl_kernel/sm100/common_ops.abi3.so"
     ) in result.details
+
+
+def test_facts_round_trip_through_json_to_the_same_result(h200: Path) -> None:
+    f = facts(h200_recording(h200))
+    add_linker(f, "xformers/_C.so", ["libcudart.so.12"], ("xformers", "0.0.29"))
+    again = g1.Facts.from_dict(json.loads(json.dumps(f.to_dict())))
+    assert again == f
+    assert g1.evaluate(again, Params()).to_dict() == g1.evaluate(f, Params()).to_dict()

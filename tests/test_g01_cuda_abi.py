@@ -705,7 +705,7 @@ def test_healthy_gb10_from_a_real_spark_passes() -> None:
     assert result.status is Status.PASS, result.line()
     assert result.summary.startswith("torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
     assert "sm_121" not in result.line()
-    assert result.headline == "CUDA 13.0, driver 13.0, kernel ok"
+    assert result.headline == "torch 2.11.0+cu130 on driver CUDA 13.0, kernel ok"
     assert_short(result)
 
 

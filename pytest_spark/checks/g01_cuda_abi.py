@@ -904,12 +904,10 @@ def _verdict(v: _View, out: _Out, kernel: str, loaded: int) -> Result:
         fix = "; ".join(dict.fromkeys(x for _, x in out.warnings[:2]))
         result = Result("G1", Status.WARN, summary, fix, list(out.readings), details=list(out.details))
         return _short(out, out.warn_heads, result)
-    cuda = f"CUDA {v.torch_cuda or v.torch_major}" if v.ref_from == "torch" else head
-    short = (
-        f"{cuda}, driver {v.driver_text or '?'}, {count(n, 'CUDA module')} on CUDA {majors}"
-        if n
-        else f"{cuda}, driver {v.driver_text or '?'}"
-    )
+    who = f"torch {v.torch_version or v.torch_dist}" if v.ref_from == "torch" else head
+    short = f"{who} on driver CUDA {v.driver_text or '?'}"
+    if n:
+        short += f", {count(n, 'CUDA module')} on CUDA {majors}"
     if kernel == "ok":
         short += ", kernel ok"
     return Result(

@@ -9,7 +9,9 @@ site-packages, the torch double in the child, and a fake ``ldconfig``.
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g01_cuda_abi as g1
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
@@ -72,7 +75,6 @@ def h200_recording(h200: Path) -> dict[str, Any]:
 def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
     torch_owner = {"name": "torch", "version": rec["torch"]["torch_version"].split("+")[0], "hint": "torch"}
     base = g1.Facts(
-        profile="generic",
         scan={
             "roots": [H200_SITE],
             "files": len(rec["linkers"]),
@@ -94,6 +96,15 @@ def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
     return base
 
 
+GB10 = Params(profile="gb10")  # g1_cuda_major: the profile default, 13
+
+
+def evaluate(f: g1.Facts, params: Params | None = None) -> Result:
+    """As the engine decides: on the facts after their JSON round trip."""
+    again = g1.Facts.from_dict(json.loads(json.dumps(f.to_dict())))
+    return g1.evaluate(again, params or Params())
+
+
 def add_linker(f: g1.Facts, rel: str, needs: list[str], owner: tuple[str, str] | None) -> str:
     path = f"{H200_SITE}/{rel}"
     f.scan["linkers"] = [
@@ -107,7 +118,7 @@ def add_linker(f: g1.Facts, rel: str, needs: list[str], owner: tuple[str, str] |
 
 def test_h200_recording_passes_with_one_major(h200: Path) -> None:
     rec = h200_recording(h200)
-    result = g1.evaluate(facts(rec))
+    result = evaluate(facts(rec))
     assert result.status is Status.PASS, result.line()
     assert result.summary.startswith("torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
     assert "all 2 CUDA-linked shared objects use CUDA 13" in result.summary
@@ -121,7 +132,7 @@ def test_the_line_does_not_change_with_the_scan_time(h200: Path) -> None:
     the scan time is a reading only."""
     slow, fast = facts(h200_recording(h200)), facts(h200_recording(h200))
     slow.scan["duration_s"], fast.scan["duration_s"] = 0.4321, 0.0123
-    a, b = g1.evaluate(slow), g1.evaluate(fast)
+    a, b = evaluate(slow), evaluate(fast)
     assert a.line() == b.line()
     assert (a.reading("elf_scan_time").value, b.reading("elf_scan_time").value) == (432.1, 12.3)
 
@@ -129,8 +140,8 @@ def test_the_line_does_not_change_with_the_scan_time(h200: Path) -> None:
 def test_gb10_with_cu130_torch_passes_and_requires_13(h200: Path) -> None:
     rec = h200_recording(h200)
     rec["torch"].update(capability=[12, 1], device_name="NVIDIA GB10")
-    f = facts(rec, profile="gb10", required_major=13, gpus=["NVIDIA GB10"], driver_version="580.95.05")
-    assert g1.evaluate(f).status is Status.PASS
+    f = facts(rec, gpus=["NVIDIA GB10"], driver_version="580.95.05")
+    assert evaluate(f, GB10).status is Status.PASS
 
 
 def test_gb10_with_a_cu128_torch_fails() -> None:
@@ -141,7 +152,7 @@ def test_gb10_with_a_cu128_torch_fails() -> None:
         "driver_version": "580.95.05",
     }
     rec["torch"]["device_name"] = "NVIDIA GB10"
-    result = g1.evaluate(facts(rec, profile="gb10", required_major=13))
+    result = evaluate(facts(rec), GB10)
     assert result.status is Status.FAIL
     assert "torch 2.7.0+cu128 is built for CUDA 12.8; GB10 (SM121) needs a CUDA 13 build" in result.summary
     assert "whl/cu130" in result.fix
@@ -150,14 +161,14 @@ def test_gb10_with_a_cu128_torch_fails() -> None:
 def test_ngc_torch_without_a_cu_tag_is_not_a_failure(h200: Path) -> None:
     rec = h200_recording(h200)
     rec["torch"]["torch_version"] = "2.9.0a0+50eac811a6.nv25.09"
-    f = facts(rec, profile="gb10", required_major=13)
-    result = g1.evaluate(f)
+    f = facts(rec)
+    result = evaluate(f, GB10)
     assert result.status is Status.PASS, result.line()
     assert "2.9.0a0+50eac811a6.nv25.09 (CUDA 13.0)" in result.summary
 
 
 def test_torch_newer_than_the_driver_fails(h200: Path) -> None:
-    result = g1.evaluate(facts(h200_recording(h200), driver_cuda=12080, driver_version="570.86.15"))
+    result = evaluate(facts(h200_recording(h200), driver_cuda=12080, driver_version="570.86.15"))
     assert result.status is Status.FAIL
     assert "needs CUDA 13 but the driver (570.86.15) supports CUDA 12.8" in result.summary
     assert "upgrade the NVIDIA driver" in result.fix
@@ -173,7 +184,7 @@ def test_a_cu12_module_is_named_with_its_distribution(h200: Path) -> None:
     )
     add_linker(f, "xformers/_C.so", ["libcublas.so.12", "libcudart.so.12"], ("xformers", "0.0.29"))
     add_linker(f, "stray/_ext.so", ["libnvrtc.so.12"], None)
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.FAIL
     assert result.summary.startswith(
         "3 shared objects link another CUDA major than torch 2.11.0+cu130 (CUDA 13.0):"
@@ -192,11 +203,13 @@ def test_a_package_shipping_one_build_per_major_is_not_mixed(h200: Path) -> None
     f = facts(h200_recording(h200))
     add_linker(f, "bitsandbytes/libbitsandbytes_cuda126.so", ["libcudart.so.12"], ("bitsandbytes", "0.48.1"))
     add_linker(f, "bitsandbytes/libbitsandbytes_cuda130.so", ["libcudart.so.13"], ("bitsandbytes", "0.48.1"))
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.PASS, result.line()
+    # issue 10: the line reads naturally — the set counts as the one build it loads
+    assert "all 3 CUDA-linked shared objects use CUDA 13" in result.summary
+    assert "bitsandbytes picks its CUDA 13.0 build of 2" in result.summary
     assert (
-        "bitsandbytes also ships builds for CUDA 12 (libbitsandbytes_cuda126.so); it loads its CUDA 13 build at runtime"
-        in result.details
+        "bitsandbytes 0.48.1 ships 2 CUDA builds (12.6–13.0); it loads its CUDA 13.0 build" in result.details
     )
 
 
@@ -213,7 +226,7 @@ def test_leftover_cuda12_runtime_linked_by_nothing_warns(h200: Path) -> None:
             "major": 12,
         }
     ]
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.WARN, result.line()
     assert result.summary.startswith(
         "leftover CUDA 12 libraries linked by nothing (libcudart.so.12 installed by "
@@ -231,7 +244,7 @@ def test_a_cuda12_runtime_that_something_links_is_not_a_leftover_but_a_mismatch(
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
     f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
     add_linker(f, "vllm/_C.abi3.so", ["libcudart.so.12"], ("vllm", "0.10.1"))
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.FAIL
     assert "leftover" not in result.summary and "vllm 0.10.1" in result.summary
 
@@ -242,7 +255,7 @@ def test_no_torch_and_no_cuda_module_skips() -> None:
         torch={"torch_import_error": "ModuleNotFoundError: No module named 'torch'"},
         child={"ok": True, "finished": True},
     )
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.SKIP
     assert result.summary.startswith("torch is not installed, and none of the 12 shared objects scanned")
 
@@ -250,19 +263,21 @@ def test_no_torch_and_no_cuda_module_skips() -> None:
 def test_cpu_only_torch_on_a_gpu_machine_fails(h200: Path) -> None:
     rec = h200_recording(h200)
     rec["torch"].update(torch_version="2.13.0+cpu", torch_cuda=None, cuda_available=False, kernel=None)
-    result = g1.evaluate(facts(rec, scan={"files": 5, "linkers": [], "providers": []}))
+    result = evaluate(facts(rec, scan={"files": 5, "linkers": [], "providers": []}))
     assert result.status is Status.FAIL
-    assert "torch 2.13.0+cpu is a CPU-only build on a machine with NVIDIA H200" in result.summary
+    assert result.summary.startswith("torch 2.13.0+cpu is a CPU-only build")
+    assert "on a machine with NVIDIA H200 (driver 580.159.04, CUDA 13.0)" in result.summary
+    assert "whl/cu130" in result.fix
 
 
 def test_cpu_only_torch_without_a_gpu_skips_or_warns_with_cuda_modules() -> None:
     cpu = {"torch_version": "2.13.0+cpu", "torch_cuda": None, "cuda_available": False}
     base = {"torch": cpu, "child": {"ok": True, "finished": True}, "nvml_reason": "NVML unavailable"}
-    skip = g1.evaluate(g1.Facts(scan={"files": 256, "linkers": [], "providers": []}, **base))
+    skip = evaluate(g1.Facts(scan={"files": 256, "linkers": [], "providers": []}, **base))
     assert skip.status is Status.SKIP
     assert skip.summary.startswith("torch 2.13.0+cpu is CPU-only and there is no NVIDIA GPU")
     linker = {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]}
-    warn = g1.evaluate(g1.Facts(scan={"files": 256, "linkers": [linker], "providers": []}, **base))
+    warn = evaluate(g1.Facts(scan={"files": 256, "linkers": [linker], "providers": []}, **base))
     assert warn.status is Status.WARN
     assert "torch 2.13.0+cpu is CPU-only, yet 1 shared object links CUDA 12" in warn.summary
 
@@ -292,7 +307,7 @@ def test_a_child_that_dies_in_a_g1_step_fails_naming_signal_and_step(
     h200: Path, child: dict[str, Any], expected: str
 ) -> None:
     rec = h200_recording(h200)
-    result = g1.evaluate(facts(rec, child={"ok": False, "finished": False, **child}))
+    result = evaluate(facts(rec, child={"ok": False, "finished": False, **child}))
     assert result.status is Status.FAIL
     assert result.summary.startswith(expected)
 
@@ -306,9 +321,12 @@ def test_a_child_that_dies_in_another_checks_step_is_only_a_detail(h200: Path) -
         "step": "flash_attn kernel",
         "describe": "x",
     }
-    result = g1.evaluate(facts(rec, child=child, requested=["torchvision"]))
-    assert result.status is Status.WARN  # torchvision's import never ran
-    assert "extension imports not verified (torchvision)" in result.summary
+    requested = [
+        {"path": f"{H200_SITE}/torchvision/_C.so", "name": "torchvision/_C.so", "module": "torchvision"}
+    ]
+    result = evaluate(facts(rec, child=child, requested=requested))
+    assert result.status is Status.WARN  # torchvision's object was never loaded
+    assert "extension objects not loaded (torchvision/_C.so)" in result.summary
 
 
 def test_torch_that_dies_at_import_still_gets_its_major_from_the_files(h200: Path) -> None:
@@ -316,53 +334,92 @@ def test_torch_that_dies_at_import_still_gets_its_major_from_the_files(h200: Pat
     child = {"ok": False, "finished": False, "signal": "SIGSEGV", "step": "import torch", "describe": "died"}
     f = facts(rec, torch={}, child=child)
     add_linker(f, "flash_attn_2_cuda.so", ["libcudart.so.12"], ("flash-attn", "2.7.4"))
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.FAIL
     assert result.reading("cuda_major").value == 13  # from torch's +cu130 tag
     assert "flash-attn 2.7.4" in result.summary
 
 
+FA_SO = f"{H200_SITE}/flash_attn_2_cuda.so"
+
+
 @pytest.mark.parametrize(
-    ("error", "status"),
+    ("error", "expected"),
     [
-        ("ImportError: /x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", Status.FAIL),
         (
-            "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
-            Status.FAIL,
+            f"{FA_SO}: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+            "flash-attn 2.7.4: flash_attn_2_cuda.so does not load: undefined symbol: _ZN3c104cuda9SetDeviceEi",
         ),
-        ("RuntimeError: operator torchvision::nms does not exist", Status.FAIL),
-        ("ModuleNotFoundError: No module named 'einops'", Status.WARN),
+        (
+            "libcudart.so.13: cannot open shared object file: No such file or directory",
+            "flash-attn 2.7.4: flash_attn_2_cuda.so does not load: libcudart.so.13: cannot open shared object file",
+        ),
     ],
 )
-def test_extension_import_errors(h200: Path, error: str, status: Status) -> None:
+def test_objects_that_do_not_load_fail_naming_object_library_and_distribution(
+    h200: Path, error: str, expected: str
+) -> None:
     rec = h200_recording(h200)
-    rec["torch"]["extensions"] = {"torchvision": {"ok": True}, "flash_attn": {"ok": False, "error": error}}
-    result = g1.evaluate(facts(rec))
-    assert result.status is status
-    assert (
-        f"import flash_attn fails{' (not an ABI error)' if status is Status.WARN else ''}: {error}"
-        in result.summary
-    )
-    assert result.reading("extensions_imported").value == 1
+    rec["torch"].update(loaded=3, load_failed={FA_SO: {"ok": False, "error": error}})
+    f = facts(rec, requested=[{"path": FA_SO, "name": "flash_attn_2_cuda.so", "module": "flash_attn_2_cuda"}])
+    f.owners[FA_SO] = {"name": "flash-attn", "version": "2.7.4", "hint": "flash_attn_2_cuda"}
+    result = evaluate(f)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith(expected)
+    assert "flash-attn" in result.fix
+    assert result.reading("objects_loaded").value == 2
 
 
-def test_extension_imports_known_first_then_owners_of_cuda_modules() -> None:
-    dists = {"flash-attn": {}, "torchvision": {}, "unsloth": {}, "torch": {}, "nvidia-cublas": {}}
-    linkers = [
-        {"path": "/s/vendor_ext/_C.so", "needs": ["libcudart.so.13"]},
-        {"path": "/s/nvidia/cublas/lib/libcublasLt.so.13", "needs": []},
-        {"path": "/s/torch/lib/libc10_cuda.so", "needs": ["libcudart.so.13"]},
-    ]
+def test_an_object_that_loads_once_its_package_is_imported_is_not_a_failure(h200: Path) -> None:
+    """A package may preload a library its objects need (ctypes, RTLD_GLOBAL):
+    the child retries such an object after importing the package."""
+    rec = h200_recording(h200)
+    outcome = {"ok": False, "error": "libnvrtc.so.13: cannot open shared object file", "import": {"ok": True}}
+    rec["torch"].update(loaded=1, load_failed={FA_SO: {**outcome, "retry_ok": True}})
+    f = facts(rec, requested=[{"path": FA_SO, "name": "te/libte.so", "module": "te"}])
+    result = evaluate(f)
+    assert result.status is Status.PASS, result.line()
+    assert "te/libte.so loads only once its package is imported (it preloads what it needs)" in result.details
+
+
+def test_the_load_list_skips_torch_and_toolkits_and_groups_per_cuda_builds() -> None:
+    scan = {
+        "linkers": [
+            {"path": "/s/vendor_ext/_C.so", "root": "/s", "needs": ["libcudart.so.13"]},
+            {"path": "/s/torch/lib/libc10_cuda.so", "root": "/s", "needs": ["libcudart.so.13"]},
+            {"path": "/s/bnb/libbitsandbytes_cuda126.so", "root": "/s", "needs": ["libcudart.so.12"]},
+            {"path": "/s/bnb/libbitsandbytes_cuda130.so", "root": "/s", "needs": ["libcudart.so.13"]},
+        ],
+        "torch_linked": [{"path": "/s/torchvision/_C.so", "root": "/s"}],
+    }
     owners = {
         "/s/vendor_ext/_C.so": {"name": "Vendor_Ext", "version": "1", "hint": "vendor_ext"},
-        "/s/nvidia/cublas/lib/libcublasLt.so.13": {
-            "name": "nvidia-cublas",
-            "version": "13",
-            "hint": "nvidia",
-        },
         "/s/torch/lib/libc10_cuda.so": {"name": "torch", "version": "2.11", "hint": "torch"},
     }
-    assert g1.extension_imports(dists, linkers, owners) == ["flash_attn", "torchvision", "vendor_ext"]
+    entries = g1.load_list(scan, owners)
+    assert [e["name"] for e in entries] == [
+        "vendor_ext/_C.so",
+        "bnb/libbitsandbytes_cuda126.so",
+        "bnb/libbitsandbytes_cuda130.so",
+        "torchvision/_C.so",
+    ]
+    assert entries[0]["module"] == "vendor_ext" and "group" not in entries[0]
+    assert [e.get("tag") for e in entries[1:3]] == [126, 130]
+    assert entries[1]["group"] == entries[2]["group"] == "/s/bnb/libbitsandbytes_cuda*.so"
+
+
+@pytest.mark.parametrize(
+    ("tags", "cuda", "picked"),
+    [
+        ([118, 121, 126, 128, 130, 132], "13.0", 130),
+        ([118, 126, 128, 132], "13.0", 132),
+        ([118, 121, 126], "12.8", 126),
+        ([118, 126], "13.0", None),
+        ([126, 130], None, None),
+    ],
+)
+def test_pick_variant(tags: list[int], cuda: str | None, picked: int | None) -> None:
+    assert g1.pick_variant(tags, cuda) == picked
 
 
 @pytest.mark.parametrize(
@@ -431,15 +488,18 @@ def cu13_runtime(kit: elfkit.Kit, site: Path) -> None:
     elfkit.install(site, "nvidia-cuda-runtime", "13.0.96", {"nvidia/cu13/lib/libcudart.so.13": kit.cudart13})
 
 
-def test_real_cu13_module_passes_and_is_imported(kit, isolated, doubles, tmp_path: Path) -> None:
+def test_real_cu13_module_passes_and_is_loaded(kit, isolated, doubles, tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     cu13_runtime(kit, site)
     elfkit.install(site, "cu13-kernels", "1.0", {"cu13rp" + elfkit.EXT_SUFFIX: kit.ext13_rpath})
     elfkit.install(site, "fft-user", "1.0", {"fftuser/_C.so": kit.ext13})  # also needs libcufft.so.12: fine
-    result = run_g1(machine_for(doubles, site))
+    # fftuser finds its CUDA 13 libraries (and libcufft.so.12, part of CUDA 13) on LD_LIBRARY_PATH
+    result = run_g1(machine_for(doubles, site, LD_LIBRARY_PATH=str(kit.cudart13.parent)))
     assert result.status is Status.PASS, result.report_text()
     assert "all 2 CUDA-linked shared objects use CUDA 13" in result.summary
-    assert "imported cu13rp" in result.summary  # the real module loaded its libcudart.so.13 via RUNPATH
+    # both real modules were dlopen'ed: cu13rp found its libcudart.so.13 via RUNPATH
+    assert "2 extension objects loaded" in result.summary
+    assert result.reading("objects_loaded").value == 2
     assert result.reading("elf_files_scanned").value == 3
     assert isinstance(result.reading("elf_scan_time").value, float)
 
@@ -460,12 +520,9 @@ def test_real_cu12_module_fails_statically_and_on_import(kit, isolated, doubles,
     assert result.status is Status.FAIL, result.report_text()
     assert result.summary.startswith(
         "1 shared object links another CUDA major than torch 2.11.0+cu130 (CUDA 13.0): flash-attn 2.7.4.post1 "
-        f"(flash_attn_2_cuda{elfkit.EXT_SUFFIX} -> libcudart.so.12)"
+        f"(flash_attn_2_cuda{elfkit.EXT_SUFFIX} -> libcudart.so.12: cannot open shared object file)"
     )
-    assert (
-        "import flash_attn fails: ImportError: libcudart.so.12: cannot open shared object file"
-        in result.summary
-    )
+    assert result.summary.count("cannot open shared object file") == 1  # said once, with its object
     assert result.fix.startswith("pip uninstall flash-attn")
 
 
@@ -476,8 +533,10 @@ def test_real_undefined_symbol_is_quoted(kit, isolated, doubles, tmp_path: Path)
     machine = machine_for(doubles, site, LD_LIBRARY_PATH=str(kit.cudart13.parent))
     result = run_g1(machine)
     assert result.status is Status.FAIL, result.report_text()
-    assert "import symext fails: ImportError:" in result.summary
-    assert "undefined symbol: cudaOnlyIn131" in result.summary
+    assert result.summary == (
+        f"sym-kernels 0.1: symext{elfkit.EXT_SUFFIX} does not load: undefined symbol: cudaOnlyIn131"
+    )
+    assert "reinstall sym-kernels built against torch 2.11.0+cu130" in result.fix
 
 
 def test_leftover_cu12_wheel_and_ldconfig_entry_warn(kit, isolated, doubles, tmp_path: Path) -> None:
@@ -577,7 +636,7 @@ def test_the_scan_runs_once_per_run_and_is_json(kit, isolated, doubles, tmp_path
     machine = machine_for(doubles, site)
     engine = Engine(Settings(only=("G1",)), machine)
     request = engine.torch_request()
-    assert request["extensions"] == []  # nothing but a toolkit library is installed
+    assert request["load"] == []  # nothing but a toolkit library is installed
     first = machine.store.peek("elf:scan")
     engine.run("G1")
     assert machine.store.peek("elf:scan") is first  # the same stored answer, not a second scan
@@ -586,8 +645,369 @@ def test_the_scan_runs_once_per_run_and_is_json(kit, isolated, doubles, tmp_path
 def test_skipped_files_and_an_early_stop_are_reported(h200: Path) -> None:
     f = facts(h200_recording(h200))
     f.scan.update(skipped={"truncated": 2, "symlink_loop": 1}, stopped="time budget")
-    result = g1.evaluate(f)
+    result = evaluate(f)
     assert result.status is Status.PASS
     assert result.reading("elf_skipped").value == 3
     assert "skipped while scanning: 1 symlink loop, 2 truncated" in result.details
     assert "the scan stopped early (time budget): files after that were not read" in result.details
+
+
+# ---------------------------------------------------------------------- GB10 field errors (issue 8)
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+
+
+def capture(name: str) -> str:
+    """A capture's text without its ``# source:`` header line."""
+    text = (GB10_DATA / name).read_text(encoding="utf-8")
+    assert text.startswith("# source:"), name
+    return text.split("\n", 1)[1]
+
+
+def assert_short(result: Result) -> None:
+    """Issue 11: a headline of a few words and, for a FAIL/WARN, a short fix."""
+    assert result.headline and len(result.headline) <= 90, result.headline
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix and len(result.short_fix) <= 60, result.short_fix
+    assert len(result.short_line()) <= 120
+
+
+def test_healthy_gb10_from_a_real_spark_passes() -> None:
+    """torch_arch_list_2.txt: a bare pip venv on a ThinkStation PGX (GB10), torch
+    2.11.0+cu130, driver 580.159.03 CUDA 13.0, arch list up to sm_120 (no sm_121:
+    healthy, sm_120 cubins run on 12.1). G1 must PASS."""
+    doc = json.loads(capture("torch_arch_list_2.txt"))
+    t = doc["modules"]["torch"]
+    dev = t["cuda"]["devices"][0]
+    smi = doc["commands"]["nvidia_smi"]["stdout"]
+    driver = re.search(r"Driver Version: (\S+)\s+CUDA Version: (\d+)\.(\d+)", smi)
+    assert driver and "sm_121" not in t["cuda"]["arch_list"]
+    f = g1.Facts(
+        scan={"files": 0, "linkers": [], "providers": []},
+        dists={"torch": {"name": "torch", "version": t["version"]}},
+        driver_cuda=int(driver.group(2)) * 1000 + int(driver.group(3)) * 10,
+        driver_version=driver.group(1),
+        gpus=[dev["name"]],
+        arch=doc["platform"]["machine"],
+        torch={
+            "torch_version": t["version"],
+            "torch_cuda": t["cuda"]["built_cuda"],
+            "cuda_available": t["cuda"]["cuda_available"],
+            "device_count": t["cuda"]["device_count"],
+            "capability": dev["capability"],
+            "device_name": dev["name"],
+            "arch_list": t["cuda"]["arch_list"],
+            "kernel": {"ok": True, "value": 56.0},  # what the child reports on a working GPU
+        },
+        child={"ok": True, "finished": True, "describe": "ok"},
+    )
+    result = evaluate(f, GB10)
+    assert result.status is Status.PASS, result.line()
+    assert result.summary.startswith("torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
+    assert "sm_121" not in result.line()
+    assert result.headline == "torch 2.11.0+cu130 on driver CUDA 13.0, kernel ok"
+    assert_short(result)
+
+
+def gb10_machine(doubles, site: Path, *, torch: dict | None = None, **env: str) -> Machine:
+    doubles.nvml(gb10.nvml())
+    doubles.torch(torch or gb10.torch())
+    doubles.pythonpath.append(str(site))
+    doubles.tool("ldconfig", LDCONFIG.format(extra=""))
+    doubles.extra["LD_LIBRARY_PATH"] = ""
+    doubles.extra.update(env)
+    return Machine(env=doubles.env, timeout=5.0)
+
+
+def run_gb10(machine: Machine) -> Result:
+    return Engine(Settings(only=("G1",), profile="gb10"), machine).run("G1")
+
+
+def test_healthy_gb10_through_the_whole_check_passes(kit, isolated, doubles, tmp_path: Path) -> None:
+    """torch_arch_list_1.txt: torch 2.11.0+cu130, torch.version.cuda 13.0, arch list
+    without sm_121, on a GB10 — with a real cu13 module installed: PASS."""
+    assert '"torch_cuda": "13.0"' in capture("torch_arch_list_1.txt")
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    elfkit.install(site, "cu13-kernels", "1.0", {"cu13rp" + elfkit.EXT_SUFFIX: kit.ext13_rpath})
+    arch = ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
+    result = run_gb10(gb10_machine(doubles, site, torch=gb10.torch(arch_list=arch)))
+    assert result.status is Status.PASS, result.report_text()
+    assert "tiny kernel ran on NVIDIA GB10" in result.summary
+    assert_short(result)
+
+
+def test_sgl_kernel_linked_to_cuda12_on_a_cuda13_spark_fails_as_the_capture_shows(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """error_cuda12_abi_3.txt (sgl-kernel 0.3.21, sm100/common_ops.abi3.so linked to
+    libnvrtc.so.12/libcudart.so.12 on a CUDA-13-only Spark, driver 580.142) and
+    error_cuda12_abi_1.txt ("ImportError: libnvrtc.so.12: cannot open shared object
+    file"). A real object linked that way, no CUDA 12 library installed."""
+    assert "libnvrtc.so.12: cannot open shared object file" in capture("error_cuda12_abi_1.txt")
+    assert "sgl-kernel** | 0.3.21" in capture("error_cuda12_abi_3.txt")
+    nvrtc12 = elfkit.stub_library(tmp_path / "cu12", "libnvrtc.so.12", 12080)
+    ops = elfkit.extension(tmp_path / "mods", "common_ops", [nvrtc12, kit.cudart12])
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    elfkit.install(
+        site,
+        "sgl-kernel",
+        "0.3.21",
+        {"sgl_kernel/sm100/common_ops.abi3.so": ops, "sgl_kernel/__init__.py": ""},
+    )
+    torch = gb10.torch(version="2.9.1+cu130")
+    result = run_gb10(gb10_machine(doubles, site, torch=torch))
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.summary.startswith(
+        "1 shared object links another CUDA major than torch 2.9.1+cu130 (CUDA 13.0): sgl-kernel 0.3.21 "
+        "(common_ops.abi3.so -> libcudart.so.12, libnvrtc.so.12: cannot open shared object file)"
+    )
+    assert result.fix.startswith("pip uninstall sgl-kernel and reinstall builds for CUDA 13 (cu130 wheels")
+    assert result.headline == "sgl-kernel 0.3.21: CUDA 12 build, torch is CUDA 13"
+    assert_short(result)
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "needle"),
+    [
+        ("error_cpu_torch_1.txt", "2.9.1+cpu", "PyTorch `2.9.1+cpu`"),
+        ("container_vs_pip_2.txt", "2.10.0", "`torch==2.10.0` CPU build"),
+    ],
+)
+def test_cpu_only_torch_next_to_a_working_gb10_driver_fails(
+    isolated, doubles, tmp_path: Path, name: str, version: str, needle: str
+) -> None:
+    """error_cpu_torch_1.txt (PyTorch 2.9.1+cpu on a GB10), container_vs_pip_2.txt
+    (PyPI torch==2.10.0, a CPU build on aarch64), error_cpu_torch_2.txt (driver
+    580.95.05, CUDA 13.0 working), error_cpu_torch_3.txt ("Torch not compiled with
+    CUDA enabled"): the whole check on the GB10 doubles."""
+    assert needle in capture(name)
+    assert "Torch not compiled with CUDA enabled" in capture("error_cpu_torch_3.txt")
+    assert "Driver Version: 580.95.05      CUDA Version: 13.0" in capture("error_cpu_torch_2.txt")
+    torch = gb10.torch(version=version, cuda=None, available=False)
+    result = run_gb10(gb10_machine(doubles, tmp_path / "site-packages", torch=torch))
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.summary.startswith(
+        f'torch {version} is a CPU-only build (torch.version.cuda is None: "Torch not compiled with CUDA '
+        'enabled") on a machine with NVIDIA GB10 (driver 580.95.05, CUDA 13.0)'
+    )
+    assert result.fix.startswith("pip install torch --index-url https://download.pytorch.org/whl/cu130")
+    assert result.headline == f"torch {version} is CPU-only on NVIDIA GB10"
+    assert_short(result)
+
+
+def test_cpu_only_pypi_torch_on_aarch64_says_why() -> None:
+    """container_vs_pip_2.txt: "Linux aarch64 CUDA builds of PyTorch have apparently
+    only been available on PyPI since PyTorch 2.11"."""
+    assert "only been available on PyPI since PyTorch 2.11" in capture("container_vs_pip_2.txt")
+    base = {
+        "scan": {"files": 3, "linkers": [], "providers": []},
+        "driver_cuda": 13000,
+        "driver_version": "580.95.05",
+        "gpus": ["NVIDIA GB10"],
+        "child": {"ok": True, "finished": True},
+    }
+    old = evaluate(
+        g1.Facts(arch="aarch64", torch={"torch_version": "2.10.0", "torch_cuda": None}, **base), GB10
+    )
+    assert "PyPI's aarch64 torch before 2.11 is CPU-only" in old.fix
+    new = evaluate(
+        g1.Facts(arch="aarch64", torch={"torch_version": "2.11.0+cpu", "torch_cuda": None}, **base), GB10
+    )
+    assert new.status is Status.FAIL and "before 2.11" not in new.fix
+
+
+# ---------------------------------------------------------------------- loads (issue 10)
+
+
+def test_a_torch_abi_undefined_symbol_is_named_with_object_and_distribution(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """A module built against another torch: it links libc10.so and calls a c10
+    symbol the installed libc10.so lacks. dlopen(RTLD_NOW) resolves it at once."""
+    symbol = "_ZN3c104cuda9SetDeviceEi"
+    built_against = elfkit.stub_library(
+        tmp_path / "old_torch", "libc10.so", 0, f"int {symbol}(int *v) {{ return 0; }}"
+    )
+    installed = elfkit.stub_library(tmp_path / "new_torch", "libc10.so", 0)
+    ext = elfkit.extension(
+        tmp_path / "mods", "flash_attn_2_cuda", [built_against], call=[symbol], rpath="$ORIGIN/c10stub"
+    )
+    site = tmp_path / "site-packages"
+    name = "flash_attn_2_cuda" + elfkit.EXT_SUFFIX
+    elfkit.install(site, "flash-attn", "2.8.3", {name: ext, "c10stub/libc10.so": installed})
+    result = run_g1(machine_for(doubles, site))
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.summary == f"flash-attn 2.8.3: {name} does not load: undefined symbol: {symbol}"
+    assert result.fix.startswith(
+        "reinstall flash-attn built against torch 2.11.0+cu130 (pip install --force-reinstall --no-build-isolation "
+        "flash-attn), or pip uninstall flash-attn"
+    )
+    assert result.headline == f"flash-attn 2.8.3: flash_attn_2_cuda.so: undefined symbol {symbol}"
+    assert_short(result)
+
+
+def bnb_site(kit: elfkit.Kit, tmp_path: Path, tags: list[int]) -> Path:
+    """A bitsandbytes-style package: one build per CUDA version, each linking its runtime."""
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    files: dict[str, Path | str] = {"bitsandbytes/__init__.py": ""}
+    for tag in tags:
+        runtime = kit.cudart13 if tag >= 130 else kit.cudart12
+        built = elfkit.extension(
+            tmp_path / "bnb", f"libbitsandbytes_cuda{tag}", [runtime], rpath="$ORIGIN/../nvidia/cu13/lib"
+        )
+        files[f"bitsandbytes/libbitsandbytes_cuda{tag}.so"] = built
+    elfkit.install(site, "bitsandbytes", "0.48.1", files)
+    return site
+
+
+def test_a_per_cuda_package_loads_only_the_build_for_torchs_cuda(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """Only libbitsandbytes_cuda130.so is loaded (the CUDA 12 builds could not be:
+    no libcudart.so.12 here), and the line says which build, not "CUDA 12/13"."""
+    site = bnb_site(kit, tmp_path, [118, 126, 128, 130, 132])
+    result = run_g1(machine_for(doubles, site))
+    assert result.status is Status.PASS, result.report_text()
+    assert "the one CUDA-linked shared object uses CUDA 13" in result.summary
+    assert "bitsandbytes picks its CUDA 13.0 build of 5" in result.summary
+    assert "1 extension object loaded" in result.summary
+    assert "12/13" not in result.summary and "11/" not in result.summary
+    assert (
+        "bitsandbytes 0.48.1 ships 5 CUDA builds (11.8–13.2); it loads its CUDA 13.0 build" in result.details
+    )
+    assert_short(result)
+
+
+def test_a_per_cuda_package_without_a_build_for_torchs_cuda_fails(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    site = bnb_site(kit, tmp_path, [118, 126])
+    result = run_g1(machine_for(doubles, site))
+    assert result.status is Status.FAIL, result.report_text()
+    assert (
+        result.summary == "bitsandbytes 0.48.1 ships builds for CUDA 11.8–12.6 and none for torch's CUDA 13.0"
+    )
+    assert result.fix.startswith("pip install -U bitsandbytes")
+    assert_short(result)
+
+
+# ---------------------------------------------------------------------- the reference major (issue 11)
+
+
+def no_torch_facts(**changes: Any) -> g1.Facts:
+    """No torch; one cu12 and one cu13 module (the cu12 one scanned first)."""
+    linkers = [
+        {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]},
+        {"path": "/s/newkern/_C.so", "root": "/s", "needs": ["libcudart.so.13"]},
+    ]
+    base = g1.Facts(
+        scan={"files": 40, "linkers": linkers, "providers": []},
+        owners={
+            "/s/cupy/_core.so": {"name": "cupy-cuda12x", "version": "13.6.0", "hint": "cupy"},
+            "/s/newkern/_C.so": {"name": "newkern", "version": "1.0", "hint": "newkern"},
+        },
+        torch={"torch_import_error": "ModuleNotFoundError: No module named 'torch'"},
+        child={"ok": True, "finished": True},
+        nvml_reason="NVML Shared Library Not Found",
+    )
+    for key, value in changes.items():
+        setattr(base, key, value)
+    return base
+
+
+def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
+    result = evaluate(no_torch_facts())
+    assert result.status is Status.FAIL, result.line()
+    assert result.summary.startswith(
+        "1 shared object links another CUDA major than most CUDA-linked modules (CUDA 13): cupy-cuda12x 13.6.0"
+    )
+    assert "newkern" not in result.summary
+    assert "reinstall builds for CUDA 13 (cu130 wheels" in result.fix
+    assert_short(result)
+
+
+def test_without_torch_the_drivers_cuda_is_the_reference() -> None:
+    result = evaluate(no_torch_facts(driver_cuda=12080, driver_version="570.86.15", nvml_reason=None))
+    assert result.status is Status.FAIL, result.line()
+    assert "than the driver's CUDA 12.8: newkern 1.0 (_C.so -> libcudart.so.13)" in result.summary
+    assert "reinstall builds for CUDA 12 (CUDA 12 wheels)" in result.fix
+    assert "cu130" not in result.fix
+
+
+def test_without_torch_or_driver_the_gb10_profile_is_the_reference() -> None:
+    result = evaluate(no_torch_facts(), GB10)
+    assert "than GB10's CUDA 13: cupy-cuda12x 13.6.0 (_core.so -> libcudart.so.12)" in result.summary
+    assert "cu130 wheels" in result.fix
+
+
+def test_every_g1_failure_has_a_short_line(h200: Path) -> None:
+    rec = h200_recording(h200)
+    for f, params in [
+        (facts(rec, driver_cuda=12080, driver_version="570.86.15"), Params()),
+        (
+            facts(rec, child={"ok": False, "signal": "SIGSEGV", "step": "tiny kernel", "describe": "x"}),
+            Params(),
+        ),
+        (no_torch_facts(), Params()),
+    ]:
+        assert_short(evaluate(f, params))
+
+
+def test_a_replay_with_another_required_major_decides_again(h200: Path) -> None:
+    """evaluate reads g1_cuda_major from params (not from the facts), so a replay
+    with --spark-threshold g1_cuda_major=12 re-decides the same facts."""
+    f = facts(h200_recording(h200))
+    assert evaluate(f, GB10).status is Status.PASS
+    stricter = Params(profile="gb10", thresholds={"g1_cuda_major": 12.0})
+    result = evaluate(f, stricter)
+    assert result.status is Status.FAIL
+    assert "GB10 (SM121) needs a CUDA 12 build" in result.summary
+
+
+ONCE = """
+#include <stdlib.h>
+extern int cudaRuntimeGetVersion(int *);
+/* like a second TORCH_LIBRARY registration of one namespace: the second copy aborts */
+__attribute__((constructor)) static void once(void) {
+    if (getenv("SPARK_TEST_OPS_LOADED")) abort();
+    setenv("SPARK_TEST_OPS_LOADED", "1", 1);
+}
+int ops_version(void) { int v = 0; cudaRuntimeGetVersion(&v); return v; }
+"""
+
+
+def test_per_arch_alternatives_are_loaded_one_per_process(kit, isolated, doubles, tmp_path: Path) -> None:
+    """sgl-kernel ships ``sm90/common_ops.abi3.so`` and ``sm100/common_ops.abi3.so``
+    and picks one by GPU arch (error_cuda12_abi_1.txt: "Architecture-specific
+    pattern: …/sgl_kernel/sm100/common_ops.*"). Both register the same op
+    library, so loading both aborts: the child loads the one for this GPU."""
+    assert "sgl_kernel/sm100/common_ops" in capture("error_cuda12_abi_1.txt")
+    src = tmp_path / "ops.c"
+    src.write_text(ONCE)
+    built = tmp_path / "common_ops.abi3.so"
+    lib = kit.cudart13
+    args = ["gcc", "-shared", "-fPIC", "-o", str(built), str(src), "-Wl,--no-as-needed"]
+    args += [f"-L{lib.parent}", f"-l:{lib.name}", "-Wl,-rpath,$ORIGIN/../../nvidia/cu13/lib"]
+    subprocess.run(args, check=True, timeout=60, capture_output=True)
+    site = tmp_path / "site-packages"
+    cu13_runtime(kit, site)
+    files = {f"sgl_kernel/{arch}/common_ops.abi3.so": built for arch in ("sm90", "sm100")}
+    elfkit.install(site, "sgl-kernel", "0.3.21", {**files, "sgl_kernel/__init__.py": ""})
+    result = run_gb10(gb10_machine(doubles, site))
+    assert result.status is Status.PASS, result.report_text()
+    assert "1 extension object loaded" in result.summary
+    assert (
+        "sgl_kernel/*/common_ops.abi3.so: 2 builds per GPU arch, one loaded per process; "
+        "loaded sgl_kernel/sm100/common_ops.abi3.so"
+    ) in result.details
+
+
+def test_facts_round_trip_through_json_to_the_same_result(h200: Path) -> None:
+    f = facts(h200_recording(h200))
+    add_linker(f, "xformers/_C.so", ["libcudart.so.12"], ("xformers", "0.0.29"))
+    again = g1.Facts.from_dict(json.loads(json.dumps(f.to_dict())))
+    assert again == f
+    assert g1.evaluate(again, Params()).to_dict() == g1.evaluate(f, Params()).to_dict()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_spark.checks import g02_flash_attn as g2
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
 from pytest_spark.options import Settings
@@ -52,22 +53,34 @@ def facts(**changes) -> g2.Facts:
     return base
 
 
+def evaluate(f: g2.Facts) -> Result:
+    """As the engine decides: on the facts after their JSON round trip."""
+    return g2.evaluate(g2.Facts.from_dict(json.loads(json.dumps(f.to_dict()))), Params())
+
+
+def test_facts_round_trip_through_json_to_the_same_result() -> None:
+    f = facts()
+    again = g2.Facts.from_dict(json.loads(json.dumps(f.to_dict())))
+    assert again == f
+    assert g2.evaluate(again, Params()).to_dict() == g2.evaluate(f, Params()).to_dict()
+
+
 def test_h200_recording_has_no_flash_attn_and_passes(h200: Path) -> None:
     text = (h200 / "nvml_torch_probe.txt").read_text()
     assert "dist flash-attn absent" in text and "dist unsloth absent" in text
-    result = g2.evaluate(g2.Facts(fa={"found": False}, torch_ok=True, capability=[9, 0]))
+    result = evaluate(g2.Facts(fa={"found": False}, torch_ok=True, capability=[9, 0]))
     assert result.status is Status.PASS
     assert result.summary == "flash-attn is not installed: attention runs on PyTorch SDPA"
 
 
 def test_unsloth_without_flash_attn_passes_and_says_so() -> None:
-    result = g2.evaluate(g2.Facts(unsloth_dist=UNSLOTH, fa={"found": False}, torch_ok=True))
+    result = evaluate(g2.Facts(unsloth_dist=UNSLOTH, fa={"found": False}, torch_ok=True))
     assert result.status is Status.PASS
     assert "Unsloth 2025.11.1 is installed and will also use SDPA" in result.summary
 
 
 def test_working_flash_attn_without_unsloth_passes() -> None:
-    result = g2.evaluate(facts())
+    result = evaluate(facts())
     assert result.status is Status.PASS
     assert result.summary.startswith(
         "flash-attn 2.7.4.post1 imports and its kernel ran on NVIDIA GB10 (12, 1) (output shape ok)"
@@ -76,7 +89,7 @@ def test_working_flash_attn_without_unsloth_passes() -> None:
 
 
 def test_unsloth_with_working_flash_attn_warns_and_offers_the_helper() -> None:
-    result = g2.evaluate(facts(unsloth_dist=UNSLOTH))
+    result = evaluate(facts(unsloth_dist=UNSLOTH))
     assert result.status is Status.WARN
     assert 'attn_implementation="sdpa") is ignored and flash_attention_2 is used' in result.summary
     assert "pytest_spark.unsloth.force_sdpa" in result.fix
@@ -91,7 +104,7 @@ def test_unsloth_whose_predicate_is_false_is_not_a_warning() -> None:
         "interface_error": "ImportError: x",
         "unsloth_has_flash_attention": False,
     }
-    result = g2.evaluate(facts(unsloth_dist=UNSLOTH, fa=fa))
+    result = evaluate(facts(unsloth_dist=UNSLOTH, fa=fa))
     assert result.status is Status.PASS
     assert "will not switch to it (its predicate is False here)" in result.summary
 
@@ -131,7 +144,7 @@ def test_unsloth_whose_predicate_is_false_is_not_a_warning() -> None:
     ],
 )
 def test_broken_flash_attn_fails(fa: dict, expected: str) -> None:
-    result = g2.evaluate(facts(fa=fa))
+    result = evaluate(facts(fa=fa))
     assert result.status is Status.FAIL
     assert result.summary.startswith(expected)
     assert result.fix
@@ -144,7 +157,7 @@ def test_a_child_killed_in_the_flash_attn_kernel_fails() -> None:
         "finished": False,
         "describe": "torch child was killed by SIGSEGV during 'flash_attn kernel'",
     }
-    result = g2.evaluate(facts(fa={**WORKING, "kernel": None}, child=child))
+    result = evaluate(facts(fa={**WORKING, "kernel": None}, child=child))
     assert result.status is Status.FAIL
     assert (
         result.summary
@@ -153,7 +166,7 @@ def test_a_child_killed_in_the_flash_attn_kernel_fails() -> None:
 
 
 def test_installed_but_torch_missing_skips_with_the_reason() -> None:
-    result = g2.evaluate(
+    result = evaluate(
         g2.Facts(flash_attn_dist=FA_DIST, torch_error="ModuleNotFoundError: No module named 'torch'")
     )
     assert result.status is Status.SKIP
@@ -294,3 +307,31 @@ def test_absent_flash_attn_passes_without_importing_unsloth(
     assert result.status is Status.PASS, result.report_text()
     assert "Unsloth 2025.11.1 is installed and will also use SDPA" in result.summary
     assert "unsloth" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"unsloth_dist": UNSLOTH},
+        {"fa": {"found": False}, "flash_attn_dist": None},
+        {
+            "fa": {
+                "found": True,
+                "importable": False,
+                "error": "ImportError: /x/f.so: undefined symbol: _ZN3c10",
+            }
+        },
+        {"fa": {**WORKING, "kernel": {"ok": False, "error": "RuntimeError: no kernel image"}}},
+        {"fa": {}, "torch_error": "ModuleNotFoundError: No module named 'torch'"},
+        {"child": {"signal": "SIGSEGV", "step": "flash_attn kernel", "describe": "killed by SIGSEGV"}},
+    ],
+)
+def test_every_result_has_a_short_headline_and_a_short_fix(changes: dict) -> None:
+    """Issue 11: the default terminal line is the headline (and the short fix
+    for a FAIL/WARN), not the whole evidence."""
+    result = evaluate(facts(**changes))
+    assert result.headline and len(result.headline) <= 90, result.headline
+    if result.status in (Status.FAIL, Status.WARN):
+        assert result.short_fix and len(result.short_fix) <= 60, result.short_fix
+    assert len(result.short_line()) <= 120

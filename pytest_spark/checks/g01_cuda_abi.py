@@ -2,22 +2,26 @@
 
 Most pip ML wheels were built against CUDA 12; GB10 (SM121) needs a CUDA 13
 stack. A CUDA 12 extension in a CUDA 13 environment fails late — at its first
-import (``libcudart.so.12: cannot open shared object file``, an ``undefined
-symbol``) or worse, with a SIGSEGV on the first ``.cuda()``. This check
-finds it up front, in two halves:
+import (``libnvrtc.so.12: cannot open shared object file``, as sgl-kernel does
+on a Spark; an ``undefined symbol`` against another torch) or worse, with a
+SIGSEGV on the first ``.cuda()``. And plain ``pip install torch`` on aarch64
+before torch 2.11 gives a CPU-only build next to a working driver. This check
+finds all of it up front, in two halves:
 
 * static: the ``DT_NEEDED`` entries of every shared object in the checked
   Python's package folders (``probes/elf.py``), the CUDA libraries that
   ``ldconfig`` and ``LD_LIBRARY_PATH`` offer, and which distribution
   installed each file (``probes/dist_files.py``) — so the verdict names the
   ``pip uninstall`` to run;
-* dynamic: the run's one torch child imports torch, launches a tiny kernel
-  and imports every installed CUDA extension package; a crash there is named
-  by its signal and step.
+* dynamic: the run's one torch child imports torch, launches a tiny kernel,
+  then ``dlopen``\\ s (``RTLD_NOW | RTLD_LOCAL``) every CUDA- or libtorch-linked
+  extension object instead of importing its package: the loader resolves
+  every library and symbol as an import would, at a hundredth of the cost.
 
 Only ``libcudart``/``libcublas``/``libcublasLt``/``libnvrtc`` count: their
 major tracks the CUDA major, while ``libcufft.so.12`` and ``libcusparse.so.12``
-ship inside CUDA 13 too.
+ship inside CUDA 13 too. The reference major is torch's CUDA, else the
+driver's, else the profile's (13 on GB10); a tie never blames the newer major.
 """
 
 from __future__ import annotations
@@ -30,63 +34,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext
-from pytest_spark.model import Reading, Result, Status
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n
+from pytest_spark.model import Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for
 from pytest_spark.probes.machine import format_cuda_version
 from pytest_spark.probes.packages import canonical
 
-#: installed distribution -> the module the torch child imports to prove it loads
-EXTENSIONS: dict[str, str] = {
-    "flash-attn": "flash_attn",
-    "xformers": "xformers",
-    "vllm": "vllm",
-    "bitsandbytes": "bitsandbytes",
-    "flashinfer-python": "flashinfer",
-    "transformer-engine": "transformer_engine",
-    "mamba-ssm": "mamba_ssm",
-    "causal-conv1d": "causal_conv1d",
-    "apex": "apex",
-    "sgl-kernel": "sgl_kernel",
-    "sageattention": "sageattention",
-    "auto-gptq": "auto_gptq",
-    "deepspeed": "deepspeed",
-    "torchvision": "torchvision",
-    "torchaudio": "torchaudio",
-    "torchao": "torchao",
-    "cupy-cuda12x": "cupy",
-    "cupy-cuda13x": "cupy",
-    "llama-cpp-python": "llama_cpp",
-}
-#: never imported by the probe (the static scan still covers their files)
-NOT_IMPORTED: dict[str, str] = {
-    "torch": "imported first, on its own",
-    "unsloth": "its import patches transformers and needs a GPU",
-    "unsloth-zoo": "imported by unsloth only",
-    "tensorrt-llm": "its import initialises MPI",
+#: distributions whose objects are never loaded (the static scan still covers their files)
+NOT_LOADED: dict[str, str] = {
+    "torch": "loaded by import torch, first",
+    "tensorrt-llm": "its libraries initialise MPI when loaded",
     "tensorrt": "loaded by tensorrt-llm",
 }
-MAX_IMPORTS = 12
+MAX_LOADS = 400
 
-#: steps of the torch child that belong to G1 (extension imports are "import <name>")
+#: steps of the torch child that belong to G1 ("load <object>", "import <package>" come on top)
 G1_STEPS = ("import torch", "cuda init", "tiny kernel")
-
-#: an import error that is an ABI problem rather than a missing Python dependency
-ABI_ERROR = re.compile(
-    r"undefined symbol|cannot open shared object|\.so(\.\d+)*\b|symbol lookup error|wrong ELF class|"
-    r"CUDA driver version is insufficient|no kernel image|operator \S+ does not exist|libcudart|libcublas",
-    re.IGNORECASE,
-)
 CU_TAG = re.compile(r"\+cu(\d{2,3})(?![0-9])")
+#: one build per CUDA version: libbitsandbytes_cuda118.so ... libbitsandbytes_cuda132.so
+VARIANT = re.compile(r"^(?P<stem>.*?)cuda(?P<tag>\d{2,3})(?P<tail>(?:_[A-Za-z]\w*)?\.so.*)$")
+TORCH_INDEX = "pip install torch --index-url https://download.pytorch.org/whl/cu130"
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
     """Everything G1 decides on, JSON-shaped (recorded inputs rebuild it in tests)."""
 
-    profile: str = "generic"
-    required_major: int = 0  # threshold g1_cuda_major: 13 on GB10, 0 = none
     scan: dict[str, Any] = field(default_factory=dict)
     #: path -> {"name", "version", "hint"} for the linkers and providers only
     owners: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -99,9 +73,14 @@ class Facts:
     driver_version: str | None = None
     nvml_reason: str | None = None
     gpus: list[str] = field(default_factory=list)
+    arch: str | None = None  # platform.machine(): aarch64 PyPI torch before 2.11 is CPU-only
     torch: dict[str, Any] = field(default_factory=dict)  # the torch child's data
     child: dict[str, Any] = field(default_factory=dict)  # ok, signal, timed_out, step, describe
-    requested: list[str] = field(default_factory=list)  # extension imports asked for
+    #: the objects the child was asked to load: {"path", "name", "module", "group", "tag"}
+    requested: list[dict[str, Any]] = field(default_factory=list)
+
+
+FACTS = Facts
 
 
 # ---------------------------------------------------------------------- gathering
@@ -110,78 +89,83 @@ class Facts:
 def _static(ctx: CheckContext) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     machine = ctx.machine
     scan = elf.scan_environment(machine)
-    interesting = bool(scan.get("linkers") or scan.get("providers"))
+    interesting = bool(scan.get("linkers") or scan.get("providers") or scan.get("torch_linked"))
     owners = owners_for(machine, scan.get("roots") or []) if interesting else {"owners": {}}
     return scan, owners, machine.packages()
 
 
-def extension_imports(
-    dists: Mapping[str, Mapping[str, Any]],
-    linkers: Iterable[Mapping[str, Any]],
-    owners: Mapping[str, Mapping[str, Any]],
-) -> list[str]:
-    """The import names of installed CUDA extension packages, known ones first.
+def variant_of(path: str) -> tuple[str, int] | None:
+    """``…/libbitsandbytes_cuda130.so`` -> (``…/libbitsandbytes_cuda*.so``, 130)."""
+    m = VARIANT.match(os.path.basename(path))
+    if not m:
+        return None
+    return os.path.join(os.path.dirname(path), f"{m['stem']}cuda*{m['tail']}"), int(m["tag"])
 
-    Known packages (flash-attn, xformers, vllm, bitsandbytes, ...) are
-    imported when installed; any other distribution that owns a shared object
-    linking the CUDA runtime is imported by its top-level name.
-    """
-    names: list[str] = []
-    for dist, module in EXTENSIONS.items():
-        if dist in dists and module not in names:
-            names.append(module)
-    for linker in linkers:
-        owner = owners.get(linker["path"])
-        if not owner:
+
+def load_list(scan: Mapping[str, Any], owners: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The extension objects the torch child ``dlopen``\\ s: CUDA- or libtorch-linked,
+    not torch's own nor a toolkit library; a per-CUDA-version set carries its group."""
+    entries: list[dict[str, Any]] = []
+    for x in [*(scan.get("linkers") or []), *(scan.get("torch_linked") or [])]:
+        owner = owners.get(x["path"]) or {}
+        key = canonical(str(owner.get("name") or ""))
+        rel = _rel(x["path"], x.get("root"))
+        if key in NOT_LOADED or key.startswith("nvidia-") or rel.startswith("torch/"):
             continue
-        key = canonical(owner["name"])
-        if key in NOT_IMPORTED or key.startswith("nvidia-") or key in EXTENSIONS:
+        entry = {"path": x["path"], "name": rel, "module": owner.get("hint")}
+        entries.append(entry)
+    groups = Counter(v[0] for e in entries if (v := variant_of(e["path"])))
+    for e in entries:
+        v = variant_of(e["path"])
+        if v and groups[v[0]] > 1:
+            e["group"], e["tag"] = v
+    _arch_alternatives(entries)
+    return entries[:MAX_LOADS]
+
+
+def _arch_alternatives(entries: list[dict[str, Any]]) -> None:
+    """One package's objects of the same name in several folders are alternatives
+    it picks from at run time (sgl-kernel: ``sm90/common_ops.abi3.so``,
+    ``sm100/common_ops.abi3.so``): loading two would register the same torch
+    op library twice, which aborts. The child loads one: the folder's ``smNN``
+    closest to the GPU's capability from below, else the first."""
+    same: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in entries:
+        if not e.get("group"):
+            top = str(e["name"]).split("/", 1)[0]
+            same.setdefault((top, os.path.basename(e["path"])), []).append(e)
+    for (top, base), members in same.items():
+        if len(members) < 2:
             continue
-        hint = owner.get("hint")
-        if hint and hint not in names and hint != "torch":
-            names.append(hint)
-    return names[:MAX_IMPORTS]
+        for e in members:
+            e["group"] = f"{top}/*/{base}"
+            sm = re.search(r"(?:^|/)sm_?(\d{2,3})[a-z]?/", str(e["name"]))
+            e["sm"] = int(sm.group(1)) if sm else None
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
-    """Ask the torch child to import every installed CUDA extension package."""
-    scan, owners, packages = _static(ctx)
-    dists = packages.get("dists") or {}
-    return {"extensions": extension_imports(dists, scan.get("linkers") or [], owners.get("owners") or {})}
+    """Ask the torch child to load every CUDA- or libtorch-linked extension object."""
+    scan, owners, _ = _static(ctx)
+    return {"load": load_list(scan, owners.get("owners") or {})}
 
 
 def gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
     scan, owners_all, packages = _static(ctx)
     all_owners = owners_all.get("owners") or {}
-    paths = {x["path"] for x in scan.get("linkers") or []} | {x["path"] for x in scan.get("providers") or []}
+    paths = {x["path"] for k in ("linkers", "providers", "torch_linked") for x in scan.get(k) or []}
     dists = packages.get("dists") or {}
     keep = {
         k: {"name": v.get("name"), "version": v.get("version")}
         for k, v in dists.items()
         if k == "torch" or (k.startswith("nvidia-") and re.search(r"-cu\d+$", k))
     }
-
-    ldconfig: list[dict[str, Any]] = []
-    ldconfig_error = None
-    argv = _ldconfig_argv(machine)
-    if argv is None:
-        ldconfig_error = "ldconfig not found"
-    else:
-        res = machine.command(argv, timeout=machine.timeout)
-        if res.ok:
-            ldconfig = elf.parse_ldconfig(res.stdout)
-        else:
-            ldconfig_error = res.describe()
+    ldconfig, ldconfig_error = _ldconfig(machine)
     lib_dirs = [d for d in machine.env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
-
     nv = machine.nvml()
     devices = nv.get("devices") or []
     child = ctx.torch()
-    requested = extension_imports(dists, scan.get("linkers") or [], all_owners)
     return Facts(
-        profile=ctx.profile,
-        required_major=int(ctx.thresholds.get("g1_cuda_major", 0) or 0),
         scan=scan,
         owners={p: all_owners[p] for p in paths if p in all_owners},
         ldconfig=ldconfig,
@@ -192,6 +176,7 @@ def gather(ctx: CheckContext) -> Facts:
         driver_version=nv.get("driver_version"),
         nvml_reason=None if nv.get("ok") and devices else nv.get("reason"),
         gpus=[str(d.get("name") or "GPU") for d in devices],
+        arch=machine.identity().get("arch"),
         torch=dict(child.data),
         child={
             "ok": child.ok,
@@ -203,8 +188,16 @@ def gather(ctx: CheckContext) -> Facts:
             "describe": child.describe("torch child"),
             "steps": dict(child.step_seconds),
         },
-        requested=requested,
+        requested=load_list(scan, all_owners),
     )
+
+
+def _ldconfig(machine: Any) -> tuple[list[dict[str, Any]], str | None]:
+    argv = _ldconfig_argv(machine)
+    if argv is None:
+        return [], "ldconfig not found"
+    res = machine.command(argv, timeout=machine.timeout)
+    return (elf.parse_ldconfig(res.stdout), None) if res.ok else ([], res.describe())
 
 
 def _ldconfig_argv(machine: Any) -> list[str] | None:
@@ -218,7 +211,7 @@ def _ldconfig_argv(machine: Any) -> list[str] | None:
     return None
 
 
-# ---------------------------------------------------------------------- deciding
+# ---------------------------------------------------------------------- small helpers
 
 
 def cuda_major(version: Any) -> int | None:
@@ -233,6 +226,25 @@ def tag_major(torch_version: str | None) -> int | None:
     """``2.11.0+cu130`` -> 13, ``2.7.0+cu128`` -> 12; NGC's ``+…nv25.09`` -> ``None``."""
     m = CU_TAG.search(torch_version or "")
     return int(m.group(1)[:-1]) if m else None
+
+
+def pick_variant(tags: Iterable[int], cuda: str | None) -> int | None:
+    """The build a per-CUDA-version package picks for ``cuda`` (``"13.0"`` -> 130):
+    the exact one, else the newest of that major not above it, else the newest
+    of that major. The torch child applies the same rule."""
+    try:
+        major, minor = (int(x) for x in str(cuda).split(".")[:2])
+    except ValueError:
+        return None
+    same = sorted(t for t in tags if t // 10 == major)
+    want = major * 10 + minor
+    exact = [t for t in same if t == want]
+    below = [t for t in same if t <= want]
+    return (exact or below or same or [None])[-1]
+
+
+def _version(tag: int) -> str:
+    return f"{tag // 10}.{tag % 10}"
 
 
 def _rel(path: str, root: str | None) -> str:
@@ -252,6 +264,187 @@ def _majors(linker: Mapping[str, Any]) -> set[int]:
     return {m for n in linker.get("needs") or [] if (t := elf.tracked(n)) for m in [t[1]]}
 
 
+def _objects(n: int, verb: str) -> str:
+    """``1 shared object links`` / ``3 shared objects link``."""
+    return f"{n} shared object {verb}s" if n == 1 else f"{n} shared objects {verb}"
+
+
+def _wheels(major: int) -> str:
+    return "cu130 wheels, or an NGC container that ships them" if major == 13 else f"CUDA {major} wheels"
+
+
+# ---------------------------------------------------------------------- the view
+
+
+@dataclass
+class _Out(Findings):
+    """Findings with a short headline and fix per problem/warning (issue 11)."""
+
+    heads: list[tuple[str, str]] = field(default_factory=list)
+    warn_heads: list[tuple[str, str]] = field(default_factory=list)
+
+    def problem(self, text: str, fix: str, head: str, short: str) -> None:
+        self.fail(text, fix)
+        self.heads.append((head, short))
+
+    def warning(self, text: str, fix: str, head: str, short: str) -> None:
+        self.warn(text, fix)
+        self.warn_heads.append((head, short))
+
+
+@dataclass
+class _View:
+    """What every stage reads: torch, the reference major, the objects that count."""
+
+    f: Facts
+    params: Params
+    torch_version: str | None = None
+    torch_cuda: str | None = None
+    torch_dist: str | None = None
+    torch_major: int | None = None
+    major_source: str = ""
+    absent: bool = False
+    cpu_only: bool = False
+    gpu_seen: bool = False
+    died: bool = False
+    reference: int | None = None
+    ref_text: str = ""
+    ref_from: str = ""  # torch | driver | profile | modules
+    driver_major: int | None = None
+    driver_text: str | None = None
+    linkers: list[dict[str, Any]] = field(default_factory=list)  # a per-CUDA set counts its chosen build
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
+
+    @property
+    def linker_majors(self) -> Counter[int]:
+        return Counter(m for x in self.linkers for m in _majors(x))
+
+
+def _view(f: Facts, params: Params) -> _View:
+    t, c = f.torch or {}, f.child or {}
+    v = _View(f, params, torch_version=t.get("torch_version"), torch_cuda=t.get("torch_cuda"))
+    err = t.get("torch_import_error") or ""
+    v.absent = err.startswith("ModuleNotFoundError") and "'torch'" in err
+    v.died = bool(c.get("signal") or c.get("timed_out")) or bool(
+        c and not c.get("finished") and not c.get("error")
+    )
+    v.torch_dist = (f.dists.get("torch") or {}).get("version")
+    v.torch_major = cuda_major(v.torch_cuda) if v.torch_version else None
+    v.major_source = f"torch.version.cuda {v.torch_cuda}" if v.torch_major else ""
+    if v.torch_major is None and not v.torch_version:  # the child gave no answer: read the files
+        _torch_major_from_files(v)
+    v.cpu_only = bool(v.torch_version) and not v.torch_cuda
+    v.gpu_seen = bool(f.gpus) or bool(t.get("device_count"))
+    v.driver_major = f.driver_cuda // 1000 if f.driver_cuda else None
+    v.driver_text = format_cuda_version(f.driver_cuda)
+    v.failed = dict(t.get("load_failed") or {})
+    all_linkers = [x for x in (f.scan or {}).get("linkers") or [] if _majors(x)]
+    groups = _groups(all_linkers)
+    grouped = {x["path"] for builds in groups.values() for x in builds.values()}
+    _reference(v, [x for x in all_linkers if x["path"] not in grouped])
+    _variants(v, all_linkers, groups)
+    return v
+
+
+def _torch_major_from_files(v: _View) -> None:
+    f = v.f
+    v.torch_major = tag_major(v.torch_dist)
+    if v.torch_major is not None:
+        v.major_source = f"the +cu tag of torch {v.torch_dist}"
+        return
+    own = [
+        x
+        for x in (f.scan or {}).get("linkers") or []
+        if (f.owners.get(x["path"]) or {}).get("name") == "torch"
+    ]
+    counted = Counter(m for x in own for m in _majors(x))
+    if counted:
+        v.torch_major = counted.most_common(1)[0][0]
+        v.major_source = "torch's own libraries"
+
+
+def _reference(v: _View, linkers: list[dict[str, Any]]) -> None:
+    """torch's CUDA, else the driver's, else the profile's, else the modules'
+    most common major (a tie: the newest, so the newer major is never blamed)."""
+    required = int(v.params.threshold("g1_cuda_major") or 0)
+    if v.torch_major is not None:
+        v.reference, v.ref_from = v.torch_major, "torch"
+        v.ref_text = f"torch {v.torch_version or v.torch_dist} (CUDA {v.torch_cuda or v.torch_major})"
+    elif v.driver_major is not None:
+        v.reference, v.ref_from = v.driver_major, "driver"
+        v.ref_text = f"the driver's CUDA {v.driver_text}"
+    elif required:
+        where = "GB10's" if v.params.gb10 else "the profile's"
+        v.reference, v.ref_from, v.ref_text = required, "profile", f"{where} CUDA {required}"
+    else:
+        counted = Counter(m for x in linkers for m in _majors(x))
+        if counted and not v.cpu_only:
+            top = max(counted.values())
+            v.reference = max(m for m, n in counted.items() if n == top)
+            v.ref_from, v.ref_text = "modules", f"most CUDA-linked modules (CUDA {v.reference})"
+
+
+def _groups(linkers: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per-CUDA-version sets (two builds or more) among the CUDA-linked objects."""
+    groups: dict[str, dict[int, dict[str, Any]]] = {}
+    for x in linkers:
+        var = variant_of(x["path"])
+        if var:
+            groups.setdefault(var[0], {})[var[1]] = x
+    return {k: b for k, b in groups.items() if len(b) > 1}
+
+
+def _variants(v: _View, linkers: list[dict[str, Any]], groups: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """Keep only the build a per-CUDA-version package loads for torch's CUDA."""
+    chosen_by_child = (v.f.torch or {}).get("variants") or {}
+    drop: set[str] = set()
+    for key, builds in groups.items():
+        if key in chosen_by_child:
+            path = chosen_by_child[key]
+            tag = next((t for t, x in builds.items() if x["path"] == path), None)
+        else:  # no torch answer: the build for the reference major
+            tag = pick_variant(builds, f"{v.reference}.9") if v.reference else None
+        first = next(iter(builds.values()))
+        v.variants[key] = {
+            "tags": sorted(builds),
+            "chosen": tag,
+            "owner": _who(first["path"], first.get("root"), v.f.owners),
+        }
+        drop.update(x["path"] for t, x in builds.items() if t != tag)
+    v.linkers = [x for x in linkers if x["path"] not in drop]
+
+
+# ---------------------------------------------------------------------- the stages
+
+
+def _torch_child(v: _View, out: _Out) -> None:
+    """torch does not import, the child could not start, or it died in a G1 step."""
+    c, err = v.f.child or {}, (v.f.torch or {}).get("torch_import_error")
+    step = str(c.get("step") or "")
+    if c.get("error"):
+        what = c.get("describe") or "torch child could not start"
+        out.problem(what, "check the Python interpreter pytest runs", what, "check the Python interpreter")
+    elif err and not v.absent:
+        out.problem(
+            f"torch is installed but does not import: {err}",
+            f"reinstall torch for this CUDA ({TORCH_INDEX}) or use an NGC container",
+            f"torch does not import: {_gist(err)}",
+            "reinstall torch (cu130 index)",
+        )
+    elif v.died and (step in G1_STEPS or step.startswith(("load ", "import "))):
+        how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
+        out.problem(
+            str(c.get("describe")) + _death_hint(c),
+            _death_fix(v, step, c),
+            f"torch child {how} in {step!r}",
+            _death_short(step, c),
+        )
+    elif v.died:
+        out.note(f"{c.get('describe')} (not a G1 step; G2/G5 report it)")
+
+
 def _death_hint(c: Mapping[str, Any]) -> str:
     if c.get("timed_out") or c.get("signal") not in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL"):
         return ""
@@ -260,18 +453,22 @@ def _death_hint(c: Mapping[str, Any]) -> str:
     return ""
 
 
-def _death_fix(c: Mapping[str, Any]) -> str:
-    step = str(c.get("step") or "")
+def _death_fix(v: _View, step: str, c: Mapping[str, Any]) -> str:
     if c.get("timed_out"):
         return (
             f"{step} hung: a wedged driver looks like this — check `dmesg` for Xid/NVRM errors and "
             "nvidia-smi; reboot if they are there"
         )
-    if step.startswith("import ") and step != "import torch":
-        name = step.removeprefix("import ")
+    if step.startswith(("load ", "import ")) and step != "import torch":
+        name = step.split(" ", 1)[1]
+        entry = next((e for e in v.f.requested if e.get("name") == name), {})
+        owner = v.f.owners.get(entry.get("path", "")) or {}
+        dist = owner.get("name") or entry.get("module") or name
         return (
-            f"run `python -c 'import torch, {name}'` to see it; reinstall {name} built for torch's "
-            "CUDA major, or uninstall it"
+            f"run `python -c 'import torch, ctypes; ctypes.CDLL(\"{entry.get('path') or name}\")'` to see it; "
+            f"reinstall {dist} built for torch's CUDA major, or uninstall it"
+            if step.startswith("load ")
+            else f"run `python -c 'import torch, {name}'` to see it; reinstall {name} built for torch's CUDA major, or uninstall it"
         )
     if step == "import torch":
         return "run `python -c 'import torch'` to see it; reinstall torch (cu130 wheels or an NGC container)"
@@ -281,356 +478,447 @@ def _death_fix(c: Mapping[str, Any]) -> str:
     )
 
 
-def _objects(n: int, verb: str) -> str:
-    """``1 shared object links`` / ``3 shared objects link``."""
-    return f"{n} shared object {verb}s" if n == 1 else f"{n} shared objects {verb}"
+def _death_short(step: str, c: Mapping[str, Any]) -> str:
+    if c.get("timed_out"):
+        return "check dmesg for Xid errors; reboot"
+    if step.startswith(("load ", "import ")) and step != "import torch":
+        return "reinstall or uninstall that package"
+    return "reinstall torch for this CUDA (cu130 on GB10)"
 
 
-def evaluate(f: Facts) -> Result:
-    """Decide G1 from the facts (pure; unit-tested on recorded input)."""
-    scan = f.scan or {}
-    linkers = [x for x in scan.get("linkers") or [] if _majors(x)]
-    providers = list(scan.get("providers") or [])
-    skipped = sum((scan.get("skipped") or {}).values())
-    t, c = f.torch or {}, f.child or {}
-    problems: list[tuple[str, str]] = []
-    warnings: list[tuple[str, str]] = []
-    details: list[str] = []
+def _short_name(path: str) -> str:
+    """``flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so`` -> ``flash_attn_2_cuda.so``."""
+    return re.sub(r"\.cpython-[^.]+\.so$", ".so", os.path.basename(path))
 
-    # -------------------------------------------------- torch, from the child
-    torch_version = t.get("torch_version")
-    import_error = t.get("torch_import_error")
-    absent = (
-        bool(import_error) and import_error.startswith("ModuleNotFoundError") and "'torch'" in import_error
-    )
-    step = c.get("step")
-    died = bool(c.get("signal") or c.get("timed_out")) or bool(
-        c and not c.get("finished") and not c.get("error")
-    )
-    if c.get("error"):
-        problems.append(
-            (c.get("describe") or "torch child could not start", "check the Python interpreter pytest runs")
-        )
-    elif import_error and not absent:
-        problems.append(
-            (
-                f"torch is installed but does not import: {import_error}",
-                "reinstall torch for this CUDA (pip install torch --index-url "
-                "https://download.pytorch.org/whl/cu130) or use an NGC container",
-            )
-        )
-    elif died and (step in G1_STEPS or (step or "").startswith("import ")):
-        problems.append((str(c.get("describe")) + _death_hint(c), _death_fix(c)))
-    elif died:
-        details.append(f"{c.get('describe')} (not a G1 step; G2/G5 report it)")
 
-    torch_cuda = t.get("torch_cuda")
-    torch_dist = (f.dists.get("torch") or {}).get("version")
-    own = [x for x in linkers if (f.owners.get(x["path"]) or {}).get("name") == "torch"]
-    torch_major = cuda_major(torch_cuda) if torch_version else None
-    major_source = f"torch.version.cuda {torch_cuda}" if torch_major else ""
-    if torch_major is None and not torch_version:  # the child gave no answer: read the files
-        torch_major = tag_major(torch_dist)
-        if torch_major is not None:
-            major_source = f"the +cu tag of torch {torch_dist}"
-        elif own:
-            counted = Counter(m for x in own for m in _majors(x))
-            torch_major = counted.most_common(1)[0][0] if counted else None
-            major_source = "torch's own libraries" if torch_major else ""
-    cpu_only = bool(torch_version) and not torch_cuda
-    gpu_seen = bool(f.gpus) or bool(t.get("device_count"))
+def _gist(err: str) -> str:
+    """The part of a loader error a short line keeps."""
+    m = re.search(r"(\S+\.so[\w.]*): cannot open shared object file", err)
+    if m:
+        return f"{os.path.basename(m.group(1))} not found"
+    m = re.search(r"undefined symbol: (\S+)", err)
+    if m:
+        sym = m.group(1)
+        return f"undefined symbol {sym if len(sym) <= 40 else sym[:37] + '…'}"
+    return err.split(":", 1)[0][:60]
 
-    readings = [
-        Reading("torch_version", torch_version or torch_dist),
-        Reading("torch_cuda", torch_cuda),
-        Reading("driver_cuda", format_cuda_version(f.driver_cuda)),
-        Reading("elf_files_scanned", int(scan.get("files") or 0)),
-        Reading("elf_scan_time", round(float(scan.get("duration_s") or 0.0) * 1000, 1), "ms"),
-        Reading("elf_skipped", skipped),
-        Reading("cuda_linked_objects", len(linkers)),
-    ]
-    if c.get("steps"):  # where the child's seconds went (torch import, CUDA init, each extension)
-        details.append("torch child: " + ", ".join(f"{k} {v:.2f} s" for k, v in c["steps"].items()))
-    if skipped:
-        why = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted((scan.get("skipped") or {}).items()))
-        details.append(f"skipped while scanning: {why}")
-    if scan.get("stopped"):
-        details.append(f"the scan stopped early ({scan['stopped']}): files after that were not read")
-    if f.ldconfig_error:
-        details.append(f"ldconfig -p: {f.ldconfig_error}")
-    if f.nvml_reason:
-        details.append(f"driver CUDA version unknown: {f.nvml_reason}")
 
-    # -------------------------------------------------- the reference major
-    linker_majors = Counter(m for x in linkers for m in _majors(x))
-    reference = torch_major
-    ref_text = (
-        f"torch {torch_version or torch_dist} (CUDA {torch_cuda or torch_major})" if torch_major else ""
-    )
-    if reference is None and linker_majors and not cpu_only:
-        reference = linker_majors.most_common(1)[0][0]
-        ref_text = f"most CUDA-linked modules (CUDA {reference})"
-    if reference is not None:
-        readings.append(Reading("cuda_major", reference))
-    if major_source and major_source != f"torch.version.cuda {torch_cuda}":
-        details.append(f"torch's CUDA major read from {major_source} (the child gave none)")
+def _with_error(needs: str, failed: Mapping[str, Any] | None) -> str:
+    """``libcudart.so.12: cannot open shared object file`` when that is why it did not load."""
+    if not failed or failed.get("retry_ok"):
+        return needs
+    err = str(failed.get("error") or "")
+    m = re.match(r"(\S+): cannot open shared object file", err)
+    if m and m.group(1) in needs.split(", "):
+        return needs.replace(m.group(1), f"{m.group(1)}: cannot open shared object file")
+    return f"{needs}; does not load: {_gist(err)}"
 
-    # -------------------------------------------------- mixed majors
+
+def _mismatch(v: _View, out: _Out) -> None:
+    """Objects linking another CUDA major than the reference (combined with their load error)."""
     mismatched: list[dict[str, Any]] = []
-    variants: dict[str, list[str]] = {}
-    if reference is not None:
-        by_dist: dict[str, set[int]] = {}
-        for x in linkers:
-            owner = (f.owners.get(x["path"]) or {}).get("name") or x["path"]
-            by_dist.setdefault(owner, set()).update(_majors(x))
-        for x in linkers:
-            majors = _majors(x)
-            if majors == {reference}:
-                continue
-            owner = (f.owners.get(x["path"]) or {}).get("name") or x["path"]
-            if reference in majors or reference not in by_dist.get(owner, set()):
-                mismatched.append(x)
-            else:  # bitsandbytes ships one build per CUDA major and loads torch's at runtime
-                variants.setdefault(owner, []).append(os.path.basename(x["path"]))
-        for owner, files in sorted(variants.items()):
-            other = sorted(by_dist[owner] - {reference})
-            details.append(
-                f"{owner} also ships builds for CUDA {'/'.join(map(str, other))} ({', '.join(sorted(files)[:4])}"
-                f"{', …' if len(files) > 4 else ''}); it loads its CUDA {reference} build at runtime"
-            )
-    mismatched.sort(key=lambda x: x["path"])
-    readings.append(Reading("mismatched_objects", len(mismatched)))
-    if mismatched:
-        groups: dict[str, list[str]] = {}
-        for x in mismatched:
-            who = _who(x["path"], x.get("root"), f.owners)
-            needs = ", ".join(n for n in x["needs"] if (elf.tracked(n) or ("", reference))[1] != reference)
-            groups.setdefault(who, []).append(f"{os.path.basename(x['path'])} -> {needs}")
-        for who, items in groups.items():
-            details.append(f"{who}: " + "; ".join(items))
-        shown = [
-            f"{who} ({items[0]}{f' and {len(items) - 1} more' if len(items) > 1 else ''})"
-            for who, items in groups.items()
-        ]
-        text = "; ".join(shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
-        names = [w.split(" ", 1)[0] for w in groups if "(no installed" not in w]
-        problems.append(
-            (
-                f"{_objects(len(mismatched), 'link')} another CUDA major than {ref_text}: {text}",
-                (
-                    f"pip uninstall {' '.join(names)} and reinstall builds for CUDA {reference}"
-                    if names
-                    else f"remove or rebuild those files for CUDA {reference}"
-                )
-                + " (cu130 wheels, or an NGC container that ships them)",
-            )
+    if v.reference is not None and (v.ref_from == "torch" or len(v.linker_majors) > 1):
+        mismatched = sorted((x for x in v.linkers if _majors(x) != {v.reference}), key=lambda x: x["path"])
+    out.read("mismatched_objects", len(mismatched))
+    if not mismatched:
+        return
+    groups: dict[str, list[str]] = {}
+    for x in mismatched:
+        who = _who(x["path"], x.get("root"), v.f.owners)
+        needs = ", ".join(n for n in x["needs"] if (elf.tracked(n) or ("", v.reference))[1] != v.reference)
+        v.reported.add(x["path"])
+        groups.setdefault(who, []).append(
+            f"{os.path.basename(x['path'])} -> {_with_error(needs, v.failed.get(x['path']))}"
         )
+    for who, items in groups.items():
+        out.note(f"{who}: " + "; ".join(items))
+    shown = [
+        f"{who} ({items[0]}{f' and {len(items) - 1} more' if len(items) > 1 else ''})"
+        for who, items in groups.items()
+    ]
+    names = [w.split(" ", 1)[0] for w in groups if "(no installed" not in w]
+    other = "/".join(str(m) for m in sorted({m for x in mismatched for m in _majors(x)} - {v.reference}))
+    again = f"reinstall builds for CUDA {v.reference} ({_wheels(v.reference)})"
+    out.problem(
+        f"{_objects(len(mismatched), 'link')} another CUDA major than {v.ref_text}: {first_n(shown)}",
+        f"pip uninstall {' '.join(names)} and {again}"
+        if names
+        else f"remove or rebuild those files for CUDA {v.reference}",
+        f"{first_n([w.split(' (')[0] for w in groups], 2)}: CUDA {other} build, {_ref_short(v)} CUDA {v.reference}",
+        f"pip uninstall {' '.join(names[:2])}; reinstall for CUDA {v.reference}"
+        if names
+        else f"rebuild for CUDA {v.reference}",
+    )
 
-    # -------------------------------------------------- torch vs driver, GB10
-    driver_major = f.driver_cuda // 1000 if f.driver_cuda else None
-    driver_text = format_cuda_version(f.driver_cuda)
-    if reference is not None and driver_major is not None and reference > driver_major:
-        problems.append(
-            (
-                f"{ref_text or f'CUDA {reference}'} needs CUDA {reference} but the driver "
-                f"({f.driver_version or '?'}) supports CUDA {driver_text}",
-                f"upgrade the NVIDIA driver to one that supports CUDA {reference}, or install a torch "
-                f"built for CUDA {driver_major}",
-            )
-        )
-    if f.required_major and torch_major is not None and torch_major != f.required_major:
-        where = "GB10 (SM121)" if f.profile == "gb10" else "this profile"
-        problems.append(
-            (
-                f"torch {torch_version or torch_dist} is built for CUDA {torch_cuda or torch_major}; "
-                f"{where} needs a CUDA {f.required_major} build",
-                "pip install torch --index-url https://download.pytorch.org/whl/cu130, or use an NGC "
-                "container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
-            )
-        )
-    if cpu_only and gpu_seen:
-        problems.append(
-            (
-                f"torch {torch_version} is a CPU-only build on a machine with {', '.join(sorted(set(f.gpus))) or 'an NVIDIA GPU'}",
-                "pip install torch --index-url https://download.pytorch.org/whl/cu130",
-            )
-        )
 
-    # -------------------------------------------------- the dynamic half
+def _ref_short(v: _View) -> str:
+    return {"torch": "torch is", "driver": "driver is", "profile": "needs"}.get(v.ref_from, "most are")
+
+
+def _torch_fits(v: _View, out: _Out) -> None:
+    """torch (or the reference) newer than the driver; not the profile's major; CPU-only."""
+    f, ref = v.f, v.reference
+    if (
+        ref is not None
+        and v.ref_from in ("torch", "modules")
+        and v.driver_major is not None
+        and ref > v.driver_major
+    ):
+        out.problem(
+            f"{v.ref_text or f'CUDA {ref}'} needs CUDA {ref} but the driver "
+            f"({f.driver_version or '?'}) supports CUDA {v.driver_text}",
+            f"upgrade the NVIDIA driver to one that supports CUDA {ref}, or install a torch "
+            f"built for CUDA {v.driver_major}",
+            f"CUDA {ref} build, driver {f.driver_version or '?'} supports CUDA {v.driver_text}",
+            f"upgrade the driver to CUDA {ref}",
+        )
+    required = int(v.params.threshold("g1_cuda_major") or 0)
+    if required and v.torch_major is not None and v.torch_major != required:
+        where = "GB10 (SM121)" if v.params.gb10 else "this profile"
+        version = v.torch_version or v.torch_dist
+        out.problem(
+            f"torch {version} is built for CUDA {v.torch_cuda or v.torch_major}; {where} needs a CUDA {required} build",
+            f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
+            f"torch {version} is CUDA {v.torch_cuda or v.torch_major}; {where} needs CUDA {required}",
+            "pip install torch from the cu130 index",
+        )
+    if v.cpu_only and v.gpu_seen:
+        _cpu_only_torch(v, out)
+
+
+def _cpu_only_torch(v: _View, out: _Out) -> None:
+    """A CPU-only wheel next to a working driver: what plain pip on aarch64 gave before torch 2.11."""
+    f = v.f
+    gpu = ", ".join(sorted(set(f.gpus))) or "an NVIDIA GPU"
+    driver = (
+        f" (driver {f.driver_version}, CUDA {v.driver_text})" if f.driver_version and v.driver_text else ""
+    )
+    why = ""
+    if (f.arch or "").lower() in ("aarch64", "arm64") and _before(v.torch_version, (2, 11)):
+        why = "; PyPI's aarch64 torch before 2.11 is CPU-only"
+    out.problem(
+        f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
+        f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
+        f"{TORCH_INDEX}{why}",
+        f"torch {v.torch_version} is CPU-only on {gpu}",
+        "pip install torch from the cu130 index",
+    )
+
+
+def _before(version: str | None, floor: tuple[int, int]) -> bool:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) < floor
+
+
+def _kernel(v: _View, out: _Out) -> str:
+    """torch's tiny kernel: ``ok``, ``failed`` or ``not run``."""
+    t, f = v.f.torch or {}, v.f
     kernel = t.get("kernel")
-    kernel_state = "not run"
+    gpu = f.gpus[0] if f.gpus else "the GPU"
     if isinstance(kernel, dict):
-        kernel_state = "ok" if kernel.get("ok") else "failed"
-        if not kernel.get("ok"):
-            got = kernel.get("error") or f"wrong result {kernel.get('value')!r}"
-            problems.append(
-                (
-                    f"torch's tiny kernel failed on {f.gpus[0] if f.gpus else 'the GPU'}: {got}",
-                    "install a torch build whose CUDA major and arch list cover this GPU (cu130 on GB10)",
-                )
-            )
-    elif torch_cuda and gpu_seen and torch_version and t.get("cuda_available") is False:
+        if kernel.get("ok"):
+            return "ok"
+        got = kernel.get("error") or f"wrong result {kernel.get('value')!r}"
+        out.problem(
+            f"torch's tiny kernel failed on {gpu}: {got}",
+            "install a torch build whose CUDA major and arch list cover this GPU (cu130 on GB10)",
+            f"torch's tiny kernel failed on {gpu}",
+            "reinstall torch for this GPU (cu130 on GB10)",
+        )
+        return "failed"
+    if v.torch_cuda and v.gpu_seen and v.torch_version and t.get("cuda_available") is False:
         why = t.get("cuda_error") or "torch.cuda.is_available() is False"
-        problems.append(
-            (
-                f"torch {torch_version} (CUDA {torch_cuda}) cannot use the GPU: {why}",
-                "check the driver (nvidia-smi) and that torch's CUDA major is not above the driver's",
-            )
+        out.problem(
+            f"torch {v.torch_version} (CUDA {v.torch_cuda}) cannot use the GPU: {why}",
+            "check the driver (nvidia-smi) and that torch's CUDA major is not above the driver's",
+            f"torch {v.torch_version} cannot use the GPU",
+            "check nvidia-smi and torch's CUDA major",
         )
-    readings.append(Reading("kernel", kernel_state))
+    return "not run"
 
-    extensions = t.get("extensions") or {}
-    imported = sorted(n for n, e in extensions.items() if e.get("ok"))
-    for name, e in sorted(extensions.items()):
-        if e.get("ok"):
+
+def _loads(v: _View, out: _Out) -> None:
+    """Objects that did not dlopen (not already named as another major's build)."""
+    by_path = {e.get("path"): e for e in v.f.requested}
+    for path, o in sorted(v.failed.items()):
+        name = str((by_path.get(path) or {}).get("name") or os.path.basename(path))
+        imp = o.get("import") or {}
+        if o.get("retry_ok"):
+            out.note(f"{name} loads only once its package is imported (it preloads what it needs)")
             continue
-        err = str(e.get("error") or "failed")
-        if ABI_ERROR.search(err):
-            named = any(
-                name in (f.owners.get(x["path"]) or {}).get("hint", "")
-                or name.replace("_", "-") == (f.owners.get(x["path"]) or {}).get("name")
-                for x in mismatched
+        if imp.get("error"):
+            out.note(f"import {(by_path.get(path) or {}).get('module')} fails too: {imp['error']}")
+        if path in v.reported:
+            continue
+        owner = v.f.owners.get(path) or {}
+        dist = owner.get("name") or (by_path.get(path) or {}).get("module") or name
+        who = (
+            f"{owner['name']} {owner['version']}" if owner else f"{name} (no installed distribution lists it)"
+        )
+        err = str(o.get("error") or "failed").removeprefix(f"{path}: ").replace(path, name)
+        if "undefined symbol" in err:
+            fix = (
+                f"reinstall {dist} built against torch {v.torch_version or v.torch_dist or ''} "
+                f"(pip install --force-reinstall --no-build-isolation {dist}), or pip uninstall {dist}"
             )
-            problems.append(
-                (
-                    f"import {name} fails: {err}",
-                    ""
-                    if named
-                    else f"reinstall {name} built against the installed torch and its CUDA major "
-                    "(pip install --force-reinstall --no-build-isolation), or uninstall it",
-                )
-            )
+            short = f"reinstall {dist} for this torch"
         else:
-            warnings.append(
-                (
-                    f"import {name} fails (not an ABI error): {err}",
-                    f"fix {name}'s Python dependencies (see G9) or uninstall it",
-                )
+            major = v.reference
+            fix = (
+                f"reinstall {dist} built for CUDA {major} ({_wheels(major)}), or pip uninstall {dist}"
+                if major
+                else f"reinstall or uninstall {dist}"
             )
-    missing = [n for n in f.requested if n not in extensions]
-    if missing and torch_version and not problems and died:
-        warnings.append(
-            (
-                f"extension imports not verified ({', '.join(missing)}): {c.get('describe')}",
-                "see the check that owns that step (G2 flash-attn, G5 bandwidth)",
-            )
+            short = f"reinstall {dist} for CUDA {major}" if major else f"reinstall {dist}"
+        out.problem(
+            f"{who}: {name} does not load: {err}",
+            fix,
+            f"{who}: {_short_name(name)}: {_gist(err)}",
+            short,
         )
-    readings.append(Reading("extensions_imported", len(imported)))
 
-    # -------------------------------------------------- leftovers
-    needed = {elf.tracked(n) for x in linkers for n in x.get("needs") or []}
-    leftovers: dict[tuple[str, int], list[str]] = {}
-    if reference is not None:
-        for p in providers:
-            key = (p["lib"], p["major"])
-            if p["major"] != reference and key not in needed:
-                owner = f.owners.get(p["path"])
-                where = f"installed by {owner['name']} {owner['version']}" if owner else f"at {p['path']}"
-                leftovers.setdefault(key, []).append(where)
-        for p in f.ldconfig:
-            key = (p["lib"], p["major"])
-            if p["major"] != reference and key not in needed:
-                leftovers.setdefault(key, []).append(f"registered in ldconfig ({p['path']})")
-        for p in f.ld_library_path:
-            key = (p["lib"], p["major"])
-            if p["major"] != reference and key not in needed:
-                leftovers.setdefault(key, []).append(f"on LD_LIBRARY_PATH ({p['path']})")
-    if leftovers:
-        parts = [
-            f"{lib}.so.{major} {', '.join(dict.fromkeys(where))}"
-            for (lib, major), where in sorted(leftovers.items())
-        ]
-        for part in parts:
-            details.append(f"leftover: {part}")
-        pip_names = sorted(
-            {
-                (f.owners.get(p["path"]) or {}).get("name")
-                for p in providers
-                if (p["lib"], p["major"]) in leftovers and f.owners.get(p["path"])
-            }
-        )
-        fix = f"pip uninstall {' '.join(pip_names)}" if pip_names else ""
-        if any(p for p in f.ldconfig if (p["lib"], p["major"]) in leftovers):
-            fix += ("; " if fix else "") + "remove the old toolkit's /etc/ld.so.conf.d entry and run ldconfig"
-        fix += " — so a CUDA 12 wheel fails at install, not half-loaded mid-run"
-        warnings.append(
-            (
-                f"leftover CUDA {'/'.join(sorted({str(m) for _, m in leftovers}))} libraries linked by "
-                f"nothing ({'; '.join(parts[:2])}{'; …' if len(parts) > 2 else ''})",
-                fix.strip(),
+
+def _arch_notes(v: _View, out: _Out) -> None:
+    """Which of a package's per-GPU-arch alternatives the child loaded."""
+    chosen = (v.f.torch or {}).get("variants") or {}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for e in v.f.requested:
+        if e.get("group") and "tag" not in e:
+            groups.setdefault(str(e["group"]), []).append(e)
+    for key, members in sorted(groups.items()):
+        picked = next((str(e["name"]) for e in members if e["path"] == chosen.get(key)), None)
+        what = f"loaded {picked}" if picked else "none loaded (the torch child did not get there)"
+        out.note(f"{key}: {len(members)} builds per GPU arch, one loaded per process; {what}")
+
+
+def _variant_sets(v: _View, out: _Out) -> None:
+    """A per-CUDA-version package: which build matches torch, or that none does."""
+    for _key, info in sorted(v.variants.items()):
+        tags = info["tags"]
+        span = f"{_version(tags[0])}–{_version(tags[-1])}"
+        if info["chosen"] is not None:
+            out.note(
+                f"{info['owner']} ships {len(tags)} CUDA builds ({span}); it loads its CUDA {_version(info['chosen'])} build"
             )
+            continue
+        if v.torch_cuda and v.reference is not None:
+            dist = info["owner"].split(" ", 1)[0]
+            out.problem(
+                f"{info['owner']} ships builds for CUDA {span} and none for torch's CUDA {v.torch_cuda}",
+                f"pip install -U {dist} (a release with a CUDA {v.reference} build), or pip uninstall {dist}",
+                f"{info['owner']}: no build for CUDA {v.reference} (has {span})",
+                f"pip install -U {dist}",
+            )
+
+
+def _leftovers(v: _View, out: _Out) -> None:
+    """CUDA runtimes of another major that nothing links (a wheel, ldconfig, LD_LIBRARY_PATH)."""
+    f, ref = v.f, v.reference
+    if ref is None:
+        return
+    needed = {elf.tracked(n) for x in v.linkers for n in x.get("needs") or []}
+    found: dict[tuple[str, int], list[str]] = {}
+    providers = list((f.scan or {}).get("providers") or [])
+    sources = [
+        (
+            providers,
+            lambda p: (
+                f"installed by {o['name']} {o['version']}"
+                if (o := f.owners.get(p["path"]))
+                else f"at {p['path']}"
+            ),
+        ),
+        (f.ldconfig, lambda p: f"registered in ldconfig ({p['path']})"),
+        (f.ld_library_path, lambda p: f"on LD_LIBRARY_PATH ({p['path']})"),
+    ]
+    for items, where in sources:
+        for p in items:
+            key = (p["lib"], p["major"])
+            if p["major"] != ref and key not in needed:
+                found.setdefault(key, []).append(where(p))
+    if not found:
+        return
+    parts = [f"{lib}.so.{major} {', '.join(dict.fromkeys(w))}" for (lib, major), w in sorted(found.items())]
+    out.note(*(f"leftover: {part}" for part in parts))
+    pips = sorted(
+        {o["name"] for p in providers if (p["lib"], p["major"]) in found and (o := f.owners.get(p["path"]))}
+    )
+    fix = f"pip uninstall {' '.join(pips)}" if pips else ""
+    if any((p["lib"], p["major"]) in found for p in f.ldconfig):
+        fix += ("; " if fix else "") + "remove the old toolkit's /etc/ld.so.conf.d entry and run ldconfig"
+    fix += " — so a CUDA 12 wheel fails at install, not half-loaded mid-run"
+    majors = "/".join(sorted({str(m) for _, m in found}))
+    out.warning(
+        f"leftover CUDA {majors} libraries linked by nothing ({'; '.join(parts[:2])}{'; …' if len(parts) > 2 else ''})",
+        fix.strip(),
+        f"leftover CUDA {majors} libraries linked by nothing ({count(len(parts), 'library', 'libraries')})",
+        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry",
+    )
+
+
+def _readings(v: _View, out: _Out) -> None:
+    f, scan, c = v.f, v.f.scan or {}, v.f.child or {}
+    skipped = scan.get("skipped") or {}
+    out.read("torch_version", v.torch_version or v.torch_dist)
+    out.read("torch_cuda", v.torch_cuda)
+    out.read("driver_cuda", v.driver_text)
+    out.read("elf_files_scanned", int(scan.get("files") or 0))
+    out.read("elf_scan_time", round(float(scan.get("duration_s") or 0.0) * 1000, 1), "ms")
+    out.read("elf_skipped", sum(skipped.values()))
+    out.read("cuda_linked_objects", len(v.linkers))
+    if v.reference is not None:
+        out.read("cuda_major", v.reference)
+    if c.get("steps"):  # where the child's seconds went (torch import, CUDA init, the loads)
+        out.note("torch child: " + ", ".join(f"{k} {s:.2f} s" for k, s in list(c["steps"].items())[:12]))
+    if skipped:
+        out.note(
+            "skipped while scanning: "
+            + ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(skipped.items()))
         )
+    if scan.get("stopped"):
+        out.note(f"the scan stopped early ({scan['stopped']}): files after that were not read")
+    if f.ldconfig_error:
+        out.note(f"ldconfig -p: {f.ldconfig_error}")
+    if f.nvml_reason:
+        out.note(f"driver CUDA version unknown: {f.nvml_reason}")
+    if v.major_source and v.major_source != f"torch.version.cuda {v.torch_cuda}":
+        out.note(f"torch's CUDA major read from {v.major_source} (the child gave none)")
+    if v.ref_from in ("driver", "profile", "modules"):
+        out.note(f"no torch CUDA build to compare with: the reference major is {v.ref_text}")
     cu_wheels = sorted(
-        v["name"]
-        for k, v in f.dists.items()
-        if k.startswith("nvidia-") and reference and not k.endswith(f"-cu{reference}")
+        d["name"]
+        for k, d in f.dists.items()
+        if k.startswith("nvidia-") and v.reference and not k.endswith(f"-cu{v.reference}")
     )
     if cu_wheels:
-        details.append(f"CUDA wheels for another major installed: {', '.join(cu_wheels)}")
+        out.note(f"CUDA wheels for another major installed: {', '.join(cu_wheels)}")
 
-    # -------------------------------------------------- verdict
-    # the scan time is a reading, not part of the line: the same machine must print the same line
-    scanned = f"{int(scan.get('files') or 0)} shared objects scanned"
-    if problems:
-        summary = "; ".join(s for s, _ in problems[:3]) + (
-            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-        )
-        fix = "; ".join(dict.fromkeys(x for _, x in problems[:3] if x))
-        details.extend(s for s, _ in problems[3:])
-        return Result("G1", Status.FAIL, summary, fix, readings, details=details)
 
-    no_torch = absent or (not torch_version and not torch_dist)
-    if (no_torch or (cpu_only and not gpu_seen)) and not linkers:
-        what = (
-            "torch is not installed"
-            if no_torch
-            else f"torch {torch_version} is CPU-only and there is no NVIDIA GPU"
-        )
-        return Result(
-            "G1",
-            Status.SKIP,
-            f"{what}, and none of the {int(scan.get('files') or 0)} shared objects scanned "
-            "links a CUDA runtime: no CUDA ABI to check",
-            readings=readings,
-            details=details,
-        )
-    if cpu_only and linkers:
-        warnings.append(
-            (
-                f"torch {torch_version} is CPU-only, yet {_objects(len(linkers), 'link')} CUDA "
-                f"{'/'.join(map(str, sorted(linker_majors)))}: they cannot run with this torch",
-                "install a CUDA build of torch (cu130) or uninstall the CUDA packages",
-            )
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G1 from the facts (pure), stage by stage."""
+    v = _view(facts, params)
+    out = _Out("G1")
+    _readings(v, out)
+    _torch_child(v, out)
+    _mismatch(v, out)
+    _torch_fits(v, out)
+    kernel = _kernel(v, out)
+    out.read("kernel", kernel)
+    _loads(v, out)
+    _variant_sets(v, out)
+    _arch_notes(v, out)
+    _unverified(v, out)
+    loaded = int((facts.torch or {}).get("loaded") or 0)
+    out.read("objects_loaded", loaded - len([1 for o in v.failed.values() if not o.get("retry_ok")]))
+    if out.problems:
+        return _short(out, out.heads, out.result())
+    skip = _nothing_to_check(v)
+    if skip is not None:
+        skip.readings, skip.details = list(out.readings), list(out.details)
+        return skip
+    _leftovers(v, out)
+    _cpu_torch_with_cuda_modules(v, out)
+    return _verdict(v, out, kernel, loaded)
+
+
+def _unverified(v: _View, out: _Out) -> None:
+    """The child died in another check's step before the loads ran."""
+    loaded = int((v.f.torch or {}).get("loaded") or 0)
+    wanted = [e for e in v.f.requested if not e.get("group")]
+    if v.died and v.torch_version and not out.problems and loaded < len(wanted):
+        names = [str(e.get("name")) for e in wanted[loaded:]]
+        out.warning(
+            f"extension objects not loaded ({first_n(names)}): {(v.f.child or {}).get('describe')}",
+            "see the check that owns that step (G2 flash-attn, G5 bandwidth)",
+            f"{count(len(names), 'extension object')} not loaded: the torch child stopped",
+            "see G2/G5 for the step that stopped it",
         )
 
-    majors_text = "/".join(map(str, sorted(linker_majors))) or "?"
-    if cpu_only:
-        consistent = ""  # said in the warning above
-    elif len(linkers) == 1:
-        consistent = f"the one CUDA-linked shared object uses CUDA {majors_text}"
-    elif linkers:
-        consistent = f"all {len(linkers)} CUDA-linked shared objects use CUDA {majors_text}"
+
+def _nothing_to_check(v: _View) -> Result | None:
+    scanned = int((v.f.scan or {}).get("files") or 0)
+    no_torch = v.absent or (not v.torch_version and not v.torch_dist)
+    if not ((no_torch or (v.cpu_only and not v.gpu_seen)) and not v.linkers):
+        return None
+    what = (
+        "torch is not installed"
+        if no_torch
+        else f"torch {v.torch_version} is CPU-only and there is no NVIDIA GPU"
+    )
+    return Result(
+        "G1",
+        Status.SKIP,
+        f"{what}, and none of the {scanned} shared objects scanned links a CUDA runtime: no CUDA ABI to check",
+        headline=f"{what}; no CUDA module among {scanned} shared objects",
+    )
+
+
+def _cpu_torch_with_cuda_modules(v: _View, out: _Out) -> None:
+    if v.cpu_only and v.linkers:
+        majors = "/".join(map(str, sorted(v.linker_majors)))
+        out.warning(
+            f"torch {v.torch_version} is CPU-only, yet {_objects(len(v.linkers), 'link')} CUDA "
+            f"{majors}: they cannot run with this torch",
+            "install a CUDA build of torch (cu130) or uninstall the CUDA packages",
+            f"torch {v.torch_version} is CPU-only, yet {count(len(v.linkers), 'module')} link CUDA {majors}",
+            "install a CUDA torch (cu130) or uninstall them",
+        )
+
+
+def _verdict(v: _View, out: _Out, kernel: str, loaded: int) -> Result:
+    """PASS (or WARN) with what was verified, in one line."""
+    f = v.f
+    majors = "/".join(map(str, sorted(v.linker_majors))) or "?"
+    n = len(v.linkers)
+    if v.cpu_only:
+        consistent = ""  # said in the warning
+    elif n:
+        consistent = (
+            f"the one CUDA-linked shared object uses CUDA {majors}"
+            if n == 1
+            else f"all {n} CUDA-linked shared objects use CUDA {majors}"
+        )
     else:
         consistent = "no extension module links a CUDA runtime"
-    driver = f"driver supports CUDA {driver_text}" if driver_text else "driver CUDA version unknown"
+    picks = [
+        f"{i['owner'].split(' ', 1)[0]} picks its CUDA {_version(i['chosen'])} build of {len(i['tags'])}"
+        for i in v.variants.values()
+        if i["chosen"] is not None
+    ]
+    driver = f"driver supports CUDA {v.driver_text}" if v.driver_text else "driver CUDA version unknown"
     kernel_text = {
-        "ok": f"tiny kernel ran on {f.gpus[0] if f.gpus else t.get('device_name') or 'the GPU'}",
+        "ok": f"tiny kernel ran on {f.gpus[0] if f.gpus else (f.torch or {}).get('device_name') or 'the GPU'}",
         "not run": "no kernel run (no CUDA device)",
-    }.get(kernel_state, "")
-    imports = f"imported {', '.join(imported)}" if imported else ""
-    if ref_text and torch_major is not None:
-        head = ref_text
-    elif cpu_only:
-        head = f"torch {torch_version} (CPU-only)"
+    }.get(kernel, "")
+    loads = f"{count(loaded, 'extension object')} loaded" if loaded else ""
+    if v.ref_from == "torch":
+        head = v.ref_text
+    elif v.cpu_only:
+        head = f"torch {v.torch_version} (CPU-only)"
     else:
         head = "torch not installed"
-    body = "; ".join(x for x in (f"{head}, {driver}", consistent, kernel_text, imports, scanned) if x)
-    if warnings:
-        summary = "; ".join(s for s, _ in warnings[:2]) + f"; {body}"
-        fix = "; ".join(dict.fromkeys(x for _, x in warnings[:2]))
-        return Result("G1", Status.WARN, summary, fix, readings, details=details)
-    return Result("G1", Status.PASS, body, readings=readings, details=details)
+    scanned = f"{int((f.scan or {}).get('files') or 0)} shared objects scanned"
+    body = "; ".join(x for x in (f"{head}, {driver}", consistent, *picks, kernel_text, loads, scanned) if x)
+    if out.warnings:
+        summary = "; ".join(s for s, _ in out.warnings[:2]) + f"; {body}"
+        fix = "; ".join(dict.fromkeys(x for _, x in out.warnings[:2]))
+        result = Result("G1", Status.WARN, summary, fix, list(out.readings), details=list(out.details))
+        return _short(out, out.warn_heads, result)
+    who = f"torch {v.torch_version or v.torch_dist}" if v.ref_from == "torch" else head
+    short = f"{who} on driver CUDA {v.driver_text or '?'}"
+    if n:
+        short += f", {count(n, 'CUDA module')} on CUDA {majors}"
+    if kernel == "ok":
+        short += ", kernel ok"
+    return Result(
+        "G1", Status.PASS, body, readings=list(out.readings), details=list(out.details), headline=short
+    )
 
 
-def run(ctx: CheckContext) -> Result:
-    return evaluate(gather(ctx))
+def _short(out: _Out, heads: list[tuple[str, str]], result: Result) -> Result:
+    """Fill the short line from the first problem's (or warning's) headline."""
+    if heads:
+        head, short = heads[0]
+        result.headline = head if len(heads) == 1 else f"{head} (+{len(heads) - 1} more)"
+        result.short_fix = short
+    return result

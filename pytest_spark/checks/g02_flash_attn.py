@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext
+from pytest_spark.checks.kit import CheckContext, FactsBase, Params
 from pytest_spark.model import Reading, Result, Status
 
 #: torch-child steps that belong to G2
@@ -33,7 +33,7 @@ SNIPPET = (
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
     flash_attn_dist: dict[str, Any] | None = None  # {"name", "version"} from metadata
     unsloth_dist: dict[str, Any] | None = None
     fa: dict[str, Any] = field(default_factory=dict)  # the child's flash_attn facts
@@ -42,6 +42,9 @@ class Facts:
     capability: list[int] | None = None
     device_name: str | None = None
     child: dict[str, Any] = field(default_factory=dict)  # signal, timed_out, step, describe
+
+
+FACTS = Facts
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
@@ -79,93 +82,125 @@ def _cap(capability: list[int] | None) -> str:
     return f"({capability[0]}, {capability[1]})" if capability and len(capability) >= 2 else "?"
 
 
-def evaluate(f: Facts) -> Result:
-    """Decide G2 (pure)."""
-    fa, c = f.fa or {}, f.child or {}
-    installed = bool(f.flash_attn_dist) or bool(fa.get("found"))
-    version = fa.get("version") or (f.flash_attn_dist or {}).get("version") or "?"
-    unsloth = f"Unsloth {f.unsloth_dist['version']}" if f.unsloth_dist else None
+FIX_BROKEN = (
+    "pip uninstall flash-attn (transformers then uses PyTorch SDPA, as fast on Blackwell), or use a "
+    "container that ships a matching build (NGC nvcr.io/nvidia/pytorch:25.09-py3 has flash-attn 2.7.4)"
+)
+SHORT_BROKEN = "pip uninstall flash-attn (SDPA is as fast)"
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G2 (pure): the child's death, absence, a broken install, then Unsloth."""
+    fa = facts.fa or {}
+    installed = bool(facts.flash_attn_dist) or bool(fa.get("found"))
+    version = fa.get("version") or (facts.flash_attn_dist or {}).get("version") or "?"
     readings = [
         Reading("flash_attn_version", version if installed else None),
-        Reading("unsloth_version", (f.unsloth_dist or {}).get("version")),
+        Reading("unsloth_version", (facts.unsloth_dist or {}).get("version")),
     ]
-    details: list[str] = []
-    fix_broken = (
-        "pip uninstall flash-attn (transformers then uses PyTorch SDPA, as fast on Blackwell), or use a "
-        "container that ships a matching build (NGC nvcr.io/nvidia/pytorch:25.09-py3 has flash-attn 2.7.4)"
+    for stage in (_died, _absent, _unchecked, _broken):
+        result = stage(facts, version, installed, readings)
+        if result is not None:
+            return result
+    return _working(facts, version, readings)
+
+
+def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_BROKEN) -> Result:
+    short = SHORT_BROKEN if fix == FIX_BROKEN else "pip uninstall flash-attn, then reinstall it"
+    return Result("G2", Status.FAIL, summary, fix, readings, headline=headline, short_fix=short)
+
+
+def _died(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
+    c = f.child or {}
+    if c.get("step") in STEPS and (c.get("signal") or c.get("timed_out") or not c.get("finished")):
+        how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
+        return _fail(
+            f"flash-attn {version}: {c.get('describe')}",
+            f"flash-attn {version}: probe {how} in {c.get('step')!r}",
+            readings,
+        )
+    return None
+
+
+def _absent(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
+    if installed:
+        return None
+    unsloth = f"Unsloth {f.unsloth_dist['version']}" if f.unsloth_dist else None
+    tail = f"; {unsloth} is installed and will also use SDPA" if unsloth else ""
+    return Result(
+        "G2",
+        Status.PASS,
+        f"flash-attn is not installed: attention runs on PyTorch SDPA{tail}",
+        readings=readings,
+        headline="flash-attn not installed: attention on PyTorch SDPA",
     )
 
-    died = c.get("step") in STEPS and (c.get("signal") or c.get("timed_out") or not c.get("finished"))
-    if died:
-        return Result(
-            "G2",
-            Status.FAIL,
-            f"flash-attn {version}: {c.get('describe')}",
-            fix_broken,
-            readings,
-            details=details,
-        )
 
-    if not installed:
-        tail = f"; {unsloth} is installed and will also use SDPA" if unsloth else ""
-        return Result(
-            "G2",
-            Status.PASS,
-            f"flash-attn is not installed: attention runs on PyTorch SDPA{tail}",
-            readings=readings,
-        )
+def _unchecked(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
+    if f.fa:
+        return None
+    c = f.child or {}
+    why = f.torch_error or c.get("describe") or "the torch child did not reach the flash-attn step"
+    return Result(
+        "G2",
+        Status.SKIP,
+        f"flash-attn {version} is installed but could not be checked: {why} (see G1)",
+        readings=readings,
+        headline=f"flash-attn {version} not checked: torch did not load (see G1)",
+    )
 
-    if not fa:
-        why = f.torch_error or c.get("describe") or "the torch child did not reach the flash-attn step"
-        return Result(
-            "G2",
-            Status.SKIP,
-            f"flash-attn {version} is installed but could not be checked: {why} (see G1)",
-            readings=readings,
-        )
 
+def _broken(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
+    fa = f.fa
     if fa.get("found") is False:
-        return Result(
-            "G2",
-            Status.FAIL,
+        return _fail(
             f"flash-attn {version} is installed (metadata) but no flash_attn package is on the import path",
-            "pip uninstall flash-attn, then reinstall it if you need it",
+            f"flash-attn {version} in metadata, no flash_attn package",
             readings,
-            details=details,
+            fix="pip uninstall flash-attn, then reinstall it if you need it",
         )
     if not fa.get("importable"):
-        return Result(
-            "G2",
-            Status.FAIL,
-            f"flash-attn {version} is installed but does not import: {fa.get('error')}",
-            fix_broken,
+        err = str(fa.get("error") or "")
+        return _fail(
+            f"flash-attn {version} is installed but does not import: {err}",
+            f"flash-attn {version} does not import: {_short_error(err)}",
             readings,
-            details=details,
         )
-
     kernel = fa.get("kernel") or {}
     on = f"{f.device_name or 'the GPU'} {_cap(f.capability)}"
     readings.append(
         Reading("flash_attn_kernel", {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run"))
     )
-    if kernel.get("ok") is False:
-        if kernel.get("error"):
-            what = f"its kernel fails on {on}: {kernel['error']}"
-        else:
-            what = (
-                f"its kernel returned shape {kernel.get('shape')} (expected {kernel.get('expected')})"
-                + ("" if kernel.get("finite", True) else " with non-finite values")
-                + f" on {on}"
-            )
-        return Result(
-            "G2",
-            Status.FAIL,
-            f"flash-attn {version} imports but {what}",
-            fix_broken,
-            readings,
-            details=details,
+    if kernel.get("ok") is not False:
+        return None
+    if kernel.get("error"):
+        what = f"its kernel fails on {on}: {kernel['error']}"
+    else:
+        what = (
+            f"its kernel returned shape {kernel.get('shape')} (expected {kernel.get('expected')})"
+            + ("" if kernel.get("finite", True) else " with non-finite values")
+            + f" on {on}"
         )
+    return _fail(
+        f"flash-attn {version} imports but {what}",
+        f"flash-attn {version} kernel fails on {f.device_name or 'the GPU'} {_cap(f.capability)}",
+        readings,
+    )
 
+
+def _short_error(err: str) -> str:
+    """``ImportError: /x/y.so: undefined symbol: _ZN…`` -> ``undefined symbol``."""
+    for key in ("undefined symbol", "cannot open shared object file"):
+        if key in err:
+            return key
+    return err.split(":", 1)[0] or "error"
+
+
+def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
+    fa, details = f.fa, []
+    kernel = fa.get("kernel") or {}
+    unsloth = f"Unsloth {f.unsloth_dist['version']}" if f.unsloth_dist else None
+    on = f"{f.device_name or 'the GPU'} {_cap(f.capability)}"
     has_fa = fa.get("unsloth_has_flash_attention")
     readings.append(Reading("unsloth_has_flash_attention", has_fa))
     if fa.get("interface_error"):
@@ -189,14 +224,20 @@ def evaluate(f: Facts) -> Result:
             "for the load, restores it after), or pip uninstall flash-attn",
             readings,
             details=details,
+            headline=f"{unsloth} ignores attn_implementation='sdpa': flash-attn {version} is used",
+            short_fix=f"load inside `with {HELPER}():`",
         )
     if unsloth:
         why = "no CUDA device" if has_fa is None else "its predicate is False here"
         works += f"; {unsloth} will not switch to it ({why})"
     else:
         works += "; Unsloth is not installed, so attn_implementation is honoured"
-    return Result("G2", Status.PASS, works, readings=readings, details=details)
-
-
-def run(ctx: CheckContext) -> Result:
-    return evaluate(gather(ctx))
+    ran = "kernel ok" if kernel.get("ok") else "kernel not run"
+    return Result(
+        "G2",
+        Status.PASS,
+        works,
+        readings=readings,
+        details=details,
+        headline=f"flash-attn {version} imports, {ran}",
+    )

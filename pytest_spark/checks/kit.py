@@ -193,8 +193,13 @@ def _rebuild(kind: type, value: Any) -> Any:
     build: Callable[[Any], Any] = getattr(kind, "from_dict", None) or (lambda d: kind(**d))
     if isinstance(value, list):
         return [build(v) for v in value]
-    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()) and not (
-        set(value) & {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(v, dict) for v in value.values())
+        and not (
+            set(value) & {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+        )
     ):
         return {k: build(v) for k, v in value.items()}  # a mapping of them
     return build(value)

@@ -68,6 +68,9 @@ TOOLKIT_PREFIXES = (
     "libpcsamplingutil",
 )
 
+#: libtorch/libc10 (a module linking them must match the installed torch's C++ ABI)
+TORCH_LIBS = re.compile(r"^lib(torch|torch_cpu|torch_cuda|torch_python|c10|c10_cuda)\.so(\.|$)")
+
 ELF_MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME = 0, 1, 5, 10, 14
@@ -177,21 +180,7 @@ def _read_fd(fd: int) -> Dynamic:
         if len(table) < table_size:
             raise ElfError("truncated", "program headers cut short")
 
-    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
-    dyn_off = dyn_size = -1
-    for i in range(phnum):
-        if cls == 2:
-            p_type, _flags, p_offset, p_vaddr, _p, p_filesz, _m, _a = struct.unpack_from(
-                phdr_fmt, table, i * phentsize
-            )
-        else:
-            p_type, p_offset, p_vaddr, _p, p_filesz, _m, _flags, _a = struct.unpack_from(
-                phdr_fmt, table, i * phentsize
-            )
-        if p_type == PT_LOAD:
-            loads.append((p_vaddr, p_filesz, p_offset))
-        elif p_type == PT_DYNAMIC:
-            dyn_off, dyn_size = p_offset, p_filesz
+    loads, dyn_off, dyn_size = _segments(table, cls, phdr_fmt, phentsize, phnum)
     if dyn_off < 0:
         return Dynamic(())  # statically linked
 
@@ -232,6 +221,29 @@ def _read_fd(fd: int) -> Dynamic:
     if soname_offset is not None:
         return Dynamic(tuple(names[:-1]), names[-1])
     return Dynamic(tuple(names))
+
+
+def _segments(
+    table: bytes, cls: int, phdr_fmt: str, phentsize: int, phnum: int
+) -> tuple[list[tuple[int, int, int]], int, int]:
+    """The ``PT_LOAD`` segments ``(vaddr, filesz, offset)`` and the ``PT_DYNAMIC``
+    segment's offset and size (-1 when there is none) from the program headers."""
+    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
+    dyn_off = dyn_size = -1
+    for i in range(phnum):
+        if cls == 2:
+            p_type, _flags, p_offset, p_vaddr, _p, p_filesz, _m, _a = struct.unpack_from(
+                phdr_fmt, table, i * phentsize
+            )
+        else:
+            p_type, p_offset, p_vaddr, _p, p_filesz, _m, _flags, _a = struct.unpack_from(
+                phdr_fmt, table, i * phentsize
+            )
+        if p_type == PT_LOAD:
+            loads.append((p_vaddr, p_filesz, p_offset))
+        elif p_type == PT_DYNAMIC:
+            dyn_off, dyn_size = p_offset, p_filesz
+    return loads, dyn_off, dyn_size
 
 
 def _file_offset(vaddr: int, loads: list[tuple[int, int, int]]) -> int | None:
@@ -385,7 +397,9 @@ def scan(
 
     ``linkers``: files (not toolkit libraries) whose DT_NEEDED names a tracked
     CUDA library, with those names. ``providers``: files that *are* a tracked
-    library (``nvidia/cuda_runtime/lib/libcudart.so.12``). ``files``: ELF
+    library (``nvidia/cuda_runtime/lib/libcudart.so.12``). ``torch_linked``:
+    the other modules that link libtorch/libc10 (G1 loads them too: a torch
+    C++ ABI mismatch is an ``undefined symbol``). ``files``: ELF
     files read; ``skipped``: bad files by reason.
     """
     roots = list(roots)
@@ -394,6 +408,7 @@ def scan(
     stats = ScanStats()
     linkers: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
+    torch_linked: list[dict[str, Any]] = []
     for root, path, _st in iter_shared_objects(roots, stats, max_files=max_files, deadline=deadline):
         base = os.path.basename(path)
         provided = tracked(base)
@@ -413,6 +428,8 @@ def scan(
         needs = sorted({n for n in dyn.needed if tracked(n)})
         if needs:
             linkers.append({"path": path, "root": root, "needs": needs, "soname": dyn.soname})
+        elif any(TORCH_LIBS.match(n) for n in dyn.needed):
+            torch_linked.append({"path": path, "root": root})
     return {
         "roots": roots,
         "files": stats.files,
@@ -422,6 +439,7 @@ def scan(
         "stopped": stats.stopped,
         "linkers": linkers,
         "providers": providers,
+        "torch_linked": torch_linked,
         "duration_s": round(time.monotonic() - start, 4),
     }
 

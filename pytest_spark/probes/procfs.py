@@ -56,7 +56,9 @@ def read_regular(path: str | os.PathLike[str], limit: int = 1 << 20) -> bytes:
     unless ``fstat`` says it is a regular file; ``/proc`` files are.
     Raises :class:`OSError` with a reason a line can quote.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    )
     fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode

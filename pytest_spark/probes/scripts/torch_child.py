@@ -65,15 +65,11 @@ def main():
             data(kernel={"ok": False, "error": error_text(exc)})
     if cfg.get("bandwidth"):
         step_bandwidth(torch, cfg["bandwidth"], cuda)
-    # Extension imports come last: they are the likeliest to kill the process
-    # (a SIGSEGV in a CUDA 12 module), and facts gathered before survive.
-    extensions = {}
+    # Extension objects come last: they are the likeliest to kill the process
+    # (a constructor in a CUDA 12 module), and facts gathered before survive.
     if cfg.get("flash_attn"):
-        outcome = step_flash_attn(torch, cfg["flash_attn"], cuda)
-        if outcome is not None:
-            extensions["flash_attn"] = outcome
-            data(extensions=extensions)
-    _import_extensions(cfg.get("extensions", []), extensions)
+        step_flash_attn(torch, cfg["flash_attn"], cuda)
+    _load_objects(cfg.get("load") or [], facts.get("torch_cuda"), cuda.get("capability"))
     done()
     # Skip interpreter teardown: threads an extension started would keep the
     # child alive past "done", and a CUDA context torn down on a broken driver
@@ -82,23 +78,94 @@ def main():
     _os._exit(0)
 
 
-def _import_extensions(names, extensions):
-    """G1's dynamic half: import each installed CUDA extension package.
+def _pick_variant(members, torch_cuda):
+    """The build a per-CUDA-version package loads for torch's CUDA (bitsandbytes:
+    ``libbitsandbytes_cuda130.so`` for CUDA 13.0): the exact version, else the
+    newest of the same major not above it, else the newest of the same major."""
+    try:
+        major, minor = (int(x) for x in str(torch_cuda).split(".")[:2])
+    except ValueError:
+        return None
+    want = major * 10 + minor
+    same = sorted((m for m in members if int(m.get("tag", 0)) // 10 == major), key=lambda m: int(m["tag"]))
+    exact = [m for m in same if int(m["tag"]) == want]
+    below = [m for m in same if int(m["tag"]) <= want]
+    return (exact or below or same or [None])[-1]
 
-    An ``undefined symbol`` or a missing ``libcudart.so.12`` is an exception
-    (recorded); a segfault kills the child, and the parent names this step.
+
+def _pick_arch(members, capability):
+    """Of alternatives built per GPU arch (``sm90/``, ``sm100/``), the newest not
+    above the GPU's capability; without one, the first."""
+    try:
+        cap = int(capability[0]) * 10 + int(capability[1])
+    except (TypeError, ValueError, IndexError):
+        cap = None
+    fitting = [m for m in members if isinstance(m.get("sm"), int) and (cap is None or m["sm"] <= cap)]
+    if cap is not None and fitting:
+        return max(fitting, key=lambda m: m["sm"])
+    return members[0]
+
+
+def _dlopen(ctypes, path):
+    try:
+        ctypes.CDLL(path, mode=_os.RTLD_NOW | _os.RTLD_LOCAL)
+        return {"ok": True}
+    except OSError as exc:
+        return {"ok": False, "error": str(exc).strip()[:600]}
+
+
+def _import(name):
+    try:
+        _importlib.import_module(name)
+        return {"ok": True}
+    except BaseException as exc:
+        return {"ok": False, "error": error_text(exc)}
+
+
+def _load_objects(entries, torch_cuda, capability=None):
+    """G1's dynamic half: ``dlopen(RTLD_NOW | RTLD_LOCAL)`` each CUDA- or
+    libtorch-linked extension object, after torch.
+
+    That resolves every DT_NEEDED library and every symbol, as an import
+    would (a missing ``libcudart.so.12``, a torch-ABI ``undefined symbol``),
+    without running the packages' Python. Of a package that ships one build
+    per CUDA version (or per GPU arch), only the one it would pick is loaded.
+    An object that fails is retried once its package is imported (a package
+    may preload a library its objects need); a segfault kills the child, and
+    the parent names this step.
     """
-    for name in names:
-        if name in extensions or not isinstance(name, str):
+    import ctypes
+
+    groups, skip, variants = {}, set(), {}
+    for e in entries:
+        if e.get("group"):
+            groups.setdefault(e["group"], []).append(e)
+    for group, members in groups.items():
+        if any("tag" in m for m in members):
+            chosen = _pick_variant(members, torch_cuda)
+        else:
+            chosen = _pick_arch(members, capability)
+        variants[group] = (chosen or {}).get("path")
+        skip.update(m.get("path") for m in members if m is not chosen)
+    data(variants=variants)
+    failed, imported, done_count = {}, {}, 0
+    for e in entries:
+        path = e.get("path")
+        if not isinstance(path, str) or path in skip:
             continue
-        begin("import " + name, scale=3)
-        try:
-            mod = _importlib.import_module(name)
-            extensions[name] = {
-                "ok": True,
-                "version": str(getattr(mod, "__version__", "") or ""),
-                "file": str(getattr(mod, "__file__", "") or ""),
-            }
-        except BaseException as exc:
-            extensions[name] = {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
-        data(extensions=extensions)
+        begin("load " + str(e.get("name") or path), scale=2)
+        outcome = _dlopen(ctypes, path)
+        module = e.get("module")
+        if not outcome["ok"] and module:
+            if module not in imported:
+                begin("import " + module, scale=3)
+                imported[module] = _import(module)
+            outcome["import"] = imported[module]
+            if imported[module]["ok"]:
+                outcome["retry_ok"] = _dlopen(ctypes, path)["ok"]
+        done_count += 1
+        if outcome["ok"]:
+            data(loaded=done_count)
+        else:
+            failed[path] = outcome
+            data(loaded=done_count, load_failed=failed)

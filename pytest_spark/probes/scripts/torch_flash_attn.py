@@ -35,7 +35,8 @@ def _fa_kernel(torch, flash_attn):
 
 
 def step_flash_attn(torch, cfg, cuda):
-    """Returns the import outcome (for G1's extension list), or None when absent."""
+    """G2: import flash-attn (its behaviour is what G2 checks), run its kernel, evaluate
+    Unsloth's predicate. Returns the import outcome, or None when absent."""
     import importlib.util as _util
 
     try:

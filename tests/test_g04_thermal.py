@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g04_thermal as g4
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.options import Settings
@@ -26,8 +27,12 @@ from pytest_spark.thresholds import defaults
 from doubles import gb10
 from doubles.procs import alive
 
-GB10_T = defaults("gb10")
-GENERIC_T = defaults("generic")
+def params(profile: str, **override: float) -> Params:
+    return Params(profile=profile, thresholds={**defaults(profile), **override})
+
+
+GB10_T = params("gb10")
+GENERIC_T = params("generic")
 FIELDS = g4.smi_fields(g4.smi_argv("clocks_event_reasons.active"))
 
 
@@ -210,9 +215,9 @@ def test_generic_profile_derives_the_ceiling_from_the_enforced_limit() -> None:
 
 def test_flat_power_threshold_override_is_used_and_quoted() -> None:
     temps = [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]
-    t = dict(GB10_T, g4_flat_power_w=90.0)
+    t = params("gb10", g4_flat_power_w=90.0)
     assert g4.evaluate(gb10_facts(series(temps, [95] * 10)), t).status is Status.INFO
-    t = dict(GB10_T, g4_flat_power_w=120.0)
+    t = params("gb10", g4_flat_power_w=120.0)
     result = g4.evaluate(gb10_facts(series(temps, [95] * 10)), t)
     assert result.status is Status.WARN and "120 W ceiling" in result.summary
 
@@ -506,7 +511,7 @@ def test_recorded_real_series_evaluate_to_their_own_ranges(path: Path) -> None:
     samples = doc["sample"]["samples"]
     profile = "gb10" if any("GB10" in str(d.get("name")) for d in devices) else "generic"
     facts = g4.Facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
-    result = g4.evaluate(facts, defaults(profile))
+    result = g4.evaluate(facts, params(profile))
     temps = [g["temperature_c"] for s in samples for g in s["gpus"] if g.get("temperature_c") is not None]
     watts = [
         g["power_usage_mw"] / 1000 for s in samples for g in s["gpus"] if g.get("power_usage_mw") is not None

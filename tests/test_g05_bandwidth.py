@@ -27,6 +27,7 @@ from pytest_spark.thresholds import defaults
 
 from doubles import gb10
 
+
 def params(profile: str, options: dict[str, Any] | None = None, **override: float) -> Params:
     return Params(profile=profile, thresholds={**defaults(profile), **override}, options=options or {})
 
@@ -41,6 +42,8 @@ def ev(facts: g5.Facts, profile: str = "gb10", *, plan: float | None = None, wor
     opts = {"planned_bandwidth": plan, "workload_gb": workload}
     again = g5.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
     return g5.evaluate(again, params(profile, opts))
+
+
 GIB_KB = 1024 * 1024
 
 
@@ -69,7 +72,10 @@ def test_gb10_budget_is_the_measured_decode_and_hardware_figures_and_spec() -> N
     b = g5.budget(g5.Facts(), GB10_T)
     assert (b.decode_low, b.decode_high, b.hardware_low, b.hardware_high) == (160.0, 190.0, 218.0, 234.0)
     assert (b.spec, b.healthy, b.high) == (273.0, 218.0, 190.0)
-    assert b.text() == "160-190 GB/s real-decode budget (hardware 218-234 GB/s, spec 273 GB/s, GB10 LPDDR5X spec)"
+    assert (
+        b.text()
+        == "160-190 GB/s real-decode budget (hardware 218-234 GB/s, spec 273 GB/s, GB10 LPDDR5X spec)"
+    )
 
 
 def test_generic_budget_is_a_fraction_of_the_nvml_peak(h200: Path) -> None:
@@ -97,7 +103,9 @@ def test_plan_within_the_real_decode_figure_passes_with_the_step_floor() -> None
     """The planning figure is real dense decode, ~160-190 GB/s (workload_bandwidth_1.txt)."""
     result = ev(g5.Facts(), plan=150.0)
     assert result.status is Status.PASS
-    assert "planned 150 GB/s within the 160-190 GB/s real-decode budget (hardware 218-234 GB/s" in result.summary
+    assert (
+        "planned 150 GB/s within the 160-190 GB/s real-decode budget (hardware 218-234 GB/s" in result.summary
+    )
     assert "each GB a step moves costs >= 5.26 ms at 190 GB/s" in result.summary
     assert result.headline == "planned 150 GB/s within 160-190 GB/s real decode"
 
@@ -337,3 +345,46 @@ def test_plan_and_probe_together_on_gb10(doubles: Any, fake_root: Any) -> None:
     result = Engine(Settings(intrusive=True, planned_bandwidth=190.0), m, ["G5"]).run("G5")
     assert result.status is Status.PASS
     assert "planned 190 GB/s within" in result.summary and "measured 230 GB/s copy" in result.summary
+
+
+# ---------------------------------------------------------------------- contract and short lines
+
+
+@pytest.mark.parametrize(
+    ("facts", "plan", "status"),
+    [
+        (g5.Facts(), None, Status.INFO),
+        (g5.Facts(), 150.0, Status.PASS),
+        (g5.Facts(), 273.0, Status.WARN),
+        (g5.Facts(intrusive=True, measurement=measured(120.0)), None, Status.WARN),
+        (g5.Facts(intrusive=True, measurement=measured(230.0)), 190.0, Status.PASS),
+        (g5.Facts(intrusive=True, refusal="MemAvailable 2.0 GiB < 6.0 GiB"), None, Status.SKIP),
+        (g5.Facts(intrusive=True, probe_hung="the copy probe made no progress for 3 s"), None, Status.FAIL),
+    ],
+)
+def test_facts_round_trip_and_every_result_has_a_short_line(
+    facts: g5.Facts, plan: float | None, status: Status
+) -> None:
+    again = g5.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert again == facts
+    opts = params("gb10", {"planned_bandwidth": plan})
+    result = g5.evaluate(again, opts)
+    assert result == g5.evaluate(facts, opts)
+    assert result.status is status
+    assert result.headline
+    assert len(result.short_line()) <= 120 and "…" not in result.short_line(), result.short_line()
+    if status in (Status.WARN, Status.FAIL):
+        assert result.short_fix and result.short_fix in result.short_line()
+
+
+def test_gb10_figures_come_from_the_captures() -> None:
+    """The thresholds' defaults are the numbers the captures hold."""
+    data = Path(__file__).parent / "data" / "gb10"
+    assert "**231–234 GB/s**" in (data / "bandwidth_1.txt").read_text()
+    assert "218 GB/s measured" in (data / "bandwidth_2.txt").read_text()
+    decode = (data / "workload_bandwidth_1.txt").read_text()
+    assert "~4.0-4.2 tok/s" in decode and "40.61 GB/token" in decode
+    low, high = 40.61 * 4.0, 40.61 * 4.2  # 162-171 GB/s effective
+    t = defaults("gb10")
+    assert t["g5_hardware_low_gbps"] == 218.0 and t["g5_hardware_high_gbps"] == 234.0
+    assert t["g5_decode_low_gbps"] <= low < high <= t["g5_decode_high_gbps"]

@@ -638,7 +638,7 @@ def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
     during the sample, or its total since the driver loaded is above
     ``g4_slowdown_since_boot_s``; SW power capping is reported, not judged."""
     before = {int(c.get("index", 0)): c for c in facts.counters_before}
-    after = {int(c.get("index", 0)): c for c in facts.counters_after}
+    after = {int(c.get("index", 0)): c for c in facts.counters_after if c.get("us")}
     if not after:
         errs = sorted(
             {
@@ -663,7 +663,7 @@ def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
             words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
             brake = set(grew) == {"hw_power_brake_slowdown"}
             out.warn(
-                f"{where} clocks cut during the sample: {words} (clock-event counters, {facts.counters_source})",
+                f"{where} clocks cut during the sample: {words} (clock-event counters)",
                 BRAKE_FIX if brake else COOL_FIX,
                 f"{words} during the sample",
                 BRAKE_SHORT if brake else COOL_SHORT,
@@ -695,9 +695,10 @@ def _secs(us: int | None) -> float | None:
 def counters_text(facts: Facts) -> str:
     """``since boot: power cap 14.0 h, thermal 0 s, power brake 0 s; +0 s in
     the sample`` for the line (first GPU; empty when no counters were read)."""
-    if not facts.counters_after:
+    known = [c for c in facts.counters_after if c.get("us")]
+    if not known:
         return ""
-    a = facts.counters_after[0]
+    a = known[0]
     us = a.get("us") or {}
     b = next((c for c in facts.counters_before if c.get("index") == a.get("index")), {})
     delta = counter_deltas(b.get("us"), us)
@@ -747,7 +748,14 @@ def _overview(
         + f"{how} ({facts.source})"
     )
     short_who = names[0].removeprefix("NVIDIA ") if len(names) == 1 else who
-    tail = counters.replace("clock-event counters since boot: ", "since boot: ") if counters else reasons
+    tail = (
+        counters.replace("clock-event counters since boot: ", "since boot: ")
+        .replace("power brake", "brake")
+        .replace("; slowdown +", " (+")
+        .replace(" in the sample", " in sample)")
+        if counters
+        else reasons
+    )
     return line, f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; {tail}"
 
 
@@ -801,6 +809,7 @@ def _readings(
         Reading("sm_clock_min", pick(min, [s.clock_sm.min for s in all_s]), "MHz"),
         Reading("sm_clock_max", pick(max, [s.clock_sm.max for s in all_s]), "MHz"),
         Reading("sm_clock_mean", mean("clock_sm"), "MHz"),
+        Reading("tlimit_margin_min", _rnd(tlimit_margin(facts, all_s)), "C"),
         Reading("sm_clock_rated", pick(max, [r for r in rated if isinstance(r, (int, float))]), "MHz"),
         Reading("clock_event_reasons", ",".join(reasons) or "none"),
         Reading("samples", max((s.samples for s in all_s), default=0)),

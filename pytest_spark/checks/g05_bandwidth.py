@@ -331,7 +331,11 @@ def _plan_stage(plan: float, workload: float | None, b: Budget, measured: float 
     if measured is not None and measured < high:
         limit, short = f"the measured {gbps(measured)} GB/s copy", f"measured {gbps(measured)} GB/s"
     elif b.hardware_high and plan > b.hardware_high:
-        limit = f"the {b.hardware_text()} GB/s the hardware moves in a microbenchmark ({b.text()})"
+        spec = f", spec {gbps(b.spec)} GB/s" if b.spec else ""
+        limit = (
+            f"the {b.hardware_text()} GB/s the hardware moves in a microbenchmark "
+            f"(real decode {b.decode_text()} GB/s{spec})"
+        )
         short = f"{b.hardware_text()} GB/s hardware"
     else:
         limit = f"the {b.text()}"

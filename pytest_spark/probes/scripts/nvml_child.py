@@ -267,6 +267,7 @@ def _run_stream(nv, cfg, count):
     max_seconds = float(cfg.get("max_seconds", 86400.0))
     handles = _handles(nv, count)
     data(sample_devices=[_sample_static(nv, i, h) for i, h in handles])
+    data(counters_before=_all_counters(nv, handles))
     begin("streaming", scale=1)
     lost = set()
     seen_cmd = set()
@@ -282,7 +283,9 @@ def _run_stream(nv, cfg, count):
         n += 1
         if _time.monotonic() - t0 >= max_seconds or _stdin_closed(interval):
             break
-    data(samples=n, seconds=round(_time.monotonic() - t0, 4))
+    seconds_taken = round(_time.monotonic() - t0, 4)
+    data(counters_after=_all_counters(nv, [(i, h) for i, h in handles if i not in lost]))
+    data(samples=n, seconds=seconds_taken)
 
 
 def main():

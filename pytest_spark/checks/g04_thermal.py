@@ -437,7 +437,8 @@ class _Out:
     """Findings plus the short form (headline, short fix) of each finding."""
 
     f: Findings
-    short: list[tuple[str, str]] = field(default_factory=list)
+    short: list[tuple[str, str]] = field(default_factory=list)  # of the warnings
+    fail_short: list[tuple[str, str]] = field(default_factory=list)  # of the failures
     per_gpu: list[Reading] = field(default_factory=list)
     ceilings: list[float] = field(default_factory=list)
 
@@ -447,7 +448,7 @@ class _Out:
 
     def fail(self, text: str, headline: str) -> None:
         self.f.fail(text, DRIVER_FIX)
-        self.short.append((headline, "dmesg | grep -i Xid; reboot"))
+        self.fail_short.append((headline, "dmesg | grep -i Xid; reboot"))
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -524,7 +525,9 @@ def _failed(facts: Facts, out: _Out) -> Result:
         out.fail(facts.broken, "GPU/driver stopped answering")
     result = out.f.result(Status.INFO)
     result.summary = "GPU/driver stopped answering: " + result.summary
-    result.headline, result.short_fix = out.short[0]
+    result.headline, result.short_fix = out.fail_short[0]
+    if len(out.fail_short) > 1:
+        result.headline += f" (+{len(out.fail_short) - 1} more)"
     return result
 
 

@@ -122,6 +122,10 @@ COUNTER_FIELDS = (
 )
 
 
+#: nvmlValueType_t -> the c_nvmlValue_t member holding the value (counters are 3: ullVal)
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
 def _counters(nv, i, h):
     """One GPU's clock-event counters: ``{"index", "us": {name: int}, "errors"}``.
 
@@ -142,7 +146,8 @@ def _counters(nv, i, h):
             err = _err_name(nv.NVMLError(ret)) if hasattr(nv, "NVMLError") else "NVMLError(%s)" % ret
             errors[name] = {"name": err, "message": "field %d" % fid}
             continue
-        value = getattr(getattr(v, "value", None), "ullVal", None)
+        member = _VALUE_MEMBERS.get(getattr(v, "valueType", 3), "ullVal")
+        value = getattr(getattr(v, "value", None), member, None)
         out["us"][name] = int(value) if value is not None else None
     if not errors:
         del out["errors"]

@@ -314,6 +314,7 @@ class GpuSampler:
                     f"while the temperature rose {flat.rise:.1f} C"
                 )
             gpus.append(entry)
+        slowdown = counter_slowdown(data)
         stalled = None
         if self.running and time.monotonic() - self._last_event > self.interval + self.timeout:
             stalled = f"no sample for {time.monotonic() - self._last_event:.1f} s (driver not answering?)"
@@ -326,8 +327,9 @@ class GpuSampler:
             "stored_points": len(points),
             "stride": self._stride,
             "gpus": gpus,
-            "throttled": bool(throttle) or bool(flat_notes),
+            "throttled": bool(throttle) or bool(flat_notes) or bool(slowdown),
             "throttle_reasons": throttle,
+            "slowdown_counters": slowdown,
             "flat_power": flat_notes,
             "lost": [g["index"] for g in gpus if g.get("lost_at") is not None],
             "processes": sorted(procs, key=lambda p: p["pid"]),
@@ -388,6 +390,26 @@ def _gpu_line(g: Mapping[str, Any]) -> str:
     )
 
 
+def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Thermal and power-brake slowdown (seconds) the clock-event counters
+    gained between the sampler's start and its stop, per GPU (``{}`` when
+    none, or when the counters were not read: the child reads them at stop)."""
+    from pytest_spark.thermal import SLOWDOWN_COUNTERS, counter_deltas
+
+    before = {
+        c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)
+    }
+    out: dict[str, dict[str, float]] = {}
+    for c in data.get("counters_after") or []:
+        if not isinstance(c, Mapping):
+            continue
+        delta = counter_deltas(before.get(c.get("index")), c.get("us"))
+        grew = {n: round(d / 1e6, 3) for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d}
+        if grew:
+            out[str(c.get("index"))] = grew
+    return out
+
+
 def summary_line(s: Mapping[str, Any]) -> str:
     """``spark sampler: 120 samples over 119.8 s; throttled: SwThermalSlowdown in 12``."""
     if not s.get("ok"):
@@ -397,6 +419,14 @@ def summary_line(s: Mapping[str, Any]) -> str:
         verdict = "THROTTLED: " + ", ".join(f"{k} in {v} samples" for k, v in s["throttle_reasons"].items())
     elif s.get("flat_power"):
         verdict = "THROTTLED (flat power while heating): " + "; ".join(s["flat_power"])
+    if s.get("slowdown_counters"):
+        grew = "; ".join(
+            f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
+            for i, c in s["slowdown_counters"].items()
+        )
+        verdict = (
+            "" if verdict == "not throttled" else verdict + "; "
+        ) + f"THROTTLED (clock-event counters): {grew}"
     if s.get("lost"):
         verdict = f"GPU LOST: {s['lost']}; " + verdict
     extra = f"; {len(s['processes'])} GPU processes seen" if s.get("processes") else ""

@@ -120,6 +120,8 @@ class GpuSeries:
     idle_samples: int = 0
     #: field -> error name (the last one seen), e.g. {"power_usage_mw": "NotSupported"}
     errors: dict[str, str] = field(default_factory=dict)
+    #: "GPU T.Limit Temp": degrees left before the slowdown limit (NVML margin temperature)
+    tlimit: Stat = field(default_factory=Stat)
     lost_at: float | None = None  # "t" of the first sample that said GpuIsLost
     #: (t, temperature, power W) per sample, for rise/flatness and plotting
     points: list[tuple[float, float | None, float | None]] = field(default_factory=list)
@@ -193,6 +195,7 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
         s.temperature.add(temp)
         s.power_w.add(watts)
         s.clock_sm.add(_number(gpu.get("clock_sm_mhz")))
+        s.tlimit.add(_number(gpu.get("tlimit_c")))
         mask = parse_mask(gpu.get("clock_event_reasons"))
         if mask is not None:
             s.reason_samples += 1
@@ -268,3 +271,106 @@ def flat_power_climb(
         return None
     times = [p[0] for p in s.points]
     return FlatPower(ceiling_w, band, pmin, pmax, start, end, max(times) - min(times))
+
+
+# ---------------------------------------------------------------------- clock-event counters
+
+#: The cumulative clock-event counters (microseconds since the driver loaded),
+#: by nvidia-smi's ``clocks_event_reasons_counters.*`` names, with the label
+#: ``nvidia-smi -q -d PERFORMANCE`` prints and the short word a line uses. On
+#: GB10 the instantaneous reasons read "Not Active" while these count hours of
+#: SW power capping (fixtures: nvidia-smi-q_1.txt, nvidia-smi_clocks_power_1.txt).
+COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("sw_power_cap", "SW Power Capping", "power cap"),
+    ("sync_boost", "Sync Boost", "sync boost"),
+    ("sw_thermal_slowdown", "SW Thermal Slowdown", "SW thermal"),
+    ("hw_thermal_slowdown", "HW Thermal Slowdown", "HW thermal"),
+    ("hw_power_brake_slowdown", "HW Power Braking", "power brake"),
+)
+#: the counters that mean heat or the power supply cut the clocks (WARN);
+#: SW power capping is the part floating against its package budget (normal)
+SLOWDOWN_COUNTERS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+_Q_COUNTERS = {label.lower(): name for name, label, _ in COUNTERS}
+#: ``-q -d TEMPERATURE`` labels -> keys (the T.Limit lines are margins: degrees
+#: left before that limit; older drivers print absolute Shutdown/Slowdown Temp)
+_Q_TEMPS = {
+    "gpu current temp": "current_c",
+    "gpu t.limit temp": "tlimit_c",
+    "gpu shutdown t.limit temp": "shutdown_tlimit_c",
+    "gpu slowdown t.limit temp": "slowdown_tlimit_c",
+    "gpu max operating t.limit temp": "max_operating_tlimit_c",
+    "gpu shutdown temp": "shutdown_c",
+    "gpu slowdown temp": "slowdown_c",
+}
+
+
+def _leading_int(text: str) -> int | None:
+    """``"50284264713 us   ### note"`` -> 50284264713; ``"N/A"`` -> None."""
+    word = text.strip().split()[0] if text.strip() else ""
+    try:
+        return int(word)
+    except ValueError:
+        return None
+
+
+def parse_smi_q(text: str) -> list[dict[str, Any]]:
+    """Per GPU (in the order ``nvidia-smi -q`` prints them, index 0, 1, ...):
+    ``{"index", "us": {counter: int}, "errors": {counter: "NotSupported"},
+    "temps": {key: int | None}}`` from the ``Clocks Event Reasons Counters``
+    and ``Temperature`` sections. Tolerates annotations after a value, ``N/A``
+    and sections it does not know."""
+    gpus: list[dict[str, Any]] = []
+    section = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "=")):
+            continue
+        if line.startswith("GPU ") and ":" in line and " : " not in line:
+            gpus.append({"index": len(gpus), "us": {}, "errors": {}, "temps": {}})
+            section = ""
+            continue
+        if not gpus:
+            continue
+        if " : " not in line and not stripped.endswith(":"):
+            section = stripped.lower()
+            continue
+        key, _, value = stripped.partition(":")
+        key = key.strip().lower()
+        gpu = gpus[-1]
+        if section == "clocks event reasons counters" and key in _Q_COUNTERS:
+            number = _leading_int(value)
+            if number is None:
+                gpu["errors"][_Q_COUNTERS[key]] = "NotSupported"
+            else:
+                gpu["us"][_Q_COUNTERS[key]] = number
+        elif section == "temperature" and key in _Q_TEMPS:
+            gpu["temps"][_Q_TEMPS[key]] = _leading_int(value)
+    return gpus
+
+
+def counter_deltas(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> dict[str, int | None]:
+    """``after - before`` per counter (microseconds); ``None`` when either is
+    unknown or the counter went backwards (the driver was reloaded)."""
+    out: dict[str, int | None] = {}
+    b, a = dict(before or {}), dict(after or {})
+    for name, _, _ in COUNTERS:
+        x, y = b.get(name), a.get(name)
+        ok = isinstance(x, int) and isinstance(y, int) and y >= x
+        out[name] = (y - x) if ok else None  # type: ignore[operator]
+    return out
+
+
+def seconds_text(us: int | float | None) -> str:
+    """Microseconds as a person reads them: ``0 s``, ``1.2 s``, ``14.0 h``."""
+    if us is None:
+        return "[N/A]"
+    s = us / 1e6
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    if s == 0:
+        return "0 s"
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"

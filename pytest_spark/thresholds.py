@@ -1,6 +1,6 @@
 """Named, configurable thresholds and their defaults per profile.
 
-The seed's numbers (G4's 100 W, G5's 180-192 GB/s, G6's 0.5 cap) are community
+The seed's numbers (G4's 100 W, G5's former 180-192 GB/s, G6's 0.5 cap) are community
 observations, not NVIDIA specifications (see docs/EVIDENCE.md). Each one is a
 default here that a user can override with ``--spark-threshold NAME=VALUE`` or
 the ``spark_preflight_thresholds`` ini lines, and each verdict quotes the value
@@ -71,19 +71,70 @@ THRESHOLDS: dict[str, Threshold] = {
             "G4: temperature rise over the sample that counts as 'climbing'",
         ),
         Threshold(
-            "g5_budget_low_gbps",
-            180.0,
-            0.0,
-            "GB/s",
-            "G5: low end of the sustained bandwidth budget (GB10 seed figure; generic: "
-            "derived from NVML bus width x memory clock)",
+            "g4_slowdown_since_boot_s",
+            10.0,
+            10.0,
+            "s",
+            "G4: thermal + power-brake slowdown since the driver loaded (clock-event counters) above "
+            "this warns. GB10: a working node counted 1.2 s of HW thermal slowdown "
+            "(nvidia-smi_clocks_power_1.txt), a 91-92 C box 27.6 s of SW thermal slowdown "
+            "(thermal_1.txt); hours of SW power capping are normal there and never warn",
         ),
         Threshold(
-            "g5_budget_high_gbps",
-            192.0,
+            "g4_slowdown_growth_s",
+            0.0,
+            0.0,
+            "s",
+            "G4: thermal or power-brake slowdown that grew by more than this during the sample "
+            "warns (0: any growth; the counters count microseconds the clocks were cut)",
+        ),
+        Threshold(
+            "g4_hot_c",
+            85.0,
+            0.0,
+            "C",
+            "G4: a GPU temperature at or above this warns (GB10: throttling starts near 86-87 C, "
+            "thermal_2.txt; 0 = off, the T.Limit margin rule covers other GPUs)",
+        ),
+        Threshold(
+            "g4_tlimit_margin_c",
+            3.0,
+            3.0,
+            "C",
+            "G4: a 'GPU T.Limit Temp' margin (degrees left before the slowdown limit) at or below "
+            "this warns",
+        ),
+        Threshold(
+            "g5_hardware_low_gbps",
+            218.0,
             0.0,
             "GB/s",
-            "G5: high end of the sustained bandwidth budget (GB10 seed figure)",
+            "G5: low end of what GB10's memory moves in a microbenchmark (218 GB/s measured, "
+            "bandwidth_2.txt); the copy probe's healthy reference (generic: from NVML)",
+        ),
+        Threshold(
+            "g5_hardware_high_gbps",
+            234.0,
+            0.0,
+            "GB/s",
+            "G5: high end of GB10's microbenchmark bandwidth (231-234 GB/s saturating read, "
+            "bandwidth_1.txt; 185-223 GB/s, bandwidth_3.txt); a plan above it cannot be met",
+        ),
+        Threshold(
+            "g5_decode_low_gbps",
+            160.0,
+            0.0,
+            "GB/s",
+            "G5: low end of what a real dense decode sustains on GB10 (Llama-3.3-70B NVFP4: "
+            "40.61 GB/token x 4.0-4.2 tok/s = 162-171 GB/s effective, workload_bandwidth_1.txt)",
+        ),
+        Threshold(
+            "g5_decode_high_gbps",
+            190.0,
+            0.0,
+            "GB/s",
+            "G5: high end of real dense-decode bandwidth on GB10 (~160-190 GB/s effective, "
+            "workload_bandwidth_1.txt); a plan above it warns (generic: from NVML)",
         ),
         Threshold(
             "g5_spec_gbps",
@@ -104,7 +155,8 @@ THRESHOLDS: dict[str, Threshold] = {
             0.7,
             0.7,
             "",
-            "G5 (generic profile): sustained budget as a fraction of the theoretical peak",
+            "G5 (generic profile): sustained (hardware and decode) figure as a fraction of the "
+            "NVML theoretical peak, when the g5_hardware/g5_decode thresholds are 0",
         ),
         Threshold(
             "g5_probe_buffer_mib",

@@ -9,6 +9,7 @@ N/A, SwThermalSlowdown fires) come from EVIDENCE.md via tests/doubles/gb10.py.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -16,18 +17,24 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g04_thermal as g4
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
-from pytest_spark.thermal import REASON_BITS, WARN_MASK, decode_reasons, parse_mask
+from pytest_spark.thermal import REASON_BITS, WARN_MASK, decode_reasons, parse_mask, parse_smi_q, seconds_text
 from pytest_spark.thresholds import defaults
 
 from doubles import gb10
 from doubles.procs import alive
 
-GB10_T = defaults("gb10")
-GENERIC_T = defaults("generic")
+
+def params(profile: str, **override: float) -> Params:
+    return Params(profile=profile, thresholds={**defaults(profile), **override})
+
+
+GB10_T = params("gb10")
+GENERIC_T = params("generic")
 FIELDS = g4.smi_fields(g4.smi_argv("clocks_event_reasons.active"))
 
 
@@ -210,9 +217,9 @@ def test_generic_profile_derives_the_ceiling_from_the_enforced_limit() -> None:
 
 def test_flat_power_threshold_override_is_used_and_quoted() -> None:
     temps = [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]
-    t = dict(GB10_T, g4_flat_power_w=90.0)
+    t = params("gb10", g4_flat_power_w=90.0)
     assert g4.evaluate(gb10_facts(series(temps, [95] * 10)), t).status is Status.INFO
-    t = dict(GB10_T, g4_flat_power_w=120.0)
+    t = params("gb10", g4_flat_power_w=120.0)
     result = g4.evaluate(gb10_facts(series(temps, [95] * 10)), t)
     assert result.status is Status.WARN and "120 W ceiling" in result.summary
 
@@ -506,7 +513,7 @@ def test_recorded_real_series_evaluate_to_their_own_ranges(path: Path) -> None:
     samples = doc["sample"]["samples"]
     profile = "gb10" if any("GB10" in str(d.get("name")) for d in devices) else "generic"
     facts = g4.Facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
-    result = g4.evaluate(facts, defaults(profile))
+    result = g4.evaluate(facts, params(profile))
     temps = [g["temperature_c"] for s in samples for g in s["gpus"] if g.get("temperature_c") is not None]
     watts = [
         g["power_usage_mw"] / 1000 for s in samples for g in s["gpus"] if g.get("power_usage_mw") is not None
@@ -515,3 +522,276 @@ def test_recorded_real_series_evaluate_to_their_own_ranges(path: Path) -> None:
     assert result.reading("samples").value == len(samples)
     assert result.reading("temperature_max").value == round(max(temps), 1)
     assert result.reading("power_max").value == round(max(watts), 1)
+
+
+# ---------------------------------------------------------------------- clock-event counters (issue 8)
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+
+
+def gb10_q_counters() -> dict[str, int]:
+    """The counters a real GB10 printed in ``nvidia-smi -q -d PERFORMANCE``
+    (tests/data/gb10/nvidia-smi-q_1.txt: SW Power Capping 50284264713 us)."""
+    (gpu,) = parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text())
+    return gpu["us"]
+
+
+def table_counters() -> dict[str, int]:
+    """The cumulative counters tabulated from ``nvidia-smi -q`` on a GB10 node
+    (tests/data/gb10/nvidia-smi_clocks_power_1.txt: SW Power Capping
+    10,800,240,649 us, HW Thermal Slowdown 1,195,386 us)."""
+    names = {
+        "SW Power Capping": "sw_power_cap",
+        "HW Thermal Slowdown": "hw_thermal_slowdown",
+        "HW Power Brake": "hw_power_brake_slowdown",
+        "Sync Boost": "sync_boost",
+    }
+    text = (GB10_DATA / "nvidia-smi_clocks_power_1.txt").read_text()
+    out = {}
+    for label, value in re.findall(r"^\| \**([A-Za-z ]+?)\** \| \**([\d,]+)", text, re.M):
+        if label in names:
+            out[names[label]] = int(value.replace(",", ""))
+    return out
+
+
+def idle_gb10_samples(n: int = 20, temp: int = 45) -> list[dict[str, Any]]:
+    return [{"temperature_c": temp, "power_usage_mw": 11000, "clock_event_reasons": 0} for _ in range(n)]
+
+
+def test_gb10_q_capture_parses_counters_and_ignores_the_instantaneous_reasons() -> None:
+    """tests/data/gb10/nvidia-smi-q_1.txt: every reason "Not Active", the
+    counters populated; the author's annotation after a value is ignored."""
+    (gpu,) = parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text())
+    assert gpu["us"] == {
+        "sw_power_cap": 50284264713,
+        "sync_boost": 0,
+        "sw_thermal_slowdown": 0,
+        "hw_thermal_slowdown": 0,
+        "hw_power_brake_slowdown": 0,
+    }
+    assert gpu["errors"] == {}
+
+
+def test_h200_q_capture_parses_counters_and_tlimit_margins(h200: Path) -> None:
+    """tests/data/h200-cu130/nvidia-smi-q.txt: counters 0 us, GPU T.Limit Temp 49 C."""
+    (gpu,) = parse_smi_q((h200 / "nvidia-smi-q.txt").read_text())
+    assert gpu["us"]["sw_power_cap"] == 0 and len(gpu["us"]) == 5
+    assert gpu["temps"]["current_c"] == 38
+    assert gpu["temps"]["tlimit_c"] == 49
+    assert gpu["temps"]["slowdown_tlimit_c"] == -2
+    assert seconds_text(50284264713) == "14.0 h" and seconds_text(1195386) == "1.2 s"
+
+
+def test_healthy_idle_gb10_with_hours_of_power_capping_is_info_with_the_counters(doubles: Any) -> None:
+    """nvidia-smi-q_1.txt's counters, unchanged during the sample: 14 h of SW
+    power capping is the part floating against its package budget, not a fault."""
+    us = gb10_q_counters()
+    env = doubles.nvml(gb10.nvml(device={"samples": idle_gb10_samples(), "counters": us})).env
+    result, _ = run_g4(env, seconds=0.3)
+    assert result.status is Status.INFO, result.line()
+    assert (
+        "clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s; "
+        "slowdown +0 s in the sample" in result.summary
+    )
+    assert result.reading("sw_power_cap_since_boot").value == 50284.265
+    assert result.reading("sw_thermal_slowdown_in_sample").value == 0.0
+    assert result.short_line() == (
+        "G4 INFO: GB10 45 C, 11 W, SM 2405 MHz; since boot: power cap 14.0 h, thermal 0 s, brake 0 s "
+        "(+0 s in sample)"
+    )
+
+
+def test_thermal_slowdown_growing_during_the_sample_warns(doubles: Any) -> None:
+    """nvidia-smi_clocks_power_1.txt's counters (1.2 s of HW thermal slowdown
+    since boot, under 10 s) plus 2.5 s more during the sample: the instantaneous
+    reasons read 0 throughout, as that capture says they do."""
+    before = table_counters()
+    assert before["sw_power_cap"] == 10800240649 and before["hw_thermal_slowdown"] == 1195386
+    counters = {k: [v, v + (2_500_000 if k == "hw_thermal_slowdown" else 0)] for k, v in before.items()}
+    env = doubles.nvml(gb10.nvml(device={"samples": idle_gb10_samples(), "counters": counters})).env
+    result, _ = run_g4(env, seconds=0.3)
+    assert result.status is Status.WARN, result.line()
+    assert "GPU clocks cut during the sample: HW thermal +2.5 s (clock-event counters)" in result.summary
+    assert "-lgc" in result.fix
+    assert result.headline == "HW thermal +2.5 s during the sample"
+    assert result.reading("hw_thermal_slowdown_in_sample").value == 2.5
+    assert len(result.short_line()) <= 120
+
+
+def test_unchanged_counters_from_the_table_capture_are_info() -> None:
+    """nvidia-smi_clocks_power_1.txt: 3 h power capping, 1.2 s HW thermal since
+    boot (below g4_slowdown_since_boot_s = 10 s), nothing during the sample."""
+    us = table_counters()
+    facts = gb10_facts(series([50, 50], [15.57, 15.57]), counters_source="nvml")
+    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    result = g4.evaluate(facts, GB10_T)
+    assert result.status is Status.INFO
+    assert "power cap 3.0 h, thermal 1.2 s, power brake 0 s" in result.summary
+
+
+def test_large_thermal_slowdown_since_boot_warns_and_the_threshold_is_overridable() -> None:
+    """thermal_1.txt: a GB10 at 91-92 C had accumulated 27.6 s of SW thermal
+    slowdown; above g4_slowdown_since_boot_s (10 s) it warns even when the
+    short sample saw none."""
+    assert "accumulated 27.6\nseconds" in (GB10_DATA / "thermal_1.txt").read_text().replace(
+        "accumulated 27.6 seconds", "accumulated 27.6\nseconds"
+    )
+    us = {"sw_power_cap": 0, "sw_thermal_slowdown": 27_600_000, "hw_thermal_slowdown": 0}
+    facts = gb10_facts(series([60, 60], [40, 40]), counters_source="nvml")
+    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    result = g4.evaluate(facts, GB10_T)
+    assert result.status is Status.WARN
+    assert "clocks were cut since the driver loaded: SW thermal 28 s (> g4_slowdown_since_boot_s = 10 s" in (
+        result.summary
+    )
+    assert "--spark-thermal-seconds 900" in result.fix
+    assert g4.evaluate(facts, params("gb10", g4_slowdown_since_boot_s=60.0)).status is Status.INFO
+
+
+def test_power_brake_growth_warns_with_the_supply_fix() -> None:
+    facts = gb10_facts(series([50, 50], [30, 30]), counters_source="nvml")
+    facts.counters_before = [{"index": 0, "us": {"hw_power_brake_slowdown": 0}}]
+    facts.counters_after = [{"index": 0, "us": {"hw_power_brake_slowdown": 400_000}}]
+    result = g4.evaluate(facts, GB10_T)
+    assert result.status is Status.WARN
+    assert "power brake +0.4 s" in result.summary and "USB-C PD" in result.fix
+    assert result.short_fix == "check the power adapter; full AC power cycle"
+
+
+def test_counters_not_supported_are_a_note_and_the_line_is_unchanged(doubles: Any) -> None:
+    env = doubles.nvml(gb10.nvml(device={"samples": idle_gb10_samples()})).env  # no counters
+    result, _ = run_g4(env, seconds=0.2)
+    assert result.status is Status.INFO
+    assert "counters" not in result.summary
+    assert any("clock-event counters [N/A] (NotSupported)" in d for d in result.details)
+
+
+def test_at_the_gb10_throttle_trip_warns() -> None:
+    """thermal_2.txt (d): throttled at 86-87 C, clear at 85-86 C."""
+    assert "86–87 °C" in (GB10_DATA / "thermal_2.txt").read_text()
+    result = g4.evaluate(gb10_facts(series([80, 84, 87], [40, 70, 95])), GB10_T)
+    assert result.status is Status.WARN
+    assert "reached 87 C, at or above g4_hot_c = 85 C" in result.summary
+    assert result.headline == "GPU 0 at 87 C (throttles near 85 C)"
+    assert g4.evaluate(gb10_facts(series([80, 84, 84], [40, 70, 95])), GB10_T).status is Status.INFO
+
+
+def test_tlimit_margin_from_nvml_is_a_reading_and_warns_when_thin(doubles: Any) -> None:
+    """The ``-q`` Temperature section prints margins ("GPU T.Limit Temp 13 C");
+    NVML's margin temperature is the same number."""
+    samples = [dict(s, tlimit_c=13) for s in idle_gb10_samples()]
+    result, _ = run_g4(doubles.nvml(gb10.nvml(device={"samples": samples})).env, seconds=0.2)
+    assert result.status is Status.INFO
+    assert "45 C, T.Limit margin 13 C, 11 W (limit [N/A])" in result.summary
+    assert result.reading("tlimit_margin_min").value == 13.0
+    thin = series([70, 71], [60, 60])
+    for s in thin:
+        s["gpus"][0]["tlimit_c"] = 2
+    warned = g4.evaluate(gb10_facts(thin), GB10_T)
+    assert warned.status is Status.WARN and "T.Limit margin 2 C" in warned.summary
+
+
+SMI_FROM_CAPTURES = """#!/bin/sh
+case "$1" in
+  -q) sed '1d' {q} ;;
+  *) printf 'name, clocks.current.graphics [MHz], clocks.max.graphics [MHz], temperature.gpu, power.draw [W]\\n'
+     printf 'NVIDIA GB10, 2522 MHz, 3003 MHz, 50, 15.57 W\\n' ;;
+esac
+"""
+
+
+def test_nvidia_smi_fallback_reads_power_and_counters_from_real_gb10_output(doubles: Any) -> None:
+    """The fallback path on what real GB10s print: the query row of
+    nvidia-smi_clocks_power_1.txt (50 C, 15.57 W, no power limit) and the
+    ``-q -d PERFORMANCE`` text of nvidia-smi-q_1.txt (14 h of power capping)."""
+    doubles.tool("nvidia-smi", SMI_FROM_CAPTURES.format(q=GB10_DATA / "nvidia-smi-q_1.txt"))
+    result, _ = run_g4(no_nvml(doubles, "LibraryNotFound").env, seconds=0)
+    assert result.status is Status.INFO, result.line()
+    assert result.reading("source").value == "nvidia-smi"
+    assert result.reading("temperature_max").value == 50.0
+    assert result.reading("power_max").value == 15.6
+    assert result.reading("power_limit").value is None
+    assert "clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s" in result.summary
+    assert result.reading("sw_power_cap_since_boot").value == 50284.265
+
+
+def test_nvidia_smi_fallback_reads_the_h200_tlimit_margin(doubles: Any, h200: Path) -> None:
+    doubles.tool(
+        "nvidia-smi",
+        f"""#!/bin/sh
+case "$1" in
+  -q) cat {h200 / "nvidia-smi-q.txt"} ;;
+  *) cat {h200 / "query_gpu.csv"} ;;
+esac
+""",
+    )
+    result, _ = run_g4(no_nvml(doubles).env, seconds=0)
+    assert result.status is Status.INFO, result.line()
+    assert "T.Limit margin 49 C" in result.summary
+    assert "power cap 0 s, thermal 0 s, power brake 0 s" in result.summary
+
+
+def test_recorded_h200_nvml_counters_zero_is_info(doubles: Any, h200: Path) -> None:
+    """tests/data/h200-cu130/nvml_clock_event_counters.txt: all five field ids
+    answer 0 on an idle H200."""
+    text = (h200 / "nvml_clock_event_counters.txt").read_text()
+    ids = {
+        74: "sw_power_cap",
+        76: "sync_boost",
+        269: "sw_thermal_slowdown",
+        270: "hw_thermal_slowdown",
+        271: "hw_power_brake_slowdown",
+    }
+    us = {
+        ids[int(f)]: int(v)
+        for f, v in re.findall(r"^field (\d+) nvmlReturn 0 valueType 3 ullVal (\d+)", text, re.M)
+    }
+    assert len(us) == 5
+    dev = {
+        "name": "NVIDIA H200",
+        "capability": [9, 0],
+        "power_limit_mw": 700000,
+        "counters": us,
+        "samples": [{"temperature_c": 38, "power_usage_mw": 107190, "clock_event_reasons": 1}],
+    }
+    result, _ = run_g4(doubles.nvml(gb10.nvml(device=dev)).env, seconds=0)
+    assert result.status is Status.INFO, result.line()
+    assert "power cap 0 s, thermal 0 s, power brake 0 s" in result.summary
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_facts_round_trip_through_json_to_the_same_result(warm: bool) -> None:
+    temps = [60 + i for i in range(10)] if warm else [45] * 10
+    facts = gb10_facts(series(temps, [95, 96] * 5), counters_source="nvml", notes=["NVML: ok"])
+    facts.counters_before = [{"index": 0, "us": {"sw_power_cap": 5, "sw_thermal_slowdown": 0}}]
+    facts.counters_after = [{"index": 0, "us": {"sw_power_cap": 9, "sw_thermal_slowdown": 3_000_000}}]
+    again = g4.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert again == facts
+    assert g4.evaluate(again, GB10_T) == g4.evaluate(facts, GB10_T)
+    assert g4.evaluate(again, GB10_T).status is Status.WARN
+
+
+def _lost() -> g4.Facts:
+    samples = series([50, 51], [40, 40])
+    samples.append({"t": 1.0, "gpus": [{"index": 0, "errors": {"temperature_c": {"name": "GpuIsLost"}}}]})
+    return gb10_facts(samples)
+
+
+@pytest.mark.parametrize(
+    ("facts", "status"),
+    [
+        (gb10_facts(series([45, 45, 46], [11, 11.5, 12])), Status.INFO),
+        (gb10_facts(series([80, 85, 88], [90, 91, 90], [0, 0x20, 0x20])), Status.WARN),
+        (gb10_facts(series([60 + i for i in range(10)], [95, 96] * 5)), Status.WARN),
+        (_lost(), Status.FAIL),
+        (g4.Facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), Status.FAIL),
+        (g4.Facts(missing="NVML unavailable: Driver Not Loaded (DriverNotLoaded)"), Status.SKIP),
+    ],
+)
+def test_every_result_has_a_headline_that_fits_the_short_line(facts: g4.Facts, status: Status) -> None:
+    result = g4.evaluate(facts, GB10_T)
+    assert result.status is status
+    assert result.headline
+    assert len(result.short_line()) <= 120 and "…" not in result.short_line(), result.short_line()
+    if status in (Status.WARN, Status.FAIL):
+        assert result.short_fix and result.short_fix in result.short_line()

@@ -9,6 +9,7 @@ Recorded input: tests/data/h200-cu130/nvml_torch_probe.txt (a real H200:
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_spark.checks import g05_bandwidth as g5
+from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.options import Settings
@@ -25,8 +27,23 @@ from pytest_spark.thresholds import defaults
 
 from doubles import gb10
 
-GB10_T = defaults("gb10")
-GENERIC_T = defaults("generic")
+
+def params(profile: str, options: dict[str, Any] | None = None, **override: float) -> Params:
+    return Params(profile=profile, thresholds={**defaults(profile), **override}, options=options or {})
+
+
+GB10_T = params("gb10")
+GENERIC_T = params("generic")
+
+
+def ev(facts: g5.Facts, profile: str = "gb10", *, plan: float | None = None, workload: float | None = None):
+    """Evaluate as the engine does: the plan and workload are options, the
+    facts go through their JSON round trip."""
+    opts = {"planned_bandwidth": plan, "workload_gb": workload}
+    again = g5.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    return g5.evaluate(again, params(profile, opts))
+
+
 GIB_KB = 1024 * 1024
 
 
@@ -49,63 +66,102 @@ def test_h200_theoretical_peak_from_recorded_nvml(h200: Path) -> None:
     assert g5.theoretical_peak(None, 3201) is None
 
 
-def test_gb10_budget_is_the_configured_band_and_spec() -> None:
-    b = g5.budget(g5.Facts(profile="gb10"), GB10_T)
-    assert (b.low, b.high, b.spec) == (180.0, 192.0, 273.0)
-    assert b.text() == "180-192 GB/s budget (spec 273 GB/s, GB10 LPDDR5X spec)"
+def test_gb10_budget_is_the_measured_decode_and_hardware_figures_and_spec() -> None:
+    """bandwidth_1.txt (231-234 GB/s read), bandwidth_2.txt (218 GB/s),
+    workload_bandwidth_1.txt (dense decode ~160-190 GB/s effective)."""
+    b = g5.budget(g5.Facts(), GB10_T)
+    assert (b.decode_low, b.decode_high, b.hardware_low, b.hardware_high) == (160.0, 190.0, 218.0, 234.0)
+    assert (b.spec, b.healthy, b.high) == (273.0, 218.0, 190.0)
+    assert (
+        b.text()
+        == "160-190 GB/s real-decode budget (hardware 218-234 GB/s, spec 273 GB/s, GB10 LPDDR5X spec)"
+    )
 
 
 def test_generic_budget_is_a_fraction_of_the_nvml_peak(h200: Path) -> None:
     rec = h200_probe(h200)
-    facts = g5.Facts(profile="generic", bus_width_bits=int(rec["bus"]), max_mem_clock_mhz=int(rec["clock"]))
+    facts = g5.Facts(bus_width_bits=int(rec["bus"]), max_mem_clock_mhz=int(rec["clock"]))
     b = g5.budget(facts, GENERIC_T)
     assert b.spec == pytest.approx(4814.4, abs=0.1)
     assert b.high == pytest.approx(0.7 * 4814.4, abs=0.1)
-    overridden = g5.budget(facts, dict(GENERIC_T, g5_budget_high_gbps=4000.0))
+    assert b.healthy == pytest.approx(0.7 * 4814.4, abs=0.1)
+    overridden = g5.budget(facts, params("generic", g5_decode_high_gbps=4000.0))
     assert overridden.high == 4000.0
 
 
 def test_generic_without_nvml_numbers_has_no_budget_and_says_so() -> None:
-    result = g5.evaluate(g5.Facts(profile="generic", planned_gbps=500.0), GENERIC_T)
+    result = ev(g5.Facts(), "generic", plan=500.0)
     assert result.status is Status.SKIP
     assert "no budget (NVML gave no memory bus width or clock)" in result.summary
-    assert any("g5_budget_high_gbps" in d for d in result.details)
+    assert any("g5_decode_high_gbps" in d for d in result.details)
 
 
 # ---------------------------------------------------------------------- plan
 
 
-def test_plan_within_budget_passes_with_the_step_floor() -> None:
-    result = g5.evaluate(g5.Facts(profile="gb10", planned_gbps=150.0), GB10_T)
+def test_plan_within_the_real_decode_figure_passes_with_the_step_floor() -> None:
+    """The planning figure is real dense decode, ~160-190 GB/s (workload_bandwidth_1.txt)."""
+    result = ev(g5.Facts(), plan=150.0)
     assert result.status is Status.PASS
-    assert "planned 150 GB/s within the 180-192 GB/s budget" in result.summary
-    assert "each GB a step moves costs >= 5.21 ms at 192 GB/s" in result.summary
+    assert (
+        "planned 150 GB/s within the 160-190 GB/s real-decode budget (hardware 218-234 GB/s" in result.summary
+    )
+    assert "each GB a step moves costs >= 5.26 ms at 190 GB/s" in result.summary
+    assert result.headline == "planned 150 GB/s within 160-190 GB/s real decode"
 
 
-def test_plan_above_budget_warns_with_both_floors() -> None:
-    result = g5.evaluate(g5.Facts(profile="gb10", planned_gbps=273.0), GB10_T)
+def test_plan_above_the_hardware_figure_warns_with_both_floors() -> None:
+    """273 GB/s is the spec; real GB10s measure 218-234 (bandwidth_1.txt, bandwidth_2.txt)."""
+    result = ev(g5.Facts(), plan=273.0)
     assert result.status is Status.WARN
-    assert "planned 273 GB/s > the 180-192 GB/s budget" in result.summary
-    assert ">= 5.21 ms at 192 GB/s, not the 3.66 ms the plan assumes" in result.summary
-    assert "192 GB/s" in result.fix
+    assert "planned 273 GB/s > the 218-234 GB/s the hardware moves in a microbenchmark" in result.summary
+    assert ">= 5.26 ms at 190 GB/s, not the 3.66 ms the plan assumes" in result.summary
+    assert "190 GB/s" in result.fix
+    assert result.headline == "planned 273 GB/s > 218-234 GB/s hardware"
+    assert result.short_fix == "plan with <= 190 GB/s"
+    assert len(result.short_line()) <= 120
+
+
+def test_plan_between_decode_and_hardware_warns_naming_real_decode() -> None:
+    """A copy kernel reaches 218-234 GB/s, a real decode ~160-190 (workload_bandwidth_1.txt)."""
+    result = ev(g5.Facts(), plan=210.0)
+    assert result.status is Status.WARN
+    assert "planned 210 GB/s > the 160-190 GB/s real-decode budget" in result.summary
+    assert result.headline == "planned 210 GB/s > 160-190 GB/s real decode"
+
+
+def test_decode_figure_is_overridable() -> None:
+    result = g5.evaluate(g5.Facts(), params("gb10", {"planned_bandwidth": 210.0}, g5_decode_high_gbps=215.0))
+    assert result.status is Status.PASS
+    assert "within the 160-215 GB/s real-decode budget" in result.summary
 
 
 def test_declared_workload_turns_the_floor_into_seconds_per_step() -> None:
-    result = g5.evaluate(g5.Facts(profile="gb10", planned_gbps=150.0, workload_gib=40.0), GB10_T)
-    # 40 GiB = 42.95 GB; at 192 GB/s that is 0.224 s
-    assert "a step that touches the declared 40 GiB once takes >= 0.224 s at 192 GB/s" in result.summary
+    result = ev(g5.Facts(), plan=150.0, workload=40.0)
+    # 40 GiB = 42.95 GB; at 190 GB/s that is 0.226 s
+    assert "a step that touches the declared 40 GiB once takes >= 0.226 s at 190 GB/s" in result.summary
 
 
 def test_only_a_workload_declared_is_info_with_the_floor() -> None:
-    result = g5.evaluate(g5.Facts(profile="gb10", workload_gib=40.0), GB10_T)
+    result = ev(g5.Facts(), workload=40.0)
     assert result.status is Status.INFO
-    assert ">= 0.224 s" in result.summary
+    assert ">= 0.226 s" in result.summary
 
 
-def test_nothing_declared_and_not_intrusive_skips_saying_so() -> None:
-    result = g5.evaluate(g5.Facts(profile="gb10"), GB10_T)
-    assert result.status is Status.SKIP
-    assert "no planned bandwidth (--spark-planned-bandwidth) and not intrusive" in result.summary
+def test_nothing_declared_and_not_intrusive_is_info_stating_the_budget() -> None:
+    """Issue 8: SKIP means "could not check"; with no plan G5 ran and states the
+    budget (was SKIP)."""
+    result = ev(g5.Facts())
+    assert result.status is Status.INFO
+    assert result.summary.startswith("160-190 GB/s real-decode budget (hardware 218-234 GB/s, spec 273")
+    assert "no planned bandwidth to judge (--spark-planned-bandwidth)" in result.summary
+    assert result.short_line() == "G5 INFO: budget 160-190 GB/s decode, 218-234 GB/s hardware"
+
+
+def test_generic_without_a_budget_or_a_plan_is_info_too() -> None:
+    result = ev(g5.Facts(), "generic")
+    assert result.status is Status.INFO
+    assert result.headline == "no bandwidth budget known"
 
 
 # ---------------------------------------------------------------------- measurement
@@ -125,13 +181,12 @@ def measured(gbps: float, **kw: Any) -> dict[str, Any]:
 def test_recorded_h200_copy_is_reported_against_budget_and_peak(h200: Path) -> None:
     rec = h200_probe(h200)
     facts = g5.Facts(
-        profile="generic",
         bus_width_bits=int(rec["bus"]),
         max_mem_clock_mhz=int(rec["clock"]),
         intrusive=True,
         measurement=measured(rec["copy"]),
     )
-    result = g5.evaluate(facts, GENERIC_T)
+    result = ev(facts, "generic")
     assert result.status is Status.INFO
     assert (
         "measured 4248 GB/s copy (read+write, 2 x 1024 MiB, median of 7) = 88% of the 4814 GB/s"
@@ -141,33 +196,36 @@ def test_recorded_h200_copy_is_reported_against_budget_and_peak(h200: Path) -> N
 
 
 def test_measured_below_the_healthy_floor_warns() -> None:
-    facts = g5.Facts(profile="gb10", intrusive=True, measurement=measured(120.0))
-    result = g5.evaluate(facts, GB10_T)
+    """The healthy reference is the hardware figure, 218 GB/s (bandwidth_2.txt;
+    was the 180 GB/s budget: 140 GB/s now warns)."""
+    facts = g5.Facts(intrusive=True, measurement=measured(120.0))
+    result = ev(facts)
     assert result.status is Status.WARN
-    assert "< 135 GB/s (0.75 x the 180 GB/s healthy figure)" in result.summary
-    ok = g5.evaluate(g5.Facts(profile="gb10", intrusive=True, measurement=measured(140.0)), GB10_T)
+    assert "< 164 GB/s (0.75 x the 218 GB/s healthy figure)" in result.summary
+    assert result.headline == "copy 120 GB/s < 164 GB/s healthy floor"
+    assert ev(g5.Facts(intrusive=True, measurement=measured(140.0))).status is Status.WARN
+    ok = ev(g5.Facts(intrusive=True, measurement=measured(223.7)))
     assert ok.status is Status.INFO
+    assert ok.headline == "copy 224 GB/s (healthy >= 164 GB/s)"
 
 
 def test_plan_above_what_was_measured_warns_even_inside_the_budget() -> None:
-    facts = g5.Facts(profile="gb10", planned_gbps=185.0, intrusive=True, measurement=measured(160.0))
-    result = g5.evaluate(facts, GB10_T)
+    facts = g5.Facts(intrusive=True, measurement=measured(170.0))
+    result = ev(facts, plan=185.0)
     assert result.status is Status.WARN
-    assert "planned 185 GB/s > the measured 160 GB/s copy" in result.summary
+    assert "planned 185 GB/s > the measured 170 GB/s copy" in result.summary
 
 
 def test_hung_copy_fails_as_driver_not_answering() -> None:
-    facts = g5.Facts(profile="gb10", intrusive=True, probe_hung="the copy probe made no progress for 3 s")
-    result = g5.evaluate(facts, GB10_T)
+    facts = g5.Facts(intrusive=True, probe_hung="the copy probe made no progress for 3 s")
+    result = ev(facts)
     assert result.status is Status.FAIL
     assert result.summary.startswith("driver not answering")
 
 
 def test_refusal_with_a_plan_keeps_the_plan_verdict() -> None:
-    facts = g5.Facts(
-        profile="gb10", planned_gbps=150.0, intrusive=True, refusal="MemAvailable 2.0 GiB < 6.0 GiB"
-    )
-    result = g5.evaluate(facts, GB10_T)
+    facts = g5.Facts(intrusive=True, refusal="MemAvailable 2.0 GiB < 6.0 GiB")
+    result = ev(facts, plan=150.0)
     assert result.status is Status.PASS
     assert "copy probe refused: MemAvailable 2.0 GiB < 6.0 GiB" in result.summary
 
@@ -287,3 +345,46 @@ def test_plan_and_probe_together_on_gb10(doubles: Any, fake_root: Any) -> None:
     result = Engine(Settings(intrusive=True, planned_bandwidth=190.0), m, ["G5"]).run("G5")
     assert result.status is Status.PASS
     assert "planned 190 GB/s within" in result.summary and "measured 230 GB/s copy" in result.summary
+
+
+# ---------------------------------------------------------------------- contract and short lines
+
+
+@pytest.mark.parametrize(
+    ("facts", "plan", "status"),
+    [
+        (g5.Facts(), None, Status.INFO),
+        (g5.Facts(), 150.0, Status.PASS),
+        (g5.Facts(), 273.0, Status.WARN),
+        (g5.Facts(intrusive=True, measurement=measured(120.0)), None, Status.WARN),
+        (g5.Facts(intrusive=True, measurement=measured(230.0)), 190.0, Status.PASS),
+        (g5.Facts(intrusive=True, refusal="MemAvailable 2.0 GiB < 6.0 GiB"), None, Status.SKIP),
+        (g5.Facts(intrusive=True, probe_hung="the copy probe made no progress for 3 s"), None, Status.FAIL),
+    ],
+)
+def test_facts_round_trip_and_every_result_has_a_short_line(
+    facts: g5.Facts, plan: float | None, status: Status
+) -> None:
+    again = g5.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
+    assert again == facts
+    opts = params("gb10", {"planned_bandwidth": plan})
+    result = g5.evaluate(again, opts)
+    assert result == g5.evaluate(facts, opts)
+    assert result.status is status
+    assert result.headline
+    assert len(result.short_line()) <= 120 and "…" not in result.short_line(), result.short_line()
+    if status in (Status.WARN, Status.FAIL):
+        assert result.short_fix and result.short_fix in result.short_line()
+
+
+def test_gb10_figures_come_from_the_captures() -> None:
+    """The thresholds' defaults are the numbers the captures hold."""
+    data = Path(__file__).parent / "data" / "gb10"
+    assert "**231–234 GB/s**" in (data / "bandwidth_1.txt").read_text()
+    assert "218 GB/s measured" in (data / "bandwidth_2.txt").read_text()
+    decode = (data / "workload_bandwidth_1.txt").read_text()
+    assert "~4.0-4.2 tok/s" in decode and "40.61 GB/token" in decode
+    low, high = 40.61 * 4.0, 40.61 * 4.2  # 162-171 GB/s effective
+    t = defaults("gb10")
+    assert t["g5_hardware_low_gbps"] == 218.0 and t["g5_hardware_high_gbps"] == 234.0
+    assert t["g5_decode_low_gbps"] <= low < high <= t["g5_decode_high_gbps"]

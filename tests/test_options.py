@@ -99,10 +99,10 @@ def test_report_header_lists_the_active_options(pytester: pytest.Pytester) -> No
 def test_settings_defaults_and_thresholds() -> None:
     s = Settings()
     assert s.selected == tuple(f"G{n}" for n in range(1, 11))
-    assert s.thresholds("gb10")["g5_budget_high_gbps"] == 192.0
-    assert s.thresholds("generic")["g5_budget_high_gbps"] == 0.0
-    custom = Settings(threshold={"g5_budget_high_gbps": 200.0})
-    assert custom.thresholds("gb10")["g5_budget_high_gbps"] == 200.0
+    assert s.thresholds("gb10")["g5_decode_high_gbps"] == 190.0
+    assert s.thresholds("generic")["g5_decode_high_gbps"] == 0.0
+    custom = Settings(threshold={"g5_decode_high_gbps": 200.0})
+    assert custom.thresholds("gb10")["g5_decode_high_gbps"] == 200.0
 
 
 def test_parse_ids_normalises_and_orders() -> None:

@@ -212,3 +212,30 @@ def test_fixture_summary_lands_in_pytest_json_report_metadata(
     meta = test["metadata"]["spark_sampler"]
     assert meta["ok"] is True and meta["throttled"] is True
     assert meta["gpus"][0]["name"] == "NVIDIA GB10"
+
+
+def test_clock_event_counters_that_grew_during_the_test_mark_it_throttled(doubles: Any) -> None:
+    """On GB10 the instantaneous reasons read "Not Active" while the cumulative
+    counters grow (tests/data/gb10/nvidia-smi_clocks_power_1.txt): the sampler
+    reads them at start and at stop, so a long test sees the slowdown."""
+    samples = [{"temperature_c": 80, "power_usage_mw": 90000, "clock_event_reasons": 0}] * 5
+    counters = {"sw_power_cap": [10800240649, 10900240649], "hw_thermal_slowdown": [1195386, 4195386]}
+    env = doubles.nvml(gb10.nvml(device={"samples": samples, "counters": counters})).env
+    with GpuSampler(interval=0.02, env=env) as sampler:
+        wait_samples(sampler, 3)
+    s = sampler.summary()
+    assert s["ok"] and s["stopped"] == "clean"
+    assert s["throttle_reasons"] == {}
+    assert s["slowdown_counters"] == {"0": {"hw_thermal_slowdown": 3.0}}
+    assert s["throttled"] is True
+    assert "THROTTLED (clock-event counters): GPU 0: hw_thermal_slowdown +3 s" in summary_line(s)
+
+
+def test_unchanged_counters_are_not_throttling(doubles: Any) -> None:
+    samples = [{"temperature_c": 40, "power_usage_mw": 10000, "clock_event_reasons": 0x1}] * 5
+    counters = {"sw_power_cap": [50284264713, 50384264713], "sw_thermal_slowdown": 0}
+    env = doubles.nvml(gb10.nvml(device={"samples": samples, "counters": counters})).env
+    with GpuSampler(interval=0.02, env=env) as sampler:
+        wait_samples(sampler, 3)
+    s = sampler.summary()
+    assert s["slowdown_counters"] == {} and s["throttled"] is False

@@ -5,15 +5,23 @@ NVIDIA/open-gpu-kernel-modules#1358), and one on a degraded USB-C PD supply
 runs capped without any error. A long run on such a box takes longer than
 planned, or the box powers off mid-run. This check samples temperature,
 power draw, the enforced power limit (``N/A`` on GB10: a reading, not an
-error), the SM clock and the clock-event reasons for ``--spark-thermal-seconds``
-through NVML (in a child process), or through ``nvidia-smi`` when NVML cannot
-be used from Python.
+error), the SM clock, the T.Limit margin and the clock-event reasons for
+``--spark-thermal-seconds`` through NVML (in a child process), or through
+``nvidia-smi`` when NVML cannot be used from Python.
+
+On GB10 the instantaneous reasons read "Not Active" while the cumulative
+clock-event counters show hours of SW power capping and seconds of thermal
+slowdown (fixtures nvidia-smi-q_1.txt, nvidia-smi_clocks_power_1.txt), so the
+counters are read before and after the sample: the difference is what
+happened during the run, the totals what happened since the driver loaded.
 
 WARN on active thermal, HW-slowdown or power-brake reasons (GpuIdle and
-SwPowerCap are ignored, as cluster health checks do: both are normal), and on
-the seed's pattern: power flat well under the limit while the temperature
-climbs. FAIL when the driver does not answer within ``--spark-timeout`` or the
-GPU is lost mid-sample; SKIP when there is no NVIDIA GPU.
+SwPowerCap are ignored, as cluster health checks do: both are normal), on
+thermal or power-brake counters that grew during the sample or are large
+since boot, on a temperature at the throttle trip, and on the seed's
+pattern: power flat well under the limit while the temperature climbs. FAIL
+when the driver does not answer within ``--spark-timeout`` or the GPU is lost
+mid-sample; SKIP when there is no NVIDIA GPU.
 """
 
 from __future__ import annotations
@@ -23,9 +31,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_spark.model import Reading, Result, Status
-from pytest_spark.thermal import GpuSeries, flat_power_climb, parse_mask, summarise
+from pytest_spark.thermal import (
+    COUNTERS,
+    SLOWDOWN_COUNTERS,
+    GpuSeries,
+    counter_deltas,
+    flat_power_climb,
+    parse_mask,
+    parse_smi_q,
+    seconds_text,
+    summarise,
+)
 
 DRIVER_FIX = (
     "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
@@ -74,7 +92,7 @@ SMI_NOT_A_VALUE = {
 
 
 @dataclass
-class Facts:
+class Facts(FactsBase):
     source: str = "nvml"  # "nvml" | "nvidia-smi" | "none"
     seconds: float = 1.0  # requested sample length (0 = one snapshot)
     #: static facts per GPU: index, name, power_limit_mw, max_clock_sm_mhz, errors
@@ -86,6 +104,21 @@ class Facts:
     broken: str | None = None  # it answered, wrongly (crash, exit code, errors)
     missing: str | None = None  # no NVIDIA GPU / driver here
     notes: list[str] = field(default_factory=list)
+    #: clock-event counters per GPU before and after the sample:
+    #: ``[{"index", "us": {counter: microseconds}, "errors": {counter: error}}]``
+    counters_before: list[dict[str, Any]] = field(default_factory=list)
+    counters_after: list[dict[str, Any]] = field(default_factory=list)
+    #: where the counters came from: "nvml" (field values), "nvidia-smi -q", or None
+    counters_source: str | None = None
+    #: ``nvidia-smi -q`` Temperature section per GPU (fallback path): ``{"index", key: C}``
+    temps_q: list[dict[str, Any]] = field(default_factory=list)
+
+
+FACTS = Facts
+#: ``nvidia-smi -q`` for the counters and the T.Limit margins, before and after
+#: the series (two spellings: the run's store caches a command by its argv)
+SMI_Q_BEFORE = ["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE"]
+SMI_Q_AFTER = ["nvidia-smi", "-q", "-d", "TEMPERATURE,PERFORMANCE"]
 
 
 # ---------------------------------------------------------------------- gather
@@ -115,6 +148,9 @@ def gather(ctx: CheckContext) -> Facts:
             devices=devices,
             samples=list(sample.get("samples") or []),
             duration_s=sample.get("duration_s"),
+            counters_before=list(sample.get("counters_before") or []),
+            counters_after=list(sample.get("counters_after") or []),
+            counters_source="nvml" if sample.get("counters_before") else None,
         )
         if sample.get("hung"):
             facts.hung = str(sample.get("reason"))
@@ -192,9 +228,28 @@ def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Fa
     facts.devices = statics
     facts.samples = [sample]
     facts.duration_s = res.duration_s
+    before = _smi_q(ctx, facts, SMI_Q_BEFORE)
     if seconds > 0:
         _smi_series(ctx, facts, argv, fields, seconds)
+    after = _smi_q(ctx, facts, SMI_Q_AFTER) if before else []
+    if before and after:
+        facts.counters_source = "nvidia-smi -q"
+        facts.counters_before = [{k: g[k] for k in ("index", "us", "errors")} for g in before]
+        facts.counters_after = [{k: g[k] for k in ("index", "us", "errors")} for g in after]
+        facts.temps_q = [{"index": g["index"], **g["temps"]} for g in after]
     return facts
+
+
+def _smi_q(ctx: CheckContext, facts: Facts, argv: list[str]) -> list[dict[str, Any]]:
+    """``nvidia-smi -q -d PERFORMANCE,TEMPERATURE`` parsed, or ``[]`` with a note."""
+    res = ctx.machine.command(argv)
+    if not res.ok:
+        facts.notes.append(f"clock-event counters not read: {res.describe()}")
+        return []
+    gpus = [g for g in parse_smi_q(res.stdout) if g["us"] or g["errors"] or g["temps"]]
+    if not gpus:
+        facts.notes.append("clock-event counters not read: nvidia-smi -q printed no counters section")
+    return gpus
 
 
 def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[str], seconds: float) -> None:
@@ -338,14 +393,14 @@ def _rnd(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def flat_ceiling(thresholds: Mapping[str, float], limit_w: float | None) -> float | None:
+def flat_ceiling(params: Params, limit_w: float | None) -> float | None:
     """'Well under the limit': the configured watts (GB10: the seed's 100 W,
     since GB10's limit reads N/A), else a fraction of the enforced limit."""
-    watts = thresholds.get("g4_flat_power_w", 0.0)
+    watts = params.threshold("g4_flat_power_w", 0.0)
     if watts > 0:
         return watts
     if limit_w:
-        return limit_w * thresholds.get("g4_flat_power_fraction", 0.5)
+        return limit_w * params.threshold("g4_flat_power_fraction", 0.5)
     return None
 
 
@@ -365,117 +420,298 @@ def _reasons_text(s: GpuSeries) -> str:
     return "reasons: " + ", ".join(parts)
 
 
-def evaluate(facts: Facts, thresholds: Mapping[str, float]) -> Result:
-    """Decide G4 from a sample series (pure: recorded input in, Result out)."""
+COOL_FIX = (
+    "cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the clock "
+    "(reported to take 91-92 C down to 65-80 C)"
+)
+COOL_SHORT = "cool it; cap clocks: sudo nvidia-smi -lgc 0,2100"
+BRAKE_FIX = (
+    "the power supply asserted the brake: check the adapter and cable (GB10: the 240 W USB-C PD "
+    "supply; a full AC power cycle clears a degraded PD state)"
+)
+BRAKE_SHORT = "check the power adapter; full AC power cycle"
+
+
+@dataclass
+class _Out:
+    """Findings plus the short form (headline, short fix) of each finding."""
+
+    f: Findings
+    short: list[tuple[str, str]] = field(default_factory=list)  # of the warnings
+    fail_short: list[tuple[str, str]] = field(default_factory=list)  # of the failures
+    per_gpu: list[Reading] = field(default_factory=list)
+    ceilings: list[float] = field(default_factory=list)
+
+    def warn(self, text: str, fix: str, headline: str, short_fix: str) -> None:
+        self.f.warn(text, fix)
+        self.short.append((headline, short_fix))
+
+    def fail(self, text: str, headline: str) -> None:
+        self.f.fail(text, DRIVER_FIX)
+        self.fail_short.append((headline, "dmesg | grep -i Xid; reboot"))
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G4 from a sample series and the clock-event counters (pure)."""
+    early = _unreachable(facts)
+    if early is not None:
+        return early
+    series = summarise(facts.samples)
+    static = {int(d.get("index", 0)): d for d in facts.devices}
+    out = _Out(Findings("G4"))
+    out.f.note(*facts.notes)
+    for index, s in series.items():
+        _gpu_stage(s, static.get(index, {}), len(series) > 1, params, out)
+    counters = _counters_stage(facts, params, out)
+    readings = _readings(facts, series, static, out.ceilings) + counters + out.per_gpu
+    out.f.readings.extend(readings)
     # Count and duration stay out of the line (they jitter run to run; the
     # readings carry them), so the same machine state gives the same line.
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
+    if out.f.problems or facts.broken:
+        return _failed(facts, out)
+    overview, headline = _overview(series, static, facts, how)
+    result = out.f.result(Status.INFO, overview, headline=headline)
+    if out.short:
+        result.headline, result.short_fix = out.short[0]
+        if len(out.short) > 1:
+            result.headline += f" (+{len(out.short) - 1} more)"
+        result.summary += f" ({how}, {facts.source})"
+    return result
+
+
+def _unreachable(facts: Facts) -> Result | None:
+    """FAIL for a driver that does not answer, SKIP for no GPU, else None."""
     if facts.hung:
-        return Result(
-            "G4", Status.FAIL, f"driver not answering: {facts.hung}", DRIVER_FIX, details=facts.notes
-        )
-    if facts.missing:
-        return Result("G4", Status.SKIP, f"no NVIDIA GPU: {facts.missing}", details=facts.notes)
-    series = summarise(facts.samples)
-    static = {int(d.get("index", 0)): d for d in facts.devices}
-    if not series or not any(s.samples for s in series.values()):
-        why = facts.broken or "no GPU answered a sample"
-        return Result("G4", Status.FAIL, f"GPU/driver not answering: {why}", DRIVER_FIX, details=facts.notes)
-
-    rise_c = thresholds.get("g4_temp_rise_c", 5.0)
-    band = thresholds.get("g4_flat_power_band_fraction", 0.15)
-    details = list(facts.notes)
-    warns: list[str] = []
-    fixes: list[str] = []
-    fails: list[str] = []
-    per_gpu: list[Reading] = []
-    ceilings: list[float] = []
-
-    for index, s in series.items():
-        dev = static.get(index, {})
-        label = f"GPU {index}" + (f" ({dev['name']})" if dev.get("name") else "")
-        limit_w = _watts(dev.get("power_limit_mw"))
-        if s.lost:
-            fails.append(
-                f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)"
-            )
-            continue
-        if s.temperature.n == 0 and s.power_w.n == 0:
-            real = {k: v for k, v in s.errors.items() if v != "NotSupported"}
-            if real:
-                errs = ", ".join(f"{k}: {v}" for k, v in sorted(real.items()))
-                fails.append(f"{label} answered errors only ({errs})")
-                continue
-        for key, name in sorted(s.errors.items()):
-            if name != "NotSupported":
-                details.append(f"{label}: {key} answered {name}")
-        throttle = s.warn_reasons
-        if throttle:
-            names = ", ".join(f"{n} in {c}/{s.reason_samples} samples" for n, c in throttle.items())
-            warns.append(f"{label}: {names} (max {_fmt(s.temperature.max, 'C')})")
-            if {"SwThermalSlowdown", "HwThermalSlowdown"} & set(throttle):
-                fixes.append(
-                    "cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the "
-                    "clock (reported to take 91-92 C down to 65-80 C)"
-                )
-            if "HwPowerBrakeSlowdown" in throttle:
-                fixes.append(
-                    "the power supply asserted the brake: check the adapter and cable (GB10: the 240 W "
-                    "USB-C PD supply; a full AC power cycle clears a degraded PD state)"
-                )
-            if set(throttle) == {"HwSlowdown"}:
-                fixes.append("HW slowdown is heat or the power supply: check cooling, the supply and dmesg")
-        ceiling = flat_ceiling(thresholds, limit_w)
-        if ceiling:
-            ceilings.append(ceiling)
-        flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
-        if flat is not None:
-            warns.append(
-                f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "
-                f"{_fmt(ceiling, 'W')} ceiling; limit {_fmt(limit_w, 'W')}) while the temperature rose "
-                f"{flat.rise:.1f} C ({_fmt(flat.temp_start)}->{_fmt(flat.temp_end, 'C')}) in {flat.seconds:.1f} s"
-            )
-            fixes.append(
-                "power held down while the chip heats is the seed's throttling pattern: check cooling and "
-                "the power adapter, then re-sample under the real load (--spark-thermal-seconds 600, or the "
-                "spark_sampler fixture in a training smoke test)"
-            )
-        elif ceiling is None and s.power_w.n:
-            details.append(
-                f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied"
-            )
-        if s.busy is False and s.temperature.n > 1:
-            details.append(f"{label}: idle in most samples; the flat-power rule needs load")
-        if len(series) > 1:
-            per_gpu += [
-                Reading(f"gpu{index}_temperature_max", _rnd(s.temperature.max), "C"),
-                Reading(f"gpu{index}_power_max", _rnd(s.power_w.max), "W"),
-                Reading(f"gpu{index}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
-                Reading(f"gpu{index}_reasons", ",".join(s.reasons) or "none"),
-            ]
-
-    readings = _readings(facts, series, static, ceilings) + per_gpu
-    if fails or facts.broken:
-        parts = fails + ([facts.broken] if facts.broken else [])
         return Result(
             "G4",
             Status.FAIL,
-            "GPU/driver stopped answering: " + "; ".join(parts),
+            f"driver not answering: {facts.hung}",
             DRIVER_FIX,
-            readings,
-            details=details,
+            details=facts.notes,
+            headline="GPU driver not answering",
+            short_fix="dmesg | grep -i Xid; reboot",
         )
-    overview = _overview(series, static, facts, how)
-    if warns:
+    if facts.missing:
         return Result(
             "G4",
-            Status.WARN,
-            "; ".join(warns) + f" ({how}, {facts.source})",
-            "; ".join(dict.fromkeys(fixes)),
-            readings,
-            details=details,
+            Status.SKIP,
+            f"no NVIDIA GPU: {facts.missing}",
+            details=facts.notes,
+            headline=f"no NVIDIA GPU ({_why(facts.missing)})",
         )
-    return Result("G4", Status.INFO, overview, readings=readings, details=details)
+    if not any(s.samples for s in summarise(facts.samples).values()):
+        why = facts.broken or "no GPU answered a sample"
+        return Result(
+            "G4",
+            Status.FAIL,
+            f"GPU/driver not answering: {why}",
+            DRIVER_FIX,
+            details=facts.notes,
+            headline="GPU/driver not answering",
+            short_fix="dmesg | grep -i Xid; reboot",
+        )
+    return None
+
+
+def _why(text: str) -> str:
+    """The error name in a reason (``... (DriverNotLoaded)``), else its start."""
+    names = re.findall(r"\(([A-Za-z]+)\)", text)
+    return names[0] if names else text[:40]
+
+
+def _failed(facts: Facts, out: _Out) -> Result:
+    if facts.broken:
+        out.fail(facts.broken, "GPU/driver stopped answering")
+    result = out.f.result(Status.INFO)
+    result.summary = "GPU/driver stopped answering: " + result.summary
+    result.headline, result.short_fix = out.fail_short[0]
+    if len(out.fail_short) > 1:
+        result.headline += f" (+{len(out.fail_short) - 1} more)"
+    return result
+
+
+def _gpu_stage(s: GpuSeries, dev: Mapping[str, Any], many: bool, params: Params, out: _Out) -> None:
+    """One GPU's series: lost or errors only (FAIL), active reasons, heat and
+    flat power (WARN), and its readings when there are several GPUs."""
+    label = f"GPU {s.index}" + (f" ({dev['name']})" if dev.get("name") else "")
+    if s.lost:
+        out.fail(
+            f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)",
+            f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
+        )
+        return
+    if s.temperature.n == 0 and s.power_w.n == 0:
+        real = {k: v for k, v in s.errors.items() if v != "NotSupported"}
+        if real:
+            errs = ", ".join(f"{k}: {v}" for k, v in sorted(real.items()))
+            out.fail(f"{label} answered errors only ({errs})", f"GPU {s.index} answered errors only")
+            return
+    for key, name in sorted(s.errors.items()):
+        if name != "NotSupported":
+            out.f.note(f"{label}: {key} answered {name}")
+    _reasons_stage(s, label, out)
+    _heat_stage(s, label, params, out)
+    _flat_stage(s, label, _watts(dev.get("power_limit_mw")), params, out)
+    if s.busy is False and s.temperature.n > 1:
+        out.f.note(f"{label}: idle in most samples; the flat-power rule needs load")
+    if many:
+        i = s.index
+        out.per_gpu += [
+            Reading(f"gpu{i}_temperature_max", _rnd(s.temperature.max), "C"),
+            Reading(f"gpu{i}_power_max", _rnd(s.power_w.max), "W"),
+            Reading(f"gpu{i}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
+            Reading(f"gpu{i}_reasons", ",".join(s.reasons) or "none"),
+        ]
+
+
+def _reasons_stage(s: GpuSeries, label: str, out: _Out) -> None:
+    throttle = s.warn_reasons
+    if not throttle:
+        return
+    names = ", ".join(f"{n} in {c}/{s.reason_samples} samples" for n, c in throttle.items())
+    text = f"{label}: {names} (max {_fmt(s.temperature.max, 'C')})"
+    first = next(iter(throttle))
+    headline = f"{first} in {throttle[first]}/{s.reason_samples} samples, max {_fmt(s.temperature.max, 'C')}"
+    fixes: list[tuple[str, str]] = []
+    if {"SwThermalSlowdown", "HwThermalSlowdown"} & set(throttle):
+        fixes.append((COOL_FIX, COOL_SHORT))
+    if "HwPowerBrakeSlowdown" in throttle:
+        fixes.append((BRAKE_FIX, BRAKE_SHORT))
+    if set(throttle) == {"HwSlowdown"}:
+        fixes.append(
+            (
+                "HW slowdown is heat or the power supply: check cooling, the supply and dmesg",
+                "check cooling, the power supply and dmesg",
+            )
+        )
+    out.warn(text, "; ".join(f for f, _ in fixes), headline, fixes[0][1] if fixes else "")
+
+
+def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
+    """At the throttle trip (GB10: 86-87 C, fixture thermal_2.txt), or with
+    almost no T.Limit margin left."""
+    hot = params.threshold("g4_hot_c", 0.0)
+    margin = params.threshold("g4_tlimit_margin_c", 0.0)
+    tmax, tlim = s.temperature.max, s.tlimit.min
+    if hot > 0 and tmax is not None and tmax >= hot:
+        out.warn(
+            f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C (the throttle trip)",
+            COOL_FIX,
+            f"GPU {s.index} at {_fmt(tmax, 'C')} (throttles near {hot:g} C)",
+            COOL_SHORT,
+        )
+    elif margin > 0 and tlim is not None and tlim <= margin:
+        out.warn(
+            f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
+            f"{_fmt(tmax, 'C')}: about to slow down for heat",
+            COOL_FIX,
+            f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit",
+            COOL_SHORT,
+        )
+
+
+def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, params: Params, out: _Out) -> None:
+    """The seed's pattern: power flat well under the limit while the chip heats."""
+    ceiling = flat_ceiling(params, limit_w)
+    if ceiling:
+        out.ceilings.append(ceiling)
+    rise_c = params.threshold("g4_temp_rise_c", 5.0)
+    band = params.threshold("g4_flat_power_band_fraction", 0.15)
+    flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
+    if flat is not None:
+        out.warn(
+            f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "
+            f"{_fmt(ceiling, 'W')} ceiling; limit {_fmt(limit_w, 'W')}) while the temperature rose "
+            f"{flat.rise:.1f} C ({_fmt(flat.temp_start)}->{_fmt(flat.temp_end, 'C')}) in {flat.seconds:.1f} s",
+            "power held down while the chip heats is the seed's throttling pattern: check cooling and "
+            "the power adapter, then re-sample under the real load (--spark-thermal-seconds 900, or the "
+            "spark_sampler fixture in a training smoke test)",
+            f"power flat at {_span(flat.power_min, flat.power_max, 'W')} while temperature rose {flat.rise:.1f} C",
+            "check cooling and power adapter; re-sample under load",
+        )
+    elif ceiling is None and s.power_w.n:
+        out.f.note(
+            f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied"
+        )
+
+
+def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
+    """The clock-event counters: WARN when thermal or power-brake slowdown grew
+    during the sample, or its total since the driver loaded is above
+    ``g4_slowdown_since_boot_s``; SW power capping is reported, not judged."""
+    before = {int(c.get("index", 0)): c for c in facts.counters_before}
+    after = {int(c.get("index", 0)): c for c in facts.counters_after if c.get("us")}
+    if not after:
+        errs = sorted(
+            {
+                str(e.get("name") if isinstance(e, Mapping) else e)
+                for c in facts.counters_before
+                for e in (c.get("errors") or {}).values()
+            }
+        )
+        if facts.counters_source or errs:
+            out.f.note(f"clock-event counters [N/A] ({', '.join(errs) or 'not read after the sample'})")
+        return []
+    growth_s = params.threshold("g4_slowdown_growth_s", 0.0)
+    boot_s = params.threshold("g4_slowdown_since_boot_s", 10.0)
+    readings: list[Reading] = []
+    for index, a in sorted(after.items()):
+        us = a.get("us") or {}
+        delta = counter_deltas((before.get(index) or {}).get("us"), us)
+        grew = {n: d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
+        total = sum(us.get(n) or 0 for n in SLOWDOWN_COUNTERS)
+        where = f"GPU {index}" if len(after) > 1 else "GPU"
+        if grew:
+            words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
+            brake = set(grew) == {"hw_power_brake_slowdown"}
+            out.warn(
+                f"{where} clocks cut during the sample: {words} (clock-event counters)",
+                BRAKE_FIX if brake else COOL_FIX,
+                f"{words} during the sample",
+                BRAKE_SHORT if brake else COOL_SHORT,
+            )
+        elif total / 1e6 > boot_s:
+            words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
+            out.warn(
+                f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
+                f"{boot_s:g} s; none during the sample)",
+                COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",
+                f"{words} since boot (> {boot_s:g} s)",
+                "check cooling; re-run with --spark-thermal-seconds 900",
+            )
+        prefix = f"gpu{index}_" if len(after) > 1 else ""
+        for name, _, _ in COUNTERS:
+            readings.append(Reading(f"{prefix}{name}_since_boot", _secs(us.get(name)), "s"))
+            readings.append(Reading(f"{prefix}{name}_in_sample", _secs(delta.get(name)), "s"))
+    return readings
+
+
+def _word(name: str) -> str:
+    return next(w for n, _, w in COUNTERS if n == name)
+
+
+def _secs(us: int | None) -> float | None:
+    return None if us is None else round(us / 1e6, 3)
+
+
+def counters_text(facts: Facts) -> str:
+    """``since boot: power cap 14.0 h, thermal 0 s, power brake 0 s; +0 s in
+    the sample`` for the line (first GPU; empty when no counters were read)."""
+    known = [c for c in facts.counters_after if c.get("us")]
+    if not known:
+        return ""
+    a = known[0]
+    us = a.get("us") or {}
+    b = next((c for c in facts.counters_before if c.get("index") == a.get("index")), {})
+    delta = counter_deltas(b.get("us"), us)
+    thermal = [us.get(n) for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if us.get(n) is not None]
+    parts = [f"power cap {seconds_text(us.get('sw_power_cap'))}"]
+    parts.append(f"thermal {seconds_text(sum(thermal)) if thermal else '[N/A]'}")
+    parts.append(f"power brake {seconds_text(us.get('hw_power_brake_slowdown'))}")
+    grown = [d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d is not None]
+    during = f"; slowdown +{seconds_text(sum(grown))} in the sample" if grown else ""
+    return "clock-event counters since boot: " + ", ".join(parts) + during
 
 
 def _watts(mw: Any) -> float | None:
@@ -486,15 +722,13 @@ def _watts(mw: Any) -> float | None:
 
 def _overview(
     series: Mapping[int, GpuSeries], static: Mapping[int, dict[str, Any]], facts: Facts, how: str
-) -> str:
-    """One line: the ranges measured, the limit, the clock, the reasons seen."""
+) -> tuple[str, str]:
+    """(the line, its headline): the ranges measured, the limit, the clock,
+    the T.Limit margin, the reasons seen and the counters."""
     all_s = list(series.values())
-    tmin = min((s.temperature.min for s in all_s if s.temperature.min is not None), default=None)
-    tmax = max((s.temperature.max for s in all_s if s.temperature.max is not None), default=None)
-    pmin = min((s.power_w.min for s in all_s if s.power_w.min is not None), default=None)
-    pmax = max((s.power_w.max for s in all_s if s.power_w.max is not None), default=None)
-    cmin = min((s.clock_sm.min for s in all_s if s.clock_sm.min is not None), default=None)
-    cmax = max((s.clock_sm.max for s in all_s if s.clock_sm.max is not None), default=None)
+    temps = _span(*_range(all_s, "temperature"), "C")
+    watts = _span(*_range(all_s, "power_w"), "W")
+    clock = _span(*_range(all_s, "clock_sm"), "MHz")
     limits = {_watts(static.get(i, {}).get("power_limit_mw")) for i in series}
     limit = _fmt(next(iter(limits)), "W") if len(limits) == 1 else "varies"
     names = sorted({str(d.get("name")) for d in static.values() if d.get("name")})
@@ -508,10 +742,38 @@ def _overview(
         mean = ""
         seen = sorted({name for s in all_s for name in s.reasons})
         reasons = ("reasons seen: " + ", ".join(seen)) if seen else "no clock-event reason"
-    return (
-        f"{who}: {_span(tmin, tmax, 'C')}{mean}, {_span(pmin, pmax, 'W')} (limit {limit}), "
-        f"SM {_span(cmin, cmax, 'MHz')}; {reasons}; {how} ({facts.source})"
+    margin = tlimit_margin(facts, all_s)
+    margin_text = f", T.Limit margin {_fmt(margin, 'C')}" if margin is not None else ""
+    counters = counters_text(facts)
+    line = (
+        f"{who}: {temps}{mean}{margin_text}, {watts} (limit {limit}), SM {clock}; {reasons}; "
+        + (f"{counters}; " if counters else "")
+        + f"{how} ({facts.source})"
     )
+    short_who = names[0].removeprefix("NVIDIA ") if len(names) == 1 else who
+    tail = (
+        counters.replace("clock-event counters since boot: ", "since boot: ")
+        .replace("power brake", "brake")
+        .replace("; slowdown +", " (+")
+        .replace(" in the sample", " in sample)")
+        if counters
+        else reasons
+    )
+    return line, f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; {tail}"
+
+
+def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:
+    lows = [getattr(s, stat).min for s in all_s if getattr(s, stat).min is not None]
+    highs = [getattr(s, stat).max for s in all_s if getattr(s, stat).max is not None]
+    return (min(lows) if lows else None, max(highs) if highs else None)
+
+
+def tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
+    """The smallest "GPU T.Limit Temp" seen: NVML's margin in the samples, or
+    the ``nvidia-smi -q`` Temperature section (fallback path)."""
+    values = [s.tlimit.min for s in all_s if s.tlimit.min is not None]
+    values += [t["tlimit_c"] for t in facts.temps_q if isinstance(t.get("tlimit_c"), (int, float))]
+    return min(values) if values else None
 
 
 def _readings(
@@ -550,6 +812,7 @@ def _readings(
         Reading("sm_clock_min", pick(min, [s.clock_sm.min for s in all_s]), "MHz"),
         Reading("sm_clock_max", pick(max, [s.clock_sm.max for s in all_s]), "MHz"),
         Reading("sm_clock_mean", mean("clock_sm"), "MHz"),
+        Reading("tlimit_margin_min", _rnd(tlimit_margin(facts, all_s)), "C"),
         Reading("sm_clock_rated", pick(max, [r for r in rated if isinstance(r, (int, float))]), "MHz"),
         Reading("clock_event_reasons", ",".join(reasons) or "none"),
         Reading("samples", max((s.samples for s in all_s), default=0)),
@@ -557,7 +820,3 @@ def _readings(
         Reading("gpus", len(all_s)),
         Reading("source", facts.source),
     ]
-
-
-def run(ctx: CheckContext) -> Result:
-    return evaluate(gather(ctx), ctx.thresholds)

@@ -210,6 +210,9 @@ class Machine:
             )
             out = nvml_snapshot(child, sampling=True)
             out["samples"] = child.events
+            # clock-event counters read before and after the series (G4)
+            out["counters_before"] = child.data.get("counters_before")
+            out["counters_after"] = child.data.get("counters_after")
             return out
 
         return self.store.get_or_compute(f"nvml:sample:{seconds}:{interval}", probe)

@@ -110,6 +110,54 @@ def _sample_static(nv, i, h):
     return dev
 
 
+#: clock-event counters (microseconds since the driver loaded) by NVML field id;
+#: the names are nvidia-smi's ``clocks_event_reasons_counters.*`` suffixes. Older
+#: bindings lack the 269-271 names, so the numbers are used (NVML-COUNTERS.md).
+COUNTER_FIELDS = (
+    (74, "sw_power_cap"),
+    (76, "sync_boost"),
+    (269, "sw_thermal_slowdown"),
+    (270, "hw_thermal_slowdown"),
+    (271, "hw_power_brake_slowdown"),
+)
+
+
+#: nvmlValueType_t -> the c_nvmlValue_t member holding the value (counters are 3: ullVal)
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _counters(nv, i, h):
+    """One GPU's clock-event counters: ``{"index", "us": {name: int}, "errors"}``.
+
+    Each field carries its own ``nvmlReturn`` (one can be NOT_SUPPORTED while
+    the others answer), so each is checked on its own."""
+    errors = {}
+    out = {"index": i, "us": {}, "errors": errors}
+    fn = _fn(nv, "nvmlDeviceGetFieldValues")
+    if fn is None:
+        errors["all"] = {"name": "FunctionNotFound", "message": "not in this nvidia-ml-py"}
+        return out
+    values = _call(errors, "all", fn, h, [fid for fid, _ in COUNTER_FIELDS])
+    if values is None:
+        return out
+    for (fid, name), v in zip(COUNTER_FIELDS, values):
+        ret = getattr(v, "nvmlReturn", 0)
+        if ret:
+            err = _err_name(nv.NVMLError(ret)) if hasattr(nv, "NVMLError") else "NVMLError(%s)" % ret
+            errors[name] = {"name": err, "message": "field %d" % fid}
+            continue
+        member = _VALUE_MEMBERS.get(getattr(v, "valueType", 3), "ullVal")
+        value = getattr(getattr(v, "value", None), member, None)
+        out["us"][name] = int(value) if value is not None else None
+    if not errors:
+        del out["errors"]
+    return out
+
+
+def _all_counters(nv, handles):
+    return [_counters(nv, i, h) for i, h in handles]
+
+
 def _sample(nv, handles, t0, lost):
     """One reading of every GPU. A GPU that answered GpuIsLost is not asked
     again (it cannot come back without a reset); later samples carry a
@@ -126,6 +174,9 @@ def _sample(nv, handles, t0, lost):
         s["power_usage_mw"] = _call(errors, "power_usage_mw", nv.nvmlDeviceGetPowerUsage, h)
         s["clock_sm_mhz"] = _call(errors, "clock_sm_mhz", nv.nvmlDeviceGetClockInfo, h, getattr(nv, "NVML_CLOCK_SM", 1))
         s["clock_event_reasons"] = _call(errors, "clock_event_reasons", reasons, h) if reasons else None
+        margin = _fn(nv, "nvmlDeviceGetMarginTemperature")
+        if margin is not None:  # "GPU T.Limit Temp": degrees left before the slowdown limit
+            s["tlimit_c"] = _call(errors, "tlimit_c", margin, h)
         if any(e.get("name") == "GpuIsLost" for e in errors.values()):
             lost.add(i)
         if not errors:
@@ -195,6 +246,8 @@ def _run_sample(nv, cfg, count):
     interval = max(float(cfg.get("interval", 0.1)), 0.01)
     handles = _handles(nv, count)
     data(sample_devices=[_sample_static(nv, i, h) for i, h in handles])
+    begin("counters before")
+    data(counters_before=_all_counters(nv, handles))
     begin("sampling", scale=1)
     lost = set()
     t0 = _time.monotonic()
@@ -205,7 +258,10 @@ def _run_sample(nv, cfg, count):
         if _time.monotonic() - t0 >= seconds or len(lost) == len(handles):
             break
         _time.sleep(interval)
-    data(samples=n, seconds=round(_time.monotonic() - t0, 4))
+    seconds_taken = round(_time.monotonic() - t0, 4)
+    begin("counters after")
+    data(counters_after=_all_counters(nv, [(i, h) for i, h in handles if i not in lost]))
+    data(samples=n, seconds=seconds_taken)
 
 
 def _run_stream(nv, cfg, count):
@@ -216,6 +272,7 @@ def _run_stream(nv, cfg, count):
     max_seconds = float(cfg.get("max_seconds", 86400.0))
     handles = _handles(nv, count)
     data(sample_devices=[_sample_static(nv, i, h) for i, h in handles])
+    data(counters_before=_all_counters(nv, handles))
     begin("streaming", scale=1)
     lost = set()
     seen_cmd = set()
@@ -231,7 +288,9 @@ def _run_stream(nv, cfg, count):
         n += 1
         if _time.monotonic() - t0 >= max_seconds or _stdin_closed(interval):
             break
-    data(samples=n, seconds=round(_time.monotonic() - t0, 4))
+    seconds_taken = round(_time.monotonic() - t0, 4)
+    data(counters_after=_all_counters(nv, [(i, h) for i, h in handles if i not in lost]))
+    data(samples=n, seconds=seconds_taken)
 
 
 def main():

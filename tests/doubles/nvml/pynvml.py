@@ -19,7 +19,11 @@ Scenario keys (all optional):
             clock_sm_mhz, clock_mem_mhz, max_clock_mem_mhz, max_clock_sm_mhz,
             mem_bus_width_bits, clock_event_reasons, compute_procs [{pid, used_bytes}],
             graphics_procs, samples [{temperature_c, power_usage_mw, clock_sm_mhz,
-            clock_event_reasons}], lost_after (GpuIsLost after N sample reads)}]
+            clock_event_reasons, tlimit_c}], lost_after (GpuIsLost after N sample reads),
+            tlimit_c (the "GPU T.Limit Temp" margin, C),
+            counters {sw_power_cap, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
+                      hw_power_brake_slowdown: microseconds, or a list read one per call
+                      (before, after), or an error name per field}}]
 Any value may be an error name string ("NotSupported", "GpuIsLost", "Unknown").
 """
 
@@ -251,3 +255,41 @@ def nvmlDeviceGetGraphicsRunningProcesses(h):
 
 nvmlDeviceGetComputeRunningProcesses_v3 = nvmlDeviceGetComputeRunningProcesses
 nvmlDeviceGetGraphicsRunningProcesses_v3 = nvmlDeviceGetGraphicsRunningProcesses
+
+
+def nvmlDeviceGetMarginTemperature(h):
+    return _sampled(h, "tlimit_c", "nvmlDeviceGetMarginTemperature")
+
+
+#: field id -> counter name (pynvml's NVML_FI_DEV_CLOCKS_EVENT_REASON_* ids)
+_COUNTER_IDS = {74: "sw_power_cap", 76: "sync_boost", 269: "sw_thermal_slowdown",
+                270: "hw_thermal_slowdown", 271: "hw_power_brake_slowdown"}
+_counter_reads = {}
+
+
+def nvmlDeviceGetFieldValues(h, fieldIds):
+    """Answer as the real call does: an array of ``c_nvmlFieldValue_t``, each
+    with its own ``nvmlReturn`` (a field the scenario lacks is NOT_SUPPORTED).
+    A counter given as a list answers its items in turn, one per call."""
+    _need_init()
+    _maybe_fault("nvmlDeviceGetFieldValues")
+    counters = _dev(h).get("counters")
+    if counters is None:
+        _raise("NotSupported")
+    if isinstance(counters, str):
+        _raise(counters)
+    n = _counter_reads.get(h, 0)
+    _counter_reads[h] = n + 1
+    values = (_real.c_nvmlFieldValue_t * len(fieldIds))()
+    for i, fid in enumerate(fieldIds):
+        values[i].fieldId = fid
+        raw = counters.get(_COUNTER_IDS.get(fid, ""), "NotSupported")
+        if isinstance(raw, list):
+            raw = raw[min(n, len(raw) - 1)]
+        if isinstance(raw, str):
+            values[i].nvmlReturn = _ERRORS.get(raw, _real.NVML_ERROR_UNKNOWN)
+            continue
+        values[i].nvmlReturn = 0
+        values[i].valueType = _real.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        values[i].value.ullVal = int(raw)
+    return values

@@ -162,7 +162,7 @@ def _main(argv: Sequence[str] | None) -> int:
     notes = report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ
     )
-    failed_writes = [n for n in notes if n.startswith("could not write")]
+    failed_writes = [n for n in notes if n.startswith("cannot write")]
     for note in failed_writes:
         print(f"spark-preflight: error: {note}", file=sys.stderr)
     if failed_writes:

@@ -218,7 +218,7 @@ def write_run_files(
 ) -> list[str]:
     """Write ``--spark-report`` and ``--spark-capture``, the one writer of
     both for the plugin and the CLI. Returns one line per file: where it was
-    written, or why it could not be (``"could not write …"``)."""
+    written, or why it could not be (``"cannot write …"``)."""
     notes: list[str] = []
     if settings.report is not None:
         doc = env_report(
@@ -251,5 +251,5 @@ def _write(target: Path, what: str, write: Callable[[Path], None]) -> str:
     try:
         write(target)
     except OSError as exc:
-        return f"could not write {target}: {exc.strerror or exc}"
+        return f"cannot write {target}: {exc.strerror or exc}"
     return f"{what} written to {target}"

@@ -790,7 +790,7 @@ def test_cpu_only_torch_next_to_a_working_gb10_driver_fails(
     assert result.status is Status.FAIL, result.report_text()
     assert result.summary.startswith(
         f'torch {version} is a CPU-only build (torch.version.cuda is None: "Torch not compiled with CUDA '
-        'enabled") on a machine with NVIDIA GB10 (driver 580.95.05, CUDA 13.0)'
+        'enabled") on a machine with NVIDIA GB10 (driver 580.173.02, CUDA 13.0)'
     )
     assert result.fix.startswith("pip install torch --index-url https://download.pytorch.org/whl/cu130")
     assert result.headline == f"torch {version} is CPU-only on NVIDIA GB10"

@@ -596,7 +596,7 @@ def test_healthy_idle_gb10_with_hours_of_power_capping_is_info_with_the_counters
     assert result.reading("sw_power_cap_since_boot").value == 50284.265
     assert result.reading("sw_thermal_slowdown_in_sample").value == 0.0
     assert result.short_line() == (
-        "G4 INFO: GB10 45 C, 11 W, SM 2405 MHz; since boot: power cap 14.0 h, thermal 0 s, brake 0 s "
+        "G4 INFO: GB10 45 C, 11 W, SM 2522 MHz; since boot: power cap 14.0 h, thermal 0 s, brake 0 s "
         "(+0 s in sample)"
     )
 

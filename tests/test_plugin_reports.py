@@ -50,7 +50,7 @@ def test_default_xunit2_is_schema_valid_and_carries_suite_properties(
     assert props["spark.schema"] == "pytest_spark/1"
     assert props["spark.verdict"] in ("ready", "ready-with-warnings", "blocked")
     assert props["spark.host.gpu"] == "NVIDIA GB10"
-    assert props["spark.host.driver"] == "580.95.05"
+    assert props["spark.host.driver"] == "580.173.02"
     assert props["spark.host.cuda_driver"] == "13.0"
     assert props["spark.G3.status"] == "WARN"
     assert props["spark.G3.mem_available"] == "112.8 GiB"

@@ -124,7 +124,7 @@ def test_report_text_has_a_csv_series(doubles: Any) -> None:
     header = lines.index("t_s,gpu,temperature_c,power_w,clock_sm_mhz,clock_event_reasons")
     rows = [row.split(",") for row in lines[header + 1 :]]
     assert len(rows) == sampler.summary()["stored_points"]
-    assert rows[0][1:5] == ["0", "70", "95.0", "2405"]
+    assert rows[0][1:5] == ["0", "70", "95.0", "2522"]
 
 
 def test_bad_interval_is_refused() -> None:

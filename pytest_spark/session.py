@@ -150,6 +150,9 @@ class SparkPreflight:
         self.replay: dict[str, Any] | None = replay
         if not self.is_worker and config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(self), "dgx_spark_xdist")
+        from pytest_spark import report_plugins  # pytest-html, Allure, -r WARN lines, reruns
+
+        report_plugins.register(config, self)
 
     # ------------------------------------------------------------------ engine
 

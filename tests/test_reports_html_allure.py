@@ -14,6 +14,7 @@ import html
 import json
 import re
 import textwrap
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -51,19 +52,34 @@ FORCING_CONFTEST = textwrap.dedent(
     _saved = {}
 
     def _run(self, check_id):
+        if check_id == "G4":  # what the engine keeps for a check on the gather/evaluate contract
+            facts = {"devices": [{"index": 0, "name": "NVIDIA GB10"}], "samples": _gb10_series()}
+            self.machine.store.get_or_compute("facts:G4", lambda: {"facts": facts})
         return Result.from_dict(FORCED[check_id].to_dict())
 
-    def _facts(self, check_id):
-        if check_id == "G4":
-            return {"facts": {"devices": [{"index": 0, "name": "NVIDIA GB10"}], "samples": _gb10_series()}}
-        return {}
-
     def pytest_configure(config):
-        _saved["run"], _saved["facts"] = engine.Engine.run, engine.Engine.facts
-        engine.Engine.run, engine.Engine.facts = _run, _facts
+        _saved["run"] = engine.Engine.run
+        engine.Engine.run = _run
 
     def pytest_unconfigure(config):
-        engine.Engine.run, engine.Engine.facts = _saved["run"], _saved["facts"]
+        engine.Engine.run = _saved["run"]
+    """
+)
+#: added to the conftest: matplotlib cannot be imported during the run
+NO_MATPLOTLIB = textwrap.dedent(
+    """
+    import sys
+    _mpl = {}
+
+    def pytest_sessionstart(session):
+        _mpl.update({k: v for k, v in sys.modules.items() if k == "matplotlib" or k.startswith("matplotlib.")})
+        for k in _mpl:
+            del sys.modules[k]
+        sys.modules["matplotlib"] = None
+
+    def pytest_sessionfinish(session):
+        sys.modules.pop("matplotlib", None)
+        sys.modules.update(_mpl)
     """
 )
 ONLY = ("--spark-preflight", "--spark-only", "G1,G3,G4,G5,G8", "-p", "no:randomly")
@@ -206,3 +222,25 @@ def test_without_the_report_plugins_nothing_changes(forced: pytest.Pytester) -> 
 
     assert section(plain) == section(with_them)
     assert len(section(plain)) == 6
+
+
+def test_spark_report_gets_the_g4_chart_beside_it(forced: pytest.Pytester) -> None:
+    (forced.path / "out").mkdir()
+    result = forced.runpytest(*ONLY, "--spark-report", "out/env-report.json")
+    chart_file = forced.path / "out" / "env-report.thermal-g4.svg"
+    result.stdout.fnmatch_lines([f"thermal chart written to {chart_file}"])
+    root = ET.fromstring(chart_file.read_bytes())
+    ids = {el.get("id") for el in root.iter()}
+    assert "spark-reason-SwThermalSlowdown-gpu0-40" in ids
+
+
+def test_without_matplotlib_one_line_says_why(forced: pytest.Pytester) -> None:
+    forced.makeconftest(FORCING_CONFTEST + NO_MATPLOTLIB)
+    report = forced.path / "report.html"
+    result = forced.runpytest(*ONLY, "--spark-report", "env-report.json", f"--html={report}")
+    result.stdout.fnmatch_lines(
+        ["thermal chart not drawn: matplotlib is not installed (pip install 'pytest-dgx-spark[chart]')"]
+    )
+    assert not (forced.path / "env-report.thermal-g4.svg").exists()
+    g4 = next(row for nodeid, row in html_tests(report).items() if nodeid.endswith("G4"))
+    assert [e["format_type"] for e in g4["extras"]] == ["html"]  # one line instead of the picture

@@ -50,6 +50,9 @@ COLOURS = {
     "counter": "#9467bd",
 }
 DEFAULT_COLOUR = "#7f7f7f"
+#: the smallest y range drawn per row, so that noise on a flat line (1 W on
+#: 100 W, a 1 C step) does not fill the axis and look like a swing
+MIN_SPAN = {"temp_c": 10.0, "power_w": 20.0, "sm_mhz": 200.0}
 
 
 class ChartUnavailable(RuntimeError):
@@ -297,6 +300,7 @@ def _plot(data: ChartData, axes: Sequence[Any]) -> None:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2, label=trace.label,
                         gid=f"spark-{attr}-gpu{trace.gpu}")
         ax.set_ylabel(label)
+        _min_span(ax, MIN_SPAN[attr])
         ax.grid(True, linewidth=0.3, alpha=0.5)
     handles: dict[str, Any] = {}
     for span in data.spans:
@@ -314,6 +318,13 @@ def _plot(data: ChartData, axes: Sequence[Any]) -> None:
     labels += list(handles)
     if lines:
         axes[0].legend(lines, labels, loc="upper left", fontsize=7, ncol=min(len(lines), 3), framealpha=0.8)
+
+
+def _min_span(ax: Any, span: float) -> None:
+    lo, hi = ax.get_ylim()
+    if hi - lo < span:
+        mid = (lo + hi) / 2
+        ax.set_ylim(mid - span / 2, mid + span / 2)
 
 
 def draw(data: ChartData | None, fmt: str = "svg") -> tuple[bytes | None, str | None]:

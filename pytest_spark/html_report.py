@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 #: the Status cell: a symbol that tells the rows apart at a glance, then the word
-SYMBOLS = {"PASS": "✔", "INFO": "ℹ", "WARN": "⚠", "SKIP": "➖", "FAIL": "✘"}
+SYMBOLS = {"PASS": "✓", "INFO": "ℹ", "WARN": "⚠", "SKIP": "○", "FAIL": "✗"}
 HEADER = (
     '<th class="sortable" data-column-type="sparkStatus">Status</th>',
     "<th>Check</th>",
@@ -31,7 +31,8 @@ HEADER = (
 
 
 def status_cell(status: str | None) -> str:
-    word = f"{SYMBOLS.get(status, '')} {status}".strip() if status else ""
+    # a no-break space keeps symbol and word on one line in a narrow column
+    word = f"{SYMBOLS.get(status, '')}\u00a0{status}".strip() if status else ""
     return f'<td class="col-sparkStatus">{escape(word)}</td>'
 
 
@@ -103,6 +104,8 @@ class HtmlReport:
         if call.when == "call" and getattr(item, "spec", None) is not None and item.spec.id == "G4":
             from pytest_spark import report_plugins
 
+            if not report_plugins.html_wanted(self.config):
+                return rep
             picture, why = report_plugins.g4_chart(self.preflight)
             if picture is not None or (why and why != "no series to draw"):
                 rep.extras = [*getattr(rep, "extras", []), chart_extra(picture, why, "G4 thermals")]

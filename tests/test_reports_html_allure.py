@@ -127,7 +127,7 @@ def test_html_rows_show_status_line_and_readings(forced: pytest.Pytester) -> Non
         "Passed", "Failed", "Passed", "Passed", "Skipped"
     ]
     # a WARN row differs from a PASS row in what it shows, not only in colour
-    assert cell(by_id["G5"], "sparkStatus") == "⚠ WARN" != cell(by_id["G1"], "sparkStatus") == "✔ PASS"
+    assert cell(by_id["G5"], "sparkStatus") == "⚠\u00a0WARN" != cell(by_id["G1"], "sparkStatus") == "✓\u00a0PASS"
     assert cell(by_id["G5"], "sparkCheck") == (
         "G5 WARN: pinned copy 38.1 GB/s under 40 GB/s; fix: close other GPU jobs"
     )
@@ -148,7 +148,7 @@ def test_html_summary_has_verdict_and_counts(forced: pytest.Pytester) -> None:
     assert "spark preflight verdict: blocked (G3 failed; 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO)" in text
     assert "checks: 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO" in text
     assert "<li>⚠ G5 WARN: pinned copy 38.1 GB/s" in text
-    assert "<li>✘ G3 FAIL: workload 500 GiB" in text
+    assert "<li>✗ G3 FAIL: workload 500 GiB" in text
 
 
 def allure_results(folder: Path) -> dict[str, dict[str, Any]]:
@@ -244,3 +244,14 @@ def test_without_matplotlib_one_line_says_why(forced: pytest.Pytester) -> None:
     assert not (forced.path / "env-report.thermal-g4.svg").exists()
     g4 = next(row for nodeid, row in html_tests(report).items() if nodeid.endswith("G4"))
     assert [e["format_type"] for e in g4["extras"]] == ["html"]  # one line instead of the picture
+
+
+def test_html_rows_under_xdist(forced: pytest.Pytester) -> None:
+    """The status, G-line and chart are made on the worker and ride to the controller."""
+    pytest.importorskip("xdist")
+    report = forced.path / "report.html"
+    forced.runpytest_subprocess(*ONLY, "-n", "2", f"--html={report}", "--self-contained-html")
+    by_id = {nodeid.rsplit("::", 1)[-1]: row for nodeid, row in html_tests(report).items()}
+    assert cell(by_id["G5"], "sparkStatus") == "⚠\u00a0WARN"
+    assert cell(by_id["G3"], "sparkCheck").startswith("G3 FAIL: workload 500 GiB")
+    assert [e["name"] for e in by_id["G4"]["extras"] if e["format_type"] == "image"] == ["G4 thermals"]

@@ -101,7 +101,9 @@ class HtmlReport:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         rep = yield
-        if call.when == "call" and getattr(item, "spec", None) is not None and item.spec.id == "G4":
+        from pytest_spark.session import SparkCheckItem
+
+        if call.when == "call" and isinstance(item, SparkCheckItem) and item.spec.id == "G4":
             from pytest_spark import report_plugins
 
             if not report_plugins.html_wanted(self.config):

@@ -138,6 +138,18 @@ def wants_warn_lines(reportchars: str) -> bool:
     return wanted
 
 
+def reruns_requested(config: pytest.Config) -> bool:
+    """``--reruns``/``--force-reruns``/the ``reruns`` ini key: only then do the
+    checks need the marker (without it rerunfailures leaves every test alone)."""
+    for name in ("reruns", "force_reruns"):
+        if config.getoption(name, None):
+            return True
+    try:
+        return bool(config.getini("reruns"))
+    except (ValueError, KeyError):
+        return False
+
+
 class PreflightExtras:
     def __init__(self, config: pytest.Config, preflight: Any) -> None:
         self.config = config
@@ -147,7 +159,7 @@ class PreflightExtras:
     # ------------------------------------------------------------------ reruns
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        if not self.config.pluginmanager.hasplugin("rerunfailures"):
+        if not self.config.pluginmanager.hasplugin("rerunfailures") or not reruns_requested(self.config):
             return
         from pytest_spark.session import SparkCheckItem
 

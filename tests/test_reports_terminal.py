@@ -159,3 +159,16 @@ def test_plain_sampler_run_loads_no_chart_code(
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly", "test_train.py")
     result.assert_outcomes(passed=2)
+
+
+def test_no_marker_when_no_rerun_is_asked(pytester: pytest.Pytester) -> None:
+    """Without --reruns, rerunfailures leaves every test alone, so do we."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makeconftest(
+        "def pytest_collection_finish(session):\n"
+        "    print('MARKED', [i.name for i in session.items if i.get_closest_marker('flaky')])\n"
+    )
+    plain = run(pytester, "-s")
+    plain.stdout.fnmatch_lines(["MARKED []"])
+    asked = run(pytester, "-s", "--reruns", "1")
+    asked.stdout.fnmatch_lines(["MARKED ['G3']"])

@@ -255,3 +255,32 @@ def test_html_rows_under_xdist(forced: pytest.Pytester) -> None:
     assert cell(by_id["G5"], "sparkStatus") == "⚠\u00a0WARN"
     assert cell(by_id["G3"], "sparkCheck").startswith("G3 FAIL: workload 500 GiB")
     assert [e["name"] for e in by_id["G4"]["extras"] if e["format_type"] == "image"] == ["G4 thermals"]
+
+
+def test_no_report_asked_no_chart_code_loaded(forced: pytest.Pytester) -> None:
+    """With pytest-html and allure-pytest installed but neither --html, --alluredir
+    nor --spark-report given, no chart is drawn and matplotlib is never imported."""
+    forced.makeconftest(
+        FORCING_CONFTEST
+        + "\ndef pytest_terminal_summary(terminalreporter):\n"
+        + "    import sys\n"
+        + "    terminalreporter.write_line(f\"LOADED {sorted(m for m in ('matplotlib', 'pytest_spark.chart') "
+        + "if m in sys.modules)}\")\n"
+    )
+    result = forced.runpytest_subprocess(*ONLY)
+    result.stdout.fnmatch_lines(["LOADED []"])
+
+
+def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester) -> None:
+    """G4 on the gather/evaluate contract keeps its sample in the run's facts;
+    the chart reads it from there (GB10 double, 1 s sample)."""
+    import pytest_spark.checks.g04_thermal as g4
+
+    if not hasattr(g4, "FACTS"):
+        pytest.skip("G4 still runs through run(ctx): its facts are not kept yet")
+    pytester.mkdir("out")
+    result = pytester.runpytest(
+        "-p", "no:randomly", "--spark-preflight", "--spark-only", "G4", "--spark-report", "out/env-report.json"
+    )
+    result.stdout.fnmatch_lines(["thermal chart written to *env-report.thermal-g4.svg"])
+    ET.fromstring((pytester.path / "out" / "env-report.thermal-g4.svg").read_bytes())

@@ -230,6 +230,7 @@ def write_run_files(
             profile=profile,
         )
         notes.append(_write(per_rank_path(settings.report, env), "env report", lambda p: write_json(p, doc)))
+        notes.extend(g4_chart_note(per_rank_path(settings.report, env), store_items))
     if getattr(settings, "capture", None) is not None:
         from pytest_spark import capture
         from pytest_spark.checks.kit import Params
@@ -245,6 +246,21 @@ def write_run_files(
         target = per_rank_path(settings.capture, env)
         notes.append(_write(target, "capture", lambda p: capture.write(p, document, env)))
     return notes
+
+
+def g4_chart_note(report: Path, store_items: Callable[[], Mapping[str, Any]]) -> list[str]:
+    """G4's thermal chart beside the env report (``env-report.thermal-g4.svg``):
+    one line, where it went or why not; none when G4 took no series."""
+    stored = store_items().get("facts:G4")
+    facts = stored.get("facts") if isinstance(stored, Mapping) else None
+    if not isinstance(facts, Mapping):
+        return []
+    from pytest_spark import chart
+
+    data = chart.from_facts(facts)
+    if data is None:
+        return []
+    return [chart.write(chart.beside(report, "thermal-g4"), data)]
 
 
 def _write(target: Path, what: str, write: Callable[[Path], None]) -> str:

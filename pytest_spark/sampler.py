@@ -48,6 +48,10 @@ import pytest
 MAX_PROCS = 256
 #: where the fixture leaves the summary on the test item (for conftest hooks)
 SUMMARY_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+#: the stored series and GPU names, for the thermal chart (pytest_spark/report_plugins.py)
+SERIES_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+#: the drawn chart, once per test: (svg, None) or (None, why)
+CHART_KEY: pytest.StashKey[tuple[bytes | None, str | None]] = pytest.StashKey()
 
 
 class GpuSampler:
@@ -498,6 +502,7 @@ def spark_sampler(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
         node = request.node
         node.add_report_section("teardown", "stdout", sampler.report_text(summary) + "\n")
         node.stash[SUMMARY_KEY] = summary
+        _keep_series(request.config, node, sampler, summary)
         if metadata is not None:
             metadata["spark_sampler"] = {k: v for k, v in summary.items() if k != "processes"} | {
                 "processes": summary["processes"][:20]
@@ -508,3 +513,19 @@ def spark_sampler(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
             family = "xunit2"
         if family in ("xunit1", "legacy"):
             node.user_properties.extend(properties(summary))
+
+
+def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary: Mapping[str, Any]) -> None:
+    """Keep the series for a chart when a report will show one (pytest-html,
+    Allure, ``--spark-report``); the chart code loads only then."""
+    html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
+    allure = config.pluginmanager.get_plugin("allure_listener") is not None
+    extras = config.pluginmanager.get_plugin("dgx_spark_extras")  # registered with --spark-preflight
+    report = extras is not None and getattr(extras.preflight.settings, "report", None) is not None
+    if not (html or allure or report):
+        return
+    names = {g["index"]: g["name"] for g in summary.get("gpus") or [] if g.get("name")}
+    node.stash[SERIES_KEY] = {"samples": sampler.series(), "names": names}
+    from pytest_spark import report_plugins
+
+    report_plugins.sampler_hooks(config)

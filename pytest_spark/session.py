@@ -166,6 +166,9 @@ class SparkPreflight:
         install_signal_handlers(self._xdist.forward if self._xdist else None)
         if self.is_worker:
             self._announce_worker()
+        from pytest_spark import report_plugins  # pytest-html, Allure, -r WARN lines, reruns
+
+        report_plugins.register(config, self)
 
     # ------------------------------------------------------------------ engine
 

@@ -249,3 +249,17 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if not elfkit.gcc_available() or elfkit.python_headers() is None:
         pytest.skip("gcc and Python.h are needed to build real ELF files")
     return elfkit.session_kit(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def matplotlib_loaded() -> None:
+    """Draw one chart in this process before any in-process pytester run does:
+    pytester drops the modules a run imported, and matplotlib/numpy cannot be
+    imported a second time in one process (their classes would no longer match)."""
+    pytest.importorskip("matplotlib")
+    from pytest_spark import chart
+
+    data = chart.from_samples([{"t": 0, "gpus": [{"temperature_c": 1}]}, {"t": 1, "gpus": [{"temperature_c": 2}]}],
+                              title="warm-up")
+    for fmt in ("svg", "png"):
+        chart.render(data, fmt)

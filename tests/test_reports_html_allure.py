@@ -1,0 +1,286 @@
+"""pytest-html and Allure show each check's status word, G-line and readings.
+
+One run with a PASS (G1), a FAIL (G3), an INFO (G4, with a GB10-shaped
+thermal series in its facts), a WARN (G5) and a SKIP (G8): the results are
+forced by a conftest that replaces ``Engine.run`` for the run only, so each
+status is exactly the one asserted. The html report is read back from its
+``data-jsonblob``; Allure from its ``*-result.json`` files and
+``environment.properties``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pytest_html")
+pytest.importorskip("allure_pytest")
+pytest.importorskip("matplotlib")
+
+FORCING_CONFTEST = textwrap.dedent(
+    """
+    import pytest_spark.engine as engine
+    from pytest_spark.model import Reading, Result, Status
+
+    def _gb10_series():
+        out = []
+        for i in range(60):
+            mask = 0x20 if 40 <= i < 50 else 0
+            gpu = {"index": 0, "temperature_c": 60 + min(27, i // 2), "power_usage_mw": 100000 + (i % 3) * 500,
+                   "clock_sm_mhz": 1900 if mask else 2400, "clock_event_reasons": mask}
+            out.append({"t": float(i), "gpus": [gpu]})
+        return out
+
+    FORCED = {
+        "G1": Result("G1", Status.PASS, "torch cu130 matches the driver's CUDA 13.0",
+                     readings=[Reading("torch_cuda", "13.0")]),
+        "G3": Result("G3", Status.FAIL, "workload 500 GiB > MemAvailable 112.8 GiB", "stop other jobs",
+                     readings=[Reading("mem_available", 112.8, "GiB")]),
+        "G4": Result("G4", Status.INFO, "GPU 0 NVIDIA GB10: 60-87 C, 100-101 W",
+                     readings=[Reading("temperature_max", 87.0, "C"), Reading("power_limit", None, "W")]),
+        "G5": Result("G5", Status.WARN, "pinned copy 38.1 GB/s under 40 GB/s", "close other GPU jobs",
+                     readings=[Reading("h2d_pinned", 38.1, "GB/s")]),
+        "G8": Result("G8", Status.SKIP, "offline: GitHub not contacted"),
+    }
+    _saved = {}
+
+    def _run(self, check_id):
+        if check_id == "G4":  # what the engine keeps for a check on the gather/evaluate contract
+            facts = {"devices": [{"index": 0, "name": "NVIDIA GB10"}], "samples": _gb10_series()}
+            self.machine.store.get_or_compute("facts:G4", lambda: {"facts": facts})
+        return Result.from_dict(FORCED[check_id].to_dict())
+
+    def pytest_configure(config):
+        _saved["run"] = engine.Engine.run
+        engine.Engine.run = _run
+
+    def pytest_unconfigure(config):
+        engine.Engine.run = _saved["run"]
+    """
+)
+#: added to the conftest: matplotlib cannot be imported during the run
+NO_MATPLOTLIB = textwrap.dedent(
+    """
+    import sys
+    _mpl = {}
+
+    def pytest_sessionstart(session):
+        _mpl.update({k: v for k, v in sys.modules.items() if k == "matplotlib" or k.startswith("matplotlib.")})
+        for k in _mpl:
+            del sys.modules[k]
+        sys.modules["matplotlib"] = None
+
+    def pytest_sessionfinish(session):
+        sys.modules.pop("matplotlib", None)
+        sys.modules.update(_mpl)
+    """
+)
+ONLY = ("--spark-preflight", "--spark-only", "G1,G3,G4,G5,G8", "-p", "no:randomly")
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env, matplotlib_loaded):
+    return spark_env
+
+
+@pytest.fixture
+def forced(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(FORCING_CONFTEST)
+    return pytester
+
+
+def html_tests(path: Path) -> dict[str, dict[str, Any]]:
+    """pytest-html's data blob: nodeid -> the call row's data."""
+    text = path.read_text(encoding="utf-8")
+    blob = re.search(r'data-jsonblob="([^"]*)"', text)
+    assert blob, "no data-jsonblob in the html report"
+    data = json.loads(html.unescape(blob.group(1)))
+    return {nodeid: rows[-1] for nodeid, rows in data["tests"].items()}
+
+
+def cell(row: dict[str, Any], css: str) -> str:
+    found = next(c for c in row["resultsTableRow"] if f'class="col-{css}"' in c)
+    return html.unescape(re.sub(r"<[^>]+>", "", found))
+
+
+def test_html_rows_show_status_line_and_readings(forced: pytest.Pytester) -> None:
+    report = forced.path / "report.html"
+    result = forced.runpytest(*ONLY, f"--html={report}", "--self-contained-html")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    rows = html_tests(report)
+    by_id = {nodeid.rsplit("::", 1)[-1]: row for nodeid, row in rows.items()}
+    expected = {"G1": "PASS", "G3": "FAIL", "G4": "INFO", "G5": "WARN", "G8": "SKIP"}
+    for cid, word in expected.items():
+        row = by_id[cid]
+        assert cell(row, "sparkStatus").endswith(word), (cid, row["resultsTableRow"])
+        assert cell(row, "sparkCheck").startswith(f"{cid} {word}: "), cid
+        assert row["sparkStatus"].endswith(word)  # sortable: in the blob's own keys
+    # pytest's outcome stays what pytest decided (its filter boxes know only these)
+    assert [by_id[c]["result"] for c in ("G1", "G3", "G4", "G5", "G8")] == [
+        "Passed", "Failed", "Passed", "Passed", "Skipped"
+    ]
+    # a WARN row differs from a PASS row in what it shows, not only in colour
+    assert cell(by_id["G5"], "sparkStatus") == "⚠\u00a0WARN" != cell(by_id["G1"], "sparkStatus") == "✓\u00a0PASS"
+    assert cell(by_id["G5"], "sparkCheck") == (
+        "G5 WARN: pinned copy 38.1 GB/s under 40 GB/s; fix: close other GPU jobs"
+    )
+    assert cell(by_id["G5"], "sparkReadings") == "h2d_pinned = 38.1 GB/s"
+    assert cell(by_id["G4"], "sparkReadings") == "temperature_max = 87.0 C; power_limit = [N/A]"
+    assert cell(by_id["G3"], "sparkReadings") == "mem_available = 112.8 GiB"
+    # G4's chart rides as an image extra (an SVG, embedded)
+    images = [e for e in by_id["G4"]["extras"] if e["format_type"] == "image"]
+    assert [e["name"] for e in images] == ["G4 thermals"]
+    assert images[0]["content"].startswith("data:image/svg+xml;base64,")
+    assert not any(e["format_type"] == "image" for e in by_id["G5"]["extras"])
+
+
+def test_html_summary_has_verdict_and_counts(forced: pytest.Pytester) -> None:
+    report = forced.path / "report.html"
+    forced.runpytest(*ONLY, f"--html={report}", "--self-contained-html")
+    text = html.unescape(report.read_text(encoding="utf-8"))
+    assert "spark preflight verdict: blocked (G3 failed; 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO)" in text
+    assert "checks: 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO" in text
+    assert "<li>⚠ G5 WARN: pinned copy 38.1 GB/s" in text
+    assert "<li>✗ G3 FAIL: workload 500 GiB" in text
+
+
+def allure_results(folder: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in folder.glob("*-result.json"):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        out[doc["name"]] = doc
+    return out
+
+
+def labels(doc: dict[str, Any], name: str) -> list[str]:
+    return [lab["value"] for lab in doc.get("labels", []) if lab["name"] == name]
+
+
+def test_allure_results_carry_status_word_line_and_readings(forced: pytest.Pytester) -> None:
+    folder = forced.path / "allure"
+    forced.runpytest(*ONLY, f"--alluredir={folder}")
+    docs = allure_results(folder)
+    assert sorted(docs) == ["G1", "G3", "G4", "G5", "G8"]
+    expected = {"G1": ("PASS", "passed"), "G3": ("FAIL", "failed"), "G4": ("INFO", "passed"),
+                "G5": ("WARN", "passed"), "G8": ("SKIP", "skipped")}
+    for cid, (word, allure_status) in expected.items():
+        doc = docs[cid]
+        assert doc["status"] == allure_status, cid
+        assert word in labels(doc, "tag"), cid  # one tag filter finds every WARN
+        assert labels(doc, "spark_status") == [word], cid
+        assert doc["statusDetails"]["message"].startswith(f"{cid} {word}: "), cid
+    # only the WARN carries the WARN tag
+    assert [cid for cid, doc in docs.items() if "WARN" in labels(doc, "tag")] == ["G5"]
+    assert docs["G5"]["statusDetails"]["message"] == (
+        "G5 WARN: pinned copy 38.1 GB/s under 40 GB/s; fix: close other GPU jobs"
+    )
+    assert docs["G3"]["statusDetails"]["message"].startswith("G3 FAIL: workload 500 GiB")
+    params = {p["name"]: p for p in docs["G5"]["parameters"]}
+    assert params["h2d_pinned"]["value"] == "'38.1 GB/s'"
+    assert params["h2d_pinned"]["excluded"] is True  # readings do not split the history
+    g4_params = {p["name"]: p["value"] for p in docs["G4"]["parameters"]}
+    assert g4_params["power_limit"] == "'[N/A]'"
+    # G4's chart is attached, as SVG
+    attachments = docs["G4"].get("attachments", [])
+    svg = [a for a in attachments if a["name"] == "G4 thermals"]
+    assert svg and svg[0]["type"] == "image/svg+xml"
+    assert (folder / svg[0]["source"]).read_bytes().lstrip().startswith(b"<?xml")
+
+
+def test_allure_environment_properties_hold_the_verdict(forced: pytest.Pytester) -> None:
+    from pytest_spark.allure_report import read_environment
+
+    folder = forced.path / "allure"
+    folder.mkdir()
+    (folder / "environment.properties").write_text("Browser=none\nspark.verdict=stale\n")
+    forced.runpytest(*ONLY, f"--alluredir={folder}")
+    props = read_environment(folder / "environment.properties")
+    assert props["Browser"] == "none"  # others' keys are kept
+    assert props["spark.verdict"] == "blocked"
+    assert props["spark.verdict.line"].startswith("verdict: blocked (G3 failed;")
+    assert props["spark.checks.WARN"] == "1" and props["spark.checks.FAIL"] == "1"
+    assert props["spark.G5"] == "WARN"
+
+
+def test_without_the_report_plugins_nothing_changes(forced: pytest.Pytester) -> None:
+    """``-p no:html -p no:allure_pytest``: the same outcomes and terminal section."""
+    plain = forced.runpytest(*ONLY, "-p", "no:html", "-p", "no:allure_pytest")
+    with_them = forced.runpytest(*ONLY)
+    assert plain.parseoutcomes() == with_them.parseoutcomes()
+
+    def section(r: pytest.RunResult) -> list[str]:
+        lines = r.stdout.lines
+        start = next(i for i, ln in enumerate(lines) if re.match(r"^=+ spark preflight =+$", ln))
+        return [ln for ln in lines[start + 1 :] if re.match(r"^(G\d+ [A-Z]+:|verdict:)", ln)]
+
+    assert section(plain) == section(with_them)
+    assert len(section(plain)) == 6
+
+
+def test_spark_report_gets_the_g4_chart_beside_it(forced: pytest.Pytester) -> None:
+    (forced.path / "out").mkdir()
+    result = forced.runpytest(*ONLY, "--spark-report", "out/env-report.json")
+    chart_file = forced.path / "out" / "env-report.thermal-g4.svg"
+    result.stdout.fnmatch_lines([f"thermal chart written to {chart_file}"])
+    root = ET.fromstring(chart_file.read_bytes())
+    ids = {el.get("id") for el in root.iter()}
+    assert "spark-reason-SwThermalSlowdown-gpu0-40" in ids
+
+
+def test_without_matplotlib_one_line_says_why(forced: pytest.Pytester) -> None:
+    forced.makeconftest(FORCING_CONFTEST + NO_MATPLOTLIB)
+    report = forced.path / "report.html"
+    result = forced.runpytest(*ONLY, "--spark-report", "env-report.json", f"--html={report}")
+    result.stdout.fnmatch_lines(
+        ["thermal chart not drawn: matplotlib is not installed (pip install 'pytest-dgx-spark[chart]')"]
+    )
+    assert not (forced.path / "env-report.thermal-g4.svg").exists()
+    g4 = next(row for nodeid, row in html_tests(report).items() if nodeid.endswith("G4"))
+    assert [e["format_type"] for e in g4["extras"]] == ["html"]  # one line instead of the picture
+
+
+def test_html_rows_under_xdist(forced: pytest.Pytester) -> None:
+    """The status, G-line and chart are made on the worker and ride to the controller."""
+    pytest.importorskip("xdist")
+    report = forced.path / "report.html"
+    forced.runpytest_subprocess(*ONLY, "-n", "2", f"--html={report}", "--self-contained-html")
+    by_id = {nodeid.rsplit("::", 1)[-1]: row for nodeid, row in html_tests(report).items()}
+    assert cell(by_id["G5"], "sparkStatus") == "⚠\u00a0WARN"
+    assert cell(by_id["G3"], "sparkCheck").startswith("G3 FAIL: workload 500 GiB")
+    assert [e["name"] for e in by_id["G4"]["extras"] if e["format_type"] == "image"] == ["G4 thermals"]
+
+
+def test_no_report_asked_no_chart_code_loaded(forced: pytest.Pytester) -> None:
+    """With pytest-html and allure-pytest installed but neither --html, --alluredir
+    nor --spark-report given, no chart is drawn and matplotlib is never imported."""
+    forced.makeconftest(
+        FORCING_CONFTEST
+        + "\ndef pytest_terminal_summary(terminalreporter):\n"
+        + "    import sys\n"
+        + "    terminalreporter.write_line(f\"LOADED {sorted(m for m in ('matplotlib', 'pytest_spark.chart') "
+        + "if m in sys.modules)}\")\n"
+    )
+    result = forced.runpytest_subprocess(*ONLY)
+    result.stdout.fnmatch_lines(["LOADED []"])
+
+
+def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester) -> None:
+    """G4 on the gather/evaluate contract keeps its sample in the run's facts;
+    the chart reads it from there (GB10 double, 1 s sample)."""
+    import pytest_spark.checks.g04_thermal as g4
+
+    if not hasattr(g4, "FACTS"):
+        pytest.skip("G4 still runs through run(ctx): its facts are not kept yet")
+    pytester.mkdir("out")
+    result = pytester.runpytest(
+        "-p", "no:randomly", "--spark-preflight", "--spark-only", "G4", "--spark-report", "out/env-report.json"
+    )
+    result.stdout.fnmatch_lines(["thermal chart written to *env-report.thermal-g4.svg"])
+    ET.fromstring((pytester.path / "out" / "env-report.thermal-g4.svg").read_bytes())

@@ -1,0 +1,174 @@
+"""WARN in ``-r`` short summaries, no reruns of a check, the sampler's chart.
+
+G3 on the GB10 double (MemAvailable 112.8 GiB) gives a real WARN with a
+100 GiB workload and a real FAIL with 500 GiB (see test_plugin_outcomes.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+from pytest_spark.report_plugins import wants_warn_lines
+
+from doubles import gb10
+
+WARN_LINE = "WARN spark_preflight::G3 - G3 WARN: workload 100 GiB fits MemAvailable*"
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    return spark_env
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:randomly", "--spark-preflight", "--spark-only", "G3", *args)
+
+
+def summary_section(result: pytest.RunResult) -> list[str]:
+    lines = result.stdout.lines
+    start = next((i for i, ln in enumerate(lines) if "short test summary info" in ln), None)
+    if start is None:
+        return []
+    return [ln for ln in lines[start + 1 :] if not ln.startswith("=")]
+
+
+@pytest.mark.parametrize("chars", ["-rA", "-ra", "-rw", "-rW"])
+def test_warn_is_listed_in_the_short_summary(pytester: pytest.Pytester, chars: str) -> None:
+    result = run(pytester, "--spark-workload-gb", "100", chars)
+    assert result.parseoutcomes() == {"warned": 1, "deselected": 9}
+    section = summary_section(result)
+    assert len([ln for ln in section if ln.startswith("WARN ")]) == 1, section
+    result.stdout.fnmatch_lines(["*short test summary info*", WARN_LINE])
+
+
+def test_warn_line_follows_pytests_own_lines_under_ra(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_bad(): assert False")
+    result = run(pytester, "--spark-workload-gb", "100", "-rA", "test_user.py")
+    section = summary_section(result)
+    assert section[0].startswith("FAILED test_user.py::test_bad")
+    assert section[-1].startswith("WARN spark_preflight::G3 - G3 WARN:")
+    assert sum("short test summary info" in ln for ln in result.stdout.lines) == 1
+
+
+def test_no_warn_line_by_default_or_after_N(pytester: pytest.Pytester) -> None:
+    for extra in ([], ["-rAN"]):
+        result = run(pytester, "--spark-workload-gb", "100", *extra)
+        assert not any(ln.startswith("WARN spark_preflight") for ln in result.stdout.lines), extra
+
+
+def test_full_warn_line_under_vv(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--spark-workload-gb", "100", "-rA", "-vv")
+    line = next(ln for ln in summary_section(result) if ln.startswith("WARN "))
+    g_line = next(ln for ln in result.stdout.lines if ln.startswith("G3 WARN: "))
+    assert line == f"WARN spark_preflight::G3 - {g_line}"
+    assert len(line) > 80  # not cut to the terminal's width
+
+
+def test_wants_warn_lines() -> None:
+    assert [wants_warn_lines(c) for c in ("fE", "A", "a", "w", "W", "AN", "NA", "s")] == [
+        False, True, True, True, True, False, True, False
+    ]
+
+
+def test_a_failing_check_is_not_rerun(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_user="def test_flaky(): assert False")
+    result = run(pytester, "--spark-workload-gb", "500", "--reruns", "2", "test_user.py")
+    outcomes = result.parseoutcomes()
+    # the user's test is rerun twice (rerunfailures is active), the check not at all
+    assert outcomes == {"failed": 2, "rerun": 2, "deselected": 9}
+    assert result.stdout.str().count("G3 FAIL: workload 500 GiB") >= 1
+    assert not any(ln.startswith("RERUN spark_preflight") for ln in result.stdout.lines)
+    result.stdout.fnmatch_lines(["spark_preflight F*", "test_user.py RRF*"])
+
+
+def test_not_rerun_even_in_append_mode(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures")
+    result = run(pytester, "--spark-workload-gb", "500", "--reruns", "2", "--reruns-mode", "append")
+    assert result.parseoutcomes() == {"failed": 1, "deselected": 9}
+
+
+SAMPLER_TEST = """
+import pytest
+
+@pytest.mark.parametrize("spark_sampler", [{"interval": 0.02}], indirect=True)
+def test_train(spark_sampler):
+    import time
+    deadline = time.monotonic() + 5
+    while spark_sampler.summary()["samples"] < 12 and time.monotonic() < deadline:
+        time.sleep(0.02)
+"""
+
+
+def hot_gb10(n: int = 40) -> dict[str, Any]:
+    samples = [
+        {"temperature_c": 70 + i, "power_usage_mw": 95000, "clock_event_reasons": 0x20 if i >= 5 else 0}
+        for i in range(n)
+    ]
+    return gb10.nvml(device={"samples": samples})
+
+
+def test_sampler_chart_in_html_allure_and_beside_the_report(
+    pytester: pytest.Pytester, doubles: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sampler's series (GB10 double heating with SwThermalSlowdown) drawn
+    into the test's html row, attached in Allure and written beside env-report."""
+    pytest.importorskip("pytest_html")
+    pytest.importorskip("allure_pytest")
+    pytest.importorskip("matplotlib")
+    doubles.nvml(hot_gb10()).apply(monkeypatch)
+    pytester.makepyfile(test_train=SAMPLER_TEST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--spark-preflight", "--spark-only", "G3", "--spark-report", "env-report.json",
+        "--html=report.html", "--self-contained-html", "--alluredir=allure", "test_train.py",
+    )
+    result.assert_outcomes(passed=2, deselected=9)
+    chart_file = pytester.path / "env-report.thermal-test_train_spark_sampler0.svg"
+    result.stdout.fnmatch_lines([f"thermal chart written to {chart_file}"])
+    root = ET.fromstring(chart_file.read_bytes())
+    assert any((el.get("id") or "").startswith("spark-reason-SwThermalSlowdown-gpu0") for el in root.iter())
+
+    text = (pytester.path / "report.html").read_text(encoding="utf-8")
+    blob = json.loads(html.unescape(re.search(r'data-jsonblob="([^"]*)"', text).group(1)))  # type: ignore[union-attr]
+    row = next(rows[-1] for nodeid, rows in blob["tests"].items() if "test_train" in nodeid)
+    images = [e for e in row["extras"] if e["format_type"] == "image"]
+    assert [e["name"] for e in images] == ["spark_sampler thermals"]
+    svg = base64.b64decode(images[0]["content"].split(",", 1)[1])
+    assert b"SwThermalSlowdown" in svg
+
+    docs = [json.loads(p.read_text()) for p in (pytester.path / "allure").glob("*-result.json")]
+    train = next(d for d in docs if d["name"].startswith("test_train"))
+    assert "spark_sampler thermals" in json.dumps(train)
+
+
+def test_plain_sampler_run_loads_no_chart_code(
+    pytester: pytest.Pytester, doubles: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doubles.nvml(hot_gb10()).apply(monkeypatch)
+    pytester.makepyfile(
+        test_train=SAMPLER_TEST
+        + "\ndef test_after():\n    import sys\n    assert 'pytest_spark.chart' not in sys.modules\n"
+        + "    assert 'matplotlib' not in sys.modules\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "test_train.py")
+    result.assert_outcomes(passed=2)
+
+
+def test_no_marker_when_no_rerun_is_asked(pytester: pytest.Pytester) -> None:
+    """Without --reruns, rerunfailures leaves every test alone, so do we."""
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makeconftest(
+        "def pytest_collection_finish(session):\n"
+        "    print('MARKED', [i.name for i in session.items if i.get_closest_marker('flaky')])\n"
+    )
+    plain = run(pytester, "-s")
+    plain.stdout.fnmatch_lines(["MARKED []"])
+    asked = run(pytester, "-s", "--reruns", "1")
+    asked.stdout.fnmatch_lines(["MARKED ['G3']"])

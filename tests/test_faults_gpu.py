@@ -225,7 +225,14 @@ G7_UNKNOWN = (
     "G7 INFO: NVIDIA GB10 is SM121 (12.1); torch arch list {archs}; TORCH_CUDA_ARCH_LIST unset; no NVFP4 "
     "kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
 )
-STOCK_ARCHS = "sm_80, sm_90, sm_100, sm_110, sm_120, compute_120"
+STOCK_ARCHS = "sm_80, sm_90, sm_100, sm_110, sm_120"
+#: G4 read through the GB10 double's nvidia-smi (tests/data/gb10/nvml_memory_1.txt's 35 C and
+#: 11.17 W, nvidia-smi_clocks_power_1.txt's 2522 MHz and counters)
+G4_SMI_HEAD = (
+    "G4 INFO: GPU 0 NVIDIA GB10: 35 C, 11.2 W (limit [N/A]), SM 2522 MHz; no clock-event reason; "
+    "clock-event counters since boot: power cap 3.0 h, thermal 1.2 s, power brake 0 s; "
+    "slowdown +0 s in the sample; "
+)
 G8_OFFLINE = "G8 SKIP: offline: GitHub not contacted, playbook issues not checked"
 G9_PASS = "G9 PASS: container: Docker container (/.dockerenv); no training stack installed; declared requirements hold"
 #: a single node with nothing multi-node: PASS (issue 8: SKIP means "could not check"), was SKIP
@@ -277,13 +284,13 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
             g1_pass("driver CUDA version unknown"),
             G2_PASS,
             G3_INFO.format(nvml=""),
-            "G4 INFO: GPU 0 NVIDIA GB10: 45 C, 11.0 W (limit [N/A]), SM 2405 MHz; no clock-event reason; "
+            G4_SMI_HEAD +
             "sampled 0.3 s (nvidia-smi)",
             G5_INFO.format(budget=NO_BUDGET),
             "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
             f"G7 SKIP: no NVIDIA GPU found ({NO_LIB}): NVFP4 on SM121 does not apply",
             *tail,
-            "verdict: ready-with-warnings (4 PASS, 3 SKIP, 3 INFO)",
+            "verdict: ready-with-warnings (5 PASS, 2 SKIP, 3 INFO)",
         ]
     if fault == "driver-not-loaded":
         return [
@@ -296,7 +303,7 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
             "or trainer",
             f"G7 SKIP: no NVIDIA GPU found ({NO_DRIVER}): NVFP4 on SM121 does not apply",
             *tail,
-            "verdict: ready-with-warnings (3 PASS, 5 SKIP, 2 INFO)",
+            "verdict: ready-with-warnings (4 PASS, 4 SKIP, 2 INFO)",
         ]
     if fault == "unknown":
         g4 = (
@@ -319,7 +326,7 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
         "G6 PASS: no other GPU process [NVML]",
         g7,
         *tail,
-        "verdict: blocked (G4 failed; 4 PASS, 1 FAIL, 1 WARN, 2 SKIP, 2 INFO)",
+        "verdict: blocked (G4 failed; 6 PASS, 1 FAIL, 1 SKIP, 2 INFO)",
     ]
 
 
@@ -448,7 +455,7 @@ def test_probe_children_that_cannot_start_are_reasons_not_a_wedged_driver(
         f"G1 FAIL: torch child {enoent}; fix: check the Python interpreter pytest runs",
         G2_PASS,
         G3_INFO.format(nvml=""),
-        "G4 INFO: GPU 0 NVIDIA GB10: 45 C, 11.0 W (limit [N/A]), SM 2405 MHz; no clock-event reason; "
+        G4_SMI_HEAD +
         "one snapshot (nvidia-smi)",
         G5_INFO.format(budget=NO_BUDGET),
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",

@@ -39,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of lines")
     parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print each check's whole line, its details and readings (default: one short line each)",
+    )
+    parser.add_argument(
         "--rootdir",
         metavar="DIR",
         default=None,
@@ -174,7 +180,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(json.dumps(block, indent=2, default=str))
     else:
         for result in results:
-            print(result.line())
+            print(result.report_text() if ns.verbose else result.short_line())
         print(verdict_line(results, strict=settings.strict))
     blocked = verdict(results, strict=settings.strict).value == "blocked"
     if any(r.status is Status.FAIL for r in results) or blocked:

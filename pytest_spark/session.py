@@ -54,7 +54,12 @@ _KEYWORDS = {"and", "or", "not"}
 
 
 class SparkCheckFailed(Exception):
-    """Raised by a check item; its message is the G-line."""
+    """Raised by a check item; its message is the G-line, ``text`` the G-line
+    with the check's details and readings (the failure's body, said once)."""
+
+    def __init__(self, line: str, text: str | None = None) -> None:
+        super().__init__(line)
+        self.text = text or line
 
 
 def rewrite_keyword_expression(expr: str) -> str:
@@ -100,13 +105,15 @@ class SparkCheckItem(pytest.Item):
         plugin.engine.prefetch()
         result = plugin.engine.run(self.spec.id)
         self.spark_result = result
-        self.add_report_section("call", "stdout", result.report_text() + "\n")
         if plugin.junit_family in ("xunit1", "legacy"):
             self.user_properties.extend(report.case_properties(result))
         if result.status is Status.FAIL:
-            raise SparkCheckFailed(result.line())
+            # the failure's body carries the whole text: no captured copy beside it
+            raise SparkCheckFailed(result.line(), result.report_text())
         if result.status is Status.WARN and plugin.settings.strict:
-            raise SparkCheckFailed(f"{result.line()} (a failure under --spark-strict)")
+            line = f"{result.line()} (a failure under --spark-strict)"
+            raise SparkCheckFailed(line, "\n".join([line, *result.report_text().splitlines()[1:]]))
+        self.add_report_section("call", "stdout", result.report_text() + "\n")
         if result.status is Status.SKIP:
             try:
                 raise pytest.skip.Exception(result.line(), _use_item_location=True)
@@ -119,7 +126,7 @@ class SparkCheckItem(pytest.Item):
             # Build pytest's own "no traceback" failure (what pytest.fail(msg,
             # pytrace=False) gives) and make its message exactly the G-line,
             # without the "Failed: " prefix, so JUnit's message= is the line.
-            failed = pytest.fail.Exception(line, pytrace=False)
+            failed = pytest.fail.Exception(excinfo.value.text, pytrace=False)
             try:
                 raise failed
             except pytest.fail.Exception:
@@ -405,8 +412,10 @@ class SparkPreflight:
             Status.SKIP: {"yellow": False},
             Status.FAIL: {"red": True, "bold": True},
         }
+        verbose = config.get_verbosity() > 0
         for result in results:
-            tr.write_line(result.line(), **colors[result.status])
+            # one short line each by default; -v gives the whole line (and -rA/JUnit/JSON the details)
+            tr.write_line(result.line() if verbose else result.short_line(), **colors[result.status])
         if results:
             line = verdict_line(results, strict=self.settings.strict)
             v = verdict(results, strict=self.settings.strict)

@@ -43,6 +43,14 @@ NVML: dict[str, Any] = {
             "max_clock_sm_mhz": 3003,
             "mem_bus_width_bits": "NotSupported",
             "clock_event_reasons": 0,
+            # cumulative clock-event counters, us (nvidia-smi_clocks_power_1.txt, a healthy node)
+            "counters": {
+                "sw_power_cap": 10800240649,
+                "sync_boost": 0,
+                "sw_thermal_slowdown": 0,
+                "hw_thermal_slowdown": 1195386,
+                "hw_power_brake_slowdown": 0,
+            },
             "compute_procs": [],
             "graphics_procs": [],
         }

@@ -172,6 +172,43 @@ def write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def fleet_nodes(store_items: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every rank's fingerprint, when G10 compared the nodes of a multi-node job."""
+    facts = (store_items.get("facts:G10") or {}).get("facts") or {}
+    exchanged = facts.get("fleet") or {}
+    return [dict(fp) for fp in exchanged.get("fingerprints") or [] if isinstance(fp, Mapping)]
+
+
+def nodes_section(fingerprints: list[dict[str, Any]], results: Iterable[Result]) -> dict[str, Any]:
+    """The merged env-report's ``nodes``: one entry per rank (its fingerprint and
+    statuses), and the cross-node findings G10 made from them."""
+    g10 = next((r for r in results if r.check_id == "G10"), None)
+    return {
+        "nodes": {str(fp.get("rank", i)): fp for i, fp in enumerate(fingerprints)},
+        "cross_node": {
+            "status": g10.status.value if g10 else None,
+            "line": g10.line() if g10 else None,
+            "details": list(g10.details) if g10 else [],
+        },
+    }
+
+
+def node_properties(fingerprints: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``spark.node<k>.*`` suite properties: each rank's identity and statuses."""
+    props: list[tuple[str, str]] = []
+    for i, fp in enumerate(fingerprints):
+        k = fp.get("rank", i)
+        for key in ("hostname", "gpu", "driver", "cuda_driver", "torch", "nccl_torch", "mtu"):
+            if fp.get(key) is not None:
+                props.append((f"spark.node{k}.{key}", str(fp[key])))
+        for cid, status in sorted(
+            (fp.get("statuses") or {}).items(),
+            key=lambda kv: catalog.BY_ID.get(kv[0], catalog.CHECKS[0]).number,
+        ):
+            props.append((f"spark.node{k}.{cid}", str(status)))
+    return props
+
+
 def suite_properties(
     results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None
 ) -> list[tuple[str, str]]:
@@ -229,6 +266,9 @@ def write_run_files(
             settings=settings.to_dict(),
             profile=profile,
         )
+        fingerprints = fleet_nodes(store_items())
+        if fingerprints and str(env.get("RANK", "0") or "0") == "0":  # rank 0 writes the merged report
+            doc.update(nodes_section(fingerprints, results))
         notes.append(_write(per_rank_path(settings.report, env), "env report", lambda p: write_json(p, doc)))
         notes.extend(g4_chart_note(per_rank_path(settings.report, env), store_items))
     if getattr(settings, "capture", None) is not None:

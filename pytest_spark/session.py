@@ -382,7 +382,10 @@ class SparkPreflight:
         except ImportError:  # pragma: no cover - pytest without junitxml
             xml = None
         if xml is not None and results:
-            for name, value in report.suite_properties(results, strict=self.settings.strict, host=self.host):
+            props = report.suite_properties(results, strict=self.settings.strict, host=self.host)
+            if str(os.environ.get("RANK", "0") or "0") == "0":  # rank 0 speaks for every node
+                props += report.node_properties(report.fleet_nodes(self.store_items()))
+            for name, value in props:
                 xml.add_global_property(name, value)
         notes = report.write_run_files(
             self.settings,

@@ -120,9 +120,15 @@ def test_a_rank_that_never_joins_is_named_within_the_timeout() -> None:
 
 
 def test_not_in_a_job_says_so_without_torch() -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
     proc = subprocess.run(
-        [sys.executable, "-c", EXCHANGE, "5", "PASS", "5"], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-c", EXCHANGE, "5", "PASS", "5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "not a multi-process job" in out["error"]
@@ -170,10 +176,22 @@ def test_matching_nodes_give_nothing() -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"nccl_torch": "2.28.3"}, "nodes differ in NCCL (torch's) major.minor: 2.27 on rank 0 (spark-a), 2.28 on rank 1 (spark-b)"),
-        ({"driver": "590.10.01"}, "nodes differ in driver major: 580 on rank 0 (spark-a), 590 on rank 1 (spark-b)"),
-        ({"torch": "2.12.0+cu130"}, "nodes differ in torch: 2.11.0+cu130 on rank 0 (spark-a), 2.12.0+cu130 on rank 1"),
-        ({"gpu": "NVIDIA H200"}, "nodes differ in GPU model: NVIDIA GB10 on rank 0 (spark-a), NVIDIA H200 on rank 1"),
+        (
+            {"nccl_torch": "2.28.3"},
+            "nodes differ in NCCL (torch's) major.minor: 2.27 on rank 0 (spark-a), 2.28 on rank 1 (spark-b)",
+        ),
+        (
+            {"driver": "590.10.01"},
+            "nodes differ in driver major: 580 on rank 0 (spark-a), 590 on rank 1 (spark-b)",
+        ),
+        (
+            {"torch": "2.12.0+cu130"},
+            "nodes differ in torch: 2.11.0+cu130 on rank 0 (spark-a), 2.12.0+cu130 on rank 1",
+        ),
+        (
+            {"gpu": "NVIDIA H200"},
+            "nodes differ in GPU model: NVIDIA GB10 on rank 0 (spark-a), NVIDIA H200 on rank 1",
+        ),
         ({"statuses": {"G3": "FAIL"}}, "a node fails its own preflight: rank 1 (spark-b): G3 FAIL"),
     ],
 )
@@ -188,7 +206,10 @@ def test_what_breaks_collectives_fails(change: dict, expected: str) -> None:
         ({"env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}}, "NCCL_IB_HCA differs"),
         ({"container": {"NVIDIA_PYTORCH_VERSION": "25.10"}}, "container NVIDIA_PYTORCH_VERSION differs"),
         ({"mtu": 1500}, "MTU of the NCCL interface differs: 9000 on rank 0 (spark-a), 1500 on rank 1"),
-        ({"packages": {"triton": "3.5.1", "transformers": "4.57.1", "nvidia-nccl-cu13": "2.27.7"}}, "triton differs"),
+        (
+            {"packages": {"triton": "3.5.1", "transformers": "4.57.1", "nvidia-nccl-cu13": "2.27.7"}},
+            "triton differs",
+        ),
         ({"mem_available_kib": 40_000_000}, "MemAvailable much lower on rank 1 (spark-b) 38.1 GiB"),
     ],
 )
@@ -196,3 +217,115 @@ def test_what_often_breaks_warns(change: dict, expected: str) -> None:
     out = decided(fp(0), fp(1, **change))
     assert out.problems == []
     assert any(t.startswith(expected) for t, _ in out.warnings), out.warnings
+
+
+# --------------------------------------------------------------------------- two ranks through the CLI
+
+
+def rank_cli(
+    tmp: Path,
+    rank: int,
+    port: int,
+    *,
+    driver: str = "580.173.02",
+    pythonpath: str = "",
+    timeout: str = "5",
+    **extra: str,
+) -> subprocess.Popen[str]:
+    """``spark-preflight --only G3,G10`` as rank ``rank`` of a two-rank job, on a
+    GB10 NVML double whose driver is ``driver``."""
+    from conftest import Doubles
+    from doubles import gb10
+
+    folder = tmp / f"rank{rank}"
+    folder.mkdir(exist_ok=True)
+    env = Doubles(folder).nvml(gb10.nvml(driver_version=driver)).env
+    env.update(rank_env(rank, 2, port, **extra))
+    for key in ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "SPARK_PREFLIGHT_HOST_ROOT", "VIRTUAL_ENV"):
+        if key not in extra:
+            env.pop(key, None)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
+    report = tmp / "env-report.json"
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_spark.cli",
+            "--only",
+            "G3,G10",
+            "--timeout",
+            timeout,
+            "--report",
+            str(report),
+            "-v",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=folder,
+    )
+
+
+def g10_of(proc: subprocess.Popen[str]) -> str:
+    out, err = proc.communicate(timeout=180)
+    line = next((ln for ln in out.splitlines() if ln.startswith("G10 ")), "")
+    assert line, out + err
+    return line
+
+
+@needs_torch
+def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Path) -> None:
+    port = free_port()
+    a, b = rank_cli(tmp_path, 0, port), rank_cli(tmp_path, 1, port)
+    la, lb = g10_of(a), g10_of(b)
+    assert la.startswith("G10 PASS: rank 0 of 2: ") and lb.startswith("G10 PASS: rank 1 of 2"), (la, lb)
+    merged = json.loads((tmp_path / "env-report.json").read_text())
+    assert sorted(merged["nodes"]) == ["0", "1"]
+    assert merged["nodes"]["1"]["statuses"]["G3"] in ("INFO", "PASS")
+    assert merged["nodes"]["0"]["driver"] == "580.173.02"
+    assert merged["cross_node"]["status"] == "PASS"
+    rank1 = json.loads((tmp_path / "env-report.rank1.json").read_text())
+    assert "nodes" not in rank1  # the others write their own report, as before
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"extra": {"NCCL_IB_HCA": "rocep1s0f1"}},
+            "G10 WARN: rank 0 of 2: NCCL_IB_HCA differs: unset on rank 0",
+        ),
+        ({"driver": "590.44.01"}, "G10 FAIL: rank 0 of 2: nodes differ in driver major: 580 on rank 0"),
+        ({"overlay": "triton"}, "G10 WARN: rank 0 of 2: triton differs: "),
+    ],
+)
+def test_one_rank_that_differs_is_named(tmp_path: Path, change: dict, expected: str) -> None:
+    port = free_port()
+    kwargs: dict = {}
+    if "extra" in change:
+        kwargs.update(change["extra"])
+    if "driver" in change:
+        kwargs["driver"] = change["driver"]
+    if "overlay" in change:  # another triton on rank 1's path only
+        overlay = tmp_path / "overlay"
+        info = overlay / "triton-9.9.9.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: triton\nVersion: 9.9.9\n")
+        kwargs["pythonpath"] = str(overlay)
+    a, b = rank_cli(tmp_path, 0, port), rank_cli(tmp_path, 1, port, **kwargs)
+    la, _ = g10_of(a), g10_of(b)
+    assert la.startswith(expected), la
+    if "overlay" in change:
+        assert "9.9.9 on rank 1" in la
+
+
+@needs_torch
+def test_a_rank_that_never_joins_fails_within_the_timeout_through_the_cli(tmp_path: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    line = g10_of(rank_cli(tmp_path, 0, port, timeout="1"))
+    assert time.monotonic() - started < 60
+    assert line.startswith("G10 FAIL: rank 0 of 2: rank 1 never joined the node comparison"), line

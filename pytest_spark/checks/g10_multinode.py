@@ -34,9 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_spark.checks import nodes
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_spark.model import Result, Status
 from pytest_spark.probes import configs as cfgs
+from pytest_spark.probes import fleet
 from pytest_spark.probes import multinode as mn
 
 LAUNCHER_ENV = mn.LAUNCHER_ENV
@@ -101,6 +103,8 @@ class Facts(FactsBase):
     probe: dict[str, Any] | None = None
     #: probes.multinode.read_link(): RoCE devices and MTUs under the host root
     link: dict[str, Any] | None = None
+    #: probes.fleet.exchange(): every rank's fingerprint, or the error and the missing ranks
+    fleet: dict[str, Any] | None = None
 
 
 FACTS = Facts
@@ -160,7 +164,11 @@ def gather(ctx: CheckContext) -> Facts:
     facts.link = mn.read_link(m, m.env)
 
     world = cfgs.as_count(facts.env.get("WORLD_SIZE")) or 0
-    if s.intrusive and world > 1:
+    if fleet.in_job(m.env):
+        facts.fleet = _exchange(ctx)
+    if s.intrusive and world > 1 and _fleet_blocks(facts.fleet):
+        facts.probe = {"ran": False, "reason": "the nodes did not agree (see the node comparison): not measured"}
+    elif s.intrusive and world > 1:
         child = m.python_child(
             "g10:allreduce",
             ["allreduce_child.py"],
@@ -172,6 +180,25 @@ def gather(ctx: CheckContext) -> Facts:
     elif s.intrusive:
         facts.probe = {"ran": False, "reason": "not launched by torchrun (WORLD_SIZE unset or 1)"}
     return facts
+
+
+def _exchange(ctx: CheckContext) -> dict[str, Any]:
+    """Run the other selected checks first (their statuses are part of this
+    node's fingerprint), then hand the fingerprint to every rank."""
+    statuses = {cid: ctx.engine.run(cid).status.value for cid in ctx.selected if cid != "G10"}
+    mine = fleet.fingerprint(ctx.machine, statuses)
+    return fleet.exchange(ctx.machine, mine, max(3.0, ctx.settings.timeout * 3))
+
+
+def _fleet_blocks(exchanged: dict[str, Any] | None) -> bool:
+    """The bandwidth probe runs only once the fingerprints agree on what breaks collectives."""
+    if exchanged is None:
+        return False
+    if exchanged.get("error") or not exchanged.get("fingerprints"):
+        return True
+    out = Findings("G10")
+    nodes.compare(exchanged["fingerprints"], out)
+    return bool(out.problems)
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -752,6 +779,38 @@ def _finish(f: Facts, out: Out, ok: tuple[str, str], p_text: str, *, job_ok: boo
     return r
 
 
+def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
+    """The node comparison (``checks/nodes.py``): a missing rank, a difference."""
+    if exchanged is None:
+        return
+    fps = exchanged.get("fingerprints") or []
+    if fps:
+        out.read("nodes_compared", len(fps))
+        nodes.compare(fps, out)
+        if not out.problems and not out.warnings:
+            out.note(f"{len(fps)} ranks compared: same GPU, driver, CUDA, torch, NCCL and settings")
+        return
+    missing = exchanged.get("missing") or []
+    error = str(exchanged.get("error") or "no fingerprints came back")
+    if missing:
+        who = ", ".join(str(r) for r in missing)
+        out.flag(
+            Status.FAIL,
+            f"rank {who} never joined the node comparison ({error})",
+            "start the job on every node with the same MASTER_ADDR/MASTER_PORT, and check the network between them",
+            f"rank {who} never joined the node comparison",
+            "start every node; check the link",
+        )
+    else:
+        out.flag(
+            Status.WARN,
+            f"nodes not compared: {error}",
+            "install torch with torch.distributed (gloo) on every node",
+            "nodes not compared",
+            "see the details",
+        )
+
+
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G10 from what gather() read (pure)."""
     f = facts
@@ -771,6 +830,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.tp_by}; {b.nodes_by}" for b in bad]
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
+    _judge_fleet(f.fleet, out)
     p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps", 20.0), out)
     if f.intrusive is False and world and world > 1:
         out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")

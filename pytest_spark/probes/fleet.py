@@ -34,11 +34,13 @@ CONTAINER_ENV = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "NVIDIA_PRODUCT_NA
 
 
 def in_job(env: Mapping[str, str]) -> bool:
-    """This process is one rank of a job of at least two (torchrun, srun + env)."""
+    """This process is one rank of a job of at least two with a rendezvous
+    point (torchrun sets all four; under srun the job script exports them)."""
     try:
-        return int(env.get("WORLD_SIZE", "1")) >= 2 and env.get("RANK", "") != ""
+        world = int(env.get("WORLD_SIZE", "1"))
     except ValueError:
         return False
+    return world >= 2 and all(env.get(k, "") != "" for k in LAUNCH)
 
 
 def mtu(machine: Any, interface: str | None) -> int | None:

@@ -30,7 +30,7 @@ def _gb10(spark_env):
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", *args],
+        [sys.executable, "-m", "pytest_spark.cli", "-v", *args],
         capture_output=True,
         text=True,
         timeout=180,

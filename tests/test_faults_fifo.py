@@ -97,7 +97,7 @@ def test_drop_caches_into_a_fifo_is_refused_not_blocked(tmp_path: Path, scene: S
     under the host root: ``open(..., "w")`` waited for a reader forever; now
     G3 says the write was refused and why."""
     fifos(scene.root, "proc/sys/vm/drop_caches")
-    args = ["--timeout", "3", "--offline", "--only", "G3", "--drop-caches"]
+    args = ["--timeout", "3", "--offline", "--only", "G3", "--drop-caches", "-v"]
     done, took = run([sys.executable, "-c", CLI, *args], tmp_path, scene.env())
     assert done.returncode in (0, 1), done.stderr
     assert took < RUN_LIMIT / 2, f"{took:.1f} s"

@@ -129,6 +129,7 @@ def test_pytest_as_a_non_root_user_refuses_to_drop_caches(nonroot_run: Any, shar
     target.chmod(0o666)
     args = [
         "-rA",  # captured output of passing checks too: G1's details are read below
+        "-v",  # the whole lines in the spark preflight section
         "--spark-drop-caches",
         "--spark-offline",
         "--spark-thermal-seconds",

@@ -61,6 +61,7 @@ def preflight(
         monkeypatch,
         scene,
         ["--timeout", str(TIMEOUT), "--offline", "--report", str(report), *args],
+        "-v",  # the whole lines: a fault's reason is the point here
     )
     took = time.monotonic() - start
     assert_clean(result.stdout.str(), result.stderr.str())

@@ -78,7 +78,7 @@ def test_nvidia_smi_that_prints_without_end(tmp_path: Path, scene: Scene, script
     its memory stays small."""
     scene.nvml = {"init_error": "LibraryNotFound"}
     scene.tool("nvidia-smi", script)
-    args = ["--only", "G4,G6", "--timeout", str(TIMEOUT), "--offline", "--thermal-seconds", "0.2"]
+    args = ["--only", "G4,G6", "--timeout", str(TIMEOUT), "--offline", "--thermal-seconds", "0.2", "-v"]
     out, rc, took, rss = measured([sys.executable, "-c", CLI, *args], tmp_path, scene.env())
     assert rc == 1, out
     assert "nvidia-smi printed more than 1 MiB on stdout (killed)" in g_line(out, "G4"), out

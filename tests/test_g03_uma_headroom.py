@@ -154,7 +154,7 @@ def test_drop_caches_refused_for_a_real_unprivileged_user(nonroot_run, spark_env
     target.write_text("untouched")
     target.chmod(0o666)  # even a writable file must not be written by a non-root run
     env = dict(os.environ, SPARK_PREFLIGHT_HOST_ROOT=str(root))
-    proc = nonroot_run(["-m", "pytest_spark.cli", "--only", "G3", "--drop-caches"], env=env)
+    proc = nonroot_run(["-m", "pytest_spark.cli", "--only", "G3", "--drop-caches", "-v"], env=env)
     assert proc.returncode == 0, proc.stderr
     assert "--spark-drop-caches refused: not root (euid " in proc.stdout
     assert target.read_text() == "untouched"

@@ -659,7 +659,7 @@ def test_power_brake_growth_warns_with_the_supply_fix() -> None:
 
 
 def test_counters_not_supported_are_a_note_and_the_line_is_unchanged(doubles: Any) -> None:
-    env = doubles.nvml(gb10.nvml(device={"samples": idle_gb10_samples()})).env  # no counters
+    env = doubles.nvml(gb10.nvml(device={"samples": idle_gb10_samples(), "counters": "NotSupported"})).env  # no counters
     result, _ = run_g4(env, seconds=0.2)
     assert result.status is Status.INFO
     assert "counters" not in result.summary

@@ -418,6 +418,7 @@ def test_token_never_appears_in_cli_output(tmp_path: Path, server: LocalServer) 
                 "pytest_spark.cli",
                 "--only",
                 "G8",
+                "-v",
                 "--github-url",
                 server.url,
                 "--report",
@@ -451,6 +452,7 @@ def test_one_request_under_xdist(
     server.answers[ISSUES_PATH] = Answer(body=ISSUES)
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     result = pytester.runpytest(
+        "-v",
         "--spark-preflight",
         "--spark-only",
         "G8,G10",
@@ -503,7 +505,7 @@ def test_huge_reset_through_the_cli(tmp_path: Path, server: LocalServer) -> None
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--only", "G8", *args],
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G8", "-v", *args],
         capture_output=True,
         text=True,
         env=env,

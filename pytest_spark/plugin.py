@@ -9,14 +9,50 @@ Neither ``pynvml`` nor ``psutil`` is imported on a plain run.
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from pytest_spark import catalog, options
+import pytest_spark
 
 PLUGIN_NAME = "dgx_spark_preflight"
+
+
+def _plain_import(name: str) -> ModuleType:
+    """Import ``pytest_spark.<name>`` with Python's own loader, not pytest's.
+
+    pytest marks every module of an installed plugin's package for assertion
+    rewriting. Ours hold no asserts, but under ``PYTHONDONTWRITEBYTECODE=1``
+    (common in container images) pytest never writes its rewritten .pyc, so
+    it would read, parse and compile each module again on every plain run
+    (~3.5 ms for the option table and catalog, 2% of a one-test run).
+    Python's loader reads the .pyc the install wrote instead.
+    """
+    full = f"{__package__}.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    spec = importlib.machinery.PathFinder.find_spec(full, pytest_spark.__path__)
+    if spec is None or spec.loader is None:  # an unusual install: the ordinary way
+        return importlib.import_module(full)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[full] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[full]
+        raise
+    setattr(pytest_spark, name, module)
+    return module
+
+
+catalog = _plain_import("catalog")
+options = _plain_import("options")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,9 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_spark import hooks
-
-    pluginmanager.add_hookspecs(hooks)
+    pluginmanager.add_hookspecs(_plain_import("hooks"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

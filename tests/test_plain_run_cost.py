@@ -90,3 +90,44 @@ def test_the_cli_does_not_import_pytest(tmp_path: Path, spark_env, args: list[st
     if args != ["--help"]:
         assert "G10 " in proc.stdout and "pytest_spark.engine" in names
     assert {n for n in names if n.split(".")[0] in ("pytest", "_pytest", "pluggy")} == set()
+
+
+LOADERS = """
+import json, sys
+
+def pytest_unconfigure(config):
+    with open("loaders.json", "w") as fh:
+        json.dump({m: type(sys.modules[m].__loader__).__name__ for m in sys.modules
+                   if m.split(".")[0] == "pytest_spark"}, fh)
+"""
+
+
+def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As installed from a wheel (the package on sys.path), pytest marks all of
+    ``pytest_spark`` for assertion rewriting; under PYTHONDONTWRITEBYTECODE it
+    would parse and compile the option table and catalog again on every run.
+    The entry point loads them with Python's own loader (they hold no asserts)."""
+    import shutil
+
+    import pytest_spark
+
+    site = pytester.path / "site"
+    shutil.copytree(Path(pytest_spark.__file__).parent, site / "pytest_spark")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    pytester.makeconftest(LOADERS)
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    loaders = json.loads((pytester.path / "loaders.json").read_text())
+    # the copy is the one imported, and pytest did mark its package for rewriting
+    assert loaders["pytest_spark.plugin"] == "AssertionRewritingHook", loaders
+    for name in ("pytest_spark.options", "pytest_spark.catalog", "pytest_spark.hooks"):
+        assert loaders[name] == "SourceFileLoader", loaders
+    assert set(loaders) == {
+        "pytest_spark",
+        "pytest_spark.plugin",
+        *(f"pytest_spark.{m}" for m in ("options", "catalog", "hooks")),
+    }

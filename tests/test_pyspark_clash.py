@@ -81,3 +81,16 @@ def test_the_check_names_the_clash_when_our_marker_is_gone(monkeypatch: pytest.M
     monkeypatch.delattr(pytest_spark, "__dgx_spark__")
     assert clash.pyspark_plugin_clash() == clash.MESSAGE
     assert plugin.pyspark_plugin_clash() == clash.MESSAGE
+
+
+def test_the_plugin_refuses_the_preflight_but_not_a_plain_run(
+    pytester: pytest.Pytester, overlaid: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", overlaid["PYTHONPATH"])
+    pytester.makepyfile(test_x="def test_x(): pass")
+    plain = pytester.runpytest_subprocess("-p", "no:randomly")
+    plain.assert_outcomes(passed=1)
+    refused = pytester.runpytest_subprocess("-p", "no:randomly", "--spark-preflight")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*pytest-dgx-spark cannot run next to pytest-spark*"])
+    assert "Traceback" not in refused.stderr.str()

@@ -43,7 +43,7 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
     if not extra:
         assert "pytest_spark.plugin" in modules, "the plugin itself is loaded (and registers its options)"
     # issue 10: nothing beyond the registration module and the small tables it
-    # reads (under PYTHONDONTWRITEBYTECODE pytest re-rewrites each one, every run)
+    # registers (the sampler fixture's module, the settings, the clash check: on use)
     ours = {m for m in modules if m.split(".")[0] == "pytest_spark"}
     assert "pytest_spark.sampler" not in ours, "the spark_sampler fixture loads its module on first use"
     assert "pytest_spark.settings" not in ours and "pytest_spark.clash" not in ours

@@ -169,10 +169,23 @@ def rewrite_cost(env: dict[str, str], folder: Path) -> tuple[list[str], float]:
 
 
 def wheel_install(dest: Path) -> str | None:
-    """Install this checkout as a wheel would be, into ``dest``; None, or why not."""
+    """Install this checkout as a wheel would be, into ``dest``; None, or why not.
+
+    Built from a copy of the package's files, so that setuptools' build/ and
+    egg-info folders (whose stale files a later build would pick up) are not
+    left in the checkout."""
+    src = dest.parent / "src"
+    src.mkdir()
+    for item in REPO.iterdir():
+        if item.name == "pytest_spark":
+            shutil.copytree(item, src / item.name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif item.is_file() and (
+            item.suffix in (".toml", ".cfg", ".in", ".md") or item.name.startswith("LICENSE")
+        ):
+            shutil.copy2(item, src / item.name)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(dest), str(REPO)],
+         "--target", str(dest), str(src)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if proc.returncode != 0 or not (dest / "pytest_spark" / "plugin.py").is_file():

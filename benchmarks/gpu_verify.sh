@@ -4,11 +4,13 @@
 #   bash benchmarks/gpu_verify.sh [quick|full|final]
 #
 # quick: the preflight through pytest, the CLI, xdist and --intrusive;
-# full:  quick + G1/G2/G7 and G4/G5/G6 deep dives, the G1 fail demo, the
-#        overhead benchmark and the test suite;
-# final: quick + the overhead benchmark and the test suite.
-# The comparison with the seed's preflight.sh runs when .gpu/seed/preflight.sh
-# is there, and G10's NCCL all-reduce when the machine has two GPUs or more.
+# full:  quick + G1/G2/G7 and G4/G5/G6 deep dives, the G1 fail demo and the
+#        test suite;
+# final: quick + the test suite.
+# Every mode runs the speed benchmark (benchmarks/bench_speed.py: issue 10's
+# targets in one table); its comparison with the seed's preflight.sh runs when
+# .gpu/seed/preflight.sh is there (FRESH=1: the machine was started for this
+# run). G10's NCCL all-reduce runs when the machine has two GPUs or more.
 #
 # Expects python3 with torch (+CUDA), pytest, nvidia-ml-py and psutil. Test-only
 # wheels the machine lacks may be carried in .whl/ (installed into /tmp/site).
@@ -52,10 +54,9 @@ step preflight_cli 120 bash -c "cd $EMPTY && { time spark-preflight; } > \$OUT/c
 step preflight_xdist 180 bash -c "cd $EMPTY && python3 -m pytest --spark-preflight -n 4 -p no:randomly --junitxml=\$OUT/xdist.xml > \$OUT/xdist.txt 2>&1; echo exit \$? >> \$OUT/xdist.txt; tail -16 \$OUT/xdist.txt"
 step preflight_intrusive 180 bash -c "cd $EMPTY && spark-preflight --intrusive --thermal-seconds 5 --planned-bandwidth 4000 --workload-gb 80 > \$OUT/cli_intrusive.txt 2>&1; echo exit \$? >> \$OUT/cli_intrusive.txt; cat \$OUT/cli_intrusive.txt"
 
-if [ -x benchmarks/bench_preflight_vs_seed.py ] || [ -f benchmarks/bench_preflight_vs_seed.py ]; then
-  SEED=$(ls "$REPO"/.gpu/seed/preflight.sh 2>/dev/null)
-  step bench_vs_seed 240 python3 benchmarks/bench_preflight_vs_seed.py --runs ${SEED_RUNS:-3} ${SEED:+--seed "$SEED"}
-fi
+SEED=$(ls "$REPO"/.gpu/seed/preflight.sh 2>/dev/null)
+step bench_speed 420 python3 benchmarks/bench_speed.py --runs ${BENCH_RUNS:-5} --plain-runs ${PLAIN_RUNS:-15} \
+  ${SEED:+--seed "$SEED"} ${FRESH:+--fresh}
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && [ -f benchmarks/gpu_g10_allreduce.sh ]; then
   step g10_allreduce 240 bash benchmarks/gpu_g10_allreduce.sh
 fi
@@ -66,7 +67,6 @@ if [ "$MODE" = full ]; then
   step machine_checks 300 bash benchmarks/gpu_machine_checks.sh
 fi
 if [ "$MODE" = full ] || [ "$MODE" = final ]; then
-  step bench_overhead 240 python3 benchmarks/bench_plugin_overhead.py --runs ${OVERHEAD_RUNS:-8}
   step suite 300 bash -c 'python3 -m pytest -q -n 8 -p no:randomly -rs --timeout=120 tests > $OUT/suite.txt 2>&1; echo exit $? >> $OUT/suite.txt; tail -40 $OUT/suite.txt'
 fi
 echo; echo "total wall $(( $(date +%s) - START )) s"

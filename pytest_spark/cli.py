@@ -17,8 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_spark import __version__, options, report
-from pytest_spark.model import Status, verdict, verdict_line
+import pytest_spark
+from pytest_spark import options
+from pytest_spark.clash import pyspark_plugin_clash
+
+# PySpark's pytest-spark may have replaced our pytest_spark/__init__.py (no
+# __version__ then): importing this module must still work, so that main()
+# can refuse in one line. report and model are imported once that is checked.
+__version__ = getattr(pytest_spark, "__version__", "unknown")
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -137,10 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from pytest_spark.plugin import pyspark_plugin_clash
-
     parser = build_parser()
     ns = parser.parse_args(argv)
+    clash = pyspark_plugin_clash()
+    if clash:
+        print(f"spark-preflight: error: {clash}", file=sys.stderr)
+        return EXIT_USAGE
+    from pytest_spark import report
+    from pytest_spark.model import Status, verdict, verdict_line
+
     cwd = Path.cwd()
     start = Path(ns.rootdir).resolve() if ns.rootdir else cwd
     try:
@@ -149,10 +160,6 @@ def _main(argv: Sequence[str] | None) -> int:
         settings = options.settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
     except (ConfigError, options.OptionError) as exc:
         print(f"spark-preflight: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    clash = pyspark_plugin_clash()
-    if clash:
-        print(f"spark-preflight: error: {clash}", file=sys.stderr)
         return EXIT_USAGE
 
     engine = _engine(settings)

@@ -9,17 +9,50 @@ Neither ``pynvml`` nor ``psutil`` is imported on a plain run.
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from pytest_spark import catalog, options
+import pytest_spark
 
 PLUGIN_NAME = "dgx_spark_preflight"
 
-#: the ``spark_sampler`` fixture; its module imports nothing pytest has not
-#: (NVML runs in a child only once a test asks for the fixture)
-pytest_plugins = ["pytest_spark.sampler"]
+
+def _plain_import(name: str) -> ModuleType:
+    """Import ``pytest_spark.<name>`` with Python's own loader, not pytest's.
+
+    pytest marks every module of an installed plugin's package for assertion
+    rewriting. Ours hold no asserts, but under ``PYTHONDONTWRITEBYTECODE=1``
+    (common in container images) pytest never writes its rewritten .pyc, so
+    it would read, parse and compile each module again on every plain run
+    (~3.5 ms for the option table and catalog, 2% of a one-test run).
+    Python's loader reads the .pyc the install wrote instead.
+    """
+    full = f"{__package__}.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    spec = importlib.machinery.PathFinder.find_spec(full, pytest_spark.__path__)
+    if spec is None or spec.loader is None:  # an unusual install: the ordinary way
+        return importlib.import_module(full)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[full] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[full]
+        raise
+    setattr(pytest_spark, name, module)
+    return module
+
+
+catalog = _plain_import("catalog")
+options = _plain_import("options")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,9 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_spark import hooks
-
-    pluginmanager.add_hookspecs(hooks)
+    pluginmanager.add_hookspecs(_plain_import("hooks"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -113,30 +144,12 @@ def value_taken_as_test_path(config: pytest.Config) -> str | None:
 
 
 def pyspark_plugin_clash() -> str | None:
-    """Say so when PySpark's ``pytest-spark`` shares our ``pytest_spark`` folder.
+    """The PySpark-clash check, kept under its old name; it lives in
+    :mod:`pytest_spark.clash` (no pytest there, for the CLI), imported only
+    when a preflight runs."""
+    from pytest_spark.clash import pyspark_plugin_clash as check
 
-    Both distributions install a top-level ``pytest_spark`` package; whichever
-    was installed last overwrote the other's files, and uninstalling either
-    breaks both. No entry-point name can fix that, so we refuse to run.
-    """
-    import pytest_spark
-
-    message = (
-        "pytest-dgx-spark cannot run next to pytest-spark (the PySpark plugin): both install "
-        "the top-level package 'pytest_spark' and overwrite each other's files. "
-        "Use separate environments, or `pip uninstall pytest-spark` and reinstall pytest-dgx-spark."
-    )
-    if not getattr(pytest_spark, "__dgx_spark__", False):
-        return message
-    from importlib import metadata
-
-    try:
-        metadata.distribution("pytest-spark")
-    except metadata.PackageNotFoundError:
-        return None
-    except Exception:  # unreadable metadata: do not block on a guess
-        return None
-    return message
+    return check()
 
 
 def get_plugin(config: pytest.Config) -> Any:
@@ -152,3 +165,23 @@ def spark_preflight(request: pytest.FixtureRequest) -> Any:
     if plugin is None:
         pytest.skip("the spark_preflight fixture needs --spark-preflight (or spark_preflight_enabled = true)")
     return plugin.results_view()
+
+
+@pytest.fixture
+def spark_sampler(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Sample every GPU in the background while the test runs.
+
+    At teardown the summary and the series go to the test's report: a
+    "Captured stdout teardown" section (shown with ``-rA``, and in JUnit's
+    ``<system-out>`` with ``-o junit_logging=system-out``), pytest-json-report
+    metadata when that plugin is active, and ``spark.sampler.*`` properties
+    under ``junit_family=xunit1``/``legacy`` (xunit2 allows none on a test
+    case). Parameters: ``interval`` (default 1 s), ``procs_every``,
+    ``max_points`` through indirect parametrization. Yields a
+    :class:`pytest_spark.sampler.GpuSampler`.
+    """
+    # imported here, not at the top: a plain run must not load (and, under
+    # PYTHONDONTWRITEBYTECODE, have pytest re-rewrite) the sampler's module
+    from pytest_spark.sampler import run_fixture
+
+    yield from run_fixture(request)

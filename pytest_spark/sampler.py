@@ -27,8 +27,9 @@ closed and the child answers within one interval, else its process group is
 killed) and keeps bounded memory: statistics cover every sample, the stored
 series is thinned (every 2nd, 4th... sample) once it reaches ``max_points``.
 
-This module is imported on every pytest run (it holds the fixture); it
-imports only what pytest itself has already imported.
+A plain pytest run does not import this module: the fixture is declared in
+:mod:`pytest_spark.plugin` and loads it on first use. It imports only what
+pytest itself has already imported.
 """
 
 from __future__ import annotations
@@ -463,18 +464,11 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.fixture
-def spark_sampler(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
-    """Sample every GPU in the background while the test runs.
-
-    At teardown the summary and the series go to the test's report: a
-    "Captured stdout teardown" section (shown with ``-rA``, and in JUnit's
-    ``<system-out>`` with ``-o junit_logging=system-out``), pytest-json-report
-    metadata when that plugin is active, and ``spark.sampler.*`` properties
-    under ``junit_family=xunit1``/``legacy`` (xunit2 allows none on a test
-    case). Parameters: ``interval`` (default 1 s), ``procs_every``,
-    ``max_points`` through indirect parametrization.
-    """
+def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
+    """The body of the ``spark_sampler`` fixture (declared in
+    :mod:`pytest_spark.plugin`, which imports this module only when a test
+    asks for the fixture): sample while the test runs, then attach the
+    summary and the series to the test's report."""
     params = dict(getattr(request, "param", None) or {})
     try:
         timeout = float(request.config.getoption("spark_timeout", None) or 10.0)

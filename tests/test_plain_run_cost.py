@@ -1,12 +1,17 @@
-"""Without --spark-preflight the plugin imports nothing heavy and collects nothing.
+"""Without --spark-preflight the plugin imports nothing heavy and collects nothing;
+``spark-preflight`` does not import pytest.
 
-Measured in a subprocess, because this very test process has long since
-imported everything.
+What a run imports is read in a subprocess, because this very test process
+has long since imported everything. A functional test, not a timed one: the
+timings are in ``benchmarks/bench_speed.py``.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +42,19 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
     assert loaded == []
     if not extra:
         assert "pytest_spark.plugin" in modules, "the plugin itself is loaded (and registers its options)"
+    # issue 10: nothing beyond the registration module and the small tables it
+    # registers (the sampler fixture's module, the settings, the clash check: on use)
+    ours = {m for m in modules if m.split(".")[0] == "pytest_spark"}
+    assert "pytest_spark.sampler" not in ours, "the spark_sampler fixture loads its module on first use"
+    assert "pytest_spark.settings" not in ours and "pytest_spark.clash" not in ours
+    allowed = {
+        "pytest_spark",
+        "pytest_spark.plugin",
+        "pytest_spark.options",
+        "pytest_spark.catalog",
+        "pytest_spark.hooks",
+    }
+    assert ours <= allowed, sorted(ours - allowed)
 
 
 def test_with_the_flag_the_machinery_loads(pytester: pytest.Pytester, spark_env) -> None:
@@ -47,3 +65,69 @@ def test_with_the_flag_the_machinery_loads(pytester: pytest.Pytester, spark_env)
     assert "pytest_spark.engine" in modules
     # NVML and torch run in child processes: never imported into pytest itself
     assert "pynvml" not in modules and "torch" not in modules
+
+
+def _imported_by(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``python -X importtime ARGV`` and return what the process imported."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+    return proc, names
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--offline"]], ids=["help", "run"])
+def test_the_cli_does_not_import_pytest(tmp_path: Path, spark_env, args: list[str]) -> None:
+    """``spark-preflight`` pays for pytest only if it needs it: it never does
+    (the PySpark-clash check lives in pytest_spark.clash, free of pytest)."""
+    proc, names = _imported_by(["-m", "pytest_spark.cli", *args], tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert "pytest_spark.options" in names, "importtime lists what the CLI imported"
+    if args != ["--help"]:
+        assert "G10 " in proc.stdout and "pytest_spark.engine" in names
+    assert {n for n in names if n.split(".")[0] in ("pytest", "_pytest", "pluggy")} == set()
+
+
+LOADERS = """
+import json, sys
+
+def pytest_unconfigure(config):
+    with open("loaders.json", "w") as fh:
+        json.dump({m: type(sys.modules[m].__loader__).__name__ for m in sys.modules
+                   if m.split(".")[0] == "pytest_spark"}, fh)
+"""
+
+
+def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As installed from a wheel (the package on sys.path), pytest marks all of
+    ``pytest_spark`` for assertion rewriting; under PYTHONDONTWRITEBYTECODE it
+    would parse and compile the option table and catalog again on every run.
+    The entry point loads them with Python's own loader (they hold no asserts)."""
+    import shutil
+
+    import pytest_spark
+
+    site = pytester.path / "site"
+    shutil.copytree(Path(pytest_spark.__file__).parent, site / "pytest_spark")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    pytester.makeconftest(LOADERS)
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    loaders = json.loads((pytester.path / "loaders.json").read_text())
+    # the copy is the one imported, and pytest did mark its package for rewriting
+    assert loaders["pytest_spark.plugin"] == "AssertionRewritingHook", loaders
+    for name in ("pytest_spark.options", "pytest_spark.catalog", "pytest_spark.hooks"):
+        assert loaders[name] == "SourceFileLoader", loaders
+    assert set(loaders) == {
+        "pytest_spark",
+        "pytest_spark.plugin",
+        *(f"pytest_spark.{m}" for m in ("options", "catalog", "hooks")),
+    }

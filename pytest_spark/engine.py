@@ -85,7 +85,27 @@ class Engine:
         return request
 
     def torch(self) -> ChildResult:
-        return self.machine.torch(self.torch_request())
+        request = self.torch_request()
+        if self._without_gpu(request):
+            # Nothing here can run a CUDA kernel and nothing asked for torch's
+            # behaviour: read torch's version instead of importing it (seconds
+            # on a CPU box; the issue: a run without a GPU costs < 1 s).
+            request["import_torch"] = False
+        return self.machine.torch(request)
+
+    def _without_gpu(self, request: Mapping[str, Any]) -> bool:
+        if request.get("flash_attn") or request.get("bandwidth") or request.get("load"):
+            return False
+        nv = self.machine.nvml()
+        if nv.get("no_gpu"):  # NVML answered: zero GPUs
+            return True
+        # NVML's library may be missing while CUDA works (a container given the
+        # "compute" driver capability but not "utility"): only with no NVIDIA
+        # device node either is there no GPU to run on.
+        nodes = ("/dev/nvidiactl", "/dev/nvidia0")
+        return nv.get("init_error") in ("LibraryNotFound", "DriverNotLoaded") and not any(
+            self.machine.exists(n) for n in nodes
+        )
 
     def prefetch(self) -> None:
         """Start the slow work of the run in the background, once.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
@@ -85,3 +87,30 @@ def test_a_check_that_raises_is_its_own_fail_not_an_exception(monkeypatch, spark
     result = Engine(Settings(only=("G9",)), Machine()).run("G9")
     assert result.status is Status.FAIL
     assert result.summary.startswith("the check itself crashed (KeyError: 'planted' at test_engine.py:")
+
+
+def test_without_a_gpu_torch_is_read_not_imported(tmp_path: Path, doubles: Any) -> None:
+    """No NVIDIA device node and no NVML library: nothing here can run a CUDA
+    kernel, so the torch child reads torch/version.py instead of importing torch
+    (issue 10: a run without a GPU costs < 1 s). The torch here raises if imported."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise SystemExit('torch was imported')\n")
+    (site / "torch" / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n"
+    )
+    env = doubles.nvml({"init_error": "LibraryNotFound"}).env
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    machine = Machine(root=root, env=env, timeout=5)
+    engine = Engine(Settings(offline=True), machine, ["G1"], background=False)
+    child = engine.torch()
+    assert child.ok, child.describe()
+    assert child.steps == ["read torch's version"]
+    assert child.data["torch_version"] == "2.13.0+cpu" and child.data["torch_cuda"] is None
+    # with a device node, the same machine imports torch (and this torch says so)
+    (root / "dev").mkdir()
+    (root / "dev" / "nvidia0").write_text("")
+    again = Engine(Settings(offline=True), Machine(root=root, env=env, timeout=5), ["G1"], background=False)
+    assert "import torch" in again.torch().steps

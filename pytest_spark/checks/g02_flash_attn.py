@@ -16,6 +16,7 @@ is looked up in metadata only: importing it patches transformers.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,12 @@ FACTS = Facts
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
+    """Import flash-attn and run its kernel in the torch child, when it is installed
+    (the only Python import the torch child makes beyond torch itself)."""
+    m = ctx.machine
+    on_path = any(os.path.isdir(os.path.join(p, "flash_attn")) for p in m.python_path())
+    if "flash-attn" not in (m.packages().get("dists") or {}) and not on_path:
+        return {}
     return {"flash_attn": {"kernel": True}}
 
 

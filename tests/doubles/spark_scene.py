@@ -338,6 +338,10 @@ class Scene:
         for folder in (self.root / "proc", self.site, self.bin, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         (self.root / "proc" / "meminfo").write_text(gb10.meminfo())
+        # the GPU's device nodes (their existence is what is read; plain files do)
+        (self.root / "dev").mkdir(exist_ok=True)
+        for node in ("nvidiactl", "nvidia0"):
+            (self.root / "dev" / node).write_text("")
         (self.root / "proc" / "stat").symlink_to("/proc/stat")  # psutil's boot time
         self.tool("nvidia-smi", NVIDIA_SMI_GB10)
         self.tool("ldconfig", LDCONFIG_GB10)

@@ -35,8 +35,44 @@ def _tiny_kernel(torch):
     return {"ok": total == 56.0, "value": total}
 
 
+def _version_without_import():
+    """torch's version and CUDA from torch/version.py, without importing torch."""
+    import importlib.util as _util
+    import re as _re
+
+    spec = _util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        data(torch_import_error="ModuleNotFoundError: No module named 'torch'")
+        return
+    folder = list(spec.submodule_search_locations)[0]
+    try:
+        with open(_os.path.join(folder, "version.py"), encoding="utf-8") as fh:
+            text = fh.read(65536)
+    except OSError as exc:
+        data(torch_import_error="cannot read torch/version.py: " + error_text(exc))
+        return
+    found = {}
+    for key in ("__version__", "cuda"):
+        m = _re.search(r"^" + key + r"\s*(?::[^=]*)?=\s*(.+?)\s*$", text, _re.M)
+        value = m.group(1).strip() if m else "None"
+        found[key] = None if value == "None" else value.strip("'\"")
+    data(
+        torch_version=found["__version__"] or "",
+        torch_cuda=found["cuda"],
+        torch_file=_os.path.join(folder, "__init__.py"),
+        torch_imported=False,
+        cuda_available=False,
+        device_count=0,
+    )
+
+
 def main():
     cfg = config()
+    if cfg.get("import_torch") is False:
+        begin("read torch's version")
+        _version_without_import()
+        done()
+        return
     begin("import torch", scale=3)
     try:
         import torch

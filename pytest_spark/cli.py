@@ -138,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     from pytest_spark.plugin import pyspark_plugin_clash
+    from pytest_spark.settings import OptionError, settings_from_cli
 
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -146,8 +147,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         inipath, ini = find_ini(start)
         rootdir = inipath.parent if inipath else start
-        settings = options.settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
-    except (ConfigError, options.OptionError) as exc:
+        settings = settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
+    except (ConfigError, OptionError) as exc:
         print(f"spark-preflight: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     clash = pyspark_plugin_clash()

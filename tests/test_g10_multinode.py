@@ -22,9 +22,9 @@ from pytest_spark.checks import g10_multinode as g10
 from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
-from pytest_spark.options import Settings
 from pytest_spark.probes import configs as c
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 
 from conftest import DATA
 

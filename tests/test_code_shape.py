@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +189,39 @@ def test_the_cycle_finder_sees_both_kinds() -> None:
     ]
     eager["c"] = {"a"}
     assert len(cycles(eager, {k: set() for k in eager})) == 3  # a->b->c->a seen from each module
+
+
+# --------------------------------------------------------------------------- "and N more"
+
+#: a count of what was left out, written by hand: ``{len(x) - 3} more``, ``(+{len(x) - 1} more)``
+HAND_WRITTEN_MORE = re.compile(r"\{len\([^}]*\)\s*-\s*[^}]+\}\s*more\b")
+#: (module, why) for a count that is not the "first N" rule
+OWN_WORDING = {
+    "pytest_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
+}
+
+
+def test_lists_are_shortened_by_the_kit_only() -> None:
+    """``kit.first_n`` / ``kit.shortened`` ("a; b; c; and 4 more") and
+    ``kit.plus_more`` ("a (+3 more)") are the one rule for a shortened list;
+    a check that writes its own count drifts from it."""
+    found = []
+    for module, path in MODULES.items():
+        if module == "pytest_spark.checks.kit":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if HAND_WRITTEN_MORE.search(line) and module not in OWN_WORDING:
+                found.append(f"{module}:{number}: {line.strip()}")
+    assert found == []
+    assert HAND_WRITTEN_MORE.search('f"{head} (+{len(heads) - 1} more)"')
+    assert HAND_WRITTEN_MORE.search("f'and {len(hits) - SHOWN} more'")
+
+
+def test_the_kit_rules() -> None:
+    from pytest_spark.checks.kit import first_n, plus_more, shortened
+
+    assert first_n(["a", "", "b", "c", "d", "e"]) == "a; b; c; and 2 more"
+    assert first_n(["x", "y"], 1, sep=" ") == "x and 1 more"
+    assert shortened(["a", "b", "c"], 2) == ["a", "b", "and 1 more"]
+    assert shortened(["a", "b"], 2) == ["a", "b"]
+    assert plus_more("a", 1) == "a" and plus_more("a", 4) == "a (+3 more)"

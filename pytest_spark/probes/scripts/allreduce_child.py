@@ -7,12 +7,7 @@
 # outlives its allowance; the store and the process group carry timeouts too,
 # so the usual failure is a clean error line rather than a kill.
 #
-# Why its own store prefix: the job's launcher store (torchrun's agent store
-# at MASTER_ADDR:MASTER_PORT) is shared with the training code that may run
-# later in this same worker. Keys written under the default prefix by this
-# probe (the NCCL unique id, barrier counters) could be read by that later
-# init_process_group. A per-rank sequence number under "pytest_spark_g10/"
-# keeps every run of the probe in a namespace of its own.
+# The store is the job's, under a prefix of this probe (_job_store.py says why).
 #
 # busbw follows nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time,
 # busbw = algbw * 2 (n - 1) / n for all-reduce. nccl-tests averages the time
@@ -20,13 +15,6 @@
 # reports the same group number and the verdict is the same on every rank.
 import datetime as _dt
 import time as _time
-
-
-def _env_int(name, default=None):
-    try:
-        return int(_os.environ.get(name, ""))
-    except ValueError:
-        return default
 
 
 def _median(values):
@@ -116,18 +104,7 @@ def _rendezvous(dist, cfg, job, backend, device):
     coll_s = float(cfg.get("collective_timeout_s", 10))
     begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
-        agent = _os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        master = rank == 0 and not agent
-        store = dist.TCPStore(
-            host,
-            port,
-            world_size=world if master else None,
-            is_master=master,
-            timeout=_dt.timedelta(seconds=rdzv_s),
-            wait_for_workers=False,
-        )
-        seq = store.add(f"pytest_spark_g10/seq/{rank}", 1)
-        prefixed = dist.PrefixStore(f"pytest_spark_g10/{seq}", store)
+        prefixed = _job_store(dist, host, port, rank, world, rdzv_s, "pytest_spark_g10")
         kwargs = {
             "backend": backend,
             "store": prefixed,

@@ -161,13 +161,17 @@ def _parse_pairs(raw: Any, where: str) -> dict[str, float]:
     return out
 
 
-def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
+def _given_path(raw: Any, where: str, base: Path) -> tuple[str, Path]:
+    """``(the text as given, its path)``: ``~`` expanded, relative to ``base``."""
     text = str(raw).strip()
     if not text:
         raise OptionError(f"{where}: expected a file path")
     path = Path(os.path.expanduser(text))
-    if not path.is_absolute():
-        path = base / path
+    return text, path if path.is_absolute() else base / path
+
+
+def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
+    text, path = _given_path(raw, where, base)
     parent = path.parent
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
@@ -177,7 +181,7 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     if kind is not None:  # the report is renamed over the path: never over a device or FIFO
         raise OptionError(f"{where}: {text!r} is {kind}, not a regular file; give a file path")
     # Try it: os.access() says yes to root on a read-only mount.
-    import tempfile  # here, not at the top: every plain run imports this module
+    import tempfile  # here, not at the top: only a --report pays for it
 
     try:
         with tempfile.TemporaryFile(dir=parent):
@@ -192,12 +196,7 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
 
 
 def _parse_input_file(raw: Any, where: str, base: Path) -> Path:
-    text = str(raw).strip()
-    if not text:
-        raise OptionError(f"{where}: expected a file path")
-    path = Path(os.path.expanduser(text))
-    if not path.is_absolute():
-        path = base / path
+    text, path = _given_path(raw, where, base)
     if not path.is_file():
         raise OptionError(f"{where}: {text!r} is not a file")
     return path
@@ -207,12 +206,9 @@ def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
     paths: list[Path] = []
     items = raw if isinstance(raw, (list, tuple)) else [raw]
     for item in items:
-        text = str(item).strip()
-        if not text:
+        if not str(item).strip():
             continue
-        path = Path(os.path.expanduser(text))
-        if not path.is_absolute():
-            path = base / path
+        text, path = _given_path(item, where, base)
         if not path.exists():
             raise OptionError(f"{where}: {text!r} does not exist")
         paths.append(path)

@@ -20,8 +20,6 @@ import pytest
 from pytest_spark import capture
 from pytest_spark.redact import REDACTED, Redactor, reduce_argv
 
-from conftest import spark_cli as cli
-
 GLINE_PREFIXES = tuple(f"G{n} " for n in range(1, 11))
 
 
@@ -29,6 +27,16 @@ GLINE_PREFIXES = tuple(f"G{n} " for n in range(1, 11))
 def _gb10(spark_env):
     return spark_env
 
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def bare_env() -> dict[str, str]:

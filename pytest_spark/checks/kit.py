@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -305,9 +305,3 @@ class Findings:
             headline=headline or plus_more(texts[0], len(texts)),
             short_fix=short_fix or (fixes[0] if fixes else ""),
         )
-
-
-def unique(items: Iterable[str]) -> list[str]:
-    """Each text once, in first-seen order (the same reason said by G4, G6 and
-    G7 is said once per line)."""
-    return list(dict.fromkeys(i for i in items if i))

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_spark.checks import g10_multinode as g10
 from pytest_spark.engine import Engine
-from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 
 
 def reference(size_bytes: int, iters: int, warmup: int = 5) -> tuple[str, float, float]:

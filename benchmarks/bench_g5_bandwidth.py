@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"whole benchmark: {elapsed:.1f} s")
     if args.engine:
         from pytest_spark.engine import Engine
-        from pytest_spark.options import Settings
         from pytest_spark.probes.machine import Machine
+        from pytest_spark.settings import Settings
 
         start = time.monotonic()
         result = Engine(Settings(intrusive=True), Machine(), ["G5"]).run("G5")

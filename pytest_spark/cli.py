@@ -151,14 +151,15 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     from pytest_spark import report
     from pytest_spark.model import Status, verdict, verdict_line
+    from pytest_spark.settings import OptionError, settings_from_cli
 
     cwd = Path.cwd()
     start = Path(ns.rootdir).resolve() if ns.rootdir else cwd
     try:
         inipath, ini = find_ini(start)
         rootdir = inipath.parent if inipath else start
-        settings = options.settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
-    except (ConfigError, options.OptionError) as exc:
+        settings = settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
+    except (ConfigError, OptionError) as exc:
         print(f"spark-preflight: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -64,7 +64,8 @@ class Engine:
         return "gb10" if self.machine.identity().get("gb10") else "generic"
 
     def torch_request(self) -> dict[str, Any]:
-        """Merge what every selected check wants the torch child to do."""
+        """Merge what every selected check wants the torch child to do; no two
+        checks share a key, so a plain update merges them."""
         request: dict[str, Any] = {"kernel": True}
         for cid in self.selected:
             module = check_module(cid)
@@ -76,12 +77,7 @@ class Engine:
                 extra: Mapping[str, Any] = contribute(ctx) or {}
             except Exception:  # a broken contribution must not break the others
                 continue
-            for key, value in extra.items():
-                if key == "extensions":
-                    merged = request.setdefault("extensions", [])
-                    merged.extend(v for v in value if v not in merged)
-                else:
-                    request[key] = value
+            request.update(extra)  # each check asks under keys of its own ("load", "flash_attn", "bandwidth")
         return request
 
     def torch(self) -> ChildResult:

@@ -260,6 +260,3 @@ class PreflightResults(Mapping[str, Result]):
         """Ids that FAILed (and WARNed, under ``--spark-strict``)."""
         bad = {Status.FAIL, Status.WARN} if self.strict else {Status.FAIL}
         return [cid for cid, r in self._by_id.items() if r.status in bad]
-
-    def lines(self) -> list[str]:
-        return [r.line() for r in self._by_id.values()]

@@ -3,14 +3,18 @@
 CLI flags (``--<name>``).
 
 This module is imported on every pytest run (for ``pytest_addoption``), so it
-holds only the table and the registration. Validating values into a
-:class:`~pytest_spark.settings.Settings` lives in :mod:`pytest_spark.settings`,
-loaded on first use (``options.Settings`` and friends still resolve, lazily).
+holds only the table and the registration, and imports nothing of this
+package. The table is the one source of every option's default and kind;
+:mod:`pytest_spark.settings` (loaded only when the preflight runs) validates a
+value by its option's kind and builds :class:`~pytest_spark.settings.Settings`,
+whose defaults come from here. The dependency is one way: settings imports
+options, never the reverse.
 """
 
 from __future__ import annotations
 
 import argparse
+from types import MappingProxyType
 from typing import Any
 
 PROFILES = ("auto", "gb10", "generic")
@@ -18,31 +22,17 @@ TP_SEVERITIES = ("fail", "warn")
 PRECISIONS = ("nvfp4", "fp8", "bf16")
 DEFAULT_GITHUB_URL = "https://api.github.com"
 
-#: names that live in pytest_spark.settings, resolved on first use (PEP 562)
-_LAZY = frozenset(
-    {
-        "OptionError",
-        "Settings",
-        "build_settings",
-        "parse_value",
-        "settings_from_pytest",
-        "settings_from_cli",
-        "ini_names",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from pytest_spark import settings
-
-        return getattr(settings, name)
-    raise AttributeError(f"module 'pytest_spark.options' has no attribute {name!r}")
+#: the value an option has when it is not given, by kind (unless the Option says otherwise)
+EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "pairs": MappingProxyType({})}
 
 
 class Option:
     """One option: its kind, help, default and bounds. A plain class, not a
-    dataclass: this module is imported by every pytest run."""
+    dataclass: this module is imported by every pytest run.
+
+    ``kind`` picks the parser that validates a given value
+    (``settings.PARSERS``); ``default`` is the value when none is given (the
+    kind's empty value from :data:`EMPTY` when left out) and passes that parser."""
 
     __slots__ = ("choices", "default", "exclusive_min", "help", "kind", "metavar", "minimum", "name")
 
@@ -58,10 +48,10 @@ class Option:
         exclusive_min: bool = False,
     ) -> None:
         self.name = name  # "thermal-seconds"
-        self.kind = kind  # bool | float | str | choice | ids | path | infile | paths | pairs
+        self.kind = kind  # bool | float | str | name | url | choice | ids | path | infile | paths | pairs
         self.help = help
         self.metavar = metavar
-        self.default = default
+        self.default = EMPTY.get(kind) if default is None else default
         self.choices = choices
         self.minimum = minimum
         self.exclusive_min = exclusive_min
@@ -149,7 +139,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "playbook",
-        "str",
+        "name",
         "G8: the dgx-spark-playbooks playbook being followed (e.g. unsloth, vllm, nccl).",
         metavar="NAME",
     ),
@@ -172,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "github-url",
-        "str",
+        "url",
         f"G8: GitHub REST base URL (a mirror or GitHub Enterprise; default {DEFAULT_GITHUB_URL}).",
         metavar="URL",
         default=DEFAULT_GITHUB_URL,

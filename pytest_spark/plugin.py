@@ -82,9 +82,11 @@ def pytest_configure(config: pytest.Config) -> None:
     clash = pyspark_plugin_clash()
     if clash:
         raise pytest.UsageError(clash)
+    from pytest_spark.settings import OptionError, settings_from_pytest  # not on a plain run
+
     try:
-        settings = options.settings_from_pytest(config)
-    except options.OptionError as exc:
+        settings = settings_from_pytest(config)
+    except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     replay = None
     if settings.replay is not None:

@@ -41,10 +41,10 @@ import pytest
 from pytest_spark import catalog, report
 from pytest_spark.engine import Engine
 from pytest_spark.model import PreflightResults, Result, Status, verdict, verdict_line
-from pytest_spark.options import Settings
 from pytest_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.store import MemoryStore, SharedStore
+from pytest_spark.settings import Settings
 
 FILE_NAME = "spark_preflight"
 STORE_KEY = "spark_preflight_store"

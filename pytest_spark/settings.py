@@ -3,6 +3,10 @@ command line and ini file, or from ``spark-preflight``'s flags and the
 project's pytest configuration. Every bad value becomes an
 :class:`OptionError` whose one-line message names the option.
 
+Defaults come from the option table (``Option.default`` in
+:mod:`pytest_spark.options`); :data:`PARSERS` maps each option kind to the one
+function that validates its values.
+
 Loaded only when the preflight runs (plain pytest runs never import it).
 """
 
@@ -11,13 +15,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_spark import catalog
-from pytest_spark.options import BY_NAME, DEFAULT_GITHUB_URL, OPTIONS, Option, bad_ini
+from pytest_spark.options import BY_NAME, OPTIONS, Option, bad_ini
 from pytest_spark.thresholds import THRESHOLDS, defaults
 
 
@@ -25,30 +29,37 @@ class OptionError(ValueError):
     """A bad option value; the message names the option and is one line."""
 
 
+#: option name -> its default, read from the table (the one source)
+_DEFAULT: dict[str, Any] = {o.name: o.default for o in OPTIONS}
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Validated options for one run, shared by the plugin and the CLI."""
+    """Validated options for one run, shared by the plugin and the CLI.
 
-    strict: bool = False
-    gate: bool = False
-    report: Path | None = None
-    only: tuple[str, ...] = ()
-    profile: str = "auto"
-    timeout: float = 10.0
-    offline: bool = False
-    intrusive: bool = False
-    thermal_seconds: float = 1.0
-    workload_gb: float | None = None
-    planned_bandwidth: float | None = None
-    playbook: str | None = None
-    config: tuple[Path, ...] = ()
-    drop_caches: bool = False
-    threshold: Mapping[str, float] = field(default_factory=dict)
-    github_url: str = DEFAULT_GITHUB_URL
-    tp_across_nodes: str = "fail"
-    precision: str | None = None
-    capture: Path | None = None
-    replay: Path | None = None
+    One field per option, named like its ``dest`` without ``spark_``; every
+    default is the option table's (tests/test_options.py holds them equal)."""
+
+    strict: bool = _DEFAULT["strict"]
+    gate: bool = _DEFAULT["gate"]
+    report: Path | None = _DEFAULT["report"]
+    only: tuple[str, ...] = _DEFAULT["only"]
+    profile: str = _DEFAULT["profile"]
+    timeout: float = _DEFAULT["timeout"]
+    offline: bool = _DEFAULT["offline"]
+    intrusive: bool = _DEFAULT["intrusive"]
+    thermal_seconds: float = _DEFAULT["thermal-seconds"]
+    workload_gb: float | None = _DEFAULT["workload-gb"]
+    planned_bandwidth: float | None = _DEFAULT["planned-bandwidth"]
+    playbook: str | None = _DEFAULT["playbook"]
+    config: tuple[Path, ...] = _DEFAULT["config"]
+    drop_caches: bool = _DEFAULT["drop-caches"]
+    threshold: Mapping[str, float] = field(default_factory=lambda: dict(_DEFAULT["threshold"]))
+    github_url: str = _DEFAULT["github-url"]
+    tp_across_nodes: str = _DEFAULT["tp-across-nodes"]
+    precision: str | None = _DEFAULT["precision"]
+    capture: Path | None = _DEFAULT["capture"]
+    replay: Path | None = _DEFAULT["replay"]
     rootdir: Path = field(default_factory=Path.cwd)
 
     @property
@@ -150,13 +161,17 @@ def _parse_pairs(raw: Any, where: str) -> dict[str, float]:
     return out
 
 
-def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
+def _given_path(raw: Any, where: str, base: Path) -> tuple[str, Path]:
+    """``(the text as given, its path)``: ``~`` expanded, relative to ``base``."""
     text = str(raw).strip()
     if not text:
         raise OptionError(f"{where}: expected a file path")
     path = Path(os.path.expanduser(text))
-    if not path.is_absolute():
-        path = base / path
+    return text, path if path.is_absolute() else base / path
+
+
+def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
+    text, path = _given_path(raw, where, base)
     parent = path.parent
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
@@ -166,7 +181,7 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     if kind is not None:  # the report is renamed over the path: never over a device or FIFO
         raise OptionError(f"{where}: {text!r} is {kind}, not a regular file; give a file path")
     # Try it: os.access() says yes to root on a read-only mount.
-    import tempfile  # here, not at the top: every plain run imports this module
+    import tempfile  # here, not at the top: only a --report pays for it
 
     try:
         with tempfile.TemporaryFile(dir=parent):
@@ -181,12 +196,7 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
 
 
 def _parse_input_file(raw: Any, where: str, base: Path) -> Path:
-    text = str(raw).strip()
-    if not text:
-        raise OptionError(f"{where}: expected a file path")
-    path = Path(os.path.expanduser(text))
-    if not path.is_absolute():
-        path = base / path
+    text, path = _given_path(raw, where, base)
     if not path.is_file():
         raise OptionError(f"{where}: {text!r} is not a file")
     return path
@@ -196,63 +206,78 @@ def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
     paths: list[Path] = []
     items = raw if isinstance(raw, (list, tuple)) else [raw]
     for item in items:
-        text = str(item).strip()
-        if not text:
+        if not str(item).strip():
             continue
-        path = Path(os.path.expanduser(text))
-        if not path.is_absolute():
-            path = base / path
+        text, path = _given_path(item, where, base)
         if not path.exists():
             raise OptionError(f"{where}: {text!r} does not exist")
         paths.append(path)
     return tuple(paths)
 
 
+def _parse_bool(opt: Option, raw: Any, where: str, base: Path) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
+        return True
+    if text in ("0", "false", "no", "off", "", "n", "f"):
+        return False
+    raise OptionError(f"{where}: expected true or false, got {raw!r}")
+
+
+def _parse_choice(opt: Option, raw: Any, where: str, base: Path) -> str:
+    text = str(raw).strip().lower()
+    if text not in opt.choices:
+        raise OptionError(f"{where}: expected one of {', '.join(opt.choices)}, got {raw!r}")
+    return text
+
+
+def _parse_str(opt: Option, raw: Any, where: str, base: Path) -> str:
+    text = str(raw).strip()
+    if not text:
+        raise OptionError(f"{where}: expected a value")
+    return text
+
+
+def _parse_name(opt: Option, raw: Any, where: str, base: Path) -> str:
+    """A name matched without regard to case (a playbook)."""
+    return _parse_str(opt, raw, where, base).lower()
+
+
+def _parse_url(opt: Option, raw: Any, where: str, base: Path) -> str:
+    text = _parse_str(opt, raw, where, base)
+    from pytest_spark.probes.http import check_url
+
+    why = check_url(text)
+    if why:  # never the raw value: it may hold user:password@
+        raise OptionError(f"{where}: {why}")
+    return text
+
+
+#: option kind -> the one parser of its values: (option, raw value, where, base folder) -> value
+PARSERS: dict[str, Callable[[Option, Any, str, Path], Any]] = {
+    "bool": _parse_bool,
+    "float": lambda opt, raw, where, base: _parse_float(opt, raw, where),
+    "str": _parse_str,
+    "name": _parse_name,
+    "url": _parse_url,
+    "choice": _parse_choice,
+    "ids": lambda opt, raw, where, base: _parse_ids(raw, where),
+    "path": lambda opt, raw, where, base: _parse_report_path(raw, where, base),
+    "paths": lambda opt, raw, where, base: _parse_config_paths(raw, where, base),
+    "infile": lambda opt, raw, where, base: _parse_input_file(raw, where, base),
+    "pairs": lambda opt, raw, where, base: _parse_pairs(raw, where),
+}
+
+
 def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
-    """Validate one raw value (from argparse or ini) for ``opt``.
+    """Validate one raw value (from argparse or ini) for ``opt``, by its kind.
 
     Relative paths are relative to ``base``: the invocation folder for a flag,
     the rootdir (where the ini file is) for an ini value.
     """
-    where = _where(opt, source)
-    if opt.kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
-            return True
-        if text in ("0", "false", "no", "off", "", "n", "f"):
-            return False
-        raise OptionError(f"{where}: expected true or false, got {raw!r}")
-    if opt.kind == "float":
-        return _parse_float(opt, raw, where)
-    if opt.kind == "choice":
-        text = str(raw).strip().lower()
-        if text not in opt.choices:
-            raise OptionError(f"{where}: expected one of {', '.join(opt.choices)}, got {raw!r}")
-        return text
-    if opt.kind == "ids":
-        return _parse_ids(raw, where)
-    if opt.kind == "path":
-        return _parse_report_path(raw, where, base)
-    if opt.kind == "paths":
-        return _parse_config_paths(raw, where, base)
-    if opt.kind == "infile":
-        return _parse_input_file(raw, where, base)
-    if opt.kind == "pairs":
-        return _parse_pairs(raw, where)
-    text = str(raw).strip()
-    if not text:
-        raise OptionError(f"{where}: expected a value")
-    if opt.name == "github-url":
-        from pytest_spark.probes.http import check_url
-
-        why = check_url(text)
-        if why:  # never the raw value: it may hold user:password@
-            raise OptionError(f"{where}: {why}")
-    if opt.name == "playbook":
-        text = text.lower()
-    return text
+    return PARSERS[opt.kind](opt, raw, _where(opt, source), base)
 
 
 def build_settings(
@@ -322,6 +347,3 @@ def settings_from_cli(
 
     return build_settings(lookup, base=base, rootdir=rootdir)
 
-
-def ini_names() -> Sequence[str]:
-    return ["spark_preflight_enabled", *(o.ini for o in OPTIONS)]

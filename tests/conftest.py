@@ -228,6 +228,23 @@ def nonroot_run():
         shutil.rmtree(base, ignore_errors=True)
 
 
+def spark_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> Any:  # subprocess.CompletedProcess[str]
+    """``spark-preflight`` in a child process (``python -m pytest_spark.cli``),
+    with a timeout: a CLI that hung would stop this test, not the suite."""
+    import subprocess
+
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env=env,
+    )
+
+
 def isolated_path() -> list[str]:
     """This interpreter's ``sys.path`` without its package folders."""
     return [p for p in sys.path if not p.rstrip(os.sep).endswith(("site-packages", "dist-packages"))]

@@ -4,7 +4,6 @@ kind of bad input bounded (issue 5: invalid, huge, binary, deeply nested)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from pytest_spark.probes import configs as c
 
 from conftest import DATA
+from doubles.procs import running
 
 G10 = DATA / "g10"
 
@@ -290,20 +290,11 @@ def test_a_real_process_command_line_is_read() -> None:
         "2",
         "--headless",
     ]
-    proc = subprocess.Popen(argv)
-    try:
-        import psutil
+    from pytest_spark.probes.processes import list_processes
 
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and len(psutil.Process(proc.pid).cmdline()) < len(argv):
-            time.sleep(0.02)
-        from pytest_spark.probes.processes import list_processes
-
+    with running(argv) as proc:
         sources = c.process_sources(list_processes()["processes"], own_pid=os.getpid())
-        mine = [s for s in sources if s.name.startswith(f"pid {proc.pid} ")]
-        assert len(mine) == 1
-        assert mine[0].kind == "process"
-        assert [(f.what, f.value) for f in mine[0].findings] == [("tp", 2), ("headless", True)]
-    finally:
-        proc.kill()
-        proc.wait()
+    mine = [s for s in sources if s.name.startswith(f"pid {proc.pid} ")]
+    assert len(mine) == 1
+    assert mine[0].kind == "process"
+    assert [(f.what, f.value) for f in mine[0].findings] == [("tp", 2), ("headless", True)]

@@ -11,9 +11,9 @@ from typing import Any
 
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.commands import kill_running
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 
 
 def log_times(path: Path) -> list[float]:

@@ -23,8 +23,8 @@ from pytest_spark.checks import g01_cuda_abi as g1
 from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 
 from doubles import elfkit, gb10
 

@@ -14,9 +14,9 @@ from pytest_spark.checks import g03_uma_headroom as g3
 from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.procfs import parse_meminfo
+from pytest_spark.settings import Settings
 
 from doubles import gb10
 

@@ -20,8 +20,8 @@ from pytest_spark.checks import g04_thermal as g4
 from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 from pytest_spark.thermal import REASON_BITS, WARN_MASK, decode_reasons, parse_mask, parse_smi_q, seconds_text
 from pytest_spark.thresholds import defaults
 

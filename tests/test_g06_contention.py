@@ -26,9 +26,9 @@ from pytest_spark.checks import g06_contention as g6
 from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.child import PROTOCOL, SCRIPTS
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 from pytest_spark.thresholds import defaults
 
 from doubles import gb10

@@ -12,8 +12,8 @@ from pytest_spark.checks import g09_container as g9
 from pytest_spark.checks.kit import Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
-from pytest_spark.options import Settings
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 
 GB10 = Path(__file__).parent / "data" / "gb10"
 

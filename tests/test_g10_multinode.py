@@ -22,11 +22,12 @@ from pytest_spark.checks import g10_multinode as g10
 from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Result, Status
-from pytest_spark.options import Settings
 from pytest_spark.probes import configs as c
 from pytest_spark.probes.machine import Machine
+from pytest_spark.settings import Settings
 
 from conftest import DATA
+from doubles.procs import running
 
 G10 = DATA / "g10"
 NVIDIA_FSDP = G10 / "nvidia_config_finetuning.yaml"
@@ -456,18 +457,9 @@ def test_a_running_server_with_tp_across_nodes_fails(tmp_path: Path) -> None:
         "--nnodes",
         "2",
     ]
-    proc = subprocess.Popen(argv)
-    try:
-        import psutil
-
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and len(psutil.Process(proc.pid).cmdline()) < len(argv):
-            time.sleep(0.02)
+    with running(argv) as proc:
         eng, _ = engine(tmp_path, real_processes=True)
         r = eng.run("G10")
-    finally:
-        proc.kill()
-        proc.wait()
     assert r.status is Status.FAIL
     mine = f"TP 2 across 2 nodes: pid {proc.pid} (python"
     (line,) = [d for d in r.details if d.startswith(mine)]

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from pytest_spark import options
-from pytest_spark.options import OptionError, Settings
+from pytest_spark import options, settings
+from pytest_spark.settings import OptionError, Settings
 
 
 @pytest.fixture(autouse=True)
@@ -105,11 +105,46 @@ def test_settings_defaults_and_thresholds() -> None:
     assert custom.thresholds("gb10")["g5_decode_high_gbps"] == 200.0
 
 
+def test_every_default_comes_from_the_option_table() -> None:
+    """One source of defaults: a Settings built from nothing holds each Option's
+    default, and Settings has one field per option (plus rootdir)."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(Settings)} - {"rootdir"}
+    assert fields == {o.dest.removeprefix("spark_") for o in options.OPTIONS}
+    plain = Settings()
+    for opt in options.OPTIONS:
+        assert getattr(plain, opt.dest.removeprefix("spark_")) == opt.default, opt.name
+    assert plain.timeout == 10.0 and plain.github_url == options.DEFAULT_GITHUB_URL
+    assert Settings().threshold is not Settings().threshold  # no dict shared between runs
+
+
+def test_each_kind_has_one_parser_and_every_default_passes_it(tmp_path) -> None:
+    """Validation lives with the declaration: the option's kind picks its parser
+    (settings.PARSERS), and a default that its own parser refuses cannot ship."""
+    for opt in options.OPTIONS:
+        assert opt.kind in settings.PARSERS, opt.name
+        if opt.default not in (None, False, (), {}):
+            assert settings.parse_value(opt, opt.default, "flag", tmp_path) == opt.default, opt.name
+    playbook, url = options.BY_NAME["playbook"], options.BY_NAME["github-url"]
+    assert settings.parse_value(playbook, " vLLM ", "flag", tmp_path) == "vllm"
+    with pytest.raises(OptionError, match=r"^--spark-github-url: ") as bad:
+        settings.parse_value(url, "ftp://user:secret@example.com", "flag", tmp_path)
+    assert "secret" not in str(bad.value)
+
+
+def test_options_never_import_settings() -> None:
+    """The dependency is one way (settings -> options): the table module holds
+    no lazy door back to settings."""
+    assert not hasattr(options, "Settings")
+    assert not hasattr(options, "OptionError")
+
+
 def test_parse_ids_normalises_and_orders() -> None:
     opt = options.BY_NAME["only"]
-    assert options.parse_value(opt, "g5, G01 g10", "flag", os.getcwd()) == ("G1", "G5", "G10")
+    assert settings.parse_value(opt, "g5, G01 g10", "flag", os.getcwd()) == ("G1", "G5", "G10")
     with pytest.raises(OptionError, match="'G0' is not a check id"):
-        options.parse_value(opt, "G0", "flag", os.getcwd())
+        settings.parse_value(opt, "G0", "flag", os.getcwd())
 
 
 def test_report_into_a_read_only_folder_as_a_non_root_user(nonroot_run) -> None:
@@ -129,7 +164,7 @@ def test_precision_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
     from pytest_spark.checks.kit import Params
 
     opt = options.BY_NAME["precision"]
-    assert options.parse_value(opt, " NVFP4 ", "flag", os.getcwd()) == "nvfp4"
+    assert settings.parse_value(opt, " NVFP4 ", "flag", os.getcwd()) == "nvfp4"
     assert Settings().precision is None
     params = Params.from_settings(Settings(precision="fp8"), "gb10")
     assert params.option("precision") == "fp8"

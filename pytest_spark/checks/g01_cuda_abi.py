@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_spark.model import Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for
@@ -533,7 +533,7 @@ def _mismatch(v: _View, out: _Out) -> None:
     for who, items in groups.items():
         out.note(f"{who}: " + "; ".join(items))
     shown = [
-        f"{who} ({items[0]}{f' and {len(items) - 1} more' if len(items) > 1 else ''})"
+        f"{who} ({first_n(items, 1, sep=' ')})"
         for who, items in groups.items()
     ]
     names = [w.split(" ", 1)[0] for w in groups if "(no installed" not in w]
@@ -919,6 +919,6 @@ def _short(out: _Out, heads: list[tuple[str, str]], result: Result) -> Result:
     """Fill the short line from the first problem's (or warning's) headline."""
     if heads:
         head, short = heads[0]
-        result.headline = head if len(heads) == 1 else f"{head} (+{len(heads) - 1} more)"
+        result.headline = plus_more(head, len(heads))
         result.short_fix = short
     return result

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, plus_more
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.thermal import (
     COUNTERS,
@@ -473,9 +473,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     overview, headline = _overview(series, static, facts, how)
     result = out.f.result(Status.INFO, overview, headline=headline)
     if out.short:
-        result.headline, result.short_fix = out.short[0]
-        if len(out.short) > 1:
-            result.headline += f" (+{len(out.short) - 1} more)"
+        head, result.short_fix = out.short[0]
+        result.headline = plus_more(head, len(out.short))
         result.summary += f" ({how}, {facts.source})"
     return result
 
@@ -525,9 +524,8 @@ def _failed(facts: Facts, out: _Out) -> Result:
         out.fail(facts.broken, "GPU/driver stopped answering")
     result = out.f.result(Status.INFO)
     result.summary = "GPU/driver stopped answering: " + result.summary
-    result.headline, result.short_fix = out.fail_short[0]
-    if len(out.fail_short) > 1:
-        result.headline += f" (+{len(out.fail_short) - 1} more)"
+    head, result.short_fix = out.fail_short[0]
+    result.headline = plus_more(head, len(out.fail_short))
     return result
 
 

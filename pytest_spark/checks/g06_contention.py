@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes.gpu_programs import (  # noqa: F401 - re-exported for older imports
     PROBE_MARK,
@@ -564,8 +564,7 @@ def _contenders(
             f"<= {cap_max:g} (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI "
             "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)",
         )
-        more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
-        return f"{headline(fails[0], cap_max)}{more}", f"kill {pids}, or restart capped at <= {cap_max:g}"
+        return plus_more(headline(fails[0], cap_max), len(fails)), f"kill {pids}, or restart capped at <= {cap_max:g}"
     if warns:
         out.warn(
             f"{count(len(warns), 'other GPU process', 'other GPU processes')}, capped at <= {cap_max:g} or "
@@ -573,9 +572,8 @@ def _contenders(
             "a small job can share the pool with capped servers (the seed ran a <4 GB LoRA next to vLLM "
             "at 0.5); check G3's headroom, and stop them before a run that needs the whole pool",
         )
-        more = f" (+{len(warns) - 1} more)" if len(warns) > 1 else ""
         return (
-            f"{headline(warns[0], cap_max)}{more}",
+            plus_more(headline(warns[0], cap_max), len(warns)),
             "check G3's headroom; stop it for a whole-pool run",
         )
     return "", ""

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, plus_more
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for
@@ -424,9 +424,7 @@ class _Out:
         if not pairs:
             return "", ""
         headline, short_fix = self.short.get(pairs[0][0], (pairs[0][0], pairs[0][1]))
-        if len(pairs) > 1:
-            headline += f" (+{len(pairs) - 1} more)"
-        return headline, short_fix
+        return plus_more(headline, len(pairs)), short_fix
 
 
 def _torch_stage(f: Facts, archs: list[Arch], out: _Out) -> tuple[str, bool | None]:

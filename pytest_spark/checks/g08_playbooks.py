@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
 from pytest_spark.model import Result, Status, one_line
 from pytest_spark.probes import http
 
@@ -391,13 +391,11 @@ def _matches(f: Facts, out: Findings, count: str, scope: str) -> Result:
             headline=f"no open issue names '{playbook}' ({count} checked)",
         )
     out.note(
-        *(
-            f"{short(i)} (named in the {where}) {i.get('html_url', '')}".strip()
-            for i, where in hits[:SHOWN_IN_DETAILS]
+        *shortened(
+            [f"{short(i)} (named in the {where}) {i.get('html_url', '')}".strip() for i, where in hits],
+            SHOWN_IN_DETAILS,
         )
     )
-    if len(hits) > SHOWN_IN_DETAILS:
-        out.note(f"and {len(hits) - SHOWN_IN_DETAILS} more")
     noun = "issue names" if len(hits) == 1 else "issues name"
     numbers = first_n([f"#{i.get('number')}" for i, _ in hits], SHOWN_IN_SUMMARY, sep=", ")
     out.warn(

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_spark.model import Result, Status
 from pytest_spark.probes import procfs
 from pytest_spark.probes.packages import canonical
@@ -287,10 +287,9 @@ def _replaced_stage(facts: Facts, out: Findings) -> tuple[str, str]:
             text = f"NGC PyTorch {ngc} container, but pip replaced its {name} {original} with {installed}"
         out.warn(text, REPLACED_FIX)
     name, installed, original = replaced[0]
-    more = f" (+{len(replaced) - 1} more)" if len(replaced) > 1 else ""
-    headline = f"NGC {name} {original} replaced by {installed}{more}"
+    headline = plus_more(f"NGC {name} {original} replaced by {installed}", len(replaced))
     if not original or len(headline) > SHORT_BUDGET - len(REPLACED_SHORT):
-        headline = f"NGC {ngc}'s {name} replaced by pip's {installed}{more}"
+        headline = plus_more(f"NGC {ngc}'s {name} replaced by pip's {installed}", len(replaced))
     return headline, REPLACED_SHORT
 
 

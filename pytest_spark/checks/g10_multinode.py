@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_spark.checks import nodes
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
 from pytest_spark.model import Result, Status
 from pytest_spark.probes import configs as cfgs
 from pytest_spark.probes import fleet
@@ -171,7 +171,7 @@ def gather(ctx: CheckContext) -> Facts:
     elif s.intrusive and world > 1:
         child = m.python_child(
             "g10:allreduce",
-            ["allreduce_child.py"],
+            ["_job_store.py", "allreduce_child.py"],
             mn.probe_config(s.timeout),
             step_timeout=s.timeout,
             total_timeout=s.timeout * 40,
@@ -379,9 +379,7 @@ def violations(job: View, others: list[View]) -> list[Violation]:
 
 
 def _bounded(details: list[str]) -> list[str]:
-    if len(details) <= MAX_DETAILS:
-        return details
-    return [*details[:MAX_DETAILS], f"and {len(details) - MAX_DETAILS} more"]
+    return shortened(details, MAX_DETAILS)
 
 
 def _rank_prefix(env: dict[str, str]) -> str:

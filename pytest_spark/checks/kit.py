@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -208,13 +208,23 @@ def _rebuild(kind: type, value: Any) -> Any:
 # --------------------------------------------------------------------------- deciding
 
 
+def shortened(items: Sequence[str], n: int = 3) -> list[str]:
+    """``[a, b, c, "and 4 more"]``: the first ``n`` non-empty items and how
+    many were left out; :func:`first_n` joins it into a line, a check's
+    details take it as separate lines."""
+    texts = [str(i) for i in items if str(i)]
+    return [*texts[:n], f"and {len(texts) - n} more"] if len(texts) > n else texts
+
+
 def first_n(items: Sequence[str], n: int = 3, *, sep: str = "; ") -> str:
     """``a; b; c; and 4 more`` — the one rule for shortening a list in a line."""
-    items = [str(i) for i in items if str(i)]
-    shown = sep.join(items[:n])
-    if len(items) > n:
-        shown += f"{sep}and {len(items) - n} more"
-    return shown
+    return sep.join(shortened(items, n))
+
+
+def plus_more(first: str, total: int) -> str:
+    """``first (+3 more)``: the short line's form of :func:`first_n`, the first
+    of ``total`` findings and a count of the rest (one finding: just it)."""
+    return first if total <= 1 else f"{first} (+{total - 1} more)"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -292,12 +302,6 @@ class Findings:
             fix="; ".join(fixes),
             readings=list(self.readings),
             details=details,
-            headline=headline or (texts[0] if len(texts) == 1 else f"{texts[0]} (+{len(texts) - 1} more)"),
+            headline=headline or plus_more(texts[0], len(texts)),
             short_fix=short_fix or (fixes[0] if fixes else ""),
         )
-
-
-def unique(items: Iterable[str]) -> list[str]:
-    """Each text once, in first-seen order (the same reason said by G4, G6 and
-    G7 is said once per line)."""
-    return list(dict.fromkeys(i for i in items if i))

@@ -118,8 +118,3 @@ def _statuses(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
     ]
     if failed:
         out.fail(f"a node fails its own preflight: {first_n(failed)}", "fix that node first (see its report)")
-
-
-def node_table(fps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``nodes`` section of a merged env-report: one entry per rank."""
-    return {str(fp.get("rank", i)): dict(fp) for i, fp in enumerate(fps)}

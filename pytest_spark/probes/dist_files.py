@@ -14,23 +14,29 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pytest_spark.probes.elf import is_shared_object_name
 from pytest_spark.probes.packages import not_regular
 
 
-def _entries(dist: Any) -> tuple[str, list[str]]:
-    """``(base folder, relative paths of shared objects)`` from a distribution's file list."""
-    base = str(dist.locate_file(""))
-    for name in ("RECORD", "installed-files.txt"):
+def _texts(dist: Any, names: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """``(name, text)`` of each of ``names`` that the distribution's metadata
+    folder holds as a readable, non-empty regular file, in order."""
+    for name in names:
         try:
             text = None if not_regular(dist, name) else dist.read_text(name)
         except Exception:
             text = None
-        if not text:
-            continue
+        if text:
+            yield name, text
+
+
+def _entries(dist: Any) -> tuple[str, list[str]]:
+    """``(base folder, relative paths of shared objects)`` from a distribution's file list."""
+    base = str(dist.locate_file(""))
+    for name, text in _texts(dist, ("RECORD", "installed-files.txt")):
         lines = [ln for ln in text.splitlines() if ".so" in ln]
         if name == "RECORD":
             rels = [
@@ -50,13 +56,7 @@ def _entries(dist: Any) -> tuple[str, list[str]]:
 def name_version(dist: Any) -> tuple[str | None, str | None]:
     """``Name`` and ``Version`` from the head of METADATA: parsing the whole file
     as e-mail (``dist.metadata``) costs more than the rest of the scan."""
-    for fname in ("METADATA", "PKG-INFO"):
-        try:
-            text = None if not_regular(dist, fname) else dist.read_text(fname)
-        except Exception:
-            text = None
-        if not text:
-            continue
+    for _fname, text in _texts(dist, ("METADATA", "PKG-INFO")):
         name = version = None
         for line in text.splitlines():
             if not line.strip():

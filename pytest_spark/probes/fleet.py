@@ -91,7 +91,7 @@ def exchange(machine: Any, mine: Mapping[str, Any], timeout_s: float) -> dict[st
     (``{"error": …, "missing": [ranks]}``). Runs once per run."""
     child = machine.python_child(
         "fleet",
-        ["fleet_child.py"],
+        ["_job_store.py", "fleet_child.py"],
         {"fingerprint": dict(mine), "timeout_s": timeout_s},
         step_timeout=max(timeout_s, machine.timeout),
         total_timeout=timeout_s * 3 + machine.timeout * 6,

@@ -8,7 +8,10 @@ nothing, so it counts as gone.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -46,3 +49,21 @@ def group_gone(pgid: int, wait: float = 2.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+@contextmanager
+def running(argv: list[str], wait_s: float = 5.0) -> Iterator[subprocess.Popen[bytes]]:
+    """A real process running ``argv``, once its whole command line can be
+    read (a process scan right after ``Popen`` may see only the interpreter);
+    killed and reaped on the way out."""
+    import psutil
+
+    proc = subprocess.Popen(argv)
+    try:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and len(psutil.Process(proc.pid).cmdline()) < len(argv):
+            time.sleep(0.02)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()

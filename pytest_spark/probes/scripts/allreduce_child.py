@@ -7,12 +7,7 @@
 # outlives its allowance; the store and the process group carry timeouts too,
 # so the usual failure is a clean error line rather than a kill.
 #
-# Why its own store prefix: the job's launcher store (torchrun's agent store
-# at MASTER_ADDR:MASTER_PORT) is shared with the training code that may run
-# later in this same worker. Keys written under the default prefix by this
-# probe (the NCCL unique id, barrier counters) could be read by that later
-# init_process_group. A per-rank sequence number under "pytest_spark_g10/"
-# keeps every run of the probe in a namespace of its own.
+# The store is the job's, under a prefix of this probe (_job_store.py says why).
 #
 # busbw follows nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time,
 # busbw = algbw * 2 (n - 1) / n for all-reduce. nccl-tests averages the time
@@ -22,50 +17,48 @@ import datetime as _dt
 import time as _time
 
 
-def _env_int(name, default=None):
-    try:
-        return int(_os.environ.get(name, ""))
-    except ValueError:
-        return default
-
-
 def _median(values):
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def main():
-    cfg = config()
+def _job():
+    """RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous point, or None once the
+    reason this process cannot take part is reported."""
     rank = _env_int("RANK")
     world = _env_int("WORLD_SIZE")
     local_rank = _env_int("LOCAL_RANK", 0)
     data(rank=rank, world_size=world, local_rank=local_rank)
     if rank is None or world is None or world < 2:
         data(error="not part of a multi-process job (RANK/WORLD_SIZE unset or WORLD_SIZE < 2)")
-        done()
-        return
+        return None
     host = _os.environ.get("MASTER_ADDR")
     port = _env_int("MASTER_PORT")
     if not host or port is None:
         data(error="MASTER_ADDR/MASTER_PORT unset: no rendezvous point")
-        done()
-        return
+        return None
+    return rank, world, local_rank, host, port
 
+
+def _import_torch(cfg):
+    """(torch, torch.distributed), or None once the reason is reported."""
     begin("import torch", scale=cfg.get("import_scale", 6))
     try:
         import torch
         import torch.distributed as dist
     except BaseException as exc:
         data(torch_import_error=error_text(exc))
-        done()
-        return
+        return None
     data(torch_version=str(torch.__version__))
     if not dist.is_available():
         data(error="this torch build has no torch.distributed")
-        done()
-        return
+        return None
+    return torch, dist
 
+
+def _backend_and_device(torch, dist, cfg, local_rank):
+    """The backend asked for (or NCCL when every local rank has a GPU) and this rank's device."""
     wanted = cfg.get("backend") or "auto"
     local_world = _env_int("LOCAL_WORLD_SIZE", 1) or 1
     try:
@@ -79,17 +72,21 @@ def main():
         backend = "nccl" if cuda and dist.is_nccl_available() else "gloo"
     else:
         backend = wanted
-    if backend == "nccl":
-        device = torch.device("cuda", local_rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-        try:
-            nccl = torch.cuda.nccl.version()
-            data(nccl_version=".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl))
-        except Exception:
-            pass
-        data(device_name=torch.cuda.get_device_name(device))
-    else:
-        device = torch.device("cpu")
+    if backend != "nccl":
+        return backend, torch.device("cpu")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    try:
+        nccl = torch.cuda.nccl.version()
+        data(nccl_version=".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl))
+    except Exception:
+        pass
+    data(device_name=torch.cuda.get_device_name(device))
+    return backend, device
+
+
+def _plan(cfg, backend):
+    """Elements per buffer, timed iterations and warm-ups for this backend."""
     sizes = cfg.get("size_bytes") or {}
     size = int(sizes.get(backend, 8 << 20))
     size = max(1 << 20, min(size, 1 << 30))  # never above 1 GiB: 16 GB buffers can freeze a UMA box
@@ -97,23 +94,17 @@ def main():
     iters = int(cfg.get("iters", {}).get(backend, 10))
     warmup = int(cfg.get("warmup", 3))
     data(backend=backend, size_bytes=numel * 4, iters=iters)
+    return numel, iters, warmup
 
+
+def _rendezvous(dist, cfg, job, backend, device):
+    """Join the process group under a store prefix of this run; False once the error is reported."""
+    rank, world, _local_rank, host, port = job
     rdzv_s = float(cfg.get("rendezvous_timeout_s", 30))
     coll_s = float(cfg.get("collective_timeout_s", 10))
     begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
-        agent = _os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        master = rank == 0 and not agent
-        store = dist.TCPStore(
-            host,
-            port,
-            world_size=world if master else None,
-            is_master=master,
-            timeout=_dt.timedelta(seconds=rdzv_s),
-            wait_for_workers=False,
-        )
-        seq = store.add(f"pytest_spark_g10/seq/{rank}", 1)
-        prefixed = dist.PrefixStore(f"pytest_spark_g10/{seq}", store)
+        prefixed = _job_store(dist, host, port, rank, world, rdzv_s, "pytest_spark_g10")
         kwargs = {
             "backend": backend,
             "store": prefixed,
@@ -130,51 +121,73 @@ def main():
             dist.init_process_group(**kwargs)
     except Exception as exc:
         data(error="rendezvous failed: " + error_text(exc))
-        done()
-        return
+        return False
+    return True
+
+
+def _measure(torch, dist, cfg, rank, world, backend, device, plan):
+    """Check one all-reduce's sum, warm up, time the iterations and share the median."""
+    numel, iters, warmup = plan
 
     def sync():
         if backend == "nccl":
             torch.cuda.synchronize(device)
 
-    try:
-        begin("first all-reduce", scale=cfg.get("rendezvous_scale", 3))
-        buf = torch.full((numel,), float(rank + 1), dtype=torch.float32, device=device)
+    begin("first all-reduce", scale=cfg.get("rendezvous_scale", 3))
+    buf = torch.full((numel,), float(rank + 1), dtype=torch.float32, device=device)
+    dist.all_reduce(buf)
+    sync()
+    expected = world * (world + 1) / 2
+    got = [float(buf[0].item()), float(buf[-1].item())]
+    data(wrong=any(abs(g - expected) > 1e-3 for g in got), check={"expected": expected, "got": got})
+    for i in range(warmup):
+        begin(f"warm-up all-reduce {i + 1}/{warmup}")
+        buf.fill_(1.0)
         dist.all_reduce(buf)
         sync()
-        expected = world * (world + 1) / 2
-        got = [float(buf[0].item()), float(buf[-1].item())]
-        data(wrong=any(abs(g - expected) > 1e-3 for g in got), check={"expected": expected, "got": got})
-        for i in range(warmup):
-            begin(f"warm-up all-reduce {i + 1}/{warmup}")
-            buf.fill_(1.0)
-            dist.all_reduce(buf)
-            sync()
-        times = []
-        for i in range(iters):
-            begin(f"all-reduce {i + 1}/{iters}")
-            buf.fill_(1.0)
-            sync()
-            t0 = _time.perf_counter()
-            dist.all_reduce(buf)
-            sync()
-            times.append(_time.perf_counter() - t0)
-        own = _median(times)
-        begin("share timings")
-        shared = torch.tensor([own], dtype=torch.float64, device=device)
-        dist.all_reduce(shared)
-        group = float(shared.item()) / world
-        factor = 2.0 * (world - 1) / world
-        bytes_ = numel * 4
-        data(
-            times_s=[round(t, 6) for t in times],
-            time_s=own,
-            group_time_s=group,
-            algbw_gbps=bytes_ / own / 1e9,
-            busbw_gbps=bytes_ / own / 1e9 * factor,
-            group_algbw_gbps=bytes_ / group / 1e9,
-            group_busbw_gbps=bytes_ / group / 1e9 * factor,
-        )
+    times = []
+    for i in range(iters):
+        begin(f"all-reduce {i + 1}/{iters}")
+        buf.fill_(1.0)
+        sync()
+        t0 = _time.perf_counter()
+        dist.all_reduce(buf)
+        sync()
+        times.append(_time.perf_counter() - t0)
+    own = _median(times)
+    begin("share timings")
+    shared = torch.tensor([own], dtype=torch.float64, device=device)
+    dist.all_reduce(shared)
+    group = float(shared.item()) / world
+    factor = 2.0 * (world - 1) / world
+    bytes_ = numel * 4
+    data(
+        times_s=[round(t, 6) for t in times],
+        time_s=own,
+        group_time_s=group,
+        algbw_gbps=bytes_ / own / 1e9,
+        busbw_gbps=bytes_ / own / 1e9 * factor,
+        group_algbw_gbps=bytes_ / group / 1e9,
+        group_busbw_gbps=bytes_ / group / 1e9 * factor,
+    )
+
+
+def main():
+    cfg = config()
+    job = _job()
+    imported = _import_torch(cfg) if job is not None else None
+    if imported is None:
+        done()
+        return
+    torch, dist = imported
+    rank, world, local_rank = job[0], job[1], job[2]
+    backend, device = _backend_and_device(torch, dist, cfg, local_rank)
+    plan = _plan(cfg, backend)
+    if not _rendezvous(dist, cfg, job, backend, device):
+        done()
+        return
+    try:
+        _measure(torch, dist, cfg, rank, world, backend, device, plan)
     except Exception as exc:
         data(error="all-reduce failed: " + error_text(exc))
     finally:

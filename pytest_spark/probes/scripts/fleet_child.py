@@ -13,13 +13,6 @@
 import datetime as _dt
 
 
-def _env_int(name, default=None):
-    try:
-        return int(_os.environ.get(name, ""))
-    except ValueError:
-        return default
-
-
 def _versions(torch):
     out = {"torch": str(torch.__version__), "torch_cuda": getattr(torch.version, "cuda", None)}
     try:
@@ -73,18 +66,7 @@ def main():
 
     begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
-        agent = _os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        master = rank == 0 and not agent
-        store = dist.TCPStore(
-            host,
-            port,
-            world_size=world if master else None,
-            is_master=master,
-            timeout=timeout,
-            wait_for_workers=False,
-        )
-        seq = store.add("pytest_spark_fleet/seq/%d" % rank, 1)
-        prefixed = dist.PrefixStore("pytest_spark_fleet/%d" % seq, store)
+        prefixed = _job_store(dist, host, port, rank, world, timeout.total_seconds(), "pytest_spark_fleet")
         prefixed.set("arrived/%d" % rank, "1")
     except Exception as exc:
         data(error="cannot reach the rendezvous store at %s:%s: %s" % (host, port, error_text(exc)))

@@ -1,0 +1,227 @@
+"""The shape of the code, checked on its syntax tree (issue 9, "Done when").
+
+- No function in ``pytest_spark/`` is longer than :data:`MAX_LINES` lines,
+  probe scripts under ``pytest_spark/probes/scripts/`` included (their ``main``
+  runs in a child process but is read and changed like any other function).
+  A long decision is split into named stages; only a declarative table may be
+  longer, and then it is listed in :data:`ALLOWED` with its reason.
+- No import cycle among the modules of ``pytest_spark``. The rule:
+
+  1. Module-level imports (run when the module is imported; ``if
+     TYPE_CHECKING:`` blocks excluded, they never run) form no cycle.
+  2. A function-level (lazy) import ``A -> B`` is allowed only when ``B`` does
+     not reach ``A`` through module-level imports: such a lazy import is the
+     back half of a cycle, just deferred (``options`` reaching ``settings``
+     lazily while ``settings`` imports ``options`` was one).
+
+  Lazy imports are otherwise fine, and wanted: they keep plain pytest runs
+  light. ``from pytest_spark import x`` counts as an import of
+  ``pytest_spark.x`` when ``x`` is a module; a package's ``__init__`` that a
+  submodule import runs implicitly is not an edge.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest_spark
+
+PACKAGE = Path(pytest_spark.__file__).parent
+MAX_LINES = 80
+
+#: "module:function" -> why it may be longer (declarative tables only)
+ALLOWED: dict[str, str] = {}
+
+
+def _sources() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+MODULES = {name: path for name, path in _sources()}
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def long_functions() -> list[str]:
+    """``module:function (N lines)`` for every function over the limit, decorators included."""
+    out = []
+    for module, path in MODULES.items():
+        for fn in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+            length = (fn.end_lineno or fn.lineno) - first + 1
+            key = f"{module}:{fn.name}"
+            if length > MAX_LINES and key not in ALLOWED:
+                out.append(f"{key} ({length} lines)")
+    return out
+
+
+def test_no_function_over_80_lines() -> None:
+    assert long_functions() == []
+
+
+def test_the_allow_list_names_real_functions_with_a_reason() -> None:
+    """A stale entry would let the next long function in under its name."""
+    for key, why in ALLOWED.items():
+        module, _, name = key.partition(":")
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        assert name in {fn.name for fn in _functions(tree)}, key
+        assert len(why) > 10, key
+
+
+def test_the_line_count_sees_a_long_function() -> None:
+    """The walk itself: an 81-line function is found, an 80-line one is not."""
+    body = "\n".join(f"    x{i} = {i}" for i in range(79))
+    tree = ast.parse(f"def long():\n{body}\n    return 0\n\ndef short():\n    return 1\n")
+    lengths = {fn.name: fn.end_lineno - fn.lineno + 1 for fn in _functions(tree)}
+    assert lengths == {"long": 81, "short": 2}
+
+
+# --------------------------------------------------------------------------- imports
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_package = MODULES[module].name == "__init__.py"
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    if isinstance(node, ast.Import):
+        names = {alias.name for alias in node.names}
+    else:
+        source = _resolve(module, node)
+        names = {f"{source}.{alias.name}" for alias in node.names}
+        names = {n if n in MODULES else source for n in names}
+    found = set()
+    for name in names:
+        while name and name not in MODULES:  # pytest_spark.x.attr -> pytest_spark.x
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            found.add(name)
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk_imports(module: str, nodes: list[ast.stmt], lazy: bool, out: dict[str, set[str]]) -> None:
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out["lazy" if lazy else "eager"] |= _targets(module, node)
+        elif isinstance(node, ast.If) and _is_type_checking(node):
+            _walk_imports(module, node.orelse, lazy, out)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            _walk_imports(module, list(ast.iter_child_nodes(node)), True, out)  # type: ignore[arg-type]
+        else:
+            _walk_imports(module, list(ast.iter_child_nodes(node)), lazy, out)  # type: ignore[arg-type]
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(module-level edges, function-level edges) between pytest_spark modules."""
+    eager: dict[str, set[str]] = {}
+    lazy: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        out: dict[str, set[str]] = {"eager": set(), "lazy": set()}
+        _walk_imports(module, ast.parse(path.read_text(encoding="utf-8")).body, False, out)
+        eager[module] = out["eager"]
+        lazy[module] = out["lazy"] - out["eager"]
+    return eager, lazy
+
+
+def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """One path start -> ... -> goal through ``graph``, or None."""
+    seen = {start}
+    stack = [[start]]
+    while stack:
+        path = stack.pop()
+        for nxt in sorted(graph.get(path[-1], ())):
+            if nxt == goal:
+                return [*path, nxt]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append([*path, nxt])
+    return None
+
+
+def cycles(eager: dict[str, set[str]], lazy: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module in sorted(eager):
+        for target in sorted(eager[module]):
+            back = _path(eager, target, module)
+            if back:
+                found.append("module-level: " + " -> ".join([module, *back]))
+        for target in sorted(lazy[module]):
+            back = _path(eager, target, module)
+            if back:
+                found.append("lazy import closes a cycle: " + " -> ".join([module, *back]))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    eager, lazy = import_graph()
+    assert "pytest_spark.options" in eager["pytest_spark.settings"]  # the walk sees imports at all
+    assert cycles(eager, lazy) == []
+
+
+def test_the_cycle_finder_sees_both_kinds() -> None:
+    eager = {"a": {"b"}, "b": {"c"}, "c": set(), "d": set()}
+    assert cycles(eager, {"a": set(), "b": set(), "c": {"a"}, "d": {"a"}}) == [
+        "lazy import closes a cycle: c -> a -> b -> c"
+    ]
+    eager["c"] = {"a"}
+    assert len(cycles(eager, {k: set() for k in eager})) == 3  # a->b->c->a seen from each module
+
+
+# --------------------------------------------------------------------------- "and N more"
+
+#: a count of what was left out, written by hand: ``{len(x) - 3} more``, ``(+{len(x) - 1} more)``
+HAND_WRITTEN_MORE = re.compile(r"\{len\([^}]*\)\s*-\s*[^}]+\}\s*more\b")
+#: (module, why) for a count that is not the "first N" rule
+OWN_WORDING = {
+    "pytest_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
+}
+
+
+def test_lists_are_shortened_by_the_kit_only() -> None:
+    """``kit.first_n`` / ``kit.shortened`` ("a; b; c; and 4 more") and
+    ``kit.plus_more`` ("a (+3 more)") are the one rule for a shortened list;
+    a check that writes its own count drifts from it."""
+    found = []
+    for module, path in MODULES.items():
+        if module == "pytest_spark.checks.kit":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if HAND_WRITTEN_MORE.search(line) and module not in OWN_WORDING:
+                found.append(f"{module}:{number}: {line.strip()}")
+    assert found == []
+    assert HAND_WRITTEN_MORE.search('f"{head} (+{len(heads) - 1} more)"')
+    assert HAND_WRITTEN_MORE.search("f'and {len(hits) - SHOWN} more'")
+
+
+def test_the_kit_rules() -> None:
+    from pytest_spark.checks.kit import first_n, plus_more, shortened
+
+    assert first_n(["a", "", "b", "c", "d", "e"]) == "a; b; c; and 2 more"
+    assert first_n(["x", "y"], 1, sep=" ") == "x and 1 more"
+    assert shortened(["a", "b", "c"], 2) == ["a", "b", "and 1 more"]
+    assert shortened(["a", "b"], 2) == ["a", "b"]
+    assert plus_more("a", 1) == "a" and plus_more("a", 4) == "a (+3 more)"

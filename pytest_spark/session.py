@@ -526,19 +526,22 @@ def take_check_args(config: pytest.Config) -> list[str] | None:
     """Remove ``spark_preflight[::G<n>]`` from ``config.args``; the ids asked for.
 
     The node ids pytest prints for the checks name a file that is not on disk,
-    so pytest's own resolution of arguments would refuse them. Any spelling
+    so pytest's own resolution of arguments would refuse them. The id as
+    printed (``spark_preflight::G3``, relative to the rootdir) and any path
     that points at ``<rootdir>/spark_preflight`` from the invocation folder
-    counts. ``None`` when no argument names the checks (all enabled ones are
+    count. ``None`` when no argument names the checks (all enabled ones are
     collected, as before); an unknown id raises ValueError (one line).
     """
     target = config.rootpath / FILE_NAME
-    if target.exists():  # a real file of that name: pytest's to resolve
+    here = config.invocation_params.dir
+    if target.exists() or (here / FILE_NAME).exists():  # a real file of that name: pytest's to resolve
         return None
     rest: list[str] = []
     wanted: list[str] = []
     for arg in config.args:
         path, _, name = str(arg).partition("::")
-        if Path(os.path.abspath(config.invocation_params.dir / path)) != target:
+        # the id as printed (relative to the rootdir) works from a subfolder too
+        if path != FILE_NAME and Path(os.path.abspath(here / path)) != target:
             rest.append(arg)
             continue
         if not name:

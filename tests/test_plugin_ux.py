@@ -190,3 +190,15 @@ def test_checks_run_first_under_pytest_randomly(pytester: pytest.Pytester, seed:
     ids = [ln for ln in result.stdout.lines if "::" in ln]
     assert ids[:10] == [f"spark_preflight::{i}" for i in IDS]
     assert sorted(ids[10:]) == ["test_a.py::test_a1", "test_a.py::test_a2", "test_b.py::test_b"]
+
+
+def test_printed_node_id_works_from_a_subfolder_and_under_xdist(pytester: pytest.Pytester, user_tests) -> None:
+    """pytest prints ids relative to the rootdir; the same text works from a
+    subfolder of it, and each xdist worker takes it out of its own arguments."""
+    pytester.makeini("[pytest]\n")
+    sub = pytester.mkdir("sub")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(sub)
+        result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G3", "-n", "2")
+    assert result.parseoutcomes() == {"passed": 1}
+

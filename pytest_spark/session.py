@@ -284,7 +284,7 @@ class SparkPreflight:
         wanted = self.requested or self.settings.selected
         keep = [i for i in ours if i.spec.id in wanted]
         dropped = [i for i in ours if i not in keep]
-        if dropped:
+        if dropped and not self.requested:  # checks not named as arguments are not deselected: not asked for
             config.hook.pytest_deselected(items=dropped)
         items[:0] = keep
         keyword = config.option.keyword or ""

@@ -154,6 +154,7 @@ def test_printed_node_id_can_be_given_back(pytester: pytest.Pytester, user_tests
     assert "not found" not in result.stdout.str() + result.stderr.str()
     assert _ran(result) == ["spark_preflight::G3"]
     assert result.ret == pytest.ExitCode.OK
+    assert result.parseoutcomes() == {"passed": 1}  # like a named test: the others are not "deselected"
 
 
 def test_node_ids_mix_with_user_paths(pytester: pytest.Pytester, user_tests) -> None:

@@ -1,8 +1,10 @@
 """``spark-preflight``: the ten checks without pytest's output around them.
 
-Same engine, same options, same lines as ``pytest --spark-preflight``:
-exit 0 when nothing FAILs, 1 on a FAIL (or a WARN with ``--strict``),
-2 when it could not run (a bad option, an unreadable config file).
+Same engine, same options (but ``--gate``, which is pytest's), same lines as
+``pytest --spark-preflight``: exit 0 when nothing FAILs, 1 on a FAIL (or a
+WARN with ``--strict``), 2 when it could not run (a bad option, an unreadable
+config file), 128+N when signal N stopped it. Its help is its own (``--help``
+lists the exit codes and the threshold names).
 """
 
 from __future__ import annotations
@@ -38,10 +40,60 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"spark-preflight: error: {message}\n")
 
 
+EXIT_CODES = (
+    ("0", "no check FAILed (WARN and SKIP allowed, unless --strict)"),
+    ("1", "a check FAILed, or the verdict is blocked (a WARN under --strict)"),
+    ("2", "could not run: a bad option or value, an unreadable config or capture, an unwritten report"),
+    ("128+N", "stopped by signal N (130: Ctrl-C, 143: SIGTERM); probes are killed first"),
+)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def epilog() -> str:
+    """Exit codes, the threshold names with their defaults, and where the
+    settings come from: what a user of the command needs and the pytest
+    options' help does not say."""
+    import re
+    import textwrap
+
+    from pytest_spark.thresholds import THRESHOLDS
+
+    lines = ["exit codes:"]
+    lines += [f"  {code:<6} {text}" for code, text in EXIT_CODES]
+    lines += ["", "thresholds for --threshold NAME=VALUE (default with the gb10 / the generic profile):"]
+    for t in THRESHOLDS.values():
+        check, _, what = t.help.partition(": ")
+        what = re.sub(r"\s*\([^()]*\)", "", what).split("; ")[0]
+        unit = f" {t.unit}" if t.unit else ""
+        lines.append(f"  {t.name} = {_number(t.gb10)} / {_number(t.generic)}{unit}")
+        lines += textwrap.wrap(f"{check}: {what}", 96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    lines += [
+        "",
+        *textwrap.wrap(
+            "Settings also come from the project's pytest configuration (spark_preflight_<name> keys in "
+            "pytest.ini, pyproject.toml, tox.ini or setup.cfg); flags win. Each --<name> is also accepted "
+            "as --spark-<name>, the pytest spelling that check lines quote. pytest's --spark-gate has no "
+            "CLI twin: here the exit code is the gate.",
+            100,
+        ),
+    ]
+    return "\n".join(lines)
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wrapped option help, the epilog's table kept as written."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="spark-preflight",
-        description="Run the ten DGX Spark preflight checks (G1..G10) and print one line each.",
+        description="Run the ten DGX Spark preflight checks (G1..G10) on this machine and print one\n"
+        "line each, then the verdict: ready, ready-with-warnings or blocked.",
+        epilog=epilog(),
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of lines")
     parser.add_argument(
@@ -153,6 +205,14 @@ def _main(argv: Sequence[str] | None) -> int:
     from pytest_spark.model import Status, verdict, verdict_line
     from pytest_spark.settings import OptionError, settings_from_cli
 
+    pytest_only = [o.cli_flag for o in options.OPTIONS if o.name in options.PYTEST_ONLY and getattr(ns, o.dest)]
+    if pytest_only:
+        print(
+            f"spark-preflight: error: {', '.join(pytest_only)} is a pytest option (it skips pytest tests when "
+            "a check FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     cwd = Path.cwd()
     start = Path(ns.rootdir).resolve() if ns.rootdir else cwd
     try:

@@ -158,9 +158,13 @@ class Result:
         return "\n".join(lines)
 
     def seed_value(self) -> str:
-        """The seed's env-report vocabulary: ``pass`` | ``fail`` | ``warn: …``."""
+        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …``.
+
+        A FAIL says what failed (``fail: <summary>``) like the other statuses;
+        its word stays first, so ``value.split(":")[0]`` reads the status.
+        PASS stays the seed's bare ``pass`` (its readings are beside it)."""
         word = self.status.value.lower()
-        if self.status in (Status.PASS, Status.FAIL):
+        if self.status is Status.PASS or not self.summary:
             return word
         return f"{word}: {self.summary}"
 

@@ -157,7 +157,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "threshold",
         "pairs",
-        "override a threshold, NAME=VALUE (repeatable); see README for the names.",
+        "override a threshold, NAME=VALUE (repeatable); `spark-preflight --help` lists the names.",
         metavar="NAME=VALUE",
     ),
     Option(
@@ -287,27 +287,46 @@ def bad_ini(config: Any, name: str) -> str | None:
 # --------------------------------------------------------------------------- CLI
 
 
+#: the CLI's own help where the pytest text does not fit a ``spark-preflight``
+#: user (no tests to fail or skip, choices listed); the rest is shared
+CLI_HELP: dict[str, str] = {
+    "strict": "a WARN counts as a failure: the verdict is blocked and the exit code 1.",
+    "report": "also write env-report.json (the seed's schema plus readings, host, timings) to PATH.",
+    "only": "run only these checks, comma-separated, e.g. G1,G5 (default: all ten).",
+    "profile": "thresholds: auto (default) uses GB10's on a GB10 and derives the rest from the GPU "
+    "found; gb10 or generic forces one.",
+    "offline": "G8: do not contact GitHub (G8 then SKIPs: playbook issues not checked).",
+    "config": "G10: a training/serving config to inspect (repeatable); named configs replace the "
+    "search of the project folder.",
+    "threshold": "override a threshold, NAME=VALUE (repeatable); the names are listed below.",
+    "tp-across-nodes": "G10: status for tensor parallelism across nodes: fail (default) or warn "
+    "(NVIDIA's own inference playbooks run TP=2 over two Sparks).",
+    "precision": "G7: the precision the run trains or serves in; nvfp4 asks G7 to find kernels built "
+    "for sm_121a/sm_120f, fp8 and bf16 leave installed NVFP4 kernels unjudged.",
+}
+
+#: pytest-only options: the CLI refuses them with one line (see cli.py)
+PYTEST_ONLY = frozenset({"gate"})
+
+
 def add_cli_options(parser: argparse.ArgumentParser) -> None:
     """The same options for ``spark-preflight``, spelled ``--<name>``
-    (``--spark-<name>`` is accepted too)."""
+    (``--spark-<name>`` is accepted too, so a flag quoted in a check's line
+    works as written). Pytest-only options are parsed but hidden, so the CLI
+    can refuse them by name."""
     for opt in OPTIONS:
-        flags = [opt.cli_flag, opt.flag]
-        if opt.kind == "bool":
-            parser.add_argument(*flags, action="store_true", default=None, dest=opt.dest, help=opt.help)
-        elif opt.kind in ("paths", "pairs"):
-            parser.add_argument(
-                *flags,
-                action="append",
-                default=None,
-                dest=opt.dest,
-                metavar=opt.metavar,
-                help=opt.help,
-            )
-        else:
-            parser.add_argument(
-                *flags,
-                default=None,
-                dest=opt.dest,
-                metavar=opt.metavar or opt.name.upper(),
-                help=opt.help,
-            )
+        text = argparse.SUPPRESS if opt.name in PYTEST_ONLY else CLI_HELP.get(opt.name, opt.help)
+        for flag, shown in ((opt.cli_flag, text), (opt.flag, argparse.SUPPRESS)):
+            _add_cli_flag(parser, opt, flag, shown)
+
+
+def _add_cli_flag(parser: argparse.ArgumentParser, opt: Option, flag: str, text: str) -> None:
+    """One spelling of an option; the ``--spark-`` twin is accepted, not listed."""
+    if opt.kind == "bool":
+        parser.add_argument(flag, action="store_true", default=None, dest=opt.dest, help=text)
+    elif opt.kind in ("paths", "pairs"):
+        parser.add_argument(flag, action="append", default=None, dest=opt.dest, metavar=opt.metavar, help=text)
+    else:
+        choices = "{" + ",".join(opt.choices) + "}" if opt.choices else None
+        metavar = choices or opt.metavar or opt.name.upper()
+        parser.add_argument(flag, default=None, dest=opt.dest, metavar=metavar, help=text)

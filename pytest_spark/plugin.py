@@ -78,6 +78,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(
                 pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
             )
+        ignored = options_without_preflight(config)
+        if ignored:
+            config.issue_config_time_warning(pytest.PytestConfigWarning(ignored), stacklevel=2)
         return
     clash = pyspark_plugin_clash()
     if clash:
@@ -99,6 +102,24 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_spark.session import SparkPreflight
 
     config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
+
+
+def options_without_preflight(config: pytest.Config) -> str | None:
+    """One line naming the ``--spark-*`` options given on a run without the
+    preflight: a CI line that forgets ``--spark-preflight`` would otherwise
+    gate nothing, silently. Only ``config.option`` values are read (an option
+    not given is ``None``), so a plain run stays light; xdist workers stay
+    quiet (the controller says it once)."""
+    if hasattr(config, "workerinput"):
+        return None
+    given = [o.flag for o in options.OPTIONS if getattr(config.option, o.dest, None) is not None]
+    if not given:
+        return None
+    verb = "does" if len(given) == 1 else "do"
+    return (
+        f"{', '.join(given)} given without --spark-preflight (or spark_preflight_enabled = true): "
+        f"the spark preflight does not run and {verb} nothing"
+    )
 
 
 def value_taken_as_test_path(config: pytest.Config) -> str | None:

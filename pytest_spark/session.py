@@ -4,9 +4,13 @@ How the ten checks become ten tests:
 
 * Collection: a ``pytest.File`` named ``spark_preflight`` (at the rootdir,
   not on disk) is collected through ``session.genitems`` at the start of
-  ``pytest_collection_modifyitems``, so its ten items are counted, put before
-  the user's tests, and seen by ``--lf``, ``-k``, ``-m``, xdist and
-  pytest-randomly like any other test. Node ids are ``spark_preflight::G1``.
+  ``pytest_collection_modifyitems``, so its ten items are counted and seen by
+  ``--lf``, ``-k``, ``-m`` and xdist like any other test. They run first:
+  after every other plugin reordered (pytest-randomly shuffles), they are put
+  back in front, G1..G10. Node ids are ``spark_preflight::G1``, and pytest
+  takes them back as arguments (``pytest --spark-preflight spark_preflight::G3``):
+  ``pytest_collection`` removes them from ``config.args`` before pytest
+  resolves the rest as paths.
 * ``-k G1`` matches ``G10`` too (``-k`` is a substring match); while pytest
   evaluates ``-k`` the plugin rewrites a bare check id into
   ``(G1 and not spark_check_G10)``, so an id selects exactly its check.
@@ -47,6 +51,7 @@ from pytest_spark.probes.store import MemoryStore, SharedStore
 from pytest_spark.settings import Settings
 
 FILE_NAME = "spark_preflight"
+ORDER = {cid: n for n, cid in enumerate(catalog.IDS)}
 STORE_KEY = "spark_preflight_store"
 WORKERS = "workers"  # the store folder's list of worker pids
 _IDENT = re.compile(r"[\w:+\-.\[\]\\/]+")
@@ -161,6 +166,16 @@ class SparkPreflight:
         self._engine: Engine | None = None
         self._store_dir: str | None = None
         self._saved_keyword: str | None = None
+        #: check ids named as node ids on the command line (``spark_preflight::G3``)
+        self.requested: list[str] | None = None
+        #: collection finished here (on the xdist controller it never runs)
+        self._collected = False
+        self._collect_errors = 0
+        #: checks run without their item (all deselected, asked by the gate or
+        #: the fixture): why, and whether a worker already sent them on
+        self.outside_reason: str | None = None
+        self._outside: list[Result] = []
+        self._outside_sent = False
         #: the capture being replayed (``--spark-replay``), loaded once by pytest_configure
         self.replay: dict[str, Any] | None = replay
         self._xdist: _XdistController | None = None
@@ -247,15 +262,29 @@ class SparkPreflight:
 
     # ------------------------------------------------------------------ collection
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """Take our node ids out of ``config.args`` before pytest resolves them
+        as paths (it would say "file or directory not found")."""
+        try:
+            self.requested = take_check_args(self.config)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._collect_errors += 1
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> Generator[None, None, None]:
         node = SparkPreflightFile.from_parent(session, path=config.rootpath / FILE_NAME)
         ours = [i for i in session.genitems(node) if isinstance(i, SparkCheckItem)]
-        keep = [i for i in ours if i.spec.id in self.settings.selected]
+        wanted = self.requested or self.settings.selected
+        keep = [i for i in ours if i.spec.id in wanted]
         dropped = [i for i in ours if i not in keep]
-        if dropped:
+        if dropped and not self.requested:  # checks not named as arguments are not deselected: not asked for
             config.hook.pytest_deselected(items=dropped)
         items[:0] = keep
         keyword = config.option.keyword or ""
@@ -263,12 +292,15 @@ class SparkPreflight:
             self._saved_keyword = keyword
             config.option.keyword = rewrite_keyword_expression(keyword)
         try:
-            return (yield)
+            result = yield
+            checks_first(items)  # after pytest-randomly and any other reordering
+            return result
         finally:
             if self._saved_keyword is not None:
                 config.option.keyword = self._saved_keyword
                 self._saved_keyword = None
             self.selected = [i.spec.id for i in items if isinstance(i, SparkCheckItem)]
+            self._collected = True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> pytest.CollectReport | None:
@@ -281,17 +313,37 @@ class SparkPreflight:
 
     # ------------------------------------------------------------------ running
 
-    def results_view(self) -> PreflightResults:
+    def results_view(self, asker: str = "the spark_preflight fixture") -> PreflightResults:
         """Results of the selected checks (all enabled ones when a ``-k`` left
-        none of the ten selected), computed once and shared with the items."""
+        none of the ten selected), computed once and shared with the items.
+
+        Checks run here without their item are still this run's results: the
+        terminal section, the reports and the exit code show them
+        (``asker`` says who needed them)."""
         ids = self.selected or list(self.settings.selected)
-        return PreflightResults(self.engine.run_many(ids), strict=self.settings.strict)
+        results = self.engine.run_many(ids)
+        if not self.selected and not self._outside:
+            self._outside = list(results)
+            self.outside_reason = asker
+            if not self.is_worker:
+                self._record_outside([r.to_dict() for r in results], asker)
+        return PreflightResults(results, strict=self.settings.strict)
+
+    def _record_outside(self, data: list[dict[str, Any]], asker: str) -> None:
+        """Controller side: keep checks that ran for the gate or the fixture
+        (their own tests deselected) as results of the run."""
+        self.outside_reason = self.outside_reason or asker
+        for entry in data:
+            result = Result.from_dict(entry)
+            if result.check_id not in self.results:
+                self.results[result.check_id] = result
+                self.config.hook.pytest_spark_preflight_result(config=self.config, result=result)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if not self.settings.gate or isinstance(item, SparkCheckItem):
             return
-        failed = self.results_view().failed
+        failed = self.results_view("--spark-gate").failed
         if failed:
             also = f" (also {', '.join(failed[1:])})" if len(failed) > 1 else ""
             reason = f"spark preflight {failed[0]} failed{also}"
@@ -305,6 +357,10 @@ class SparkPreflight:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, Any]:
         rep = yield
+        if self._outside and not self._outside_sent and self.is_worker:
+            # an xdist worker ran checks for the gate/fixture: the controller reports them
+            rep.spark_outside = {"asker": self.outside_reason, "results": [r.to_dict() for r in self._outside]}
+            self._outside_sent = True
         if isinstance(item, SparkCheckItem) and call.when == "call":
             if item.spark_result is not None:
                 rep.spark_result = item.spark_result.to_dict()
@@ -330,6 +386,9 @@ class SparkPreflight:
         return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outside = getattr(report, "spark_outside", None)
+        if outside and not self.is_worker:
+            self._record_outside(list(outside.get("results") or []), str(outside.get("asker") or "the gate"))
         data = getattr(report, "spark_result", None)
         if report.when != "call" or not data:
             return
@@ -375,6 +434,8 @@ class SparkPreflight:
         if self.is_worker:
             return
         results = report.ordered(self.results.values())
+        if self._gate_blocked_a_green_run(results, session.exitstatus):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         try:
             from _pytest.junitxml import xml_key
 
@@ -407,7 +468,9 @@ class SparkPreflight:
         tr = terminalreporter
         tr.write_sep("=", "spark preflight", bold=True)
         if not results:
-            tr.write_line("no preflight check ran (all deselected)")
+            tr.write_line(self.why_none_ran(exitstatus))
+        elif self.outside_reason:
+            tr.write_line(f"their tests deselected, these checks ran for {self.outside_reason}:")
         colors = {
             Status.PASS: {"green": True},
             Status.INFO: {"cyan": True},
@@ -432,6 +495,26 @@ class SparkPreflight:
         if note:
             tr.write_line(note)
 
+    def _gate_blocked_a_green_run(self, results: list[Result], exitstatus: int) -> bool:
+        """The gate ran the checks without their tests (``-k`` deselected them)
+        and they block: the run is not green, though no test failed."""
+        if not (self.settings.gate and self.outside_reason) or exitstatus != pytest.ExitCode.OK:
+            return False
+        return verdict(results, strict=self.settings.strict).value == "blocked"
+
+    def why_none_ran(self, exitstatus: int) -> str:
+        """The terminal's line when no check has a result: say what happened."""
+        if self._collect_errors:
+            n = self._collect_errors
+            return f"no preflight check ran: collection failed ({n} error{'s' if n != 1 else ''}), so no test ran"
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "no preflight check ran: the run was interrupted"
+        if self._collected and self.selected:
+            return f"no preflight check ran: the run stopped before its {len(self.selected)} selected checks"
+        if self._collected or self._xdist is not None:
+            return "no preflight check ran (all deselected)"
+        return "no preflight check ran: the run stopped before collection finished"
+
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._engine is not None:
             self._engine.close()  # a run stopped early (-x, Ctrl-C) leaves no probe behind
@@ -440,6 +523,47 @@ class SparkPreflight:
             self._xdist.reap()
         if self._store_dir is not None:
             shutil.rmtree(self._store_dir, ignore_errors=True)
+
+
+def take_check_args(config: pytest.Config) -> list[str] | None:
+    """Remove ``spark_preflight[::G<n>]`` from ``config.args``; the ids asked for.
+
+    The node ids pytest prints for the checks name a file that is not on disk,
+    so pytest's own resolution of arguments would refuse them. The id as
+    printed (``spark_preflight::G3``, relative to the rootdir) and any path
+    that points at ``<rootdir>/spark_preflight`` from the invocation folder
+    count. ``None`` when no argument names the checks (all enabled ones are
+    collected, as before); an unknown id raises ValueError (one line).
+    """
+    target = config.rootpath / FILE_NAME
+    here = config.invocation_params.dir
+    if target.exists() or (here / FILE_NAME).exists():  # a real file of that name: pytest's to resolve
+        return None
+    rest: list[str] = []
+    wanted: list[str] = []
+    for arg in config.args:
+        path, _, name = str(arg).partition("::")
+        # the id as printed (relative to the rootdir) works from a subfolder too
+        if path != FILE_NAME and Path(os.path.abspath(here / path)) != target:
+            rest.append(arg)
+            continue
+        if not name:
+            wanted.extend(catalog.IDS)
+        elif name in catalog.IDS:
+            wanted.append(name)
+        else:
+            raise ValueError(f"{arg}: no such check; the checks are {FILE_NAME}::G1 .. {FILE_NAME}::G10")
+    if not wanted:
+        return None
+    config.args[:] = rest  # nothing left: only the named checks are collected
+    return [cid for cid in catalog.IDS if cid in wanted]
+
+
+def checks_first(items: list[pytest.Item]) -> None:
+    """Put the check items first, G1..G10, keeping the others' order."""
+    checks = sorted((i for i in items if isinstance(i, SparkCheckItem)), key=lambda i: ORDER[i.spec.id])
+    if checks and items[: len(checks)] != checks:
+        items[:] = [*checks, *(i for i in items if not isinstance(i, SparkCheckItem))]
 
 
 class _XdistController:

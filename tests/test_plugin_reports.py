@@ -157,4 +157,4 @@ def test_env_report_blocked_on_fail(pytester: pytest.Pytester) -> None:
     assert result.ret == 1
     doc = json.loads(Path(pytester.path / "env.json").read_text())
     assert doc["verdict"] == "blocked"
-    assert doc["checks"]["G3"] == "fail"
+    assert doc["checks"]["G3"].startswith("fail: workload 500 GiB")

@@ -1,0 +1,205 @@
+"""Issue 11, "reports that agree with each other": the gate with its checks
+deselected, FAIL's text in env-report, why no check ran, ``--spark-*``
+options without the preflight, node ids given back to pytest, and the checks
+first under pytest-randomly."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+IDS = [f"G{n}" for n in range(1, 11)]
+NORANDOM = ("-p", "no:randomly")
+
+
+@pytest.fixture(autouse=True)
+def _gb10(spark_env):
+    """Every run here sees the GB10 double, never this box's hardware."""
+    return spark_env
+
+
+@pytest.fixture
+def user_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_train="def test_train_one_step(): pass\ndef test_eval(): pass")
+
+
+# --------------------------------------------------------------------------- the gate with -k
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_gate_with_its_checks_deselected_reports_what_it_gated_on(
+    pytester: pytest.Pytester, user_tests, xdist: list[str]
+) -> None:
+    """The gate runs the checks it needs even when ``-k`` deselected their
+    tests; the skip reason, the terminal section, env-report and the exit code
+    all say G3 FAILed."""
+    result = pytester.runpytest(
+        *NORANDOM,
+        "--spark-preflight",
+        "--spark-gate",
+        "--spark-only",
+        "G3",
+        "--spark-workload-gb",
+        "500",
+        "--spark-report",
+        "env.json",
+        "-k",
+        "one_step",
+        "-rs",
+        *xdist,
+    )
+    out = result.stdout.str()
+    assert result.parseoutcomes()["skipped"] == 1
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] test_train.py:*: spark preflight G3 failed"])
+    assert "no preflight check ran" not in out
+    result.stdout.fnmatch_lines(["*these checks ran for --spark-gate*", "G3 FAIL: *", "*blocked*"])
+    doc = json.loads((pytester.path / "env.json").read_text())
+    assert doc["verdict"] == "blocked"
+    assert list(doc["checks"]) == ["G3"] and doc["checks"]["G3"].startswith("fail: ")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_gate_with_checks_deselected_and_nothing_failing_stays_green(
+    pytester: pytest.Pytester, user_tests
+) -> None:
+    result = pytester.runpytest(
+        *NORANDOM, "--spark-preflight", "--spark-gate", "--spark-only", "G3", "--spark-workload-gb", "100",
+        "-k", "one_step", "--spark-report", "env.json",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK
+    assert result.parseoutcomes()["passed"] == 1
+    doc = json.loads((pytester.path / "env.json").read_text())
+    assert doc["verdict"] == "ready-with-warnings" and doc["checks"]["G3"].startswith("warn: ")
+
+
+# --------------------------------------------------------------------------- env-report FAIL text
+
+
+def test_env_report_fail_carries_its_text(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        *NORANDOM, "--spark-preflight", "--spark-only", "G3", "--spark-workload-gb", "500", "--spark-report", "e.json"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    value = json.loads((pytester.path / "e.json").read_text())["checks"]["G3"]
+    word, _, text = value.partition(": ")
+    assert word == "fail" and "500" in text
+
+
+# --------------------------------------------------------------------------- why no check ran
+
+
+def test_collection_error_is_not_called_all_deselected(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken="import a_module_that_is_not_installed_anywhere")
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "all deselected" not in out
+    result.stdout.fnmatch_lines(["no preflight check ran: collection failed (1 error), so no test ran"])
+
+
+def test_all_deselected_still_says_so(pytester: pytest.Pytester, user_tests) -> None:
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "-k", "one_step")
+    result.stdout.fnmatch_lines(["no preflight check ran (all deselected)"])
+
+
+# --------------------------------------------------------------------------- options without the flag
+
+RECORDER = """
+import json, sys
+
+def pytest_unconfigure(config):
+    with open("modules.json", "w") as fh:
+        json.dump(sorted(sys.modules), fh)
+"""
+
+
+def test_spark_options_without_the_preflight_warn_in_one_line(pytester: pytest.Pytester) -> None:
+    """A CI line that forgets --spark-preflight is told so; the run stays
+    light (the settings module is not imported to find out)."""
+    pytester.makeconftest(RECORDER)
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest_subprocess(*NORANDOM, "--spark-gate", "--spark-report=env.json")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*--spark-gate, --spark-report given without --spark-preflight "
+            "(or spark_preflight_enabled = true): the spark preflight does not run and do nothing"
+        ]
+    )
+    modules = json.loads((pytester.path / "modules.json").read_text())
+    assert "pytest_spark.settings" not in modules
+    assert not (pytester.path / "env.json").exists()
+
+
+def test_plain_run_without_spark_options_has_no_warning(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest(*NORANDOM)
+    result.assert_outcomes(passed=1)
+    assert "given without --spark-preflight" not in result.stdout.str()
+
+
+# --------------------------------------------------------------------------- node ids as arguments
+
+
+def _ran(result: pytest.RunResult) -> list[str]:
+    """Node ids of the tests that ran, in order, from ``-v`` lines."""
+    found = (re.match(r"^(\S+::\S+) (?:PASSED|FAILED|SKIPPED|WARN|INFO)\b", ln) for ln in result.stdout.lines)
+    return [m.group(1) for m in found if m]
+
+
+def test_printed_node_id_can_be_given_back(pytester: pytest.Pytester, user_tests) -> None:
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G3", "-v")
+    assert "not found" not in result.stdout.str() + result.stderr.str()
+    assert _ran(result) == ["spark_preflight::G3"]
+    assert result.ret == pytest.ExitCode.OK
+    assert result.parseoutcomes() == {"passed": 1}  # like a named test: the others are not "deselected"
+
+
+def test_node_ids_mix_with_user_paths(pytester: pytest.Pytester, user_tests) -> None:
+    result = pytester.runpytest(
+        *NORANDOM, "--spark-preflight", "spark_preflight::G9", "./spark_preflight::G3", "test_train.py", "-v"
+    )
+    assert _ran(result) == [
+        "spark_preflight::G3",
+        "spark_preflight::G9",
+        "test_train.py::test_train_one_step",
+        "test_train.py::test_eval",
+    ]
+
+
+def test_the_file_id_selects_the_ten_checks_only(pytester: pytest.Pytester, user_tests) -> None:
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight", "--collect-only", "-q")
+    assert [ln for ln in result.stdout.lines if "::" in ln] == [f"spark_preflight::{i}" for i in IDS]
+
+
+def test_unknown_check_id_is_one_usage_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G11")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*spark_preflight::G11: no such check; the checks are *G1 .. *G10"])
+
+
+# --------------------------------------------------------------------------- pytest-randomly
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_checks_run_first_under_pytest_randomly(pytester: pytest.Pytester, seed: int) -> None:
+    """pytest-randomly shuffles modules and tests; the checks stay first, in order."""
+    pytester.makepyfile(test_a="def test_a1(): pass\ndef test_a2(): pass", test_b="def test_b(): pass")
+    result = pytester.runpytest(f"--randomly-seed={seed}", "--spark-preflight", "--collect-only", "-q")
+    ids = [ln for ln in result.stdout.lines if "::" in ln]
+    assert ids[:10] == [f"spark_preflight::{i}" for i in IDS]
+    assert sorted(ids[10:]) == ["test_a.py::test_a1", "test_a.py::test_a2", "test_b.py::test_b"]
+
+
+def test_printed_node_id_works_from_a_subfolder_and_under_xdist(pytester: pytest.Pytester, user_tests) -> None:
+    """pytest prints ids relative to the rootdir; the same text works from a
+    subfolder of it, and each xdist worker takes it out of its own arguments."""
+    pytester.makeini("[pytest]\n")
+    sub = pytester.mkdir("sub")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(sub)
+        result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G3", "-n", "2")
+    assert result.parseoutcomes() == {"passed": 1}
+

@@ -268,15 +268,31 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return elfkit.session_kit(tmp_path_factory.getbasetemp())
 
 
-@pytest.fixture(scope="session")
-def matplotlib_loaded() -> None:
-    """Draw one chart in this process before any in-process pytester run does:
+def _draw_one_chart() -> bool:
+    """Draw one chart in this process before any in-process pytester run can:
     pytester drops the modules a run imported, and matplotlib/numpy cannot be
-    imported a second time in one process (their classes would no longer match)."""
-    pytest.importorskip("matplotlib")
+    imported a second time in one process (their classes would no longer match,
+    "Single argument to subplot must be a three-digit integer, not GridSpec").
+    Done when this conftest is imported, so it precedes every test of every
+    xdist worker, whatever order they run in."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
     from pytest_spark import chart
 
     data = chart.from_samples([{"t": 0, "gpus": [{"temperature_c": 1}]}, {"t": 1, "gpus": [{"temperature_c": 2}]}],
                               title="warm-up")
     for fmt in ("svg", "png"):
         chart.render(data, fmt)
+    return True
+
+
+MATPLOTLIB = _draw_one_chart()
+
+
+@pytest.fixture(scope="session")
+def matplotlib_loaded() -> None:
+    """matplotlib, imported and used once before any test (see :func:`_draw_one_chart`)."""
+    if not MATPLOTLIB:
+        pytest.skip("matplotlib is not installed")

@@ -106,15 +106,16 @@ def test_a_rank_that_never_joins_is_named_within_the_timeout() -> None:
     assert time.monotonic() - started < 60
     assert ra["error"].startswith(("rendezvous failed", "fingerprint exchange failed"))
     assert ra["missing"] == [1]
-    # nothing left behind: no process of this test still runs the exchange
+    # nothing left behind: no fleet child of this test (its MASTER_PORT) still runs
     left = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"pytest_spark_fleet" in cmd or (b"fleet_child" in cmd and str(port).encode() in cmd):
+            if b"G10 fleet child" in cmd and f"MASTER_PORT={port}".encode() in environ:
                 left.append(pid)
     assert left == []
 

@@ -63,6 +63,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(_plain_import("hooks"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml reads --junitxml (see per-rank paths below)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{catalog.MARKER_ALL}: one of the ten DGX Spark preflight checks G1..G10"
@@ -99,9 +100,25 @@ def pytest_configure(config: pytest.Config) -> None:
             replay = capture.load(settings.replay)
         except capture.CaptureError as exc:
             raise pytest.UsageError(str(exc)) from None
+    per_rank_junit(config)
     from pytest_spark.session import SparkPreflight
 
     config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
+
+
+def per_rank_junit(config: pytest.Config) -> None:
+    """Under torchrun every rank runs pytest with the same ``--junitxml``; the
+    last rank to finish would overwrite rank 0's file, which carries the
+    ``spark.node<k>.*`` properties. Rank N writes ``<stem>.rankN<suffix>``, as
+    ``--spark-report`` does."""
+    import os
+
+    xmlpath = getattr(config.option, "xmlpath", None)
+    if not xmlpath or str(os.environ.get("RANK", "") or "0") == "0":
+        return
+    from pytest_spark.report import per_rank_path
+
+    config.option.xmlpath = str(per_rank_path(xmlpath, os.environ))
 
 
 def options_without_preflight(config: pytest.Config) -> str | None:

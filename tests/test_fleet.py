@@ -330,3 +330,51 @@ def test_a_rank_that_never_joins_fails_within_the_timeout_through_the_cli(tmp_pa
     line = g10_of(rank_cli(tmp_path, 0, port, timeout="1"))
     assert time.monotonic() - started < 60
     assert line.startswith("G10 FAIL: rank 0 of 2: rank 1 never joined the node comparison"), line
+
+
+@needs_torch
+def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path) -> None:
+    """Both ranks give the same --junitxml: rank 1 writes its own ``.rank1`` file,
+    rank 0's keeps the ``spark.node<k>.*`` suite properties of both nodes."""
+    from conftest import Doubles
+    from doubles import gb10
+
+    port = free_port()
+    junit = tmp_path / "junit.xml"
+    procs = []
+    for rank in (0, 1):
+        folder = tmp_path / f"r{rank}"
+        folder.mkdir()
+        env = Doubles(folder).nvml(gb10.nvml()).env
+        env.update(rank_env(rank, 2, port))
+        env.pop("SPARK_PREFLIGHT_HOST_ROOT", None)
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-p",
+                    "no:randomly",
+                    "-p",
+                    "no:cacheprovider",
+                    "--spark-preflight",
+                    "--spark-only=G3,G10",
+                    "--spark-timeout=5",
+                    f"--junitxml={junit}",
+                    "-q",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                cwd=folder,
+            )
+        )
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    xml = junit.read_text()
+    assert 'name="spark.node0.hostname"' in xml and 'name="spark.node1.hostname"' in xml
+    assert 'name="spark.node1.G3" value="INFO"' in xml
+    assert (tmp_path / "junit.rank1.xml").is_file()
+    assert "spark.node0" not in (tmp_path / "junit.rank1.xml").read_text()

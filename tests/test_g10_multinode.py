@@ -59,7 +59,7 @@ def judge(facts: g10.Facts, tp_across_nodes: str = "fail", floor: float = 20.0) 
 def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: Any) -> Result:
     tp = kw.pop("tp_across_nodes", "fail")
     floor = kw.pop("floor", 20.0)
-    facts = g10.Facts(env=env or {}, sources=list(sources), root="/work/proj", **kw)
+    facts = g10.Facts(env=env or {}, sources=list(sources), root="/srv/proj", **kw)
     return judge(facts, tp, floor)
 
 
@@ -291,7 +291,7 @@ def test_nothing_multi_node_is_a_single_node_pass() -> None:
     assert r.status is Status.PASS  # was SKIP
     assert r.summary == (
         "single node: no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism "
-        "or node count (no config found under /work/proj), no training/serving process with those flags"
+        "or node count (no config found under /srv/proj), no training/serving process with those flags"
     )
     assert r.short_line() == "G10 PASS: single node: nothing multi-node (no config found)"
 

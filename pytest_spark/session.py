@@ -267,7 +267,7 @@ class SparkPreflight:
         """Take our node ids out of ``config.args`` before pytest resolves them
         as paths (it would say "file or directory not found")."""
         try:
-            self.requested = take_check_args(self.config)
+            self.requested = take_check_args(self.config, self.settings.only)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
 
@@ -525,7 +525,7 @@ class SparkPreflight:
             shutil.rmtree(self._store_dir, ignore_errors=True)
 
 
-def take_check_args(config: pytest.Config) -> list[str] | None:
+def take_check_args(config: pytest.Config, only: tuple[str, ...] = ()) -> list[str] | None:
     """Remove ``spark_preflight[::G<n>]`` from ``config.args``; the ids asked for.
 
     The node ids pytest prints for the checks name a file that is not on disk,
@@ -541,14 +541,15 @@ def take_check_args(config: pytest.Config) -> list[str] | None:
         return None
     rest: list[str] = []
     wanted: list[str] = []
+    enabled = list(only or catalog.IDS)
     for arg in config.args:
         path, _, name = str(arg).partition("::")
         # the id as printed (relative to the rootdir) works from a subfolder too
         if path != FILE_NAME and Path(os.path.abspath(here / path)) != target:
             rest.append(arg)
             continue
-        if not name:
-            wanted.extend(catalog.IDS)
+        if not name:  # the file: every enabled check (--spark-only still applies)
+            wanted.extend(enabled)
         elif name in catalog.IDS:
             wanted.append(name)
         else:

@@ -174,6 +174,14 @@ def test_the_file_id_selects_the_ten_checks_only(pytester: pytest.Pytester, user
     assert [ln for ln in result.stdout.lines if "::" in ln] == [f"spark_preflight::{i}" for i in IDS]
 
 
+def test_the_file_id_keeps_spark_only(pytester: pytest.Pytester, user_tests) -> None:
+    """``spark_preflight`` names the enabled checks: --spark-only still decides which."""
+    result = pytester.runpytest(
+        *NORANDOM, "--spark-preflight", "--spark-only=G3,G8", "spark_preflight", "--collect-only", "-q"
+    )
+    assert [ln for ln in result.stdout.lines if "::" in ln] == ["spark_preflight::G3", "spark_preflight::G8"]
+
+
 def test_unknown_check_id_is_one_usage_line(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G11")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -1,7 +1,7 @@
 """G1 — CUDA 12/13 ABI.
 
 ``evaluate()`` on recorded input (the H200's readelf of a cu130 torch and its
-NVML/torch probe; GB10 facts from EVIDENCE.md), then the whole check through
+NVML/torch probe; GB10 facts from docs/EVIDENCE.md), then the whole check through
 ``Engine`` + ``Machine`` with real gcc-built extension modules in a fake
 site-packages, the torch double in the child, and a fake ``ldconfig``.
 """

@@ -1,7 +1,7 @@
 """``pytest_spark.unsloth.force_sdpa`` against a stand-in ``unsloth`` package.
 
 The stand-in is built in tmp_path with the structure the helper relies on,
-taken from Unsloth's source (EVIDENCE.md, snapshot 015bdef):
+taken from Unsloth's source (docs/EVIDENCE.md, snapshot 015bdef):
 ``unsloth/models/_utils.py`` holds ``HAS_FLASH_ATTENTION`` and a resolver that
 reads that module global; ``unsloth/models/llama.py`` does ``from ._utils import *``
 (its own copy of the flag) and its loader drops the caller's

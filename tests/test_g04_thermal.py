@@ -3,7 +3,7 @@ nvidia-smi fallback, and the faults a wedged or missing driver produces.
 
 Recorded input: tests/data/h200-cu130/query_gpu.csv (a real H200, idle:
 38 C, 107.19 W of 700 W, 450 MHz, reasons 0x1). GB10 facts (power limit
-N/A, SwThermalSlowdown fires) come from EVIDENCE.md via tests/doubles/gb10.py.
+N/A, SwThermalSlowdown fires) come from docs/EVIDENCE.md via tests/doubles/gb10.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ built for sm80-sm100, but running on sm121"). And when it does work, Unsloth
 sets ``HAS_FLASH_ATTENTION = True`` at import and its loader drops the
 caller's ``attn_implementation`` (``llama.py``: ``kwargs.pop("attn_implementation",
 None)``), so ``attn_implementation="sdpa"`` silently becomes
-``flash_attention_2`` (EVIDENCE.md, Unsloth ``015bdef``).
+``flash_attention_2`` (docs/EVIDENCE.md, Unsloth ``015bdef``).
 
 The torch child imports flash-attn, runs a tiny ``flash_attn_func`` and
 evaluates Unsloth's own predicate (capability major >= 8 and

@@ -2,7 +2,7 @@
 
 NVIDIA's DGX Spark playbooks (``NVIDIA/dgx-spark-playbooks``) drift: a
 container tag disappears, a pinned ``trl`` breaks Unsloth, a NIM runtime name
-changes (EVIDENCE.md lists the issues). Their titles are free-form, with no
+changes (docs/EVIDENCE.md lists the issues). Their titles are free-form, with no
 labels to filter on, so the only useful test is "does an open issue name my
 playbook in its title or body?".
 

@@ -3,7 +3,7 @@
 Two DGX Sparks talk over one ConnectX-7 link (200 Gb/s; a healthy NCCL
 all-reduce gets 20-24 GB/s bus bandwidth). Tensor parallelism all-reduces
 activations inside every layer, so across that link it is slow and, by
-the reports in EVIDENCE.md, fragile (NCCL all-reduce wedging after ~20 min,
+the reports in docs/EVIDENCE.md, fragile (NCCL all-reduce wedging after ~20 min,
 vLLM #42354; SGLang TP=2 freezing at init). The seed's rule is "TP > 1 across
 nodes > 1 is a configuration error". A *training* job is judged by it (FAIL;
 ``--spark-tp-across-nodes warn`` downgrades); a *serving* job (``vllm serve``,

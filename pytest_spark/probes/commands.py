@@ -2,7 +2,7 @@
 
 A wedged driver leaves ``nvidia-smi`` hanging in the kernel; the only safe
 way to stop waiting is to kill the whole process group and not wait again
-for a child that may sit in D state (EVIDENCE.md, "Timeouts and robustness").
+for a child that may sit in D state (a process in D state cannot be killed until its kernel call returns).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ too, or a line depends on the host that runs the suite:
   ``tests/test_g01_cuda_abi.py``'s ``isolated`` fixture does;
 * ``ldconfig -p`` (G1): a fake on PATH printing a DGX OS-like cache;
 * ``nvidia-smi`` (G4/G6 fallback): a fake on PATH printing what a GB10 prints
-  (``[N/A]`` memory and power cap, EVIDENCE.md G3/G4);
+  (``[N/A]`` memory and power cap, docs/EVIDENCE.md G3/G4);
 * the process table (G6, G10): a fake ``/proc`` under the machine root that
   holds only the processes a scene starts (symlinks to the real
   ``/proc/<pid>`` of real sleeping children) and ``/proc/stat`` for psutil;

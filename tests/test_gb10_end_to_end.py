@@ -93,8 +93,7 @@ def blocked_lines(vllm_pid: int) -> list[str]:
     return [
         "G1 FAIL: flash-attn 2.7.4.post1: CUDA 12 build, torch is CUDA 13; fix: pip uninstall flash-attn; reinstall "
         "for CUDA 13",
-        "G2 FAIL: flash-attn 2.7.4.post1 does not import: cannot open shared…; fix: pip uninstall flash-attn (SDPA "
-        "is as fast)",
+        "G2 FAIL: flash-attn 2.7.4.post1 does not import: libcudart.so.12 not found; fix: pip uninstall flash-attn",
         "G3 WARN: workload 100 GiB fits only after dropping 17.2 GiB of page cache…; fix: drop the page cache between "
         "runs…",
         G4_INFO,

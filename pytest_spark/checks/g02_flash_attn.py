@@ -17,6 +17,7 @@ is looked up in metadata only: importing it patches transformers.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +94,7 @@ FIX_BROKEN = (
     "pip uninstall flash-attn (transformers then uses PyTorch SDPA, as fast on Blackwell), or use a "
     "container that ships a matching build (NGC nvcr.io/nvidia/pytorch:25.09-py3 has flash-attn 2.7.4)"
 )
-SHORT_BROKEN = "pip uninstall flash-attn (SDPA is as fast)"
+SHORT_BROKEN = "pip uninstall flash-attn"
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -196,10 +197,13 @@ def _broken(f: Facts, version: str, installed: bool, readings: list[Reading]) ->
 
 
 def _short_error(err: str) -> str:
-    """``ImportError: /x/y.so: undefined symbol: _ZN…`` -> ``undefined symbol``."""
-    for key in ("undefined symbol", "cannot open shared object file"):
-        if key in err:
-            return key
+    """``ImportError: libcudart.so.12: cannot open shared object file…`` ->
+    ``libcudart.so.12 not found``; ``…: undefined symbol: _ZN…`` -> ``undefined symbol``."""
+    missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", err)
+    if missing:
+        return f"{missing.group(1)} not found"
+    if "undefined symbol" in err:
+        return "undefined symbol"
     return err.split(":", 1)[0] or "error"
 
 

@@ -257,6 +257,10 @@ def write_run_files(
     both for the plugin and the CLI. Returns one line per file: where it was
     written, or why it could not be (``"cannot write …"``)."""
     notes: list[str] = []
+    capture_path = getattr(settings, "capture", None)
+    if settings.report is None and capture_path is None:
+        return notes
+    items = store_items()  # once: under xdist it reads every answer file of the run
     if settings.report is not None:
         doc = env_report(
             results,
@@ -266,32 +270,33 @@ def write_run_files(
             settings=settings.to_dict(),
             profile=profile,
         )
-        fingerprints = fleet_nodes(store_items())
+        fingerprints = fleet_nodes(items)
         if fingerprints and str(env.get("RANK", "0") or "0") == "0":  # rank 0 writes the merged report
             doc.update(nodes_section(fingerprints, results))
-        notes.append(_write(per_rank_path(settings.report, env), "env report", lambda p: write_json(p, doc)))
-        notes.extend(g4_chart_note(per_rank_path(settings.report, env), store_items))
-    if getattr(settings, "capture", None) is not None:
+        target = per_rank_path(settings.report, env)
+        notes.append(_write(target, "env report", lambda p: write_json(p, doc)))
+        notes.extend(g4_chart_note(target, items))
+    if capture_path is not None:
         from pytest_spark import capture
         from pytest_spark.checks.kit import Params
 
         document = capture.build(
             results=results,
-            store_items=store_items(),
+            store_items=items,
             host=host,
             profile=profile,
             options=settings.to_dict(),
             params=Params.from_settings(settings, profile).to_dict(),
         )
-        target = per_rank_path(settings.capture, env)
+        target = per_rank_path(capture_path, env)
         notes.append(_write(target, "capture", lambda p: capture.write(p, document, env)))
     return notes
 
 
-def g4_chart_note(report: Path, store_items: Callable[[], Mapping[str, Any]]) -> list[str]:
+def g4_chart_note(report: Path, store_items: Mapping[str, Any]) -> list[str]:
     """G4's thermal chart beside the env report (``env-report.thermal-g4.svg``):
     one line, where it went or why not; none when G4 took no series."""
-    stored = store_items().get("facts:G4")
+    stored = store_items.get("facts:G4")
     facts = stored.get("facts") if isinstance(stored, Mapping) else None
     if not isinstance(facts, Mapping):
         return []

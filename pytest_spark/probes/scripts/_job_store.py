@@ -32,3 +32,11 @@ def _job_store(dist, host, port, rank, world, timeout_s, prefix):
     )
     seq = store.add("%s/seq/%d" % (prefix, rank), 1)
     return dist.PrefixStore("%s/%d" % (prefix, seq), store)
+
+
+def _leave_group(dist):
+    """Destroy the process group; a group that never formed is no error here."""
+    try:
+        dist.destroy_process_group()
+    except Exception:
+        pass

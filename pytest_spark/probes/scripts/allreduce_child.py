@@ -191,8 +191,5 @@ def main():
     except Exception as exc:
         data(error="all-reduce failed: " + error_text(exc))
     finally:
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            pass
+        _leave_group(dist)
     done()

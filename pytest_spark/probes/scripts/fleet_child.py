@@ -37,6 +37,11 @@ def _all_gather_json(torch, dist, world, obj):
     return [_json.loads(bytes(b[: int(s.item())].tolist()).decode("utf-8")) for b, s in zip(bufs, sizes)]
 
 
+def _missing(store, world):
+    """The ranks that never wrote their arrival key."""
+    return [r for r in range(world) if not store.check(["arrived/%d" % r])]
+
+
 def main():
     cfg = config()
     rank = _env_int("RANK")
@@ -75,19 +80,14 @@ def main():
     try:
         dist.init_process_group("gloo", store=prefixed, rank=rank, world_size=world, timeout=timeout)
     except Exception as exc:
-        missing = [r for r in range(world) if not prefixed.check(["arrived/%d" % r])]
-        data(error="rendezvous failed: " + error_text(exc), missing=missing)
+        data(error="rendezvous failed: " + error_text(exc), missing=_missing(prefixed, world))
         done()
         return
     begin("exchange fingerprints")
     try:
         data(fingerprints=_all_gather_json(torch, dist, world, fingerprint))
     except Exception as exc:
-        missing = [r for r in range(world) if not prefixed.check(["arrived/%d" % r])]
-        data(error="fingerprint exchange failed: " + error_text(exc), missing=missing)
+        data(error="fingerprint exchange failed: " + error_text(exc), missing=_missing(prefixed, world))
     finally:
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            pass
+        _leave_group(dist)
     done()

@@ -61,14 +61,7 @@ printf 'cu12demo/_C%s,,\ncu12demo/__init__.py,,\ncu12_demo-0.1.dist-info/METADAT
 PYTHONPATH="$WORK/site:$PYTHONPATH" capture h200-cu12
 
 # a fake vLLM server holding 8 GiB, started with vLLM's flags
-cat > "$WORK/vllm" <<'EOF'
-import time, torch
-x = torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
-x.fill_(1)
-torch.cuda.synchronize()
-print("fake vllm holds 8 GiB", flush=True)
-time.sleep(120)
-EOF
+write_fake_vllm "$WORK/vllm"
 "$PY" "$WORK/vllm" serve Qwen/Qwen3-8B --gpu-memory-utilization 0.9 --api-key NOT-A-REAL-KEY-0123 &
 BG+=($!)
 for _ in $(seq 60); do
@@ -85,16 +78,7 @@ fi
 cleanup; BG=()
 
 # under load: a bf16 matmul loop
-"$PY" - <<'EOF' &
-import time, torch
-a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-b = torch.randn_like(a)
-end = time.time() + 60
-while time.time() < end:
-    for _ in range(20):
-        c = a @ b
-    torch.cuda.synchronize()
-EOF
+matmul_load 60 &
 BG+=($!)
 sleep 8
 capture h200-load --thermal-seconds 5

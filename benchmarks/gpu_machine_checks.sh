@@ -40,16 +40,7 @@ echo "   (expect G5 WARN: planned 4000 GB/s > the 3370 GB/s budget ...: a step t
 record "$OUTDIR/nvml_sample_idle.json" "H200 idle"
 
 echo "== 2. under load: a bf16 matmul loop, then G4 and the sampler"
-"$PY" - <<'EOF' &
-import time, torch
-a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-b = torch.randn_like(a)
-end = time.time() + 45
-while time.time() < end:
-    for _ in range(20):
-        c = a @ b
-    torch.cuda.synchronize()
-EOF
+matmul_load 45 &
 BG+=($!)
 sleep 8
 echo "   expect G4 INFO (or WARN if a thermal/brake reason fires): power several hundred W, SwPowerCap possibly named as 'at its power limit'"
@@ -68,14 +59,7 @@ cleanup; BG=()
 
 echo "== 3. G5 + G6 with real processes holding GPU memory"
 FAKE=$(mktemp -d)
-cat > "$FAKE/vllm" <<'EOF'
-import time, torch
-x = torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
-x.fill_(1)
-torch.cuda.synchronize()
-print("fake vllm holds 8 GiB", flush=True)
-time.sleep(120)
-EOF
+write_fake_vllm "$FAKE/vllm"
 "$PY" "$FAKE/vllm" serve Qwen/Qwen3-8B --gpu-memory-utilization 0.9 &
 BG+=($!)
 "$PY" -c "import time, torch; x = torch.empty(4 << 30, dtype=torch.uint8, device='cuda'); x.fill_(1); torch.cuda.synchronize(); print('plain CUDA process holds 4 GiB', flush=True); time.sleep(120)" &

@@ -81,6 +81,12 @@ class Doubles:
 
 
 @pytest.fixture
+def user_tests(pytester: pytest.Pytester) -> None:
+    """Two user tests beside the checks (what the gate and node-id tests select among)."""
+    pytester.makepyfile(test_train="def test_train_one_step(): pass\ndef test_eval(): pass")
+
+
+@pytest.fixture
 def doubles(tmp_path: Path) -> Doubles:
     folder = tmp_path / "doubles"
     folder.mkdir()

@@ -10,11 +10,6 @@ def _gb10(spark_env):
     return spark_env
 
 
-@pytest.fixture
-def user_tests(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_train="def test_train_one_step(): pass\ndef test_eval(): pass")
-
-
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_gate_skips_user_tests_when_a_check_fails(pytester: pytest.Pytester, user_tests, xdist) -> None:
     result = pytester.runpytest(

@@ -20,11 +20,6 @@ def _gb10(spark_env):
     return spark_env
 
 
-@pytest.fixture
-def user_tests(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_train="def test_train_one_step(): pass\ndef test_eval(): pass")
-
-
 # --------------------------------------------------------------------------- the gate with -k
 
 

@@ -264,6 +264,27 @@ def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
+def quiet_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A machine root whose ``/proc`` lists one process: init, and nothing else.
+
+    This box's process table is not a test's to control: other xdist workers
+    plant fake servers (``--tensor-parallel-size 2 --nnodes 2``) that G10
+    rightly judges. A test that runs G10 on the real machine and is not about
+    processes points ``SPARK_PREFLIGHT_HOST_ROOT`` here (CI once failed when
+    one of those servers was alive during a two-rank test). An empty ``/proc``
+    would read as "cannot list processes", so init is there.
+    """
+    return make_root(tmp_path_factory.mktemp("quiet"), QUIET_PROC)
+
+
+#: ``/proc`` files of a machine running init and nothing else (see :func:`quiet_root`)
+QUIET_PROC = {
+    "proc/1/stat": "1 (init) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 10 40542208 2308" + " 0" * 20 + "\n",
+    "proc/1/cmdline": "/sbin/init\0",
+}
+
+
+@pytest.fixture(scope="session")
 def kit(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Real ELF files built once with gcc: stub CUDA runtimes and extension
     modules linked against them (tests/doubles/elfkit.py)."""

@@ -196,7 +196,7 @@ def run_measured(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[str, 
     return out, proc.returncode, time.monotonic() - start, usage.ru_maxrss
 
 
-def test_bad_g10_configs_cost_a_reason_and_bounded_time_and_memory(tmp_path: Path) -> None:
+def test_bad_g10_configs_cost_a_reason_and_bounded_time_and_memory(tmp_path: Path, quiet_root: Path) -> None:
     """Invalid YAML, invalid JSON, a real 10 MB YAML, a binary file and JSON
     and YAML nested 300 000 deep, all given at once: G10 names each reason,
     and the run costs about what a run with one good config costs (peak RSS
@@ -216,6 +216,7 @@ def test_bad_g10_configs_cost_a_reason_and_bounded_time_and_memory(tmp_path: Pat
         (tmp_path / name).write_bytes(content)
     (tmp_path / "good.yaml").write_text("distributed_type: FSDP\nnum_machines: 1\n")
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "NNODES")}
+    env["SPARK_PREFLIGHT_HOST_ROOT"] = str(quiet_root)  # other tests' fake TP servers are not G10's input here
     cli = [sys.executable, "-m", "pytest_spark.cli", "--only", "G10", "--timeout", "2", "--json"]
 
     _, _, _, baseline = run_measured([*cli, "--config", str(tmp_path / "good.yaml")], project, env)

@@ -223,6 +223,15 @@ def test_what_often_breaks_warns(change: dict, expected: str) -> None:
 # --------------------------------------------------------------------------- two ranks through the CLI
 
 
+def spark_root(folder: Path) -> str:
+    """A machine root holding a Spark's ``/proc/meminfo`` and init as its only
+    process (conftest's ``quiet_root`` says why the real table is not used)."""
+    from conftest import QUIET_PROC, make_root
+    from doubles import gb10
+
+    return str(make_root(folder / "root", {**QUIET_PROC, "proc/meminfo": gb10.meminfo()}))
+
+
 def rank_cli(
     tmp: Path,
     rank: int,
@@ -242,9 +251,10 @@ def rank_cli(
     folder.mkdir(exist_ok=True)
     env = Doubles(folder).nvml(gb10.nvml(driver_version=driver)).env
     env.update(rank_env(rank, 2, port, **extra))
-    for key in ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "SPARK_PREFLIGHT_HOST_ROOT", "VIRTUAL_ENV"):
+    for key in ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "VIRTUAL_ENV"):
         if key not in extra:
             env.pop(key, None)
+    env["SPARK_PREFLIGHT_HOST_ROOT"] = spark_root(folder)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
     report = tmp / "env-report.json"
@@ -347,7 +357,7 @@ def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path
         folder.mkdir()
         env = Doubles(folder).nvml(gb10.nvml()).env
         env.update(rank_env(rank, 2, port))
-        env.pop("SPARK_PREFLIGHT_HOST_ROOT", None)
+        env["SPARK_PREFLIGHT_HOST_ROOT"] = spark_root(folder)
         procs.append(
             subprocess.Popen(
                 [

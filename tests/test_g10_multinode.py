@@ -63,13 +63,26 @@ def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: An
     return judge(facts, tp, floor)
 
 
+#: SPARK_PREFLIGHT_HOST_ROOT of a /proc without processes (set per test below)
+QUIET: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_process_table(quiet_root: Path) -> None:
+    """Every machine these tests build sees no process unless the test is about
+    processes (see ``quiet_root``); ``engine(real_processes=True)`` lifts it."""
+    QUIET["SPARK_PREFLIGHT_HOST_ROOT"] = str(quiet_root)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for a torchrun test: no launcher variables of the host,
-    and no GPU (these tests are about the protocol, on gloo; on a one-GPU
-    machine two NCCL ranks would share the GPU). NCCL runs in
-    benchmarks/gpu_g10_allreduce.sh on a machine with one GPU per rank."""
+    no GPU (these tests are about the protocol, on gloo; on a one-GPU
+    machine two NCCL ranks would share the GPU), and a process table of its
+    own (:data:`QUIET`). NCCL runs in benchmarks/gpu_g10_allreduce.sh on a
+    machine with one GPU per rank."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
     env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(QUIET)
     env.update(extra)
     return env
 
@@ -405,7 +418,10 @@ def test_probe_without_torch_is_a_note() -> None:
 def engine(
     tmp_path: Path, env: dict[str, str] | None = None, *, real_processes: bool = False, **settings: Any
 ) -> tuple[Engine, Machine]:
-    machine = Machine(env=env if env is not None else clean_env(), timeout=settings.get("timeout", 10.0))
+    env = env if env is not None else clean_env()
+    if real_processes:
+        env = {k: v for k, v in env.items() if k != "SPARK_PREFLIGHT_HOST_ROOT"}
+    machine = Machine(env=env, timeout=settings.get("timeout", 10.0))
     if not real_processes:
         # this box's process table is not ours to control (other tests spawn fake servers):
         # record an empty one unless the test is about processes
@@ -845,7 +861,9 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_and_pytest_config_replace_the_search(tmp_path: Path, pytester: pytest.Pytester) -> None:
+def test_cli_and_pytest_config_replace_the_search(
+    tmp_path: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
     (tmp_path / "mine.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
     found = _cli(tmp_path)
@@ -856,6 +874,7 @@ def test_cli_and_pytest_config_replace_the_search(tmp_path: Path, pytester: pyte
     assert "nemo" not in named.stdout
     pytester.path.joinpath("nemo.yaml").write_bytes((G10 / "nemo_two_nodes_tp2.yaml").read_bytes())
     pytester.path.joinpath("mine.yaml").write_bytes(NVIDIA_FSDP.read_bytes())
+    monkeypatch.setenv("SPARK_PREFLIGHT_HOST_ROOT", QUIET["SPARK_PREFLIGHT_HOST_ROOT"])
     result = pytester.runpytest(
         "--spark-preflight", "--spark-only", "G10", "--spark-config=mine.yaml", "-p", "no:randomly", "-v"
     )

@@ -98,9 +98,9 @@ class Engine:
         # NVML's library may be missing while CUDA works (a container given the
         # "compute" driver capability but not "utility"): only with no NVIDIA
         # device node either is there no GPU to run on.
-        nodes = ("/dev/nvidiactl", "/dev/nvidia0")
-        return nv.get("init_error") in ("LibraryNotFound", "DriverNotLoaded") and not any(
-            self.machine.exists(n) for n in nodes
+        return (
+            nv.get("init_error") in ("LibraryNotFound", "DriverNotLoaded")
+            and not self.machine.has_gpu_device_node()
         )
 
     def prefetch(self) -> None:
@@ -109,7 +109,11 @@ class Engine:
         The torch child (import torch, initialise CUDA, import the CUDA
         extensions) takes seconds; G4's thermal sample, G8's request and the
         rest need none of it. One thread starts the torch child, another runs
-        every selected check that does not read it, so they overlap. A check
+        every selected check that does not read it, so they overlap. On a
+        machine with an NVIDIA device node the child is started before its
+        request is built (NVML, the extension scan): it imports torch
+        meanwhile and reads the request on stdin. Without one, torch may not
+        be imported at all (see :meth:`torch`), so nothing starts early. A check
         (or test item) that wants a result waits for it through the store,
         which computes each thing once. Off under xdist: workers already run
         checks side by side, and a worker that ends first must not leave a
@@ -123,6 +127,8 @@ class Engine:
 
         def start_torch() -> None:
             try:
+                if self.machine.has_gpu_device_node():
+                    self.machine.start_torch_early()
                 self.torch()
             except Exception:  # the check that needs it computes it again and says why
                 pass
@@ -140,7 +146,8 @@ class Engine:
         """Kill probes still running (a run that stopped early); how many."""
         from pytest_spark.probes.commands import kill_running
 
-        return kill_running()
+        early = self.machine.drop_early() if self.replay is None else 0  # a replay has no machine
+        return early + kill_running()
 
     # ------------------------------------------------------------------ running
 
@@ -197,13 +204,14 @@ class Engine:
         # evaluate() sees what a replay will see: the facts after their JSON round trip
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
 
-
     def _replayed(self, module: ModuleType, check_id: str) -> Result:
         """Decide a check from the capture's facts (see :mod:`pytest_spark.capture`)."""
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
         if not isinstance(entry, Mapping):
-            return Result(check_id, Status.SKIP, "not in the capture: the captured run did not run this check")
+            return Result(
+                check_id, Status.SKIP, "not in the capture: the captured run did not run this check"
+            )
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
         if isinstance(entry.get("facts"), Mapping) and hasattr(module, "FACTS"):

@@ -114,3 +114,62 @@ def test_without_a_gpu_torch_is_read_not_imported(tmp_path: Path, doubles: Any) 
     (root / "dev" / "nvidia0").write_text("")
     again = Engine(Settings(offline=True), Machine(root=root, env=env, timeout=5), ["G1"], background=False)
     assert "import torch" in again.torch().steps
+
+
+def _g1_through_cli(spark_env: Any, tmp_path: Path, device_node: bool) -> tuple[str, float, float]:
+    """``--only G1 -v`` on the GB10 double whose NVML init takes 1.5 s; the G1
+    lines, when NVML was first initialised and when torch was imported."""
+    for log in (spark_env.torch_log, spark_env.nvml_log):
+        log.unlink(missing_ok=True)
+    node = spark_env.root / "dev" / "nvidia0"
+    if device_node:
+        node.parent.mkdir(exist_ok=True)
+        node.write_text("")
+    else:
+        node.unlink(missing_ok=True)
+    spark_env.doubles.nvml(dict(spark_env.nvml_scenario, hang={"where": "nvmlInit", "seconds": 1.5}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--only", "G1", "--timeout", "10", "-v"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=spark_env.doubles.env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (torch_start,) = log_times(spark_env.torch_log)
+    return proc.stdout, min(log_times(spark_env.nvml_log)), torch_start
+
+
+def test_with_a_gpu_device_node_torch_imports_while_nvml_is_read(tmp_path: Path, spark_env) -> None:
+    """On a GPU machine the torch child starts before its request is built
+    (the request waits for NVML and the extension scan): its import overlaps
+    them, and the answer is the same as when it waited."""
+    early, nvml_at, torch_at = _g1_through_cli(spark_env, tmp_path, device_node=True)
+    assert torch_at < nvml_at + 1.0, "torch was imported while NVML was still initialising"
+    waited, nvml_at, torch_at = _g1_through_cli(spark_env, tmp_path, device_node=False)
+    assert torch_at >= nvml_at + 1.4, "without a device node torch waits for NVML's answer"
+    line = next(ln for ln in early.splitlines() if ln.startswith("G1 "))
+    assert line.startswith("G1 PASS: torch 2.11.0+cu130")
+    assert line == next(ln for ln in waited.splitlines() if ln.startswith("G1 "))
+    (steps,) = [ln for ln in early.splitlines() if "torch child: import torch" in ln]
+    assert ", wait for the request " in steps  # where the early child's seconds went, honestly
+    assert "wait for the request" not in waited
+
+
+def test_an_early_torch_child_never_asked_for_is_killed_by_close(tmp_path: Path, spark_env) -> None:
+    root = spark_env.root
+    (root / "dev").mkdir(exist_ok=True)
+    (root / "dev" / "nvidiactl").write_text("")
+    spark_env.doubles.torch(dict(spark_env.torch_scenario, hang={"where": "import", "seconds": 300}))
+    machine = Machine(env=spark_env.doubles.env, timeout=5)
+    assert machine.has_gpu_device_node()
+    assert machine.start_torch_early() is True
+    assert machine.start_torch_early() is False  # one per run
+    spawned = machine._early["torch"]
+    engine = Engine(Settings(only=("G1",)), machine, background=False)
+    assert engine.close() >= 1
+    from doubles.procs import group_gone
+
+    assert group_gone(spawned.proc.pid, wait=2)
+    assert machine.drop_early() == 0

@@ -217,3 +217,65 @@ def test_memory_store_roundtrips_through_json() -> None:
     assert store.get_or_compute("k", lambda: pytest.fail("computed twice")) == value
     assert json.dumps(value)
     assert sys.version_info >= (3, 10)
+
+
+# --------------------------------------------------------------------------- children started early
+
+
+EARLY = """
+begin("slow part", scale=1)
+time.sleep(float(config()["sleep"]))
+begin("wait for the request")
+req = request()
+data(request=req, pid=os.getpid())
+done()
+"""
+
+
+def early_source() -> str:
+    return child_module.script_source(main="") + "\nimport time, os\n" + EARLY
+
+
+def test_a_child_started_early_gets_its_request_on_stdin_and_keeps_its_step_times() -> None:
+    """The torch child is started before its request is known: it does its
+    slow part unwatched, the request comes on stdin when it is followed, and
+    the seconds of its steps are its own (the "t" it sends), not when we read them."""
+    spawned = child_module.spawn_python(early_source(), args=[json.dumps({"sleep": 0.4})], stdin=True)
+    assert isinstance(spawned, child_module.Spawned)
+    time.sleep(0.8)  # the parent is busy elsewhere; the child waits on stdin
+    got = child_module.follow(spawned, step_timeout=5, stdin_data=json.dumps({"load": ["a.so"]}))
+    assert got.ok, got.describe()
+    assert got.data["request"] == {"load": ["a.so"]}
+    assert got.steps == ["slow part", "wait for the request"]
+    assert 0.35 <= got.step_seconds["slow part"] < 0.7  # read 0.4 s late, it still counts its own 0.4 s
+    assert got.step_seconds["wait for the request"] >= 0.3
+    assert got.duration_s >= 0.75  # from its start (0.8 s before the answer), not from when it was followed
+
+
+def test_a_child_hung_before_it_was_followed_is_judged_from_when_its_step_began() -> None:
+    """An early child stuck in its slow part (a torch import that hangs) has
+    used its allowance while nobody watched: following it kills it at once."""
+    spawned = child_module.spawn_python(early_source(), args=[json.dumps({"sleep": 300})], stdin=True)
+    assert isinstance(spawned, child_module.Spawned)
+    time.sleep(1.2)
+    start = time.monotonic()
+    got = child_module.follow(spawned, step_timeout=1.0, stdin_data="{}")
+    assert got.timed_out and got.step == "slow part"
+    assert time.monotonic() - start < 0.8  # not another full second of allowance
+    assert group_gone(spawned.proc.pid, wait=2)
+
+
+def test_an_early_child_nobody_asks_for_is_killed_with_its_group() -> None:
+    spawned = child_module.spawn_python(early_source(), args=[json.dumps({"sleep": 300})], stdin=True)
+    assert isinstance(spawned, child_module.Spawned)
+    time.sleep(0.3)
+    child_module.abandon(spawned)
+    assert group_gone(spawned.proc.pid, wait=2)
+
+
+def test_an_early_child_whose_stdin_closes_empty_leaves_without_doing_anything() -> None:
+    spawned = child_module.spawn_python(early_source(), args=[json.dumps({"sleep": 0})], stdin=True)
+    assert isinstance(spawned, child_module.Spawned)
+    got = child_module.follow(spawned, step_timeout=5, stdin_data="")
+    assert got.returncode == 0 and not got.finished
+    assert "request" not in got.data  # it left before answering anything

@@ -50,7 +50,7 @@ NOT_LOADED: dict[str, str] = {
 MAX_LOADS = 400
 
 #: steps of the torch child that belong to G1 ("load <object>", "import <package>" come on top)
-G1_STEPS = ("import torch", "cuda init", "tiny kernel")
+G1_STEPS = ("import torch", "wait for the request", "cuda init", "tiny kernel")
 CU_TAG = re.compile(r"\+cu(\d{2,3})(?![0-9])")
 #: one build per CUDA version: libbitsandbytes_cuda118.so ... libbitsandbytes_cuda132.so
 VARIANT = re.compile(r"^(?P<stem>.*?)cuda(?P<tag>\d{2,3})(?P<tail>(?:_[A-Za-z]\w*)?\.so.*)$")

@@ -163,27 +163,81 @@ def run_python(
     max_events: int = 100_000,
 ) -> ChildResult:
     """Run ``source`` with ``python -c`` and follow its JSON-lines protocol."""
-    result = ChildResult()
-    start = time.monotonic()
-    total = total_timeout if total_timeout is not None else step_timeout * 12
+    spawned = spawn_python(source, args=args, env=env, python=python, stdin=stdin_data is not None)
+    if isinstance(spawned, ChildResult):
+        return spawned
+    return follow(
+        spawned,
+        step_timeout=step_timeout,
+        total_timeout=total_timeout,
+        stdin_data=stdin_data,
+        max_events=max_events,
+    )
+
+
+@dataclass
+class Spawned:
+    """A child started and not followed yet (its lines wait in the pipe)."""
+
+    proc: subprocess.Popen[bytes]
+    start: float
+
+
+def spawn_python(
+    source: str,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+    stdin: bool = False,
+) -> Spawned | ChildResult:
+    """Start ``python -c source`` in a session of its own, tracked so that an
+    early end of the run kills it; a :class:`ChildResult` with ``error`` when
+    it cannot start. :func:`follow` reads it later: the torch child is
+    started this way before its request is known, so ``import torch``
+    overlaps the rest of the run's start."""
     argv = [python or sys.executable, "-c", source, *args]
+    start = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env(base=env),
             start_new_session=True,
         )
     except OSError as exc:
-        result.error = exc.strerror or str(exc)
-        return result
+        return ChildResult(error=exc.strerror or str(exc))
     track(proc)
+    return Spawned(proc, start)
+
+
+def follow(
+    spawned: Spawned,
+    *,
+    step_timeout: float,
+    total_timeout: float | None = None,
+    stdin_data: str | None = None,
+    max_events: int = 100_000,
+) -> ChildResult:
+    """Write ``stdin_data`` (then close stdin) and follow the child until it is
+    done, dead or silent past its allowance. The total allowance counts from
+    when following began, each step's from when the child says it began."""
+    total = total_timeout if total_timeout is not None else step_timeout * 12
     try:
-        return _follow(proc, result, start, step_timeout, total, stdin_data, max_events)
+        return _follow(
+            spawned.proc, ChildResult(), spawned.start, step_timeout, total, stdin_data, max_events
+        )
     finally:
-        untrack(proc)
+        untrack(spawned.proc)
+
+
+def abandon(spawned: Spawned) -> None:
+    """Kill a spawned child nobody will follow, with its process group."""
+    kill_group(spawned.proc)
+    close_pipes(spawned.proc)
+    untrack(spawned.proc)
 
 
 class _Pumps:
@@ -262,7 +316,7 @@ def _follow(
             proc.stdin.close()
         except OSError:
             pass
-    allowance = _read_protocol(pumps.lines, result, start + total, step_timeout, max_events)
+    allowance = _read_protocol(pumps.lines, result, time.monotonic() + total, step_timeout, max_events, start)
     pumps.stop.set()
     if result.timed_out:
         result.data["_allowance"] = round(allowance, 3)
@@ -284,17 +338,32 @@ def _follow(
     return result
 
 
+def _child_time(msg: Mapping[str, Any], spawned_at: float, now: float) -> float:
+    """When the child says a step began (its ``"t"``, on the shared monotonic
+    clock), if that is plausible: not before it was started, not after now.
+    Otherwise, and for children that send no ``t``, when we read the line."""
+    t = msg.get("t")
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and spawned_at - 0.5 <= t <= now + 0.05:
+        return min(float(t), now)
+    return now
+
+
 def _read_protocol(
     lines: queue.Queue[bytes | None],
     result: ChildResult,
     hard_deadline: float,
     step_timeout: float,
     max_events: int,
+    spawned_at: float | None = None,
 ) -> float:
     """Apply the child's messages to ``result`` until its stdout ends or it is
-    silent past its allowance (``result.timed_out``); the last allowance."""
+    silent past its allowance (``result.timed_out``); the last allowance.
+
+    A step's allowance runs from when the child began it: lines a child
+    wrote before we followed it (started early) are judged by their time."""
     allowance = step_timeout
     step_started: float | None = None
+    spawned_at = time.monotonic() if spawned_at is None else spawned_at
     deadline = time.monotonic() + allowance
     while True:
         now = time.monotonic()
@@ -321,10 +390,11 @@ def _read_protocol(
                 result.garbage_sample.append(text[:200])
             continue
         allowance = step_timeout
+        said = _child_time(msg, spawned_at, time.monotonic())
         if ("begin" in msg or msg.get("done")) and result.step is not None and step_started is not None:
-            result.step_seconds[result.step] = round(time.monotonic() - step_started, 4)
+            result.step_seconds[result.step] = round(max(said - step_started, 0.0), 4)
         if "begin" in msg:
-            step_started = time.monotonic()
+            step_started = said
             result.step = str(msg["begin"])
             result.steps.append(result.step)
             try:
@@ -338,6 +408,8 @@ def _read_protocol(
         if msg.get("done"):
             result.finished = True
             result.step = None
-        deadline = time.monotonic() + allowance
+        # the allowance of a step runs from its begin (a line read late, from a
+        # child started early, leaves less of it); any other line renews it
+        deadline = (said if "begin" in msg else time.monotonic()) + allowance
 
     return allowance

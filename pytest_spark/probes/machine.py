@@ -13,19 +13,31 @@ inspect the host.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_spark.probes import procfs
-from pytest_spark.probes.child import ChildResult, run_python, script_source
+from pytest_spark.probes.child import (
+    ChildResult,
+    Spawned,
+    abandon,
+    follow,
+    run_python,
+    script_source,
+    spawn_python,
+)
 from pytest_spark.probes.commands import CommandResult, run_command
 from pytest_spark.probes.store import MemoryStore
 
 ROOT_ENV = "SPARK_PREFLIGHT_HOST_ROOT"
+#: the scripts of the one torch child of a run
+TORCH_SCRIPTS = ("torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py")
 MAX_TEXT = 1 << 20
 
 
@@ -48,6 +60,9 @@ class Machine:
         self.store = store if store is not None else MemoryStore()
         self.python = python or sys.executable
         self._euid = euid
+        #: children started before their request was known, by store key
+        self._early: dict[str, Spawned] = {}
+        self._early_lock = threading.Lock()
 
     # ------------------------------------------------------------------ files
 
@@ -169,11 +184,18 @@ class Machine:
         import json
 
         def probe() -> dict[str, Any]:
-            source = script_source(*scripts)
-            args = [json.dumps(dict(config or {}))]
+            request = json.dumps(dict(config or {}))
+            early = self._take_early(key)
+            if early is not None:  # started early: the request goes on its stdin
+                return follow(
+                    early,
+                    step_timeout=step_timeout or self.timeout,
+                    total_timeout=total_timeout,
+                    stdin_data=request,
+                ).to_dict()
             return run_python(
-                source,
-                args=args,
+                script_source(*scripts),
+                args=[request],
                 step_timeout=step_timeout or self.timeout,
                 total_timeout=total_timeout,
                 env=self.env,
@@ -181,6 +203,42 @@ class Machine:
             ).to_dict()
 
         return ChildResult.from_dict(self.store.get_or_compute(key, probe))
+
+    def start_early(self, key: str, scripts: Sequence[str]) -> bool:
+        """Start the child of ``key`` now, before its request is known.
+
+        Its scripts do their slow part first (the torch child imports torch)
+        and then read the request on stdin, which :meth:`python_child` writes
+        when it is asked for ``key``. Nothing is started when ``key`` is
+        already answered or started. A child never asked for is killed by
+        :meth:`drop_early` (the engine's ``close``). True when one started.
+        """
+        with self._early_lock:
+            if key in self._early or self.store.peek(key) is not None:
+                return False
+            spawned = spawn_python(
+                script_source(*scripts),
+                args=[json.dumps({"early": True})],
+                env=self.env,
+                python=self.python,
+                stdin=True,
+            )
+            if isinstance(spawned, ChildResult):  # cannot start: the ordinary path will say why
+                return False
+            self._early[key] = spawned
+            return True
+
+    def _take_early(self, key: str) -> Spawned | None:
+        with self._early_lock:
+            return self._early.pop(key, None)
+
+    def drop_early(self) -> int:
+        """Kill the children started early that nothing asked for; how many."""
+        with self._early_lock:
+            left, self._early = list(self._early.values()), {}
+        for spawned in left:
+            abandon(spawned)
+        return len(left)
 
     # ------------------------------------------------------------------ NVML
 
@@ -226,11 +284,17 @@ class Machine:
         imports, the flash-attn kernel, the bandwidth copy. The first caller's
         request wins: the engine builds it from every selected check at once.
         """
-        return self.python_child(
-            "torch",
-            ["torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py"],
-            request,
-        )
+        return self.python_child("torch", TORCH_SCRIPTS, request)
+
+    def start_torch_early(self) -> bool:
+        """Start the torch child before the run knows what to ask it (see
+        :meth:`start_early`): its ``import torch``, seconds on a GPU machine,
+        then overlaps reading NVML and scanning the installed extensions."""
+        return self.start_early("torch", TORCH_SCRIPTS)
+
+    def has_gpu_device_node(self) -> bool:
+        """An NVIDIA device node under the root (``/dev/nvidiactl``, ``/dev/nvidia0``)."""
+        return any(self.exists(n) for n in ("/dev/nvidiactl", "/dev/nvidia0"))
 
     # ------------------------------------------------------------------ identity
 

@@ -3,6 +3,7 @@
 import json as _json
 import os as _os
 import sys as _sys
+import time as _time
 
 # `python -c` puts the working directory first on sys.path; a checkout that
 # happens to contain a `torch/` folder must not shadow the installed package.
@@ -16,7 +17,10 @@ def emit(obj):
 
 
 def begin(name, scale=1):
-    emit({"begin": name, "scale": scale})
+    # "t": when the step began, on the system-wide monotonic clock the parent
+    # reads too: a child started before the parent follows it (an early torch
+    # child) still reports where its seconds went
+    emit({"begin": name, "scale": scale, "t": _time.monotonic()})
 
 
 def data(**facts):
@@ -28,7 +32,7 @@ def event(obj):
 
 
 def done():
-    emit({"done": True})
+    emit({"done": True, "t": _time.monotonic()})
 
 
 def error_text(exc):
@@ -44,3 +48,17 @@ def config():
         except ValueError:
             return {}
     return {}
+
+
+def request(limit=1 << 20):
+    """The request a child started early reads on stdin (one JSON object).
+    Stdin closed with nothing on it means the parent no longer wants the
+    answer: leave at once, doing nothing more."""
+    raw = _sys.stdin.buffer.read(limit)
+    if not raw.strip():
+        _os._exit(0)
+    try:
+        found = _json.loads(raw)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -66,17 +66,33 @@ def _version_without_import():
     )
 
 
+def _import_torch():
+    begin("import torch", scale=3)
+    try:
+        import torch
+
+        return torch, None
+    except BaseException as exc:
+        return None, exc
+
+
 def main():
     cfg = config()
+    imported = None
+    if cfg.get("early"):
+        # Started before the run knew what to ask (probes/child.py: spawn_python):
+        # import torch now, the slow part, while the parent reads NVML and scans
+        # the extensions; then the request comes on stdin.
+        imported = _import_torch()
+        begin("wait for the request")
+        cfg = request()
     if cfg.get("import_torch") is False:
         begin("read torch's version")
         _version_without_import()
         done()
         return
-    begin("import torch", scale=3)
-    try:
-        import torch
-    except BaseException as exc:
+    torch, exc = imported or _import_torch()
+    if torch is None:
         data(torch_import_error=error_text(exc))
         done()
         return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -53,6 +54,12 @@ def _plain_import(name: str) -> ModuleType:
 
 catalog = _plain_import("catalog")
 options = _plain_import("options")
+
+# ``pytest --spark-preflight``: start the torch child now, while pytest goes
+# on loading plugins and collecting (see pytest_spark/early.py). A plain run
+# pays for one string search.
+if "--spark-preflight" in sys.argv or "--spark-preflight" in os.environ.get("PYTEST_ADDOPTS", ""):
+    _plain_import("early").start()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -101,9 +108,27 @@ def pytest_configure(config: pytest.Config) -> None:
         except capture.CaptureError as exc:
             raise pytest.UsageError(str(exc)) from None
     per_rank_junit(config)
+    keep_early_child_only_if_used(config, settings)
     from pytest_spark.session import SparkPreflight
 
     config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
+
+
+def keep_early_child_only_if_used(config: pytest.Config, settings: Any) -> None:
+    """The torch child started while pytest loaded (pytest_spark/early.py)
+    guessed from the command line; now the ini file and every option are
+    known. Kill it at once when this process will not run a check that reads
+    torch: a replay, ``spark_preflight_only`` without G1/G2/G5/G7, or an
+    xdist controller (``addopts = -n auto`` in the ini: the workers run the checks)."""
+    early = sys.modules.get(f"{__package__}.early")
+    if early is None:
+        return
+    distributed = (
+        bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+    )
+    torch_checks = set(settings.selected) & set(early.TORCH_CHECKS)
+    if settings.replay is not None or not torch_checks or distributed:
+        early.drop()
 
 
 def per_rank_junit(config: pytest.Config) -> None:
@@ -111,8 +136,6 @@ def per_rank_junit(config: pytest.Config) -> None:
     last rank to finish would overwrite rank 0's file, which carries the
     ``spark.node<k>.*`` properties. Rank N writes ``<stem>.rankN<suffix>``, as
     ``--spark-report`` does."""
-    import os
-
     xmlpath = getattr(config.option, "xmlpath", None)
     if not xmlpath or str(os.environ.get("RANK", "") or "0") == "0":
         return
@@ -152,7 +175,6 @@ def value_taken_as_test_path(config: pytest.Config) -> str | None:
     plain run: nothing happens unless a ``--spark-*`` flag is followed by a
     separate value.
     """
-    import os
     import shlex
 
     args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *map(str, config.invocation_params.args)]

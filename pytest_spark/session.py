@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Generator, Iterable
@@ -518,6 +519,9 @@ class SparkPreflight:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._engine is not None:
             self._engine.close()  # a run stopped early (-x, Ctrl-C) leaves no probe behind
+        early = sys.modules.get("pytest_spark.early")
+        if early is not None:  # a torch child started while pytest loaded, never claimed
+            early.drop()
         restore_signal_handlers()
         if self._xdist is not None:
             self._xdist.reap()

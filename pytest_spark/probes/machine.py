@@ -290,6 +290,14 @@ class Machine:
         """Start the torch child before the run knows what to ask it (see
         :meth:`start_early`): its ``import torch``, seconds on a GPU machine,
         then overlaps reading NVML and scanning the installed extensions."""
+        from pytest_spark import early  # started while pytest was loading, if it was
+
+        with self._early_lock:
+            if "torch" not in self._early and self.store.peek("torch") is None:
+                claimed = early.claim("torch", self.env, self.python)
+                if claimed is not None:
+                    self._early["torch"] = claimed
+                    return True
         return self.start_early("torch", TORCH_SCRIPTS)
 
     def has_gpu_device_node(self) -> bool:

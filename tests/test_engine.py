@@ -117,7 +117,7 @@ def test_without_a_gpu_torch_is_read_not_imported(tmp_path: Path, doubles: Any) 
 
 
 def _g1_through_cli(spark_env: Any, tmp_path: Path, device_node: bool) -> tuple[str, float, float]:
-    """``--only G1 -v`` on the GB10 double whose NVML init takes 1.5 s; the G1
+    """``--only G1 -v`` on the GB10 double whose NVML init takes 2.5 s; the G1
     lines, when NVML was first initialised and when torch was imported."""
     for log in (spark_env.torch_log, spark_env.nvml_log):
         log.unlink(missing_ok=True)
@@ -127,7 +127,7 @@ def _g1_through_cli(spark_env: Any, tmp_path: Path, device_node: bool) -> tuple[
         node.write_text("")
     else:
         node.unlink(missing_ok=True)
-    spark_env.doubles.nvml(dict(spark_env.nvml_scenario, hang={"where": "nvmlInit", "seconds": 1.5}))
+    spark_env.doubles.nvml(dict(spark_env.nvml_scenario, hang={"where": "nvmlInit", "seconds": 2.5}))
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_spark.cli", "--only", "G1", "--timeout", "10", "-v"],
         capture_output=True,
@@ -146,9 +146,9 @@ def test_with_a_gpu_device_node_torch_imports_while_nvml_is_read(tmp_path: Path,
     (the request waits for NVML and the extension scan): its import overlaps
     them, and the answer is the same as when it waited."""
     early, nvml_at, torch_at = _g1_through_cli(spark_env, tmp_path, device_node=True)
-    assert torch_at < nvml_at + 1.0, "torch was imported while NVML was still initialising"
+    assert torch_at < nvml_at + 2.0, "torch was imported while NVML was still initialising"
     waited, nvml_at, torch_at = _g1_through_cli(spark_env, tmp_path, device_node=False)
-    assert torch_at >= nvml_at + 1.4, "without a device node torch waits for NVML's answer"
+    assert torch_at >= nvml_at + 2.4, "without a device node torch waits for NVML's answer"
     line = next(ln for ln in early.splitlines() if ln.startswith("G1 "))
     assert line.startswith("G1 PASS: torch 2.11.0+cu130")
     assert line == next(ln for ln in waited.splitlines() if ln.startswith("G1 "))

@@ -55,11 +55,25 @@ def _plain_import(name: str) -> ModuleType:
 catalog = _plain_import("catalog")
 options = _plain_import("options")
 
-# ``pytest --spark-preflight``: start the torch child now, while pytest goes
-# on loading plugins and collecting (see pytest_spark/early.py). A plain run
-# pays for one string search.
-if "--spark-preflight" in sys.argv or "--spark-preflight" in os.environ.get("PYTEST_ADDOPTS", ""):
-    _plain_import("early").start()
+
+def start_early() -> str | None:
+    """``pytest --spark-preflight``: start the torch child now, while pytest
+    goes on loading plugins and collecting (see pytest_spark/early.py). A
+    plain run pays for one string search. It only saves time, so a failure
+    here never stops pytest: the run starts its child later, as without it.
+    Returns why it failed (``None``: started, or not wanted)."""
+    if "--spark-preflight" not in sys.argv and "--spark-preflight" not in os.environ.get(
+        "PYTEST_ADDOPTS", ""
+    ):
+        return None
+    try:
+        _plain_import("early").start()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+start_early()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

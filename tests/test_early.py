@@ -169,3 +169,17 @@ def test_an_ini_that_needs_no_torch_here_kills_the_child_at_configure(
     found = imports(spark_env.torch_log)
     # the early child imported torch; under xdist the worker's own G1 child did too
     assert len(found) == (1 if "only" in ini else 2), found
+
+
+def test_a_failing_early_start_never_stops_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_spark import plugin
+
+    def boom(*args: object, **kwargs: object) -> bool:
+        raise OSError("planted")
+
+    monkeypatch.setattr(early, "start", boom)
+    monkeypatch.setattr(sys, "argv", ["pytest", "--spark-preflight"])
+    assert plugin.start_early() == "OSError: planted"
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q"])
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    assert plugin.start_early() is None  # a plain run does not even look

@@ -52,6 +52,9 @@ class Engine:
         self.selected: tuple[str, ...] = tuple(c for c in catalog.IDS if c in ids)
         self.background = background
         self._prefetched = False
+        #: set by close(): the background threads start nothing more
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ shared facts
 
@@ -87,6 +90,8 @@ class Engine:
             # behaviour: read torch's version instead of importing it (seconds
             # on a CPU box; the issue: a run without a GPU costs < 1 s).
             request["import_torch"] = False
+        if self._closed.is_set():  # a prefetch thread that outlived the run starts no child
+            raise RuntimeError("the run ended before the torch child started")
         return self.machine.torch(request)
 
     def _without_gpu(self, request: Mapping[str, Any]) -> bool:
@@ -127,7 +132,7 @@ class Engine:
 
         def start_torch() -> None:
             try:
-                if self.machine.has_gpu_device_node():
+                if self.machine.has_gpu_device_node() and not self._closed.is_set():
                     self.machine.start_torch_early()
                 self.torch()
             except Exception:  # the check that needs it computes it again and says why
@@ -135,19 +140,39 @@ class Engine:
 
         def run_others() -> None:
             for cid in others:
+                if self._closed.is_set():
+                    return
                 self.run(cid)  # run() turns any failure into that check's result
 
+        threads = []
         if torch_work:
-            threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True).start()
+            threads.append(threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True))
         if others and torch_work:  # with nothing slow to hide, no need for a thread
-            threading.Thread(target=run_others, name="spark-prefetch-checks", daemon=True).start()
+            threads.append(threading.Thread(target=run_others, name="spark-prefetch-checks", daemon=True))
+        self._threads = threads
+        for t in threads:
+            t.start()
 
-    def close(self) -> int:
-        """Kill probes still running (a run that stopped early); how many."""
+    def close(self, wait: float = 5.0) -> int:
+        """End the run's background work; how many probe processes it killed.
+
+        A run that stopped early (``-x``, Ctrl-C) leaves no probe behind and no
+        prefetch thread either: each starts nothing more once this is called,
+        and is waited for (up to ``wait`` seconds) once its probes are killed.
+        A thread left running would go on importing check modules after the
+        session ended; in a pytester run in-process that races the next run.
+        """
         from pytest_spark.probes.commands import kill_running
 
-        early = self.machine.drop_early() if self.replay is None else 0  # a replay has no machine
-        return early + kill_running()
+        self._closed.set()
+        killed = self._drop_early() + kill_running()
+        deadline = time.monotonic() + wait
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return killed + self._drop_early() + kill_running()  # what a thread started meanwhile
+
+    def _drop_early(self) -> int:
+        return self.machine.drop_early() if self.replay is None else 0  # a replay has no machine
 
     # ------------------------------------------------------------------ running
 

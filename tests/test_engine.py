@@ -173,3 +173,26 @@ def test_an_early_torch_child_never_asked_for_is_killed_by_close(tmp_path: Path,
 
     assert group_gone(spawned.proc.pid, wait=2)
     assert machine.drop_early() == 0
+
+
+def test_close_ends_the_prefetch_threads_and_starts_nothing_more(spark_env) -> None:
+    """A run stopped early (-x) while the torch child imports and G4 samples:
+    close() kills both probes, waits for the prefetch threads, and the checks
+    after G4 never start (a thread left running after the session imports
+    modules under a later in-process pytester run)."""
+    import threading
+
+    spark_env.doubles.torch(dict(spark_env.torch_scenario, hang={"where": "import", "seconds": 60}))
+    engine = Engine(Settings(only=("G1", "G3", "G4", "G6"), thermal_seconds=60, timeout=60), Machine())
+    engine.prefetch()
+    deadline = time.monotonic() + 10
+    while engine.machine.store.peek("result:G3") is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # G4's sampler and the torch child are running now
+    start = time.monotonic()
+    assert engine.close() >= 2
+    assert time.monotonic() - start < 6
+    assert [t.name for t in threading.enumerate() if t.name.startswith("spark-prefetch")] == []
+    assert engine.machine.store.peek("result:G3") is not None
+    assert engine.machine.store.peek("result:G6") is None  # started nothing after close
+    assert kill_running() == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,11 @@ DATA = TESTS / "data"
 H200 = DATA / "h200-cu130"
 DOUBLES = TESTS / "doubles"
 sys.path.insert(0, str(TESTS))
+
+#: pytest run as a child by a test: without the user's cache or pytest-randomly's
+#: order, so every run does the same work in the same order
+PYTEST_ARGS = ("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly")
+PYTEST_CHILD = (sys.executable, *PYTEST_ARGS)
 
 
 class Doubles:
@@ -261,6 +266,20 @@ def isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checked environment is the test's fake site-packages only: this
     interpreter's own site-packages leave sys.path (and so Machine.python_path)."""
     monkeypatch.setattr(sys, "path", isolated_path())
+
+
+@pytest.fixture
+def scene(tmp_path: Path) -> Iterator[Any]:
+    """A GB10 in a Docker container (``doubles.spark_scene.Scene``): the marker
+    file and PID 1's cgroup, no site-packages of its own (G1 scans nothing).
+    Its probes are stopped at the end. A test module that needs another
+    machine overrides this fixture (requesting ``scene`` itself to build on it)."""
+    from doubles.spark_scene import Scene  # it imports this conftest
+
+    s = Scene(tmp_path / "spark")
+    s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
+    yield s
+    s.stop()
 
 
 @pytest.fixture(scope="session")

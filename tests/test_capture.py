@@ -20,6 +20,8 @@ import pytest
 from pytest_spark import capture
 from pytest_spark.redact import REDACTED, Redactor, reduce_argv
 
+from conftest import PYTEST_CHILD
+
 GLINE_PREFIXES = tuple(f"G{n} " for n in range(1, 11))
 
 
@@ -118,13 +120,7 @@ def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pyt
     report = tmp_path / "env-report.json"
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:randomly",
-            "-p",
-            "no:cacheprovider",
+            *PYTEST_CHILD,
             "--spark-preflight",
             f"--spark-replay={target}",
             f"--junitxml={junit}",

@@ -18,9 +18,10 @@ import pytest
 
 from pytest_spark import early
 
+from conftest import PYTEST_CHILD
 from doubles.procs import group_gone
 
-PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+PYTEST = [*PYTEST_CHILD, "-q"]
 
 
 @pytest.mark.parametrize(
@@ -79,12 +80,17 @@ def project(tmp_path: Path, conftest: str = "") -> Path:
     return folder
 
 
-def run(spark_env: Any, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(
+    spark_env: Any, folder: Path, *args: str, only: str | None = "G1"
+) -> subprocess.CompletedProcess[str]:
+    """``pytest --spark-preflight`` on the GB10 double, with a device node under
+    its machine root (``only=None``: the checks the ini file selects)."""
     node = spark_env.root / "dev" / "nvidia0"
     node.parent.mkdir(exist_ok=True)
     node.write_text("")
+    selection = ["--spark-only", only] if only else []
     return subprocess.run(
-        [*PYTEST, "--spark-preflight", "--spark-only", "G1", "--spark-timeout", "10", *args],
+        [*PYTEST, "--spark-preflight", *selection, "--spark-timeout", "10", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -153,17 +159,7 @@ def test_an_ini_that_needs_no_torch_here_kills_the_child_at_configure(
     folder = project(tmp_path)
     (folder / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
     (folder / "test_user.py").write_text(GONE_CHECK)
-    node = spark_env.root / "dev" / "nvidia0"
-    node.parent.mkdir(exist_ok=True)
-    node.write_text("")
-    proc = subprocess.run(
-        [*PYTEST, "--spark-preflight", "--spark-timeout", "10", "-rA"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=spark_env.doubles.env,
-        cwd=folder,
-    )
+    proc = run(spark_env, folder, "-rA", only=None)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASSED test_user.py::test_the_early_child_is_gone_before_the_tests_run" in proc.stdout
     found = imports(spark_env.torch_log)

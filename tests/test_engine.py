@@ -20,30 +20,26 @@ def log_times(path: Path) -> list[float]:
     return [float(line.split()[-1]) for line in path.read_text().splitlines()]
 
 
+def cli(spark_env: Any, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``spark-preflight ARGS`` on the GB10 double, which must exit 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=spark_env.doubles.env,
+        cwd=cwd,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 def test_other_checks_run_while_the_torch_child_imports(tmp_path: Path, spark_env) -> None:
     """The torch double takes 2 s to import; G4's NVML sample must start
     inside that window, not after it (the prefetch overlaps them)."""
     spark_env.doubles.torch(dict(spark_env.torch_scenario, hang={"where": "import", "seconds": 2.0}))
     spark_env.doubles.extra["SPARK_PREFLIGHT_HOST_ROOT"] = str(spark_env.root)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest_spark.cli",
-            "--only",
-            "G1,G4",
-            "--thermal-seconds",
-            "0.3",
-            "--timeout",
-            "5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=spark_env.doubles.env,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cli(spark_env, tmp_path, "--only", "G1,G4", "--thermal-seconds", "0.3", "--timeout", "5")
     (torch_start,) = log_times(spark_env.torch_log)
     nvml_inits = log_times(spark_env.nvml_log)
     assert len(nvml_inits) == 2  # the snapshot and G4's sample
@@ -128,15 +124,7 @@ def _g1_through_cli(spark_env: Any, tmp_path: Path, device_node: bool) -> tuple[
     else:
         node.unlink(missing_ok=True)
     spark_env.doubles.nvml(dict(spark_env.nvml_scenario, hang={"where": "nvmlInit", "seconds": 2.5}))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--only", "G1", "--timeout", "10", "-v"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=spark_env.doubles.env,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = cli(spark_env, tmp_path, "--only", "G1", "--timeout", "10", "-v")
     (torch_start,) = log_times(spark_env.torch_log)
     return proc.stdout, min(log_times(spark_env.nvml_log)), torch_start
 

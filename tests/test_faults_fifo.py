@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import PYTEST_CHILD
 from doubles.spark_scene import CLI, Scene
 
 #: a run that reads no FIFO ends in seconds; one that opens a FIFO never does
@@ -63,8 +64,7 @@ def test_fifos_under_the_host_root_and_in_site_packages_through_pytest(tmp_path:
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\n")
     argv = [
-        sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--spark-preflight",
-        "--spark-timeout=3", "--spark-offline", "--spark-thermal-seconds=0.2", "-rA",
+        *PYTEST_CHILD, "--spark-preflight", "--spark-timeout=3", "--spark-offline", "--spark-thermal-seconds=0.2", "-rA",
     ]  # fmt: skip
     done, took = run(argv, project, scene.env())
     out = done.stdout + done.stderr

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from conftest import PYTEST_ARGS
 from doubles import elfkit
 from doubles.spark_scene import CLI, ISOLATE_CONFTEST, Scene, assert_clean
 
@@ -115,7 +116,7 @@ def pytest_as_user(
     site-packages only (the isolating conftest.py in the project folder)."""
     project.mkdir(mode=0o755, exist_ok=True)
     (project / "conftest.py").write_text(ISOLATE_CONFTEST)
-    plugin = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--spark-preflight"]
+    plugin = [*PYTEST_ARGS, "--spark-preflight"]
     return nonroot_run([*plugin, *args], env=scene.env(), cwd=project)
 
 

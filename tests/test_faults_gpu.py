@@ -22,7 +22,6 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +38,6 @@ DRIVER_FIX = (
     "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
     "reboot (on GB10 a full AC power cycle if it persists)"
 )
-
-
-@pytest.fixture
-def scene(tmp_path: Path) -> Iterator[Scene]:
-    """A GB10 in a Docker container; no site-packages of its own (G1 scans nothing)."""
-    s = Scene(tmp_path / "spark")
-    s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
-    yield s
-    s.stop()
 
 
 def preflight(

@@ -21,6 +21,8 @@ import pytest
 
 from pytest_spark import report
 
+from conftest import PYTEST_CHILD
+
 CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
 
 
@@ -33,7 +35,7 @@ def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 def pytest_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """pytest in a child: a report path that blocked would hang this test, not the suite."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+        [*PYTEST_CHILD, *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -17,11 +17,11 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import PYTEST_CHILD
 from doubles.spark_scene import CLI, Scene
 
 TIMEOUT = 3
@@ -45,14 +45,6 @@ SMI_ONE_LINE = "#!/bin/sh\nexec tr '\\000' x < /dev/zero\n"
 
 PYNVML_LINES = "import sys\nwhile True:\n    sys.stdout.write('not json\\n' * 4096)\n"
 PYNVML_ONE_LINE = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
-
-
-@pytest.fixture
-def scene(tmp_path: Path) -> Iterator[Scene]:
-    s = Scene(tmp_path / "spark")
-    s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
-    yield s
-    s.stop()
 
 
 def measured(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[str, int, float, int]:
@@ -110,8 +102,7 @@ def test_probe_child_that_prints_without_end_through_pytest(
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\n")
     argv = [
-        sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--spark-preflight",
-        "--spark-only", "G4", f"--spark-timeout={TIMEOUT}", "--spark-thermal-seconds=0.2", "-rA",
+        *PYTEST_CHILD, "--spark-preflight", "--spark-only", "G4", f"--spark-timeout={TIMEOUT}", "--spark-thermal-seconds=0.2", "-rA",
     ]  # fmt: skip
     out, rc, took, rss = measured(argv, project, env)
     assert rc in (0, 1), out

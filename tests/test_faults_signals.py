@@ -20,11 +20,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import PYTEST_CHILD
 from doubles.procs import alive
 from doubles.spark_scene import CLI, Scene
 
@@ -37,13 +37,11 @@ wait
 
 
 @pytest.fixture
-def scene(tmp_path: Path) -> Iterator[Scene]:
-    s = Scene(tmp_path / "spark")
-    s.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
-    s.nvml = {"init_error": "LibraryNotFound"}
-    s.tool("nvidia-smi", SMI_HANG.format(pids=s.base / "smi-pids"))
-    yield s
-    s.stop()
+def scene(scene: Scene) -> Scene:
+    """conftest's GB10 in Docker, without NVML and with an nvidia-smi that hangs."""
+    scene.nvml = {"init_error": "LibraryNotFound"}
+    scene.tool("nvidia-smi", SMI_HANG.format(pids=scene.base / "smi-pids"))
+    return scene
 
 
 def started_pids(scene: Scene, count: int, proc: subprocess.Popen[str], wait: float = 30.0) -> list[int]:
@@ -113,7 +111,7 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-PYTEST = [sys.executable, "-m", "pytest", "--spark-preflight", "-p", "no:cacheprovider", "-p", "no:randomly"]
+PYTEST = [*PYTEST_CHILD, "--spark-preflight"]
 ARGS = ["--spark-only", "G4,G6", "--spark-timeout", "60", "--spark-offline", "--spark-thermal-seconds", "0"]
 
 

@@ -21,6 +21,8 @@ from pytest_spark.checks import nodes
 from pytest_spark.checks.kit import Findings
 from pytest_spark.model import Status
 
+from conftest import PYTEST_CHILD
+
 EXCHANGE = """
 import json, sys
 from pytest_spark.probes.machine import Machine
@@ -361,13 +363,7 @@ def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path
         procs.append(
             subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-p",
-                    "no:randomly",
-                    "-p",
-                    "no:cacheprovider",
+                    *PYTEST_CHILD,
                     "--spark-preflight",
                     "--spark-only=G3,G10",
                     "--spark-timeout=5",

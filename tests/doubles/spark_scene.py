@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from conftest import LAUNCHER_ENV, isolated_path
+from conftest import LAUNCHER_ENV, isolated_path, make_root
 from doubles import elfkit, gb10
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -356,13 +356,7 @@ class Scene:
 
     def files(self, files: Mapping[str, str | bytes]) -> None:
         """Files under the machine root (``{".dockerenv": ""}``)."""
-        for rel, content in files.items():
-            path = self.root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content)
+        make_root(self.root, files)
 
     def install(
         self,

@@ -34,6 +34,16 @@ def check_module(check_id: str) -> ModuleType:
     return importlib.import_module(f"pytest_spark.checks.{spec.module}")
 
 
+#: our modules that the prefetch threads would otherwise import lazily (see
+#: :meth:`Engine.prefetch`); the check modules are imported there as well
+BACKGROUND_IMPORTS = (
+    "pytest_spark.early",
+    "pytest_spark.probes.packages",
+    "pytest_spark.probes.processes",
+    "pytest_spark.thresholds",
+)
+
+
 class Engine:
     def __init__(
         self,
@@ -127,6 +137,15 @@ class Engine:
         if self._prefetched or not self.background or self.replay is not None:
             return
         self._prefetched = True
+        # Import here, in one thread, what the threads would import. pytest
+        # rewrites this package's modules as they are imported, with ast.parse,
+        # and two threads parsing at once break CPython 3.11 ("SystemError: AST
+        # constructor recursion depth mismatch", seen as G1 failing) whenever
+        # pytest has no cached rewrite (PYTHONDONTWRITEBYTECODE=1).
+        for cid in self.selected:
+            check_module(cid)
+        for name in BACKGROUND_IMPORTS:
+            importlib.import_module(name)
         torch_work = set(TORCH_CHECKS) & set(self.selected)
         others = [cid for cid in self.selected if cid not in TORCH_CHECKS]
 

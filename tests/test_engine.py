@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.engine import Engine
+from pytest_spark.engine import Engine, check_module
 from pytest_spark.model import Status
 from pytest_spark.probes.commands import kill_running
 from pytest_spark.probes.machine import Machine
@@ -74,7 +74,10 @@ def test_close_kills_probes_still_running(tmp_path: Path) -> None:
 
 
 def test_a_check_that_raises_is_its_own_fail_not_an_exception(monkeypatch, spark_env) -> None:
-    from pytest_spark.checks import g09_container
+    # the module the engine runs: after an in-process pytester run dropped it
+    # from sys.modules, `from pytest_spark.checks import g09_container` would
+    # still hand back the old module object, and the engine would import anew
+    g09_container = check_module("G9")
 
     def boom(ctx):
         raise KeyError("planted")
@@ -173,10 +176,13 @@ def test_close_ends_the_prefetch_threads_and_starts_nothing_more(spark_env) -> N
     spark_env.doubles.torch(dict(spark_env.torch_scenario, hang={"where": "import", "seconds": 60}))
     engine = Engine(Settings(only=("G1", "G3", "G4", "G6"), thermal_seconds=60, timeout=60), Machine())
     engine.prefetch()
-    deadline = time.monotonic() + 10
-    while engine.machine.store.peek("result:G3") is None and time.monotonic() < deadline:
+    def both_running() -> bool:  # the torch double logs its import, NVML each init (snapshot, G4's sampler)
+        return spark_env.count(spark_env.torch_log) >= 1 and spark_env.count(spark_env.nvml_log) >= 2
+
+    deadline = time.monotonic() + 30
+    while not (both_running() and engine.machine.store.peek("result:G3")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.5)  # G4's sampler and the torch child are running now
+    assert both_running(), "the torch child and G4's sampler never started"
     start = time.monotonic()
     assert engine.close() >= 2
     assert time.monotonic() - start < 6
@@ -184,3 +190,28 @@ def test_close_ends_the_prefetch_threads_and_starts_nothing_more(spark_env) -> N
     assert engine.machine.store.peek("result:G3") is not None
     assert engine.machine.store.peek("result:G6") is None  # started nothing after close
     assert kill_running() == 0
+
+
+def test_the_prefetch_threads_import_nothing_of_ours_first(monkeypatch, spark_env) -> None:
+    """Each check module is first imported by the thread that calls prefetch(),
+    never by a prefetch thread: pytest rewrites our modules with ast.parse as
+    they are imported, and two threads parsing at once break CPython 3.11
+    (seen as G1 failing with "AST constructor recursion depth mismatch")."""
+    import threading
+
+    from pytest_spark import engine as engine_module
+
+    first: dict[str, str] = {}
+    real = engine_module.check_module
+
+    def spy(check_id: str):
+        first.setdefault(check_id, threading.current_thread().name)
+        return real(check_id)
+
+    monkeypatch.setattr(engine_module, "check_module", spy)
+    engine = Engine(Settings(only=("G1", "G3", "G4", "G6", "G9"), thermal_seconds=0.2), Machine())
+    engine.prefetch()
+    results = engine.run_many()
+    engine.close()
+    assert [r.check_id for r in results] == ["G1", "G3", "G4", "G6", "G9"]
+    assert first == dict.fromkeys(["G1", "G3", "G4", "G6", "G9"], threading.current_thread().name)

@@ -51,6 +51,8 @@ CHECKS: tuple[CheckSpec, ...] = (
 
 BY_ID: dict[str, CheckSpec] = {c.id: c for c in CHECKS}
 IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
+#: the checks that read the torch child (G1 ABI, G2 flash-attn, G5 copy, G7 arch list)
+TORCH_CHECKS: tuple[str, ...] = ("G1", "G2", "G5", "G7")
 
 
 def normalize_id(text: str) -> str | None:

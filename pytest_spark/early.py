@@ -30,11 +30,10 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
+from pytest_spark.catalog import TORCH_CHECKS
 from pytest_spark.probes.child import Spawned, abandon, child_env
+from pytest_spark.probes.machine import TORCH_SCRIPTS, Machine, spawn_early
 
-#: the checks that read the torch child (engine.TORCH_CHECKS, kept here so a
-#: plain import of this module stays small)
-TORCH_CHECKS = ("G1", "G2", "G5", "G7")
 #: options after which nothing runs here, or runs elsewhere
 NOT_HERE = (
     "--spark-replay",
@@ -51,7 +50,6 @@ NOT_HERE = (
     "-k",
     "--setup-plan",
 )
-ROOT_ENV = "SPARK_PREFLIGHT_HOST_ROOT"
 
 _started: dict[str, tuple[Spawned, dict[str, str], str]] = {}
 
@@ -77,8 +75,7 @@ def wanted(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
     only = _only(args)
     if only is not None and not set(only) & set(TORCH_CHECKS):
         return "--spark-only names no check that reads torch"
-    root = env.get(ROOT_ENV) or "/"
-    if not any(os.path.exists(os.path.join(root, "dev", n)) for n in ("nvidiactl", "nvidia0")):
+    if not Machine(env=env).has_gpu_device_node():  # under SPARK_PREFLIGHT_HOST_ROOT, as the run sees it
         return "no NVIDIA device node"
     return None
 
@@ -100,19 +97,12 @@ def _only(args: Sequence[str]) -> list[str] | None:
 def start(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> bool:
     """Start the torch child now if the command line wants the preflight
     (see :func:`wanted`); True when one started."""
-    from pytest_spark.probes.child import script_source, spawn_python
-    from pytest_spark.probes.machine import TORCH_SCRIPTS
-
     argv = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if env is None else env)
     if "torch" in _started or wanted(argv, env) is not None:
         return False
-    import json
-
-    spawned = spawn_python(
-        script_source(*TORCH_SCRIPTS), args=[json.dumps({"early": True})], env=env, stdin=True
-    )
-    if not isinstance(spawned, Spawned):
+    spawned = spawn_early(TORCH_SCRIPTS, env)
+    if spawned is None:
         return False
     _started["torch"] = (spawned, child_env(base=env), sys.executable)
     atexit.register(drop)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pytest_spark import catalog
+from pytest_spark import catalog, early
 from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.model import Result, Status
 from pytest_spark.probes.child import ChildResult
@@ -25,8 +25,7 @@ from pytest_spark.probes.machine import Machine
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_spark.settings import Settings
 
-#: the checks that read the torch child (G1 ABI, G2 flash-attn, G5 copy, G7 arch list)
-TORCH_CHECKS = ("G1", "G2", "G5", "G7")
+TORCH_CHECKS = catalog.TORCH_CHECKS
 
 
 def check_module(check_id: str) -> ModuleType:
@@ -37,7 +36,6 @@ def check_module(check_id: str) -> ModuleType:
 #: our modules that the prefetch threads would otherwise import lazily (see
 #: :meth:`Engine.prefetch`); the check modules are imported there as well
 BACKGROUND_IMPORTS = (
-    "pytest_spark.early",
     "pytest_spark.probes.packages",
     "pytest_spark.probes.processes",
     "pytest_spark.thresholds",
@@ -152,7 +150,9 @@ class Engine:
         def start_torch() -> None:
             try:
                 if self.machine.has_gpu_device_node() and not self._closed.is_set():
-                    self.machine.start_torch_early()
+                    # the child pytest started while it loaded, if it is this run's
+                    m = self.machine
+                    m.start_torch_early(lambda: early.claim("torch", m.env, m.python))
                 self.torch()
             except Exception:  # the check that needs it computes it again and says why
                 pass

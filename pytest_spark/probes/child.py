@@ -354,7 +354,7 @@ def _read_protocol(
     hard_deadline: float,
     step_timeout: float,
     max_events: int,
-    spawned_at: float | None = None,
+    spawned_at: float,
 ) -> float:
     """Apply the child's messages to ``result`` until its stdout ends or it is
     silent past its allowance (``result.timed_out``); the last allowance.
@@ -363,7 +363,6 @@ def _read_protocol(
     wrote before we followed it (started early) are judged by their time."""
     allowance = step_timeout
     step_started: float | None = None
-    spawned_at = time.monotonic() if spawned_at is None else spawned_at
     deadline = time.monotonic() + allowance
     while True:
         now = time.monotonic()

@@ -18,7 +18,7 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,18 @@ ROOT_ENV = "SPARK_PREFLIGHT_HOST_ROOT"
 #: the scripts of the one torch child of a run
 TORCH_SCRIPTS = ("torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py")
 MAX_TEXT = 1 << 20
+
+
+def spawn_early(
+    scripts: Sequence[str], env: Mapping[str, str] | None = None, python: str | None = None
+) -> Spawned | None:
+    """A probe child started before its request is known (``{"early": true}``):
+    its scripts do their slow part, then read the request on stdin. ``None``
+    when it cannot start (the ordinary path, later, says why)."""
+    spawned = spawn_python(
+        script_source(*scripts), args=[json.dumps({"early": True})], env=env, python=python, stdin=True
+    )
+    return spawned if isinstance(spawned, Spawned) else None
 
 
 class Machine:
@@ -204,26 +216,24 @@ class Machine:
 
         return ChildResult.from_dict(self.store.get_or_compute(key, probe))
 
-    def start_early(self, key: str, scripts: Sequence[str]) -> bool:
+    def start_early(
+        self, key: str, scripts: Sequence[str], ready: Callable[[], Spawned | None] | None = None
+    ) -> bool:
         """Start the child of ``key`` now, before its request is known.
 
         Its scripts do their slow part first (the torch child imports torch)
         and then read the request on stdin, which :meth:`python_child` writes
-        when it is asked for ``key``. Nothing is started when ``key`` is
-        already answered or started. A child never asked for is killed by
-        :meth:`drop_early` (the engine's ``close``). True when one started.
+        when it is asked for ``key``. ``ready`` may hand over such a child
+        started elsewhere (by pytest_spark/early.py); else one starts here.
+        Nothing is started when ``key`` is already answered or started. A
+        child never asked for is killed by :meth:`drop_early` (the engine's
+        ``close``). True when one is waiting.
         """
         with self._early_lock:
             if key in self._early or self.store.peek(key) is not None:
                 return False
-            spawned = spawn_python(
-                script_source(*scripts),
-                args=[json.dumps({"early": True})],
-                env=self.env,
-                python=self.python,
-                stdin=True,
-            )
-            if isinstance(spawned, ChildResult):  # cannot start: the ordinary path will say why
+            spawned = (ready() if ready else None) or spawn_early(scripts, self.env, self.python)
+            if spawned is None:
                 return False
             self._early[key] = spawned
             return True
@@ -286,19 +296,12 @@ class Machine:
         """
         return self.python_child("torch", TORCH_SCRIPTS, request)
 
-    def start_torch_early(self) -> bool:
+    def start_torch_early(self, ready: Callable[[], Spawned | None] | None = None) -> bool:
         """Start the torch child before the run knows what to ask it (see
         :meth:`start_early`): its ``import torch``, seconds on a GPU machine,
-        then overlaps reading NVML and scanning the installed extensions."""
-        from pytest_spark import early  # started while pytest was loading, if it was
-
-        with self._early_lock:
-            if "torch" not in self._early and self.store.peek("torch") is None:
-                claimed = early.claim("torch", self.env, self.python)
-                if claimed is not None:
-                    self._early["torch"] = claimed
-                    return True
-        return self.start_early("torch", TORCH_SCRIPTS)
+        then overlaps reading NVML and scanning the installed extensions.
+        ``ready``: the engine hands over the one pytest_spark/early.py started."""
+        return self.start_early("torch", TORCH_SCRIPTS, ready)
 
     def has_gpu_device_node(self) -> bool:
         """An NVIDIA device node under the root (``/dev/nvidiactl``, ``/dev/nvidia0``)."""

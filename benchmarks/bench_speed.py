@@ -196,6 +196,13 @@ def wheel_install(dest: Path) -> str | None:
     return None
 
 
+def other_plugins() -> list[str]:
+    """The names of this environment's pytest11 entry points other than ours (for ``-p no:NAME``)."""
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group="pytest11") if ep.name != "dgx_spark"})
+
+
 def has_gpu() -> bool:
     """An NVIDIA device node: the "< 1 s without a GPU" target does not apply."""
     return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0"))
@@ -282,7 +289,17 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
         env, empty, ok=(0, 1),
     )  # fmt: skip
     bare = Command("pytest (empty folder, exit 5)", [py, *PYTEST], env, empty, ok=(5,))
-    slow = [cli, plug, plug_early, bare]
+    # the same two with every other pytest plugin of this environment turned
+    # off: what is left of the gap is this plugin's own cost, not the image's
+    # (on the H200 image hypothesis, jaxtyping, benchmark, cov, … make an
+    # empty pytest run take seconds, about half of it after the last test)
+    others = [a for name in other_plugins() if f"no:{name}" not in PYTEST for a in ("-p", f"no:{name}")]
+    plug_alone = Command(
+        "pytest --spark-preflight, other plugins off",
+        [py, *PYTEST, *others, *plug.argv[len(PYTEST) + 1 :]], env, empty, ok=(0, 1),
+    )  # fmt: skip
+    bare_alone = Command("pytest (empty folder), other plugins off", [py, *PYTEST, *others], env, empty, ok=(5,))
+    slow = [cli, plug, plug_early, bare, plug_alone, bare_alone]
     seed = None
     if args.seed is not None:
         seed = Command("seed preflight.sh", ["bash", str(args.seed.resolve())], env, empty)
@@ -340,6 +357,15 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     rows.append((
         "  the same with the plugin loaded early (-p dgx_spark)", f"{early_gap:+.2f} s", "within 0.3 s",
         verdict(abs(early_gap) <= 0.3),
+    ))  # fmt: skip
+    alone_gap = plug_alone.median - cli.median
+    rows.append((
+        f"  the same with the {len(others) // 2} other pytest plugins off (this plugin's own cost)",
+        f"{alone_gap:+.2f} s", "within 0.3 s", verdict(abs(alone_gap) <= 0.3),
+    ))  # fmt: skip
+    rows.append((
+        "  for reference: an empty pytest run, with / without the other plugins",
+        f"{bare.median:.2f} s / {bare_alone.median:.2f} s", "—", "info",
     ))  # fmt: skip
     beyond = plug.median - bare.median
     rows.append((

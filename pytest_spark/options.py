@@ -21,6 +21,13 @@ PROFILES = ("auto", "gb10", "generic")
 TP_SEVERITIES = ("fail", "warn")
 PRECISIONS = ("nvfp4", "fp8", "bf16")
 DEFAULT_GITHUB_URL = "https://api.github.com"
+#: upper bounds of the number options: far past any real run, short of one
+#: that never ends (a probe timeout or G4 sample of an hour is already long)
+MAX_SECONDS = 3600.0
+#: 64 TiB: more memory than any single machine G3 could judge
+MAX_WORKLOAD_GIB = 65536.0
+#: 100 TB/s: some 20x the fastest GPU memory shipping (H200: 4.8 TB/s)
+MAX_BANDWIDTH_GBPS = 100000.0
 
 #: the value an option has when it is not given, by kind (unless the Option says otherwise)
 EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "pairs": MappingProxyType({})}
@@ -32,9 +39,12 @@ class Option:
 
     ``kind`` picks the parser that validates a given value
     (``settings.PARSERS``); ``default`` is the value when none is given (the
-    kind's empty value from :data:`EMPTY` when left out) and passes that parser."""
+    kind's empty value from :data:`EMPTY` when left out) and passes that parser.
+    ``maximum`` bounds a number from above: a duration or size past any sane
+    run (``--spark-thermal-seconds 1e12`` would sample until killed) is refused
+    in one line instead."""
 
-    __slots__ = ("choices", "default", "exclusive_min", "help", "kind", "metavar", "minimum", "name")
+    __slots__ = ("choices", "default", "exclusive_min", "help", "kind", "maximum", "metavar", "minimum", "name")
 
     def __init__(
         self,
@@ -46,6 +56,7 @@ class Option:
         choices: tuple[str, ...] = (),
         minimum: float | None = None,
         exclusive_min: bool = False,
+        maximum: float | None = None,
     ) -> None:
         self.name = name  # "thermal-seconds"
         self.kind = kind  # bool | float | str | name | url | choice | ids | path | infile | paths | pairs
@@ -55,6 +66,7 @@ class Option:
         self.choices = choices
         self.minimum = minimum
         self.exclusive_min = exclusive_min
+        self.maximum = maximum
 
     @property
     def flag(self) -> str:
@@ -101,11 +113,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "timeout",
         "float",
-        "seconds every probe of the machine may take (default 10).",
+        "seconds every probe of the machine may take (default 10, at most 3600).",
         metavar="SECONDS",
         default=10.0,
         minimum=0.0,
         exclusive_min=True,
+        maximum=MAX_SECONDS,
     ),
     Option("offline", "bool", "G8: do not contact GitHub (SKIP)."),
     Option(
@@ -116,10 +129,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "thermal-seconds",
         "float",
-        "G4: how long to sample temperature, power and clocks (default 1).",
+        "G4: how long to sample temperature, power and clocks, in seconds (default 1, at most 3600).",
         metavar="N",
         default=1.0,
         minimum=0.0,
+        maximum=MAX_SECONDS,
     ),
     Option(
         "workload-gb",
@@ -128,6 +142,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
         minimum=0.0,
         exclusive_min=True,
+        maximum=MAX_WORKLOAD_GIB,
     ),
     Option(
         "planned-bandwidth",
@@ -136,6 +151,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="GBPS",
         minimum=0.0,
         exclusive_min=True,
+        maximum=MAX_BANDWIDTH_GBPS,
     ),
     Option(
         "playbook",
@@ -198,6 +214,22 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+#: options that change only what the checks gather from the machine; a replay
+#: decides from facts gathered already, so they cannot change its lines
+GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url")
+
+
+def replay_ignores(given: list[str]) -> str | None:
+    """One line naming the gathering options given to a replay (``given``:
+    option names, spelled as the user typed them), else ``None``."""
+    if not given:
+        return None
+    verb = "has" if len(given) == 1 else "have"
+    return (
+        f"{', '.join(given)} {verb} no effect on a replay: "
+        "the capture's facts were gathered by the run that made it"
+    )
 
 
 # --------------------------------------------------------------------------- pytest

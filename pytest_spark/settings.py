@@ -114,6 +114,8 @@ def _parse_float(opt: Option, raw: Any, where: str) -> float:
             raise OptionError(f"{where}: must be > {opt.minimum:g}, got {raw!r}")
         if not opt.exclusive_min and value < opt.minimum:
             raise OptionError(f"{where}: must be >= {opt.minimum:g}, got {raw!r}")
+    if opt.maximum is not None and value > opt.maximum:
+        raise OptionError(f"{where}: must be <= {opt.maximum:g}, got {raw!r}")
     return value
 
 

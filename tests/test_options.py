@@ -38,6 +38,14 @@ BAD = [
     (["--spark-precision", "fp4"], "--spark-precision: expected one of nvfp4, fp8, bf16, got 'fp4'"),
 ]
 
+#: a duration or size past any sane run (issue 11: ``--spark-thermal-seconds 1e12`` ran until killed)
+TOO_BIG = [
+    (["--spark-thermal-seconds", "1e12"], "--spark-thermal-seconds: must be <= 3600, got '1e12'"),
+    (["--spark-timeout", "86400"], "--spark-timeout: must be <= 3600, got '86400'"),
+    (["--spark-workload-gb", "1e9"], "--spark-workload-gb: must be <= 65536, got '1e9'"),
+    (["--spark-planned-bandwidth", "1e7"], "--spark-planned-bandwidth: must be <= 100000, got '1e7'"),
+]
+
 
 @pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_value_is_a_usage_error_naming_the_option(pytester: pytest.Pytester, args, message) -> None:
@@ -46,6 +54,22 @@ def test_bad_value_is_a_usage_error_naming_the_option(pytester: pytest.Pytester,
     err = result.stderr.str()
     assert "Traceback" not in err and "INTERNALERROR" not in err + result.stdout.str()
     result.stderr.fnmatch_lines([f"ERROR: {message}*"])
+
+
+@pytest.mark.parametrize(("args", "message"), TOO_BIG, ids=[" ".join(a) for a, _ in TOO_BIG])
+def test_too_big_value_is_a_usage_error_naming_the_option(pytester: pytest.Pytester, args, message) -> None:
+    # G3 only: were the value accepted, this run would still end (with G4, never)
+    result = pytester.runpytest("--spark-preflight", "--spark-only", "G3", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_every_duration_and_size_has_an_upper_bound() -> None:
+    """Each number option has a maximum, and it is above its default."""
+    for opt in options.OPTIONS:
+        if opt.kind == "float":
+            assert opt.maximum is not None, opt
+            assert opt.default is None or opt.default <= opt.maximum, opt
 
 
 def test_report_into_a_folder_that_is_a_file(pytester: pytest.Pytester) -> None:

@@ -15,7 +15,14 @@ so everything in it passes through :class:`Redactor` first:
 
 Command lines (any list under a ``cmdline``/``argv`` key) are cut to the
 program and its flags: positional arguments and the values of flags no
-check reads are dropped.
+check reads are dropped. A process title (``setproctitle``, ``exec -a``)
+puts the whole command line in argv[0]; it is split into words first.
+
+The same pass, without the personal names (:func:`outgoing`), is the last
+line of defence over every result a run reports: the terminal, JUnit XML,
+``env-report.json``, pytest-json-report and ``spark-preflight --json`` all
+read results that went through it, so a secret a check quoted by mistake (an
+issue title, an error a tool printed, a path) still never reaches them.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ REDACTED = "<redacted>"
 USER = "<user>"
 
 SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH(?!OR)|COOKIE)",
+    r"(TOKEN(?!IZER)|SECRET|PASSW(OR)?D|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH(?!OR)|COOKIE)",
     re.IGNORECASE,
 )
 TOKEN_SHAPES = re.compile(
@@ -43,12 +50,22 @@ TOKEN_SHAPES = re.compile(
     r"|nvapi-[A-Za-z0-9_\-]{16,}"
     r")\b"
 )
-BEARER = re.compile(r"(?i)\b(bearer|token|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
+#: an Authorization value; the value must hold a digit, so prose ("basic operations") stays
+BEARER = re.compile(r"(?i)\b(bearer|token|basic)\s+(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}")
 URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s@:]*(:[^/\s@]*)?@")
+#: a flag that names a secret, then its value; the flag starts a word ("non-authoritative" is prose)
 SECRET_FLAG = re.compile(
-    r"(?i)(--?[\w\-]*(?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key|credential|auth)[\w\-]*)"
-    r"(=|\s+)(\S+)"
+    r"(?i)(?<![\w\-])(--?[\w\-]*(?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key|credential|auth)[\w\-]*)"
+    r"(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s,;\"']+)"
 )
+#: a query parameter that carries a secret (``?access_token=…``, ``&sig=…``, ``?key=…``)
+SECRET_QUERY = re.compile(
+    r"(?i)([?&;][\w.\-]*(?:token|secret|passw(?:or)?d|key|credential|auth|sig|signature|session)[\w.\-]*=)"
+    r"([^&;#\s\"'<>]+)"
+)
+#: values of secret-named variables that are settings, not secrets (``TOKENIZERS_PARALLELISM``
+#: aside, ``HF_HUB_DISABLE_IMPLICIT_TOKEN=true``): replacing them would blank out every "true"
+NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "enabled", "disabled"})
 HOME = re.compile(r"(/home/|/Users/)([^/\s:\"']+)")
 
 #: flags whose values a check reads (G6's memory caps, G10's parallelism); the
@@ -81,13 +98,34 @@ READ_FLAGS = frozenset(
 )
 
 
+def split_title(argv: Iterable[Any]) -> list[str]:
+    """``argv`` as the process was started, when argv[0] holds a title.
+
+    ``setproctitle`` and ``exec -a`` put a whole command line in argv[0]
+    (``"python -m vllm… --api-key S"``, with no NUL between the words). Its
+    base name is not a program name but the secret itself, so argv[0] with
+    whitespace in it is split into words before anything reads it.
+    """
+    args = [str(a) for a in argv]
+    if args and any(c.isspace() for c in args[0]):
+        return (args[0].split() or [""]) + args[1:]
+    return args
+
+
+def program_word(text: str) -> str:
+    """What may be shown of a program's name (argv[0], a tool's process name):
+    the base name of its first word, with a token or a secret flag redacted."""
+    words = str(text).split()
+    return scrub(os.path.basename(words[0]) if words else "")[:80]
+
+
 def reduce_argv(argv: Iterable[Any]) -> list[str]:
     """The program (its base name), then only flags: ``--flag`` names, with
     values kept only for :data:`READ_FLAGS` (``--a=b`` forms too)."""
-    args = [str(a) for a in argv]
+    args = split_title(argv)
     if not args:
         return []
-    out = [os.path.basename(args[0])]
+    out = [program_word(args[0])]
     i = 1
     while i < len(args):
         arg = args[i]
@@ -107,30 +145,55 @@ def reduce_argv(argv: Iterable[Any]) -> list[str]:
     return out
 
 
-class Redactor:
-    """One redaction pass, built from the environment the run saw."""
+def scrub(value: str) -> str:
+    """Secrets recognisable by their shape alone: tokens, credentials in a
+    URL, the values of secret flags and query parameters, Authorization values."""
+    value = URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
+    value = TOKEN_SHAPES.sub(REDACTED, value)
+    value = BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
+    value = SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", value)
+    return SECRET_QUERY.sub(lambda m: f"{m.group(1)}{REDACTED}", value)
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, user: str | None = None, home: str | None = None):
+
+def _is_secret_value(name: str, value: Any) -> bool:
+    """A variable's value worth hunting for: its name says secret, and it is
+    not a short or settings-like value that prose is full of."""
+    if not (SECRET_NAME.search(name) and isinstance(value, str) and len(value) >= 4):
+        return False
+    return value.strip().lower() not in NOT_SECRET_VALUES and not value.strip().isdigit()
+
+
+class Redactor:
+    """One redaction pass, built from the environment the run saw.
+
+    ``personal=False`` keeps user and home folder names (a report on the
+    user's own terminal may name them; a capture for a public issue does not).
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        user: str | None = None,
+        home: str | None = None,
+        personal: bool = True,
+    ):
         env = dict(os.environ if env is None else env)
-        self.secrets = sorted(
-            {v for k, v in env.items() if SECRET_NAME.search(k) and isinstance(v, str) and len(v) >= 4},
-            key=len,
-            reverse=True,
-        )
+        self.secrets = sorted({v for k, v in env.items() if _is_secret_value(k, v)}, key=len, reverse=True)
         self.user = user if user is not None else (env.get("USER") or env.get("LOGNAME") or "")
         self.home = home if home is not None else env.get("HOME", "")
+        self.personal = personal
         # compiled once: a capture passes thousands of strings through text()
-        named = self.user and self.user != "root" and len(self.user) >= 3
+        named = personal and self.user and self.user != "root" and len(self.user) >= 3
         self._user = re.compile(rf"\b{re.escape(self.user)}\b") if named else None
 
     def text(self, value: str) -> str:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        value = URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
-        value = TOKEN_SHAPES.sub(REDACTED, value)
-        value = BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
-        value = SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", value)
+        value = scrub(value)
+        if not self.personal:
+            return value
         if self.home and self.home not in ("/", "/root") and len(self.home) > 1:
             value = value.replace(self.home, f"/home/{USER}")
         value = HOME.sub(lambda m: f"{m.group(1)}{USER}", value)
@@ -151,3 +214,9 @@ class Redactor:
                 return [self.text(a) for a in reduce_argv(value)]
             return [self(v) for v in value]
         return value
+
+
+def outgoing(env: Mapping[str, str] | None = None) -> Redactor:
+    """The last line of defence over what a run reports (see the module
+    docstring): secrets only; user and folder names stay."""
+    return Redactor(env, personal=False)

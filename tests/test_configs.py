@@ -269,6 +269,38 @@ def test_search_stops_at_its_limits(tmp_path: Path) -> None:
     assert scan.limit == "stopped at the time limit" and scan.files == []
 
 
+def test_search_skips_test_report_output(tmp_path: Path) -> None:
+    """allure-pytest writes ``<uuid>-result.json``/``-container.json``/``-attachment.*``
+    (under --alluredir, any folder name), ``allure generate`` an ``allure-report`` folder:
+    a run's records, not configs. Skipped before the file cap is counted, and said."""
+    uid = "0b3f8a52-6c1e-4d7a-9f0e-{:012d}"
+    layout = {
+        **{f"allure-results/{uid.format(i)}-result.json": '{"tp_size": 8}' for i in range(5)},
+        f"out/al/{uid.format(7)}-container.json": '{"children": []}',
+        f"out/al/{uid.format(8)}-attachment.json": '{"tensor_parallel_size": 8}',
+        f"out/al/{uid.format(9)}-attachment.yaml": "tp_size: 8\n",
+        "allure-report/data/test-cases/x.json": '{"tp_size": 8}',
+        "allure-report/widgets/summary.json": "{}",
+        "reports/assets/style.css": "body {}",
+        "reports/assets/test_a.py__test_one_0_0.json": '{"tp_size": 8}',
+        "web/assets/site.yaml": "title: x\n",  # an assets folder that is not pytest-html's
+        "serve/serve.yaml": "tensor_parallel_size: 2\n",
+    }
+    for rel, text in layout.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    scan = c.find_configs(tmp_path, max_files=3)
+    assert [os.path.relpath(p, tmp_path) for p in scan.files] == ["serve/serve.yaml", "web/assets/site.yaml"]
+    assert scan.limit is None
+    assert scan.skipped_reports == 6  # three folders, three files
+    _, notes = c.read_found(tmp_path, scan)
+    assert notes == [
+        "test reports not read as configs (Allure, pytest-html): allure-report/, allure-results/, "
+        "reports/assets/, out/al/"
+    ]
+
+
 def test_read_found_counts_oversized_files(tmp_path: Path) -> None:
     (tmp_path / "big.json").write_text("[" + "1," * 600_000 + "1]")
     (tmp_path / "ok.json").write_text('{"tp_size": 2}')

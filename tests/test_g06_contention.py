@@ -808,3 +808,70 @@ def test_process_table_reads_names_with_parentheses_and_marks_nothing_foreign(fa
     (p,) = table["processes"]
     assert (p["pid"], p["ppid"], p["name"], p["cmdline"]) == (7, 1, "evil) S 99 (x", ["./a.out"])
     assert p["rss_bytes"] == 12800 * os.sysconf("SC_PAGE_SIZE") and p["self"] is False
+
+
+# ---------------------------------------------------------------------- a title in argv[0]
+
+#: what ``setproctitle`` or ``exec -a`` leave in argv[0]: the whole command line, secrets included
+TITLE = "python -m vllm.entrypoints.openai.api_server --model x --api-key SECRET456"
+#: a token in the program's own slot
+TOKEN_TITLE = "hf_" + "ProgramSlotSecret0123456789"
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "reduced"),
+    [
+        ([TITLE, "900"], ["python", "-m", "vllm.entrypoints.openai.api_server"]),
+        ([TITLE + " --gpu-memory-utilization 0.4"], [
+            "python", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization=0.4"
+        ]),
+        (["/opt/bin/vllm serve org/m --hf_token hf_" + "x" * 20], ["vllm", "serve"]),
+        ([TOKEN_TITLE, "900"], ["<redacted>"]),
+        (["--api-key=SECRET456"], ["--api-key=<redacted>"]),
+        (["sshd: alice@pts/0"], ["sshd:"]),
+    ],
+)
+def test_a_title_in_argv0_is_split_before_it_is_reduced(cmdline: list[str], reduced: list[str]) -> None:
+    """``reduce_cmdline`` kept ``basename(argv[0])`` whole, so a process that
+    rewrote argv[0] into its whole command line showed it, secrets and all. A
+    title is split into words first (and classifies as the server it names);
+    a token or a secret flag in the program's slot is redacted."""
+    assert g6.reduce_cmdline(cmdline) == reduced
+    kind = g6.classify(cmdline)
+    if "vllm" in " ".join(reduced):
+        assert kind is not None and kind.kind == "vLLM"
+        assert g6.classify(reduced) == kind
+
+
+def test_a_title_in_argv0_reaches_no_output(
+    pytester: pytest.Pytester, spark_env: Any, monkeypatch: pytest.MonkeyPatch, spawn: Any
+) -> None:
+    """Real processes started with ``exec -a TITLE sleep 900`` (their argv[0]
+    is the title), listed by a fake ``nvidia-smi`` with the title as process
+    name (NVML absent), and one pid from another namespace whose nvidia-smi
+    name holds a secret: G6 FAILs on the vLLM the title names, and no output
+    (terminal, JUnit, env report, capture, JSON report, CLI, --json) carries
+    a secret."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is needed for exec -a")
+    vllm = spawn([bash, "-c", 'exec -a "$0" sleep 900', TITLE])
+    other = spawn([bash, "-c", 'exec -a "$0" sleep 900', TOKEN_TITLE])
+    wait_for_cmdline(vllm.pid, "SECRET456")
+    wait_for_cmdline(other.pid, TOKEN_TITLE)
+    proc_tree(spark_env.root, 1, 0, ["/sbin/init"], name="init")
+    for pid in (vllm.pid, other.pid):
+        os.symlink(f"/proc/{pid}", spark_env.root / "proc" / str(pid))
+    rows = [f"{vllm.pid}, {TITLE}, 40960", f"{other.pid}, {TOKEN_TITLE}, 2048", "999999, sk-SECRET789abcdefghijkl --x, 1024"]
+    spark_env.doubles.nvml({"init_error": "LibraryNotFound"})
+    spark_env.doubles.tool("nvidia-smi", "#!/bin/sh\n" + "".join(f"echo '{r}'\n" for r in rows))
+    spark_env.doubles.apply(monkeypatch)
+    from every_output import every_output, leaks
+
+    outputs = every_output(pytester, ["--spark-preflight", "--spark-only", "G6"], ["--only", "G6"])
+    assert f"G6 FAIL: 1 other GPU process uncapped or above 0.5: pid {vllm.pid} vLLM" in outputs["pytest -v"]
+    assert "vllm.entrypoints.openai.api_server" in outputs["pytest -v"]
+    assert f"pid {vllm.pid} vLLM" in outputs["cli --json"]
+    assert leaks(outputs, "SECRET456", TOKEN_TITLE, "SECRET789") == []
+    # the reduced command line has no positional argument (the capture keeps nvidia-smi's raw rows)
+    assert leaks({k: v for k, v in outputs.items() if k != "capture.json"}, "--model x") == []

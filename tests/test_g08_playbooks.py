@@ -1,8 +1,11 @@
 """G8 — open issues of NVIDIA/dgx-spark-playbooks, against a real HTTP server
-on 127.0.0.1 serving recorded-shape answers (tests/data/github)."""
+on 127.0.0.1 serving recorded-shape answers (tests/data/github). GITHUB_TOKEN
+goes only over https, so the tests about the token use the server's https
+twin (tests/tlsserver.py)."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
+from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
 from pytest_spark.checks import g08_playbooks as g8
 from pytest_spark.checks.kit import Params
@@ -228,7 +232,8 @@ def test_offline_flag_skips_before_any_request(server: LocalServer) -> None:
 # --------------------------------------------------------------------------- gather() through Machine, real server
 
 
-def test_recorded_answer_over_http_warns_and_sends_the_token(server: LocalServer) -> None:
+def test_recorded_answer_over_https_warns_and_sends_the_token(tls_server: TlsServer) -> None:
+    server = tls_server
     server.answers[ISSUES_PATH] = Answer(body=ISSUES, headers={"X-RateLimit-Remaining": "4999"})
     _, r = run_g8(server, playbook="unsloth")
     assert r.status is Status.WARN, r.line()
@@ -270,7 +275,8 @@ FAULTS = {
             body=RATE_LIMITED,
             headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(RESET)},
         ),
-        "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC; even with GITHUB_TOKEN",
+        # the token is set, and withheld: this server is plain http
+        "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC; GITHUB_TOKEN is set but goes only over https",
     ),
     "429": (
         Answer(
@@ -278,7 +284,7 @@ FAULTS = {
             body=b'{"message": "too many"}',
             headers={"Retry-After": "Fri, 24 Jul 2026 15:00:00 GMT"},
         ),
-        "rate-limited by GitHub (HTTP 429) until 2026-07-24 15:00:00 UTC; even with GITHUB_TOKEN",
+        "rate-limited by GitHub (HTTP 429) until 2026-07-24 15:00:00 UTC; GITHUB_TOKEN is set but goes only over https",
     ),
     "403-forbidden": (
         Answer(status=403, body=b'{"message": "Resource not accessible by personal access token"}'),
@@ -286,7 +292,7 @@ FAULTS = {
     ),
     "401": (
         Answer(status=401, body=b'{"message": "Bad credentials"}'),
-        "GitHub rejected GITHUB_TOKEN (HTTP 401: Bad credentials)",
+        "GitHub answered HTTP 401 (Bad credentials) to a request without credentials",
     ),
     "404": (
         Answer(status=404, body=b'{"message": "Not Found"}'),
@@ -370,8 +376,9 @@ def echo_token_answer() -> Answer:
 
 @pytest.mark.parametrize("served", ["issues", "echo"])
 def test_token_never_appears_in_any_pytest_output(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server: LocalServer, served: str
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tls_server: TlsServer, served: str
 ) -> None:
+    server = tls_server
     server.answers[ISSUES_PATH] = Answer(body=ISSUES) if served == "issues" else echo_token_answer()
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     pytester.makeini("[pytest]\nlog_level = DEBUG\n")
@@ -406,7 +413,8 @@ def test_token_never_appears_in_any_pytest_output(
         assert TOKEN not in content, name
 
 
-def test_token_never_appears_in_cli_output(tmp_path: Path, server: LocalServer) -> None:
+def test_token_never_appears_in_cli_output(tmp_path: Path, tls_server: TlsServer) -> None:
+    server = tls_server
     server.answers[ISSUES_PATH] = echo_token_answer()
     env = dict(os.environ, GITHUB_TOKEN=TOKEN)
     outputs = []
@@ -556,6 +564,18 @@ def test_url_credentials_are_not_sent_in_clear_to_a_remote_host() -> None:
         ("http://user:SECRETPW@127.0.0.1:99999", "Port out of range 0-65535 in 'http://127.0.0.1:99999'"),
         ("http://user:SECRETPW@127.0.0.1:port", "in 'http://127.0.0.1:port'"),
         ("https://user:SECRETPW@", "no host in 'https://'"),
+        # the audit after issue 12: no scheme (urlsplit saw no host, so the password stayed),
+        # a query token behind a bad port, a token in the query of a good URL
+        ("user:SECRETPW@host", "expected an http(s) URL, got 'host'"),
+        (
+            "http://u:SECRETPW@127.0.0.1:99999/path?token=SECRETQ",
+            "Port out of range 0-65535 in 'http://127.0.0.1:99999/path?token=<redacted>'",
+        ),
+        (
+            "https://api.github.com/?access_token=SECRETQ",
+            "a base URL takes no query or fragment ('https://api.github.com/?access_token=<redacted>'); "
+            "put a token in GITHUB_TOKEN",
+        ),
     ],
 )
 def test_a_bad_github_url_is_one_line_without_its_password(
@@ -567,9 +587,100 @@ def test_a_bad_github_url_is_one_line_without_its_password(
     assert proc.stdout == ""
     (line,) = proc.stderr.splitlines()
     assert line.startswith("spark-preflight: error: --github-url: ") and reason in line
-    assert "SECRETPW" not in line and "internal error" not in line
+    assert "SECRET" not in line and "internal error" not in line
     result = pytester.runpytest("--spark-preflight", f"--spark-github-url={url}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = "\n".join(result.outlines + result.errlines)
     assert "--spark-github-url: " in text and reason in text
-    assert "SECRETPW" not in text
+    assert "SECRET" not in text
     assert "Traceback" not in text
+
+
+# --------------------------------------------------------------------------- the audit after issue 12
+
+
+def test_github_token_is_withheld_over_plain_http_and_every_output_says_so(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server: LocalServer
+) -> None:
+    """GITHUB_TOKEN went as a Bearer token to any ``--spark-github-url``, plain
+    ``http://127.0.0.1`` included. Now no Authorization header arrives over
+    http, G8's details say the token was withheld and why, and the token is
+    in no output."""
+    from every_output import every_output, leaks
+
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    outputs = every_output(
+        pytester,
+        ["--spark-preflight", "--spark-only", "G8", f"--spark-github-url={server.url}", "--spark-playbook=vllm"],
+        ["--only", "G8", "--github-url", server.url, "--playbook", "vllm"],
+    )
+    assert len(server.requests_to()) == 5  # one per run: two of pytest, three of the CLI
+    assert all("authorization" not in seen.headers for seen in server.seen)
+    note = f"GITHUB_TOKEN was not sent: {server.url} is plain http, and the token goes only over https"
+    for where in ("cli -v", "junit.xml", "env-report.json", "cli report", "capture.json"):
+        assert note in outputs[where], where
+    assert "github_token = not sent: plain http (GITHUB_TOKEN goes only over https)" in outputs["cli -v"]
+    assert leaks(outputs, TOKEN) == []
+
+
+def test_over_https_the_token_goes_and_the_reasons_say_so(tls_server: TlsServer) -> None:
+    """The FAULTS above run over plain http, where the token stays home; over
+    https it goes, and a rate limit or a 401 names it."""
+    for fault, expected in (
+        ("403-rate-limit", "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC; even with GITHUB_TOKEN"),
+        ("401", "GitHub rejected GITHUB_TOKEN (HTTP 401: Bad credentials)"),
+    ):
+        tls_server.answers[ISSUES_PATH] = FAULTS[fault][0]
+        _, r = run_g8(tls_server, playbook="vllm")
+        assert (r.summary, r.reading("github_token").value) == (expected, "sent")
+
+
+def test_a_query_in_the_base_url_is_joined_and_never_shown(server: LocalServer) -> None:
+    """Settings built in Python skip the option check: the request path was
+    ``/?access_token=SECRETQ/repos/...`` and G8's ``source`` reading (hence
+    the env report) carried the token. The query now follows the path, and
+    only its redacted form is shown."""
+    assert g8.issues_url("https://ghe.example/api/v3/?x=1") == (
+        "https://ghe.example/api/v3/repos/NVIDIA/dgx-spark-playbooks/issues?x=1&state=open&per_page=100"
+    )
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
+    _, r = run_g8(server, token=None, github_url=server.url + "/?access_token=SECRETQ", playbook="nccl")
+    assert r.status is Status.PASS, r.line()
+    (seen,) = server.requests_to()
+    assert seen.path == ISSUES_PATH + "?access_token=SECRETQ&state=open&per_page=100"
+    assert r.reading("source").value == server.url + "/?access_token=<redacted>"
+    assert "SECRETQ" not in json.dumps(r.to_dict())
+
+
+def test_a_secret_quoted_in_an_issue_title_reaches_no_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server: LocalServer
+) -> None:
+    """The last line of defence: G8 quotes issue titles, and people paste
+    their command lines into them. Token-shaped strings, secret flags and the
+    value of a secret variable of this environment are redacted in every
+    output, while the rest of the title stays."""
+    from every_output import every_output, leaks
+
+    monkeypatch.setenv("MY_SERVICE_PASSWORD", "Pl41nW0rdValue")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # a setting: "false" stays readable
+    title = "vLLM: --api-key SECRET999 hf_AbCdEf0123456789XYZ Pl41nW0rdValue, false alarm?"
+    issue = {
+        "number": 7,
+        "title": title,
+        "body": "",
+        "created_at": "2026-01-01T00:00:00Z",
+        "html_url": "https://github.com/NVIDIA/dgx-spark-playbooks/issues/7?token=SECRETQ",
+    }
+    server.answers[ISSUES_PATH] = Answer(body=json.dumps([issue]).encode())
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    outputs = every_output(
+        pytester,
+        ["--spark-preflight", "--spark-only", "G8", f"--spark-github-url={server.url}", "--spark-playbook=vllm"],
+        ["--only", "G8", "--github-url", server.url, "--playbook", "vllm"],
+    )
+    shown = "#7 vLLM: --api-key <redacted> <redacted> <redacted>, false alarm?"
+    for where in ("pytest -v", "cli -v", "env-report.json", "cli report"):
+        assert shown in outputs[where], where
+    assert html.escape(shown, quote=False) in outputs["junit.xml"]
+    assert leaks(outputs, "SECRET999", "hf_AbCdEf0123456789XYZ", "Pl41nW0rdValue", "SECRETQ") == []

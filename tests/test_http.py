@@ -1,5 +1,7 @@
 """probes/http.py against a real server on 127.0.0.1: the token's route,
-the size cap and the deadline, each injected for real."""
+the size cap and the deadline, each injected for real. The token goes only
+over https, so the tests that watch it arrive use the https twin of the
+server (tests/tlsserver.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import time
 
 import pytest
 from localserver import Answer, LocalServer
+from tlsserver import Cert, TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
 from pytest_spark.probes import http
 
@@ -23,15 +26,16 @@ def server():
         yield s
 
 
-def other_loopback_server() -> LocalServer:
-    """A second server on another loopback *host* (127.0.0.2), or skip."""
+def other_loopback_server(cert: Cert) -> LocalServer:
+    """A second https server on another loopback *host* (127.0.0.2), or skip."""
     try:
-        return LocalServer("127.0.0.2")
+        return TlsServer(cert, "127.0.0.2")
     except OSError as exc:
         pytest.skip(f"cannot bind 127.0.0.2 here: {exc}")
 
 
-def test_reads_the_body_and_sends_the_token_to_its_own_origin(server: LocalServer) -> None:
+def test_reads_the_body_and_sends_the_token_to_its_own_origin(tls_server: TlsServer) -> None:
+    server = tls_server
     server.answers[PATH] = Answer(body=b'[{"number": 1}]', headers={"X-RateLimit-Remaining": "59"})
     answer = http.get(server.url + PATH, token=TOKEN, timeout=5)
     assert answer.ok, answer.error
@@ -52,8 +56,9 @@ def test_no_token_no_authorization_header(server: LocalServer) -> None:
     assert "authorization" not in server.seen[0].headers
 
 
-def test_token_is_not_forwarded_on_a_redirect_to_another_host(server: LocalServer) -> None:
-    with other_loopback_server() as elsewhere:
+def test_token_is_not_forwarded_on_a_redirect_to_another_host(tls_server: TlsServer, tls_cert: Cert) -> None:
+    server = tls_server
+    with other_loopback_server(tls_cert) as elsewhere:
         elsewhere.answers[PATH] = Answer(body=b"[]")
         server.answers["/moved"] = Answer(status=302, body=b"", headers={"Location": elsewhere.url + PATH})
         answer = http.get(server.url + "/moved", token=TOKEN, timeout=5)
@@ -63,8 +68,9 @@ def test_token_is_not_forwarded_on_a_redirect_to_another_host(server: LocalServe
         assert "authorization" not in elsewhere.seen[0].headers
 
 
-def test_token_follows_a_redirect_on_the_same_origin(server: LocalServer) -> None:
+def test_token_follows_a_redirect_on_the_same_origin(tls_server: TlsServer) -> None:
     # GitHub answers 301 for a renamed repository, on the same host.
+    server = tls_server
     server.answers["/old"] = Answer(status=301, body=b"", headers={"Location": PATH})
     server.answers[PATH] = Answer(body=b"[]")
     answer = http.get(server.url + "/old", token=TOKEN, timeout=5)
@@ -91,7 +97,7 @@ def test_redirect_loop_ends_with_a_reason(server: LocalServer) -> None:
 def test_plain_http_to_a_non_local_host_does_not_carry_the_token() -> None:
     # .invalid never resolves (RFC 2606): the request fails, but the decision is made first.
     answer = http.get("http://spark-preflight.invalid/x", token=TOKEN, timeout=2)
-    assert answer.token == "not sent: plain http to a non-local host"
+    assert answer.token == http.TOKEN_OVER_HTTP
     assert answer.offline
     assert "cannot resolve spark-preflight.invalid" in (answer.error or "")
 
@@ -138,7 +144,8 @@ def test_the_whole_request_ends_at_the_deadline(server: LocalServer, behaviour: 
     assert elapsed < 3  # bounded: the deadline plus thread teardown, not the server's 10-40 s
 
 
-def test_an_echoed_token_is_scrubbed(server: LocalServer) -> None:
+def test_an_echoed_token_is_scrubbed(tls_server: TlsServer) -> None:
+    server = tls_server
     server.answers[PATH] = Answer(status=401, body=b'{"message": "Bad credentials: {auth}"}', echo_auth=True)
     answer = http.get(server.url + PATH, token=TOKEN, timeout=5)
     assert answer.status == 401
@@ -156,6 +163,16 @@ def test_an_echoed_token_is_scrubbed(server: LocalServer) -> None:
         ("http://u:SECRETPW@127.0.0.1:99999/x", "http://127.0.0.1:99999/x"),
         ("ftp://u:SECRETPW@host/x", "ftp://host/x"),
         ("http://u:p@ss:SECRETPW@host:port", "http://host:port"),
+        # without a scheme urlsplit sees no host, and the userinfo stayed (the audit after issue 12)
+        ("user:SECRETPW@host", "host"),
+        ("user:SECRETPW@host:99999/x", "host:99999/x"),
+        # query and fragment values: the base URL's query is no place for a token, but one is hidden
+        (
+            "http://u:SECRETPW@host:99999/path?token=SECRETQ&x&y=2#access_token=SECRETF",
+            "http://host:99999/path?token=<redacted>&<redacted>&y=<redacted>#<redacted>",
+        ),
+        ("https://ghe.example/api/v3?access_token=SECRETQ", "https://ghe.example/api/v3?access_token=<redacted>"),
+        ("http://[::1", "http://[::1"),
     ],
 )
 def test_redact_url_drops_credentials(url: str, shown: str) -> None:
@@ -182,3 +199,38 @@ def test_proxies_come_from_the_machine_env_and_skip_loopback() -> None:
     assert http._proxies(env, "127.0.0.1") == {}
     assert http._proxies(env, "ghe.internal.example") == {}  # a domain suffix, as curl reads it
     assert http._proxies({"https_proxy": "http://p:1", "NO_PROXY": "*"}, "api.github.com") == {}
+
+
+def test_the_token_goes_only_over_https(server: LocalServer, tls_server: TlsServer) -> None:
+    """GITHUB_TOKEN went as a Bearer token to any ``--spark-github-url``, plain
+    ``http://127.0.0.1`` included: in clear text on the wire, readable by any
+    local process listening there. Over http no Authorization header arrives
+    (the answer says why); over https it does."""
+    for s in (server, tls_server):
+        s.answers[PATH] = Answer(body=b"[]")
+    plain = http.get(server.url + PATH, token=TOKEN, timeout=5)
+    assert plain.ok, plain.error
+    assert plain.token == http.TOKEN_OVER_HTTP == "not sent: plain http (GITHUB_TOKEN goes only over https)"
+    assert "authorization" not in server.seen[0].headers
+    secure = http.get(tls_server.url + PATH, token=TOKEN, timeout=5)
+    assert secure.ok and secure.token == "sent", secure.error
+    assert tls_server.seen[0].headers["authorization"] == f"Bearer {TOKEN}"
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("user:SECRETPW@host", "expected an http(s) URL, got 'host'"),
+        ("http://u:SECRETPW@host:99999/path?token=SECRETQ", "Port out of range 0-65535 in 'http://host:99999/path?token=<redacted>'"),
+        (
+            "https://api.github.com/?access_token=SECRETQ",
+            "a base URL takes no query or fragment ('https://api.github.com/?access_token=<redacted>'); "
+            "put a token in GITHUB_TOKEN",
+        ),
+        ("https://api.github.com/#SECRETF", "a base URL takes no query or fragment ('https://api.github.com/#<redacted>'); put a token in GITHUB_TOKEN"),
+        ("https://api.github.com/?", None),
+        ("https://ghe.example/api/v3/", None),
+    ],
+)
+def test_check_url_never_quotes_a_secret(url: str, why: str | None) -> None:
+    assert http.check_url(url) == why

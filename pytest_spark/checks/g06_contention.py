@@ -29,7 +29,6 @@ no NVIDIA GPU (whatever the process names), or nothing could be surveyed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +46,7 @@ from pytest_spark.probes.gpu_programs import (  # noqa: F401 - re-exported for o
     program_of,
     reduce_cmdline,
 )
+from pytest_spark.redact import program_word, scrub
 
 GIB = 1 << 30
 #: a process of another pid namespace or one that vanished
@@ -142,7 +142,9 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]]:
     Header lines, empty lines, ``[N/A]`` memory and short lines are
     tolerated; a leading ``GPU-…`` uuid column (as in nvidia-smi-query_1.txt,
     a GB10's ``--query-compute-apps=gpu_uuid,pid,process_name,used_memory``)
-    is skipped. The process name is kept by file name only.
+    is skipped. The process name is kept by file name only (of its first
+    word: nvidia-smi shows a process title, ``exec -a``'s or setproctitle's
+    whole command line, as the name).
     """
     out: list[dict[str, Any]] = []
     for line in text.splitlines():
@@ -158,7 +160,7 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]]:
             used_bytes = None
         if used_bytes is not None and used_bytes < 0:
             used_bytes = None
-        name = os.path.basename(",".join(cols[1:-1]))
+        name = program_word(",".join(cols[1:-1]))
         out.append({"pid": int(cols[0]), "used": used_bytes, "type": "compute", "gpu": "0", "name": name})
     return out
 
@@ -178,7 +180,7 @@ def _process_table(ctx: CheckContext, facts: Facts) -> None:
             {
                 "pid": int(p["pid"]),
                 "ppid": p.get("ppid"),
-                "name": str(p.get("name") or ""),
+                "name": scrub(str(p.get("name") or "")),  # comm: 15 characters of a title
                 "cmd": reduce_cmdline(cmdline),
                 "rss_bytes": p.get("rss_bytes"),
                 "self": bool(p.get("self")),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
 from pytest_spark.model import Result, Status, one_line
@@ -44,7 +45,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 
 def issues_url(base: str) -> str:
-    return f"{base.rstrip('/')}/repos/{REPO}/issues?{QUERY}"
+    """The issue list under ``base`` (``https://ghe.example/api/v3``).
+
+    The option check refuses a base URL with a query, but a Settings built in
+    Python skips it: a query there stays a query (``…/issues?x=1&state=…``),
+    never a piece of the path (``/?x=1/repos/…``)."""
+    parts = urlsplit(base)
+    path = f"{parts.path.rstrip('/')}/repos/{REPO}/issues"
+    query = "&".join(q for q in (parts.query, QUERY) if q)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
 @dataclass
@@ -303,9 +312,11 @@ def _skip_reason(f: Facts) -> str | None:
             until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
         else:
             until = ""
-        who = "even with GITHUB_TOKEN" if a.get("token") == "sent" else "set GITHUB_TOKEN for a higher limit"
-        return f"rate-limited by GitHub (HTTP {status}){until}; {who}"
+        return f"rate-limited by GitHub (HTTP {status}){until}; {_token_words(a)}"
     if status == 401:
+        if a.get("credentials") != "sent" and a.get("token") != "sent":
+            said = f" ({message})" if message else ""
+            return f"GitHub answered HTTP 401{said} to a request without credentials"
         who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
         return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
     if status == 404:
@@ -320,6 +331,15 @@ def _skip_reason(f: Facts) -> str | None:
     if not a:
         return "GitHub lookup did not run"
     return None
+
+
+def _token_words(a: dict[str, Any]) -> str:
+    """What a rate limit says about the token: sent, withheld (plain http), or unset."""
+    if a.get("token") == "sent":
+        return "even with GITHUB_TOKEN"
+    if a.get("token") == http.TOKEN_OVER_HTTP:
+        return "GITHUB_TOKEN is set but goes only over https"
+    return "set GITHUB_TOKEN for a higher limit"
 
 
 def _skip_headline(f: Facts) -> str:
@@ -345,6 +365,8 @@ def _readings(f: Facts, out: Findings) -> None:
     if remaining is not None and _int(remaining) is not None:
         out.read("rate_limit_remaining", _int(remaining))
     out.read("github_token", a.get("token", "not set"))
+    if a.get("token") == http.TOKEN_OVER_HTTP:
+        out.note(f"GITHUB_TOKEN was not sent: {f.source} is plain http, and the token goes only over https")
     if a.get("credentials", "none") != "none":
         out.read("url_credentials", a.get("credentials"))
     if a.get("duration_s") is not None:

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_spark.redact import program_word, split_title
+
 MAX_BYTES = 1 << 20  # 1 MiB: a config larger than this is not a config
 MAX_DEPTH = 64
 MAX_NODES = 200_000
@@ -63,6 +65,12 @@ SKIP_DIRS = {
     "lightning_logs",
     "checkpoints",
 }
+#: a test run's own records, never a job's configs: Allure results (``--alluredir`` default
+#: name) and the report ``allure generate`` writes
+REPORT_DIRS = {"allure-results", "allure-report"}
+#: allure-pytest's files, in whatever folder ``--alluredir`` names: ``<uuid>-result.json``,
+#: ``<uuid>-container.json``, ``<uuid>-attachment.<ext>``
+REPORT_FILE = re.compile(r".+-(?:result|container)\.json|.+-attachment(?:\.[\w-]+)?", re.IGNORECASE)
 SKIP_FILES = {
     "package.json",
     "package-lock.json",
@@ -534,13 +542,36 @@ class Scan:
     skipped_dirs: int = 0
     unreadable: int = 0
     limit: str | None = None
+    #: test-report folders and files skipped (see :func:`report_output`)
+    skipped_reports: int = 0
+    #: where they were: ``allure-results/``, ``out/al/`` (relative to the root, first few)
+    report_places: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def skip_report(self, folder: str) -> None:
+        self.skipped_reports += 1
+        place = os.path.relpath(folder, self.root).replace(os.sep, "/").rstrip("/.") + "/"
+        if place not in self.report_places and len(self.report_places) < 5:
+            self.report_places.append("./" if place == "/" else place)
+
 
 def _is_venv(path: str) -> bool:
     return os.path.exists(os.path.join(path, "pyvenv.cfg"))
+
+
+def report_output(path: str, is_dir: bool) -> bool:
+    """A test run's own output, not a config: an Allure results or report folder,
+    pytest-html's ``assets`` folder (its ``style.css`` and the tests' extras,
+    ``<test id>_0_0.json``), or an allure-pytest file in a folder with another name.
+    With a few hundred tests these would fill the search's file cap before the
+    job's own config is reached (issue 11). JUnit XML and the HTML page never
+    match the search's suffixes; JSON reports are recognized by content."""
+    name = os.path.basename(path)
+    if is_dir:
+        return name in REPORT_DIRS or (name == "assets" and os.path.isfile(os.path.join(path, "style.css")))
+    return REPORT_FILE.fullmatch(name) is not None
 
 
 def find_configs(
@@ -553,7 +584,8 @@ def find_configs(
 ) -> Scan:
     """YAML/JSON/TOML files under ``root``, breadth first, skipping VCS and
     hidden folders, virtual environments (any folder with ``pyvenv.cfg``),
-    ``node_modules``, caches, build output, test suites and run records.
+    ``node_modules``, caches, build output, test suites, run records and test
+    reports (:func:`report_output`, counted in ``skipped_reports``).
     Symlinked folders are not followed (no loops)."""
     scan = Scan(root=str(root))
     queue: list[tuple[str, int]] = [(str(root), 0)]
@@ -578,6 +610,9 @@ def find_configs(
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 scan.unreadable += 1
+                continue
+            if report_output(entry.path, is_dir):
+                scan.skip_report(entry.path if is_dir else folder)
                 continue
             if is_dir:
                 if (
@@ -624,6 +659,9 @@ def read_found(
         sources.append(src)
     if too_big:
         notes.append(f"{too_big} found file(s) over {max_bytes / 1e6:.1f} MB not read (data, not configs)")
+    if scan.skipped_reports:
+        places = ", ".join(scan.report_places)
+        notes.append(f"test reports not read as configs (Allure, pytest-html): {places}")
     return sources, notes
 
 
@@ -636,7 +674,7 @@ def process_sources(processes: Iterable[dict[str, Any]], own_pid: int | None = N
     """
     out: list[Source] = []
     for p in processes:
-        argv = [str(a) for a in p.get("cmdline") or []]
+        argv = split_title(p.get("cmdline") or [])  # a title (exec -a) holds the flags in argv[0]
         if not argv or p.get("pid") == own_pid:
             continue
         text = " ".join(argv[:64])
@@ -646,7 +684,7 @@ def process_sources(processes: Iterable[dict[str, Any]], own_pid: int | None = N
         if not findings:
             continue
         # name and the flags found only: a full command line may carry secrets (--api-key ...)
-        name = str(p.get("name") or "") or os.path.basename(argv[0]) or "?"
+        name = str(p.get("name") or "") or program_word(argv[0]) or "?"
         kind = "launcher" if p.get("self") else "process"
         role = "serving" if serving_marker(" ".join(argv[:64])) else None
         out.append(Source(name=f"pid {p.get('pid')} ({name})", kind=kind, findings=findings, role=role))

@@ -7,7 +7,9 @@ command line a check may record). A full command line can carry secrets
 (``vllm serve m --api-key SECRET``, ``--hf_token hf_…``), and G6's facts are
 written to reports and captures, so only the program, a known subcommand and
 the cap flags in :data:`READ_FLAGS` ever leave the process table: the reduced
-command line classifies exactly like the full one (a test asserts it).
+command line classifies exactly like the full one (a test asserts it). A
+process title (``setproctitle``, ``exec -a``: the whole command line in
+argv[0]) is split into its words first, everywhere here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from pytest_spark.redact import program_word, split_title
 
 #: text that only our own probe children carry in their ``python -c`` source
 PROBE_MARK = "Prologue of every probe child"
@@ -66,6 +70,7 @@ def program_of(cmdline: Sequence[str]) -> Program:
     Console scripts run through their shebang, so ``/proc`` shows the
     interpreter first; the script's file name is the program.
     """
+    cmdline = split_title(cmdline)
     if not cmdline:
         return Program("", None, None, ())
     exe = os.path.basename(cmdline[0])
@@ -120,13 +125,14 @@ def reduce_cmdline(cmdline: Sequence[str]) -> list[str]:
     --gpu-memory-utilization=0.9]``: the interpreter and program by file
     name, a ``-m`` module, a known subcommand, and the flags of
     :data:`READ_FLAGS` (last value wins, as argparse does). ``python -c``
-    source is replaced by ``…``.
+    source is replaced by ``…``. The program's own word is shown only as
+    :func:`~pytest_spark.redact.program_word` (a token there is redacted).
     """
-    cmd = [str(a) for a in cmdline]
+    cmd = split_title(cmdline)
     if not cmd:
         return []
     p = program_of(cmd)
-    out = [os.path.basename(cmd[0])]
+    out = [program_word(cmd[0])]
     if p.module is not None:
         out += ["-m", p.module]
     elif p.code:
@@ -210,6 +216,7 @@ def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | Non
     The rule is deliberately bounded: program and module names the projects
     document, plus Python scripts whose file name says train/finetune/sft.
     """
+    cmdline = split_title(cmdline)
     if not cmdline:
         return None
     p = program_of(cmdline)

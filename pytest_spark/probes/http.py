@@ -5,10 +5,12 @@ Why not ``requests``: one GET a run does not justify a dependency, and
 
 * **the secret.** ``GITHUB_TOKEN`` goes out as an *unredirected* header, so
   urllib never copies it onto a redirect; our redirect handler adds it back
-  only when the redirect stays on the same scheme, host and port. Over plain
-  ``http://`` it is sent only to a loopback host (a local mirror or a test
-  server). It never enters an answer, an error text or a log: every string
-  leaving this module has the token scrubbed, even one a server echoed back.
+  only when the redirect stays on the same scheme, host and port. It goes
+  only over https: over plain ``http://`` (a loopback host too: any local
+  process may listen there) it stays home, and the answer says so. It never
+  enters an answer, an error text or a log: every string leaving this module
+  has the token scrubbed, even one a server echoed back. A URL is shown only
+  through :func:`redact_url` (no userinfo, no query or fragment values).
 * **time.** ``urlopen(timeout=)`` bounds each socket operation, not the
   request: a server that trickles one byte a second, or a DNS lookup that
   hangs, would outlive it. The request runs in a daemon thread; at the
@@ -57,6 +59,9 @@ KEEP_HEADERS = (
     "x-github-request-id",
 )
 SCRUBBED = "[GITHUB_TOKEN]"
+REDACTED = "<redacted>"
+#: the answer's ``token`` when GITHUB_TOKEN was set but the URL is plain http
+TOKEN_OVER_HTTP = "not sent: plain http (GITHUB_TOKEN goes only over https)"
 
 
 @dataclass
@@ -102,20 +107,27 @@ def _split_netloc(netloc: str) -> tuple[str, str]:
 
 
 def redact_url(url: str) -> str:
-    """Drop ``user:password@`` from a URL before it is shown anywhere.
+    """A URL as it may be shown: no ``user:password@``, no query or fragment values.
 
-    Works on any text, however malformed (a port of 99999, a bad scheme): a
-    URL is redacted before it is validated, so an error message that quotes
-    it never carries its password.
+    Works on any text, however malformed (a port of 99999, a bad scheme, no
+    scheme at all: ``user:pw@host``, where :func:`urlsplit` sees no host and
+    would keep the password): a URL is redacted before it is validated, so
+    an error message that quotes it never carries a secret. Query values
+    (``?access_token=…``) and the fragment are secrets as often as not.
     """
-    try:
-        parts = urlsplit(str(url))
-    except ValueError:
-        return "<unparseable URL>"
-    userinfo, hostport = _split_netloc(parts.netloc)
-    if not userinfo:
-        return str(url)
-    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    text = str(url)
+    scheme, sep, rest = text.partition("://")
+    head = scheme + sep if sep else ""
+    if not sep:
+        rest = text
+    cut = min([i for i in (rest.find(c) for c in "/?#") if i >= 0] or [len(rest)])
+    hostport = rest[:cut].rpartition("@")[2]
+    path, hash_, fragment = rest[cut:].partition("#")
+    path, question, query = path.partition("?")
+    if question:
+        pairs = [p.partition("=") for p in query.split("&")]
+        query = "&".join(f"{k}={REDACTED}" if eq else (REDACTED if k else "") for k, eq, _ in pairs)
+    return f"{head}{hostport}{path}{question}{query}{hash_}{REDACTED if fragment else ''}"
 
 
 def credentials(url: str) -> tuple[str, tuple[str, str] | None]:
@@ -137,7 +149,7 @@ def check_url(text: str) -> str | None:
     """Why ``text`` is not a usable http(s) base URL (None: it is).
 
     Parses the port here, so 99999 is a reason and not a crash later; the
-    reason never quotes the credentials."""
+    reason quotes the URL only through :func:`redact_url`."""
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -149,6 +161,10 @@ def check_url(text: str) -> str | None:
         return f"no host in {redact_url(text)!r}"
     if port == 0:
         return f"port 0 in {redact_url(text)!r}"
+    if parts.query or parts.fragment:
+        # a query would have to be kept through the path join and into every
+        # request line, proxy log and redirect; GitHub took no token there since 2021
+        return f"a base URL takes no query or fragment ({redact_url(text)!r}); put a token in GITHUB_TOKEN"
     return None
 
 
@@ -360,8 +376,8 @@ def get(
     """GET ``url`` within ``timeout`` seconds in all; never raises.
 
     ``token`` (if any) goes in ``Authorization: Bearer`` to ``url``'s own
-    origin only, and only over https or to a loopback host; ``user:pass@``
-    in the URL goes the same way as ``Authorization: Basic`` instead.
+    origin only, and only over https; ``user:pass@`` in the URL goes as
+    ``Authorization: Basic`` instead, over https or to a loopback host.
     """
     shown = redact_url(url)
     start = time.monotonic()
@@ -374,7 +390,7 @@ def get(
         return HttpAnswer(url=shown, error=f"not an http(s) URL: {shown}")
 
     answer = HttpAnswer(url=shown)
-    token_header, secrets = _authorization(answer, token, basic, safe=scheme == "https" or is_loopback(host))
+    token_header, secrets = _authorization(answer, token, basic, https=scheme == "https", local=is_loopback(host))
     tracker = _Tracker()
     box: dict[str, HttpAnswer] = {}
     worker = threading.Thread(
@@ -408,13 +424,16 @@ def get(
 
 
 def _authorization(
-    answer: HttpAnswer, token: str | None, basic: tuple[str, str] | None, *, safe: bool
+    answer: HttpAnswer, token: str | None, basic: tuple[str, str] | None, *, https: bool, local: bool
 ) -> tuple[tuple[str, str] | None, list[str]]:
     """The one ``Authorization`` header (or None) and the secrets to scrub.
 
     Credentials in the URL (``http://user:pass@mirror``) are the user's
-    choice for that host and win over ``GITHUB_TOKEN``; either is sent only
-    over https or to a loopback host, never in clear text across a network.
+    choice for that host and win over ``GITHUB_TOKEN``; they go over https
+    or to a loopback host, never in clear text across a network.
+    ``GITHUB_TOKEN`` comes from the environment, not from the URL the user
+    typed, so it goes only over https: a plain-http "mirror" on 127.0.0.1 is
+    whatever local process holds that port.
     """
     secrets = [s for s in (token, *(basic or ())) if s]
     if basic is not None:
@@ -422,15 +441,15 @@ def _authorization(
         secrets.append(raw)
         if token:
             answer.token = "not sent: the URL's own credentials are used"
-        if not safe:
+        if not (https or local):
             answer.credentials = "not sent: plain http to a non-local host"
             return None, secrets
         answer.credentials = "sent"
         return ("Authorization", f"Basic {raw}"), secrets
     if not token:
         return None, secrets
-    if not safe:
-        answer.token = "not sent: plain http to a non-local host"
+    if not https:
+        answer.token = TOKEN_OVER_HTTP
         return None, secrets
     answer.token = "sent"
     return ("Authorization", f"Bearer {token}"), secrets
@@ -472,32 +491,12 @@ def _fetch(
     resp: Any = None
     try:
         try:
-            resp = opener.open(req, timeout=timeout)
+            # each socket operation may take a little longer than the whole request: the
+            # deadline in get() ends it first and says so, not a racing socket timeout
+            resp = opener.open(req, timeout=timeout + 1.0)
         except urllib.error.HTTPError as err:
             resp = err  # 4xx/5xx: still an answer, with headers and a body
-        answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
-        answer.reason = str(getattr(resp, "reason", "") or "")[:200]
-        answer.headers = _keep_headers(getattr(resp, "headers", None))
-        answer.redirects = list(redirects.hops)
-        length = answer.headers.get("content-length", "")
-        if answer.status is not None and 300 <= answer.status < 400:
-            why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
-            if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
-                why = answer.reason
-            answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
-        elif length.isdigit() and int(length) > max_bytes:
-            answer.too_large = True
-            answer.error = f"{host} announced {int(length) / MIB:.1f} MiB, over the {max_bytes / MIB:g} MiB cap; not read"
-        else:
-            raw, too_large = _read_capped(resp, max_bytes, tracker)
-            answer.body_bytes = len(raw)
-            if too_large:
-                answer.too_large = True
-                answer.error = (
-                    f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
-                )
-            else:
-                answer.body = raw.decode("utf-8", errors="replace")
+        _read_answer(answer, resp, redirects, host, max_bytes, tracker)
     except urllib.error.URLError as exc:
         answer.error, answer.offline = describe_oserror(exc, host)
     except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -515,3 +514,33 @@ def _fetch(
             except Exception:
                 pass
     box["answer"] = answer
+
+
+def _read_answer(
+    answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str, max_bytes: int, tracker: _Tracker
+) -> None:
+    """Fill ``answer`` from an opened response (a 4xx/5xx too): status,
+    kept headers, and the body unless it is a refused redirect or over the cap."""
+    answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
+    answer.reason = str(getattr(resp, "reason", "") or "")[:200]
+    answer.headers = _keep_headers(getattr(resp, "headers", None))
+    answer.redirects = list(redirects.hops)
+    length = answer.headers.get("content-length", "")
+    if answer.status is not None and 300 <= answer.status < 400:
+        why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
+        if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
+            why = answer.reason
+        answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
+    elif length.isdigit() and int(length) > max_bytes:
+        answer.too_large = True
+        answer.error = f"{host} announced {int(length) / MIB:.1f} MiB, over the {max_bytes / MIB:g} MiB cap; not read"
+    else:
+        raw, too_large = _read_capped(resp, max_bytes, tracker)
+        answer.body_bytes = len(raw)
+        if too_large:
+            answer.too_large = True
+            answer.error = (
+                f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
+            )
+        else:
+            answer.body = raw.decode("utf-8", errors="replace")

@@ -16,14 +16,16 @@ would have given. The file is JSON, gzip-compressed when its name ends in
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_spark import __version__
+from pytest_spark.model import SHORT_WIDTH, Result, Status
 
 SCHEMA = "pytest_spark.capture"
 VERSION = 1
@@ -130,6 +132,46 @@ def check(doc: Any, where: str = "capture") -> dict[str, Any]:
     if not isinstance(doc.get("checks"), dict):
         raise CaptureError(f"{where}: capture has no \"checks\" table")
     return doc
+
+
+def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
+    """That check's SKIP when the capture's facts do not have exactly the
+    fields of this version's ``Facts`` (``None`` when they do).
+
+    A field left out would take its default (a verdict silently changed: G9's
+    PASS became a WARN) or none at all (G3 "crashed", with a text asking for a
+    bug report); a field this version does not know was read by a check that
+    decides differently. Either way the capture was written by another
+    version of the check than the one deciding now: say so and which field,
+    and decide nothing from it.
+    """
+    fields = [f.name for f in dataclasses.fields(kind)]
+    missing = [name for name in fields if name not in facts]
+    unknown = [str(name) for name in facts if name not in fields]
+    if not missing and not unknown:
+        return None
+    made_by = (doc.get("tool") or {}).get("version", "?")
+    origin = f"(schema {doc.get('schema_version', '?')}, written by {made_by})"
+    again = "capture again with this version"
+
+    def what(short: bool) -> str:
+        parts = [f"lack {_names(missing, short)}"] if missing else []
+        parts += [f"have unknown {_names(unknown, short)}"] if unknown else []
+        return " and ".join(parts)
+
+    summary = f"capture's {check_id} facts {what(False)} {origin}; {again}"
+    headline = f"capture's {check_id} facts {what(True)}; {again}"
+    fits = len(f"{check_id} SKIP: {summary}") <= SHORT_WIDTH
+    details = [f"missing fact: {name}" for name in missing] + [f"unknown fact: {name}" for name in unknown]
+    return Result(check_id, Status.SKIP, summary, details=details, headline="" if fits else headline)
+
+
+def _names(names: Sequence[str], short: bool) -> str:
+    """``'a', 'b', 'c'`` (all of them), or for the short line ``'a' (+2 more)``."""
+    from pytest_spark.checks.kit import plus_more
+
+    quoted = [f"'{name}'" for name in names]
+    return plus_more(quoted[0], len(quoted)) if short else ", ".join(quoted)
 
 
 class ReplayMachine:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pytest_spark import catalog, early
+from pytest_spark import catalog, early, redact
 from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.model import Result, Status
 from pytest_spark.probes.child import ChildResult
@@ -196,9 +196,13 @@ class Engine:
     # ------------------------------------------------------------------ running
 
     def run(self, check_id: str) -> Result:
-        """Run one check (once per run; later calls read the stored result)."""
+        """Run one check (once per run; later calls read the stored result).
+
+        The stored result has been through :func:`redact.outgoing`: every
+        output (terminal, JUnit, reports, ``--json``) reads it from here."""
         data = self.machine.store.get_or_compute(
-            f"result:{check_id}", lambda: self._run_uncached(check_id).to_dict()
+            f"result:{check_id}",
+            lambda: redact.outgoing(self.machine.env)(self._run_uncached(check_id).to_dict()),
         )
         return Result.from_dict(data)
 
@@ -259,6 +263,11 @@ class Engine:
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
         if isinstance(entry.get("facts"), Mapping) and hasattr(module, "FACTS"):
+            from pytest_spark.capture import facts_mismatch
+
+            mismatch = facts_mismatch(check_id, module.FACTS, entry["facts"], self.replay)
+            if mismatch is not None:  # another version's facts: say so, decide nothing from them
+                return mismatch
             return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
         if isinstance(entry.get("result"), Mapping):  # recorded without facts: the recorded result
             return Result.from_dict(entry["result"])
@@ -295,11 +304,14 @@ def describe_crash(exc: BaseException) -> str:
 def crashed(check_id: str, exc: BaseException | str) -> Result:
     """A check that raised: its FAIL, never an exception into pytest."""
     what = exc if isinstance(exc, str) else describe_crash(exc)
+    kind = what.split(":", 1)[0] if isinstance(exc, str) else type(exc).__name__
+    named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
     return Result(
         check_id,
         Status.FAIL,
         f"the check itself crashed ({what}), so nothing was verified",
         "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
-        headline="the check itself crashed, so nothing was verified",
+        # the short line names the exception; -v, JUnit and the reports carry where it was raised
+        headline=f"the check itself crashed{named}, so nothing was verified",
         short_fix="report it to pytest-dgx-spark",
     )

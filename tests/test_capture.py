@@ -280,3 +280,39 @@ def test_planted_secrets_never_reach_the_capture(tmp_path: Path, monkeypatch: py
     for name, secret in SECRETS.items():
         assert secret not in text, name
         assert secret not in proc.stdout + proc.stderr, name
+
+
+@pytest.mark.parametrize("name", ["spark.json.gz", "spark.json"])
+def test_pytest_capture_writes_a_file_the_cli_replays_to_the_same_lines(
+    tmp_path: Path, pytester: pytest.Pytester, name: str
+) -> None:
+    """``pytest --spark-preflight --spark-capture PATH``: the plugin's capture
+    (gzip when the name ends in ``.gz``) replays in ``spark-preflight --replay``
+    to the lines and verdict the pytest run reported."""
+    target = tmp_path / name
+    report = tmp_path / "env-report.json"
+    proc = subprocess.run(
+        [*PYTEST_CHILD, "--spark-preflight", "--spark-offline", f"--spark-capture={target}", f"--spark-report={report}"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,  # not pytester's HOME: the capture writes the home folder as /home/<user>
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    raw = target.read_bytes()
+    assert (raw[:2] == b"\x1f\x8b") is name.endswith(".gz")
+    doc = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
+    assert doc["schema"] == capture.SCHEMA and set(doc["checks"]) == {f"G{n}" for n in range(1, 11)}
+    printed = lines(proc)  # the pytest run's terminal lines: ten short G-lines and the verdict
+    assert len(printed) == 11 and printed[-1].startswith("verdict: "), proc.stdout
+    short = subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--replay", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+        env=bare_env(),
+    )
+    assert short.stderr == "" and lines(short) == printed
+    full = cli("--replay", str(target), cwd=tmp_path, env=bare_env())  # -v: the whole lines
+    assert lines(full)[:10] == json.loads(report.read_text())["lines"]

@@ -3,7 +3,9 @@ to the lines their runs printed.
 
 ``h200-*.json.gz`` were made on an NVIDIA H200 (driver 580, torch 2.11.0+cu130)
 by ``benchmarks/gpu_captures.sh``; each ``.lines`` file is what that run
-printed there, exit code included. ``gb10-public-healthy.json.gz`` is a capture
+printed there, exit code included (``h200-cu12.lines``' G1 line is that
+finding in this version's words: the default line now names the library not
+found and the fix). ``gb10-public-healthy.json.gz`` is a capture
 of the GB10 double, whose answers are what DGX Spark owners posted (its
 ``built_from`` key lists the files; ``make_gb10_public.py`` rebuilds it).
 """
@@ -13,9 +15,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,8 +73,21 @@ def test_h200_captures_hold_what_their_runs_saw() -> None:
 def test_the_gb10_capture_names_its_sources_and_reads_ready() -> None:
     doc = json.loads(gzip.decompress((CAPTURES / "gb10-public-healthy.json.gz").read_bytes()))
     assert doc["host"]["gpu"] == "NVIDIA GB10" and doc["profile"] == "gb10"
-    root = CAPTURES.parent.parent.parent
-    assert doc["built_from"] and all((root / f).is_file() for f in doc["built_from"])
+    # the host is a Spark's as posted (torch_arch_list_2.txt's uname), not the machine that built it
+    spark = {"arch": "aarch64", "kernel": "6.17.0-1021-nvidia", "hostname": "not recorded", "os": "not recorded"}
+    assert {k: doc["host"][k] for k in spark} == spark
+    assert doc["probes"]["identity"] == doc["host"]
+    # each source is named as the public capture it is, with where it was posted
+    gb10 = CAPTURES.parent / "gb10"
+    public = [e for e in doc["built_from"] if e["file"].startswith("gb10-public/")]
+    assert len(public) == 8 and len(doc["built_from"]) == 9
+    for entry in public:
+        copy = gb10 / entry["file"].removeprefix("gb10-public/")
+        header = copy.read_text().splitlines()[0]  # the copy's "# source: ..." line
+        repo = re.match(r"https://github\.com/([\w.-]+/[\w.-]+)", entry["source"])
+        assert (repo.group(1) if repo else "repository path was not recorded") in header, entry
+    assert (CAPTURES.parent / doc["built_from"][0]["file"].removeprefix("tests/data/")).is_file()
+    assert "shared/" not in json.dumps(doc["built_from"]) and "not a real Spark" in doc["note"]
     out, code = replay(CAPTURES / "gb10-public-healthy.json.gz")
     assert out.splitlines()[-1] == "verdict: ready (7 PASS, 3 INFO)" and code == 0
 
@@ -79,3 +97,59 @@ def test_other_thresholds_change_a_recorded_verdict() -> None:
     G4 warns from the same recorded samples."""
     out, _ = replay(CAPTURES / "h200-load.json.gz", "--only", "G4", "--threshold", "g4_hot_c=50")
     assert out.startswith("G4 WARN"), out
+
+
+#: for each check, a fact whose absence changed the line before replays checked
+#: the facts' fields: G3 crashed ("report this to pytest-dgx-spark"), G9 went
+#: PASS to WARN, G7 to SKIP "no NVIDIA GPU", G4 and G5 lost their readings
+DROPPED = {
+    "G1": "scan",
+    "G2": "fa",
+    "G3": "meminfo",
+    "G4": "devices",
+    "G5": "bus_width_bits",
+    "G6": "gpu_totals",
+    "G7": "devices",
+    "G8": "offline_flag",
+    "G9": "dockerenv",
+    "G10": "sources",
+}
+
+
+def edited(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    doc = capture.load(CAPTURES / "h200-healthy.json.gz")
+    change(doc)
+    target = tmp_path / "edited.json"
+    target.write_text(json.dumps(doc))
+    return target
+
+
+def test_facts_missing_a_field_skip_that_check_and_say_so(tmp_path: Path) -> None:
+    """A capture whose facts lack a field this version reads: each check says
+    which one and why, instead of a crash report or a silently changed verdict."""
+
+    def drop(doc: dict[str, Any]) -> None:
+        for cid, key in DROPPED.items():
+            del doc["checks"][cid]["facts"][key]
+
+    out, code = replay(edited(tmp_path, drop))
+    g_lines = out.splitlines()[:10]
+    for cid, line in zip(DROPPED, g_lines, strict=True):
+        assert line.startswith(
+            f"{cid} SKIP: capture's {cid} facts lack '{DROPPED[cid]}' (schema 1, written by 0.1.0)"
+        ), line
+        assert line.endswith("capture again with this version"), line
+    assert "crashed" not in out and "report" not in out
+    assert out.splitlines()[-1] == "verdict: ready-with-warnings (10 SKIP)" and code == 0
+
+
+def test_facts_with_an_unknown_field_skip_that_check_and_say_so(tmp_path: Path) -> None:
+    def add(doc: dict[str, Any]) -> None:
+        doc["checks"]["G9"]["facts"]["from_the_future"] = True
+
+    out, _ = replay(edited(tmp_path, add), "--only", "G9,G3")
+    assert out.splitlines()[:2] == [
+        "G3 INFO: MemAvailable 125.4 of 125.8 GiB; no workload declared",
+        "G9 SKIP: capture's G9 facts have unknown 'from_the_future' (schema 1, written by 0.1.0);"
+        " capture again with this version",
+    ]

@@ -37,7 +37,9 @@ class ConfigError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2 (argparse's code too)
-        self.exit(EXIT_USAGE, f"spark-preflight: error: {message}\n")
+        from pytest_spark.redact import scrub  # argparse quotes unknown arguments: `--token ghp_…`
+
+        self.exit(EXIT_USAGE, f"spark-preflight: error: {scrub(message)}\n")
 
 
 EXIT_CODES = (
@@ -45,7 +47,10 @@ EXIT_CODES = (
     ("1", "a check FAILed, or the verdict is blocked (a WARN under --strict)"),
     ("2", "could not run: a bad option or value, an unreadable config or capture, an unwritten report"),
     ("128+N", "stopped by signal N (130: Ctrl-C, 143: SIGTERM); probes are killed first"),
+    ("141", "the output was closed early (spark-preflight -v | head -1); nothing said"),
 )
+#: 128 + SIGPIPE: the shell's code for a program stopped by a closed pipe
+EXIT_PIPE = 128 + signal.SIGPIPE
 
 
 def _number(value: float) -> str:
@@ -182,7 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a kill of our process group never reaches them).
     install_signal_handlers()
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe must show here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         print(f"spark-preflight: interrupted by {signal_name(signum)}; probes stopped", file=sys.stderr)
@@ -192,6 +201,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     finally:
         restore_signal_handlers()
+
+
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (``| head -1``): no error of ours.
+
+    Python's own advice (the ``signal`` module's notes on SIGPIPE): point
+    stdout at devnull, so the flush at exit does not fail a second time,
+    and leave quietly, with the code a shell gives a program SIGPIPE stopped."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout file descriptor: nothing will flush to it
+        pass
+    return EXIT_PIPE
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -223,6 +247,11 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"spark-preflight: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
+    ignored = options.replay_ignores(
+        [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
+    )
+    if settings.replay is not None and ignored:
+        print(f"spark-preflight: note: {ignored}", file=sys.stderr)
     engine = _engine(settings)
     if isinstance(engine, str):
         print(f"spark-preflight: error: {engine}", file=sys.stderr)

@@ -101,8 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
             )
         ignored = options_without_preflight(config)
-        if ignored:
-            config.issue_config_time_warning(pytest.PytestConfigWarning(ignored), stacklevel=2)
+        if ignored:  # one line at the end of the run, not a warnings-summary entry with our source line
+            config.pluginmanager.register(OneLine(f"warning: {ignored}"), "dgx_spark_ignored_options")
         return
     clash = pyspark_plugin_clash()
     if clash:
@@ -169,11 +169,20 @@ def options_without_preflight(config: pytest.Config) -> str | None:
     given = [o.flag for o in options.OPTIONS if getattr(config.option, o.dest, None) is not None]
     if not given:
         return None
-    verb = "does" if len(given) == 1 else "do"
-    return (
-        f"{', '.join(given)} given without --spark-preflight (or spark_preflight_enabled = true): "
-        f"the spark preflight does not run and {verb} nothing"
-    )
+    return f"{', '.join(given)} ignored: no check runs without --spark-preflight (or spark_preflight_enabled = true)"
+
+
+class OneLine:
+    """Registered on a plain run that was given ``--spark-*`` options: says
+    so in one line of the terminal summary. A ``PytestConfigWarning`` took
+    three (where it was raised in this plugin, the message, that source line)
+    under a "warnings summary" heading; this one is visible under ``-q`` too."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_line(self.line, yellow=True)
 
 
 def value_taken_as_test_path(config: pytest.Config) -> str | None:

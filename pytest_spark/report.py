@@ -15,12 +15,45 @@ from pathlib import Path
 from typing import Any
 
 from pytest_spark import __version__, catalog
-from pytest_spark.model import SCHEMA, Result, Verdict, verdict
+from pytest_spark.model import SCHEMA, Result, Verdict, verdict, verdict_line
 
 
 def ordered(results: Iterable[Result]) -> list[Result]:
     by_id = {r.check_id: r for r in results}
     return [by_id[c] for c in catalog.IDS if c in by_id]
+
+
+def run_verdict(
+    results: Iterable[Result], *, strict: bool, not_run: Mapping[str, str] | None = None
+) -> Verdict:
+    """The verdict over the checks that ran; a check that did not run (its
+    test deselected, a collection error) verified nothing, so the run is at
+    best ``ready-with-warnings`` (the seed's rule for checks that could not run)."""
+    v = verdict(results, strict=strict)
+    if not_run and v is Verdict.READY:
+        return Verdict.READY_WITH_WARNINGS
+    return v
+
+
+def verdict_text(
+    results: list[Result], *, strict: bool, not_run: Mapping[str, str] | None = None
+) -> str:
+    """The terminal's verdict line, counting the checks that did not run:
+    ``verdict: ready-with-warnings (1 INFO, 9 not run)``."""
+    line = verdict_line(results, strict=strict)
+    if not not_run:
+        return line
+    _, sep, tail = line.partition(" (")
+    tally = tail[:-1] + ", " if sep else ""
+    return f"verdict: {run_verdict(results, strict=strict, not_run=not_run).value} ({tally}{len(not_run)} not run)"
+
+
+def checks_entry(results: Iterable[Result], not_run: Mapping[str, str] | None = None) -> dict[str, str]:
+    """env-report's ``checks``: each check's seed value, and ``"not run: …"``
+    for an enabled check that did not run, in G1..G10 order."""
+    values = {r.check_id: r.seed_value() for r in results}
+    values.update({cid: f"not run: {why}" for cid, why in (not_run or {}).items()})
+    return {cid: values[cid] for cid in catalog.IDS if cid in values}
 
 
 def platform_name(host: Mapping[str, Any] | None) -> str:
@@ -50,13 +83,14 @@ def run_block(
     host: Mapping[str, Any] | None,
     settings: Mapping[str, Any] | None = None,
     profile: str | None = None,
+    not_run: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The versioned block for pytest-json-report and ``spark-preflight --json``."""
     rs = ordered(results)
-    return {
+    block = {
         "schema": SCHEMA,
         "tool": {"name": "pytest-dgx-spark", "version": __version__},
-        "verdict": verdict(rs, strict=strict).value,
+        "verdict": run_verdict(rs, strict=strict, not_run=not_run).value,
         "strict": strict,
         "profile": profile,
         "host": dict(host or {}),
@@ -64,6 +98,9 @@ def run_block(
         "lines": [r.line() for r in rs],
         "options": dict(settings or {}),
     }
+    if not_run:
+        block["not_run"] = {cid: f"not run: {why}" for cid, why in not_run.items()}
+    return block
 
 
 def env_report(
@@ -74,17 +111,19 @@ def env_report(
     workload_gb: float | None = None,
     settings: Mapping[str, Any] | None = None,
     profile: str | None = None,
+    not_run: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """``env-report.json`` in the seed's schema (platform, checks, headroom_gb,
-    verdict) plus our own keys (schema, readings, host, timings, lines)."""
+    verdict) plus our own keys (schema, readings, host, timings, lines).
+    ``not_run``: enabled checks that did not run, with why (see :func:`run_verdict`)."""
     rs = ordered(results)
-    v = verdict(rs, strict=strict)
+    v = run_verdict(rs, strict=strict, not_run=not_run)
     headroom = headroom_gb(rs)
     if workload_gb is not None and headroom is not None and headroom < workload_gb:
         v = Verdict.BLOCKED
     return {
         "platform": platform_name(host),
-        "checks": {r.check_id: r.seed_value() for r in rs},
+        "checks": checks_entry(rs, not_run),
         "headroom_gb": headroom,
         "verdict": v.value,
         "schema": SCHEMA,
@@ -210,14 +249,18 @@ def node_properties(fingerprints: list[dict[str, Any]]) -> list[tuple[str, str]]
 
 
 def suite_properties(
-    results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None
+    results: Iterable[Result],
+    *,
+    strict: bool,
+    host: Mapping[str, Any] | None,
+    not_run: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     """``<testsuite><properties>``: verdict, host identity, per-check data."""
     rs = ordered(results)
     props: list[tuple[str, str]] = [
         ("spark.schema", SCHEMA),
         ("spark.version", __version__),
-        ("spark.verdict", verdict(rs, strict=strict).value),
+        ("spark.verdict", run_verdict(rs, strict=strict, not_run=not_run).value),
     ]
     for key, value in (host or {}).items():
         if value is not None:
@@ -252,6 +295,7 @@ def write_run_files(
     profile: str,
     store_items: Callable[[], Mapping[str, Any]],
     env: Mapping[str, str],
+    not_run: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Write ``--spark-report`` and ``--spark-capture``, the one writer of
     both for the plugin and the CLI. Returns one line per file: where it was
@@ -269,6 +313,7 @@ def write_run_files(
             workload_gb=settings.workload_gb,
             settings=settings.to_dict(),
             profile=profile,
+            not_run=not_run,
         )
         fingerprints = fleet_nodes(items)
         if fingerprints and str(env.get("RANK", "0") or "0") == "0":  # rank 0 writes the merged report

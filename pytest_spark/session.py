@@ -45,7 +45,7 @@ import pytest
 
 from pytest_spark import catalog, report
 from pytest_spark.engine import Engine
-from pytest_spark.model import PreflightResults, Result, Status, verdict, verdict_line
+from pytest_spark.model import PreflightResults, Result, Status, verdict
 from pytest_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.store import MemoryStore, SharedStore
@@ -163,6 +163,10 @@ class SparkPreflight:
         self.is_worker = hasattr(config, "workerinput")
         self.results: dict[str, Result] = {}
         self.host: dict[str, Any] = {}
+        #: the checks this run is to check: --spark-only's, or those named as node ids
+        self.enabled: list[str] = list(settings.selected)
+        #: the enabled checks whose tests are still selected once every
+        #: deselection (-k, -m, --deselect, --lf) is done; set when collection finishes
         self.selected: list[str] = list(settings.selected)
         self._engine: Engine | None = None
         self._store_dir: str | None = None
@@ -175,7 +179,10 @@ class SparkPreflight:
         #: checks run without their item (all deselected, asked by the gate or
         #: the fixture): why, and whether a worker already sent them on
         self.outside_reason: str | None = None
+        self.outside_ids: set[str] = set()
         self._outside: list[Result] = []
+        #: the run's exit status as pytest_sessionfinish saw it (for "why not run")
+        self._exitstatus: int = pytest.ExitCode.OK
         self._outside_sent = False
         #: the capture being replayed (``--spark-replay``), loaded once by pytest_configure
         self.replay: dict[str, Any] | None = replay
@@ -192,6 +199,9 @@ class SparkPreflight:
         from pytest_spark import report_plugins  # pytest-html, Allure, -r WARN lines, reruns
 
         report_plugins.register(config, self)
+        if not self.is_worker:
+            self.short_failures = _ShortFailures()
+            config.pluginmanager.register(self.short_failures, "dgx_spark_short_failures")
 
     # ------------------------------------------------------------------ engine
 
@@ -216,13 +226,18 @@ class SparkPreflight:
                 from pytest_spark.capture import ReplayMachine
 
                 machine: Any = ReplayMachine(self.replay)
-                self._engine = Engine(self.settings, machine, self.selected, replay=self.replay)
+                self._engine = Engine(self.settings, machine, self.engine_ids(), replay=self.replay)
                 return self._engine
             store = self.store()
             machine = Machine(timeout=self.settings.timeout, store=store)
             shared = isinstance(store, SharedStore)
-            self._engine = Engine(self.settings, machine, self.selected, background=not shared)
+            self._engine = Engine(self.settings, machine, self.engine_ids(), background=not shared)
         return self._engine
+
+    def engine_ids(self) -> list[str]:
+        """The checks this process may run: every enabled one under the gate
+        (it needs them all), else the selected ones (all enabled when none is)."""
+        return self.enabled if self.settings.gate else (self.selected or self.enabled)
 
     def store_items(self) -> dict[str, Any]:
         """Every probe answer and fact of the run, from whichever process made it."""
@@ -271,6 +286,7 @@ class SparkPreflight:
             self.requested = take_check_args(self.config, self.settings.only)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+        self.enabled = list(self.requested or self.settings.selected)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -300,8 +316,18 @@ class SparkPreflight:
             if self._saved_keyword is not None:
                 config.option.keyword = self._saved_keyword
                 self._saved_keyword = None
-            self.selected = [i.spec.id for i in items if isinstance(i, SparkCheckItem)]
-            self._collected = True
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which checks run is known only now: --lf's wrapper deselects after
+        ours has finished (so taking ``items`` there said 10 selected checks
+        while --lf had dropped them all)."""
+        self.collection_finished([item.nodeid for item in session.items])
+
+    def collection_finished(self, nodeids: Iterable[str]) -> None:
+        """The checks among the run's final node ids (here, or every xdist worker's)."""
+        ids = set(nodeids)
+        self.selected = [cid for cid in catalog.IDS if f"{FILE_NAME}::{cid}" in ids]
+        self._collected = True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> pytest.CollectReport | None:
@@ -314,20 +340,23 @@ class SparkPreflight:
 
     # ------------------------------------------------------------------ running
 
-    def results_view(self, asker: str = "the spark_preflight fixture") -> PreflightResults:
-        """Results of the selected checks (all enabled ones when a ``-k`` left
-        none of the ten selected), computed once and shared with the items.
+    def results_view(
+        self, asker: str = "the spark_preflight fixture", ids: Iterable[str] | None = None
+    ) -> PreflightResults:
+        """Results of ``ids`` (default: the selected checks, all enabled ones
+        when none is selected), computed once and shared with the items.
 
-        Checks run here without their item are still this run's results: the
-        terminal section, the reports and the exit code show them
-        (``asker`` says who needed them)."""
-        ids = self.selected or list(self.settings.selected)
-        results = self.engine.run_many(ids)
-        if not self.selected and not self._outside:
-            self._outside = list(results)
+        Checks run here without their item (deselected by -k, -m, --deselect
+        or --lf) are still this run's results: the terminal section, the
+        reports and the exit code show them (``asker`` says who needed them)."""
+        wanted = list(ids) if ids is not None else (self.selected or self.enabled)
+        results = self.engine.run_many(wanted)
+        outside = [r for r in results if r.check_id not in self.selected]
+        if outside and not self._outside:
+            self._outside = outside
             self.outside_reason = asker
             if not self.is_worker:
-                self._record_outside([r.to_dict() for r in results], asker)
+                self._record_outside([r.to_dict() for r in outside], asker)
         return PreflightResults(results, strict=self.settings.strict)
 
     def _record_outside(self, data: list[dict[str, Any]], asker: str) -> None:
@@ -337,6 +366,7 @@ class SparkPreflight:
         for entry in data:
             result = Result.from_dict(entry)
             if result.check_id not in self.results:
+                self.outside_ids.add(result.check_id)
                 self.results[result.check_id] = result
                 self.config.hook.pytest_spark_preflight_result(config=self.config, result=result)
 
@@ -344,7 +374,7 @@ class SparkPreflight:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if not self.settings.gate or isinstance(item, SparkCheckItem):
             return
-        failed = self.results_view("--spark-gate").failed
+        failed = self.results_view("--spark-gate", self.enabled).failed  # the gate needs every enabled check
         if failed:
             also = f" (also {', '.join(failed[1:])})" if len(failed) > 1 else ""
             reason = f"spark preflight {failed[0]} failed{also}"
@@ -419,6 +449,7 @@ class SparkPreflight:
             host=self.host,
             settings=self.settings.to_dict(),
             profile=self._profile_label(),
+            not_run=self.not_run(),
         )
 
     def _profile_label(self) -> str:
@@ -434,7 +465,9 @@ class SparkPreflight:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
+        self._exitstatus = int(session.exitstatus)
         results = report.ordered(self.results.values())
+        not_run = self.not_run()
         if self._gate_blocked_a_green_run(results, session.exitstatus):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         try:
@@ -444,64 +477,102 @@ class SparkPreflight:
         except ImportError:  # pragma: no cover - pytest without junitxml
             xml = None
         if xml is not None and results:
-            props = report.suite_properties(results, strict=self.settings.strict, host=self.host)
+            props = report.suite_properties(results, strict=self.settings.strict, host=self.host, not_run=not_run)
             if str(os.environ.get("RANK", "0") or "0") == "0":  # rank 0 speaks for every node
                 props += report.node_properties(report.fleet_nodes(self.store_items()))
             for name, value in props:
                 xml.add_global_property(name, value)
-        notes = report.write_run_files(
-            self.settings,
-            results,
-            host=self.host,
-            profile=self._profile_label(),
-            store_items=self.store_items,
-            env=os.environ,
-        )
-        self._report_note = "\n".join(notes)
-        self.config.hook.pytest_spark_preflight_finished(
-            config=self.config, results=results, verdict=verdict(results, strict=self.settings.strict).value
-        )
+        if not self.config.option.collectonly:  # --co runs nothing by design: no report claims a verdict
+            notes = report.write_run_files(
+                self.settings,
+                results,
+                host=self.host,
+                profile=self._profile_label(),
+                store_items=self.store_items,
+                env=os.environ,
+                not_run=not_run,
+            )
+            self._report_note = "\n".join(notes)
+        v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run)
+        self.config.hook.pytest_spark_preflight_finished(config=self.config, results=results, verdict=v.value)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if not self.is_worker:
+            self.short_failures.restore(terminalreporter)
         if self.is_worker or config.option.collectonly:
             return
         results = report.ordered(self.results.values())
+        not_run = self.not_run()
         tr = terminalreporter
         tr.write_sep("=", "spark preflight", bold=True)
         if not results:
             tr.write_line(self.why_none_ran(exitstatus))
         elif self.outside_reason:
-            tr.write_line(f"their tests deselected, these checks ran for {self.outside_reason}:")
-        colors = {
-            Status.PASS: {"green": True},
-            Status.INFO: {"cyan": True},
-            Status.WARN: {"yellow": True},
-            Status.SKIP: {"yellow": False},
-            Status.FAIL: {"red": True, "bold": True},
-        }
+            tr.write_line(self._outside_line(results))
         verbose = config.get_verbosity() > 0
         for result in results:
             # one short line each by default; -v gives the whole line (and -rA/JUnit/JSON the details)
-            tr.write_line(result.line() if verbose else result.short_line(), **colors[result.status])
+            tr.write_line(result.line() if verbose else result.short_line(), **COLORS[result.status])
         if results:
-            line = verdict_line(results, strict=self.settings.strict)
-            v = verdict(results, strict=self.settings.strict)
-            markup = (
-                {"red": True, "bold": True}
-                if v.value == "blocked"
-                else ({"yellow": True} if v.value == "ready-with-warnings" else {"green": True})
-            )
-            tr.write_line(line, **markup)
+            for why, ids in _grouped(not_run):
+                tr.write_line(f"{', '.join(ids)} not run: {why}", yellow=True)
+        v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run)
+        markup = {"red": True, "bold": True} if v.value == "blocked" else (
+            {"yellow": True} if v.value == "ready-with-warnings" else {"green": True}
+        )
+        tr.write_line(report.verdict_text(results, strict=self.settings.strict, not_run=not_run), **markup)
         note = getattr(self, "_report_note", None)
         if note:
             tr.write_line(note)
 
+    def _outside_line(self, results: list[Result]) -> str:
+        """Which checks ran without their test, and for whom."""
+        outside = [r.check_id for r in results if r.check_id in self.outside_ids]
+        if len(outside) == len(results):
+            return f"their tests deselected, these checks ran for {self.outside_reason}:"
+        tests = "its test" if len(outside) == 1 else "their tests"
+        return f"{', '.join(outside)}: {tests} deselected, run for {self.outside_reason}"
+
     def _gate_blocked_a_green_run(self, results: list[Result], exitstatus: int) -> bool:
-        """The gate ran the checks without their tests (``-k`` deselected them)
-        and they block: the run is not green, though no test failed."""
+        """The gate ran checks without their tests (deselected by -k, -m,
+        --deselect or --lf) and they block: the run is not green, though no
+        test failed."""
         if not (self.settings.gate and self.outside_reason) or exitstatus != pytest.ExitCode.OK:
             return False
         return verdict(results, strict=self.settings.strict).value == "blocked"
+
+    def not_run(self) -> dict[str, str]:
+        """Each enabled check without a result, with why: env-report lists it
+        (``"not run: …"``), the terminal says it, and the verdict is never
+        ``ready`` while a check went unverified."""
+        return {cid: self._why_not_run(cid) for cid in self.enabled if cid not in self.results}
+
+    def _why_not_run(self, check_id: str) -> str:
+        if self._collect_errors:
+            return "collection error"
+        if not self._collected:
+            return "the run stopped before collection finished"
+        if check_id not in self.selected:
+            how = self.deselected_by()
+            return f"deselected ({how})" if how else "deselected"
+        if self._exitstatus == pytest.ExitCode.INTERRUPTED:
+            return "the run was interrupted"
+        return "the run stopped before it"
+
+    def deselected_by(self) -> str:
+        """The selection options of this run (``-k one_step, --lf``): what
+        deselected a check that has no test in it."""
+        opt = self.config.option
+        found = []
+        keyword = self._saved_keyword or getattr(opt, "keyword", "")
+        if keyword:
+            found.append(f"-k {keyword}")
+        if getattr(opt, "markexpr", ""):
+            found.append(f"-m {opt.markexpr}")
+        for dest, flag in (("deselect", "--deselect"), ("lf", "--lf"), ("stepwise", "--sw")):
+            if getattr(opt, dest, None):
+                found.append(flag)
+        return ", ".join(found)
 
     def why_none_ran(self, exitstatus: int) -> str:
         """The terminal's line when no check has a result: say what happened."""
@@ -513,7 +584,8 @@ class SparkPreflight:
         if self._collected and self.selected:
             return f"no preflight check ran: the run stopped before its {len(self.selected)} selected checks"
         if self._collected or self._xdist is not None:
-            return "no preflight check ran (all deselected)"
+            how = self.deselected_by()
+            return f"no preflight check ran (all deselected: {how})" if how else "no preflight check ran (all deselected)"
         return "no preflight check ran: the run stopped before collection finished"
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -527,6 +599,83 @@ class SparkPreflight:
             self._xdist.reap()
         if self._store_dir is not None:
             shutil.rmtree(self._store_dir, ignore_errors=True)
+
+
+COLORS: dict[Status, dict[str, bool]] = {
+    Status.PASS: {"green": True},
+    Status.INFO: {"cyan": True},
+    Status.WARN: {"yellow": True},
+    Status.SKIP: {"yellow": False},
+    Status.FAIL: {"red": True, "bold": True},
+}
+
+
+def _grouped(not_run: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """``{check: why}`` as ``[(why, [checks])]``, in check order."""
+    groups: dict[str, list[str]] = {}
+    for cid in catalog.IDS:
+        if cid in not_run:
+            groups.setdefault(not_run[cid], []).append(cid)
+    return list(groups.items())
+
+
+def full_text_wanted(config: pytest.Config) -> bool:
+    """``-v`` or ``-rA``: a check's whole text, details and readings on the terminal."""
+    return config.get_verbosity() > 0 or "A" in str(getattr(config.option, "reportchars", "") or "")
+
+
+def _is_check_failure(rep: Any) -> bool:
+    return (
+        getattr(rep, "when", None) == "call"
+        and bool(getattr(rep, "spark_result", None))
+        and str(getattr(rep, "nodeid", "")).startswith(f"{FILE_NAME}::")
+    )
+
+
+class _ShortFailures:
+    """The default terminal says a check's FAIL once: its short line in the
+    spark preflight section (issue 11: a FAIL's text was printed four times,
+    in bodies of 330+ characters with every detail and reading).
+
+    Without ``-v``/``-rA``, the check failures leave pytest's FAILURES
+    section (held back while pytest writes it), and the short test summary
+    lists them by id, pointing at the section. The reports themselves are
+    untouched, and JUnit, JSON, html and Allure were written from them
+    already (at session finish, before any terminal summary)."""
+
+    def __init__(self) -> None:
+        self._held: list[Any] | None = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> Generator[None, None, None]:
+        stats = terminalreporter.stats
+        failed = stats.get("failed") or []
+        if not full_text_wanted(config) and any(_is_check_failure(r) for r in failed):
+            self._held = list(failed)
+            stats["failed"] = [r for r in failed if not _is_check_failure(r)]
+        try:
+            return (yield)
+        finally:
+            self.restore(terminalreporter)
+
+    def restore(self, terminalreporter: Any) -> None:
+        """Put the held failures back (called once pytest's FAILURES section
+        is written), each check's as a one-line pointer for the short summary."""
+        if self._held is None:
+            return
+        held, self._held = self._held, None
+        terminalreporter.stats["failed"] = [_pointer(r) if _is_check_failure(r) else r for r in held]
+
+
+def _pointer(rep: Any) -> Any:
+    """A copy of a check's failed report whose message points at the section."""
+    import copy
+
+    cid = str(rep.nodeid).rpartition("::")[2]
+    spec = catalog.BY_ID.get(cid)
+    short = copy.copy(rep)
+    short.longrepr = f"{spec.title if spec else cid}: see the spark preflight section"
+    return short
 
 
 def take_check_args(config: pytest.Config, only: tuple[str, ...] = ()) -> list[str] | None:
@@ -581,6 +730,12 @@ class _XdistController:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[STORE_KEY] = self.plugin.store_dir()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """The controller collects nothing: a worker's final node ids say
+        which checks were selected."""
+        self.plugin.collection_finished(ids)
 
     def workers(self) -> list[int]:
         """Live worker pids: announced in the store folder and children of ours."""

@@ -153,3 +153,54 @@ def test_credentials_in_the_github_url_never_reach_the_report(tmp_path: Path) ->
     assert proc.returncode == 0
     assert "s3cr3t" not in proc.stdout + proc.stderr + (tmp_path / "r.json").read_text()
     assert json.loads(proc.stdout)["options"]["github-url"] == "https://ghe.example/api/v3"
+
+
+# --------------------------------------------------------------------------- robustness (issue 11)
+
+
+def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
+    """``spark-preflight -v | head -1`` ended in "internal error
+    (BrokenPipeError)", exit 2. A reader that closes the pipe is no error of
+    ours: nothing on stderr, and 141 (128 + SIGPIPE), what the shell reports
+    for a program SIGPIPE stopped."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_spark.cli", "-v", "--offline", "--only", "G3,G4,G6,G9"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
+
+
+def test_absurd_durations_are_refused_at_once(tmp_path: Path) -> None:
+    """``--thermal-seconds 1e12 --timeout 3`` was accepted and ran until killed."""
+    # G3 only: were the value accepted, this run would still end (with G4, never)
+    proc = cli("--thermal-seconds", "1e12", "--timeout", "3", "--only", "G3", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["spark-preflight: error: --thermal-seconds: must be <= 3600, got '1e12'"]
+
+
+def test_gathering_options_on_a_replay_say_they_do_nothing(tmp_path: Path) -> None:
+    """A replay decides from the capture's facts: options that change what is
+    gathered cannot change them, and one line says so; deciding options
+    (--workload-gb, thresholds) still apply, silently."""
+    captures = Path(__file__).resolve().parent / "data" / "captures"
+    proc = cli(
+        "--replay", str(captures / "h200-healthy.json.gz"), "--only", "G3,G4", "--intrusive",
+        "--thermal-seconds", "5", "--workload-gb", "10", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stderr.splitlines() == [
+        "spark-preflight: note: --intrusive, --thermal-seconds have no effect on a replay: "
+        "the capture's facts were gathered by the run that made it"
+    ]
+    assert proc.stdout.startswith("G3 ")
+    plain = cli("--replay", str(captures / "h200-healthy.json.gz"), "--only", "G3", "--workload-gb", "10", cwd=tmp_path)
+    assert plain.stderr == ""

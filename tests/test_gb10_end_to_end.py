@@ -4,7 +4,7 @@ The double sits at the machine-probe boundary (``tests/doubles/spark_scene.py``)
 NVML answers as ``NVIDIA GB10`` with capability (12, 1), memory
 ``NotSupported``, power limit ``N/A`` and working per-process memory; the one
 torch child reports ``2.11.0+cu130`` with the stock cu130 arch list
-``['sm_80','sm_90','sm_100','sm_110','sm_120','compute_120']``; ``/proc/meminfo``
+``['sm_80','sm_90','sm_100','sm_110','sm_120']`` (no sm_121, no PTX); ``/proc/meminfo``
 is a 121.7 GiB Spark holding 17 GiB of page cache; the site-packages hold real
 gcc-built ELF files linked against stub CUDA runtimes; a real sleeping
 process stands in for a vLLM server; G8 asks a real HTTP server on
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
+from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
 from doubles import elfkit
 from doubles.spark_scene import (
@@ -91,7 +92,7 @@ def ready_lines(vllm_pid: int) -> list[str]:
 def blocked_lines(vllm_pid: int) -> list[str]:
     """What the owner of a broken Spark reads (see :func:`blocked_spark`)."""
     return [
-        "G1 FAIL: flash-attn 2.7.4.post1: CUDA 12 build, torch is CUDA 13; fix: pip uninstall flash-attn; reinstall "
+        "G1 FAIL: flash-attn 2.7.4.post1: flash_attn_2_cuda.so: libcudart.so.12 not found; fix: reinstall flash-attn "
         "for CUDA 13",
         "G2 FAIL: flash-attn 2.7.4.post1 does not import: libcudart.so.12 not found; fix: pip uninstall flash-attn",
         "G3 WARN: workload 100 GiB fits only after dropping 17.2 GiB of page cache…; fix: drop the page cache between "
@@ -287,21 +288,33 @@ def test_a_blocked_spark_prints_these_fail_lines_through_plugin_and_cli(
     assert plugin.parseoutcomes() == {"failed": 3, "passed": 2, "warned": 5}
     # each FAIL is reported by its G-line alone (pytest.fail(pytrace=False)), never a traceback
     assert_clean(plugin_text, plugin.stderr.str(), cli.stderr)
+    # by default each FAIL is said once, in the section; the short summary points there
     fails = blocked_fail_lines(vllm)
-    assert [failure_message(plugin.outlines, ln.split(" ", 1)[0]) for ln in fails] == fails
+    for line in fails:
+        cid = line.split(" ", 1)[0]
+        assert [ln for ln in plugin.outlines if ln.startswith(f"{cid} FAIL")] == [
+            next(e for e in expected if e.startswith(f"{cid} FAIL"))
+        ]
+        assert any(ln.startswith(f"FAILED spark_preflight::{cid} - ") for ln in plugin.outlines)
+    # under -rA each FAIL's report is its whole G-line alone (pytest.fail(pytrace=False)), never a traceback
+    full = run_plugin(pytester, monkeypatch, scene, args, "-rA")
+    assert [failure_message(full.outlines, ln.split(" ", 1)[0]) for ln in fails] == fails
 
 
 def test_the_token_appears_in_no_output_of_a_full_run(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     scene: Scene,
-    server: LocalServer,
+    tls_server: TlsServer,
     tmp_path: Path,
 ) -> None:
     """GITHUB_TOKEN is sent to the API and written nowhere: terminal (verbose,
     with every report section), JUnit XML with system-out, env-report.json,
     pytest-json-report, and spark-preflight's stdout, stderr, --json and
-    --report, all from one scene."""
+    --report, all from one scene. The token goes only over https, so
+    the server here is the https one."""
+    server = tls_server
+    server.answers[ISSUES_PATH] = Answer(body=ISSUES)
     args, _ = ready_spark(scene, pytester.path)
     scene.env_vars["GITHUB_TOKEN"] = TOKEN
     out = tmp_path / "out"

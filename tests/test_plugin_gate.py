@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -83,3 +85,61 @@ def test_session_fixture_without_the_flag_skips(pytester: pytest.Pytester) -> No
     pytester.makepyfile(test_train="def test_uses_results(spark_preflight): pass")
     result = pytester.runpytest("-rs")
     result.stdout.fnmatch_lines(["SKIPPED*--spark-preflight*"])
+
+
+# --------------------------------------------------------------------------- every way a check gets deselected
+
+#: ways a user deselects the G3 check while test_train_one_step stays selected
+DESELECTIONS = {
+    "-k": ["-k", "one_step"],
+    "-m": ["-m", "not spark_memory"],
+    "--deselect": ["--deselect", "spark_preflight::G3"],
+    "--lf": ["--lf"],
+}
+
+
+@pytest.mark.parametrize("how", list(DESELECTIONS))
+def test_gate_agrees_with_itself_however_its_check_is_deselected(
+    pytester: pytest.Pytester, how: str
+) -> None:
+    """Issue 11: with ``--lf`` the skip reason said G3 failed while the terminal
+    said no check ran, env-report said ``ready`` with no checks and the exit
+    code was 0. The gate runs the checks it needs whatever deselected their
+    tests (-k, -m, --deselect, --lf) and all four say G3 FAILed."""
+    pytester.makepyfile(test_train="def test_train_one_step(): assert False")
+    base = ("-p", "no:randomly", "--spark-preflight", "--spark-only", "G3")
+    if how == "--lf":  # the user's test failed last time, the check passed: --lf runs the test alone
+        first = pytester.runpytest(*base)
+        assert first.parseoutcomes() == {"failed": 1, "passed": 1, "deselected": 9}
+    result = pytester.runpytest(
+        *base, "--spark-gate", "--spark-workload-gb", "500", "--spark-report", "env.json", "-rs",
+        *DESELECTIONS[how],
+    )  # fmt: skip
+    out = result.stdout.str()
+    assert result.parseoutcomes()["skipped"] == 1, out
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] test_train.py:1: spark preflight G3 failed"])
+    assert "no preflight check ran" not in out
+    result.stdout.fnmatch_lines(["*these checks ran for --spark-gate*", "G3 FAIL: *", "verdict: blocked *"])
+    doc = json.loads((pytester.path / "env.json").read_text())
+    assert doc["verdict"] == "blocked"
+    assert list(doc["checks"]) == ["G3"] and doc["checks"]["G3"].startswith("fail: ")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_gate_needs_every_enabled_check_when_some_are_deselected(pytester: pytest.Pytester, user_tests) -> None:
+    """``-k "G9 or one_step"`` keeps G9's test; the gate still decides on G3
+    too (run for it, said so), so a FAIL there skips the user's test."""
+    result = pytester.runpytest(
+        "-p", "no:randomly", "--spark-preflight", "--spark-gate", "--spark-only", "G3,G9",
+        "--spark-workload-gb", "500", "--spark-report", "env.json", "-k", "G9 or one_step", "-rs",
+    )  # fmt: skip
+    outcomes = result.parseoutcomes()
+    # deselected: the 8 checks --spark-only leaves out, G3 (-k) and test_eval (-k)
+    assert outcomes["skipped"] == 1 and outcomes["deselected"] == 10, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["G3: its test deselected, run for --spark-gate", "G3 FAIL: *", "G9 PASS: *", "verdict: blocked *",
+         "SKIPPED [[]1] test_train.py:1: spark preflight G3 failed"]
+    )  # fmt: skip
+    doc = json.loads((pytester.path / "env.json").read_text())
+    assert doc["verdict"] == "blocked" and list(doc["checks"]) == ["G3", "G9"]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED

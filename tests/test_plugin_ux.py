@@ -85,18 +85,74 @@ def test_env_report_fail_carries_its_text(pytester: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------- why no check ran
 
 
+def not_run_report(pytester: pytest.Pytester, name: str = "env.json") -> dict:
+    """The env-report of a run in which no check ran: all ten listed as not run, never ``ready``."""
+    doc = json.loads((pytester.path / name).read_text())
+    assert doc["verdict"] == "ready-with-warnings", doc
+    assert list(doc["checks"]) == IDS
+    return doc
+
+
 def test_collection_error_is_not_called_all_deselected(pytester: pytest.Pytester) -> None:
+    """A user file that fails to import: the terminal and env-report both say
+    the checks did not run because collection failed (nothing was verified)."""
     pytester.makepyfile(test_broken="import a_module_that_is_not_installed_anywhere")
-    result = pytester.runpytest(*NORANDOM, "--spark-preflight")
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--spark-report", "env.json")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "all deselected" not in out
-    result.stdout.fnmatch_lines(["no preflight check ran: collection failed (1 error), so no test ran"])
+    result.stdout.fnmatch_lines(
+        [
+            "no preflight check ran: collection failed (1 error), so no test ran",
+            "verdict: ready-with-warnings (10 not run)",
+        ]
+    )
+    doc = not_run_report(pytester)
+    assert set(doc["checks"].values()) == {"not run: collection error"}
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_all_deselected_by_m_is_not_ready(pytester: pytest.Pytester, user_tests, xdist: list[str]) -> None:
+    """``-m x`` selects nothing (exit 5): env-report used to say ``ready``
+    with no checks while the terminal said no check ran."""
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--spark-report", "env.json", "-m", "x", *xdist)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(
+        ["no preflight check ran (all deselected: -m x)", "verdict: ready-with-warnings (10 not run)"]
+    )
+    assert "verdict: ready " not in result.stdout.str()
+    doc = not_run_report(pytester)
+    assert set(doc["checks"].values()) == {"not run: deselected (-m x)"}
 
 
 def test_all_deselected_still_says_so(pytester: pytest.Pytester, user_tests) -> None:
-    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "-k", "one_step")
-    result.stdout.fnmatch_lines(["no preflight check ran (all deselected)"])
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "-k", "one_step", "--spark-report", "env.json")
+    result.stdout.fnmatch_lines(["no preflight check ran (all deselected: -k one_step)"])
+    assert set(not_run_report(pytester)["checks"].values()) == {"not run: deselected (-k one_step)"}
+
+
+def test_some_deselected_are_listed_as_not_run(pytester: pytest.Pytester, user_tests) -> None:
+    """``-k G3``: G3 ran, the nine others were not checked; env-report and the
+    terminal list them, and the verdict is not ``ready``."""
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "-k", "G3", "--spark-report", "env.json")
+    result.stdout.fnmatch_lines(
+        [
+            "G3 INFO: *",
+            "G1, G2, G4, G5, G6, G7, G8, G9, G10 not run: deselected (-k G3)",
+            "verdict: ready-with-warnings (1 INFO, 9 not run)",
+        ]
+    )
+    doc = json.loads((pytester.path / "env.json").read_text())
+    assert doc["verdict"] == "ready-with-warnings" and list(doc["checks"]) == IDS
+    assert doc["checks"]["G3"].startswith("info: ") and doc["checks"]["G10"] == "not run: deselected (-k G3)"
+
+
+def test_collect_only_writes_no_env_report(pytester: pytest.Pytester, user_tests) -> None:
+    """``--co`` runs nothing by design: no env-report claims a verdict."""
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--co", "--spark-report", "env.json")
+    assert result.ret == pytest.ExitCode.OK
+    assert not (pytester.path / "env.json").exists()
+    assert "env report written" not in result.stdout.str()
 
 
 # --------------------------------------------------------------------------- options without the flag
@@ -110,19 +166,23 @@ def pytest_unconfigure(config):
 """
 
 
-def test_spark_options_without_the_preflight_warn_in_one_line(pytester: pytest.Pytester) -> None:
-    """A CI line that forgets --spark-preflight is told so; the run stays
-    light (the settings module is not imported to find out)."""
+@pytest.mark.parametrize("quiet", [[], ["-q"]], ids=["default", "-q"])
+def test_spark_options_without_the_preflight_warn_in_one_line(pytester: pytest.Pytester, quiet: list[str]) -> None:
+    """A CI line that forgets --spark-preflight is told so in one line (it
+    took three: this plugin's file and line, the message, that source line);
+    the run stays light (the settings module is not imported to find out)."""
     pytester.makeconftest(RECORDER)
     pytester.makepyfile(test_x="def test_x(): pass")
-    result = pytester.runpytest_subprocess(*NORANDOM, "--spark-gate", "--spark-report=env.json")
-    result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*--spark-gate, --spark-report given without --spark-preflight "
-            "(or spark_preflight_enabled = true): the spark preflight does not run and do nothing"
-        ]
-    )
+    result = pytester.runpytest_subprocess(*NORANDOM, "--spark-gate", "--spark-report=env.json", *quiet)
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str() + result.stderr.str()
+    said = [ln for ln in out.splitlines() if "--spark-gate" in ln or "spark_preflight_enabled" in ln]
+    assert said == [
+        "warning: --spark-gate, --spark-report ignored: no check runs without --spark-preflight "
+        "(or spark_preflight_enabled = true)"
+    ], out
+    # one line: no location, no source line of this plugin, no warnings section
+    assert "plugin.py" not in out and "warnings summary" not in out and "issue_config_time_warning" not in out
     modules = json.loads((pytester.path / "modules.json").read_text())
     assert "pytest_spark.settings" not in modules
     assert not (pytester.path / "env.json").exists()

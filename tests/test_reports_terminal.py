@@ -11,13 +11,17 @@ import html
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from localserver import ISSUES_PATH, Answer, LocalServer
 
 from pytest_spark.report_plugins import wants_warn_lines
 
 from doubles import gb10
+from doubles.spark_scene import DATA, Scene, run_plugin, section
 
 WARN_LINE = "WARN spark_preflight::G3 - G3 WARN: workload 100 GiB fits MemAvailable*"
 
@@ -172,3 +176,65 @@ def test_no_marker_when_no_rerun_is_asked(pytester: pytest.Pytester) -> None:
     plain.stdout.fnmatch_lines(["MARKED []"])
     asked = run(pytester, "-s", "--reruns", "1")
     asked.stdout.fnmatch_lines(["MARKED ['G3']"])
+
+
+# --------------------------------------------------------------------------- default output width (issue 11)
+
+
+@pytest.fixture
+def blocked_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, kit: Any, tmp_path: Path
+) -> Iterator[Callable[..., pytest.RunResult]]:
+    """``pytest --spark-preflight`` on the broken Spark of test_gb10_end_to_end
+    (3 FAIL, 5 WARN), as CI runs it: ``CI=true`` keeps pytest from cutting the
+    short summary to the terminal's width."""
+    from test_gb10_end_to_end import blocked_spark
+
+    scene = Scene(tmp_path / "spark", kit)
+    args, _ = blocked_spark(scene, pytester.path)
+    scene.env_vars["CI"] = "true"
+    with LocalServer() as server:
+        server.answers[ISSUES_PATH] = Answer(body=(DATA / "github" / "issues_open.json").read_bytes())
+
+        def run(*extra: str) -> pytest.RunResult:
+            return run_plugin(pytester, monkeypatch, scene, [*args, "--github-url", server.url], *extra)
+
+        try:
+            yield run
+        finally:
+            scene.stop()
+
+
+#: pytest's own header lines (paths and plugin lists of this machine, not ours)
+PYTEST_HEADER = ("platform ", "rootdir: ", "configfile: ", "plugins: ", "cachedir: ")
+
+
+def test_default_output_is_one_short_line_per_check(blocked_run: Callable[..., pytest.RunResult]) -> None:
+    """Issue 11: a default run printed FAIL bodies of 330+ characters, ~25
+    detail and reading lines, and each FAIL's line four times. Now every
+    line is at most 120 characters and each check's text appears once: its
+    short line in the spark preflight section."""
+    result = blocked_run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    lines = [ln for ln in result.outlines if not ln.startswith(PYTEST_HEADER)]
+    wide = [ln for ln in lines if len(ln) > 120]
+    assert not wide, "\n".join(wide)
+    g_lines = section(result.outlines)
+    assert len(g_lines) == 11  # ten checks and the verdict
+    out = result.stdout.str()
+    for line in g_lines[:-1]:
+        finding = line.split(": ", 1)[1].split("; fix: ")[0].rstrip("…")
+        assert out.count(finding) == 1, (finding, out)
+    # no detail or reading line (two-space indented) of any check
+    assert not [ln for ln in lines if re.match(r"^  \S", ln)], out
+    # which checks FAILed is still in pytest's short summary, pointing to the section
+    result.stdout.fnmatch_lines(["FAILED spark_preflight::G1 - *spark preflight*"])
+
+
+def test_full_text_under_v_and_ra(blocked_run: Callable[..., pytest.RunResult]) -> None:
+    """The whole G-line and its details stay one flag away."""
+    for flag in ("-v", "-rA"):
+        result = blocked_run(flag)
+        out = result.stdout.str()
+        assert "G1 FAIL: 1 shared object links another CUDA major than torch 2.11.0+cu130" in out, flag
+        assert re.search(r"^  \S", out, re.M), flag

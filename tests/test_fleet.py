@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -51,17 +52,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def rank_env(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "TORCHELASTIC"))}
-    env.update(
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK="0",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
+def launcher(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
+    """Only what torchrun sets for one rank (and ``extra``): laid over an
+    environment the doubles built, it keeps their PYTHONPATH and PATH."""
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
         **extra,
-    )
-    return env
+    }
+
+
+def without_job_vars(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without this host's NCCL and torchelastic variables (a rank gets its own)."""
+    return {k: v for k, v in env.items() if not k.startswith(("NCCL_", "TORCHELASTIC"))}
+
+
+def rank_env(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
+    return {**without_job_vars(dict(os.environ)), **launcher(rank, world, port, **extra)}
 
 
 def start(rank: int, world: int, port: int, status: str = "PASS", timeout: float = 20, **extra: str):
@@ -108,7 +118,11 @@ def test_a_rank_that_never_joins_is_named_within_the_timeout() -> None:
     assert time.monotonic() - started < 60
     assert ra["error"].startswith(("rendezvous failed", "fingerprint exchange failed"))
     assert ra["missing"] == [1]
-    # nothing left behind: no fleet child of this test (its MASTER_PORT) still runs
+    assert fleet_children(port) == []
+
+
+def fleet_children(port: int) -> list[str]:
+    """Fleet children of the job at ``MASTER_PORT=port`` still running (left behind)."""
     left = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -119,7 +133,20 @@ def test_a_rank_that_never_joins_is_named_within_the_timeout() -> None:
                 continue
             if b"G10 fleet child" in cmd and f"MASTER_PORT={port}".encode() in environ:
                 left.append(pid)
-    assert left == []
+    return left
+
+
+@needs_torch
+def test_a_rank_whose_rank_0_never_arrives_names_rank_0_and_its_store() -> None:
+    """Rank 1 alone: nothing listens at MASTER_ADDR:MASTER_PORT (rank 0 hosts the
+    store, or torchrun's agent on rank 0's node does)."""
+    port = free_port()
+    started = time.monotonic()
+    rb = result(start(1, 2, port, timeout=3))
+    assert time.monotonic() - started < 60
+    assert rb["missing"] == [0], rb
+    assert f"127.0.0.1:{port}" in rb["error"]
+    assert fleet_children(port) == []
 
 
 def test_not_in_a_job_says_so_without_torch() -> None:
@@ -135,6 +162,77 @@ def test_not_in_a_job_says_so_without_torch() -> None:
     )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "not a multi-process job" in out["error"]
+
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed here")
+
+
+def fake_nccl(folder: Path, code: int) -> Path:
+    """A real ``libnccl.so.2`` (gcc, ELF, soname libnccl.so.2) whose
+    ``ncclGetVersion`` answers ``code``, as a system NCCL in an NGC container
+    or on DGX OS would; no pip ``nvidia-nccl-*`` metadata says anything about it."""
+    folder.mkdir(parents=True)
+    src = folder / "nccl.c"
+    src.write_text(f"int ncclGetVersion(int *version) {{ *version = {code}; return 0; }}\n")
+    lib = folder / "libnccl.so.2"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(lib), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return lib
+
+
+@needs_torch
+@needs_gcc
+def test_the_nccl_library_that_loads_is_asked_its_version(tmp_path: Path) -> None:
+    lib0, lib1 = fake_nccl(tmp_path / "nccl0", 22907), fake_nccl(tmp_path / "nccl1", 23003)
+    port = free_port()
+    a = start(0, 2, port, LD_LIBRARY_PATH=str(lib0.parent))
+    b = start(1, 2, port, LD_LIBRARY_PATH=str(lib1.parent))
+    ra, _ = result(a), result(b)
+    assert ra.get("error") is None, ra
+    fps = ra["fingerprints"]
+    assert (fps[0]["nccl_lib"], fps[1]["nccl_lib"]) == ("2.29.7", "2.30.3")
+    assert fps[0]["nccl_lib_path"] == str(lib0)
+    out = decided(*fps)
+    assert any(
+        t.startswith("nodes differ in NCCL library major.minor: 2.29 on rank 0") for t, _ in out.problems
+    ), out.problems
+
+
+@pytest.mark.parametrize(
+    ("env", "mtu", "ifname"),
+    [
+        # nccl_two_spark_1.txt: NCCL_IB_HCA names the RoCE devices; wlP9s9 only bootstraps (23 GB/s)
+        (
+            {"NCCL_IB_HCA": "=rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1", "NCCL_SOCKET_IFNAME": "wlP9s9"},
+            9000,
+            "enP2p1s0f1np1,enp1s0f1np1",
+        ),
+        ({"NCCL_IB_HCA": "rocep1s0f1"}, 9000, "enp1s0f1np1"),
+        ({"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "wlP9s9"}, 1500, "wlP9s9"),
+        ({}, 9000, "enP2p1s0f1np1,enp1s0f1np1"),  # NCCL's default: every RoCE device that is up
+    ],
+)
+def test_the_fingerprint_mtu_is_that_of_the_interfaces_nccl_sends_on(
+    tmp_path: Path, env: dict[str, str], mtu: int, ifname: str
+) -> None:
+    """The MTU compared across nodes is read where G10's link rules say NCCL's
+    data goes: the net devices behind the selected RoCE devices, the socket
+    interface only when sockets carry the data."""
+    from test_g10_multinode import sys_tree
+
+    from pytest_spark.checks import g10_multinode as g10
+    from pytest_spark.probes import fleet
+    from pytest_spark.probes import multinode as mn
+    from pytest_spark.probes.machine import Machine
+
+    root = sys_tree(tmp_path, extra_net={"wlP9s9": 1500})
+    machine = Machine(root=root, env=env)
+    mine = fleet.fingerprint(machine, {}, interfaces=g10.fleet_interfaces(env, mn.read_link(machine, env)))
+    assert (mine["mtu"], mine["nccl_ifname"]) == (mtu, ifname)
 
 
 # --------------------------------------------------------------------------- pure comparison
@@ -242,21 +340,30 @@ def rank_cli(
     driver: str = "580.173.02",
     pythonpath: str = "",
     timeout: str = "5",
+    only: str = "G3,G10",
+    gpus: bool = True,
+    link: bool = False,
     **extra: str,
 ) -> subprocess.Popen[str]:
-    """``spark-preflight --only G3,G10`` as rank ``rank`` of a two-rank job, on a
-    GB10 NVML double whose driver is ``driver``."""
+    """``spark-preflight --only G3,G10`` (``only=""``: all ten checks) as rank
+    ``rank`` of a two-rank job, on a GB10 NVML double whose driver is
+    ``driver`` (``gpus=False``: the driver answers, with no GPU, so a CPU-only
+    torch is no G1 FAIL); ``link``: a Spark's /sys RoCE tree beside it."""
     from conftest import Doubles
     from doubles import gb10
 
     folder = tmp / f"rank{rank}"
     folder.mkdir(exist_ok=True)
-    env = Doubles(folder).nvml(gb10.nvml(driver_version=driver)).env
-    env.update(rank_env(rank, 2, port, **extra))
-    for key in ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "VIRTUAL_ENV"):
-        if key not in extra:
-            env.pop(key, None)
-    env["SPARK_PREFLIGHT_HOST_ROOT"] = spark_root(folder)
+    scenario = gb10.nvml(driver_version=driver, **({} if gpus else {"devices": []}))
+    env = without_job_vars(Doubles(folder).nvml(scenario).env)
+    env.update(launcher(rank, 2, port, **extra))
+    env.pop("VIRTUAL_ENV", None)
+    root = spark_root(folder)
+    if link:
+        from test_g10_multinode import sys_tree
+
+        sys_tree(Path(root), extra_net={"wlP9s9": 1500})
+    env["SPARK_PREFLIGHT_HOST_ROOT"] = root
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
     report = tmp / "env-report.json"
@@ -265,8 +372,7 @@ def rank_cli(
             sys.executable,
             "-m",
             "pytest_spark.cli",
-            "--only",
-            "G3,G10",
+            *(["--only", only] if only else []),
             "--timeout",
             timeout,
             "--report",
@@ -290,13 +396,26 @@ def g10_of(proc: subprocess.Popen[str]) -> str:
 
 @needs_torch
 def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Path) -> None:
+    """All ten checks on both ranks: rank 0's report holds each node's ten
+    statuses and its own G1-G9 lines; the NCCL interface is a Spark's RoCE
+    pair (NCCL_IB_HCA as in nccl_two_spark_1.txt), not the wifi it bootstraps on."""
     port = free_port()
-    a, b = rank_cli(tmp_path, 0, port), rank_cli(tmp_path, 1, port)
+    nccl = {"NCCL_IB_HCA": "=rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1", "NCCL_SOCKET_IFNAME": "wlP9s9"}
+    a, b = (rank_cli(tmp_path, r, port, only="", gpus=False, link=True, **nccl) for r in (0, 1))
     la, lb = g10_of(a), g10_of(b)
     assert la.startswith("G10 PASS: rank 0 of 2: ") and lb.startswith("G10 PASS: rank 1 of 2"), (la, lb)
     merged = json.loads((tmp_path / "env-report.json").read_text())
     assert sorted(merged["nodes"]) == ["0", "1"]
-    assert merged["nodes"]["1"]["statuses"]["G3"] in ("INFO", "PASS")
+    checks = [f"G{n}" for n in range(1, 11)]
+    for node in merged["nodes"].values():
+        assert sorted(node["statuses"], key=lambda c: int(c[1:])) == checks
+        assert node["statuses"]["G3"] in ("INFO", "PASS")
+        for cid in checks[:9]:  # each node's own G-line, as that node printed it
+            line = node["results"][cid]["line"]
+            assert line.startswith(f"{cid} {node['statuses'][cid]}: "), node["results"]
+        assert node["results"]["G10"]["status"] == node["statuses"]["G10"]
+        assert node["mtu"] == 9000 and node["nccl_ifname"] == "enP2p1s0f1np1,enp1s0f1np1"
+    assert merged["nodes"]["1"]["results"]["G3"]["line"].startswith("G3 INFO: MemAvailable")
     assert merged["nodes"]["0"]["driver"] == "580.173.02"
     assert merged["cross_node"]["status"] == "PASS"
     rank1 = json.loads((tmp_path / "env-report.rank1.json").read_text())
@@ -345,6 +464,45 @@ def test_a_rank_that_never_joins_fails_within_the_timeout_through_the_cli(tmp_pa
 
 
 @needs_torch
+def test_rank_1_whose_rank_0_never_arrives_fails_through_the_cli(tmp_path: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    proc = rank_cli(tmp_path, 1, port, timeout="1")
+    line = g10_of(proc)
+    assert time.monotonic() - started < 60
+    assert line.startswith("G10 FAIL: rank 1 of 2"), line
+    assert "rank 0 never joined the node comparison" in line
+    assert f"127.0.0.1:{port}" in line and "install torch" not in line
+    assert "fix: start rank 0" in line
+    assert proc.returncode == 1
+    assert fleet_children(port) == []
+
+
+@needs_torch
+def test_rank_1_whose_rank_0_never_arrives_fails_under_pytest(tmp_path: Path) -> None:
+    from conftest import Doubles
+    from doubles import gb10
+
+    port = free_port()
+    env = without_job_vars(Doubles(tmp_path).nvml(gb10.nvml()).env)
+    env.update(launcher(1, 2, port))
+    env["SPARK_PREFLIGHT_HOST_ROOT"] = spark_root(tmp_path)
+    proc = subprocess.run(
+        [*PYTEST_CHILD, "--spark-preflight", "--spark-only=G3,G10", "--spark-timeout=1", "-q", "-rA"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"rank 0 never joined the node comparison (no rendezvous store answered at 127.0.0.1:{port}" in (
+        proc.stdout
+    ), proc.stdout
+    assert fleet_children(port) == []
+
+
+@needs_torch
 def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path) -> None:
     """Both ranks give the same --junitxml: rank 1 writes its own ``.rank1`` file,
     rank 0's keeps the ``spark.node<k>.*`` suite properties of both nodes."""
@@ -357,8 +515,8 @@ def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path
     for rank in (0, 1):
         folder = tmp_path / f"r{rank}"
         folder.mkdir()
-        env = Doubles(folder).nvml(gb10.nvml()).env
-        env.update(rank_env(rank, 2, port))
+        env = without_job_vars(Doubles(folder).nvml(gb10.nvml()).env)
+        env.update(launcher(rank, 2, port))
         env["SPARK_PREFLIGHT_HOST_ROOT"] = spark_root(folder)
         procs.append(
             subprocess.Popen(

@@ -252,9 +252,14 @@ def test_single_node_launcher_with_tp_passes() -> None:
     )
 
 
-def test_single_node_launcher_is_believed_over_gpu_inference() -> None:
+@pytest.mark.parametrize("kind", ["given", "found"])
+def test_single_node_launcher_is_believed_over_gpu_inference(kind: str) -> None:
+    """The launcher's one node is this run's count, for a named config and a found one alike
+    (a found TP 2 config on a one-GPU machine was inferred onto two nodes and FAILed)."""
     r = decide(
-        source(G10 / "deepspeed_autotp.json"), env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, gpu_count=1
+        source(G10 / "deepspeed_autotp.json", kind),
+        env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
+        gpu_count=1,
     )
     assert r.status is Status.PASS
 
@@ -881,3 +886,130 @@ def test_cli_and_pytest_config_replace_the_search(
     text = "\n".join(result.outlines)
     assert "G10 PASS: 2 nodes (mine.yaml: num_machines = 2)" in text
     assert "nemo" not in text
+
+
+# --------------------------------------------------------------------------- each named config, its own job
+
+
+def _named_and_found(
+    tmp_path: Path, names: tuple[str, ...], env: dict[str, str] | None = None
+) -> tuple[Result, Result]:
+    """G10 on the same files named with --spark-config and found under the rootdir."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in names:
+        (project / name).write_bytes((G10 / name).read_bytes())
+    named, _ = engine(project, env, config=tuple(project / n for n in names))
+    found, _ = engine(project, env)
+    return named.run("G10"), found.run("G10")
+
+
+def test_named_configs_are_judged_each_on_its_own_as_discovery_does(tmp_path: Path) -> None:
+    """NVIDIA's FSDP training config and an SGLang compose file named together are two jobs:
+    the compose file's TP 2 over 2 nodes is a serving WARN, as when both are found. Named
+    together they were merged into one 'training' job and FAILed by the training rule."""
+    named, found = _named_and_found(tmp_path, ("nvidia_config_finetuning.yaml", "compose_sglang.yaml"))
+    assert named.status is Status.WARN, named.line()
+    assert named.short_line().startswith("G10 WARN: serving: TP 2 across 2 nodes (compose_sglang.yaml)")
+    assert (named.status, named.headline, named.summary) == (found.status, found.headline, found.summary)
+
+
+def test_a_named_script_takes_no_node_count_from_another_named_file(tmp_path: Path, doubles: Any) -> None:
+    """vllm_two_sparks.sh (TP 2, no node count) beside the FSDP yaml (num_machines: 2): on a
+    one-GPU GB10 the script's TP 2 needs the other Spark on its own evidence (a serving WARN),
+    not the yaml's node count (which made it a training FAIL)."""
+    from doubles import gb10
+
+    env = clean_env(**doubles.nvml(gb10.nvml()).env)
+    project = tmp_path / "project"
+    project.mkdir()
+    given = (project / "nvidia_config_finetuning.yaml", project / "vllm_two_sparks.sh")
+    for path in given:
+        path.write_bytes((G10 / path.name).read_bytes())
+    eng, _ = engine(project, env, config=given)
+    r = eng.run("G10")
+    assert r.status is Status.WARN, r.line()
+    assert r.short_line().startswith("G10 WARN: serving: TP 2 across 2 nodes (vllm_two_sparks.sh)")
+    assert "needs 2 GPUs and this machine has 1" in r.summary
+    assert "num_machines" not in r.summary.split(", a serving job")[0]
+    # with GPUs enough for TP 2, nothing pairs the script with the yaml's two machines
+    no_gpu, _ = engine(project, config=given)
+    r = no_gpu.run("G10")
+    assert r.status is Status.PASS, r.line()
+    assert any("are in different files: not judged as one job" in d for d in r.details)
+
+
+def test_cli_named_configs_are_two_jobs(tmp_path: Path) -> None:
+    """The audit's command line: `spark-preflight --only G10 --config A --config B`."""
+    for name in ("nvidia_config_finetuning.yaml", "compose_sglang.yaml"):
+        (tmp_path / name).write_bytes((G10 / name).read_bytes())
+    done = _cli(tmp_path, "--config", "nvidia_config_finetuning.yaml", "--config", "compose_sglang.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "G10 WARN: tensor parallel 2 across 2 nodes (compose_sglang.yaml" in done.stdout
+    assert "training" not in done.stdout.splitlines()[0]
+
+
+# --------------------------------------------------------------------------- only files read are counted
+
+
+def test_a_named_fifo_is_not_counted_as_read(tmp_path: Path) -> None:
+    """A FIFO given as the config is never opened; it was still "1 config file(s) read"."""
+    os.mkfifo(tmp_path / "pipe.yaml")
+    eng, _ = engine(tmp_path, config=(tmp_path / "pipe.yaml",))
+    r = eng.run("G10")
+    assert r.status is Status.SKIP, r.line()  # the only named config could not be read
+    assert "config file(s) read" not in r.summary
+    assert f"no config file read under {tmp_path} (1 unreadable; pipe.yaml: not a regular file" in r.summary
+    assert r.reading("configs_read").value == 0
+    assert r.reading("configs_unreadable").value == 1
+    assert r.reading("config_files") is None
+    assert "pipe.yaml: not a regular file (a FIFO, device or folder is never read)" in r.details
+
+
+def test_a_found_fifo_is_said_in_the_details_not_counted(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "capture.yaml")
+    (tmp_path / "serve.yaml").write_text("tensor_parallel_size: 1\n")
+    (tmp_path / "plain.yaml").write_text("name: x\n")
+    os.mkfifo(tmp_path / "zz.json")
+    eng, _ = engine(tmp_path)
+    r = eng.run("G10")
+    assert r.status is Status.PASS, r.line()
+    assert r.reading("configs_read").value == 2
+    assert r.reading("config_files").value == "plain.yaml, serve.yaml"
+    assert r.reading("configs_unreadable").value == 2
+    assert "capture.yaml: not a regular file (a FIFO, device or folder is never read)" in r.details
+    # nothing multi-node at all: the single-node line counts what was read
+    (tmp_path / "serve.yaml").unlink()
+    r = engine(tmp_path)[0].run("G10")
+    assert f"1 config file(s) read under {tmp_path}: plain.yaml (2 unreadable; capture.yaml: " in r.summary
+    assert r.short_line() == "G10 PASS: single node: nothing multi-node (1 config(s) read)"
+
+
+# --------------------------------------------------------------------------- a run's test reports
+
+
+def test_a_runs_allure_output_does_not_hide_the_job(pytester: pytest.Pytester, doubles: Any) -> None:
+    """After ``pytest --alluredir=allure-results --html=report.html`` (210 tests: 210 result
+    files, past the 200-file cap of the search), G10 read those result files as configs and
+    never reached ``serve/serve.yaml`` (TP 2 on a one-GPU GB10): PASS instead of FAIL."""
+    pytest.importorskip("allure_pytest")
+    pytest.importorskip("pytest_html")
+    from doubles import gb10
+
+    pytester.makepyfile(
+        test_many="import pytest\n\n@pytest.mark.parametrize('i', range(210))\ndef test_one(i): pass\n"
+    )
+    pytester.runpytest_inprocess(
+        "--alluredir=allure-results", "--html=report.html", "-p", "no:randomly", "-q"
+    ).assert_outcomes(passed=210)
+    assert len(list((pytester.path / "allure-results").glob("*-result.json"))) == 210
+    (pytester.path / "serve").mkdir()
+    (pytester.path / "serve" / "serve.yaml").write_text("model: Qwen/Qwen3-8B\ntensor_parallel_size: 2\n")
+    env = clean_env(**doubles.nvml(gb10.nvml()).env)
+    eng, _ = engine(pytester.path, env)
+    r = eng.run("G10")
+    assert r.status is Status.FAIL, r.line()
+    assert "serve/serve.yaml: tensor_parallel_size = 2" in r.summary
+    assert r.reading("config_files").value == "serve/serve.yaml"
+    assert "allure" not in r.summary
+    assert "test reports not read as configs (Allure, pytest-html): allure-results/, assets/" in r.details

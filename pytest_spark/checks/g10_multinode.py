@@ -14,8 +14,9 @@ found is named as what it is and judged on its own.
 What it reads (``probes/multinode.py``, ``probes/configs.py``): the
 launcher's environment, the configs named with ``--spark-config`` (only
 those, when any is named) or else found under the rootdir (never a file this
-tool wrote), the command lines of running processes, and, when the job spans
-nodes, the link NCCL is told to use: both RoCE twins in ``NCCL_IB_HCA``, MTU
+tool or a test-report plugin wrote), each config judged on its own with only
+the launcher's counts to pair with, the command lines of running processes,
+and, when the job spans nodes, the link NCCL is told to use: both RoCE twins in ``NCCL_IB_HCA``, MTU
 9000, RoCE not disabled (tests/data/gb10: nccl_two_spark_1.txt,
 nccl_two_spark_5.txt, two_spark_config_2.txt, link_two_spark_ib_write_bw_2.txt,
 playbook_issue_nccl_1.txt). A single node with nothing multi-node about it is
@@ -165,7 +166,7 @@ def gather(ctx: CheckContext) -> Facts:
 
     world = cfgs.as_count(facts.env.get("WORLD_SIZE")) or 0
     if fleet.in_job(m.env):
-        facts.fleet = _exchange(ctx)
+        facts.fleet = _exchange(ctx, facts)
     if s.intrusive and world > 1 and _fleet_blocks(facts.fleet):
         facts.probe = {"ran": False, "reason": "the nodes did not agree (see the node comparison): not measured"}
     elif s.intrusive and world > 1:
@@ -182,12 +183,41 @@ def gather(ctx: CheckContext) -> Facts:
     return facts
 
 
-def _exchange(ctx: CheckContext) -> dict[str, Any]:
-    """Run the other selected checks first (their statuses are part of this
-    node's fingerprint), then hand the fingerprint to every rank."""
-    statuses = {cid: ctx.engine.run(cid).status.value for cid in ctx.selected if cid != "G10"}
-    mine = fleet.fingerprint(ctx.machine, statuses)
+def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
+    """Run the other selected checks first, then hand this node's fingerprint
+    (with each check's status and G-line) to every rank.
+
+    The fingerprint's G10 is this node's own G10 (launcher, configs, link),
+    decided from ``facts`` before the comparison: the comparison itself is
+    the same on every rank (every rank compares the same fingerprints), so a
+    second exchange after it would only add a second wait for the peers."""
+    results = {cid: ctx.engine.run(cid) for cid in ctx.selected if cid != "G10"}
+    local = evaluate(facts, ctx.params())
+    lines = {cid: {"status": r.status.value, "line": r.line()} for cid, r in results.items()}
+    scope = "this node, before the node comparison"
+    lines["G10"] = {"status": local.status.value, "line": local.line(), "scope": scope}
+    mine = fleet.fingerprint(
+        ctx.machine,
+        {cid: r["status"] for cid, r in lines.items()},
+        results=lines,
+        interfaces=fleet_interfaces(ctx.machine.env, facts.link),
+    )
     return fleet.exchange(ctx.machine, mine, max(3.0, ctx.settings.timeout * 3))
+
+
+def fleet_interfaces(env: dict[str, str], link: dict[str, Any] | None) -> dict[str, int | None]:
+    """The interfaces NCCL's data goes over, and their MTUs, by G10's own link
+    rules (:func:`_data_ifnames`): the net devices behind the RoCE devices
+    ``NCCL_IB_HCA`` selects (all of them when it is unset), the socket
+    interface only when sockets carry the data."""
+    if not link:
+        return {}
+    rdma = link.get("rdma") or {}
+    roce = bool(rdma) and env.get("NCCL_IB_DISABLE", "").strip() != "1"
+    value = env.get("NCCL_IB_HCA", "")
+    chosen = (hca_selection(value, sorted(rdma)) if value.strip() else sorted(rdma)) if roce else []
+    mtus = link.get("mtu") or {}
+    return {name: mtus.get(name) for name in _data_ifnames(env, link, chosen, roce)}
 
 
 def _fleet_blocks(exchanged: dict[str, Any] | None) -> bool:
@@ -197,7 +227,7 @@ def _fleet_blocks(exchanged: dict[str, Any] | None) -> bool:
     if exchanged.get("error") or not exchanged.get("fingerprints"):
         return True
     out = Findings("G10")
-    nodes.compare(exchanged["fingerprints"], out)
+    nodes.compare(exchanged["fingerprints"], out, exchanged.get("rank"))
     return bool(out.problems)
 
 
@@ -363,17 +393,21 @@ class Violation:
         return f"{self.tp_by}; {self.nodes_by}"
 
 
+#: configs: each is judged on its own, and pairs only with the launcher's (the job's) own counts
+CONFIG_KINDS = ("given", "found")
+
+
 def violations(job: View, others: list[View]) -> list[Violation]:
-    """Every TP > 1 that spans nodes > 1 (a found config pairs with the job's own count)."""
+    """Every TP > 1 that spans nodes > 1 (a config pairs with the job's own count)."""
     out: list[Violation] = []
     if job.tp > 1 and job.nodes > 1:
         out.append(Violation(job.tp, job.tp_by, job.nodes, job.nodes_by, job.role))
     for v in others:
         if v.tp > 1 and v.nodes > 1:
             out.append(Violation(v.tp, v.tp_by, v.nodes, v.nodes_by, v.role))
-        elif v.kind == "found" and v.tp > 1 and job.nodes > 1:
+        elif v.kind in CONFIG_KINDS and v.tp > 1 and job.nodes > 1:
             out.append(Violation(v.tp, v.tp_by, job.nodes, job.nodes_by, _pick_role(v.role, job.role)))
-        elif v.kind == "found" and v.nodes > 1 and job.tp > 1:
+        elif v.kind in CONFIG_KINDS and v.nodes > 1 and job.tp > 1:
             out.append(Violation(job.tp, job.tp_by, v.nodes, v.nodes_by, _pick_role(v.role, job.role)))
     return out
 
@@ -656,7 +690,7 @@ def _readings(f: Facts, job: View, views: list[View], all_views: list[View], err
     roles = sorted({v.role for v in all_views if v.role and (v.tp or v.nodes or v.strategies)})
     if roles:
         out.read("job_kind", ", ".join(roles))
-    configs = [s["name"] for s in f.sources if s["kind"] in ("given", "found")]
+    configs = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
     out.read("configs_read", len(configs))
     if configs:
         out.read("config_files", first_n(configs, 5, sep=", "))
@@ -677,29 +711,30 @@ def _readings(f: Facts, job: View, views: list[View], all_views: list[View], err
 def _nothing_to_go_on(f: Facts, out: Out, p_text: str) -> Result:
     """No launcher, no TP, no node count: a single node (PASS), unless the
     configs the user named could not be read (SKIP: could not check)."""
-    read = [src for src in f.sources if src["kind"] in ("given", "found")]
+    tried = [src for src in f.sources if src["kind"] in CONFIG_KINDS]
+    read = [src for src in tried if not src.get("error")]  # a FIFO or a broken file is not "read"
+    broken = [src for src in tried if src.get("error")]
     names = first_n([src["name"] for src in read], 3, sep=", ")
-    where = (
-        f"{len(read)} config file(s) read under {f.root}: {names}"
-        if read
-        else f"no config found under {f.root}"
-    )
-    broken = [src for src in read if src.get("error")]
+    count = f"{len(read)} config(s) read" if read else ("no config read" if broken else "no config found")
+    if read:
+        where = f"{len(read)} config file(s) read under {f.root}: {names}"
+    else:
+        where = f"no config {'file read' if broken else 'found'} under {f.root}"
     if broken:
         where += f" ({len(broken)} unreadable; {broken[0]['name']}: {broken[0]['error']})"
     text = (
         "no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism or node count "
         f"({where}), no training/serving process with those flags" + (f"; {p_text}" if p_text else "")
     )
-    given = [src for src in read if src["kind"] == "given"]
+    given = [src for src in tried if src["kind"] == "given"]
     if given and all(src.get("error") for src in given):
         return out.result(
             Status.SKIP,
             f"cannot judge the named config: {text}",
             headline=f"named config unreadable: {broken[0]['name']}",
         )
-    out.note("name your job's config with --spark-config if it is elsewhere")
-    count = f"{len(read)} config(s) read" if read else "no config found"
+    if not given:
+        out.note("name your job's config with --spark-config if it is elsewhere")
     return out.result(
         Status.PASS, f"single node: {text}", headline=f"single node: nothing multi-node ({count})"
     )
@@ -732,7 +767,7 @@ def _ok_parts(job: View, others: list[View], all_views: list[View], out: Out) ->
             if elsewhere:
                 out.note(
                     f"{v.tp_by} and {elsewhere[0]} are in different files: not judged as one job "
-                    "(give both with --spark-config if they are)"
+                    "(each config is judged on its own; a launcher's WORLD_SIZE or NNODES applies to all)"
                 )
     elif tp_views:
         parts.append(f"tensor parallel 1 ({tp_views[0].tp_by})")
@@ -784,29 +819,37 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
     fps = exchanged.get("fingerprints") or []
     if fps:
         out.read("nodes_compared", len(fps))
-        nodes.compare(fps, out)
+        nodes.compare(fps, out, exchanged.get("rank"))
         if not out.problems and not out.warnings:
             out.note(f"{len(fps)} ranks compared: same GPU, driver, CUDA, torch, NCCL and settings")
         return
     missing = exchanged.get("missing") or []
     error = str(exchanged.get("error") or "no fingerprints came back")
+    store = exchanged.get("store") or "MASTER_ADDR:MASTER_PORT"
     if missing:
         who = ", ".join(str(r) for r in missing)
+        first = f"start rank {who}"
+        if 0 in missing:
+            first += " (it, or torchrun on its node, hosts the rendezvous store)"
         out.flag(
             Status.FAIL,
             f"rank {who} never joined the node comparison ({error})",
-            "start the job on every node with the same MASTER_ADDR/MASTER_PORT, and check the network between them",
+            f"{first} with the same MASTER_ADDR/MASTER_PORT on every node, and check that {store} is "
+            "reachable from every node (firewall, the address MASTER_ADDR resolves to)",
             f"rank {who} never joined the node comparison",
-            "start every node; check the link",
+            f"start rank {who}; check {store} is reachable",
         )
-    else:
-        out.flag(
-            Status.WARN,
-            f"nodes not compared: {error}",
-            "install torch with torch.distributed (gloo) on every node",
-            "nodes not compared",
-            "see the details",
-        )
+        return
+    torch = exchanged.get("cause") == "torch"
+    out.flag(
+        Status.WARN,
+        f"nodes not compared: {error}",
+        "install torch with torch.distributed (gloo) on every node"
+        if torch
+        else f"use a MASTER_PORT that is free on rank 0's node and the same on every node (now {store})",
+        "nodes not compared",
+        "install torch with gloo" if torch else "check MASTER_ADDR/MASTER_PORT",
+    )
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -816,9 +859,12 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out = Out()
     env_view, env_findings = _env_view(f.env, world)
     views, errors = _source_views(f, world, out)
-    job = _merge([env_view] + [v for v in views if v.kind in ("given", "launcher")], "job")
-    others = [v for v in views if v.kind in ("found", "process")]
+    # the job is what launched this run; every config, named or found, is judged on its own (issue 11)
+    job = _merge([env_view] + [v for v in views if v.kind == "launcher"], "job")
+    others = [v for v in views if v.kind != "launcher"]
     for v in [job, *others]:
+        if v.kind in CONFIG_KINDS and job.nodes:  # the launcher's count is this run's: believed
+            continue
         _infer_nodes(v, f.gpu_count, f.env)
     out.note(*f.notes)
     _readings(f, job, views, [job, *others], errors, out)

@@ -48,6 +48,11 @@ BREAKING: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = (
 
 
 def _nccl_lib(fp: Mapping[str, Any]) -> Any:
+    """The version the loadable ``libnccl.so.2`` reports (``ncclGetVersion``:
+    a system NCCL in an NGC container or on DGX OS has no pip metadata), else
+    the pip ``nvidia-nccl-*`` wheel's."""
+    if fp.get("nccl_lib"):
+        return fp["nccl_lib"]
     packages = fp.get("packages") or {}
     return packages.get("nvidia-nccl-cu13") or packages.get("nvidia-nccl-cu12")
 
@@ -60,15 +65,18 @@ def _spread(fps: Sequence[Mapping[str, Any]], read: Callable[[Mapping[str, Any]]
     return ", ".join(f"{'unset' if v in (None, '') else v} on {label(fp)}" for v, fp in zip(values, fps, strict=True))
 
 
-def compare(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
-    """Add the cross-node findings of ``fps`` (one fingerprint per rank) to ``out``."""
+def compare(fps: Sequence[Mapping[str, Any]], out: Findings, own_rank: Any = None) -> None:
+    """Add the cross-node findings of ``fps`` (one fingerprint per rank) to ``out``.
+
+    ``own_rank``: the rank deciding; its own G10 status is not repeated (its
+    G10 findings are already in ``out``)."""
     fix = "give every node the same container image and driver (pin the image by digest)"
     for what, read in BREAKING:
         spread = _spread(fps, read)
         if spread:
             out.fail(f"nodes differ in {what}: {spread}", fix)
     _often(fps, out)
-    _statuses(fps, out)
+    _statuses(fps, out, None if own_rank is None else str(own_rank))
 
 
 def _often(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
@@ -109,12 +117,14 @@ def _memory(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
         )
 
 
-def _statuses(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
+def _statuses(fps: Sequence[Mapping[str, Any]], out: Findings, own_rank: str | None) -> None:
+    """Any check FAILed on any node blocks the job. A node's G10 status is
+    its own launcher/config/link findings, decided before the comparison."""
     failed = [
         f"{label(fp)}: {cid} FAIL"
         for fp in fps
         for cid, status in (fp.get("statuses") or {}).items()
-        if status == "FAIL" and cid != "G10"
+        if status == "FAIL" and not (cid == "G10" and str(fp.get("rank")) == own_rank)
     ]
     if failed:
         out.fail(f"a node fails its own preflight: {first_n(failed)}", "fix that node first (see its report)")

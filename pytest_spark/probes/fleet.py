@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_spark.probes import multinode as mn
+
 #: environment variables that change how ranks talk to each other
 ENV_PATTERN = re.compile(r"^(NCCL_\w+|UCX_\w+|GLOO_\w+|\w+_SOCKET_IFNAME|TORCH_NCCL_\w+)$")
 #: distributions whose versions the nodes should share (name as in metadata, lower case)
@@ -43,28 +45,35 @@ def in_job(env: Mapping[str, str]) -> bool:
     return world >= 2 and all(env.get(k, "") != "" for k in LAUNCH)
 
 
-def mtu(machine: Any, interface: str | None) -> int | None:
-    """``/sys/class/net/<if>/mtu`` under the machine root (the first of a list)."""
-    if not interface:
-        return None
-    name = interface.split(",")[0].strip().lstrip("=^")
-    if not name or "/" in name or name.startswith("."):
-        return None
-    text, _ = machine.read_text(f"/sys/class/net/{name}/mtu", 64)
-    try:
-        return int((text or "").strip())
-    except ValueError:
-        return None
+def socket_mtus(machine: Any, env: Mapping[str, str]) -> dict[str, int | None]:
+    """The MTU of each interface ``NCCL_SOCKET_IFNAME`` names exactly: what a
+    caller without G10's link facts can say (G10 passes ``interfaces``)."""
+    names = mn.socket_ifnames(env.get("NCCL_SOCKET_IFNAME"))
+    return {name: mn.interface_mtu(machine, name) for name in names}
 
 
-def fingerprint(machine: Any, statuses: Mapping[str, str]) -> dict[str, Any]:
-    """What this node is: identity, versions, network settings, memory, statuses."""
+def fingerprint(
+    machine: Any,
+    statuses: Mapping[str, str],
+    *,
+    results: Mapping[str, Mapping[str, Any]] | None = None,
+    interfaces: Mapping[str, int | None] | None = None,
+) -> dict[str, Any]:
+    """What this node is: identity, versions, network settings, memory, and
+    each check's status and G-line on this node (``results``).
+
+    ``interfaces``: the interfaces NCCL's data goes over and their MTUs, as
+    G10's link rules resolve them (the net devices behind the RoCE devices
+    ``NCCL_IB_HCA`` selects; the socket interface when sockets carry the
+    data). ``mtu`` is the lowest of them: the link runs at it.
+    """
     env = machine.env
     ident = machine.identity()
     found = machine.packages().get("dists") or {}
     dists = {name: found[name].get("version") for name in PACKAGES if isinstance(found.get(name), Mapping)}
     mem = machine.meminfo().get("fields") or {}
-    ifname = env.get("NCCL_SOCKET_IFNAME")
+    mtus = dict(socket_mtus(machine, env) if interfaces is None else interfaces)
+    known = [v for v in mtus.values() if isinstance(v, int)]
     return {
         "rank": env.get("RANK"),
         "node_rank": env.get("GROUP_RANK") or env.get("SLURM_NODEID") or env.get("NODE_RANK"),
@@ -78,17 +87,21 @@ def fingerprint(machine: Any, statuses: Mapping[str, str]) -> dict[str, Any]:
         "packages": dists,
         "container": {k: env[k] for k in CONTAINER_ENV if env.get(k)},
         "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
-        "nccl_ifname": ifname,
-        "mtu": mtu(machine, ifname),
+        "nccl_ifname": ",".join(mtus) or None,
+        "mtu": min(known) if known else None,
+        "mtus": mtus,
         "mem_available_kib": mem.get("MemAvailable"),
         "mem_free_kib": mem.get("MemFree"),
         "statuses": dict(statuses),
+        "results": {cid: dict(r) for cid, r in (results or {}).items()},
     }
 
 
 def exchange(machine: Any, mine: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Every rank's fingerprint (``{"fingerprints": [...]}``), or why not
-    (``{"error": …, "missing": [ranks]}``). Runs once per run."""
+    """Every rank's fingerprint (``{"fingerprints": [...]}``), or why not:
+    ``{"error": …, "missing": [ranks that never arrived], "store":
+    "MASTER_ADDR:MASTER_PORT", "cause": "torch" (no torch.distributed with
+    gloo here) | "store" (rank 0 could not open the store)}``. Runs once per run."""
     child = machine.python_child(
         "fleet",
         ["_job_store.py", "fleet_child.py"],
@@ -96,7 +109,8 @@ def exchange(machine: Any, mine: Mapping[str, Any], timeout_s: float) -> dict[st
         step_timeout=max(timeout_s, machine.timeout),
         total_timeout=timeout_s * 3 + machine.timeout * 6,
     )
-    out: dict[str, Any] = {k: child.data.get(k) for k in ("rank", "world_size", "fingerprints", "missing", "error")}
+    keys = ("rank", "world_size", "fingerprints", "missing", "error", "cause", "store")
+    out: dict[str, Any] = {k: child.data.get(k) for k in keys}
     if not child.ok and not out.get("error"):
         out["error"] = child.describe("fleet exchange")
     return out

@@ -224,7 +224,9 @@ def _rdma_device(machine: Any, name: str) -> dict[str, Any]:
     return {"states": states, "netdevs": netdevs}
 
 
-def _mtu(machine: Any, ifname: str) -> int | None:
+def interface_mtu(machine: Any, ifname: str) -> int | None:
+    """``/sys/class/net/<ifname>/mtu`` under the machine root (None: no such
+    interface, or a name that is not one)."""
     if not re.fullmatch(r"[\w.:@-]{1,64}", ifname):
         return None
     text = _read(machine, f"/sys/class/net/{ifname}/mtu")
@@ -254,6 +256,6 @@ def read_link(machine: Any, env: Mapping[str, str]) -> dict[str, Any]:
         wanted += [n for n in dev["netdevs"] if n not in wanted]
     return {
         "rdma": rdma,
-        "mtu": {name: _mtu(machine, name) for name in wanted[:MAX_DEVICES]},
+        "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
         "sysfs": bool(_listdir(machine.path("/sys/class/net"))),
     }

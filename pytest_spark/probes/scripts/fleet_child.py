@@ -23,6 +23,46 @@ def _versions(torch):
     return out
 
 
+def _loaded(prefix):
+    """The file of the first library mapped into this process whose name
+    starts with ``prefix`` (what the dynamic loader really picked)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.split(None, 5)  # address perms offset dev inode [path]
+                path = parts[5].strip() if len(parts) == 6 else ""
+                if path.startswith("/") and _os.path.basename(path).startswith(prefix):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _nccl_library():
+    """The version the NCCL library this process loads reports itself.
+
+    ``dlopen("libnccl.so.2")`` after ``import torch`` returns the copy torch
+    already loaded (its pip ``nvidia-nccl-*`` wheel, a system NCCL in an NGC
+    container or on DGX OS, or one in LD_PRELOAD), else the one the loader
+    finds (LD_LIBRARY_PATH, ld.so.cache): the library a collective would use,
+    which pip metadata cannot say."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libnccl.so.2")
+        get = lib.ncclGetVersion
+    except (OSError, AttributeError) as exc:
+        return {"nccl_lib": None, "nccl_lib_error": error_text(exc)}
+    get.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    get.restype = ctypes.c_int
+    code = ctypes.c_int(0)
+    if get(ctypes.byref(code)) != 0 or code.value <= 0:
+        return {"nccl_lib": None, "nccl_lib_error": "ncclGetVersion failed"}
+    v = code.value  # NCCL >= 2.9: major*10000 + minor*100 + patch; before: major*1000 + minor*100 + patch
+    major, rest = divmod(v, 10000) if v >= 10000 else divmod(v, 1000)
+    return {"nccl_lib": "%d.%d.%d" % (major, rest // 100, rest % 100), "nccl_lib_path": _loaded("libnccl.so")}
+
+
 def _all_gather_json(torch, dist, world, obj):
     """all_gather of a JSON document as bytes (all_gather_object needs numpy)."""
     payload = _json.dumps(obj, default=str).encode("utf-8")
@@ -35,6 +75,31 @@ def _all_gather_json(torch, dist, world, obj):
     bufs = [torch.zeros(longest, dtype=torch.uint8) for _ in range(world)]
     dist.all_gather(bufs, mine)
     return [_json.loads(bytes(b[: int(s.item())].tolist()).decode("utf-8")) for b, s in zip(bufs, sizes)]
+
+
+def _open_store(dist, host, port, rank, world, timeout_s):
+    """The job's store, reached within ``timeout_s``.
+
+    A client's TCPStore retries a failed connect once, after a random delay,
+    each try as long as its timeout: given ``timeout_s`` it can take three
+    times that, past the parent's allowance for the step. So a client tries
+    for at most a second at a time until ``timeout_s`` is spent, and only
+    then gets the full timeout for the store's waits; rank 0, when it hosts
+    the store, opens it at once."""
+    if rank == 0 and _os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return _job_store(dist, host, port, rank, world, timeout_s, "pytest_spark_fleet")
+    deadline = _time.monotonic() + timeout_s
+    while True:
+        left = deadline - _time.monotonic()
+        try:
+            prefixed = _job_store(dist, host, port, rank, world, max(min(left, 1.0), 0.1), "pytest_spark_fleet")
+        except Exception:
+            if _time.monotonic() + 0.2 >= deadline:
+                raise
+            _time.sleep(0.2)
+            continue
+        prefixed.set_timeout(_dt.timedelta(seconds=timeout_s))
+        return prefixed
 
 
 def _missing(store, world):
@@ -58,25 +123,37 @@ def main():
         import torch
         import torch.distributed as dist
     except BaseException as exc:
-        data(error="torch.distributed not importable: " + error_text(exc))
+        data(error="torch.distributed not importable: " + error_text(exc), cause="torch")
         done()
         return
     if not dist.is_available() or not dist.is_gloo_available():
-        data(error="this torch build has no torch.distributed with gloo")
+        data(error="this torch build has no torch.distributed with gloo", cause="torch")
         done()
         return
     fingerprint = dict(cfg.get("fingerprint") or {})
     fingerprint.update(_versions(torch))
+    begin("read the NCCL library")
+    fingerprint.update(_nccl_library())
     timeout = _dt.timedelta(seconds=float(cfg.get("timeout_s", 30)))
 
-    begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
+    store = "%s:%s" % (host, port)
+    data(store=store)  # before the step: any line after a begin renews its allowance at scale 1
+    begin("reach the rendezvous store", scale=2)
     try:
-        prefixed = _job_store(dist, host, port, rank, world, timeout.total_seconds(), "pytest_spark_fleet")
+        prefixed = _open_store(dist, host, port, rank, world, timeout.total_seconds())
         prefixed.set("arrived/%d" % rank, "1")
     except Exception as exc:
-        data(error="cannot reach the rendezvous store at %s:%s: %s" % (host, port, error_text(exc)))
+        if rank != 0:  # rank 0 hosts the store (or torchrun's agent on its node does): it is not there
+            data(
+                error="no rendezvous store answered at %s within %g s: %s"
+                % (store, timeout.total_seconds(), error_text(exc)),
+                missing=[0],
+            )
+        else:
+            data(error="cannot open the rendezvous store at %s: %s" % (store, error_text(exc)), cause="store")
         done()
         return
+    begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
         dist.init_process_group("gloo", store=prefixed, rank=rank, world_size=world, timeout=timeout)
     except Exception as exc:

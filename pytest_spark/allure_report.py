@@ -62,9 +62,13 @@ class AllureReport:
         self.preflight = preflight
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # logreport follows makereport, where allure-pytest set status and message
+        # logreport follows makereport, where allure-pytest set status and message.
+        # Under xdist the worker that ran the check did all this; the controller
+        # sees the same report again (``report.node`` set) with no Allure test open.
         data = getattr(report, "spark_result", None)
-        if report.when != "call" or not data or listener(self.config) is None:
+        if report.when != "call" or not data or getattr(report, "node", None) is not None:
+            return
+        if listener(self.config) is None:
             return
         import allure
 

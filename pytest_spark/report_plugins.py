@@ -103,7 +103,10 @@ def sampler_chart(item: pytest.Item) -> tuple[bytes | None, str | None] | None:
         return cached
     from pytest_spark import chart
 
-    data = chart.from_samples(stored["samples"], title=f"spark_sampler: {item.name}", names=stored.get("names"))
+    data = chart.from_samples(
+        stored["samples"], title=f"spark_sampler: {item.name}", names=stored.get("names"),
+        counters_before=stored.get("counters_before"), counters_after=stored.get("counters_after"),
+    )
     found = chart.draw(data, "svg") if data is not None else None
     if found is not None:
         item.stash[sampler.CHART_KEY] = found

@@ -263,6 +263,12 @@ class GpuSampler:
 
     # ------------------------------------------------------------------ results
 
+    def counters(self) -> dict[str, list[Any]]:
+        """The clock-event counters the child read at start and at stop
+        (``counters_before``/``counters_after``, as in G4's facts), for the chart."""
+        with self._lock:
+            return {k: list(self._data.get(k) or []) for k in ("counters_before", "counters_after")}
+
     def series(self) -> list[dict[str, Any]]:
         """The stored (thinned) samples, oldest first."""
         with self._lock:
@@ -519,7 +525,7 @@ def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary:
     if not (html or allure or report):
         return
     names = {g["index"]: g["name"] for g in summary.get("gpus") or [] if g.get("name")}
-    node.stash[SERIES_KEY] = {"samples": sampler.series(), "names": names}
+    node.stash[SERIES_KEY] = {"samples": sampler.series(), "names": names, **sampler.counters()}
     from pytest_spark import report_plugins
 
     report_plugins.sampler_hooks(config)

@@ -5,7 +5,9 @@ thermal series in its facts), a WARN (G5) and a SKIP (G8): the results are
 forced by a conftest that replaces ``Engine.run`` for the run only, so each
 status is exactly the one asserted. The html report is read back from its
 ``data-jsonblob``; Allure from its ``*-result.json`` files and
-``environment.properties``.
+``environment.properties``. The module does not skip without pytest-html or
+allure-pytest: the tests that read their reports do, the one that runs
+pytest in an environment without them (and compares) does not.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ from __future__ import annotations
 import html
 import json
 import re
+import subprocess
+import sys
+import sysconfig
 import textwrap
+import venv
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.importorskip("pytest_html")
-pytest.importorskip("allure_pytest")
-pytest.importorskip("matplotlib")
+from conftest import PYTEST_ARGS
 
 FORCING_CONFTEST = textwrap.dedent(
     """
@@ -86,12 +90,15 @@ ONLY = ("--spark-preflight", "--spark-only", "G1,G3,G4,G5,G8", "-p", "no:randoml
 
 
 @pytest.fixture(autouse=True)
-def _gb10(spark_env, matplotlib_loaded):
+def _gb10(spark_env):
     return spark_env
 
 
 @pytest.fixture
-def forced(pytester: pytest.Pytester) -> pytest.Pytester:
+def forced(pytester: pytest.Pytester, matplotlib_loaded: None) -> pytest.Pytester:
+    """The forcing conftest, for tests that read pytest-html's or Allure's output."""
+    pytest.importorskip("pytest_html")
+    pytest.importorskip("allure_pytest")
     pytester.makeconftest(FORCING_CONFTEST)
     return pytester
 
@@ -209,19 +216,67 @@ def test_allure_environment_properties_hold_the_verdict(forced: pytest.Pytester)
     assert props["spark.G5"] == "WARN"
 
 
-def test_without_the_report_plugins_nothing_changes(forced: pytest.Pytester) -> None:
-    """``-p no:html -p no:allure_pytest``: the same outcomes and terminal section."""
-    plain = forced.runpytest(*ONLY, "-p", "no:html", "-p", "no:allure_pytest")
-    with_them = forced.runpytest(*ONLY)
-    assert plain.parseoutcomes() == with_them.parseoutcomes()
+#: what ``pip install pytest-dgx-spark`` without the [html]/[allure] extras lacks
+#: (pytest-metadata comes only with pytest-html)
+REPORT_PACKAGES = ("pytest_html", "pytest_metadata", "allure")
 
-    def section(r: pytest.RunResult) -> list[str]:
-        lines = r.stdout.lines
-        start = next(i for i, ln in enumerate(lines) if re.match(r"^=+ spark preflight =+$", ln))
-        return [ln for ln in lines[start + 1 :] if re.match(r"^(G\d+ [A-Z]+:|verdict:)", ln)]
 
-    assert section(plain) == section(with_them)
-    assert len(section(plain)) == 6
+def python_without(folder: Path, hidden: tuple[str, ...]) -> Path:
+    """A virtual environment holding this interpreter's installed packages
+    except ``hidden`` (module folders and their ``.dist-info``, matched by name
+    prefix): for it those packages are simply not installed, not disabled."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    python = folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    target = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip())
+    ours = [Path(p) for p in dict.fromkeys([sysconfig.get_paths()["purelib"], *sys.path])
+            if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    for site_dir in ours:
+        for entry in site_dir.iterdir():
+            name = entry.name.lower().replace("-", "_")
+            if not name.startswith(hidden) and not (target / entry.name).exists():
+                (target / entry.name).symlink_to(entry)
+    return python
+
+
+def terminal(result: pytest.RunResult) -> list[str]:
+    """The run's terminal output less what names installed plugins or times."""
+    keep = [ln for ln in result.outlines if not ln.startswith(("plugins:", "rootdir:"))]
+    return [re.sub(r" in \d+\.\d+s\b", " in Ns", ln) for ln in keep]
+
+
+def junit(path: Path) -> str:
+    """The JUnit XML with its clock readings blanked."""
+    root = ET.parse(path).getroot()
+    for el in root.iter():
+        for attr in ("time", "timestamp", "hostname"):
+            if attr in el.attrib:
+                el.set(attr, "-")
+        if el.tag == "property" and str(el.get("name", "")).endswith(("duration_s", ".seconds")):
+            el.set("value", "-")
+    return ET.tostring(root, encoding="unicode")
+
+
+def test_without_pytest_html_and_allure_installed_nothing_changes(pytester: pytest.Pytester) -> None:
+    """In an environment where pytest-html and allure-pytest are not installed
+    the run's terminal output and JUnit XML are those of a run where they are
+    (this interpreter's, with them if it has them): the plugin never needs them."""
+    pytester.makeconftest(FORCING_CONFTEST)
+    bare = python_without(pytester.path.parent / "no-report-plugins", REPORT_PACKAGES)
+    for module in ("pytest_html", "allure", "allure_pytest", "pytest_metadata"):
+        probe = subprocess.run([str(bare), "-c", f"import {module}"], capture_output=True, text=True)
+        assert f"No module named '{module}'" in probe.stderr, module
+    plugins = subprocess.run([str(bare), *PYTEST_ARGS, "--version", "--version"], capture_output=True, text=True)
+    assert "dgx-spark" in plugins.stdout + plugins.stderr  # the plugin itself is there
+    assert "html" not in plugins.stdout + plugins.stderr and "allure" not in plugins.stdout + plugins.stderr
+    args = (*PYTEST_ARGS, *ONLY, "-rA", "--junitxml=junit.xml")  # one name: the terminal prints it
+    absent = pytester.run(str(bare), *args)
+    absent_xml = junit(pytester.path / "junit.xml")
+    present = pytester.run(sys.executable, *args)
+    assert absent.ret == present.ret == pytest.ExitCode.TESTS_FAILED
+    assert terminal(absent) == terminal(present)
+    assert absent_xml == junit(pytester.path / "junit.xml")
+    assert any(ln.startswith("G5 WARN: pinned copy 38.1 GB/s") for ln in absent.outlines)
 
 
 def test_spark_report_gets_the_g4_chart_beside_it(forced: pytest.Pytester) -> None:
@@ -271,7 +326,7 @@ def test_no_report_asked_no_chart_code_loaded(forced: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["LOADED []"])
 
 
-def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester) -> None:
+def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester, matplotlib_loaded: None) -> None:
     """G4 on the gather/evaluate contract keeps its sample in the run's facts;
     the chart reads it from there (GB10 double, 1 s sample)."""
     import pytest_spark.checks.g04_thermal as g4
@@ -284,3 +339,33 @@ def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester) -> 
     )
     result.stdout.fnmatch_lines(["thermal chart written to *env-report.thermal-g4.svg"])
     ET.fromstring((pytester.path / "out" / "env-report.thermal-g4.svg").read_bytes())
+
+
+def test_allure_results_under_xdist(forced: pytest.Pytester) -> None:
+    """Each check's tag, label, status message and parameters are set on the
+    worker that ran it; the controller writes the verdict (it has no Allure test
+    of its own, and once crashed trying to tag one)."""
+    pytest.importorskip("xdist")
+    from pytest_spark.allure_report import read_environment
+
+    folder = forced.path / "allure"
+    result = forced.runpytest_subprocess(*ONLY, "-n", "2", f"--alluredir={folder}")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    docs = allure_results(folder)
+    assert sorted(docs) == ["G1", "G3", "G4", "G5", "G8"]
+    expected = {"G1": ("PASS", "passed"), "G3": ("FAIL", "failed"), "G4": ("INFO", "passed"),
+                "G5": ("WARN", "passed"), "G8": ("SKIP", "skipped")}
+    for cid, (word, allure_status) in expected.items():
+        doc = docs[cid]
+        assert doc["status"] == allure_status, cid
+        assert labels(doc, "tag").count(word) == 1, cid
+        assert labels(doc, "spark_status") == [word], cid
+        assert doc["statusDetails"]["message"].startswith(f"{cid} {word}: "), cid
+    assert {p["name"]: p["value"] for p in docs["G5"]["parameters"]} == {"h2d_pinned": "'38.1 GB/s'"}
+    assert [a["name"] for a in docs["G4"].get("attachments", [])].count("G4 thermals") == 1
+    props = read_environment(folder / "environment.properties")
+    assert props["spark.verdict"] == "blocked"
+    assert props["spark.verdict.line"].startswith("verdict: blocked (G3 failed; 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO)")
+    assert [props[f"spark.{c}"] for c in ("G1", "G3", "G4", "G5", "G8")] == ["PASS", "FAIL", "INFO", "WARN", "SKIP"]
+    assert props["spark.checks.FAIL"] == "1" and props["spark.checks.WARN"] == "1"

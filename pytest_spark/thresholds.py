@@ -133,8 +133,9 @@ THRESHOLDS: dict[str, Threshold] = {
             190.0,
             0.0,
             "GB/s",
-            "G5: high end of real dense-decode bandwidth on GB10 (~160-190 GB/s effective, "
-            "workload_bandwidth_1.txt); a plan above it warns (generic: from NVML)",
+            "G5: high end of real decode bandwidth on GB10 (190 GB/s for FP4 weight kernels, "
+            "bandwidth_3.txt; a dense decode reaches 162-171, workload_bandwidth_1.txt); a plan above it "
+            "warns (generic: from NVML)",
         ),
         Threshold(
             "g5_spec_gbps",

@@ -764,7 +764,11 @@ def test_sgl_kernel_linked_to_cuda12_on_a_cuda13_spark_fails_as_the_capture_show
         "(common_ops.abi3.so -> libcudart.so.12, libnvrtc.so.12: cannot open shared object file)"
     )
     assert result.fix.startswith("pip uninstall sgl-kernel and reinstall builds for CUDA 13 (cu130 wheels")
-    assert result.headline == "sgl-kernel 0.3.21: CUDA 12 build, torch is CUDA 13"
+    # the default line: distribution and version, the object and the library not found, the fix
+    assert result.short_line() == (
+        "G1 FAIL: sgl-kernel 0.3.21: common_ops.abi3.so: libnvrtc.so.12 not found; "
+        "fix: reinstall sgl-kernel for CUDA 13"
+    )
     assert_short(result)
 
 
@@ -919,13 +923,44 @@ def no_torch_facts(**changes: Any) -> g1.Facts:
 
 
 def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
+    """One cu12 and one cu13 module: a 1-1 tie is not "most"; the line says the
+    newer major was taken, and why (nothing else to go by)."""
     result = evaluate(no_torch_facts())
     assert result.status is Status.FAIL, result.line()
     assert result.summary.startswith(
-        "1 shared object links another CUDA major than most CUDA-linked modules (CUDA 13): cupy-cuda12x 13.6.0"
+        "1 shared object links another CUDA major than the newer of the CUDA-linked modules' majors "
+        "(CUDA 13; a tie, and no torch or driver to go by): cupy-cuda12x 13.6.0"
     )
+    assert "most" not in result.line() and "most" not in result.short_line()
     assert "newkern" not in result.summary
     assert "reinstall builds for CUDA 13 (cu130 wheels" in result.fix
+    assert result.short_line() == (
+        "G1 FAIL: cupy-cuda12x 13.6.0: _core.so links libcudart.so.12 (CUDA 12 build); "
+        "fix: reinstall cupy-cuda12x for CUDA 13"
+    )
+    assert_short(result)
+
+
+def test_without_torch_a_majority_of_modules_is_the_reference() -> None:
+    extra = {"path": "/s/other/_C.so", "root": "/s", "needs": ["libcudart.so.13"]}
+    f = no_torch_facts()
+    f.scan = {**f.scan, "linkers": [*f.scan["linkers"], extra]}
+    result = evaluate(f)
+    assert "than most CUDA-linked modules (CUDA 13; 2 of 3): cupy-cuda12x 13.6.0" in result.summary
+
+
+def test_the_recorded_cu12_module_fails_with_dist_library_and_fix_on_the_default_line() -> None:
+    """tests/data/captures/h200-cu12.json.gz: a gcc-built extension linked to
+    libcudart.so.12, next to torch 2.11.0+cu130 on the H200."""
+    from pytest_spark import capture
+
+    doc = capture.load(Path(__file__).parent / "data" / "captures" / "h200-cu12.json.gz")
+    result = evaluate(g1.Facts.from_dict(doc["checks"]["G1"]["facts"]))
+    assert result.short_line() == (
+        "G1 FAIL: cu12-demo 0.1: _C.so: libcudart.so.12 not found (CUDA 12 build); "
+        "fix: reinstall cu12-demo for CUDA 13"
+    )
+    assert "_C.cpython-312-x86_64-linux-gnu.so -> libcudart.so.12: cannot open shared object file" in result.line()
     assert_short(result)
 
 

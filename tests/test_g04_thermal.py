@@ -672,7 +672,9 @@ def test_at_the_gb10_throttle_trip_warns() -> None:
     result = g4.evaluate(gb10_facts(series([80, 84, 87], [40, 70, 95])), GB10_T)
     assert result.status is Status.WARN
     assert "reached 87 C, at or above g4_hot_c = 85 C" in result.summary
-    assert result.headline == "GPU 0 at 87 C (throttles near 85 C)"
+    assert "(GB10's throttle trip is 86-87 C)" in result.summary  # 85 C is a margin below it
+    assert result.headline == "GPU 0 at 87 C (warns from 85 C; GB10 trips at 86-87 C)"
+    assert len(result.short_line()) <= 120
     assert g4.evaluate(gb10_facts(series([80, 84, 84], [40, 70, 95])), GB10_T).status is Status.INFO
 
 

@@ -388,3 +388,86 @@ def test_gb10_figures_come_from_the_captures() -> None:
     t = defaults("gb10")
     assert t["g5_hardware_low_gbps"] == 218.0 and t["g5_hardware_high_gbps"] == 234.0
     assert t["g5_decode_low_gbps"] <= low < high <= t["g5_decode_high_gbps"]
+
+
+# ---------------------------------------------------------------------- capture figures, through the engine
+
+GB10_DATA = Path(__file__).parent / "data" / "gb10"
+
+
+def capture_figures() -> dict[str, float]:
+    """The figures as the captures print them: bandwidth_1.txt (a saturating-read kernel,
+    **231–234 GB/s**), bandwidth_2.txt (218 GB/s measured), workload_bandwidth_1.txt (a dense
+    70B decode, ~4.0-4.2 tok/s x 40.61 GB/token, against Spark's 273 GB/s peak)."""
+    read = re.search(r"\*\*(\d+)–(\d+) GB/s\*\*", (GB10_DATA / "bandwidth_1.txt").read_text())
+    copy = re.search(r"(\d+) GB/s measured", (GB10_DATA / "bandwidth_2.txt").read_text())
+    decode = (GB10_DATA / "workload_bandwidth_1.txt").read_text()
+    rate = re.search(r"~(\d+\.\d+)-(\d+\.\d+) tok/s", decode)
+    per_token = re.search(r"(\d+\.\d+) GB/token", decode)
+    peak = re.search(r"Spark's (\d+) GB/s peak", decode)
+    assert read and copy and rate and per_token and peak
+    return {
+        "read_low": float(read.group(1)),
+        "read_high": float(read.group(2)),
+        "copy": float(copy.group(1)),
+        "decode_high": float(rate.group(2)) * float(per_token.group(1)),
+        "spec": float(peak.group(1)),
+    }
+
+
+def test_a_plan_at_the_real_decode_rate_passes_through_the_engine(doubles: Any, fake_root: Any) -> None:
+    """workload_bandwidth_1.txt: 4.2 tok/s x 40.61 GB/token = 171 GB/s, what a real dense
+    decode streams on a GB10: a plan at that figure is within the budget."""
+    plan = round(capture_figures()["decode_high"])  # 170.56, as a user would write it
+    assert plan == 171
+    result = Engine(Settings(planned_bandwidth=plan), machine(doubles, fake_root), ["G5"]).run("G5")
+    assert result.status is Status.PASS, result.line()
+    assert result.short_line() == "G5 PASS: planned 171 GB/s within 160-190 GB/s real decode"
+    assert (result.reading("planned").value, result.reading("decode_high").value) == (171.0, 190.0)
+
+
+@pytest.mark.parametrize(
+    ("figure", "line"),
+    [
+        (
+            "read_high",
+            "G5 WARN: planned 234 GB/s > 160-190 GB/s real decode; fix: plan with <= 190 GB/s",
+        ),
+        (
+            "copy",
+            "G5 WARN: planned 218 GB/s > 160-190 GB/s real decode; fix: plan with <= 190 GB/s",
+        ),
+        ("spec", "G5 WARN: planned 273 GB/s > 218-234 GB/s hardware; fix: plan with <= 190 GB/s"),
+    ],
+)
+def test_a_plan_at_a_microbenchmark_or_the_spec_warns_through_the_engine(
+    doubles: Any, fake_root: Any, figure: str, line: str
+) -> None:
+    """bandwidth_1.txt (234 GB/s read kernel) and bandwidth_2.txt (218 GB/s): what the
+    hardware moves in a microbenchmark, not what a decode streams; workload_bandwidth_1.txt's
+    273 GB/s peak is the spec, above every measurement."""
+    plan = capture_figures()[figure]
+    result = Engine(Settings(planned_bandwidth=plan), machine(doubles, fake_root), ["G5"]).run("G5")
+    assert result.status is Status.WARN, result.line()
+    assert result.short_line() == line
+
+
+@pytest.mark.parametrize("figure", ["copy", "read_low", "read_high"])
+def test_a_copy_at_the_measured_figures_reads_healthy_through_the_engine(
+    doubles: Any, fake_root: Any, figure: str
+) -> None:
+    """The intrusive probe on a GB10 that copies at bandwidth_2.txt's 218 GB/s or
+    bandwidth_1.txt's 231-234 GB/s: healthy (INFO, the hardware figure is the reference)."""
+    gbps = capture_figures()[figure]
+    result = Engine(Settings(intrusive=True), machine(doubles, fake_root, copy_gbps=gbps), ["G5"]).run("G5")
+    assert result.status is Status.INFO, result.line()
+    assert result.reading("measured_copy").value == pytest.approx(gbps, abs=0.5)
+    assert result.short_line() == f"G5 INFO: copy {gbps:.0f} GB/s (healthy >= 164 GB/s)"
+
+
+def test_a_copy_at_half_the_measured_figure_warns_through_the_engine(doubles: Any, fake_root: Any) -> None:
+    """Half of bandwidth_2.txt's 218 GB/s: below 0.75 x that healthy figure, a WARN."""
+    gbps = capture_figures()["copy"] / 2
+    result = Engine(Settings(intrusive=True), machine(doubles, fake_root, copy_gbps=gbps), ["G5"]).run("G5")
+    assert result.status is Status.WARN, result.line()
+    assert result.short_line().startswith("G5 WARN: copy 109 GB/s < 164 GB/s healthy floor")

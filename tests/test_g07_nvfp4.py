@@ -562,3 +562,108 @@ def test_precision_option_reaches_g7(isolated, doubles, tmp_path: Path) -> None:
     result = Engine(Settings(only=("G7",), precision="nvfp4"), machine).run("G7")
     assert result.status is Status.WARN, result.report_text()
     assert "precision nvfp4" in result.summary
+
+
+# ---------------------------------------------------------------------- the captures, through the engine
+
+
+def torch_from_capture(name: str) -> dict:
+    """The torch child's answer as the GB10 in ``name`` gave it: version, CUDA, arch list,
+    capability, device (torch_arch_list_1.txt: a vLLM container's probe JSON;
+    torch_arch_list_2.txt: spark_doctor.py's JSON from a bare pip venv)."""
+    text = capture(name)
+    body = json.loads(text[text.index("\n") + 1 :])
+    if "packages" in body:
+        version, cuda = body["packages"]["torch"]["version"], body["torch_cuda"]
+        dev, arch_list = body, body["arch_list"]
+        capability, device = dev["device_capability"], dev["device_name"]
+    else:
+        torch = body["modules"]["torch"]
+        version, cuda, arch_list = torch["version"], torch["cuda"]["built_cuda"], torch["cuda"]["arch_list"]
+        dev = torch["cuda"]["devices"][0]
+        capability, device = dev["capability"], dev["name"]
+    return gb10.torch(
+        version=version,
+        cuda=cuda,
+        arch_list=arch_list,
+        capability=capability,
+        name=device,
+        total_memory=dev["total_memory"],
+        multi_processor_count=dev["multi_processor_count"],
+    )
+
+
+@pytest.mark.parametrize("name", ["torch_arch_list_1.txt", "torch_arch_list_2.txt"])
+def test_stock_cu130_torch_from_the_capture_passes_through_the_engine(
+    isolated, doubles, tmp_path: Path, name: str
+) -> None:
+    """torch_arch_list_1.txt and torch_arch_list_2.txt: what torch 2.11.0+cu130 answered on
+    real GB10s (sm_80 … sm_120, no sm_121, no PTX), given to the torch child, with the GB10's
+    NVML: the whole check reads it healthy."""
+    torch = torch_from_capture(name)
+    assert (torch["version"], torch["cuda"], torch["capability"]) == ("2.11.0+cu130", "13.0", [12, 1])
+    doubles.nvml(gb10.nvml()).torch(torch)
+    result = Engine(Settings(only=("G7",)), Machine(env=doubles.env, timeout=5)).run("G7")
+    assert result.status is Status.PASS, result.report_text()
+    assert result.short_line() == "G7 PASS: torch 2.11.0+cu130 runs on SM121 through its sm_120 cubins"
+    assert result.reading("torch_arch_list").value == "sm_80, sm_90, sm_100, sm_110, sm_120"
+
+
+def test_nix_torch_from_the_capture_passes_through_the_engine(isolated, doubles, tmp_path: Path) -> None:
+    """torch_arch_list_4.txt: a Nix-packaged PyTorch 2.11.0 (no local version tag) printing
+    ``capability (12, 1)`` and ``arch_list ['sm_80', …, 'sm_120']``."""
+    lines = dict(x.split(" ", 1) for x in capture("torch_arch_list_4.txt").splitlines() if " " in x)
+    assert lines["capability"] == "(12, 1)" and lines["device"] == "NVIDIA GB10"
+    arch_list = [t.strip(" '") for t in lines["arch_list"].strip("[]").split(",")]
+    doubles.nvml(gb10.nvml()).torch(gb10.torch(version="2.11.0", arch_list=arch_list))
+    result = Engine(Settings(only=("G7",)), Machine(env=doubles.env, timeout=5)).run("G7")
+    assert result.status is Status.PASS, result.report_text()
+    assert result.short_line() == "G7 PASS: torch 2.11.0 runs on SM121 through its sm_120 cubins"
+
+
+@pytest.mark.parametrize(
+    ("precision", "status"), [("nvfp4", Status.WARN), ("fp8", Status.PASS), ("bf16", Status.PASS)]
+)
+def test_nvfp4_with_the_stock_torch_through_the_engine(
+    isolated, doubles, tmp_path: Path, precision: str, status: Status
+) -> None:
+    """error_nvfp4_1.txt: NVFP4 on two Sparks fails with "Failed to run cutlass FP4 gemm on
+    sm120" when nothing carries sm_121a kernels. The stock torch of torch_arch_list_1.txt and
+    no NVFP4 kernel library: --spark-precision nvfp4 WARNs, fp8 and bf16 do not."""
+    assert "Failed to run cutlass FP4 gemm on sm120" in capture("error_nvfp4_1.txt")
+    doubles.nvml(gb10.nvml()).torch(torch_from_capture("torch_arch_list_1.txt"))
+    machine = Machine(env=doubles.env, timeout=5)
+    result = Engine(Settings(only=("G7",), precision=precision), machine).run("G7")
+    assert result.status is status, result.report_text()
+    if status is Status.WARN:
+        assert "--spark-precision nvfp4, but nothing installed targets sm_121a or sm_120f" in result.summary
+        assert result.fix.startswith("stay on FP8")
+
+
+SGL_CUOBJDUMP = """#!/bin/sh
+case "$2" in
+  *common_ops*.so) printf 'ELF file    1: common_ops.1.sm_90a.cubin\\n'
+                   printf 'ELF file    2: common_ops.2.sm_100a.cubin\\n' ;;
+  *) echo "cuobjdump info    : File '$2' does not contain device code" >&2; exit 255 ;;
+esac
+"""
+
+
+def test_sglang_kernel_from_the_capture_is_named_through_the_engine(
+    kit, isolated, doubles, tmp_path: Path
+) -> None:
+    """error_nvfp4_2.txt: on a GB10 with torch 2.11.0+cu130, "sglang-kernel 0.4.2.post2
+    (aarch64 wheel)" imports but has no SM12.x FP4 GEMM. That distribution (sgl-kernel's
+    name since 0.4) installed with cubins that stop at sm_100a: G7 names it and its targets."""
+    text = capture("error_nvfp4_2.txt")
+    assert "sglang-kernel 0.4.2.post2" in text and "no SM12.x FP4 GEMM in the wheel" in text
+    site = tmp_path / "site-packages"
+    elfkit.install(site, "sglang-kernel", "0.4.2.post2", {"sgl_kernel/common_ops.abi3.so": kit.ext13})
+    doubles.tool("cuobjdump", SGL_CUOBJDUMP)
+    doubles.nvml(gb10.nvml()).torch(torch_from_capture("torch_arch_list_1.txt"))
+    doubles.pythonpath.append(str(site))
+    result = Engine(Settings(only=("G7",)), Machine(env=doubles.env, timeout=5)).run("G7")
+    assert result.status is Status.WARN, result.report_text()
+    assert "no sm_121a cubin in sglang-kernel 0.4.2.post2 (sm_90a, sm_100a)" in result.summary
+    assert result.short_line().startswith("G7 WARN: no sm_121a NVFP4 kernel in sglang-kernel 0.4.2.post2")
+    assert result.short_line().endswith("; fix: use FP8, or NVFP4 builds for sm_121a")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
-from pytest_spark.model import Result, Status
+from pytest_spark.model import SHORT_WIDTH, Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for
 from pytest_spark.probes.machine import format_cuda_version
@@ -382,8 +382,14 @@ def _reference(v: _View, linkers: list[dict[str, Any]]) -> None:
         counted = Counter(m for x in linkers for m in _majors(x))
         if counted and not v.cpu_only:
             top = max(counted.values())
-            v.reference = max(m for m, n in counted.items() if n == top)
-            v.ref_from, v.ref_text = "modules", f"most CUDA-linked modules (CUDA {v.reference})"
+            tied = [m for m, n in counted.items() if n == top]
+            v.reference, v.ref_from = max(tied), "modules"
+            v.ref_text = (
+                f"the newer of the CUDA-linked modules' majors (CUDA {v.reference}; a tie, and no torch "
+                "or driver to go by)"
+                if len(tied) > 1
+                else f"most CUDA-linked modules (CUDA {v.reference}; {top} of {len(linkers)})"
+            )
 
 
 def _groups(linkers: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
@@ -537,22 +543,45 @@ def _mismatch(v: _View, out: _Out) -> None:
         for who, items in groups.items()
     ]
     names = [w.split(" ", 1)[0] for w in groups if "(no installed" not in w]
-    other = "/".join(str(m) for m in sorted({m for x in mismatched for m in _majors(x)} - {v.reference}))
     again = f"reinstall builds for CUDA {v.reference} ({_wheels(v.reference)})"
+    if len(names) == 1:
+        short = f"reinstall {names[0]} for CUDA {v.reference}"
+    else:
+        short = f"reinstall them for CUDA {v.reference}" if names else f"rebuild for CUDA {v.reference}"
     out.problem(
         f"{_objects(len(mismatched), 'link')} another CUDA major than {v.ref_text}: {first_n(shown)}",
         f"pip uninstall {' '.join(names)} and {again}"
         if names
         else f"remove or rebuild those files for CUDA {v.reference}",
-        f"{first_n([w.split(' (')[0] for w in groups], 2)}: CUDA {other} build, {_ref_short(v)} CUDA {v.reference}",
-        f"pip uninstall {' '.join(names[:2])}; reinstall for CUDA {v.reference}"
-        if names
-        else f"rebuild for CUDA {v.reference}",
+        _mismatch_head(v, mismatched[0], len(groups), short),
+        short,
     )
 
 
-def _ref_short(v: _View) -> str:
-    return {"torch": "torch is", "driver": "driver is", "profile": "needs"}.get(v.ref_from, "most are")
+def _mismatch_head(v: _View, x: Mapping[str, Any], dists: int, short_fix: str) -> str:
+    """The default line's finding for objects of another CUDA major: the
+    distribution and version, the object, the library that was not found (or
+    that it links) and the build's major, as much of it as fits in the line
+    with the fix; the whole list is in the summary (``-v``)."""
+    who = _who(x["path"], x.get("root"), v.f.owners)
+    others = [n for n in x["needs"] if (elf.tracked(n) or ("", v.reference))[1] != v.reference]
+    err = str((v.failed.get(x["path"]) or {}).get("error") or "")
+    missing = re.match(r"(\S+): cannot open shared object file", err)
+    if missing and not (v.failed.get(x["path"]) or {}).get("retry_ok"):
+        lib = f"{os.path.basename(missing.group(1))} not found"
+    else:
+        lib = f"links {others[0] if others else 'another CUDA major'}"
+    majors = "/".join(str(m) for m in sorted(_majors(x) - {v.reference})) or "?"
+    more = f" (+{dists - 1} more)" if dists > 1 else ""
+    obj = _short_name(x["path"])
+    sep = ": " if lib.endswith("not found") else " "
+    room = SHORT_WIDTH - len("G1 FAIL: ; fix: ") - len(short_fix)
+    candidates = [
+        f"{who}: {obj}{sep}{lib} (CUDA {majors} build){more}",
+        f"{who}: {obj}{sep}{lib}{more}",
+        f"{who}{sep}{lib}{more}",
+    ]
+    return next((c for c in candidates if len(c) <= min(room, 90)), candidates[-1])
 
 
 def _torch_fits(v: _View, out: _Out) -> None:

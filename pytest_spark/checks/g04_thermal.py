@@ -593,10 +593,13 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
     margin = params.threshold("g4_tlimit_margin_c", 0.0)
     tmax, tlim = s.temperature.max, s.tlimit.min
     if hot > 0 and tmax is not None and tmax >= hot:
+        # g4_hot_c is a margin below the trip (GB10's default 85 C: the trip is 86-87 C), not the trip
+        trip = "; GB10 trips at 86-87 C" if params.gb10 else ""
         out.warn(
-            f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C (the throttle trip)",
+            f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C"
+            + (" (GB10's throttle trip is 86-87 C)" if trip else ""),
             COOL_FIX,
-            f"GPU {s.index} at {_fmt(tmax, 'C')} (throttles near {hot:g} C)",
+            f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})",
             COOL_SHORT,
         )
     elif margin > 0 and tlim is not None and tlim <= margin:

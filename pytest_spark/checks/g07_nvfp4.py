@@ -42,6 +42,7 @@ NVFP4_DISTS = (
     "flashinfer-jit-cache",
     "tensorrt-llm",
     "sgl-kernel",
+    "sglang-kernel",  # sgl-kernel's name from 0.4 (error_nvfp4_2.txt: sglang-kernel 0.4.2.post2 on a GB10)
 )
 MAX_LIBS = 8
 MAX_LIBS_PER_DIST = 3

@@ -177,8 +177,10 @@ def test_child_printing_endless_progress_is_killed_at_the_total_cap(monkeypatch:
 
 
 def test_child_printing_endless_garbage_is_bounded_by_its_step_timeout() -> None:
+    # paced at ~100 KB/s: garbage never resets the step deadline, and the 16 MiB
+    # cap (which an unpaced loop reaches in under a second on a fast box) is not what ends it
     start = time.monotonic()
-    result = child('while True: print("not json " * 10)', step_timeout=1)
+    result = child('while True: print("not json " * 10, flush=True); time.sleep(0.001)', step_timeout=1)
     assert time.monotonic() - start < 5
     assert result.timed_out and result.garbage > 0 and len(result.garbage_sample) == 3
 

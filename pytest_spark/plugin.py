@@ -3,7 +3,11 @@
 pytest imports this module in every run of an environment where the plugin
 is installed, so it does almost nothing: it registers options, ini keys and
 markers, and only when ``--spark-preflight`` (or ``spark_preflight_enabled``)
-is given does it import the machinery in :mod:`pytest_spark.session`.
+is given does it import the machinery in :mod:`pytest_spark.configure` and
+:mod:`pytest_spark.session`. It is also the one module of ours pytest
+rewrites on every plain run under ``PYTHONDONTWRITEBYTECODE=1``, so it stays
+short: what only a preflight (or a ``--spark-*`` flag) needs lives in
+``configure.py``, loaded through :func:`_plain_import`.
 Neither ``pynvml`` nor ``psutil`` is imported on a plain run.
 """
 
@@ -84,148 +88,29 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(_plain_import("hooks"))
 
 
-@pytest.hookimpl(tryfirst=True)  # before junitxml reads --junitxml (see per-rank paths below)
+@pytest.hookimpl(tryfirst=True)  # before junitxml reads --junitxml (see configure.per_rank_junit)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{catalog.MARKER_ALL}: one of the ten DGX Spark preflight checks G1..G10"
     )
     for name, text in catalog.AREA_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
-    moved = value_taken_as_test_path(config)
-    if moved:
-        raise pytest.UsageError(moved)
-    if not options.preflight_enabled(config):
-        bad = options.bad_ini(config, "spark_preflight_enabled")
-        if bad:  # a plain run goes on, but says why the preflight did not run
-            config.issue_config_time_warning(
-                pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
-            )
-        ignored = options_without_preflight(config)
-        if ignored:  # one line at the end of the run, not a warnings-summary entry with our source line
-            config.pluginmanager.register(OneLine(f"warning: {ignored}"), "dgx_spark_ignored_options")
-        return
-    clash = pyspark_plugin_clash()
-    if clash:
-        raise pytest.UsageError(clash)
-    from pytest_spark.settings import OptionError, settings_from_pytest  # not on a plain run
-
-    try:
-        settings = settings_from_pytest(config)
-    except OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    replay = None
-    if settings.replay is not None:
-        from pytest_spark import capture
-
-        try:
-            replay = capture.load(settings.replay)
-        except capture.CaptureError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    per_rank_junit(config)
-    keep_early_child_only_if_used(config, settings)
-    from pytest_spark.session import SparkPreflight
-
-    config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
-
-
-def keep_early_child_only_if_used(config: pytest.Config, settings: Any) -> None:
-    """The torch child started while pytest loaded (pytest_spark/early.py)
-    guessed from the command line; now the ini file and every option are
-    known. Kill it at once when this process will not run a check that reads
-    torch: a replay, ``spark_preflight_only`` without G1/G2/G5/G7, or an
-    xdist controller (``addopts = -n auto`` in the ini: the workers run the checks)."""
-    early = sys.modules.get(f"{__package__}.early")
-    if early is None:
-        return
-    distributed = (
-        bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
-    )
-    torch_checks = set(settings.selected) & set(early.TORCH_CHECKS)
-    if settings.replay is not None or not torch_checks or distributed:
-        early.drop()
-
-
-def per_rank_junit(config: pytest.Config) -> None:
-    """Under torchrun every rank runs pytest with the same ``--junitxml``; the
-    last rank to finish would overwrite rank 0's file, which carries the
-    ``spark.node<k>.*`` properties. Rank N writes ``<stem>.rankN<suffix>``, as
-    ``--spark-report`` does."""
-    xmlpath = getattr(config.option, "xmlpath", None)
-    if not xmlpath or str(os.environ.get("RANK", "") or "0") == "0":
-        return
-    from pytest_spark.report import per_rank_path
-
-    config.option.xmlpath = str(per_rank_path(xmlpath, os.environ))
-
-
-def options_without_preflight(config: pytest.Config) -> str | None:
-    """One line naming the ``--spark-*`` options given on a run without the
-    preflight: a CI line that forgets ``--spark-preflight`` would otherwise
-    gate nothing, silently. Only ``config.option`` values are read (an option
-    not given is ``None``), so a plain run stays light; xdist workers stay
-    quiet (the controller says it once)."""
-    if hasattr(config, "workerinput"):
-        return None
-    given = [o.flag for o in options.OPTIONS if getattr(config.option, o.dest, None) is not None]
-    if not given:
-        return None
-    return f"{', '.join(given)} ignored: no check runs without --spark-preflight (or spark_preflight_enabled = true)"
-
-
-class OneLine:
-    """Registered on a plain run that was given ``--spark-*`` options: says
-    so in one line of the terminal summary. A ``PytestConfigWarning`` took
-    three (where it was raised in this plugin, the message, that source line)
-    under a "warnings summary" heading; this one is visible under ``-q`` too."""
-
-    def __init__(self, line: str) -> None:
-        self.line = line
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        terminalreporter.write_line(self.line, yellow=True)
-
-
-def value_taken_as_test_path(config: pytest.Config) -> str | None:
-    """Say so when ``--spark-config PATH`` (space form) moved the rootdir.
-
-    pytest finds the rootdir and the ini file before it loads plugins from
-    entry points, so at that moment ``--spark-config`` is an unknown flag
-    and the ``PATH`` after it reads as a test path: the rootdir becomes
-    PATH's folder and the project's ini (its addopts, its ``spark_preflight_*``
-    keys) is not read. No option declaration can change that order. Once
-    loaded, we find the setup again without our values; when it differs, the
-    run stops with one line asking for ``--spark-config=PATH``. Cheap on a
-    plain run: nothing happens unless a ``--spark-*`` flag is followed by a
-    separate value.
-    """
-    import shlex
-
-    args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *map(str, config.invocation_params.args)]
-    valued = {o.flag for o in options.OPTIONS if o.kind != "bool"}
-    spaced = [(args[i], args[i + 1]) for i in range(len(args) - 1) if args[i] in valued]
-    if not spaced:
-        return None
-    try:
-        from _pytest.config.findpaths import determine_setup
-
-        ns = config.known_args_namespace
-        rootpath, inipath, *_ = determine_setup(
-            inifile=ns.inifilename,
-            override_ini=ns.override_ini,
-            args=[str(a) for a in ns.file_or_dir],
-            rootdir_cmd_arg=ns.rootdir or None,
-            invocation_dir=config.invocation_params.dir,
+    enabled = options.preflight_enabled(config)
+    bad = None if enabled else options.bad_ini(config, "spark_preflight_enabled")
+    if bad:  # a plain run goes on, but says why the preflight did not run
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
         )
-    except Exception:  # another pytest's internals: do not guess, do not block
-        return None
-    if rootpath == config.rootpath and inipath == config.inipath:
-        return None
-    flag, value = spaced[0]
-    ini = f"{inipath} was not read" if inipath else "no ini file"
-    return (
-        f"{flag} {value}: pytest read {value!r} as a test path before this plugin loaded, so the rootdir "
-        f"became {config.rootpath} ({ini}); write {flag}={value}"
-    )
+    if enabled or _spark_args(config):  # the rest of the setup lives in configure.py
+        _plain_import("configure").configure(config, enabled)
+
+
+def _spark_args(config: pytest.Config) -> bool:
+    """A ``--spark-*`` flag on the command line or in ``PYTEST_ADDOPTS``: only
+    then can a plain run have something to say about our options."""
+    if "--spark" in os.environ.get("PYTEST_ADDOPTS", ""):
+        return True
+    return any(str(a).startswith("--spark") for a in config.invocation_params.args)
 
 
 def pyspark_plugin_clash() -> str | None:

@@ -47,6 +47,8 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
     ours = {m for m in modules if m.split(".")[0] == "pytest_spark"}
     assert "pytest_spark.sampler" not in ours, "the spark_sampler fixture loads its module on first use"
     assert "pytest_spark.settings" not in ours and "pytest_spark.clash" not in ours
+    # the preflight's configure step (and the --spark-* flag checks) load only when asked for
+    assert "pytest_spark.configure" not in ours
     allowed = {
         "pytest_spark",
         "pytest_spark.plugin",

@@ -554,6 +554,17 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Out) -> list[str]
     chosen = hca_selection(value, devices) if value.strip() else devices
     if not value.strip():
         return chosen
+    if devices and not chosen:
+        up = [d for d in devices if not _down(rdma[d])] or devices
+        out.flag(
+            Status.WARN,
+            f"NCCL_IB_HCA={value} selects none of this node's RoCE devices ({', '.join(devices)}): NCCL finds "
+            "no IB device and sends over TCP sockets (a few GB/s where the two-Spark link gives 20-24)",
+            f"NCCL_IB_HCA={','.join(up)} on every node (the devices `ibdev2netdev` shows Up), or unset it",
+            f"NCCL_IB_HCA={value} matches no RoCE device here",
+            f"NCCL_IB_HCA={','.join(up)}",
+        )
+        return chosen
     for dev in chosen:
         key = twin_key(dev)
         if key is None:

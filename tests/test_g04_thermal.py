@@ -768,6 +768,22 @@ def test_nvidia_smi_fallback_reads_power_and_counters_from_real_gb10_output(doub
     assert result.reading("sw_power_cap_since_boot").value == 50284.265
 
 
+def test_nvml_without_counter_fields_reads_them_from_nvidia_smi_q(doubles: Any) -> None:
+    """NVML answers the samples but not the clock-event field values: the counters
+    nvidia-smi -q -d PERFORMANCE prints on a GB10 (tests/data/gb10/nvidia-smi-q_1.txt:
+    14 h of SW power capping) still give the since-boot totals, read once after the sample."""
+    doubles.tool("nvidia-smi", SMI_FROM_CAPTURES.format(q=GB10_DATA / "nvidia-smi-q_1.txt"))
+    nvml = gb10.nvml(device={"samples": idle_gb10_samples(), "counters": "NotSupported"})
+    result, _ = run_g4(doubles.nvml(nvml).env, seconds=0.2)
+    assert result.status is Status.INFO, result.line()
+    assert result.reading("source").value == "nvml"
+    assert "clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s" in result.summary
+    assert "in the sample" not in result.summary  # one reading: no growth is claimed
+    assert result.reading("sw_power_cap_since_boot").value == 50284.265
+    assert result.reading("sw_power_cap_in_sample").value is None
+    assert any("read from nvidia-smi -q after the sample" in d for d in result.details)
+
+
 def test_nvidia_smi_fallback_reads_the_h200_tlimit_margin(doubles: Any, h200: Path) -> None:
     doubles.tool(
         "nvidia-smi",

@@ -417,3 +417,25 @@ def test_the_doubles_table_and_counters_have_the_captures_layout(scene: Scene) -
     ours = [ln.split(":")[0] for ln in q.splitlines()]
     start = ours.index("    Clocks Event Reasons Counters")
     assert ours[start : start + 6] == labels[section : section + 6]
+
+
+def test_nvfp4_declared_in_the_ini_warns_on_the_healthy_spark_through_plugin_and_cli(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, server: LocalServer
+) -> None:
+    """The healthy Spark of torch_arch_list_1.txt (stock cu130 torch, no NVFP4 kernel library)
+    whose owner plans NVFP4: ``spark_preflight_precision = nvfp4`` in the ini (the plugin) and
+    ``--precision nvfp4`` (the CLI) give G7 the same WARN (error_nvfp4_1.txt: "Failed to run
+    cutlass FP4 gemm on sm120" where nothing targets sm_121a); every other line stays healthy."""
+    assert "Failed to run cutlass FP4 gemm on sm120" in (DATA / "gb10" / "error_nvfp4_1.txt").read_text()
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url]
+    (pytester.path / "pytest.ini").write_text("[pytest]\nspark_preflight_precision = nvfp4\n")
+    plugin = run_plugin(pytester, monkeypatch, scene, args)
+    cli = run_cli(scene, pytester.path, [*args, "--precision", "nvfp4"])
+    g7 = (
+        "G7 WARN: NVFP4 planned, but no installed kernel targets sm_121a/sm_120f; fix: use FP8, or NVFP4 "
+        "builds for sm_121a"
+    )
+    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    assert section(plugin.outlines) == expected, plugin.stdout.str()
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr

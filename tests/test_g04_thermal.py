@@ -725,7 +725,7 @@ def test_an_idle_gb10_warming_with_the_box_is_not_the_flat_power_pattern(doubles
     result, _ = run_g4(doubles.nvml(gb10.nvml(device={"samples": samples})).env, seconds=0.3)
     assert result.status is Status.INFO, result.line()
     assert result.reading("temperature_rise").value >= 5  # it did climb
-    assert any("power stayed at idle (<= g4_idle_power_w = 20 W)" in d for d in result.details)
+    assert any("with the power at idle (<= g4_idle_power_w = 20 W): the box warmed" in d for d in result.details)
     # the same series judged without the idle band (generic: GpuIdle alone decides) is the old WARN
     plain = g4.evaluate(
         gb10_facts(series([36, 50, 50, 50], [3, 15.57, 15.57, 15.57])), params("gb10", g4_idle_power_w=0)

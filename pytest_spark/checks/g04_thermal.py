@@ -640,12 +640,13 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, params: Params,
     rise_c = params.threshold("g4_temp_rise_c", 5.0)
     band = params.threshold("g4_flat_power_band_fraction", 0.15)
     idle_w = params.threshold("g4_idle_power_w")
-    flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c, idle_w=idle_w)
-    idle = idle_w > 0 and s.power_w.max is not None and s.power_w.max <= idle_w
-    if ceiling and idle and s.temperature.n > 1 and s.busy is not False:
+    flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
+    if flat is not None and idle_w > 0 and flat.power_max <= idle_w:
         out.f.note(
-            f"{label}: power stayed at idle (<= g4_idle_power_w = {idle_w:g} W); the flat-power rule needs load"
+            f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= g4_idle_power_w = "
+            f"{idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule needs load)"
         )
+        flat = None
     if flat is not None:
         out.warn(
             f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "

@@ -748,10 +748,27 @@ def test_nccl_ib_hca_naming_no_device_of_this_node_warns(tmp_path: Path) -> None
     assert r.status is Status.WARN, r.line()
     assert r.summary.startswith(
         "rank 0 of 2: NCCL_IB_HCA=mlx5_0 selects none of this node's RoCE devices (roceP2p1s0f0, roceP2p1s0f1, "
-        "rocep1s0f0, rocep1s0f1): NCCL finds no IB device and sends over TCP sockets"
+        "rocep1s0f0, rocep1s0f1): NCCL finds no usable IB device and sends over TCP sockets"
     )
     assert r.short_line() == (
         "G10 WARN: NCCL_IB_HCA=mlx5_0 matches no RoCE device here; fix: NCCL_IB_HCA=roceP2p1s0f1,rocep1s0f1"
+    )
+
+
+def test_nccl_ib_hca_naming_only_down_ports_warns(tmp_path: Path) -> None:
+    """playbook_issue_nccl_1.txt recommends ``NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0`` (its cable
+    was in port 0); on a Spark cabled in the outer port those twins are Down
+    (link_two_spark_ib_write_bw_2.txt: rocep1s0f0 … (Down), rocep1s0f1 … (Up)), so NCCL has no
+    usable IB device and falls back to TCP sockets."""
+    value = re.search(r"`NCCL_IB_HCA=([\w,]+)`", (GB10 / "playbook_issue_nccl_1.txt").read_text()).group(1)
+    assert value == "rocep1s0f0,roceP2p1s0f0"
+    ibdev = (GB10 / "link_two_spark_ib_write_bw_2.txt").read_text()
+    assert "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)" in ibdev
+    r = run_link(tmp_path, {**TWO_NODES, "NCCL_IB_HCA": value})
+    assert r.status is Status.WARN, r.line()
+    assert "selects only RoCE devices whose port is down (roceP2p1s0f0, rocep1s0f0)" in r.summary
+    assert r.short_line() == (
+        "G10 WARN: NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0 names only down ports; fix: NCCL_IB_HCA=roceP2p1s0f1,rocep1s0f1"
     )
 
 

@@ -318,6 +318,7 @@ class GpuSampler:
                 ceiling_w=ceiling,
                 band_fraction=t["g4_flat_power_band_fraction"],
                 rise_c=t["g4_temp_rise_c"],
+                idle_w=t["g4_idle_power_w"],
             )
             if flat is not None:
                 flat_notes.append(

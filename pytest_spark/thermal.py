@@ -248,21 +248,24 @@ class FlatPower:
 
 
 def flat_power_climb(
-    s: GpuSeries, *, ceiling_w: float | None, band_fraction: float, rise_c: float
+    s: GpuSeries, *, ceiling_w: float | None, band_fraction: float, rise_c: float, idle_w: float = 0.0
 ) -> FlatPower | None:
     """Return the pattern when it is there, ``None`` when it is not.
 
     ``ceiling_w`` is "well below the limit" (GB10: the seed's 100 W, since its
     limit reads N/A; elsewhere a fraction of the enforced limit). Flat means
     the power stayed within ``band_fraction`` of the ceiling. An idle GPU
-    (GpuIdle in most samples) never matches: its temperature follows the
-    rest of the box, not its own load.
+    never matches: its temperature follows the rest of the box, not its own
+    load. Idle is GpuIdle in most samples, or, where the driver never sets
+    GpuIdle (GB10 reads 0x0 while idle: nvidia-smi-q_1.txt,
+    nvidia-smi_clocks_power_1.txt), a power that never left the idle band
+    (``idle_w``; GB10 idles at 3-16 W).
     """
     if ceiling_w is None or ceiling_w <= 0 or s.busy is False:
         return None
     temps = window_means(s.points, 1)
     watts = [p[2] for p in s.points if p[2] is not None]
-    if temps is None or len(watts) < 2:
+    if temps is None or len(watts) < 2 or (idle_w > 0 and max(watts) <= idle_w):
         return None
     start, end = temps
     pmin, pmax = min(watts), max(watts)

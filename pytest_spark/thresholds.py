@@ -64,6 +64,16 @@ THRESHOLDS: dict[str, Threshold] = {
             "(15 W of GB10's 100 W), so a load ramping up is not mistaken for a plateau",
         ),
         Threshold(
+            "g4_idle_power_w",
+            20.0,
+            0.0,
+            "W",
+            "G4: a GPU whose power never rose above this is idle, so the flat-power rule does not "
+            "apply (GB10 never sets GpuIdle: it reads 0x0 idle; it idles at 3-16 W, nvidia-smi_6.txt, "
+            "nvidia-smi_clocks_power_1.txt, and draws 37-105 W loaded, nvidia-smi_clocks_power_2.txt, "
+            "nvidia-smi-q_1.txt; 0 = off, GpuIdle alone decides)",
+        ),
+        Threshold(
             "g4_temp_rise_c",
             5.0,
             5.0,

@@ -693,6 +693,57 @@ def test_tlimit_margin_from_nvml_is_a_reading_and_warns_when_thin(doubles: Any) 
     assert warned.status is Status.WARN and "T.Limit margin 2 C" in warned.summary
 
 
+def table_watts(name: str) -> list[float]:
+    """The Pwr:Usage of every GPU row of a real GB10's nvidia-smi table (``| N/A   36C    P8   3W /  N/A  |``)."""
+    text = (GB10_DATA / name).read_text()
+    assert text.startswith("# source:")
+    return [float(w) for w in re.findall(r"^\| N/A\s+\d+C\s+P\d+\s+(\d+)W /\s+N/A\s+\|", text, re.M)]
+
+
+def test_an_idle_gb10_warming_with_the_box_is_not_the_flat_power_pattern(doubles: Any) -> None:
+    """GB10 never sets GpuIdle: its instantaneous reasons read "Not Active" (0x0) while
+    idle (tests/data/gb10/nvidia-smi-q_1.txt, nvidia-smi_clocks_power_1.txt). An idle
+    Spark draws 3 W (nvidia-smi_6.txt's table) to 15.57 W (nvidia-smi_clocks_power_1.txt)
+    and warms with the CPU's work (thermal_2.txt (e): CPU at 90-92 C): power flat
+    "under 100 W" while the temperature climbs is the box, not a throttled GPU.
+
+    Verdict change: this was a WARN ("power flat at 3-15.6 W while temperature rose"),
+    so a healthy idle Spark never passed the 15-minute plateau check."""
+    (idle,) = table_watts("nvidia-smi_6.txt")
+    assert idle == 3.0
+    assert (
+        "NVIDIA GB10, 2522 MHz, 3003 MHz, 50, 15.57 W"
+        in (GB10_DATA / "nvidia-smi_clocks_power_1.txt").read_text()
+    )
+    assert "SW Power Cap                      : Not Active" in (GB10_DATA / "nvidia-smi-q_1.txt").read_text()
+    temps = [36] + [50] * 19
+    watts = [idle] + [15.57] * 19
+    samples = [
+        {"temperature_c": t, "power_usage_mw": int(w * 1000), "clock_event_reasons": 0}
+        for t, w in zip(temps, watts, strict=True)
+    ]
+    result, _ = run_g4(doubles.nvml(gb10.nvml(device={"samples": samples})).env, seconds=0.3)
+    assert result.status is Status.INFO, result.line()
+    assert result.reading("temperature_rise").value >= 5  # it did climb
+    assert any("with the power at idle (<= g4_idle_power_w = 20 W): the box warmed" in d for d in result.details)
+    # the same series judged without the idle band (generic: GpuIdle alone decides) is the old WARN
+    plain = g4.evaluate(
+        gb10_facts(series([36, 50, 50, 50], [3, 15.57, 15.57, 15.57])), params("gb10", g4_idle_power_w=0)
+    )
+    assert plain.status is Status.WARN and "power flat at 3-15.6 W" in plain.summary
+
+
+def test_a_loaded_gb10_above_the_idle_band_still_meets_the_flat_power_rule() -> None:
+    """nvidia-smi_clocks_power_2.txt: a GB10 at 95 % load under a 2000 MHz cap drew
+    36-37 W (59 W uncapped), well above the 20 W idle band: flat there while the chip
+    heats 48 -> 58 C is the seed's pattern, and still WARNs."""
+    text = (GB10_DATA / "nvidia-smi_clocks_power_2.txt").read_text()
+    assert "58°C, 36.7W, 95%, 1989 MHz" in text
+    result = g4.evaluate(gb10_facts(series([48, 50, 52, 54, 56, 58], [36.7] * 6)), GB10_T)
+    assert result.status is Status.WARN, result.line()
+    assert "power flat at 36.7 W" in result.summary
+
+
 SMI_FROM_CAPTURES = """#!/bin/sh
 case "$1" in
   -q) sed '1d' {q} ;;
@@ -715,6 +766,22 @@ def test_nvidia_smi_fallback_reads_power_and_counters_from_real_gb10_output(doub
     assert result.reading("power_limit").value is None
     assert "clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s" in result.summary
     assert result.reading("sw_power_cap_since_boot").value == 50284.265
+
+
+def test_nvml_without_counter_fields_reads_them_from_nvidia_smi_q(doubles: Any) -> None:
+    """NVML answers the samples but not the clock-event field values: the counters
+    nvidia-smi -q -d PERFORMANCE prints on a GB10 (tests/data/gb10/nvidia-smi-q_1.txt:
+    14 h of SW power capping) still give the since-boot totals, read once after the sample."""
+    doubles.tool("nvidia-smi", SMI_FROM_CAPTURES.format(q=GB10_DATA / "nvidia-smi-q_1.txt"))
+    nvml = gb10.nvml(device={"samples": idle_gb10_samples(), "counters": "NotSupported"})
+    result, _ = run_g4(doubles.nvml(nvml).env, seconds=0.2)
+    assert result.status is Status.INFO, result.line()
+    assert result.reading("source").value == "nvml"
+    assert "clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s" in result.summary
+    assert "in the sample" not in result.summary  # one reading: no growth is claimed
+    assert result.reading("sw_power_cap_since_boot").value == 50284.265
+    assert result.reading("sw_power_cap_in_sample").value is None
+    assert any("read from nvidia-smi -q after the sample" in d for d in result.details)
 
 
 def test_nvidia_smi_fallback_reads_the_h200_tlimit_margin(doubles: Any, h200: Path) -> None:

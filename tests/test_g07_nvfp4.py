@@ -469,6 +469,22 @@ def test_cpu_only_torch_through_the_machine_fails(isolated, doubles, tmp_path: P
     assert "torch 2.9.1+cpu is a CPU-only build" in result.summary
 
 
+def test_a_cuda_torch_that_cannot_reach_the_gpu_is_not_called_unimportable(
+    isolated, doubles, tmp_path: Path
+) -> None:
+    """torch.cuda.get_arch_list() is [] whenever CUDA is unavailable, so a cu130 torch
+    that cannot reach the GB10 (driver, device nodes) lists nothing: G7 cannot judge its
+    targets and says why (G1 names the cause), not "torch not importable"."""
+    doubles.nvml(gb10.nvml()).torch(gb10.torch(available=False))
+    result = Engine(Settings(only=("G7",)), Machine(env=doubles.env, timeout=5)).run("G7")
+    assert result.status is Status.INFO, result.report_text()
+    assert "torch arch list unknown (torch.cuda.is_available() is False; see G1)" in result.summary
+    assert "not importable" not in result.line()
+    assert result.short_line() == (
+        "G7 INFO: SM121 found; torch 2.11.0+cu130's build unknown (torch.cuda.is_available() is False; see G1)"
+    )
+
+
 PTXAS = """#!/bin/sh
 echo "$0 $@" >> "{log}"
 if [ "$1" = "--version" ]; then

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -731,6 +732,43 @@ def test_one_twin_in_nccl_ib_hca_warns_with_both(tmp_path: Path) -> None:
     assert "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in r.fix
     assert r.short_line() == (
         "G10 WARN: NCCL_IB_HCA has one RoCE twin of 2 (rocep1s0f1); fix: NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1"
+    )
+
+
+def test_nccl_ib_hca_naming_no_device_of_this_node_warns(tmp_path: Path) -> None:
+    """two_spark_config_1.txt (a two-Spark nccl-env.sh; LOW TRUST): ``NCCL_IB_HCA=mlx5_0``
+    where a Spark's RoCE devices are rocep1s0f0 … roceP2p1s0f1 (link_two_spark_ib_write_bw_2.txt,
+    link_ibstat_1.txt): NCCL finds no IB device and falls back to TCP sockets."""
+    config = (GB10 / "two_spark_config_1.txt").read_text()
+    assert "export NCCL_IB_HCA=mlx5_0" in config
+    assert "CA 'roceP2p1s0f1'" in (GB10 / "link_ibstat_1.txt").read_text()
+    env = dict(re.findall(r"^export (NCCL_\w+|GLOO_\w+)=(\S+)", config.split("---- (B)")[0], re.M))
+    assert env["NCCL_IB_HCA"] == "mlx5_0" and env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
+    r = run_link(tmp_path, {**TWO_NODES, **env})
+    assert r.status is Status.WARN, r.line()
+    assert r.summary.startswith(
+        "rank 0 of 2: NCCL_IB_HCA=mlx5_0 selects none of this node's RoCE devices (roceP2p1s0f0, roceP2p1s0f1, "
+        "rocep1s0f0, rocep1s0f1): NCCL finds no usable IB device and sends over TCP sockets"
+    )
+    assert r.short_line() == (
+        "G10 WARN: NCCL_IB_HCA=mlx5_0 matches no RoCE device here; fix: NCCL_IB_HCA=roceP2p1s0f1,rocep1s0f1"
+    )
+
+
+def test_nccl_ib_hca_naming_only_down_ports_warns(tmp_path: Path) -> None:
+    """playbook_issue_nccl_1.txt recommends ``NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0`` (its cable
+    was in port 0); on a Spark cabled in the outer port those twins are Down
+    (link_two_spark_ib_write_bw_2.txt: rocep1s0f0 … (Down), rocep1s0f1 … (Up)), so NCCL has no
+    usable IB device and falls back to TCP sockets."""
+    value = re.search(r"`NCCL_IB_HCA=([\w,]+)`", (GB10 / "playbook_issue_nccl_1.txt").read_text()).group(1)
+    assert value == "rocep1s0f0,roceP2p1s0f0"
+    ibdev = (GB10 / "link_two_spark_ib_write_bw_2.txt").read_text()
+    assert "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)" in ibdev
+    r = run_link(tmp_path, {**TWO_NODES, "NCCL_IB_HCA": value})
+    assert r.status is Status.WARN, r.line()
+    assert "selects only RoCE devices whose port is down (roceP2p1s0f0, rocep1s0f0)" in r.summary
+    assert r.short_line() == (
+        "G10 WARN: NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0 names only down ports; fix: NCCL_IB_HCA=roceP2p1s0f1,rocep1s0f1"
     )
 
 

@@ -354,3 +354,88 @@ def test_the_token_appears_in_no_output_of_a_full_run(
     # the reports did carry G8's result (they were really written, not empty)
     for name in expected_files:
         assert "G8" in outputs[name], name
+
+
+# --------------------------------------------------------------------------- the double speaks as a Spark
+
+
+def capture_block(name: str, command: str) -> list[str]:
+    """The lines a real Spark printed after ``command`` in a capture (up to a blank line or fence)."""
+    lines = (DATA / "gb10" / name).read_text().splitlines()
+    assert lines[0].startswith("# source:")
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip("$ ").startswith(command))
+    out = []
+    for ln in lines[start + 1 :]:
+        if not ln.strip() or ln.startswith("```"):
+            break
+        out.append(ln)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [
+        (
+            "nvml_memory_1.txt",
+            "nvidia-smi --query-gpu=memory.total,memory.used,memory.free,utilization.gpu,power.draw,temperature.gpu "
+            "--format=csv",
+        ),
+        ("nvidia-smi-query_3.txt", "nvidia-smi --query-gpu=index,name,memory.total,memory.free --format=csv"),
+    ],
+)
+def test_the_doubles_nvidia_smi_prints_what_a_spark_printed(scene: Scene, name: str, command: str) -> None:
+    """tests/data/gb10/nvml_memory_1.txt (nvitop PR #208, driver 580.173.02) and
+    nvidia-smi-query_3.txt (unsloth PR #10703): the double's ``--query-gpu`` answer is the
+    capture's, header, units and ``[N/A]`` included, word for word."""
+    import shlex
+    import subprocess
+
+    expected = capture_block(name, command)
+    argv = shlex.split(command)
+    out = subprocess.run(argv, capture_output=True, text=True, env=scene.env(), timeout=10, check=True)
+    assert out.stdout.splitlines() == expected
+
+
+def test_the_doubles_table_and_counters_have_the_captures_layout(scene: Scene) -> None:
+    """nvidia-smi_3.txt's table (GB10 row, ``Not Supported`` memory, ``N/A`` cap) and
+    nvidia-smi-q_1.txt's ``Clocks Event Reasons Counters`` section: same columns, labels and
+    indentation; the values are the double's own (35 C, 11 W; nvidia-smi_clocks_power_1.txt's counters)."""
+    import subprocess
+
+    table = subprocess.run(["nvidia-smi"], capture_output=True, text=True, env=scene.env(), timeout=10).stdout
+    real = (DATA / "gb10" / "nvidia-smi_3.txt").read_text()
+    for header in real.splitlines()[7:13]:  # the column headers and the GB10 row, not the version line
+        assert header.rstrip() in table.splitlines(), header
+    assert (
+        "| N/A   35C    P8             11W /  N/A  | Not Supported          |      0%      Default |" in table
+    )
+    q = subprocess.run(
+        ["nvidia-smi", "-q"], capture_output=True, text=True, env=scene.env(), timeout=10
+    ).stdout
+    labels = [ln.split(":")[0] for ln in (DATA / "gb10" / "nvidia-smi-q_1.txt").read_text().splitlines()]
+    section = labels.index("    Clocks Event Reasons Counters")
+    ours = [ln.split(":")[0] for ln in q.splitlines()]
+    start = ours.index("    Clocks Event Reasons Counters")
+    assert ours[start : start + 6] == labels[section : section + 6]
+
+
+def test_nvfp4_declared_in_the_ini_warns_on_the_healthy_spark_through_plugin_and_cli(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, server: LocalServer
+) -> None:
+    """The healthy Spark of torch_arch_list_1.txt (stock cu130 torch, no NVFP4 kernel library)
+    whose owner plans NVFP4: ``spark_preflight_precision = nvfp4`` in the ini (the plugin) and
+    ``--precision nvfp4`` (the CLI) give G7 the same WARN (error_nvfp4_1.txt: "Failed to run
+    cutlass FP4 gemm on sm120" where nothing targets sm_121a); every other line stays healthy."""
+    assert "Failed to run cutlass FP4 gemm on sm120" in (DATA / "gb10" / "error_nvfp4_1.txt").read_text()
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url]
+    (pytester.path / "pytest.ini").write_text("[pytest]\nspark_preflight_precision = nvfp4\n")
+    plugin = run_plugin(pytester, monkeypatch, scene, args)
+    cli = run_cli(scene, pytester.path, [*args, "--precision", "nvfp4"])
+    g7 = (
+        "G7 WARN: NVFP4 planned, but no installed kernel targets sm_121a/sm_120f; fix: use FP8, or NVFP4 "
+        "builds for sm_121a"
+    )
+    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    assert section(plugin.outlines) == expected, plugin.stdout.str()
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr

@@ -61,6 +61,24 @@ def test_a_cool_idle_gpu_is_not_throttled(doubles: Any) -> None:
     assert "not throttled" in summary_line(s)
 
 
+def test_an_idle_gb10_warming_with_the_box_is_not_throttled(doubles: Any) -> None:
+    """GB10 reads 0x0, never GpuIdle, while idle (tests/data/gb10/nvidia-smi-q_1.txt) and
+    idles at 3-16 W (nvidia-smi_6.txt, nvidia-smi_clocks_power_1.txt): a GPU at 11 W whose
+    temperature climbs with the CPU's work is not "flat power while heating"."""
+    samples = [
+        {"temperature_c": 40 + i, "power_usage_mw": 11000, "clock_event_reasons": 0} for i in range(30)
+    ]
+    with GpuSampler(interval=0.02, env=doubles.nvml(gb10.nvml(device={"samples": samples})).env) as sampler:
+        wait_samples(sampler, 12)
+    s = sampler.summary()
+    assert s["ok"] and s["gpus"][0]["temperature_c"]["max"] - s["gpus"][0]["temperature_c"]["min"] >= 10
+    assert s["flat_power"] == [] and s["throttled"] is False
+    loaded = [dict(x, power_usage_mw=60000) for x in samples]
+    with GpuSampler(interval=0.02, env=doubles.nvml(gb10.nvml(device={"samples": loaded})).env) as sampler:
+        wait_samples(sampler, 12)
+    assert sampler.summary()["throttled"] is True  # the same climb under load is the seed's pattern
+
+
 def test_memory_stays_bounded_while_statistics_cover_every_sample(doubles: Any) -> None:
     with GpuSampler(interval=0.005, max_points=16, env=doubles.nvml(hot_gb10(n=400)).env) as sampler:
         wait_samples(sampler, 80)

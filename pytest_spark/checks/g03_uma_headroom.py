@@ -232,7 +232,7 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
             "G3",
             Status.INFO,
             f"{pool.word} {gib(pool.available)} GiB of {pool.g('MemTotal')} GiB (MemFree {pool.g('MemFree')}, "
-            f"page cache {gib(pool.cache)}, swap free {gib(pool.m.get('SwapFree', 0))} GiB){suffix}; "
+            f"page cache {gib(pool.cache)}, swap free {_swap_free(pool)}){suffix}; "
             "no workload declared (--spark-workload-gb)",
             readings=readings,
             details=details,
@@ -240,6 +240,12 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
         )
     readings.insert(0, Reading("workload", round(workload_gib, 1), "GiB"))
     return _verdict(pool, workload_gib, margin_gib, suffix, readings, details)
+
+
+def _swap_free(pool: Pool) -> str:
+    """``"16.0 GiB"``, or ``"[N/A]"`` when /proc/meminfo did not say (proc_meminfo_1.txt has no swap lines)."""
+    free = pool.g("SwapFree")
+    return "[N/A]" if free is None else f"{free} GiB"
 
 
 def _verdict(
@@ -292,6 +298,22 @@ def _verdict(
             short_fix="shrink the workload (quantize, smaller batch/context) or use more machines",
             **kw,
         )
+    retained = _retained(readings)
+    if retained:
+        # proc_meminfo_1.txt: no CUDA process running, ~80 GiB in no category, MemAvailable 38 GiB
+        return Result(
+            "G3",
+            Status.FAIL,
+            f"{what} > {pool.word} {avail_g} GiB of {total_g} GiB (MemFree {free_g} GiB), and {retained:g} GiB "
+            "is held outside every /proc/meminfo category: other GPU jobs, or, with none running, memory the "
+            f"NVIDIA driver kept from exited CUDA processes{suffix}",
+            fix="stop other jobs holding the memory pool (see G6); if G6 lists none, the memory is the "
+            f"driver's retained pool: a reboot returns the {retained:g} GiB to MemAvailable; or shrink the "
+            "workload (quantize, smaller batch or context, gradient checkpointing)",
+            headline=f"{what} > {pool.word} {avail_g} GiB; {retained:g} GiB outside meminfo",
+            short_fix="stop GPU jobs (G6); if none, reboot",
+            **kw,
+        )
     return Result(
         "G3",
         Status.FAIL,
@@ -302,6 +324,12 @@ def _verdict(
         short_fix="stop other jobs holding the pool (see G6) or shrink the workload",
         **kw,
     )
+
+
+def _retained(readings: list[Reading]) -> float | None:
+    """GiB held outside every /proc/meminfo category, when it is worth naming."""
+    value = next((r.value for r in readings if r.name == "unaccounted"), None)
+    return value if isinstance(value, (int, float)) and value >= UNACCOUNTED_NOTE_GIB else None
 
 
 def headroom_gb(result: Result) -> float | None:

@@ -12,8 +12,9 @@ error), the SM clock, the T.Limit margin and the clock-event reasons for
 On GB10 the instantaneous reasons read "Not Active" while the cumulative
 clock-event counters show hours of SW power capping and seconds of thermal
 slowdown (fixtures nvidia-smi-q_1.txt, nvidia-smi_clocks_power_1.txt), so the
-counters are read before and after the sample: the difference is what
-happened during the run, the totals what happened since the driver loaded.
+counters are read before and after the sample (NVML field values; ``nvidia-smi
+-q`` when NVML has none): the difference is what happened during the run, the
+totals what happened since the driver loaded.
 
 WARN on active thermal, HW-slowdown or power-brake reasons (GpuIdle and
 SwPowerCap are ignored, as cluster health checks do: both are normal), on
@@ -156,8 +157,27 @@ def gather(ctx: CheckContext) -> Facts:
             facts.hung = str(sample.get("reason"))
         elif not sample.get("ok"):
             facts.broken = str(sample.get("reason"))
+        else:
+            _counters_from_smi(ctx, facts)
         return facts
     return gather_smi(ctx, nvml_reason=str(nv.get("reason")), nvml_missing=bool(nv.get("missing")))
+
+
+def _counters_from_smi(ctx: CheckContext, facts: Facts) -> None:
+    """NVML answered but its clock-event field values did not (an older driver or
+    binding): ``nvidia-smi -q`` prints the same counters (nvidia-smi-q_1.txt), read
+    once after the sample, so the since-boot totals are still known (not the growth)."""
+    if any(c.get("us") for c in (*facts.counters_before, *facts.counters_after)):
+        return
+    after = _smi_q(ctx, facts, SMI_Q_AFTER)
+    if not after:
+        return
+    facts.counters_source = "nvidia-smi -q"
+    facts.counters_after = [{k: g[k] for k in ("index", "us", "errors")} for g in after]
+    facts.temps_q = [{"index": g["index"], **g["temps"]} for g in after]
+    facts.notes.append(
+        "NVML gave no clock-event counters: read from nvidia-smi -q after the sample (since boot only)"
+    )
 
 
 def _static_from_snapshot(dev: Mapping[str, Any]) -> dict[str, Any]:
@@ -619,7 +639,14 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, params: Params,
         out.ceilings.append(ceiling)
     rise_c = params.threshold("g4_temp_rise_c", 5.0)
     band = params.threshold("g4_flat_power_band_fraction", 0.15)
+    idle_w = params.threshold("g4_idle_power_w")
     flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
+    if flat is not None and idle_w > 0 and flat.power_max <= idle_w:
+        out.f.note(
+            f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= g4_idle_power_w = "
+            f"{idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule needs load)"
+        )
+        flat = None
     if flat is not None:
         out.warn(
             f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "

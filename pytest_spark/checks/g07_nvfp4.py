@@ -301,6 +301,12 @@ def _gather_torch(ctx: CheckContext, facts: Facts) -> None:
     facts.arch_list_error = d.get("arch_list_error") or d.get("torch_import_error")
     if facts.arch_list is None and not facts.arch_list_error and not child.ok:
         facts.arch_list_error = child.describe("torch child")  # hung or killed, not "not importable"
+    unreachable = facts.torch_cuda and d.get("cuda_available") is False
+    if not facts.arch_list and not facts.arch_list_error and unreachable:
+        # torch.cuda.get_arch_list() is [] whenever CUDA is unavailable: a CUDA build that
+        # cannot reach the GPU says nothing about its targets (G1 names why)
+        why = str(d.get("cuda_error") or "torch.cuda.is_available() is False")
+        facts.arch_list_error = f"{why[:120]}; see G1"
 
 
 def _gather_libraries(ctx: CheckContext, facts: Facts) -> None:
@@ -441,7 +447,7 @@ def _torch_stage(f: Facts, archs: list[Arch], out: _Out) -> tuple[str, bool | No
         )
         return f"{who} is CPU-only", False
     if not archs:
-        return f"torch arch list unknown ({f.arch_list_error or 'torch not importable'})", None
+        return f"torch arch list unknown ({_unknown_why(f)})", None
     runnable = [a for a in archs if runs_on_sm121(a)]
     cubins = [a for a in runnable if a.kind == "sm"]
     listed = f"{who} arch list {_names(archs)}"
@@ -615,8 +621,15 @@ def evaluate(facts: Facts, params: Params) -> Result:
 def _ok_headline(f: Facts, archs: list[Arch], runs: bool | None) -> str:
     who = f"torch {f.torch_version}" if f.torch_version else "torch"
     if runs is None:
-        return f"SM121 found; {who}'s build unknown ({(f.arch_list_error or 'not importable')[:60]})"
+        return f"SM121 found; {who}'s build unknown ({_unknown_why(f)[:64]})"
     cubins = [a for a in archs if runs_on_sm121(a) and a.kind == "sm"]
     if cubins:
         return f"{who} runs on SM121 through its {_names(cubins)} cubins"
     return f"{who} runs on SM121 through PTX JIT"
+
+
+def _unknown_why(f: Facts) -> str:
+    """Why torch's arch list is unknown: its error, else whether torch imported at all."""
+    if f.arch_list_error:
+        return f.arch_list_error
+    return "arch list not read" if f.torch_version else "torch not importable"

@@ -554,6 +554,19 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Out) -> list[str]
     chosen = hca_selection(value, devices) if value.strip() else devices
     if not value.strip():
         return chosen
+    up = [d for d in devices if not _down(rdma[d])]
+    if (devices and not chosen) or (up and not [d for d in chosen if d in up]):
+        what = "none of this node's RoCE devices" if not chosen else "only RoCE devices whose port is down"
+        use = up or devices
+        out.flag(
+            Status.WARN,
+            f"NCCL_IB_HCA={value} selects {what} ({', '.join(chosen or devices)}): NCCL finds no usable IB "
+            "device and sends over TCP sockets (a few GB/s where the two-Spark link gives 20-24)",
+            f"NCCL_IB_HCA={','.join(use)} on every node (the devices `ibdev2netdev` shows Up), or unset it",
+            f"NCCL_IB_HCA={value} {'matches no RoCE device here' if not chosen else 'names only down ports'}",
+            f"NCCL_IB_HCA={','.join(use)}",
+        )
+        return chosen
     for dev in chosen:
         key = twin_key(dev)
         if key is None:

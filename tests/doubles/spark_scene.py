@@ -60,14 +60,15 @@ NVIDIA_SMI_GB10 = r"""#!/bin/sh
 # nvidia-smi as a DGX Spark (GB10, driver 580.173.02) answers it (shell builtins only:
 # a test may give it a PATH without coreutils)
 [ -n "$SMI_LOG" ] && printf '%s\n' "$*" >> "$SMI_LOG"
-query=""; apps=""; header=1; q=0
+query=""; apps=""; header=1; units=1; q=0
 for arg in "$@"; do
   case "$arg" in
     --query-gpu=*) query="${arg#--query-gpu=}" ;;
     --query-compute-apps=*) apps="${arg#--query-compute-apps=}" ;;
-    --format=*noheader*) header=0 ;;
     -q|--query) q=1 ;;
   esac
+  case "$arg" in --format=*noheader*) header=0 ;; esac
+  case "$arg" in --format=*nounits*) units=0 ;; esac
 done
 if [ "$q" = 1 ]; then
 printf '%s\n' "" "==============NVSMI LOG==============" "" \
@@ -99,7 +100,9 @@ fi
 if [ -n "$apps" ]; then
   [ "$header" = 1 ] && printf '%s\n' "pid, process_name, used_gpu_memory [MiB]"
   if [ -n "$SMI_APPS" ] && [ -f "$SMI_APPS" ]; then
-    while IFS= read -r row; do printf '%s\n' "$row"; done < "$SMI_APPS"
+    while IFS= read -r row; do
+      if [ "$units" = 1 ]; then printf '%s MiB\n' "$row"; else printf '%s\n' "$row"; fi
+    done < "$SMI_APPS"
   fi
   exit 0
 fi
@@ -113,13 +116,24 @@ if [ -n "$query" ]; then
       temperature.gpu) v=35 ;;
       power.draw) v=11.17 ;;
       clocks.sm|clocks.current.sm|clocks.current.graphics|clocks.gr) v=2522 ;;
-      clocks.max.sm) v=3003 ;;
+      clocks.max.sm|clocks.max.graphics) v=3003 ;;
       clocks_event_reasons.active|clocks_throttle_reasons.active) v=0x0000000000000000 ;;
       compute_cap) v=12.1 ;;
       driver_version) v=580.173.02 ;;
+      utilization.gpu|utilization.memory) v=0 ;;
       *) v="[N/A]" ;;
     esac
-    names="${names:+$names, }$f"
+    # units as --format=csv prints them (nvml_memory_1.txt: "power.draw [W]" -> "11.17 W",
+    # nvidia-smi_clocks_power_1.txt: "2522 MHz"); [N/A] and unitless fields carry none
+    unit=""
+    case "$f" in
+      power.*) unit=W ;;
+      clocks.*) unit=MHz ;;
+      utilization.*) unit=% ;;
+      memory.*) unit=MiB ;;
+    esac
+    if [ -n "$unit" ]; then names="${names:+$names, }$f [$unit]"; else names="${names:+$names, }$f"; fi
+    if [ -n "$unit" ] && [ "$units" = 1 ] && [ "$v" != "[N/A]" ]; then v="$v $unit"; fi
     line="${line:+$line, }$v"
   done
   IFS=$old_ifs

@@ -193,6 +193,10 @@ class _Cuda:
 
     @staticmethod
     def get_arch_list():
+        # as torch.cuda.get_arch_list(): [] whenever CUDA is not available (a CPU-only
+        # build, or a CUDA build that cannot reach the GPU)
+        if not _S.get("available", True):
+            return []
         return list(_S.get("arch_list", ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"]))
 
     @staticmethod

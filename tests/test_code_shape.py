@@ -193,8 +193,9 @@ def test_the_cycle_finder_sees_both_kinds() -> None:
 
 # --------------------------------------------------------------------------- "and N more"
 
-#: a count of what was left out, written by hand: ``{len(x) - 3} more``, ``(+{len(x) - 1} more)``
-HAND_WRITTEN_MORE = re.compile(r"\{len\([^}]*\)\s*-\s*[^}]+\}\s*more\b")
+#: a count of what was left out, written by hand: ``{len(x) - 3} more``, ``(+{n - 1} more)``, or a
+#: list cut with an ellipsis instead of a count: ``{'; …' if len(parts) > 2 else ''}``
+HAND_WRITTEN_MORE = re.compile(r"\{[^{}]*\s-\s*[^{}]+\}\s*more\b|…['\"]\s*if\s+len\(")
 #: (module, why) for a count that is not the "first N" rule
 OWN_WORDING = {
     "pytest_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
@@ -215,6 +216,9 @@ def test_lists_are_shortened_by_the_kit_only() -> None:
     assert found == []
     assert HAND_WRITTEN_MORE.search('f"{head} (+{len(heads) - 1} more)"')
     assert HAND_WRITTEN_MORE.search("f'and {len(hits) - SHOWN} more'")
+    assert HAND_WRITTEN_MORE.search('more = f" (+{dists - 1} more)" if dists > 1 else ""')  # G1 had this one
+    assert HAND_WRITTEN_MORE.search("f\"({'; '.join(parts[:2])}{'; …' if len(parts) > 2 else ''})\"")
+    assert not HAND_WRITTEN_MORE.search('f"{first_n(texts, 2)}; {body}"')
 
 
 def test_the_kit_rules() -> None:

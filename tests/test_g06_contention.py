@@ -251,6 +251,17 @@ def test_vllm_at_its_default_fails() -> None:
     assert any("vLLM default 0.9" in d for d in result.details)
 
 
+def test_more_than_three_to_kill_are_counted_not_dropped() -> None:
+    """The fix named the first three pids and silently left out the rest
+    (``kill 100 101 102`` for five servers); it now counts them, by the kit's
+    "first N, and M more" rule."""
+    servers = [proc(100 + i, 1, [PY, "/usr/bin/vllm", "serve", "m"]) for i in range(5)]
+    result = verdict([], *servers)
+    assert result.status is Status.FAIL
+    assert "(kill 100 101 102 and 2 more)" in result.fix
+    assert "kill 100 101 102 and 2 more, or restart" in result.short_line()
+
+
 @pytest.mark.parametrize(
     "cmdline",
     [

@@ -558,7 +558,7 @@ def _contenders(
     Returns (headline, short fix)."""
     if fails:
         others = f" (+{len(warns)} capped or small)" if warns else ""
-        pids = " ".join(str(j.group.pid) for j in fails[:3])
+        pids = first_n([str(j.group.pid) for j in fails], sep=" ")  # "1 2 3 and 2 more"
         out.fail(
             f"{count(len(fails), 'other GPU process', 'other GPU processes')} uncapped or above {cap_max:g}: "
             f"{first_n([describe(j) for j in fails])}{others} [{context}]",

@@ -486,8 +486,8 @@ def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str
     if fp4_dists:
         return f"sm_121a cubins in {', '.join(fp4_dists)}"
     if with_code:
-        return "no sm_121a cubin in " + ", ".join(
-            f"{x['dist']} ({', '.join(x['targets'][:6])})" for x in with_code[:3]
+        return "no sm_121a cubin in " + first_n(
+            [f"{x['dist']} ({first_n(x['targets'], 6, sep=', ')})" for x in with_code], sep=", "
         )
     if f.libs_installed:
         return f"{', '.join(f.libs_installed)}: no precompiled cubins listed"

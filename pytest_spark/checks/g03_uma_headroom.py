@@ -77,7 +77,7 @@ ACCOUNTED = ("AnonPages", "SUnreclaim", "KernelStack", "PageTables", "Percpu")
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G3 from ``/proc/meminfo`` fields (kB) and NVML memory answers."""
-    return decide(facts, params.option("workload_gb"), params.threshold("g3_margin_gb", 0.0))
+    return decide(facts, params.option("workload_gb"), params.threshold("g3_margin_gb"))
 
 
 @dataclass

@@ -376,10 +376,10 @@ def _fraction(g: Group, facts: Facts) -> float | None:
 def judge(facts: Facts, params: Params, survey: Survey | None = None) -> list[Judged]:
     """Each group's level: fail (uncapped, or above the cap), warn (capped at
     or below it, or small and unrecognised), display (the desktop)."""
-    cap_max = params.threshold("g6_cap_max", 0.5)
-    small = params.threshold("g6_small_process_gb", 1.0) * GIB
+    cap_max = params.threshold("g6_cap_max")
+    small = params.threshold("g6_small_process_gb") * GIB
     if survey is None:
-        survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
+        survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util"))
     return [_judge_one(g, _fraction(g, facts), cap_max, small) for g in survey.groups]
 
 
@@ -515,8 +515,8 @@ def _cannot_survey(facts: Facts, judged: Sequence[Judged]) -> tuple[str, str] | 
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G6 from the survey (pure)."""
-    cap_max = params.threshold("g6_cap_max", 0.5)
-    survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
+    cap_max = params.threshold("g6_cap_max")
+    survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util"))
     judged = judge(facts, params, survey)
     readings = _readings(facts, judged, cap_max)
     details = _notes(facts, judged, survey.excluded)

@@ -875,7 +875,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
     _judge_fleet(f.fleet, out)
-    p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps", 20.0), out)
+    p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps"), out)
     if f.intrusive is False and world and world > 1:
         out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
     if not out.status and not _has_evidence(f, env_findings, views):

@@ -115,9 +115,17 @@ class Params:
 
         return float(defaults(self.profile)[name])
 
-    def option(self, name: str, default: Any = None) -> Any:
-        value = self.options.get(name, default)
-        return default if value is None else value
+    def option(self, name: str) -> Any:
+        """The run's value of a :data:`PARAM_OPTIONS` option, else the option
+        table's default (:mod:`pytest_spark.options`, the one source)."""
+        if name not in PARAM_OPTIONS:
+            raise KeyError(f"{name!r} is not an option a decision reads (PARAM_OPTIONS)")
+        value = self.options.get(name)
+        if value is None:
+            from pytest_spark.options import BY_NAME
+
+            value = BY_NAME[name.replace("_", "-")].default
+        return value
 
     @property
     def gb10(self) -> bool:

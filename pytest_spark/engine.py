@@ -229,10 +229,8 @@ class Engine:
         try:
             if self.replay is not None:
                 result = self._replayed(module, check_id)
-            elif hasattr(module, "FACTS"):
+            else:
                 result = self._gather_then_evaluate(module, ctx)
-            else:  # pragma: no cover - a check not yet on the gather/evaluate contract
-                result = module.run(ctx)
             if not isinstance(result, Result) or result.check_id != check_id:
                 raise TypeError(f"check returned {result!r}")
         except Exception as exc:
@@ -262,7 +260,7 @@ class Engine:
             )
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
-        if isinstance(entry.get("facts"), Mapping) and hasattr(module, "FACTS"):
+        if isinstance(entry.get("facts"), Mapping):
             from pytest_spark.capture import facts_mismatch
 
             mismatch = facts_mismatch(check_id, module.FACTS, entry["facts"], self.replay)

@@ -27,6 +27,7 @@ from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.probes.child import PROTOCOL, SCRIPTS
+from pytest_spark.probes.gpu_programs import flag_value
 from pytest_spark.probes.machine import Machine
 from pytest_spark.settings import Settings
 from pytest_spark.thresholds import defaults
@@ -131,7 +132,7 @@ def test_vllm_default_is_a_threshold() -> None:
 
 def test_flag_value_takes_the_last_one_like_argparse() -> None:
     args = ["--gpu-memory-utilization", "0.9", "--gpu-memory-utilization=0.4"]
-    assert g6.flag_value(args, "--gpu-memory-utilization") == "0.4"
+    assert flag_value(args, "--gpu-memory-utilization") == "0.4"
 
 
 def test_recorded_h200_query_compute_apps_header_only_has_no_process(h200: Path) -> None:

@@ -35,12 +35,9 @@ from typing import Any
 
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_spark.model import Reading, Result, Status
-from pytest_spark.probes.gpu_programs import (  # noqa: F401 - re-exported for older imports
-    PROBE_MARK,
+from pytest_spark.probes.gpu_programs import (
     Kind,
-    Program,
     classify,
-    flag_value,
     is_launcher,
     is_probe_child,
     program_of,
@@ -219,7 +216,6 @@ class Group:
     cap_source: str = ""
     pids: list[int] = field(default_factory=list)
     used_by_gpu: dict[str, int] = field(default_factory=dict)  # bytes per GPU index
-    used_unknown: bool = False  # NVML listed it but gave no memory figure
     rss_bytes: int | None = None
     types: list[str] = field(default_factory=list)  # "compute", "graphics", "cmdline"
 
@@ -339,11 +335,9 @@ def _add_entry(e: Mapping[str, Any], group_for: Any, tree: _Tree) -> None:
     if e.get("type") not in g.types:
         g.types.append(str(e.get("type")))
     used = e.get("used")
-    if isinstance(used, int) and used >= 0:
+    if isinstance(used, int) and used >= 0:  # no figure (NVML's [N/A]): _memory falls back to rss
         gpu = str(e.get("gpu", "0"))
         g.used_by_gpu[gpu] = g.used_by_gpu.get(gpu, 0) + used
-    else:
-        g.used_unknown = True
 
 
 # ---------------------------------------------------------------------- evaluate

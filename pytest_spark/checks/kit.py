@@ -42,6 +42,8 @@ class _Engine(Protocol):  # what a check may ask of the engine, no more
 
     def torch(self) -> ChildResult: ...
 
+    def params(self) -> Params: ...
+
 
 # --------------------------------------------------------------------------- context
 
@@ -71,7 +73,10 @@ class CheckContext:
         return self.engine.torch()
 
     def params(self) -> Params:
-        return Params.from_settings(self.settings, self.profile)
+        """The run's parameters, as the engine hands them to every ``evaluate``
+        (one place builds them; a gather that decides for another check's
+        sake, G5 asking G6, decides with the same ones)."""
+        return self.engine.params()
 
 
 # --------------------------------------------------------------------------- params

@@ -1,5 +1,7 @@
 """Recorded captures replay here, with no GPU, no network and an empty PATH,
-to the lines their runs printed.
+to the lines their runs printed; under an audit hook (tests/no_machine.py)
+a replay, by the CLI or by pytest, is seen to open no file of the machine, run
+no program, make no connection and load no library.
 
 ``h200-*.json.gz`` were made on an NVIDIA H200 (driver 580, torch 2.11.0+cu130)
 by ``benchmarks/gpu_captures.sh``; each ``.lines`` file is what that run
@@ -52,6 +54,59 @@ def test_there_are_five_captures() -> None:
 def test_a_capture_replays_to_the_lines_its_run_printed(name: str) -> None:
     out, code = replay(CAPTURES / f"{name}.json.gz")
     assert out + f"exit {code}\n" == (CAPTURES / f"{name}.lines").read_text()
+
+
+NO_MACHINE = Path(__file__).resolve().parent / "no_machine.py"
+
+
+def untouched(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run ``spark-preflight`` (``cli``) or pytest under tests/no_machine.py's
+    audit hook, with no PATH, no home, no plugin of the environment but ours
+    and an empty machine root; return the run and what it touched."""
+    root, cwd, log = tmp_path / "empty-root", tmp_path / "run", tmp_path / "touched.json"
+    root.mkdir(exist_ok=True)
+    cwd.mkdir(exist_ok=True)
+    env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "NO_MACHINE_LOG": str(log), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(NO_MACHINE), mode, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
+    return proc, json.loads(log.read_text())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_replay_touches_nothing_of_the_machine(tmp_path: Path, name: str) -> None:
+    """No file outside Python and the capture, no program, no socket, no
+    shared library (NVML), no /proc listing: and still the run's lines."""
+    proc, touched = untouched(tmp_path, "cli", "--replay", str(CAPTURES / f"{name}.json.gz"))
+    assert touched == []
+    assert proc.stderr == "" and proc.stdout + f"exit {proc.returncode}\n" == (CAPTURES / f"{name}.lines").read_text()
+
+
+def test_a_pytest_replay_touches_nothing_and_writes_junit_and_the_env_report(tmp_path: Path) -> None:
+    capture_path = CAPTURES / "h200-vllm.json.gz"
+    proc, touched = untouched(
+        tmp_path, "pytest", "-p", "dgx_spark", "-p", "no:cacheprovider", "--spark-preflight",
+        f"--spark-replay={capture_path}", "--junitxml=junit.xml", "--spark-report=env-report.json",
+    )  # fmt: skip
+    assert touched == []
+    expected = (CAPTURES / "h200-vllm.lines").read_text().splitlines()
+    printed = [ln for ln in proc.stdout.splitlines() if re.match(r"(G\d+ [A-Z]+: |verdict: )", ln)]
+    assert printed == expected[:-1] and proc.returncode == 1, proc.stdout
+    report = json.loads((tmp_path / "run" / "env-report.json").read_text())
+    assert report["verdict"] == "blocked" and [ln.split(":")[0] for ln in report["lines"]][5] == "G6 FAIL"
+    assert report["host"]["gpu"] == "NVIDIA H200"  # the captured machine, not this one
+    junit = (tmp_path / "run" / "junit.xml").read_text()
+    assert junit.count("<testcase ") == 10 and junit.count("<failure ") == 1
+
+
+def test_the_audit_hook_sees_a_run_that_reads_the_machine(tmp_path: Path) -> None:
+    """The same hook on a run that is not a replay: it records G3 reading the
+    machine root's /proc/meminfo (so an empty record above means something)."""
+    (tmp_path / "empty-root" / "proc").mkdir(parents=True)
+    (tmp_path / "empty-root" / "proc" / "meminfo").write_text("MemTotal: 1000 kB\nMemAvailable: 900 kB\n")
+    _, touched = untouched(tmp_path, "cli", "--only", "G3")
+    assert f"open {tmp_path / 'empty-root' / 'proc' / 'meminfo'}" in touched
 
 
 def test_h200_captures_hold_what_their_runs_saw() -> None:

@@ -100,6 +100,22 @@ def test_a_pytest_replay_touches_nothing_and_writes_junit_and_the_env_report(tmp
     assert junit.count("<testcase ") == 10 and junit.count("<failure ") == 1
 
 
+def test_a_pytest_replay_decides_with_the_replays_thresholds_and_profile(tmp_path: Path) -> None:
+    """``--spark-threshold`` and ``--spark-profile`` on a pytest replay: the
+    H200's vLLM at cap 0.9 is a WARN once g6_cap_max is 0.95, and the env
+    report says the new verdict; G5 decides on GB10's budget."""
+    proc, touched = untouched(
+        tmp_path, "pytest", "-p", "dgx_spark", "-p", "no:cacheprovider", "--spark-preflight",
+        f"--spark-replay={CAPTURES / 'h200-vllm.json.gz'}", "--spark-only=G5,G6", "--spark-threshold=g6_cap_max=0.95",
+        "--spark-profile=gb10", "--spark-report=env-report.json",
+    )  # fmt: skip
+    assert touched == [] and proc.returncode == 0, proc.stdout
+    assert "G6 WARN: pid 581 vLLM 8.6 GiB NVML: cap 0.9 <= 0.95" in proc.stdout
+    report = json.loads((tmp_path / "run" / "env-report.json").read_text())
+    assert report["verdict"] == "ready-with-warnings" and report["profile"] == "gb10"
+    assert "160-190 GB/s" in report["lines"][0], report["lines"]
+
+
 def test_the_audit_hook_sees_a_run_that_reads_the_machine(tmp_path: Path) -> None:
     """The same hook on a run that is not a replay: it records G3 reading the
     machine root's /proc/meminfo (so an empty record above means something)."""

@@ -134,6 +134,23 @@ def check(doc: Any, where: str = "capture") -> dict[str, Any]:
     return doc
 
 
+def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
+    """The replay's settings: the replay's own options, plus what the captured
+    run chose that decides its verdict and that a replay cannot ask for again.
+
+    * the checks: without ``--only``, the ones the capture holds (a capture of
+      ``--only G3`` replays as G3, not as G3 and nine "not in the capture" SKIPs);
+    * ``--strict``: a WARN that blocked the captured run blocks its replay (a
+      replay may add ``--strict``; there is no flag to take it away).
+    """
+    from pytest_spark import catalog
+
+    held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
+    only = settings.only or (held if set(held) != set(catalog.IDS) else ())
+    strict = bool(settings.strict or (doc.get("options") or {}).get("strict"))
+    return dataclasses.replace(settings, only=only, strict=strict)
+
+
 def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
     """That check's SKIP when the capture's facts do not have exactly the
     fields of this version's ``Facts`` (``None`` when they do).

@@ -436,3 +436,28 @@ def test_secrets_planted_in_every_source_reach_no_output(
     replayed = cli("--replay", str(home / "capture.json"), cwd=home, env=bare_env())
     assert lines(replayed)[:10] == json.loads(outputs["env-report.json"])["lines"]
     assert [p for p in PLANTED.values() if p in replayed.stdout + replayed.stderr] == []
+
+
+def test_a_capture_of_some_checks_under_strict_replays_to_the_same_verdict(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """``--only G3 --strict`` with a WARN: blocked, exit 1. The CLI's replay
+    said ready-with-warnings and exit 0 (the captured --strict was dropped),
+    pytest's replay added nine SKIPs ("not in the capture") for the checks the
+    run had not selected. Both now decide what the captured run decided."""
+    target, original, code = make_capture(tmp_path, "--only", "G3", "--workload-gb", "100", "--strict", name="s.json")
+    assert original[0].startswith("G3 WARN: workload 100 GiB fits MemAvailable"), original
+    assert original[-1] == "verdict: blocked (G3 failed; 1 WARN)" and code == 1
+    replay = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
+    assert (lines(replay), replay.returncode) == (original, code)
+    proc = subprocess.run(
+        [*PYTEST_CHILD, "--spark-preflight", f"--spark-replay={target}", "-v"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=pytester.path,
+        env=bare_env(),
+    )
+    section = proc.stdout.split(" spark preflight ", 1)[-1]  # the terminal summary, not the FAILURES body
+    assert [ln for ln in section.splitlines() if ln.startswith((*GLINE_PREFIXES, "verdict:"))] == original
+    assert "9 deselected" in proc.stdout and "SKIP" not in section and proc.returncode == 1

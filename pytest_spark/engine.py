@@ -254,10 +254,12 @@ class Engine:
         """Decide a check from the capture's facts (see :mod:`pytest_spark.capture`)."""
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
-        if not isinstance(entry, Mapping):
+        if entry is None:
             return Result(
                 check_id, Status.SKIP, "not in the capture: the captured run did not run this check"
             )
+        if not isinstance(entry, Mapping):
+            return Result(check_id, Status.SKIP, f"the capture's {check_id} entry is not a table: nothing to decide")
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
         if isinstance(entry.get("facts"), Mapping):
@@ -268,7 +270,11 @@ class Engine:
                 return mismatch
             return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
         if isinstance(entry.get("result"), Mapping):  # recorded without facts: the recorded result
-            return Result.from_dict(entry["result"])
+            try:
+                return Result.from_dict(entry["result"])
+            except (KeyError, TypeError, ValueError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                return Result(check_id, Status.SKIP, f"the capture's {check_id} result cannot be read ({why})")
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
 
 

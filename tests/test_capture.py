@@ -145,6 +145,9 @@ def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pyt
     assert 'name="spark.verdict"' in xml
 
 
+MINIMAL = {"schema": capture.SCHEMA, "schema_version": capture.VERSION, "checks": {}}
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [
@@ -157,6 +160,14 @@ def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pyt
         (json.dumps({"schema": capture.SCHEMA, "schema_version": 0, "checks": {}}).encode(), "is older than"),
         (json.dumps({"schema": capture.SCHEMA, "schema_version": "1", "checks": {}}).encode(), "not a number"),
         (b"\x1f\x8b\x08\x00garbage", "not a readable gzip file"),
+        # hand-edited tables: were an "internal error", or every check "crashed" asking for a bug report
+        (json.dumps({**MINIMAL, "options": [1]}).encode(), "capture's \"options\" is not a table (a list)"),
+        (json.dumps({**MINIMAL, "host": "h"}).encode(), "capture's \"host\" is not a table (a str)"),
+        (json.dumps({**MINIMAL, "params": {"options": [1, 2]}}).encode(), "\"params.options\" is not a table"),
+        (
+            json.dumps({**MINIMAL, "options": {"threshold": {"g3_margin_gb": "abc"}}}).encode(),
+            "capture's options.threshold['g3_margin_gb'] is not a number ('abc')",
+        ),
     ],
 )
 def test_a_capture_that_cannot_replay_says_why_in_one_line(tmp_path: Path, content: bytes, why: str) -> None:
@@ -183,6 +194,21 @@ def test_capture_and_replay_together_are_refused(tmp_path: Path) -> None:
     proc = cli("--replay", str(target), "--capture", str(tmp_path / "b.json"), cwd=tmp_path)
     assert proc.returncode == 2
     assert "a replay reads no machine to capture" in proc.stderr
+
+
+def test_a_check_entry_that_cannot_be_read_is_that_checks_skip(tmp_path: Path) -> None:
+    """One bad entry costs that check, said as what it is: it was "not in the
+    capture" (a list) or "the check itself crashed (KeyError)" (a result
+    without its id), with a bug-report fix."""
+    doc = {**MINIMAL, "checks": {"G3": [1], "G5": {"result": {"status": "NOPE"}}}}
+    bad = tmp_path / "entries.json"
+    bad.write_text(json.dumps(doc))
+    proc = cli("--replay", str(bad), "--only", "G3,G5", cwd=tmp_path, env=bare_env())
+    assert lines(proc)[:2] == [
+        "G3 SKIP: the capture's G3 entry is not a table: nothing to decide",
+        "G5 SKIP: the capture's G5 result cannot be read (KeyError: 'id')",
+    ], proc.stdout + proc.stderr
+    assert "crashed" not in proc.stdout and proc.returncode == 0
 
 
 def test_a_recorded_crash_replays_as_the_same_fail(tmp_path: Path) -> None:

@@ -250,6 +250,24 @@ class Engine:
         # evaluate() sees what a replay will see: the facts after their JSON round trip
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
 
+    def _undecidable(self, check_id: str, entry: Mapping[str, Any], exc: Exception) -> Result:
+        """``evaluate`` raised on the captured facts. The captured run crashed
+        the same way: its FAIL again (a replay says what the run said). It did
+        not: the facts are not what this version's gather writes (a capture
+        edited by hand, or another version's field types), so that check is
+        a SKIP asking for a new capture, not a bug report."""
+        if _recorded_crash(entry):
+            return crashed(check_id, exc)
+        assert self.replay is not None
+        made_by = (self.replay.get("tool") or {}).get("version", "?")
+        return Result(
+            check_id,
+            Status.SKIP,
+            f"capture's {check_id} facts cannot be decided by this version ({describe_crash(exc)}; "
+            f"written by {made_by}); capture again with this version",
+            headline=f"capture's {check_id} facts cannot be decided ({type(exc).__name__}); capture again",
+        )
+
     def _replayed(self, module: ModuleType, check_id: str) -> Result:
         """Decide a check from the capture's facts (see :mod:`pytest_spark.capture`)."""
         assert self.replay is not None
@@ -268,7 +286,10 @@ class Engine:
             mismatch = facts_mismatch(check_id, module.FACTS, entry["facts"], self.replay)
             if mismatch is not None:  # another version's facts: say so, decide nothing from them
                 return mismatch
-            return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
+            try:
+                return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
+            except Exception as exc:
+                return self._undecidable(check_id, entry, exc)
         if isinstance(entry.get("result"), Mapping):  # recorded without facts: the recorded result
             try:
                 return Result.from_dict(entry["result"])
@@ -276,6 +297,11 @@ class Engine:
                 why = f"{type(exc).__name__}: {exc}"
                 return Result(check_id, Status.SKIP, f"the capture's {check_id} result cannot be read ({why})")
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
+
+
+def _recorded_crash(entry: Mapping[str, Any]) -> bool:
+    recorded = entry.get("result")
+    return isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", ""))
 
 
 def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:

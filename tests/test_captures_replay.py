@@ -224,3 +224,37 @@ def test_facts_with_an_unknown_field_skip_that_check_and_say_so(tmp_path: Path) 
         "G9 SKIP: capture's G9 facts have unknown 'from_the_future' (schema 1, written by 0.1.0);"
         " capture again with this version",
     ]
+
+
+def test_facts_this_version_cannot_decide_skip_that_check_and_say_so(tmp_path: Path) -> None:
+    """Facts of the right fields but the wrong shape (a capture edited by hand)
+    made evaluate raise: "the check itself crashed ... report it to
+    pytest-dgx-spark". It is that check's SKIP asking for a new capture; the
+    other checks decide as recorded."""
+
+    def garble(doc: dict[str, Any]) -> None:
+        doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
+
+    out, code = replay(edited(tmp_path, garble), "--only", "G1,G3")
+    assert out.splitlines()[:2] == [
+        "G1 SKIP: capture's G1 facts cannot be decided (AttributeError); capture again",
+        "G3 INFO: MemAvailable 125.4 of 125.8 GiB; no workload declared",
+    ]
+    assert "crashed" not in out and code == 0
+    verbose, _ = replay(edited(tmp_path, garble), "--only", "G1", "-v")
+    assert "(AttributeError: 'str' object has no attribute 'get' at g01_cuda_abi.py:" in verbose
+    assert "written by 0.1.0); capture again with this version" in verbose
+
+
+def test_a_run_whose_evaluate_crashed_replays_as_that_crash(tmp_path: Path) -> None:
+    """When the captured run's own result was the crash, the replay says what
+    the run said: the same FAIL (a replay is how such a bug is reproduced)."""
+
+    def crash_recorded(doc: dict[str, Any]) -> None:
+        from pytest_spark.engine import crashed
+
+        doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
+        doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()
+
+    out, code = replay(edited(tmp_path, crash_recorded), "--only", "G1")
+    assert out.startswith("G1 FAIL: the check itself crashed (AttributeError), so nothing was verified") and code == 1

@@ -131,7 +131,53 @@ def check(doc: Any, where: str = "capture") -> dict[str, Any]:
         )
     if not isinstance(doc.get("checks"), dict):
         raise CaptureError(f"{where}: capture has no \"checks\" table")
+    _check_tables(doc, where)
     return doc
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_tables(doc: Mapping[str, Any], where: str) -> None:
+    """The tables a replay reads have the shape it reads them in; a hand-edited
+    or truncated capture is refused with the key that is wrong (it was an
+    "internal error", or every check "crashed" asking for a bug report)."""
+
+    def table(value: Any, key: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise CaptureError(f"{where}: capture's \"{key}\" is not a table (a {type(value).__name__})")
+        return value
+
+    for key in ("tool", "host", "options", "params"):
+        table(doc.get(key), key)
+    overrides = table((doc.get("options") or {}).get("threshold"), "options.threshold")
+    params = doc.get("params") or {}
+    thresholds = table(params.get("thresholds"), "params.thresholds")
+    table(params.get("options"), "params.options")
+    for key, numbers in (("options.threshold", overrides), ("params.thresholds", thresholds)):
+        bad = next((name for name, value in numbers.items() if not _is_number(value)), None)
+        if bad is not None:
+            raise CaptureError(f"{where}: capture's {key}[{bad!r}] is not a number ({numbers[bad]!r})")
+
+
+def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
+    """The replay's settings: the replay's own options, plus what the captured
+    run chose that decides its verdict and that a replay cannot ask for again.
+
+    * the checks: without ``--only``, the ones the capture holds (a capture of
+      ``--only G3`` replays as G3, not as G3 and nine "not in the capture" SKIPs);
+    * ``--strict``: a WARN that blocked the captured run blocks its replay (a
+      replay may add ``--strict``; there is no flag to take it away).
+    """
+    from pytest_spark import catalog
+
+    held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
+    only = settings.only or (held if set(held) != set(catalog.IDS) else ())
+    strict = bool(settings.strict or (doc.get("options") or {}).get("strict"))
+    return dataclasses.replace(settings, only=only, strict=strict)
 
 
 def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:

@@ -252,10 +252,12 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     if settings.replay is not None and ignored:
         print(f"spark-preflight: note: {ignored}", file=sys.stderr)
-    engine = _engine(settings)
-    if isinstance(engine, str):
-        print(f"spark-preflight: error: {engine}", file=sys.stderr)
+    made = _engine(settings)
+    if isinstance(made, str):
+        print(f"spark-preflight: error: {made}", file=sys.stderr)
         return EXIT_USAGE
+    engine = made
+    settings = engine.settings  # a replay's: with the captured run's checks and --strict
     try:
         results = engine.run_many()
     finally:
@@ -297,8 +299,7 @@ def _engine(settings: Any) -> Any:
             doc = capture.load(settings.replay)
         except capture.CaptureError as exc:
             return str(exc)
-        selected = settings.only or [c for c in doc["checks"] if c in settings.selected]
-        return Engine(settings, capture.ReplayMachine(doc), selected, replay=doc)
+        return Engine(capture.replay_settings(settings, doc), capture.ReplayMachine(doc), replay=doc)
     from pytest_spark.probes.machine import Machine
 
     return Engine(settings, Machine(timeout=settings.timeout))

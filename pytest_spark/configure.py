@@ -50,6 +50,7 @@ def configure(config: pytest.Config, enabled: bool) -> None:
             replay = capture.load(settings.replay)
         except capture.CaptureError as exc:
             raise pytest.UsageError(str(exc)) from None
+        settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
     per_rank_junit(config)
     keep_early_child_only_if_used(config, settings)
     from pytest_spark.session import SparkPreflight

@@ -229,10 +229,8 @@ class Engine:
         try:
             if self.replay is not None:
                 result = self._replayed(module, check_id)
-            elif hasattr(module, "FACTS"):
+            else:
                 result = self._gather_then_evaluate(module, ctx)
-            else:  # pragma: no cover - a check not yet on the gather/evaluate contract
-                result = module.run(ctx)
             if not isinstance(result, Result) or result.check_id != check_id:
                 raise TypeError(f"check returned {result!r}")
         except Exception as exc:
@@ -252,26 +250,58 @@ class Engine:
         # evaluate() sees what a replay will see: the facts after their JSON round trip
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
 
+    def _undecidable(self, check_id: str, entry: Mapping[str, Any], exc: Exception) -> Result:
+        """``evaluate`` raised on the captured facts. The captured run crashed
+        the same way: its FAIL again (a replay says what the run said). It did
+        not: the facts are not what this version's gather writes (a capture
+        edited by hand, or another version's field types), so that check is
+        a SKIP asking for a new capture, not a bug report."""
+        if _recorded_crash(entry):
+            return crashed(check_id, exc)
+        assert self.replay is not None
+        made_by = (self.replay.get("tool") or {}).get("version", "?")
+        return Result(
+            check_id,
+            Status.SKIP,
+            f"capture's {check_id} facts cannot be decided by this version ({describe_crash(exc)}; "
+            f"written by {made_by}); capture again with this version",
+            headline=f"capture's {check_id} facts cannot be decided ({type(exc).__name__}); capture again",
+        )
+
     def _replayed(self, module: ModuleType, check_id: str) -> Result:
         """Decide a check from the capture's facts (see :mod:`pytest_spark.capture`)."""
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
-        if not isinstance(entry, Mapping):
+        if entry is None:
             return Result(
                 check_id, Status.SKIP, "not in the capture: the captured run did not run this check"
             )
+        if not isinstance(entry, Mapping):
+            return Result(check_id, Status.SKIP, f"the capture's {check_id} entry is not a table: nothing to decide")
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
-        if isinstance(entry.get("facts"), Mapping) and hasattr(module, "FACTS"):
+        if isinstance(entry.get("facts"), Mapping):
             from pytest_spark.capture import facts_mismatch
 
             mismatch = facts_mismatch(check_id, module.FACTS, entry["facts"], self.replay)
             if mismatch is not None:  # another version's facts: say so, decide nothing from them
                 return mismatch
-            return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
+            try:
+                return module.evaluate(module.FACTS.from_dict(entry["facts"]), self.params())
+            except Exception as exc:
+                return self._undecidable(check_id, entry, exc)
         if isinstance(entry.get("result"), Mapping):  # recorded without facts: the recorded result
-            return Result.from_dict(entry["result"])
+            try:
+                return Result.from_dict(entry["result"])
+            except (KeyError, TypeError, ValueError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                return Result(check_id, Status.SKIP, f"the capture's {check_id} result cannot be read ({why})")
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
+
+
+def _recorded_crash(entry: Mapping[str, Any]) -> bool:
+    recorded = entry.get("result")
+    return isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", ""))
 
 
 def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:

@@ -35,7 +35,6 @@ REASON_BITS: tuple[tuple[int, str], ...] = (
 KNOWN_MASK = sum(bit for bit, _ in REASON_BITS)
 
 IDLE = 0x1
-SW_POWER_CAP = 0x4
 #: Reasons that mean the clocks are being cut because of heat or the power
 #: supply. GpuIdle and SwPowerCap are not among them: cluster health checks
 #: (Azure's throttle check, DCGM) ignore both, because an idle GPU and a GPU

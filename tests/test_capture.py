@@ -11,8 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +145,9 @@ def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pyt
     assert 'name="spark.verdict"' in xml
 
 
+MINIMAL = {"schema": capture.SCHEMA, "schema_version": capture.VERSION, "checks": {}}
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [
@@ -155,6 +160,14 @@ def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pyt
         (json.dumps({"schema": capture.SCHEMA, "schema_version": 0, "checks": {}}).encode(), "is older than"),
         (json.dumps({"schema": capture.SCHEMA, "schema_version": "1", "checks": {}}).encode(), "not a number"),
         (b"\x1f\x8b\x08\x00garbage", "not a readable gzip file"),
+        # hand-edited tables: were an "internal error", or every check "crashed" asking for a bug report
+        (json.dumps({**MINIMAL, "options": [1]}).encode(), "capture's \"options\" is not a table (a list)"),
+        (json.dumps({**MINIMAL, "host": "h"}).encode(), "capture's \"host\" is not a table (a str)"),
+        (json.dumps({**MINIMAL, "params": {"options": [1, 2]}}).encode(), "\"params.options\" is not a table"),
+        (
+            json.dumps({**MINIMAL, "options": {"threshold": {"g3_margin_gb": "abc"}}}).encode(),
+            "capture's options.threshold['g3_margin_gb'] is not a number ('abc')",
+        ),
     ],
 )
 def test_a_capture_that_cannot_replay_says_why_in_one_line(tmp_path: Path, content: bytes, why: str) -> None:
@@ -181,6 +194,21 @@ def test_capture_and_replay_together_are_refused(tmp_path: Path) -> None:
     proc = cli("--replay", str(target), "--capture", str(tmp_path / "b.json"), cwd=tmp_path)
     assert proc.returncode == 2
     assert "a replay reads no machine to capture" in proc.stderr
+
+
+def test_a_check_entry_that_cannot_be_read_is_that_checks_skip(tmp_path: Path) -> None:
+    """One bad entry costs that check, said as what it is: it was "not in the
+    capture" (a list) or "the check itself crashed (KeyError)" (a result
+    without its id), with a bug-report fix."""
+    doc = {**MINIMAL, "checks": {"G3": [1], "G5": {"result": {"status": "NOPE"}}}}
+    bad = tmp_path / "entries.json"
+    bad.write_text(json.dumps(doc))
+    proc = cli("--replay", str(bad), "--only", "G3,G5", cwd=tmp_path, env=bare_env())
+    assert lines(proc)[:2] == [
+        "G3 SKIP: the capture's G3 entry is not a table: nothing to decide",
+        "G5 SKIP: the capture's G5 result cannot be read (KeyError: 'id')",
+    ], proc.stdout + proc.stderr
+    assert "crashed" not in proc.stdout and proc.returncode == 0
 
 
 def test_a_recorded_crash_replays_as_the_same_fail(tmp_path: Path) -> None:
@@ -316,3 +344,146 @@ def test_pytest_capture_writes_a_file_the_cli_replays_to_the_same_lines(
     assert short.stderr == "" and lines(short) == printed
     full = cli("--replay", str(target), cwd=tmp_path, env=bare_env())  # -v: the whole lines
     assert lines(full)[:10] == json.loads(report.read_text())["lines"]
+
+
+# ----------------------------------------------------------------- every source, every output
+
+USER = "alicesmith"
+PLANTED = {
+    "env token": "hf_" + "PlantedEnvToken0123456789",
+    "env api key": "WandbPlainKeyValue4242",
+    "env password": "DbPassw0rdPlanted77",
+    "argv --api-key": "ArgvApiKeyPlanted11",
+    "argv --hf_token=": "ArgvHfTokenPlanted22",
+    "argv --hf-token": "ArgvHfTokenPlanted33",
+    "title token": "hf_" + "TitleTokenPlanted0123456789",
+    "title --api-key": "TitleApiKeyPlanted44",
+    "config hf_token": "ConfigHfTokenPlanted55",
+    "config url password": "ConfigUrlPassPlanted66",
+    "config access_token": "ConfigQueryTokenPlanted77",
+    "config argv --api-key": "ConfigArgvKeyPlanted88",
+    "option url password": "OptionUrlPassPlanted99",
+    "issue --hf_token=": "IssueFlagTokenPlanted10",
+    "issue access_token": "IssueQueryTokenPlanted11",
+}
+
+
+def _start(argv: list[str], word: str) -> subprocess.Popen[bytes]:
+    """A real process; returns once its /proc cmdline shows ``word``."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while word not in Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode(errors="replace"):
+        assert time.monotonic() < deadline, f"pid {proc.pid} never showed {word!r}"
+        time.sleep(0.02)
+    return proc
+
+
+def _plant_sources(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment, and configs under the rootdir (``home``)."""
+    for name in ("USER", "LOGNAME"):
+        monkeypatch.setenv(name, USER)
+    monkeypatch.setenv("HF_TOKEN", PLANTED["env token"])
+    monkeypatch.setenv("WANDB_API_KEY", PLANTED["env api key"])
+    monkeypatch.setenv("MY_DB_PASSWORD", PLANTED["env password"])
+    (home / "train.yaml").write_text(
+        f"hf_token: {PLANTED['config hf_token']}\n"
+        f"hub: https://{USER}:{PLANTED['config url password']}@hub.example/m?access_token={PLANTED['config access_token']}\n"
+        f"output_dir: /home/{USER}/runs\ntensor_parallel_size: 2\n"
+    )
+    (home / "serve.yaml").write_text(
+        f"args: [vllm, serve, org/m, --tensor-parallel-size, '2', --api-key, {PLANTED['config argv --api-key']}]\n"
+    )
+
+
+def _issue() -> bytes:
+    """An open playbook issue whose title quotes a command line with secrets
+    (people paste theirs), one of them only known as an environment value."""
+    title = f"vLLM fails: --hf_token={PLANTED['issue --hf_token=']} with {PLANTED['env api key']}"
+    url = f"https://github.com/NVIDIA/dgx-spark-playbooks/issues/7?access_token={PLANTED['issue access_token']}"
+    issue = {"number": 7, "title": title, "body": "", "created_at": "2026-01-01T00:00:00Z", "html_url": url}
+    return json.dumps([issue]).encode()
+
+
+def test_secrets_planted_in_every_source_reach_no_output(
+    pytester: pytest.Pytester, spark_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 9's redaction, end to end on the GB10 double. Secrets in the
+    environment; in the command line of a real fake vLLM (``--api-key``,
+    ``--hf_token=``, ``--hf-token``) and of a process whose title (``exec
+    -a``) starts with a token, both holding GPU memory per NVML; in configs
+    under the rootdir (a token, ``user:pass@`` and ``?access_token=`` in a
+    URL, a server's argv); in ``--spark-github-url``'s userinfo; in the issue
+    G8 reads (a secret flag, the environment's own secret, ``?access_token=``);
+    the user's name and home folder in paths. All ten checks, run by pytest
+    (terminal, ``-v -rA``, JUnit, env report, capture, JSON report) and by the
+    CLI (plain, ``-v``, ``--json``, ``--report``): no secret in any output;
+    the capture names no user and no home folder either, and replays to the
+    pytest run's lines."""
+    from every_output import every_output, leaks
+    from localserver import ISSUES_PATH, Answer, LocalServer
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is needed for exec -a (a process title)")
+    home = pytester.path  # pytester's HOME, and the rootdir
+    _plant_sources(home, monkeypatch)
+    (home / "bin").mkdir()
+    (home / "bin" / "vllm").write_text("import time\ntime.sleep(120)\n")
+    argv = [sys.executable, str(home / "bin" / "vllm"), "serve", "org/private-model"]
+    argv += ["--api-key", PLANTED["argv --api-key"], f"--hf_token={PLANTED['argv --hf_token=']}"]
+    argv += ["--hf-token", PLANTED["argv --hf-token"], "--gpu-memory-utilization", "0.9"]
+    title = f"{PLANTED['title token']} serve --api-key {PLANTED['title --api-key']}"
+    started = [_start(argv, "serve")]
+    try:
+        started.append(_start([bash, "-c", 'exec -a "$0" sleep 120', title], "TitleApiKey"))
+        for proc in started:
+            os.symlink(f"/proc/{proc.pid}", spark_env.root / "proc" / str(proc.pid))
+        spark_env.nvml_scenario["devices"][0]["compute_procs"] = [
+            {"pid": proc.pid, "used_bytes": 20 << 30} for proc in started
+        ]
+        spark_env.doubles.nvml(spark_env.nvml_scenario)
+        with LocalServer() as github:
+            github.answers[ISSUES_PATH] = Answer(body=_issue())
+            url = github.url.replace("http://", f"http://{USER}:{PLANTED['option url password']}@")
+            outputs = every_output(pytester, ["--spark-preflight", f"--spark-github-url={url}"], ["--github-url", url])
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait(timeout=10)
+    # every source was read: G6 names the vLLM, the configs are in G10's facts, G8 quotes the issue
+    assert f"pid {started[0].pid} vLLM" in outputs["pytest -v"], outputs["pytest -v"][-3000:]
+    assert f"pid {started[1].pid}" in outputs["pytest -v"]
+    assert "train.yaml" in outputs["capture.json"] and "serve.yaml" in outputs["capture.json"]
+    assert "#7 vLLM fails: --hf_token=<redacted> with <redacted>" in outputs["cli -v"]
+    assert leaks(outputs, *PLANTED.values()) == []
+    capture_text = outputs["capture.json"]
+    assert USER not in capture_text and str(home) not in capture_text
+    assert '"root": "/home/<user>"' in capture_text  # G10's rootdir, the home folder: there, and replaced
+    replayed = cli("--replay", str(home / "capture.json"), cwd=home, env=bare_env())
+    assert lines(replayed)[:10] == json.loads(outputs["env-report.json"])["lines"]
+    assert [p for p in PLANTED.values() if p in replayed.stdout + replayed.stderr] == []
+
+
+def test_a_capture_of_some_checks_under_strict_replays_to_the_same_verdict(
+    tmp_path: Path, pytester: pytest.Pytester
+) -> None:
+    """``--only G3 --strict`` with a WARN: blocked, exit 1. The CLI's replay
+    said ready-with-warnings and exit 0 (the captured --strict was dropped),
+    pytest's replay added nine SKIPs ("not in the capture") for the checks the
+    run had not selected. Both now decide what the captured run decided."""
+    target, original, code = make_capture(tmp_path, "--only", "G3", "--workload-gb", "100", "--strict", name="s.json")
+    assert original[0].startswith("G3 WARN: workload 100 GiB fits MemAvailable"), original
+    assert original[-1] == "verdict: blocked (G3 failed; 1 WARN)" and code == 1
+    replay = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
+    assert (lines(replay), replay.returncode) == (original, code)
+    proc = subprocess.run(
+        [*PYTEST_CHILD, "--spark-preflight", f"--spark-replay={target}", "-v"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=pytester.path,
+        env=bare_env(),
+    )
+    section = proc.stdout.split(" spark preflight ", 1)[-1]  # the terminal summary, not the FAILURES body
+    assert [ln for ln in section.splitlines() if ln.startswith((*GLINE_PREFIXES, "verdict:"))] == original
+    assert "9 deselected" in proc.stdout and "SKIP" not in section and proc.returncode == 1

@@ -1,5 +1,7 @@
 """Recorded captures replay here, with no GPU, no network and an empty PATH,
-to the lines their runs printed.
+to the lines their runs printed; under an audit hook (tests/no_machine.py)
+a replay, by the CLI or by pytest, is seen to open no file of the machine, run
+no program, make no connection and load no library.
 
 ``h200-*.json.gz`` were made on an NVIDIA H200 (driver 580, torch 2.11.0+cu130)
 by ``benchmarks/gpu_captures.sh``; each ``.lines`` file is what that run
@@ -52,6 +54,75 @@ def test_there_are_five_captures() -> None:
 def test_a_capture_replays_to_the_lines_its_run_printed(name: str) -> None:
     out, code = replay(CAPTURES / f"{name}.json.gz")
     assert out + f"exit {code}\n" == (CAPTURES / f"{name}.lines").read_text()
+
+
+NO_MACHINE = Path(__file__).resolve().parent / "no_machine.py"
+
+
+def untouched(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run ``spark-preflight`` (``cli``) or pytest under tests/no_machine.py's
+    audit hook, with no PATH, no home, no plugin of the environment but ours
+    and an empty machine root; return the run and what it touched."""
+    root, cwd, log = tmp_path / "empty-root", tmp_path / "run", tmp_path / "touched.json"
+    root.mkdir(exist_ok=True)
+    cwd.mkdir(exist_ok=True)
+    env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "NO_MACHINE_LOG": str(log), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(NO_MACHINE), mode, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
+    return proc, json.loads(log.read_text())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_replay_touches_nothing_of_the_machine(tmp_path: Path, name: str) -> None:
+    """No file outside Python and the capture, no program, no socket, no
+    shared library (NVML), no /proc listing: and still the run's lines."""
+    proc, touched = untouched(tmp_path, "cli", "--replay", str(CAPTURES / f"{name}.json.gz"))
+    assert touched == []
+    assert proc.stderr == "" and proc.stdout + f"exit {proc.returncode}\n" == (CAPTURES / f"{name}.lines").read_text()
+
+
+def test_a_pytest_replay_touches_nothing_and_writes_junit_and_the_env_report(tmp_path: Path) -> None:
+    capture_path = CAPTURES / "h200-vllm.json.gz"
+    proc, touched = untouched(
+        tmp_path, "pytest", "-p", "dgx_spark", "-p", "no:cacheprovider", "--spark-preflight",
+        f"--spark-replay={capture_path}", "--junitxml=junit.xml", "--spark-report=env-report.json",
+    )  # fmt: skip
+    assert touched == []
+    expected = (CAPTURES / "h200-vllm.lines").read_text().splitlines()
+    printed = [ln for ln in proc.stdout.splitlines() if re.match(r"(G\d+ [A-Z]+: |verdict: )", ln)]
+    assert printed == expected[:-1] and proc.returncode == 1, proc.stdout
+    report = json.loads((tmp_path / "run" / "env-report.json").read_text())
+    assert report["verdict"] == "blocked" and [ln.split(":")[0] for ln in report["lines"]][5] == "G6 FAIL"
+    assert report["host"]["gpu"] == "NVIDIA H200"  # the captured machine, not this one
+    junit = (tmp_path / "run" / "junit.xml").read_text()
+    assert junit.count("<testcase ") == 10 and junit.count("<failure ") == 1
+
+
+def test_a_pytest_replay_decides_with_the_replays_thresholds_and_profile(tmp_path: Path) -> None:
+    """``--spark-threshold`` and ``--spark-profile`` on a pytest replay: the
+    H200's vLLM at cap 0.9 is a WARN once g6_cap_max is 0.95, and the env
+    report says the new verdict; G5 decides on GB10's budget."""
+    proc, touched = untouched(
+        tmp_path, "pytest", "-p", "dgx_spark", "-p", "no:cacheprovider", "--spark-preflight",
+        f"--spark-replay={CAPTURES / 'h200-vllm.json.gz'}", "--spark-only=G5,G6", "--spark-threshold=g6_cap_max=0.95",
+        "--spark-profile=gb10", "--spark-report=env-report.json",
+    )  # fmt: skip
+    assert touched == [] and proc.returncode == 0, proc.stdout
+    assert "G6 WARN: pid 581 vLLM 8.6 GiB NVML: cap 0.9 <= 0.95" in proc.stdout
+    report = json.loads((tmp_path / "run" / "env-report.json").read_text())
+    assert report["verdict"] == "ready-with-warnings" and report["profile"] == "gb10"
+    assert "160-190 GB/s" in report["lines"][0], report["lines"]
+
+
+def test_the_audit_hook_sees_a_run_that_reads_the_machine(tmp_path: Path) -> None:
+    """The same hook on a run that is not a replay: it records G3 reading the
+    machine root's /proc/meminfo (so an empty record above means something)."""
+    (tmp_path / "empty-root" / "proc").mkdir(parents=True)
+    (tmp_path / "empty-root" / "proc" / "meminfo").write_text("MemTotal: 1000 kB\nMemAvailable: 900 kB\n")
+    _, touched = untouched(tmp_path, "cli", "--only", "G3")
+    assert f"open {tmp_path / 'empty-root' / 'proc' / 'meminfo'}" in touched
 
 
 def test_h200_captures_hold_what_their_runs_saw() -> None:
@@ -153,3 +224,37 @@ def test_facts_with_an_unknown_field_skip_that_check_and_say_so(tmp_path: Path) 
         "G9 SKIP: capture's G9 facts have unknown 'from_the_future' (schema 1, written by 0.1.0);"
         " capture again with this version",
     ]
+
+
+def test_facts_this_version_cannot_decide_skip_that_check_and_say_so(tmp_path: Path) -> None:
+    """Facts of the right fields but the wrong shape (a capture edited by hand)
+    made evaluate raise: "the check itself crashed ... report it to
+    pytest-dgx-spark". It is that check's SKIP asking for a new capture; the
+    other checks decide as recorded."""
+
+    def garble(doc: dict[str, Any]) -> None:
+        doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
+
+    out, code = replay(edited(tmp_path, garble), "--only", "G1,G3")
+    assert out.splitlines()[:2] == [
+        "G1 SKIP: capture's G1 facts cannot be decided (AttributeError); capture again",
+        "G3 INFO: MemAvailable 125.4 of 125.8 GiB; no workload declared",
+    ]
+    assert "crashed" not in out and code == 0
+    verbose, _ = replay(edited(tmp_path, garble), "--only", "G1", "-v")
+    assert "(AttributeError: 'str' object has no attribute 'get' at g01_cuda_abi.py:" in verbose
+    assert "written by 0.1.0); capture again with this version" in verbose
+
+
+def test_a_run_whose_evaluate_crashed_replays_as_that_crash(tmp_path: Path) -> None:
+    """When the captured run's own result was the crash, the replay says what
+    the run said: the same FAIL (a replay is how such a bug is reproduced)."""
+
+    def crash_recorded(doc: dict[str, Any]) -> None:
+        from pytest_spark.engine import crashed
+
+        doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
+        doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()
+
+    out, code = replay(edited(tmp_path, crash_recorded), "--only", "G1")
+    assert out.startswith("G1 FAIL: the check itself crashed (AttributeError), so nothing was verified") and code == 1

@@ -27,6 +27,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import pytest_spark
 
 PACKAGE = Path(pytest_spark.__file__).parent
@@ -193,8 +195,9 @@ def test_the_cycle_finder_sees_both_kinds() -> None:
 
 # --------------------------------------------------------------------------- "and N more"
 
-#: a count of what was left out, written by hand: ``{len(x) - 3} more``, ``(+{len(x) - 1} more)``
-HAND_WRITTEN_MORE = re.compile(r"\{len\([^}]*\)\s*-\s*[^}]+\}\s*more\b")
+#: a count of what was left out, written by hand: ``{len(x) - 3} more``, ``(+{n - 1} more)``, or a
+#: list cut with an ellipsis instead of a count: ``{'; …' if len(parts) > 2 else ''}``
+HAND_WRITTEN_MORE = re.compile(r"\{[^{}]*\s-\s*[^{}]+\}\s*more\b|…['\"]\s*if\s+len\(")
 #: (module, why) for a count that is not the "first N" rule
 OWN_WORDING = {
     "pytest_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
@@ -215,6 +218,9 @@ def test_lists_are_shortened_by_the_kit_only() -> None:
     assert found == []
     assert HAND_WRITTEN_MORE.search('f"{head} (+{len(heads) - 1} more)"')
     assert HAND_WRITTEN_MORE.search("f'and {len(hits) - SHOWN} more'")
+    assert HAND_WRITTEN_MORE.search('more = f" (+{dists - 1} more)" if dists > 1 else ""')  # G1 had this one
+    assert HAND_WRITTEN_MORE.search("f\"({'; '.join(parts[:2])}{'; …' if len(parts) > 2 else ''})\"")
+    assert not HAND_WRITTEN_MORE.search('f"{first_n(texts, 2)}; {body}"')
 
 
 def test_the_kit_rules() -> None:
@@ -225,3 +231,156 @@ def test_the_kit_rules() -> None:
     assert shortened(["a", "b", "c"], 2) == ["a", "b", "and 1 more"]
     assert shortened(["a", "b"], 2) == ["a", "b"]
     assert plus_more("a", 1) == "a" and plus_more("a", 4) == "a (+3 more)"
+
+
+# --------------------------------------------------------------------------- the check contract
+
+#: what reads the machine (or the clock): a name, or ``receiver.attribute``
+IMPURE_NAMES = frozenset(
+    {"ctx", "machine", "open", "subprocess", "socket", "urllib", "ctypes", "importlib", "shutil", "environ", "getenv"}
+)
+IMPURE_ATTRS = frozenset(
+    {"read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir"}
+)
+IMPURE_CALLS = frozenset(
+    {"os.environ", "os.getenv", "os.listdir", "os.scandir", "os.stat", "os.walk", "os.path.exists", "os.path.isfile"}
+    | {"os.path.isdir", "os.path.getsize", "os.path.realpath", "time.time", "time.monotonic", "time.sleep", "Path"}
+)
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+class _Module:
+    """One module's top-level functions and classes, and what its names import."""
+
+    def __init__(self, name: str, source: str, known: set[str]) -> None:
+        self.name = name
+        self.known = known
+        tree = ast.parse(source)
+        self.functions: dict[str, ast.AST] = {}
+        self.imports: dict[str, str] = {}  # local name -> "module" or "module:attr"
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    self.imports[alias.asname or alias.name] = full if full in known else f"{node.module}:{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    self.imports[alias.asname or alias.name.split(".")[0]] = alias.name
+
+
+def impure_reach(sources: dict[str, str], start: str) -> tuple[list[str], set[str]]:
+    """``module:function:line: what`` for each machine read reachable from
+    ``start`` ("module:function"), following calls into our own modules
+    (``sources``: module name -> its text); and every function it reached."""
+    modules = {name: _Module(name, text, set(sources)) for name, text in sources.items()}
+    seen: set[str] = set()
+    todo = [start]
+    found: list[str] = []
+    while todo:
+        key = todo.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        mod_name, _, fn_name = key.partition(":")
+        mod = modules.get(mod_name)
+        node = mod.functions.get(fn_name) if mod else None
+        if mod is None or node is None:
+            continue
+        for sub in ast.walk(node):
+            dotted = _dotted(sub) if isinstance(sub, (ast.Name, ast.Attribute)) else ""
+            bad = (
+                (isinstance(sub, ast.Name) and sub.id in IMPURE_NAMES)
+                or (isinstance(sub, ast.Attribute) and (sub.attr in IMPURE_ATTRS or dotted in IMPURE_CALLS))
+                or (isinstance(sub, ast.Name) and sub.id in IMPURE_CALLS)
+            )
+            if bad:
+                found.append(f"{key}:{sub.lineno}: {dotted}")
+            if isinstance(sub, ast.Import):
+                names = [alias.name for alias in sub.names]
+            elif isinstance(sub, ast.ImportFrom) and sub.module:
+                names = [sub.module]
+                for alias in sub.names:  # a lazy import: its names are followed like the module's own
+                    full = f"{sub.module}.{alias.name}"
+                    mod.imports[alias.asname or alias.name] = full if full in mod.known else f"{sub.module}:{alias.name}"
+            else:
+                names = []
+            found += [f"{key}:{sub.lineno}: imports {n}" for n in names if n.split(".")[0] in IMPURE_NAMES]
+            if isinstance(sub, ast.Name):
+                if sub.id in mod.functions:
+                    todo.append(f"{mod_name}:{sub.id}")
+                    node_def = mod.functions[sub.id]
+                    if isinstance(node_def, ast.ClassDef):  # a class used: all of its methods
+                        todo += [f"{mod_name}:{sub.id}.{m.name}" for m in node_def.body if isinstance(m, ast.FunctionDef)]
+                        mod.functions.update(
+                            {f"{sub.id}.{m.name}": m for m in node_def.body if isinstance(m, ast.FunctionDef)}
+                        )
+                elif ":" in mod.imports.get(sub.id, ""):
+                    todo.append(mod.imports[sub.id])
+            elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
+                target = mod.imports.get(sub.value.id, "")
+                if target in modules:
+                    todo.append(f"{target}:{sub.attr}")
+    return sorted(set(found)), {k for k in seen if k.partition(":")[0] in modules}
+
+
+def _check_modules() -> list[str]:
+    from pytest_spark import catalog
+
+    return [f"pytest_spark.checks.{spec.module}" for spec in catalog.CHECKS]
+
+
+@pytest.mark.parametrize("module", _check_modules())
+def test_every_check_has_the_one_shape(module: str) -> None:
+    """``FACTS`` (a FactsBase dataclass), ``gather(ctx: CheckContext) -> Facts``
+    and ``evaluate(facts: Facts, params: Params) -> Result``, and no other way
+    in (the old ``run(ctx)`` is gone)."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from pytest_spark.checks.kit import FactsBase
+
+    mod = importlib.import_module(module)
+    assert dataclasses.is_dataclass(mod.FACTS) and issubclass(mod.FACTS, FactsBase)
+    gather, evaluate = inspect.signature(mod.gather), inspect.signature(mod.evaluate)
+    assert [(p.name, p.annotation) for p in gather.parameters.values()] == [("ctx", "CheckContext")]
+    assert gather.return_annotation == "Facts" and mod.FACTS.__name__ == "Facts"
+    assert [(p.name, p.annotation) for p in evaluate.parameters.values()] == [("facts", "Facts"), ("params", "Params")]
+    assert evaluate.return_annotation == "Result"
+    assert not hasattr(mod, "run")
+
+
+@pytest.mark.parametrize("module", _check_modules())
+def test_evaluate_reads_no_machine(module: str) -> None:
+    """Nothing ``evaluate`` reaches (its module's helpers, and ours it calls)
+    opens a file, runs a program, reads the environment or the clock: that is
+    what lets a replay decide anywhere."""
+    sources = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()}
+    found, reached = impure_reach(sources, f"{module}:evaluate")
+    assert found == []
+    assert len(reached) > 3, reached  # the walk follows evaluate into its stages
+
+
+def test_the_purity_walk_sees_a_machine_read_two_calls_away() -> None:
+    sources = {
+        "pytest_spark.checks.fake": (
+            "from pytest_spark.probes import helper\n"
+            "def evaluate(facts, params):\n    return _stage(facts)\n"
+            "def _stage(facts):\n    from pytest_spark.probes.other import peek\n    return helper.read(facts) + peek()\n"
+        ),
+        "pytest_spark.probes.helper": "import os\ndef read(f):\n    return os.environ.get('X')\n",
+        "pytest_spark.probes.other": "def peek():\n    return open('/proc/meminfo').read()\n",
+    }
+    found, reached = impure_reach(sources, "pytest_spark.checks.fake:evaluate")
+    assert found == ["pytest_spark.probes.helper:read:3: os.environ", "pytest_spark.probes.other:peek:2: open"]
+    assert "pytest_spark.checks.fake:_stage" in reached

@@ -1046,3 +1046,42 @@ def test_facts_round_trip_through_json_to_the_same_result(h200: Path) -> None:
     again = g1.Facts.from_dict(json.loads(json.dumps(f.to_dict())))
     assert again == f
     assert g1.evaluate(again, Params()).to_dict() == g1.evaluate(f, Params()).to_dict()
+
+
+def test_three_leftover_libraries_are_counted_not_cut_with_an_ellipsis(h200: Path) -> None:
+    """The warning showed two leftovers and ``; …`` for the rest; it now counts
+    them by the kit's rule, and every one is still in the details."""
+    f = facts(h200_recording(h200))
+    f.scan["providers"] = []
+    for lib, dist in (("libcudart", "cuda-runtime"), ("libcublas", "cublas"), ("libnvrtc", "cuda-nvrtc")):
+        path = f"{H200_SITE}/nvidia/{lib}/lib/{lib}.so.12"
+        f.scan["providers"].append({"path": path, "root": H200_SITE, "lib": lib, "major": 12})
+        f.owners[path] = {"name": f"nvidia-{dist}-cu12", "version": "12.8.90", "hint": "nvidia"}
+    result = evaluate(f)
+    assert result.status is Status.WARN, result.line()
+    assert "…" not in result.summary
+    assert result.summary.startswith(
+        "leftover CUDA 12 libraries linked by nothing (libcublas.so.12 installed by nvidia-cublas-cu12 12.8.90; "
+        "libcudart.so.12 installed by nvidia-cuda-runtime-cu12 12.8.90; and 1 more)"
+    ), result.summary
+    assert "leftover: libnvrtc.so.12 installed by nvidia-cuda-nvrtc-cu12 12.8.90" in result.details
+
+
+def test_a_third_warning_is_counted_in_the_line_and_listed_in_the_details(h200: Path) -> None:
+    """G1's WARN joined the first two warnings and dropped a third from the line
+    and the details alike. A CPU-only torch (no GPU) whose child was killed
+    before the extension loads, next to a leftover CUDA 12 runtime and CUDA 13
+    modules, warns three times: the line counts the third, the details hold it."""
+    f = facts(h200_recording(h200))
+    f.gpus = []
+    f.torch = {**f.torch, "torch_version": "2.11.0+cpu", "torch_cuda": None, "device_count": 0, "loaded": 0}
+    f.child = {**(f.child or {}), "signal": 9, "describe": "killed by SIGKILL in step 'flash_attn'"}
+    f.requested = [{"name": "vllm._C", "path": f"{H200_SITE}/vllm/_C.so"}]
+    rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
+    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
+    result = evaluate(f)
+    assert result.status is Status.WARN, result.line()
+    assert result.summary.startswith("extension objects not loaded (vllm._C): killed by SIGKILL")
+    assert "leftover CUDA 12 libraries linked by nothing" in result.summary
+    assert "; and 1 more; torch 2.11.0+cpu (CPU-only)" in result.summary
+    assert result.details[0] == "torch 2.11.0+cpu is CPU-only, yet 2 shared objects link CUDA 13: they cannot run with this torch"

@@ -744,6 +744,20 @@ def test_a_loaded_gb10_above_the_idle_band_still_meets_the_flat_power_rule() -> 
     assert "power flat at 36.7 W" in result.summary
 
 
+def test_a_threshold_not_given_is_the_tables_not_a_second_default() -> None:
+    """Params without a threshold falls back to pytest_spark/thresholds.py,
+    the one table: G4 read g4_tlimit_margin_c through its own default of 0 C
+    (the table says 3 C, both profiles), so a 2 C margin went unnoticed."""
+    thin = series([70, 71], [60, 60])
+    for s in thin:
+        s["gpus"][0]["tlimit_c"] = 2
+    for profile in ("gb10", "generic"):
+        bare = g4.evaluate(gb10_facts(thin), Params(profile=profile))
+        assert bare.status is Status.WARN, (profile, bare.line())
+        assert "T.Limit margin 2 C (<= g4_tlimit_margin_c = 3 C)" in bare.summary
+        assert bare.line() == g4.evaluate(gb10_facts(thin), Params(profile=profile, thresholds=defaults(profile))).line()
+
+
 SMI_FROM_CAPTURES = """#!/bin/sh
 case "$1" in
   -q) sed '1d' {q} ;;

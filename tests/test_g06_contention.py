@@ -27,6 +27,7 @@ from pytest_spark.checks.kit import CheckContext, Params
 from pytest_spark.engine import Engine
 from pytest_spark.model import Status
 from pytest_spark.probes.child import PROTOCOL, SCRIPTS
+from pytest_spark.probes.gpu_programs import flag_value
 from pytest_spark.probes.machine import Machine
 from pytest_spark.settings import Settings
 from pytest_spark.thresholds import defaults
@@ -131,7 +132,7 @@ def test_vllm_default_is_a_threshold() -> None:
 
 def test_flag_value_takes_the_last_one_like_argparse() -> None:
     args = ["--gpu-memory-utilization", "0.9", "--gpu-memory-utilization=0.4"]
-    assert g6.flag_value(args, "--gpu-memory-utilization") == "0.4"
+    assert flag_value(args, "--gpu-memory-utilization") == "0.4"
 
 
 def test_recorded_h200_query_compute_apps_header_only_has_no_process(h200: Path) -> None:
@@ -249,6 +250,17 @@ def test_vllm_at_its_default_fails() -> None:
     assert "pid 100 vLLM (cap 0.9, rss 50 MiB)" in result.summary
     assert "kill 100" in result.fix
     assert any("vLLM default 0.9" in d for d in result.details)
+
+
+def test_more_than_three_to_kill_are_counted_not_dropped() -> None:
+    """The fix named the first three pids and silently left out the rest
+    (``kill 100 101 102`` for five servers); it now counts them, by the kit's
+    "first N, and M more" rule."""
+    servers = [proc(100 + i, 1, [PY, "/usr/bin/vllm", "serve", "m"]) for i in range(5)]
+    result = verdict([], *servers)
+    assert result.status is Status.FAIL
+    assert "(kill 100 101 102 and 2 more)" in result.fix
+    assert "kill 100 101 102 and 2 more, or restart" in result.short_line()
 
 
 @pytest.mark.parametrize(

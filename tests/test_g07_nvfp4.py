@@ -259,6 +259,18 @@ def test_precision_nvfp4_without_an_sm121_fp4_target_warns() -> None:
     assert decide(gb10_facts(arch_list=["sm_120", "sm_120f"]), nvfp4).status is Status.PASS
 
 
+def test_many_kernel_libraries_and_targets_are_counted_not_dropped() -> None:
+    """The WARN listed the first three libraries and six targets of each and
+    dropped the rest without saying so; now the kit's rule counts them."""
+    targets = [f"sm_{n}" for n in (70, 75, 80, 86, 89, 90, 100, 120)]
+    libs = [{"dist": f"lib{i} 1.0", "path": f"/s/lib{i}.so", "targets": targets} for i in range(5)]
+    installed = [f"lib{i}" for i in range(5)]
+    warn = decide(gb10_facts(arch_list=["sm_121a"], libs=libs, libs_installed=installed, cuobjdump="/x"))
+    assert warn.status is Status.WARN
+    six = "sm_70, sm_75, sm_80, sm_86, sm_89, sm_90, and 2 more"
+    assert f"no sm_121a cubin in lib0 1.0 ({six}), lib1 1.0 ({six}), lib2 1.0 ({six}), and 2 more" in warn.summary
+
+
 def test_kernel_libraries_decide_when_listed() -> None:
     """error_fp8_sm121_1.txt / error_flashinfer_arch_1.txt: NVFP4 kernel libraries built
     for other targets break on GB10; the WARN names the library and its targets."""

@@ -143,6 +143,20 @@ def test_every_default_comes_from_the_option_table() -> None:
     assert Settings().threshold is not Settings().threshold  # no dict shared between runs
 
 
+def test_a_decision_reads_option_defaults_from_the_table_too() -> None:
+    """``Params.option`` falls back to the option table, not to a default the
+    check passes (G10 passed its own ``"fail"`` for --spark-tp-across-nodes),
+    and names only options a decision reads."""
+    from pytest_spark.checks.kit import PARAM_OPTIONS, Params
+
+    bare = Params()
+    for name in PARAM_OPTIONS:
+        assert bare.option(name) == options.BY_NAME[name.replace("_", "-")].default, name
+    assert Params(options={"tp_across_nodes": "warn"}).option("tp_across_nodes") == "warn"
+    with pytest.raises(KeyError, match="not an option a decision reads"):
+        bare.option("thermal_seconds")  # what gather reads: a replay cannot change it
+
+
 def test_each_kind_has_one_parser_and_every_default_passes_it(tmp_path) -> None:
     """Validation lives with the declaration: the option's kind picks its parser
     (settings.PARSERS), and a default that its own parser refuses cannot ship."""

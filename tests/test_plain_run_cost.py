@@ -82,15 +82,24 @@ def _imported_by(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProces
     return proc, names
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--offline"]], ids=["help", "run"])
+CAPTURE = Path(__file__).parent / "data" / "captures" / "h200-vllm.json.gz"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--offline"], ["--only", "G3"], ["--replay", str(CAPTURE)]],
+    ids=["help", "run", "only-G3", "replay"],
+)
 def test_the_cli_does_not_import_pytest(tmp_path: Path, spark_env, args: list[str]) -> None:
     """``spark-preflight`` pays for pytest only if it needs it: it never does
-    (the PySpark-clash check lives in pytest_spark.clash, free of pytest)."""
+    (the PySpark-clash check lives in pytest_spark.clash, free of pytest),
+    whether it runs all ten checks, one, or a replay."""
     proc, names = _imported_by(["-m", "pytest_spark.cli", *args], tmp_path)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    assert "pytest_spark.options" in names, "importtime lists what the CLI imported"
+    assert "pytest_spark.options" in names and "pytest_spark.clash" in names, "importtime lists what the CLI imported"
     if args != ["--help"]:
-        assert "G10 " in proc.stdout and "pytest_spark.engine" in names
+        last = "G3 " if args[0] == "--only" else "G10 "
+        assert last in proc.stdout and "pytest_spark.engine" in names
     assert {n for n in names if n.split(".")[0] in ("pytest", "_pytest", "pluggy")} == set()
 
 

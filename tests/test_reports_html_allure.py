@@ -329,10 +329,6 @@ def test_no_report_asked_no_chart_code_loaded(forced: pytest.Pytester) -> None:
 def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester, matplotlib_loaded: None) -> None:
     """G4 on the gather/evaluate contract keeps its sample in the run's facts;
     the chart reads it from there (GB10 double, 1 s sample)."""
-    import pytest_spark.checks.g04_thermal as g4
-
-    if not hasattr(g4, "FACTS"):
-        pytest.skip("G4 still runs through run(ctx): its facts are not kept yet")
     pytester.mkdir("out")
     result = pytester.runpytest(
         "-p", "no:randomly", "--spark-preflight", "--spark-only", "G4", "--spark-report", "out/env-report.json"

@@ -7,7 +7,10 @@ must go (tokens, secret flags and query values, a process title's secrets)
 and what must stay (prose that merely looks like a flag, settings values of
 variables whose names contain TOKEN). The end-to-end greps live beside the
 checks that carry the secrets: tests/test_g06_contention.py (a process
-title) and tests/test_g08_playbooks.py (URLs, GITHUB_TOKEN, issue titles).
+title) and tests/test_g08_playbooks.py (URLs, GITHUB_TOKEN, issue titles);
+tests/test_capture.py plants one in every source at once (environment,
+command lines, configs, URLs, an issue, the home folder) and greps every
+output of all ten checks.
 """
 
 from __future__ import annotations

@@ -572,14 +572,12 @@ def _mismatch_head(v: _View, x: Mapping[str, Any], dists: int, short_fix: str) -
     else:
         lib = f"links {others[0] if others else 'another CUDA major'}"
     majors = "/".join(str(m) for m in sorted(_majors(x) - {v.reference})) or "?"
-    more = f" (+{dists - 1} more)" if dists > 1 else ""
     obj = _short_name(x["path"])
     sep = ": " if lib.endswith("not found") else " "
     room = SHORT_WIDTH - len("G1 FAIL: ; fix: ") - len(short_fix)
     candidates = [
-        f"{who}: {obj}{sep}{lib} (CUDA {majors} build){more}",
-        f"{who}: {obj}{sep}{lib}{more}",
-        f"{who}{sep}{lib}{more}",
+        plus_more(text, dists)  # "(+N more)": the other distributions, by the kit's rule
+        for text in (f"{who}: {obj}{sep}{lib} (CUDA {majors} build)", f"{who}: {obj}{sep}{lib}", f"{who}{sep}{lib}")
     ]
     return next((c for c in candidates if len(c) <= min(room, 90)), candidates[-1])
 
@@ -778,7 +776,7 @@ def _leftovers(v: _View, out: _Out) -> None:
     fix += " — so a CUDA 12 wheel fails at install, not half-loaded mid-run"
     majors = "/".join(sorted({str(m) for _, m in found}))
     out.warning(
-        f"leftover CUDA {majors} libraries linked by nothing ({'; '.join(parts[:2])}{'; …' if len(parts) > 2 else ''})",
+        f"leftover CUDA {majors} libraries linked by nothing ({first_n(parts, 2)})",
         fix.strip(),
         f"leftover CUDA {majors} libraries linked by nothing ({count(len(parts), 'library', 'libraries')})",
         f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry",
@@ -929,9 +927,11 @@ def _verdict(v: _View, out: _Out, kernel: str, loaded: int) -> Result:
     scanned = f"{int((f.scan or {}).get('files') or 0)} shared objects scanned"
     body = "; ".join(x for x in (f"{head}, {driver}", consistent, *picks, kernel_text, loads, scanned) if x)
     if out.warnings:
-        summary = "; ".join(s for s, _ in out.warnings[:2]) + f"; {body}"
+        texts = [s for s, _ in out.warnings]
+        summary = f"{first_n(texts, 2)}; {body}"  # the warnings past two: counted here, listed in the details
         fix = "; ".join(dict.fromkeys(x for _, x in out.warnings[:2]))
-        result = Result("G1", Status.WARN, summary, fix, list(out.readings), details=list(out.details))
+        details = [*texts[2:], *out.details]
+        result = Result("G1", Status.WARN, summary, fix, list(out.readings), details=details)
         return _short(out, out.warn_heads, result)
     who = f"torch {v.torch_version or v.torch_dist}" if v.ref_from == "torch" else head
     short = f"{who} on driver CUDA {v.driver_text or '?'}"

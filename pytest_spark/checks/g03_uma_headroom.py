@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Params
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_spark.model import Reading, Result, Status
 
 KIB_PER_GIB = 1024 * 1024
@@ -77,7 +77,7 @@ ACCOUNTED = ("AnonPages", "SUnreclaim", "KernelStack", "PageTables", "Percpu")
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G3 from ``/proc/meminfo`` fields (kB) and NVML memory answers."""
-    return decide(facts, params.option("workload_gb"), params.threshold("g3_margin_gb", 0.0))
+    return decide(facts, params.option("workload_gb"), params.threshold("g3_margin_gb"))
 
 
 @dataclass
@@ -116,35 +116,31 @@ def impossible(m: dict[str, int]) -> str | None:
     return None
 
 
-def _pool(m: dict[str, int], details: list[str]) -> Pool:
+def _pool(m: dict[str, int], out: Findings) -> Pool:
     cache = m.get("Cached", 0) + m.get("Buffers", 0)
     available = m.get("MemAvailable")
     if available is not None:
         return Pool(m, available, False, cache)
-    details.append(
-        "MemAvailable missing from /proc/meminfo: estimated as MemFree + Cached + Buffers + SReclaimable"
-    )
+    out.note("MemAvailable missing from /proc/meminfo: estimated as MemFree + Cached + Buffers + SReclaimable")
     return Pool(m, m["MemFree"] + cache + m.get("SReclaimable", 0), True, cache)
 
 
-def _pool_readings(pool: Pool, readings: list[Reading], details: list[str]) -> None:
+def _pool_readings(pool: Pool, out: Findings) -> None:
     m = pool.m
-    readings += [
-        Reading("mem_total", pool.g("MemTotal"), "GiB"),
-        Reading("mem_free", pool.g("MemFree"), "GiB"),
-        Reading("mem_available", gib(pool.available), "GiB"),
-        Reading("page_cache", gib(pool.cache), "GiB"),
-        Reading("swap_free", pool.g("SwapFree"), "GiB"),
-    ]
+    out.read("mem_total", pool.g("MemTotal"), "GiB")
+    out.read("mem_free", pool.g("MemFree"), "GiB")
+    out.read("mem_available", gib(pool.available), "GiB")
+    out.read("page_cache", gib(pool.cache), "GiB")
+    out.read("swap_free", pool.g("SwapFree"), "GiB")
     if m.get("HugePages_Total"):
         size = m.get("Hugepagesize", 2048)
-        readings.append(Reading("hugepages_reserved", gib(m["HugePages_Total"] * size), "GiB"))
-        readings.append(Reading("hugepages_free", gib(m.get("HugePages_Free", 0) * size), "GiB"))
-        details.append(f"{m['HugePages_Total']} huge pages are reserved; they are not in MemAvailable")
-    _unaccounted(pool, readings, details)
+        out.read("hugepages_reserved", gib(m["HugePages_Total"] * size), "GiB")
+        out.read("hugepages_free", gib(m.get("HugePages_Free", 0) * size), "GiB")
+        out.note(f"{m['HugePages_Total']} huge pages are reserved; they are not in MemAvailable")
+    _unaccounted(pool, out)
 
 
-def _unaccounted(pool: Pool, readings: list[Reading], details: list[str]) -> None:
+def _unaccounted(pool: Pool, out: Findings) -> None:
     """Memory no /proc/meminfo category names. On a Spark the NVIDIA driver
     (open module >= 590) keeps the pages an exited CUDA process freed in its
     own pool: ~80 GiB with no process running in proc_meminfo_1.txt, where
@@ -155,51 +151,51 @@ def _unaccounted(pool: Pool, readings: list[Reading], details: list[str]) -> Non
     reclaimable = m.get("KReclaimable", m.get("SReclaimable", 0))
     used = m["MemFree"] + pool.cache + reclaimable + sum(m.get(k, 0) for k in ACCOUNTED)
     left = gib(max(0, m["MemTotal"] - used)) or 0.0
-    readings.append(Reading("unaccounted", left, "GiB"))
+    out.read("unaccounted", left, "GiB")
     if left >= UNACCOUNTED_NOTE_GIB:
-        details.append(
+        out.note(
             f"{left:g} GiB is held outside every /proc/meminfo category: on GB10 the NVIDIA driver keeps "
             "memory an exited CUDA process freed, and serves the next CUDA allocation from it, so "
             "MemAvailable may understate what CUDA can get"
         )
 
 
-def _gpu_view(facts: Facts, readings: list[Reading], details: list[str]) -> str:
+def _gpu_view(facts: Facts, out: Findings) -> str:
     """NVML's view: [N/A] on unified memory (GB10), real numbers on a discrete GPU."""
     gpu_note = ""
     for gpu in facts.gpus:
         mem = gpu.get("memory")
         label = f"gpu{gpu.get('index', 0)}_memory_free"
         if not isinstance(mem, dict) or mem.get("free") is None or not mem.get("total"):
-            readings.append(Reading(label, None, "GiB"))
+            out.read(label, None, "GiB")
             gpu_note = f"NVML memory [N/A] ({gpu.get('error') or 'no answer'}), as on GB10's unified memory"
             continue
         free = round(mem["free"] / (1 << 30), 1)
-        readings.append(Reading(label, free, "GiB"))
-        details.append(
+        out.read(label, free, "GiB")
+        out.note(
             f"GPU {gpu.get('index', 0)} ({gpu.get('name')}) reports its own memory: "
             f"{free} GiB free of {round(mem['total'] / (1 << 30), 1)} GiB — on a discrete GPU "
             "the workload must fit there too"
         )
     if facts.nvml_reason and not facts.gpus:
-        details.append(f"NVML: {facts.nvml_reason}")
+        out.note(f"NVML: {facts.nvml_reason}")
     return gpu_note
 
 
-def _drop_view(facts: Facts, readings: list[Reading], details: list[str]) -> str:
+def _drop_view(facts: Facts, out: Findings) -> str:
     if facts.drop is None:
         return ""
     drop = facts.drop
     if drop.get("done"):
         before = (drop.get("before") or {}).get("fields") or {}
         if before.get("MemFree") is not None:
-            readings.append(Reading("mem_free_before_drop", gib(before["MemFree"]), "GiB"))
+            out.read("mem_free_before_drop", gib(before["MemFree"]), "GiB")
         if before.get("MemAvailable") is not None:
-            readings.append(Reading("mem_available_before_drop", gib(before["MemAvailable"]), "GiB"))
+            out.read("mem_available_before_drop", gib(before["MemAvailable"]), "GiB")
         note = "page cache dropped first (--spark-drop-caches)"
     else:
         note = f"--spark-drop-caches refused: {drop.get('refused') or drop.get('error') or 'not done'}"
-    details.append(note)
+    out.note(note)
     return note
 
 
@@ -221,11 +217,10 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
             f"cannot read memory headroom: {reason}",
             headline=f"cannot read memory headroom: {reason}",
         )
-    details: list[str] = []
-    readings: list[Reading] = []
-    pool = _pool(facts.meminfo, details)
-    _pool_readings(pool, readings, details)
-    notes = [n for n in (_gpu_view(facts, readings, details), _drop_view(facts, readings, details)) if n]
+    out = Findings("G3")  # readings and details; the verdict is one decision (_verdict), not a list of findings
+    pool = _pool(facts.meminfo, out)
+    _pool_readings(pool, out)
+    notes = [n for n in (_gpu_view(facts, out), _drop_view(facts, out)) if n]
     suffix = "".join(f"; {n}" for n in notes)
     if workload_gib is None:
         return Result(
@@ -234,12 +229,12 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
             f"{pool.word} {gib(pool.available)} GiB of {pool.g('MemTotal')} GiB (MemFree {pool.g('MemFree')}, "
             f"page cache {gib(pool.cache)}, swap free {_swap_free(pool)}){suffix}; "
             "no workload declared (--spark-workload-gb)",
-            readings=readings,
-            details=details,
+            readings=out.readings,
+            details=out.details,
             headline=f"{pool.word} {gib(pool.available)} of {pool.g('MemTotal')} GiB; no workload declared",
         )
-    readings.insert(0, Reading("workload", round(workload_gib, 1), "GiB"))
-    return _verdict(pool, workload_gib, margin_gib, suffix, readings, details)
+    out.readings.insert(0, Reading("workload", round(workload_gib, 1), "GiB"))
+    return _verdict(pool, workload_gib, margin_gib, suffix, out)
 
 
 def _swap_free(pool: Pool) -> str:
@@ -253,8 +248,7 @@ def _verdict(
     workload_gib: float,
     margin_gib: float,
     suffix: str,
-    readings: list[Reading],
-    details: list[str],
+    out: Findings,
 ) -> Result:
     """PASS when it fits MemFree (what cudaMemGetInfo reports on GB10), WARN
     when only MemAvailable holds it (drop the page cache first), FAIL when it
@@ -265,7 +259,7 @@ def _verdict(
     margin = f" + {margin_gib:g} GiB margin" if margin_gib else ""
     what = f"workload {workload_gib:g} GiB{margin}"
     free_g, avail_g, total_g = pool.g("MemFree"), gib(pool.available), pool.g("MemTotal")
-    kw: dict[str, Any] = {"readings": readings, "details": details}
+    kw: dict[str, Any] = {"readings": out.readings, "details": out.details}
     if need_kib <= m["MemFree"]:
         return Result(
             "G3",
@@ -275,7 +269,7 @@ def _verdict(
             **kw,
         )
     if need_kib <= pool.available:
-        details.append(CUDA_FREE_NOTE)
+        out.note(CUDA_FREE_NOTE)
         return Result(
             "G3",
             Status.WARN,
@@ -298,7 +292,7 @@ def _verdict(
             short_fix="shrink the workload (quantize, smaller batch/context) or use more machines",
             **kw,
         )
-    retained = _retained(readings)
+    retained = _retained(out.readings)
     if retained:
         # proc_meminfo_1.txt: no CUDA process running, ~80 GiB in no category, MemAvailable 38 GiB
         return Result(

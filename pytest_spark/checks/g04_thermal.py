@@ -416,11 +416,11 @@ def _rnd(value: float | None, digits: int = 1) -> float | None:
 def flat_ceiling(params: Params, limit_w: float | None) -> float | None:
     """'Well under the limit': the configured watts (GB10: the seed's 100 W,
     since GB10's limit reads N/A), else a fraction of the enforced limit."""
-    watts = params.threshold("g4_flat_power_w", 0.0)
+    watts = params.threshold("g4_flat_power_w")
     if watts > 0:
         return watts
     if limit_w:
-        return limit_w * params.threshold("g4_flat_power_fraction", 0.5)
+        return limit_w * params.threshold("g4_flat_power_fraction")
     return None
 
 
@@ -609,8 +609,8 @@ def _reasons_stage(s: GpuSeries, label: str, out: _Out) -> None:
 def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
     """At the throttle trip (GB10: 86-87 C, fixture thermal_2.txt), or with
     almost no T.Limit margin left."""
-    hot = params.threshold("g4_hot_c", 0.0)
-    margin = params.threshold("g4_tlimit_margin_c", 0.0)
+    hot = params.threshold("g4_hot_c")
+    margin = params.threshold("g4_tlimit_margin_c")
     tmax, tlim = s.temperature.max, s.tlimit.min
     if hot > 0 and tmax is not None and tmax >= hot:
         # g4_hot_c is a margin below the trip (GB10's default 85 C: the trip is 86-87 C), not the trip
@@ -637,8 +637,8 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, params: Params,
     ceiling = flat_ceiling(params, limit_w)
     if ceiling:
         out.ceilings.append(ceiling)
-    rise_c = params.threshold("g4_temp_rise_c", 5.0)
-    band = params.threshold("g4_flat_power_band_fraction", 0.15)
+    rise_c = params.threshold("g4_temp_rise_c")
+    band = params.threshold("g4_flat_power_band_fraction")
     idle_w = params.threshold("g4_idle_power_w")
     flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
     if flat is not None and idle_w > 0 and flat.power_max <= idle_w:
@@ -681,8 +681,8 @@ def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
         if facts.counters_source or errs:
             out.f.note(f"clock-event counters [N/A] ({', '.join(errs) or 'not read after the sample'})")
         return []
-    growth_s = params.threshold("g4_slowdown_growth_s", 0.0)
-    boot_s = params.threshold("g4_slowdown_since_boot_s", 10.0)
+    growth_s = params.threshold("g4_slowdown_growth_s")
+    boot_s = params.threshold("g4_slowdown_since_boot_s")
     readings: list[Reading] = []
     for index, a in sorted(after.items()):
         us = a.get("us") or {}

@@ -121,18 +121,18 @@ def budget(facts: Facts, params: Params) -> Budget:
     from NVML, unless the user set the thresholds explicitly."""
 
     def pair(low_name: str, high_name: str, derived: float | None) -> tuple[float | None, float | None]:
-        low = params.threshold(low_name, 0.0) or None
-        high = params.threshold(high_name, 0.0) or None
+        low = params.threshold(low_name) or None
+        high = params.threshold(high_name) or None
         high = high or low or derived
         low = low or high
         return (high, low) if low and high and low > high else (low, high)
 
-    spec = params.threshold("g5_spec_gbps", 0.0) or None
+    spec = params.threshold("g5_spec_gbps") or None
     source = "GB10 LPDDR5X spec" if params.gb10 else "configured"
     peak = theoretical_peak(facts.bus_width_bits, facts.max_mem_clock_mhz)
     if spec is None and peak is not None:
         spec, source = peak, f"NVML {facts.bus_width_bits}-bit x {facts.max_mem_clock_mhz} MHz x 2"
-    sustained = round(spec * params.threshold("g5_generic_budget_fraction", 0.7), 1) if spec else None
+    sustained = round(spec * params.threshold("g5_generic_budget_fraction"), 1) if spec else None
     hw_low, hw_high = pair("g5_hardware_low_gbps", "g5_hardware_high_gbps", sustained)
     dec_low, dec_high = pair("g5_decode_low_gbps", "g5_decode_high_gbps", sustained)
     return Budget(dec_low, dec_high, hw_low, hw_high, spec, source)
@@ -362,7 +362,7 @@ def _measurement_stage(m: Mapping[str, Any], b: Budget, params: Params, no_plan:
         Reading("copy_gpu_time", m.get("gpu_ms"), "ms"),
         Reading("copy_engine", m.get("engine", "torch")),
     ]
-    fraction = params.threshold("g5_healthy_fraction", 0.75)
+    fraction = params.threshold("g5_healthy_fraction")
     healthy = b.healthy
     floor = healthy * fraction if healthy else None
     text = f"measured {rate:.0f} GB/s copy (read+write, 2 x {buf / MIB:.0f} MiB, median of {n}){_pct(rate, b.spec)}"

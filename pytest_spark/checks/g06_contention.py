@@ -35,12 +35,9 @@ from typing import Any
 
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_spark.model import Reading, Result, Status
-from pytest_spark.probes.gpu_programs import (  # noqa: F401 - re-exported for older imports
-    PROBE_MARK,
+from pytest_spark.probes.gpu_programs import (
     Kind,
-    Program,
     classify,
-    flag_value,
     is_launcher,
     is_probe_child,
     program_of,
@@ -219,7 +216,6 @@ class Group:
     cap_source: str = ""
     pids: list[int] = field(default_factory=list)
     used_by_gpu: dict[str, int] = field(default_factory=dict)  # bytes per GPU index
-    used_unknown: bool = False  # NVML listed it but gave no memory figure
     rss_bytes: int | None = None
     types: list[str] = field(default_factory=list)  # "compute", "graphics", "cmdline"
 
@@ -339,11 +335,9 @@ def _add_entry(e: Mapping[str, Any], group_for: Any, tree: _Tree) -> None:
     if e.get("type") not in g.types:
         g.types.append(str(e.get("type")))
     used = e.get("used")
-    if isinstance(used, int) and used >= 0:
+    if isinstance(used, int) and used >= 0:  # no figure (NVML's [N/A]): _memory falls back to rss
         gpu = str(e.get("gpu", "0"))
         g.used_by_gpu[gpu] = g.used_by_gpu.get(gpu, 0) + used
-    else:
-        g.used_unknown = True
 
 
 # ---------------------------------------------------------------------- evaluate
@@ -376,10 +370,10 @@ def _fraction(g: Group, facts: Facts) -> float | None:
 def judge(facts: Facts, params: Params, survey: Survey | None = None) -> list[Judged]:
     """Each group's level: fail (uncapped, or above the cap), warn (capped at
     or below it, or small and unrecognised), display (the desktop)."""
-    cap_max = params.threshold("g6_cap_max", 0.5)
-    small = params.threshold("g6_small_process_gb", 1.0) * GIB
+    cap_max = params.threshold("g6_cap_max")
+    small = params.threshold("g6_small_process_gb") * GIB
     if survey is None:
-        survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
+        survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util"))
     return [_judge_one(g, _fraction(g, facts), cap_max, small) for g in survey.groups]
 
 
@@ -515,8 +509,8 @@ def _cannot_survey(facts: Facts, judged: Sequence[Judged]) -> tuple[str, str] | 
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G6 from the survey (pure)."""
-    cap_max = params.threshold("g6_cap_max", 0.5)
-    survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util", 0.9))
+    cap_max = params.threshold("g6_cap_max")
+    survey = build_groups(facts, vllm_default=params.threshold("g6_vllm_default_util"))
     judged = judge(facts, params, survey)
     readings = _readings(facts, judged, cap_max)
     details = _notes(facts, judged, survey.excluded)
@@ -558,7 +552,7 @@ def _contenders(
     Returns (headline, short fix)."""
     if fails:
         others = f" (+{len(warns)} capped or small)" if warns else ""
-        pids = " ".join(str(j.group.pid) for j in fails[:3])
+        pids = first_n([str(j.group.pid) for j in fails], sep=" ")  # "1 2 3 and 2 more"
         out.fail(
             f"{count(len(fails), 'other GPU process', 'other GPU processes')} uncapped or above {cap_max:g}: "
             f"{first_n([describe(j) for j in fails])}{others} [{context}]",

@@ -50,7 +50,6 @@ MAX_LIBS_PER_DIST = 3
 TRITON_DISTS = ("triton", "pytorch-triton")
 #: the first CUDA release whose ptxas knows sm_121/sm_121a (12.8, which Triton
 #: bundles, rejects it: triton #8539; CUDA 13's works)
-TRITON_PTXAS_MIN = 12.9
 CUDA_TORCH_FIX = (
     "install torch built for CUDA 13: pip install torch --index-url https://download.pytorch.org/whl/cu130 "
     "(plain pip on aarch64 often installs a CPU-only wheel), or use an NGC PyTorch container"
@@ -492,8 +491,8 @@ def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str
     if fp4_dists:
         return f"sm_121a cubins in {', '.join(fp4_dists)}"
     if with_code:
-        return "no sm_121a cubin in " + ", ".join(
-            f"{x['dist']} ({', '.join(x['targets'][:6])})" for x in with_code[:3]
+        return "no sm_121a cubin in " + first_n(
+            [f"{x['dist']} ({first_n(x['targets'], 6, sep=', ')})" for x in with_code], sep=", "
         )
     if f.libs_installed:
         return f"{', '.join(f.libs_installed)}: no precompiled cubins listed"
@@ -602,7 +601,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     env_text = _env_stage(facts, env_archs, out)
     precision = params.option("precision")
     lib_text = _nvfp4_stage(facts, precision, [*torch_archs, *env_archs], out)
-    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min", TRITON_PTXAS_MIN), out)
+    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min"), out)
     parts = [gpu, torch_text, env_text, lib_text, ptxas_text]
     if precision:
         parts.append(f"precision {precision}")

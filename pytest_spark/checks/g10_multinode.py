@@ -883,12 +883,12 @@ def evaluate(facts: Facts, params: Params) -> Result:
     _readings(f, job, views, [job, *others], errors, out)
 
     bad = violations(job, others)
-    _judge_tp(bad, str(params.option("tp_across_nodes", "fail")), out)
+    _judge_tp(bad, str(params.option("tp_across_nodes")), out)
     out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.tp_by}; {b.nodes_by}" for b in bad]
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
     _judge_fleet(f.fleet, out)
-    p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps", 20.0), out)
+    p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps"), out)
     if f.intrusive is False and world and world > 1:
         out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
     if not out.status and not _has_evidence(f, env_findings, views):

@@ -42,6 +42,8 @@ class _Engine(Protocol):  # what a check may ask of the engine, no more
 
     def torch(self) -> ChildResult: ...
 
+    def params(self) -> Params: ...
+
 
 # --------------------------------------------------------------------------- context
 
@@ -71,7 +73,10 @@ class CheckContext:
         return self.engine.torch()
 
     def params(self) -> Params:
-        return Params.from_settings(self.settings, self.profile)
+        """The run's parameters, as the engine hands them to every ``evaluate``
+        (one place builds them; a gather that decides for another check's
+        sake, G5 asking G6, decides with the same ones)."""
+        return self.engine.params()
 
 
 # --------------------------------------------------------------------------- params
@@ -104,18 +109,28 @@ class Params:
     thresholds: Mapping[str, float] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def threshold(self, name: str, default: float | None = None) -> float:
+    def threshold(self, name: str) -> float:
+        """The value in force: the run's, else the profile's default from the
+        one table (:mod:`pytest_spark.thresholds`). A check passes no default
+        of its own: a second copy of a default drifts (G4 read a T.Limit
+        margin of 0 C where the table says 3 C)."""
         if name in self.thresholds:
             return float(self.thresholds[name])
-        if default is not None:
-            return default
         from pytest_spark.thresholds import defaults
 
         return float(defaults(self.profile)[name])
 
-    def option(self, name: str, default: Any = None) -> Any:
-        value = self.options.get(name, default)
-        return default if value is None else value
+    def option(self, name: str) -> Any:
+        """The run's value of a :data:`PARAM_OPTIONS` option, else the option
+        table's default (:mod:`pytest_spark.options`, the one source)."""
+        if name not in PARAM_OPTIONS:
+            raise KeyError(f"{name!r} is not an option a decision reads (PARAM_OPTIONS)")
+        value = self.options.get(name)
+        if value is None:
+            from pytest_spark.options import BY_NAME
+
+            value = BY_NAME[name.replace("_", "-")].default
+        return value
 
     @property
     def gb10(self) -> bool:

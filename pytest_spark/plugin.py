@@ -146,12 +146,16 @@ def keep_early_child_only_if_used(config: pytest.Config, settings: Any) -> None:
 
 
 def per_rank_junit(config: pytest.Config) -> None:
-    """Under torchrun every rank runs pytest with the same ``--junitxml``; the
+    """Under torchrun (or srun) every rank runs pytest with the same ``--junitxml``; the
     last rank to finish would overwrite rank 0's file, which carries the
     ``spark.node<k>.*`` properties. Rank N writes ``<stem>.rankN<suffix>``, as
     ``--spark-report`` does."""
     xmlpath = getattr(config.option, "xmlpath", None)
-    if not xmlpath or str(os.environ.get("RANK", "") or "0") == "0":
+    if not xmlpath:
+        return
+    from pytest_spark import launch
+
+    if launch.rank(os.environ) == 0:
         return
     from pytest_spark.report import per_rank_path
 

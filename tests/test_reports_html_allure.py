@@ -426,3 +426,27 @@ def test_a_real_run_says_the_same_in_html_allure_and_env_report(pytester: pytest
         props = read_environment(folder / "allure" / "environment.properties")
         assert props["spark.verdict"] == doc["verdict"] == "blocked"
         assert (folder / "env-report.thermal-g4.svg").is_file() == MATPLOTLIB
+
+
+def test_each_rank_writes_its_own_html_and_allure_results(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under torchrun every rank gets the same --html and --alluredir: rank 1
+    writes ``r.rank1.html`` and ``allure.rank1/`` (was: rank 1's html replaced
+    rank 0's, and both ranks' results and verdicts mixed in one Allure folder)."""
+    pytest.importorskip("pytest_html")
+    pytest.importorskip("allure_pytest")
+    from pytest_spark.allure_report import read_environment
+
+    args = ("--spark-preflight", "-p", "no:randomly", "--spark-only", "G3", "--html=r.html", "--alluredir=allure")
+    for rank in ("1", "0"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        pytester.runpytest_subprocess(*args, "--spark-workload-gb", "500" if rank == "1" else "1")
+    assert (pytester.path / "r.html").is_file() and (pytester.path / "r.rank1.html").is_file()
+    assert "G3 FAIL: " in html.unescape((pytester.path / "r.rank1.html").read_text(encoding="utf-8"))
+    assert "G3 FAIL: " not in html.unescape((pytester.path / "r.html").read_text(encoding="utf-8"))
+    assert [d["status"] for d in allure_results(pytester.path / "allure.rank1").values()] == ["failed"]
+    assert [d["status"] for d in allure_results(pytester.path / "allure").values()] == ["passed"]
+    assert read_environment(pytester.path / "allure" / "environment.properties")["spark.verdict"] == "ready"
+    assert read_environment(pytester.path / "allure.rank1" / "environment.properties")["spark.verdict"] == "blocked"

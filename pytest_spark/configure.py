@@ -51,7 +51,7 @@ def configure(config: pytest.Config, enabled: bool) -> None:
         except capture.CaptureError as exc:
             raise pytest.UsageError(str(exc)) from None
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
-    per_rank_junit(config)
+    per_rank_outputs(config)
     keep_early_child_only_if_used(config, settings)
     from pytest_spark.session import SparkPreflight
 
@@ -75,17 +75,28 @@ def keep_early_child_only_if_used(config: pytest.Config, settings: Any) -> None:
         early.drop()
 
 
-def per_rank_junit(config: pytest.Config) -> None:
-    """Under torchrun every rank runs pytest with the same ``--junitxml``; the
-    last rank to finish would overwrite rank 0's file, which carries the
-    ``spark.node<k>.*`` properties. Rank N writes ``<stem>.rankN<suffix>``, as
-    ``--spark-report`` does."""
-    xmlpath = getattr(config.option, "xmlpath", None)
-    if not xmlpath or str(os.environ.get("RANK", "") or "0") == "0":
+#: the report options every rank would write to: --junitxml, pytest-html's --html, allure-pytest's --alluredir
+PER_RANK_OPTIONS = ("xmlpath", "htmlpath", "allure_report_dir")
+
+
+def per_rank_outputs(config: pytest.Config) -> None:
+    """Under torchrun (or srun) every rank runs pytest with the same
+    ``--junitxml``, ``--html`` and ``--alluredir``; the last rank to finish
+    would overwrite rank 0's JUnit file (which carries the ``spark.node<k>.*``
+    properties) and html report, and mix its Allure results (the same checks,
+    so Allure shows one rank's as retries of the other's) and verdict into
+    rank 0's folder. Rank N writes ``<stem>.rankN<suffix>``, as
+    ``--spark-report`` does. Runs before those plugins read their options."""
+    from pytest_spark import launch
+
+    if launch.rank(os.environ) == 0:
         return
     from pytest_spark.report import per_rank_path
 
-    config.option.xmlpath = str(per_rank_path(xmlpath, os.environ))
+    for name in PER_RANK_OPTIONS:
+        value = getattr(config.option, name, None)
+        if value:
+            setattr(config.option, name, str(per_rank_path(value, os.environ)))
 
 
 def options_without_preflight(config: pytest.Config) -> str | None:

@@ -88,7 +88,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(_plain_import("hooks"))
 
 
-@pytest.hookimpl(tryfirst=True)  # before junitxml reads --junitxml (see configure.per_rank_junit)
+@pytest.hookimpl(tryfirst=True)  # before junitxml, pytest-html, Allure read their paths (configure.per_rank_outputs)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{catalog.MARKER_ALL}: one of the ten DGX Spark preflight checks G1..G10"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_spark import __version__, catalog
+from pytest_spark import __version__, catalog, launch
 from pytest_spark.model import SCHEMA, Result, Verdict, verdict, verdict_line
 
 
@@ -143,10 +143,11 @@ def env_report(
 
 
 def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
-    """Under torchrun every rank runs the preflight; only rank 0 writes ``PATH``,
-    rank N writes ``<stem>.rankN<suffix>`` beside it, so no rank overwrites another."""
-    rank = str(env.get("RANK", "") or "0").strip()
-    if rank in ("", "0"):
+    """Under torchrun (or srun) every rank runs the preflight; only rank 0 writes
+    ``PATH``, rank N writes ``<stem>.rankN<suffix>`` beside it, so no rank
+    overwrites another (a shared home folder on a Slurm cluster is the rule)."""
+    rank = launch.rank(env)
+    if rank == 0:
         return Path(path)
     path = Path(path)
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
@@ -316,7 +317,7 @@ def write_run_files(
             not_run=not_run,
         )
         fingerprints = fleet_nodes(items)
-        if fingerprints and str(env.get("RANK", "0") or "0") == "0":  # rank 0 writes the merged report
+        if fingerprints and launch.rank(env) == 0:  # rank 0 writes the merged report
             doc.update(nodes_section(fingerprints, results))
         target = per_rank_path(settings.report, env)
         notes.append(_write(target, "env report", lambda p: write_json(p, doc)))

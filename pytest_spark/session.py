@@ -478,7 +478,9 @@ class SparkPreflight:
             xml = None
         if xml is not None and results:
             props = report.suite_properties(results, strict=self.settings.strict, host=self.host, not_run=not_run)
-            if str(os.environ.get("RANK", "0") or "0") == "0":  # rank 0 speaks for every node
+            from pytest_spark import launch
+
+            if launch.rank(os.environ) == 0:  # rank 0 speaks for every node
                 props += report.node_properties(report.fleet_nodes(self.store_items()))
             for name, value in props:
                 xml.add_global_property(name, value)

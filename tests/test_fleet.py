@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_spark.checks import nodes
-from pytest_spark.checks.kit import Findings
-from pytest_spark.model import Status
+from pytest_spark.model import Result, Status
 
 from conftest import PYTEST_CHILD
 
@@ -65,9 +64,13 @@ def launcher(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
     }
 
 
+#: what torchrun or srun set for a rank: a test's rank gets only its own
+JOB_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
+
+
 def without_job_vars(env: dict[str, str]) -> dict[str, str]:
-    """``env`` without this host's NCCL and torchelastic variables (a rank gets its own)."""
-    return {k: v for k, v in env.items() if not k.startswith(("NCCL_", "TORCHELASTIC"))}
+    """``env`` without this host's NCCL, torchelastic and Slurm variables (a rank gets its own)."""
+    return {k: v for k, v in env.items() if not k.startswith(("NCCL_", "TORCHELASTIC", "SLURM_"))}
 
 
 def rank_env(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
@@ -103,7 +106,7 @@ def test_two_ranks_exchange_their_fingerprints_over_gloo() -> None:
     assert fps[0]["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
     assert fps[1]["statuses"] == {"G3": "FAIL"}
     assert fps[0]["torch"].startswith("2.")
-    out = Findings("G10")
+    out = nodes.Flagged("G10")
     nodes.compare(fps, out)
     assert any("NCCL_IB_HCA differs: rocep1s0f1 on rank 0" in t for t, _ in out.warnings)
     assert any("rank 1" in t and "G3 FAIL" in t for t, _ in out.problems)
@@ -262,8 +265,8 @@ def fp(rank: int, **changes) -> dict:
     return base
 
 
-def decided(*fps: dict) -> Findings:
-    out = Findings("G10")
+def decided(*fps: dict) -> nodes.Flagged:
+    out = nodes.Flagged("G10")
     nodes.compare(list(fps), out)
     return out
 
@@ -343,20 +346,22 @@ def rank_cli(
     only: str = "G3,G10",
     gpus: bool = True,
     link: bool = False,
+    job: dict[str, str] | None = None,
     **extra: str,
 ) -> subprocess.Popen[str]:
     """``spark-preflight --only G3,G10`` (``only=""``: all ten checks) as rank
     ``rank`` of a two-rank job, on a GB10 NVML double whose driver is
     ``driver`` (``gpus=False``: the driver answers, with no GPU, so a CPU-only
-    torch is no G1 FAIL); ``link``: a Spark's /sys RoCE tree beside it."""
+    torch is no G1 FAIL); ``link``: a Spark's /sys RoCE tree beside it;
+    ``job``: the launcher's variables instead of torchrun's (an srun task's)."""
     from conftest import Doubles
     from doubles import gb10
 
     folder = tmp / f"rank{rank}"
     folder.mkdir(exist_ok=True)
     scenario = gb10.nvml(driver_version=driver, **({} if gpus else {"devices": []}))
-    env = without_job_vars(Doubles(folder).nvml(scenario).env)
-    env.update(launcher(rank, 2, port, **extra))
+    env = {k: v for k, v in without_job_vars(Doubles(folder).nvml(scenario).env).items() if k not in JOB_VARS}
+    env.update({**job, **extra} if job is not None else launcher(rank, 2, port, **extra))
     env.pop("VIRTUAL_ENV", None)
     root = spark_root(folder)
     if link:
@@ -404,6 +409,7 @@ def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Pa
     a, b = (rank_cli(tmp_path, r, port, only="", gpus=False, link=True, **nccl) for r in (0, 1))
     la, lb = g10_of(a), g10_of(b)
     assert la.startswith("G10 PASS: rank 0 of 2: ") and lb.startswith("G10 PASS: rank 1 of 2"), (la, lb)
+    assert "; 2 ranks compared: same GPU, driver, CUDA, torch, NCCL and settings" in la
     merged = json.loads((tmp_path / "env-report.json").read_text())
     assert sorted(merged["nodes"]) == ["0", "1"]
     checks = [f"G{n}" for n in range(1, 11)]
@@ -415,6 +421,7 @@ def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Pa
             assert line.startswith(f"{cid} {node['statuses'][cid]}: "), node["results"]
         assert node["results"]["G10"]["status"] == node["statuses"]["G10"]
         assert node["mtu"] == 9000 and node["nccl_ifname"] == "enP2p1s0f1np1,enp1s0f1np1"
+        assert node["container"]["image"] == "none found"  # G9's container reading (no marker here)
     assert merged["nodes"]["1"]["results"]["G3"]["line"].startswith("G3 INFO: MemAvailable")
     assert merged["nodes"]["0"]["driver"] == "580.173.02"
     assert merged["cross_node"]["status"] == "PASS"
@@ -542,3 +549,190 @@ def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path
     assert 'name="spark.node1.G3" value="INFO"' in xml
     assert (tmp_path / "junit.rank1.xml").is_file()
     assert "spark.node0" not in (tmp_path / "junit.rank1.xml").read_text()
+
+
+# --------------------------------------------------------------------------- the short line names every node's value
+
+
+def g10_on_rank_0(*fps: dict) -> Result:
+    """G10 of rank 0 of a two-node job whose exchange brought back ``fps``."""
+    from pytest_spark.checks import g10_multinode as g10
+    from pytest_spark.checks.kit import Params
+
+    env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "spark-a", "MASTER_PORT": "29500"}
+    facts = g10.Facts(env=env, root="/srv/proj", fleet={"rank": 0, "world_size": 2, "fingerprints": list(fps)})
+    return g10.evaluate(facts, Params(profile="gb10"))
+
+
+@pytest.mark.parametrize(
+    ("change", "short"),
+    [
+        (
+            {"env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}},
+            "G10 WARN: NCCL_IB_HCA differs: rocep1s0f1,roceP2p1s0f1 on rank 0, rocep1s0f1 on rank 1; "
+            "fix: the same on every node",
+        ),
+        (
+            {"driver": "590.44.01"},
+            "G10 FAIL: driver major differs: 580 on rank 0, 590 on rank 1; fix: same image and driver on every node",
+        ),
+        (
+            {"packages": {"triton": "3.5.1", "transformers": "4.57.1", "nvidia-nccl-cu13": "2.27.7"}},
+            "G10 WARN: triton differs: 3.5.0 on rank 0, 3.5.1 on rank 1; fix: same package versions on every node",
+        ),
+        (
+            {"statuses": {"G1": "PASS", "G3": "FAIL"}},
+            "G10 FAIL: a node fails its own preflight: rank 1 G3; fix: fix that node first",
+        ),
+        (
+            {"mem_available_kib": 40_000_000},
+            "G10 WARN: MemAvailable low: rank 1 38.1 GiB, best node 109.7 GiB; fix: free memory there (its G3, G6)",
+        ),
+    ],
+)
+def test_the_short_line_names_each_nodes_value(change: dict, short: str) -> None:
+    """The default terminal line says the key and every rank's value (the
+    hostnames, which take the room, are in the whole line)."""
+    r = g10_on_rank_0(fp(0), fp(1, **change))
+    assert r.short_line() == short
+    assert "rank 1 (spark-b)" in r.line()
+
+
+def test_a_matching_pair_says_so_on_the_short_line() -> None:
+    """A comparison that ran is not a silent one: the PASS line says the ranks were alike."""
+    r = g10_on_rank_0(fp(0), fp(1))
+    assert r.short_line() == "G10 PASS: 2 nodes, TP 1: data parallel across nodes; 2 ranks alike"
+    assert r.reading("nodes_compared").value == 2
+
+
+def test_a_differing_container_image_warns() -> None:
+    """G9's container reading rides in the fingerprint: one node in the NGC
+    image, the other outside any container, differ even without NGC variables."""
+    out = decided(
+        fp(0, container={"image": "NGC PyTorch image in a Docker container"}),
+        fp(1, container={"image": "none found"}),
+    )
+    assert [t for t, _ in out.warnings] == [
+        "container image differs: NGC PyTorch image in a Docker container on rank 0 (spark-a), "
+        "none found on rank 1 (spark-b)"
+    ]
+
+
+# --------------------------------------------------------------------------- srun
+
+
+def srun_task(rank: int, port: int | None = None, tasks: int = 2) -> dict[str, str]:
+    """What ``srun --nodes 2 --ntasks-per-node 1`` sets for task ``rank`` (and,
+    with ``port``, the MASTER_ADDR/MASTER_PORT the job script exported)."""
+    env = {
+        "SLURM_JOB_ID": "4242",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": str(rank),
+        "SLURM_NTASKS": str(tasks),
+        "SLURM_STEP_NUM_TASKS": str(tasks),
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "spark-[1-2]",
+    }
+    if port is not None:
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    return env
+
+
+def test_an_srun_task_is_a_rank_and_a_batch_script_is_not() -> None:
+    from pytest_spark import launch
+    from pytest_spark.report import per_rank_path
+
+    assert launch.job_rank(srun_task(1)) == (1, 2)
+    assert launch.torchrun_env(srun_task(1))["RANK"] == "1"
+    assert launch.torchrun_env(srun_task(1))["WORLD_SIZE"] == "2"
+    assert per_rank_path(Path("r/env-report.json"), srun_task(1)) == Path("r/env-report.rank1.json")
+    # the batch script itself: SLURM_PROCID=0 and the job's SLURM_NTASKS, but no step
+    batch = {k: v for k, v in srun_task(0).items() if not k.startswith("SLURM_STEP")}
+    assert launch.job_rank(batch) == (None, None)
+    # srun ... torchrun ...: torchrun's workers have their own names
+    assert launch.job_rank({**srun_task(0), "RANK": "3", "WORLD_SIZE": "4"}) == (3, 4)
+
+
+@needs_torch
+def test_two_srun_tasks_compare_their_nodes(tmp_path: Path) -> None:
+    """srun gives each task SLURM_PROCID and the step's task count, the job
+    script MASTER_ADDR/MASTER_PORT: the CLI compares the nodes as under torchrun."""
+    port = free_port()
+    a = rank_cli(tmp_path, 0, port, job=srun_task(0, port))
+    b = rank_cli(tmp_path, 1, port, job={**srun_task(1, port), "NCCL_IB_HCA": "rocep1s0f1"})
+    la, lb = g10_of(a), g10_of(b)
+    assert la.startswith("G10 WARN: rank 0 of 2: NCCL_IB_HCA differs: unset on rank 0"), la
+    assert "rocep1s0f1 on rank 1" in la
+    assert lb.startswith("G10 WARN: rank 1 of 2 (per-rank detail; rank 0 reports for the job)"), lb
+    merged = json.loads((tmp_path / "env-report.json").read_text())
+    assert sorted(merged["nodes"]) == ["0", "1"]
+    assert merged["nodes"]["1"]["node_rank"] == "1"  # SLURM_NODEID
+    assert "nodes" not in json.loads((tmp_path / "env-report.rank1.json").read_text())
+    assert fleet_children(port) == []
+
+
+def test_an_srun_task_without_a_rendezvous_point_is_told_how_to_give_one(tmp_path: Path) -> None:
+    """Plain ``srun spark-preflight``: no MASTER_ADDR/MASTER_PORT. No wait, no
+    silent PASS: a WARN that says what to export (and rank 1 writes its own file)."""
+    started = time.monotonic()
+    proc = rank_cli(tmp_path, 1, 0, job=srun_task(1))
+    line = g10_of(proc)
+    assert time.monotonic() - started < 60
+    assert line.startswith(
+        "G10 WARN: rank 1 of 2 (per-rank detail; rank 0 reports for the job): nodes not compared: "
+        "srun task 1 of 2 has no rendezvous point (MASTER_ADDR and MASTER_PORT unset)"
+    ), line
+    assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in line
+    assert (tmp_path / "env-report.rank1.json").is_file() and not (tmp_path / "env-report.json").exists()
+
+
+# --------------------------------------------------------------------------- torchrun, two "nodes" on one machine
+
+
+def torchrun_node(tmp: Path, node: int, port: int, *pytest_args: str, **extra: str) -> subprocess.Popen[str]:
+    """``torchrun --nnodes 2 --nproc-per-node 1 --node-rank <node> -m pytest
+    --spark-preflight …`` on 127.0.0.1, as the README's launch line: torchrun's
+    agent on node 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE)."""
+    from conftest import Doubles
+    from doubles import gb10
+
+    folder = tmp / f"node{node}"
+    folder.mkdir()
+    env = {k: v for k, v in without_job_vars(Doubles(folder).nvml(gb10.nvml()).env).items() if k not in JOB_VARS}
+    env.update(SPARK_PREFLIGHT_HOST_ROOT=spark_root(folder), OMP_NUM_THREADS="1", **extra)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+        "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
+        "--rdzv-conf", "timeout=60", "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+        "--spark-preflight", *pytest_args,
+    ]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=folder)
+
+
+@needs_torch
+def test_two_torchrun_nodes_under_pytest(tmp_path: Path) -> None:
+    """The README's torchrun line, one node given another NCCL_IB_HCA: rank 0's
+    line names both values, its env-report and JUnit speak for both nodes,
+    node 1 writes rank-suffixed files, and no fleet child is left behind."""
+    port = free_port()
+    report, junit = tmp_path / "env-report.json", tmp_path / "junit.xml"
+    args = ("--spark-only=G3,G10", "--spark-timeout=5", f"--spark-report={report}", f"--junitxml={junit}", "-rA")
+    procs = [
+        torchrun_node(tmp_path, 0, port, *args),
+        torchrun_node(tmp_path, 1, port, *args, NCCL_IB_HCA="rocep1s0f1"),
+    ]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert "G10 WARN: NCCL_IB_HCA differs: unset on rank 0, rocep1s0f1 on rank 1; fix: the same on every" in outs[0]
+    merged = json.loads(report.read_text())
+    assert sorted(merged["nodes"]) == ["0", "1"]
+    assert merged["nodes"]["1"]["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
+    assert merged["cross_node"]["status"] == "WARN"
+    assert "nodes" not in json.loads((tmp_path / "env-report.rank1.json").read_text())
+    xml = junit.read_text()
+    assert 'name="spark.node1.G3" value="INFO"' in xml and 'name="spark.node0.G10" value="PASS"' in xml
+    assert "spark.node" not in (tmp_path / "junit.rank1.xml").read_text()
+    assert fleet_children(port) == []

@@ -608,7 +608,8 @@ def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
     assert r.status is Status.FAIL
     assert r.summary.startswith("rank 0 of 2: rank 1 never joined the node comparison (rendezvous failed")
     assert r.headline == "rank 1 never joined the node comparison"
-    assert facts.probe == {"ran": False, "reason": "the nodes did not agree (see the node comparison): not measured"}
+    assert facts.probe == {"ran": False, "reason": "the nodes did not agree (see the node comparison)"}
+    assert r.summary.endswith("; all-reduce not measured: the nodes did not agree (see the node comparison)")
     assert (
         elapsed < 20
     )  # torch import + a 3 s rendezvous at --spark-timeout 1, never the 30 min default
@@ -710,6 +711,14 @@ def run_link(tmp_path: Path, env: dict[str, str], mtu: int = 9000, **net: int) -
     r = eng.run("G10")
     assert len(r.short_line()) <= 120 and r.headline
     return r
+
+
+def test_a_hand_set_rank_without_a_rendezvous_point_is_a_note(tmp_path: Path) -> None:
+    """RANK/WORLD_SIZE without MASTER_ADDR/MASTER_PORT (torchrun always sets
+    both): the nodes cannot be compared, and the details say so."""
+    r = run_link(tmp_path, dict(TWO_NODES))
+    assert "nodes not compared: MASTER_ADDR and MASTER_PORT unset (torchrun sets both)" in r.details
+    assert r.reading("nodes_compared") is None
 
 
 def test_captures_say_both_twins_and_mtu_9000() -> None:

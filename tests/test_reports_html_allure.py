@@ -13,6 +13,7 @@ pytest in an environment without them (and compares) does not.
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import re
 import subprocess
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PYTEST_ARGS
+from conftest import MATPLOTLIB, PYTEST_ARGS
 
 FORCING_CONFTEST = textwrap.dedent(
     """
@@ -365,3 +366,83 @@ def test_allure_results_under_xdist(forced: pytest.Pytester) -> None:
     assert props["spark.verdict.line"].startswith("verdict: blocked (G3 failed; 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO)")
     assert [props[f"spark.{c}"] for c in ("G1", "G3", "G4", "G5", "G8")] == ["PASS", "FAIL", "INFO", "WARN", "SKIP"]
     assert props["spark.checks.FAIL"] == "1" and props["spark.checks.WARN"] == "1"
+
+
+#: a real run of five checks on the GB10 double (conftest's ``spark_env``), one of each status
+REAL = (
+    "--spark-preflight", "-p", "no:randomly", "--spark-only", "G3,G4,G5,G6,G8",
+    "--spark-workload-gb", "500", "--spark-planned-bandwidth", "273", "--spark-offline",
+    "--spark-thermal-seconds", "0.3",
+)  # fmt: skip
+REAL_STATUSES = {"G3": "FAIL", "G4": "INFO", "G5": "WARN", "G6": "PASS", "G8": "SKIP"}
+
+
+def test_a_real_run_says_the_same_in_html_allure_and_env_report(pytester: pytest.Pytester) -> None:
+    """No result forced: G3 FAILs (500 GiB on a 121.7 GiB Spark), G4 samples the
+    NVML double (INFO), G5 WARNs (273 GB/s planned), G6 finds no GPU process
+    (PASS), G8 is offline (SKIP). Each report shows each check's word, its
+    G-line as env-report.json has it, and its readings; under xdist too, and
+    with ``--reruns 2`` the FAIL runs once."""
+    pytest.importorskip("pytest_html")
+    pytest.importorskip("allure_pytest")
+    for extra in ((), ("-n", "2")):
+        if extra and importlib.util.find_spec("xdist") is None:
+            continue
+        folder = pytester.mkdir(f"run{len(extra)}")
+        outputs = (f"--spark-report={folder / 'env-report.json'}", f"--html={folder / 'r.html'}")
+        reruns = ("--reruns", "2") if importlib.util.find_spec("pytest_rerunfailures") else ()
+        result = pytester.runpytest_subprocess(
+            *REAL, *extra, *reruns, *outputs, f"--alluredir={folder / 'allure'}"
+        )
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+        outcomes = result.parseoutcomes()
+        assert outcomes["failed"] == 1 and "rerun" not in outcomes, outcomes  # a FAIL is not flaky
+        doc = json.loads((folder / "env-report.json").read_text())
+        lines = {line.split(" ", 1)[0]: line for line in doc["lines"]}
+        rows = {nodeid.rsplit("::", 1)[-1]: row for nodeid, row in html_tests(folder / "r.html").items()}
+        docs = allure_results(folder / "allure")
+        assert sorted(rows) == sorted(docs) == sorted(REAL_STATUSES), (rows.keys(), docs.keys())
+        for cid, word in REAL_STATUSES.items():
+            assert lines[cid].startswith(f"{cid} {word}: "), lines[cid]
+            assert cell(rows[cid], "sparkStatus").endswith(f"\u00a0{word}"), cid
+            assert cell(rows[cid], "sparkCheck") == lines[cid]
+            first = next(iter(doc["readings"].get(cid) or {}), "")  # G8 offline reads nothing
+            assert cell(rows[cid], "sparkReadings").startswith(f"{first} = " if first else ""), cid
+            assert bool(cell(rows[cid], "sparkReadings")) is bool(first), cid
+            assert labels(docs[cid], "tag").count(word) == 1 and labels(docs[cid], "spark_status") == [word]
+            assert docs[cid]["statusDetails"]["message"] == lines[cid]
+            if first:
+                assert first in {p["name"] for p in docs[cid]["parameters"]}, cid
+        assert [c for c, d in docs.items() if "WARN" in labels(d, "tag")] == ["G5"]  # one filter
+        text = html.unescape((folder / "r.html").read_text(encoding="utf-8"))
+        assert "spark preflight verdict: blocked (G3 failed; 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO)" in text
+        assert "checks: 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO" in text
+        from pytest_spark.allure_report import read_environment
+
+        props = read_environment(folder / "allure" / "environment.properties")
+        assert props["spark.verdict"] == doc["verdict"] == "blocked"
+        assert (folder / "env-report.thermal-g4.svg").is_file() == MATPLOTLIB
+
+
+def test_each_rank_writes_its_own_html_and_allure_results(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under torchrun every rank gets the same --html and --alluredir: rank 1
+    writes ``r.rank1.html`` and ``allure.rank1/`` (was: rank 1's html replaced
+    rank 0's, and both ranks' results and verdicts mixed in one Allure folder)."""
+    pytest.importorskip("pytest_html")
+    pytest.importorskip("allure_pytest")
+    from pytest_spark.allure_report import read_environment
+
+    args = ("--spark-preflight", "-p", "no:randomly", "--spark-only", "G3", "--html=r.html", "--alluredir=allure")
+    for rank in ("1", "0"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        pytester.runpytest_subprocess(*args, "--spark-workload-gb", "500" if rank == "1" else "1")
+    assert (pytester.path / "r.html").is_file() and (pytester.path / "r.rank1.html").is_file()
+    assert "G3 FAIL: " in html.unescape((pytester.path / "r.rank1.html").read_text(encoding="utf-8"))
+    assert "G3 FAIL: " not in html.unescape((pytester.path / "r.html").read_text(encoding="utf-8"))
+    assert [d["status"] for d in allure_results(pytester.path / "allure.rank1").values()] == ["failed"]
+    assert [d["status"] for d in allure_results(pytester.path / "allure").values()] == ["passed"]
+    assert read_environment(pytester.path / "allure" / "environment.properties")["spark.verdict"] == "ready"
+    assert read_environment(pytester.path / "allure.rank1" / "environment.properties")["spark.verdict"] == "blocked"

@@ -119,21 +119,25 @@ def hot_gb10(n: int = 40) -> dict[str, Any]:
     return gb10.nvml(device={"samples": samples})
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_sampler_chart_in_html_allure_and_beside_the_report(
-    pytester: pytest.Pytester, doubles: Any, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, doubles: Any, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
 ) -> None:
     """The sampler's series (GB10 double heating with SwThermalSlowdown) drawn
-    into the test's html row, attached in Allure and written beside env-report."""
+    into the test's html row, attached in Allure and written beside env-report
+    (under xdist by the worker that ran the test)."""
     pytest.importorskip("pytest_html")
     pytest.importorskip("allure_pytest")
     pytest.importorskip("matplotlib")
+    if xdist:
+        pytest.importorskip("xdist")
     doubles.nvml(hot_gb10()).apply(monkeypatch)
     pytester.makepyfile(test_train=SAMPLER_TEST)
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "--spark-preflight", "--spark-only", "G3", "--spark-report", "env-report.json",
-        "--html=report.html", "--self-contained-html", "--alluredir=allure", "test_train.py",
+        "--html=report.html", "--self-contained-html", "--alluredir=allure", *xdist, "test_train.py",
     )
-    result.assert_outcomes(passed=2, deselected=9)
+    result.assert_outcomes(passed=2, deselected=0 if xdist else 9)  # xdist's workers deselect unseen
     chart_file = pytester.path / "env-report.thermal-test_train_spark_sampler0.svg"
     result.stdout.fnmatch_lines([f"thermal chart written to {chart_file}"])
     root = ET.fromstring(chart_file.read_bytes())

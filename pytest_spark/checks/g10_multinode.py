@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_spark import launch
 from pytest_spark.checks import nodes
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
 from pytest_spark.model import Result, Status
@@ -164,11 +165,10 @@ def gather(ctx: CheckContext) -> Facts:
             facts.gpu_count = len(nv.get("devices") or [])
     facts.link = mn.read_link(m, m.env)
 
-    world = cfgs.as_count(facts.env.get("WORLD_SIZE")) or 0
-    if fleet.in_job(m.env):
-        facts.fleet = _exchange(ctx, facts)
+    world = launch.job_rank(m.env)[1] or 0
+    facts.fleet = _fleet(ctx, facts)
     if s.intrusive and world > 1 and _fleet_blocks(facts.fleet):
-        facts.probe = {"ran": False, "reason": "the nodes did not agree (see the node comparison): not measured"}
+        facts.probe = {"ran": False, "reason": "the nodes did not agree (see the node comparison)"}
     elif s.intrusive and world > 1:
         child = m.python_child(
             "g10:allreduce",
@@ -176,11 +176,33 @@ def gather(ctx: CheckContext) -> Facts:
             mn.probe_config(s.timeout),
             step_timeout=s.timeout,
             total_timeout=s.timeout * 40,
+            env=launch.torchrun_env(m.env),
         )
         facts.probe = summarize_probe(child)
     elif s.intrusive:
         facts.probe = {"ran": False, "reason": "not launched by torchrun (WORLD_SIZE unset or 1)"}
     return facts
+
+
+def _fleet(ctx: CheckContext, facts: Facts) -> dict[str, Any] | None:
+    """The node comparison's exchange, when this process is one rank of a job
+    with a rendezvous point. An srun task without one is told how to give it
+    (srun sets a task's rank, never MASTER_ADDR/MASTER_PORT); a hand-set
+    RANK/WORLD_SIZE without one is only a note."""
+    env = ctx.machine.env
+    if fleet.in_job(env):
+        return _exchange(ctx, facts)
+    unset = fleet.missing_rendezvous(env)
+    if not unset:
+        return None
+    rank, world = launch.job_rank(env)
+    if launch.from_srun(env):
+        return {
+            "error": f"srun task {rank} of {world} has no rendezvous point ({' and '.join(unset)} unset)",
+            "cause": "rendezvous",
+        }
+    facts.notes.append(f"nodes not compared: {' and '.join(unset)} unset (torchrun sets both)")
+    return None
 
 
 def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
@@ -196,11 +218,13 @@ def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
     lines = {cid: {"status": r.status.value, "line": r.line()} for cid, r in results.items()}
     scope = "this node, before the node comparison"
     lines["G10"] = {"status": local.status.value, "line": local.line(), "scope": scope}
+    g9 = results["G9"].reading("container") if "G9" in results else None
     mine = fleet.fingerprint(
         ctx.machine,
         {cid: r["status"] for cid, r in lines.items()},
         results=lines,
         interfaces=fleet_interfaces(ctx.machine.env, facts.link),
+        image=str(g9.value) if g9 is not None and g9.value is not None else None,
     )
     return fleet.exchange(ctx.machine, mine, max(3.0, ctx.settings.timeout * 3))
 
@@ -417,7 +441,7 @@ def _bounded(details: list[str]) -> list[str]:
 
 
 def _rank_prefix(env: dict[str, str]) -> str:
-    rank, world = cfgs.as_count(env.get("RANK")), cfgs.as_count(env.get("WORLD_SIZE"))
+    rank, world = launch.job_rank(env)
     if rank is None or not world or world < 2:
         return ""
     if rank == 0:
@@ -425,16 +449,13 @@ def _rank_prefix(env: dict[str, str]) -> str:
     return f"rank {rank} of {world} (per-rank detail; rank 0 reports for the job): "
 
 
-class Out(Findings):
-    """Findings with a headline and a short fix kept beside each problem."""
+class Out(nodes.Flagged):
+    """G10's findings, each with a headline and a short fix kept beside it."""
 
     def __init__(self) -> None:
         super().__init__("G10")
-        self.short: dict[str, tuple[str, str]] = {}
-
-    def flag(self, status: Status, text: str, fix: str, headline: str, short_fix: str) -> None:
-        (self.fail if status is Status.FAIL else self.warn)(text, fix)
-        self.short.setdefault(text, (headline, short_fix))
+        #: ranks the node comparison found alike (0: none compared, or they differ)
+        self.alike = 0
 
 
 # --------------------------------------------------------------------------- evaluate: the probe
@@ -714,7 +735,7 @@ def _readings(f: Facts, job: View, views: list[View], all_views: list[View], err
     for name in NET_ENV:
         if f.env.get(name):
             out.read(name.lower(), f.env[name])
-    rank, world = cfgs.as_count(f.env.get("RANK")), cfgs.as_count(f.env.get("WORLD_SIZE"))
+    rank, world = launch.job_rank(f.env)
     if rank is not None and world and world > 1:
         out.read("rank", rank)
     if f.own_outputs:
@@ -800,7 +821,7 @@ def _has_evidence(f: Facts, env_findings: list[dict[str, Any]], views: list[View
     return (
         bool(env_findings)
         or any(v.tp or v.nodes or v.strategies or v.backend for v in views)
-        or bool(f.env.get("WORLD_SIZE"))
+        or bool(launch.job_rank(f.env)[1])
         or bool(f.probe and f.probe.get("ran"))
     )
 
@@ -810,6 +831,9 @@ def _finish(f: Facts, out: Out, ok: tuple[str, str], p_text: str, *, job_ok: boo
     pairs = out.problems or out.warnings
     if out.problems and out.warnings:  # said in the details, with their fixes
         out.note(*(f"also: {t} (fix: {x})" for t, x in out.warnings))
+    if out.alike:  # said on the line: a comparison that ran is not a silent one
+        alike = "same GPU, driver, CUDA, torch, NCCL and settings"
+        ok = (f"{ok[0]}; {out.alike} ranks compared: {alike}", f"{ok[1]}; {out.alike} ranks alike")
     head, short = out.short.get(pairs[0][0], ("", "")) if pairs else (ok[1], "")
     summary = ok[0] + (f"; {p_text}" if p_text else "")
     r = out.result(Status.PASS, summary, headline=head, short_fix=short)
@@ -832,9 +856,10 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
     fps = exchanged.get("fingerprints") or []
     if fps:
         out.read("nodes_compared", len(fps))
+        before = len(out.problems) + len(out.warnings)
         nodes.compare(fps, out, exchanged.get("rank"))
-        if not out.problems and not out.warnings:
-            out.note(f"{len(fps)} ranks compared: same GPU, driver, CUDA, torch, NCCL and settings")
+        if len(out.problems) + len(out.warnings) == before:
+            out.alike = len(fps)
         return
     missing = exchanged.get("missing") or []
     error = str(exchanged.get("error") or "no fingerprints came back")
@@ -853,6 +878,16 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
             f"start rank {who}; check {store} is reachable",
         )
         return
+    if exchanged.get("cause") == "rendezvous":
+        out.flag(
+            Status.WARN,
+            f"nodes not compared: {error}",
+            'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) and '
+            "MASTER_PORT=<a free port, the same on every node> before srun (README: Two Sparks)",
+            "nodes not compared: srun gives no MASTER_ADDR/MASTER_PORT",
+            "export MASTER_ADDR, MASTER_PORT before srun",
+        )
+        return
     torch = exchanged.get("cause") == "torch"
     out.flag(
         Status.WARN,
@@ -868,7 +903,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G10 from what gather() read (pure)."""
     f = facts
-    world = cfgs.as_count(f.env.get("WORLD_SIZE"))
+    world = launch.job_rank(f.env)[1]
     out = Out()
     env_view, env_findings = _env_view(f.env, world)
     views, errors = _source_views(f, world, out)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_spark import launch
 from pytest_spark.probes import multinode as mn
 
 #: environment variables that change how ranks talk to each other
@@ -29,20 +30,27 @@ PACKAGES = (
     "nvidia-nccl-cu13",
     "nvidia-nccl-cu12",
 )
-#: launcher variables that say a process is one rank of a multi-process job
-LAUNCH = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 #: container identity: NGC and Docker variables, read from the environment
 CONTAINER_ENV = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "NVIDIA_PRODUCT_NAME", "PYTORCH_BUILD_VERSION", "CUDA_VERSION")
 
 
 def in_job(env: Mapping[str, str]) -> bool:
     """This process is one rank of a job of at least two with a rendezvous
-    point (torchrun sets all four; under srun the job script exports them)."""
-    try:
-        world = int(env.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return False
-    return world >= 2 and all(env.get(k, "") != "" for k in LAUNCH)
+    point (torchrun sets all four; an srun task has its rank and the step's
+    size, :mod:`pytest_spark.launch`, and the job script exports the point)."""
+    return not missing_rendezvous(env) and _world(env) >= 2
+
+
+def _world(env: Mapping[str, str]) -> int:
+    rank, world = launch.job_rank(env)
+    return world if rank is not None and world is not None else 0
+
+
+def missing_rendezvous(env: Mapping[str, str]) -> list[str]:
+    """``MASTER_ADDR``/``MASTER_PORT`` when a rank of a job of two or more lacks them."""
+    if _world(env) < 2:
+        return []
+    return [k for k in ("MASTER_ADDR", "MASTER_PORT") if not env.get(k, "").strip()]
 
 
 def socket_mtus(machine: Any, env: Mapping[str, str]) -> dict[str, int | None]:
@@ -58,6 +66,7 @@ def fingerprint(
     *,
     results: Mapping[str, Mapping[str, Any]] | None = None,
     interfaces: Mapping[str, int | None] | None = None,
+    image: str | None = None,
 ) -> dict[str, Any]:
     """What this node is: identity, versions, network settings, memory, and
     each check's status and G-line on this node (``results``).
@@ -66,8 +75,12 @@ def fingerprint(
     G10's link rules resolve them (the net devices behind the RoCE devices
     ``NCCL_IB_HCA`` selects; the socket interface when sockets carry the
     data). ``mtu`` is the lowest of them: the link runs at it.
+
+    ``image``: the container G9 found (``NGC PyTorch 25.09 image in a Docker
+    container``, ``none found``): a node outside the image, or in another
+    image without NGC's variables, differs too.
     """
-    env = machine.env
+    env = launch.torchrun_env(machine.env)
     ident = machine.identity()
     found = machine.packages().get("dists") or {}
     dists = {name: found[name].get("version") for name in PACKAGES if isinstance(found.get(name), Mapping)}
@@ -85,7 +98,10 @@ def fingerprint(
         "cuda_driver": ident.get("cuda_driver"),
         "python": ident.get("python"),
         "packages": dists,
-        "container": {k: env[k] for k in CONTAINER_ENV if env.get(k)},
+        "container": {
+            **({"image": image} if image else {}),
+            **{k: env[k] for k in CONTAINER_ENV if env.get(k)},
+        },
         "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
         "nccl_ifname": ",".join(mtus) or None,
         "mtu": min(known) if known else None,
@@ -108,6 +124,7 @@ def exchange(machine: Any, mine: Mapping[str, Any], timeout_s: float) -> dict[st
         {"fingerprint": dict(mine), "timeout_s": timeout_s},
         step_timeout=max(timeout_s, machine.timeout),
         total_timeout=timeout_s * 3 + machine.timeout * 6,
+        env=launch.torchrun_env(machine.env),
     )
     keys = ("rank", "world_size", "fingerprints", "missing", "error", "cause", "store")
     out: dict[str, Any] = {k: child.data.get(k) for k in keys}

@@ -191,8 +191,11 @@ class Machine:
         *,
         step_timeout: float | None = None,
         total_timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> ChildResult:
-        """Run probe scripts (from ``probes/scripts``) in a child, once per key."""
+        """Run probe scripts (from ``probes/scripts``) in a child, once per key;
+        ``env`` replaces this machine's environment for that child (G10 gives
+        its job children torchrun's names for an srun task)."""
         import json
 
         def probe() -> dict[str, Any]:
@@ -210,7 +213,7 @@ class Machine:
                 args=[request],
                 step_timeout=step_timeout or self.timeout,
                 total_timeout=total_timeout,
-                env=self.env,
+                env=self.env if env is None else dict(env),
                 python=self.python,
             ).to_dict()
 

@@ -48,6 +48,13 @@ LAUNCHER_ENV = (
     "NODE_RANK",
     "SLURM_NNODES",
     "SLURM_JOB_NUM_NODES",
+    # an srun task's rank and its step's size (pytest_spark/launch.py)
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SLURM_PROCID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     "MASTER_ADDR",

@@ -223,7 +223,7 @@ def _parse_bool(opt: Option, raw: Any, where: str, base: Path) -> bool:
     text = str(raw).strip().lower()
     if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
         return True
-    if text in ("0", "false", "no", "off", "", "n", "f"):
+    if text in ("0", "false", "no", "off", "n", "f"):
         return False
     raise OptionError(f"{where}: expected true or false, got {raw!r}")
 
@@ -341,8 +341,11 @@ def settings_from_cli(
         if cli is not None:
             return cli, "cli"
         raw = ini.get(opt.ini)
-        if raw in (None, "", []):
+        if raw is None or raw == []:
             return None
+        if isinstance(raw, str) and not raw.strip() and opt.kind not in ("bool", "float"):
+            return None  # an empty text, list or path key is unset, as pytest reads it
+        # an empty bool or number key is refused, as pytest's own parsing refuses it
         if opt.kind in ("paths", "pairs") and isinstance(raw, str):
             raw = [line for line in raw.splitlines() if line.strip()]
         return raw, "ini"

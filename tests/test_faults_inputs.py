@@ -168,6 +168,26 @@ def test_bad_spark_preflight_enabled_warns_on_a_plain_run(pytester: pytest.Pytes
     assert "ERROR: spark_preflight_enabled (ini): expected true or false, got 'maybe'" in asked.errlines
 
 
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [("spark_preflight_strict", "expected true or false, got ''"), ("spark_preflight_timeout", "expected a number, got ''")],
+    ids=["bool", "number"],
+)
+def test_an_empty_ini_value_is_refused_alike_by_pytest_and_the_cli(
+    pytester: pytest.Pytester, key: str, why: str
+) -> None:
+    """A sibling of item 10: ``spark_preflight_strict =`` (empty) stopped
+    ``pytest --spark-preflight`` (pytest's own bool and float parsing refuse
+    it) while ``spark-preflight`` read the same file as "not set" and ran.
+    The same input gives the same answer: both refuse, naming the key."""
+    pytester.makeini(f"[pytest]\n{key} =\n")
+    preflight = pytester.runpytest_subprocess("-p", "no:randomly", "--spark-preflight", "--spark-only", "G3")
+    assert preflight.ret == pytest.ExitCode.USAGE_ERROR
+    assert [ln for ln in preflight.errlines if ln.strip()] == [f"ERROR: {key} (ini): {why}"]
+    proc = cli(["--only", "G3"], cwd=pytester.path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"spark-preflight: error: {key} (ini): {why}\n")
+
+
 def test_pyproject_numbers_and_lists_are_ini_values_without_warnings(pytester: pytest.Pytester) -> None:
     """TOML gives ``spark_preflight_timeout = 5`` as a number and ``only`` as a
     list; string-typed keys warned about both (an error from pytest 10). Run

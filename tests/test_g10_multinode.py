@@ -205,6 +205,7 @@ def test_tp2_with_enough_gpus_and_no_node_count_passes() -> None:
         "no sign of more than one node, tensor parallel 2 with no node count of its own "
         "(vllm_two_sparks.sh: --tensor-parallel-size = 2)"
     )
+    assert r.short_line() == "G10 PASS: single node, TP 2 (read vllm_two_sparks.sh)"
 
 
 def test_one_file_with_both_fails_and_ignores_graph_vertices() -> None:
@@ -301,6 +302,12 @@ def test_tp_and_nodes_in_different_found_files_are_not_one_job() -> None:
     assert r.status is Status.PASS
     assert "tensor parallel 2 with no node count of its own" in r.summary
     assert any("are in different files: not judged as one job" in d for d in r.details)
+    # the default line said "2 nodes, FSDP, TP 2: data parallel across nodes", which reads as
+    # TP 2 across the nodes; it names where the TP is and the files it read (issue 11)
+    assert r.short_line() == (
+        "G10 PASS: 2 nodes, FSDP, TP 2 in another job (torchtitan_tp2.toml): data parallel across nodes "
+        "(2 configs read)"
+    )
 
 
 def test_nothing_multi_node_is_a_single_node_pass() -> None:
@@ -982,7 +989,7 @@ def test_a_found_fifo_is_said_in_the_details_not_counted(tmp_path: Path) -> None
     (tmp_path / "serve.yaml").unlink()
     r = engine(tmp_path)[0].run("G10")
     assert f"1 config file(s) read under {tmp_path}: plain.yaml (2 unreadable; capture.yaml: " in r.summary
-    assert r.short_line() == "G10 PASS: single node: nothing multi-node (1 config(s) read)"
+    assert r.short_line() == "G10 PASS: single node: nothing multi-node (read plain.yaml)"
 
 
 # --------------------------------------------------------------------------- a run's test reports

@@ -198,6 +198,20 @@ def test_tp_across_nodes_warn_downgrades() -> None:
     assert "system NCCL" in r.fix
 
 
+def test_a_serving_scripts_evidence_is_quoted_once_in_the_details_too() -> None:
+    """Issue 11: G10 on NVIDIA's TP=2 vLLM script quoted its evidence twice.
+    The line says it once; the details' first line repeated it ("…
+    --tensor-parallel-size = 2; vllm_two_sparks.sh: --tensor-parallel-size = 2
+    needs 2 GPUs …")."""
+    r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1)
+    assert r.details[0] == (
+        "TP 2 across 2 nodes: vllm_two_sparks.sh: --tensor-parallel-size = 2; "
+        "needs 2 GPUs and this machine has 1"
+    )
+    for text in (r.summary, r.details[0]):
+        assert text.count("--tensor-parallel-size = 2") == 1, text
+
+
 def test_tp2_with_enough_gpus_and_no_node_count_passes() -> None:
     r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=8)
     assert r.status is Status.PASS

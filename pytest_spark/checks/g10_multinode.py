@@ -890,7 +890,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
 
     bad = violations(job, others)
     _judge_tp(bad, str(params.option("tp_across_nodes", "fail")), out)
-    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.tp_by}; {b.nodes_by}" for b in bad]
+    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.evidence()}" for b in bad]
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
     _judge_fleet(f.fleet, out)

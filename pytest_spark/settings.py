@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,24 @@ from pytest_spark import catalog
 from pytest_spark.options import BY_NAME, OPTIONS, Option, bad_ini
 from pytest_spark.thresholds import THRESHOLDS, defaults
 
+#: ``scheme:/user:pass@`` with one slash or more: a path option collapses a
+#: pasted URL's ``//`` (``…/https:/u:pw@host``) before it is echoed
+_PATH_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*:/+)[^/\s@:]*(:[^/\s@]*)?@")
+
 
 class OptionError(ValueError):
-    """A bad option value; the message names the option and is one line."""
+    """A bad option value; the message names the option and is one line.
+
+    The message echoes the value, so it is scrubbed of what looks like a
+    secret (URL credentials, tokens, secret flags and query values): a URL
+    with a password pasted into any option, not only ``--github-url``, must
+    not come back in the usage line."""
+
+    def __init__(self, message: object = "") -> None:
+        from pytest_spark.redact import REDACTED, scrub
+
+        text = _PATH_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", str(message))
+        super().__init__(scrub(text))
 
 
 #: option name -> its default, read from the table (the one source)

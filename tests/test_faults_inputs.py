@@ -132,6 +132,34 @@ def test_cli_rank_report_path_that_is_a_fifo_is_one_line(tmp_path: Path) -> None
     assert stat.S_ISFIFO(os.stat(tmp_path / "env.rank1.json").st_mode)
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--config", "https://u:CFGPW@h/x.yaml"], "--config"),
+        (["--report", "https://u:CFGPW@h/x.json"], "--report"),
+        (["--replay", "https://u:CFGPW@h/x.json"], "--replay"),
+        (["--capture", "https://u:CFGPW@h/x.json"], "--capture"),
+        (["--threshold", "g6_cap_max=https://u:CFGPW@h"], "--threshold"),
+        (["--workload-gb", "https://u:CFGPW@h"], "--workload-gb"),
+    ],
+    ids=["config", "report", "replay", "capture", "threshold", "number"],
+)
+def test_no_option_echoes_a_password_in_its_error(tmp_path: Path, args: list[str], flag: str) -> None:
+    """Item 9's sibling: only --github-url's errors were redacted; a URL with
+    credentials pasted into any other option came back whole in the usage
+    line ("--report: folder '…/https:/u:CFGPW@h' does not exist"). Every
+    option's error is one line naming the option, without the password, in
+    the CLI and in pytest."""
+    proc = cli(args, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"spark-preflight: error: {flag}") and proc.stderr.count("\n") == 1
+    assert "CFGPW" not in proc.stderr, proc.stderr
+    spark = [f"--spark-{args[0][2:]}={args[1]}"]
+    done = pytest_run(["--spark-preflight", *spark], tmp_path)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: --spark-{flag[2:]}" in done.stderr and "CFGPW" not in done.stderr + done.stdout, done.stderr
+
+
 # --------------------------------------------------------------------------- item 10: ini values
 
 

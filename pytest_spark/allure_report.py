@@ -21,6 +21,7 @@ is given; it does nothing unless ``--alluredir`` is.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,12 @@ class AllureReport:
             return
         try:
             write_environment(Path(folder), environment(self.preflight))
-        except OSError:  # the results folder vanished: allure-pytest says so itself
-            pass
+        except OSError as exc:  # a vanished folder, or a FIFO/device where the file goes
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(
+                    f"allure environment.properties not written: {exc.strerror or exc}", yellow=True
+                )
 
 
 class SamplerAllure:
@@ -159,17 +164,29 @@ def _escape(value: str) -> str:
 
 
 def write_environment(folder: Path, props: Mapping[str, str]) -> None:
-    """Merge ``props`` into ``environment.properties`` (keys of others kept)."""
+    """Merge ``props`` into ``environment.properties`` (keys of others kept).
+
+    Read without blocking and written atomically, only over a regular file
+    (``report.write_bytes``): a FIFO planted there blocked ``write_text``
+    forever (no reader), after every test had run. Anything else raises
+    :class:`OSError` and is left as it is."""
+    from pytest_spark.probes.procfs import read_regular
+    from pytest_spark.report import not_a_file, write_bytes
+
     path = folder / "environment.properties"
+    kind = not_a_file(path)
+    if kind is not None:
+        raise OSError(errno.EINVAL, f"{path} is {kind}, not a regular file")
     kept: list[str] = []
     if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        text = read_regular(path, 1 << 20).decode("utf-8", errors="replace")
+        for line in text.splitlines():
             key = line.split("=", 1)[0].strip()
             if not key.startswith(ENV_PREFIX):
                 kept.append(line)
     lines = kept + [f"{k}={_escape(v)}" for k, v in props.items()]
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def read_environment(path: Path) -> dict[str, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -92,23 +93,39 @@ def write(path: Path, document: Mapping[str, Any], env: Mapping[str, str] | None
     write_bytes(Path(path), encode(document, path, env))
 
 
+#: the most JSON a capture may hold, compressed or not: real ones are well under
+#: 1 MiB (tests/data/captures: 50-660 KB decompressed), and a gzip member of a
+#: few KB can unpack to gigabytes
+MAX_BYTES = 64 << 20
+
+
 def load(path: str | Path) -> dict[str, Any]:
-    """Read and check a capture; :class:`CaptureError` says why not, in one line."""
+    """Read and check a capture; :class:`CaptureError` says why not, in one line.
+
+    At most :data:`MAX_BYTES` are read from the file and at most as many
+    decompressed from it (a gzip bomb is refused at the cap, never unpacked
+    whole: 6 MB of gzip made 6 GiB and a MemoryError)."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(512 << 20)
+            raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise CaptureError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if raw[:2] == b"\x1f\x8b":
+    if raw[:2] == b"\x1f\x8b" and len(raw) <= MAX_BYTES:
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
+                raw = unpacked.read(MAX_BYTES + 1)
         except (OSError, EOFError, ValueError) as exc:
             raise CaptureError(f"{path}: not a readable gzip file ({exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise CaptureError(
+            f"{path}: more than {MAX_BYTES >> 20} MiB of JSON once decompressed (a capture is well under "
+            "1 MiB); not read"
+        )
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CaptureError(f"{path}: not JSON ({str(exc).splitlines()[0]})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CaptureError(f"{path}: not JSON ({(str(exc) or type(exc).__name__).splitlines()[0]})") from None
     return check(doc, str(path))
 
 

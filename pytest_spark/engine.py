@@ -186,8 +186,14 @@ class Engine:
         self._closed.set()
         killed = self._drop_early() + kill_running()
         deadline = time.monotonic() + wait
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        # A thread between two probes when this was called may start one more
+        # before it sees the flag: kill again while waiting, so that probe dies
+        # at once instead of after the whole wait (a SIGKILL meanwhile would
+        # orphan it: probes run in their own session).
+        while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
+            for t in self._threads:
+                t.join(min(0.05, max(0.0, deadline - time.monotonic())))
+            killed += kill_running()
         return killed + self._drop_early() + kill_running()  # what a thread started meanwhile
 
     def _drop_early(self) -> int:

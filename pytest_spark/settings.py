@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,24 @@ from pytest_spark import catalog
 from pytest_spark.options import BY_NAME, OPTIONS, Option, bad_ini
 from pytest_spark.thresholds import THRESHOLDS, defaults
 
+#: ``scheme:/user:pass@`` with one slash or more: a path option collapses a
+#: pasted URL's ``//`` (``…/https:/u:pw@host``) before it is echoed
+_PATH_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*:/+)[^/\s@:]*(:[^/\s@]*)?@")
+
 
 class OptionError(ValueError):
-    """A bad option value; the message names the option and is one line."""
+    """A bad option value; the message names the option and is one line.
+
+    The message echoes the value, so it is scrubbed of what looks like a
+    secret (URL credentials, tokens, secret flags and query values): a URL
+    with a password pasted into any option, not only ``--github-url``, must
+    not come back in the usage line."""
+
+    def __init__(self, message: object = "") -> None:
+        from pytest_spark.redact import REDACTED, scrub
+
+        text = _PATH_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", str(message))
+        super().__init__(scrub(text))
 
 
 #: option name -> its default, read from the table (the one source)
@@ -223,7 +239,7 @@ def _parse_bool(opt: Option, raw: Any, where: str, base: Path) -> bool:
     text = str(raw).strip().lower()
     if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
         return True
-    if text in ("0", "false", "no", "off", "", "n", "f"):
+    if text in ("0", "false", "no", "off", "n", "f"):
         return False
     raise OptionError(f"{where}: expected true or false, got {raw!r}")
 
@@ -341,8 +357,11 @@ def settings_from_cli(
         if cli is not None:
             return cli, "cli"
         raw = ini.get(opt.ini)
-        if raw in (None, "", []):
+        if raw is None or raw == []:
             return None
+        if isinstance(raw, str) and not raw.strip() and opt.kind not in ("bool", "float"):
+            return None  # an empty text, list or path key is unset, as pytest reads it
+        # an empty bool or number key is refused, as pytest's own parsing refuses it
         if opt.kind in ("paths", "pairs") and isinstance(raw, str):
             raw = [line for line in raw.splitlines() if line.strip()]
         return raw, "ini"

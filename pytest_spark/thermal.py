@@ -306,13 +306,23 @@ _Q_TEMPS = {
 }
 
 
+#: NVML's counters and temperatures are C integers of 64 bits at most
+_Q_MAX = 1 << 64
+
+
 def _leading_int(text: str) -> int | None:
-    """``"50284264713 us   ### note"`` -> 50284264713; ``"N/A"`` -> None."""
+    """``"50284264713 us   ### note"`` -> 50284264713; ``"N/A"`` -> None.
+
+    A number no 64-bit counter holds (42 digits; 400 digits made ``us / 1e6``
+    raise OverflowError) is None, like ``N/A``: a tool's output is data."""
     word = text.strip().split()[0] if text.strip() else ""
+    if len(word) > 24:  # past any 64-bit value, and Python's int() digit limit
+        return None
     try:
-        return int(word)
+        value = int(word)
     except ValueError:
         return None
+    return value if -_Q_MAX < value < _Q_MAX else None
 
 
 def parse_smi_q(text: str) -> list[dict[str, Any]]:

@@ -168,6 +168,8 @@ MINIMAL = {"schema": capture.SCHEMA, "schema_version": capture.VERSION, "checks"
             json.dumps({**MINIMAL, "options": {"threshold": {"g3_margin_gb": "abc"}}}).encode(),
             "capture's options.threshold['g3_margin_gb'] is not a number ('abc')",
         ),
+        # nested past Python's recursion limit: was "internal error (RecursionError …)"
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON (maximum recursion depth exceeded"),
     ],
 )
 def test_a_capture_that_cannot_replay_says_why_in_one_line(tmp_path: Path, content: bytes, why: str) -> None:
@@ -178,6 +180,43 @@ def test_a_capture_that_cannot_replay_says_why_in_one_line(tmp_path: Path, conte
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and why in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_gzip_bomb_is_refused_at_the_cap_under_a_memory_limit(tmp_path: Path) -> None:
+    """A sibling of issue 12.3 (a stream read without a cap): the capture's
+    gzip was decompressed whole. 6 MB of gzip made 6 GiB (18.9 GB of RSS,
+    killed after a minute; "internal error (MemoryError)" under ``ulimit
+    -v``). Here 1 GiB of whitespace before a valid capture, as 17 gzip
+    members (1 MB), read under a 2 GiB address-space limit: refused at the
+    cap, in one line, quickly."""
+    import resource
+    import time
+
+    pad = gzip.compress(b" " * (64 << 20), compresslevel=9)
+    doc = gzip.compress(json.dumps({"schema": capture.SCHEMA, "schema_version": 1, "checks": {}}).encode())
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(pad * 16 + doc)
+    assert bomb.stat().st_size < 2 << 20
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_spark.cli", "--replay", str(bomb)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=bare_env(),
+        preexec_fn=limit,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        f"spark-preflight: error: {bomb}: more than {capture.MAX_BYTES >> 20} MiB of JSON once decompressed "
+        "(a capture is well under 1 MiB); not read\n"
+    )
+    assert time.monotonic() - start < 30
 
 
 def test_pytest_refuses_a_bad_capture_with_one_line(tmp_path: Path, pytester: pytest.Pytester) -> None:

@@ -7,7 +7,8 @@ no program, make no connection and load no library.
 by ``benchmarks/gpu_captures.sh``; each ``.lines`` file is what that run
 printed there, exit code included (``h200-cu12.lines``' G1 line is that
 finding in this version's words: the default line now names the library not
-found and the fix). ``gb10-public-healthy.json.gz`` is a capture
+found and the fix; the G10 lines name the config read, ``pyproject.toml``,
+where they said "1 config(s) read"). ``gb10-public-healthy.json.gz`` is a capture
 of the GB10 double, whose answers are what DGX Spark owners posted (its
 ``built_from`` key lists the files; ``make_gb10_public.py`` rebuilds it).
 """

@@ -106,6 +106,25 @@ def test_report_file(tmp_path: Path) -> None:
     assert doc["verdict"] == "ready" and doc["platform"] == "dgx-spark"
 
 
+def test_a_chart_that_cannot_be_written_is_said_not_dropped(tmp_path: Path, matplotlib_loaded: None) -> None:
+    """G4's chart goes beside ``--report`` (``r.thermal-g4.svg``). The CLI
+    dropped the note when it could not be written there (a FIFO), so the
+    user never knew; pytest printed it. Now one warning line on stderr: the
+    report itself was written, so the exit code stays."""
+    import os
+    import stat
+
+    chart = tmp_path / "r.thermal-g4.svg"
+    os.mkfifo(chart)
+    proc = cli("--only", "G4", "--thermal-seconds", "0.3", "--report", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        f"spark-preflight: warning: could not write {chart}: a FIFO, not a regular file; nothing was written\n"
+    )
+    assert stat.S_ISFIFO(chart.stat().st_mode)
+    assert json.loads((tmp_path / "r.json").read_text())["checks"]["G4"].startswith("info: ")
+
+
 def test_cli_and_plugin_print_the_same_lines(pytester: pytest.Pytester) -> None:
     args = ["--only", "G3,G4,G6,G7,G9", "--workload-gb", "100", "--offline"]
     proc = cli(*args, cwd=pytester.path)

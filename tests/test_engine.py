@@ -192,6 +192,41 @@ def test_close_ends_the_prefetch_threads_and_starts_nothing_more(spark_env) -> N
     assert kill_running() == 0
 
 
+def test_a_probe_started_while_close_waits_is_killed_at_once(tmp_path: Path, spark_env) -> None:
+    """Issue 12.5, the race behind it: a prefetch thread between two probes
+    when the signal came started the next one after close() had killed the
+    running ones, and close() waited its whole 5 s for that thread before
+    killing again (a SIGTERM ended the CLI after 7 s, not 2; a SIGKILL from a
+    CI runner in that window orphaned the probe). close() now keeps killing
+    while it waits, so the late probe dies at once and close() returns."""
+    import threading
+
+    from pytest_spark.probes.commands import run_command
+
+    from doubles.procs import group_gone
+
+    script = tmp_path / "late.sh"
+    pid_file = tmp_path / "late.pid"
+    script.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    script.chmod(0o755)
+    engine = Engine(Settings(only=("G3",)), Machine())
+    box: dict[str, object] = {}
+
+    def late_probe() -> None:
+        engine._closed.wait(10)  # the run is ending: this thread had one more probe to start
+        box["r"] = run_command([str(script)], timeout=60)
+
+    thread = threading.Thread(target=late_probe, name="spark-prefetch-late", daemon=True)
+    engine._threads = [thread]
+    thread.start()
+    start = time.monotonic()
+    engine.close(wait=5.0)
+    took = time.monotonic() - start
+    assert not thread.is_alive() and took < 2.0, took
+    assert box["r"].signal == "SIGKILL"  # type: ignore[attr-defined]
+    assert group_gone(int(pid_file.read_text()), wait=2)
+
+
 def test_the_prefetch_threads_import_nothing_of_ours_first(monkeypatch, spark_env) -> None:
     """Each check module is first imported by the thread that calls prefetch(),
     never by a prefetch thread: pytest rewrites our modules with ast.parse as

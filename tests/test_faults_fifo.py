@@ -6,8 +6,9 @@ probes, not file reads. Planted for real: under ``SPARK_PREFLIGHT_HOST_ROOT``
 (``/proc/meminfo``, ``/proc/1/cgroup``, ``/proc/1/comm``,
 ``/run/.containerenv``, ``/etc/os-release``, ``/proc/sys/vm/drop_caches``)
 and in the checked site-packages (a dist-info whose ``METADATA`` and
-``RECORD`` are FIFOs: ``importlib.metadata`` would open them). Every run
-ends in bounded time with the reason in the check's text.
+``RECORD`` are FIFOs: ``importlib.metadata`` would open them; behind a
+readable ``METADATA``, each file importlib may open, and sparse ones of
+600 MiB). Every run ends in bounded time with the reason in the check's text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +91,48 @@ def test_fifos_through_the_cli(tmp_path: Path, scene: Scene) -> None:
         "G3 SKIP: cannot read memory headroom: cannot read /proc/meminfo: not a regular file (a FIFO)"
     )
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["RECORD", "requires.txt", "installed-files.txt", "SOURCES.txt", "huge RECORD", "huge METADATA"],
+)
+def test_a_dist_info_file_behind_a_readable_metadata_never_blocks(
+    tmp_path: Path, kit: Any, planted: str
+) -> None:
+    """The test above plants METADATA and RECORD as FIFOs in one dist-info,
+    so the dist is refused at METADATA and RECORD is never reached. With a
+    readable METADATA, a FIFO RECORD blocked G1 forever (its owner map falls
+    back to ``dist.files``, which opens RECORD), a FIFO ``requires.txt``
+    blocked G1 and G9 (``dist.requires`` opens it when METADATA lists no
+    requirement), and a sparse RECORD or METADATA was read whole (3 GiB
+    made 24 GB of RSS, then the OOM killer; 600 MiB here). Each is refused
+    unopened, in bounded time and memory."""
+    from test_faults_output import RSS_LIMIT_KB, measured
+
+    scene = Scene(tmp_path / "spark", kit)
+    scene.files({".dockerenv": ""})
+    scene.cuda13_stack()  # CUDA-linked objects: G1 then reads every dist's file list for their owners
+    dist = scene.site / "plain_dist-1.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    name = planted.split()[-1]
+    if name != "METADATA":
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plain-dist\nVersion: 1.0\n")
+    if planted.startswith("huge"):
+        with open(dist / name, "wb") as fh:
+            fh.truncate(600 << 20)  # sparse: no disk used, 600 MiB to whoever reads it whole
+    else:
+        fifos(dist.parent, f"{dist.name}/{name}")
+    argv = [sys.executable, "-c", CLI, "--timeout", "3", "--offline", "--only", "G1,G9"]
+    try:
+        out, code, took, peak_kb = measured(argv, tmp_path, scene.env())
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the run blocked on the planted {planted}") from None
+    assert code in (0, 1), out
+    assert [ln.split()[0] for ln in out.splitlines() if not ln.startswith("PEAK_RSS_KB")] == ["G1", "G9", "verdict:"]
+    assert took < RUN_LIMIT / 2, f"{took:.1f} s"
+    assert peak_kb < RSS_LIMIT_KB, f"{peak_kb} kB"
+    scene.stop()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root writes drop_caches (others are refused before any write)")

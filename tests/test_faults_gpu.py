@@ -191,6 +191,61 @@ def test_nvidia_smi_faults_through_pytest(
             assert group_gone(shell), f"nvidia-smi's group {shell} still has {live_members(shell)}"
 
 
+#: nvidia-smi answering with numbers out of any range (a sibling of issue 12.7:
+#: a tool's output is data, as a header is): an infinite temperature, NaN power,
+#: a 26-digit clock, 1e400 (inf) as the GPU index, a counter of 42 digits, a used
+#: memory of 1e999 MiB and a 23-digit pid
+SMI_ABSURD = r"""#!/bin/sh
+q=""; apps=""
+for a in "$@"; do case "$a" in -q) q=1 ;; --query-compute-apps=*) apps=1 ;; esac; done
+if [ -n "$apps" ]; then
+  echo "99999999999999999999999, python3, 1e999"
+  echo "4242, python3, 1e999"
+  exit 0
+fi
+if [ -n "$q" ]; then
+  printf '%s\n' "GPU 0000000F:01:00.0" "    Clocks Event Reasons Counters" \
+    "        SW Power Capping                  : 1e999 us" \
+    "        HW Thermal Slowdown               : 999999999999999999999999999999999999999999 us" \
+    "        HW Power Braking                  : {digits400} us" \
+    "    Temperature" "        GPU T.Limit Temp                  : -1e999 C"
+  exit 0
+fi
+echo "{query}"
+"""
+#: the --query-gpu row: every number out of range, or sane ones (so the counters are read and shown)
+ABSURD_ROW = "1e400, NVIDIA GB10, 1e999, nan, -inf, 99999999999999999999999999, 1e400, 0x0000000000000000"
+SANE_ROW = "0, NVIDIA GB10, 45, 12.5, [N/A], 2405, 3003, 0x0000000000000000"
+
+
+@pytest.mark.parametrize("row", [ABSURD_ROW, SANE_ROW], ids=["absurd-query", "absurd-counters"])
+def test_nvidia_smi_numbers_out_of_any_range_are_unknown_not_a_crash(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, row: str
+) -> None:
+    """G4 and G6 crashed on them ("OverflowError: cannot convert float infinity
+    to integer"), each a FAIL "the check itself crashed". Now a value no GPU
+    reports is an error reading, named (G4 judges a GPU that answers only
+    errors as it judged unparseable answers: the driver is not answering
+    sanely), and an impossible pid or memory figure is no process or [N/A]."""
+    scene.tool("nvidia-smi", SMI_ABSURD.replace("{query}", row).replace("{digits400}", "9" * 400))
+    scene.nvml = {"init_error": "LibraryNotFound"}
+    result, _, _ = preflight(pytester, monkeypatch, scene, "--only", "G4,G6", "--thermal-seconds", "0.5")
+    g4, g6, _ = section(result.outlines)
+    assert "crashed" not in g4 + g6, (g4, g6)
+    if row == ABSURD_ROW:
+        assert g4 == (
+            "G4 FAIL: GPU/driver stopped answering: GPU 0 (NVIDIA GB10) answered errors only (clock_sm_mhz: "
+            f"OutOfRange, power_usage_mw: OutOfRange, temperature_c: OutOfRange); fix: {DRIVER_FIX}"
+        )
+    else:  # the counters of 42 and 400 digits and 1e999 are unknown (400 digits: OverflowError in us / 1e6)
+        assert g4 == (
+            "G4 INFO: GPU 0 NVIDIA GB10: 45 C, 12.5 W (limit [N/A]), SM 2405 MHz; no clock-event reason; "
+            "sampled 0.5 s (nvidia-smi)"
+        )
+    assert g6.startswith("G6 WARN: 1 other GPU process, capped at <= 0.5 or small: pid 4242 GPU process "
+                         "(python3, no cap, memory [N/A])"), g6
+
+
 # --------------------------------------------------------------------------- NVML
 
 G2_PASS = "G2 PASS: flash-attn is not installed: attention runs on PyTorch SDPA"

@@ -132,6 +132,34 @@ def test_cli_rank_report_path_that_is_a_fifo_is_one_line(tmp_path: Path) -> None
     assert stat.S_ISFIFO(os.stat(tmp_path / "env.rank1.json").st_mode)
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--config", "https://u:CFGPW@h/x.yaml"], "--config"),
+        (["--report", "https://u:CFGPW@h/x.json"], "--report"),
+        (["--replay", "https://u:CFGPW@h/x.json"], "--replay"),
+        (["--capture", "https://u:CFGPW@h/x.json"], "--capture"),
+        (["--threshold", "g6_cap_max=https://u:CFGPW@h"], "--threshold"),
+        (["--workload-gb", "https://u:CFGPW@h"], "--workload-gb"),
+    ],
+    ids=["config", "report", "replay", "capture", "threshold", "number"],
+)
+def test_no_option_echoes_a_password_in_its_error(tmp_path: Path, args: list[str], flag: str) -> None:
+    """Item 9's sibling: only --github-url's errors were redacted; a URL with
+    credentials pasted into any other option came back whole in the usage
+    line ("--report: folder '…/https:/u:CFGPW@h' does not exist"). Every
+    option's error is one line naming the option, without the password, in
+    the CLI and in pytest."""
+    proc = cli(args, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"spark-preflight: error: {flag}") and proc.stderr.count("\n") == 1
+    assert "CFGPW" not in proc.stderr, proc.stderr
+    spark = [f"--spark-{args[0][2:]}={args[1]}"]
+    done = pytest_run(["--spark-preflight", *spark], tmp_path)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: --spark-{flag[2:]}" in done.stderr and "CFGPW" not in done.stderr + done.stdout, done.stderr
+
+
 # --------------------------------------------------------------------------- item 10: ini values
 
 
@@ -166,6 +194,26 @@ def test_bad_spark_preflight_enabled_warns_on_a_plain_run(pytester: pytest.Pytes
     asked = pytester.runpytest("-p", "no:randomly", "--spark-preflight")
     assert asked.ret == pytest.ExitCode.USAGE_ERROR
     assert "ERROR: spark_preflight_enabled (ini): expected true or false, got 'maybe'" in asked.errlines
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [("spark_preflight_strict", "expected true or false, got ''"), ("spark_preflight_timeout", "expected a number, got ''")],
+    ids=["bool", "number"],
+)
+def test_an_empty_ini_value_is_refused_alike_by_pytest_and_the_cli(
+    pytester: pytest.Pytester, key: str, why: str
+) -> None:
+    """A sibling of item 10: ``spark_preflight_strict =`` (empty) stopped
+    ``pytest --spark-preflight`` (pytest's own bool and float parsing refuse
+    it) while ``spark-preflight`` read the same file as "not set" and ran.
+    The same input gives the same answer: both refuse, naming the key."""
+    pytester.makeini(f"[pytest]\n{key} =\n")
+    preflight = pytester.runpytest_subprocess("-p", "no:randomly", "--spark-preflight", "--spark-only", "G3")
+    assert preflight.ret == pytest.ExitCode.USAGE_ERROR
+    assert [ln for ln in preflight.errlines if ln.strip()] == [f"ERROR: {key} (ini): {why}"]
+    proc = cli(["--only", "G3"], cwd=pytester.path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"spark-preflight: error: {key} (ini): {why}\n")
 
 
 def test_pyproject_numbers_and_lists_are_ini_values_without_warnings(pytester: pytest.Pytester) -> None:

@@ -329,6 +329,11 @@ def test_every_result_has_a_headline_and_a_short_line(workload: float | None) ->
         ("MemTotal: 1000 kB\nMemFree: 2000 kB\nMemAvailable: 500 kB\n", "MemFree 0 GiB > MemTotal 0 GiB"),
         (f"MemTotal: {1 << 45} kB\nMemFree: 1 kB\nMemAvailable: 1 kB\n", "more than any machine has"),
         ("MemTotal: 1000000 kB\nMemFree: 10 kB\nMemAvailable: 2000000 kB\n", "MemAvailable"),
+        # siblings: a negative field was dropped as unparsable, so a negative MemAvailable
+        # was silently replaced by an estimate and a 10 GiB workload PASSed; MemTotal -5
+        # read "lacks MemTotal/MemFree"
+        ("MemTotal: 127601452 kB\nMemFree: 100663296 kB\nMemAvailable: -5 kB\n", "MemAvailable is negative"),
+        ("MemTotal: -5 kB\nMemFree: 1 kB\nMemAvailable: 1 kB\n", "MemTotal is negative"),
     ],
 )
 def test_impossible_meminfo_is_a_skip_with_the_reason(fake_root, doubles, meminfo: str, reason: str) -> None:

@@ -489,8 +489,22 @@ def test_one_request_under_xdist(
         {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "99999999999999999999"},
         {"Retry-After": "1" + "0" * 30},
         {"Retry-After": "Fri, 24 Jul 99999 15:00:00 GMT"},
+        # siblings: a Retry-After past float's range, negative, or a date long gone
+        {"Retry-After": "9" * 400},
+        {"Retry-After": "-30"},
+        {"Retry-After": "Mon, 01 Jan 0001 00:00:00 GMT"},
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "5"},
     ],
-    ids=["reset-400-digits", "reset-1e20", "retry-after-1e30", "retry-after-bad-date"],
+    ids=[
+        "reset-400-digits",
+        "reset-1e20",
+        "retry-after-1e30",
+        "retry-after-bad-date",
+        "retry-after-400-digits",
+        "retry-after-negative",
+        "retry-after-year-1",
+        "reset-1970",
+    ],
 )
 def test_an_out_of_range_reset_is_unknown_not_a_crash(server: LocalServer, headers: dict[str, str]) -> None:
     """Issue 12.7: a 403 with a huge X-RateLimit-Reset crashed G8 (OverflowError)."""
@@ -499,6 +513,28 @@ def test_an_out_of_range_reset_is_unknown_not_a_crash(server: LocalServer, heade
     assert r.status is Status.SKIP, r.line()
     assert r.summary.startswith("rate-limited by GitHub (HTTP 403) (reset time unknown); ")
     assert "crashed" not in r.summary
+
+
+@pytest.mark.parametrize(
+    ("location", "why"),
+    [
+        ("http://evil:REDIRPW@127.0.0.1:{port}/x", "a redirect to a URL with credentials in it"),
+        ("ftp://mirror.example/x", "a redirect to a ftp: URL"),
+    ],
+    ids=["credentials", "ftp"],
+)
+def test_a_refused_redirect_says_why_not_offline(server: LocalServer, location: str, why: str) -> None:
+    """A redirect G8 does not follow is named with its reason (it said "offline:
+    cannot resolve 127.0.0.1" for credentials, "HTTP 302 Found" for ftp:)."""
+    server.answers[ISSUES_PATH] = Answer(
+        status=302, body=b"", headers={"Location": location.format(port=server.port)}
+    )
+    _, r = run_g8(server, token=None, playbook="vllm")
+    assert r.status is Status.SKIP
+    assert r.summary == (
+        f"GitHub lookup failed: 127.0.0.1 answered HTTP 302 and the redirect was not followed ({why})"
+    )
+    assert "REDIRPW" not in json.dumps(r.to_dict())
 
 
 def test_huge_reset_through_the_cli(tmp_path: Path, server: LocalServer) -> None:

@@ -199,6 +199,20 @@ def test_tp_across_nodes_warn_downgrades() -> None:
     assert "system NCCL" in r.fix
 
 
+def test_a_serving_scripts_evidence_is_quoted_once_in_the_details_too() -> None:
+    """Issue 11: G10 on NVIDIA's TP=2 vLLM script quoted its evidence twice.
+    The line says it once; the details' first line repeated it ("…
+    --tensor-parallel-size = 2; vllm_two_sparks.sh: --tensor-parallel-size = 2
+    needs 2 GPUs …")."""
+    r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1)
+    assert r.details[0] == (
+        "TP 2 across 2 nodes: vllm_two_sparks.sh: --tensor-parallel-size = 2; "
+        "needs 2 GPUs and this machine has 1"
+    )
+    for text in (r.summary, r.details[0]):
+        assert text.count("--tensor-parallel-size = 2") == 1, text
+
+
 def test_tp2_with_enough_gpus_and_no_node_count_passes() -> None:
     r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=8)
     assert r.status is Status.PASS
@@ -206,6 +220,7 @@ def test_tp2_with_enough_gpus_and_no_node_count_passes() -> None:
         "no sign of more than one node, tensor parallel 2 with no node count of its own "
         "(vllm_two_sparks.sh: --tensor-parallel-size = 2)"
     )
+    assert r.short_line() == "G10 PASS: single node, TP 2 (read vllm_two_sparks.sh)"
 
 
 def test_one_file_with_both_fails_and_ignores_graph_vertices() -> None:
@@ -302,6 +317,12 @@ def test_tp_and_nodes_in_different_found_files_are_not_one_job() -> None:
     assert r.status is Status.PASS
     assert "tensor parallel 2 with no node count of its own" in r.summary
     assert any("are in different files: not judged as one job" in d for d in r.details)
+    # the default line said "2 nodes, FSDP, TP 2: data parallel across nodes", which reads as
+    # TP 2 across the nodes; it names where the TP is and the files it read (issue 11)
+    assert r.short_line() == (
+        "G10 PASS: 2 nodes, FSDP, TP 2 in another job (torchtitan_tp2.toml): data parallel across nodes "
+        "(2 configs read)"
+    )
 
 
 def test_nothing_multi_node_is_a_single_node_pass() -> None:
@@ -1029,7 +1050,7 @@ def test_a_found_fifo_is_said_in_the_details_not_counted(tmp_path: Path) -> None
     (tmp_path / "serve.yaml").unlink()
     r = engine(tmp_path)[0].run("G10")
     assert f"1 config file(s) read under {tmp_path}: plain.yaml (2 unreadable; capture.yaml: " in r.summary
-    assert r.short_line() == "G10 PASS: single node: nothing multi-node (1 config(s) read)"
+    assert r.short_line() == "G10 PASS: single node: nothing multi-node (read plain.yaml)"
 
 
 # --------------------------------------------------------------------------- a run's test reports

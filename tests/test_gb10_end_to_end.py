@@ -84,7 +84,7 @@ def ready_lines(vllm_pid: int) -> list[str]:
         G7_PASS,
         "G8 PASS: no open issue names 'pytorch-fine-tune' (9 checked)",
         G9_NGC_CUDA,
-        "G10 PASS: 2 nodes, FSDP, TP 1: data parallel across nodes",
+        "G10 PASS: 2 nodes, FSDP, TP 1: data parallel across nodes (read configs/config_finetuning.yaml)",
         "verdict: ready-with-warnings (8 PASS, 1 WARN, 1 INFO)",
     ]
 

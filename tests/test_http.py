@@ -87,6 +87,24 @@ def test_redirect_to_a_non_http_scheme_is_refused(server: LocalServer) -> None:
     assert "file:" in (answer.error or "")
 
 
+def test_a_redirect_to_a_url_with_credentials_is_refused_in_one_line(server: LocalServer) -> None:
+    """Issue 12.8's sibling: a server's ``Location: http://user:pass@host/``
+    made urllib look up ``user:pass@127.0.0.1`` as a host name, so G8 said
+    "offline: cannot resolve 127.0.0.1". Credentials a server hands out are
+    not sent anywhere: the redirect is refused, saying why, without them."""
+    server.answers[PATH] = Answer(
+        status=302, body=b"", headers={"Location": f"http://evil:REDIRPW@127.0.0.1:{server.port}/x"}
+    )
+    server.answers["/x"] = Answer(body=b"[]")
+    answer = http.get(server.url + PATH, timeout=5)
+    assert not answer.ok and not answer.offline
+    assert answer.error == (
+        "127.0.0.1 answered HTTP 302 and the redirect was not followed "
+        "(a redirect to a URL with credentials in it)"
+    )
+    assert [s.path for s in server.seen] == [PATH]
+
+
 def test_redirect_loop_ends_with_a_reason(server: LocalServer) -> None:
     server.answers[PATH] = Answer(status=302, body=b"", headers={"Location": PATH + "?again"})
     answer = http.get(server.url + PATH, timeout=5)
@@ -117,6 +135,25 @@ def test_announced_body_over_the_cap_is_not_read(server: LocalServer) -> None:
     answer = http.get(server.url + PATH, timeout=5)
     assert answer.too_large and answer.body is None and answer.body_bytes == 0
     assert answer.error == "127.0.0.1 announced 50.0 MiB, over the 16 MiB cap; not read"
+
+
+@pytest.mark.parametrize("digits", [40, 4000, 5000], ids=["40-digits", "4000-digits", "5000-digits"])
+def test_an_absurd_content_length_is_over_the_cap_not_a_crash(
+    server: LocalServer, monkeypatch: pytest.MonkeyPatch, digits: int
+) -> None:
+    """A sibling of issue 12.7 (header values are data): a Content-Length of
+    4000 digits crashed the request thread (OverflowError: float division), so
+    a traceback went to stderr and G8 said "no answer"; 5000 digits pass
+    Python's int() limit (ValueError). Either is a body over the cap."""
+    died: list[BaseException | None] = []
+    monkeypatch.setattr("threading.excepthook", lambda args: died.append(args.exc_value))
+    server.answers[PATH] = Answer(stream=1 << 20, headers={"Content-Length": "9" * digits})
+    answer = http.get(server.url + PATH, timeout=5)
+    assert died == []
+    assert answer.too_large and answer.body is None and answer.status == 200
+    assert answer.error == (
+        f"127.0.0.1 announced more than 1 TB (a Content-Length of {digits} digits), over the 16 MiB cap; not read"
+    )
 
 
 def test_unannounced_body_stops_at_the_cap(server: LocalServer) -> None:

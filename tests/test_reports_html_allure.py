@@ -15,7 +15,9 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -215,6 +217,21 @@ def test_allure_environment_properties_hold_the_verdict(forced: pytest.Pytester)
     assert props["spark.verdict.line"].startswith("verdict: blocked (G3 failed;")
     assert props["spark.checks.WARN"] == "1" and props["spark.checks.FAIL"] == "1"
     assert props["spark.G5"] == "WARN"
+
+
+def test_a_fifo_where_environment_properties_goes_never_blocks_the_run(forced: pytest.Pytester) -> None:
+    """A sibling of issue 12.2/12.4: ``environment.properties`` as a FIFO
+    blocked the end of the run forever (``write_text`` waits for a reader).
+    Now the run ends, says so in one line, and leaves the FIFO as it was."""
+    folder = forced.path / "allure"
+    folder.mkdir()
+    fifo = folder / "environment.properties"
+    os.mkfifo(fifo)
+    result = forced.runpytest_subprocess(*ONLY, f"--alluredir={folder}", timeout=60)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # G3's FAIL, as without the FIFO
+    result.stdout.fnmatch_lines(["allure environment.properties not written: *a FIFO, not a regular file"])
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert list(folder.glob("*-result.json"))  # allure-pytest's own results were written
 
 
 #: what ``pip install pytest-dgx-spark`` without the [html]/[allure] extras lacks

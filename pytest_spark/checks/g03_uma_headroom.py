@@ -99,10 +99,14 @@ class Pool:
 
 def impossible(m: dict[str, int]) -> str | None:
     """Why a /proc/meminfo reading cannot be true, or None: a missing field,
-    MemTotal 0 or beyond any machine, a part larger than the whole. Deciding
-    on such a reading would PASS a workload on numbers nobody measured."""
+    a negative one, MemTotal 0 or beyond any machine, a part larger than the
+    whole. Deciding on such a reading would PASS a workload on numbers nobody
+    measured."""
     if "MemFree" not in m or "MemTotal" not in m:
         return "/proc/meminfo lacks MemTotal/MemFree"
+    negative = [name for name, value in m.items() if value < 0]
+    if negative:
+        return f"impossible /proc/meminfo: {negative[0]} is negative"
     total = m["MemTotal"]
     if total <= 0:
         return "impossible /proc/meminfo: MemTotal is 0"

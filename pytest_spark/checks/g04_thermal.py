@@ -27,6 +27,7 @@ mid-sample; SKIP when there is no NVIDIA GPU.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -304,8 +305,16 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
         facts.broken = child.describe("nvidia-smi sample child")
 
 
+#: no quantity nvidia-smi reports (C, W, MHz, an index) comes near this
+SMI_MAX = 1e12
+
+
 def _smi_value(raw: str) -> tuple[float | None, str | None]:
-    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported")."""
+    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported").
+
+    A tool's output is data: NaN, an infinity (``1e400`` parses as one) or a
+    number no GPU reports is ``(None, "OutOfRange")``, never a value that
+    crashes the check later (``int(inf)``: OverflowError)."""
     text = raw.strip()
     err = SMI_NOT_A_VALUE.get(text.lower())
     if err is not None:
@@ -314,9 +323,12 @@ def _smi_value(raw: str) -> tuple[float | None, str | None]:
         return None, text.strip("[]").title().replace(" ", "")
     number = text.split()[0] if text.split() else text
     try:
-        return float(number), None
+        value = float(number)
     except ValueError:
         return None, "Unparseable"
+    if not math.isfinite(value) or abs(value) > SMI_MAX:
+        return None, "OutOfRange"
+    return value, None
 
 
 def parse_smi(

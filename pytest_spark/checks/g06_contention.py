@@ -29,6 +29,7 @@ no NVIDIA GPU (whatever the process names), or nothing could be surveyed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +134,20 @@ def _device_entries(dev: Mapping[str, Any], facts: Facts) -> None:
             )
 
 
+#: more MiB than any GPU holds (1 EiB): a figure past it is no figure
+_MAX_MIB = float(1 << 40)
+
+
+def _mib_to_bytes(used: str) -> int | None:
+    """``"8808"`` (MiB) -> bytes; ``[N/A]``, negative, NaN, infinite (``1e999``)
+    or absurd -> None: nvidia-smi's output is data (``int(inf)`` crashed G6)."""
+    try:
+        mib = float(used)
+    except ValueError:
+        return None
+    return int(mib * (1 << 20)) if math.isfinite(mib) and 0 <= mib <= _MAX_MIB else None
+
+
 def parse_compute_apps(text: str) -> list[dict[str, Any]]:
     """``[gpu_uuid,] pid, process_name, used_memory`` CSV (MiB) -> entries.
 
@@ -148,15 +163,9 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]]:
         cols = [c.strip() for c in line.split(",")]
         if cols and cols[0].startswith("GPU-"):
             cols = cols[1:]
-        if len(cols) < 3 or not cols[0].isdigit():
-            continue  # header, "No running processes found", blank
-        used = cols[-1].split()[0] if cols[-1].split() else ""
-        try:
-            used_bytes: int | None = int(float(used) * (1 << 20))
-        except ValueError:
-            used_bytes = None
-        if used_bytes is not None and used_bytes < 0:
-            used_bytes = None
+        if len(cols) < 3 or not cols[0].isdigit() or len(cols[0]) > 10:
+            continue  # header, "No running processes found", blank, a pid no kernel gives
+        used_bytes = _mib_to_bytes(cols[-1].split()[0] if cols[-1].split() else "")
         name = program_word(",".join(cols[1:-1]))
         out.append({"pid": int(cols[0]), "used": used_bytes, "type": "compute", "gpu": "0", "name": name})
     return out

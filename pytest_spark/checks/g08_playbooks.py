@@ -179,28 +179,38 @@ def _int(value: Any) -> int | None:
 
 #: resets later than this (year 3000) are not a time GitHub would send
 MAX_EPOCH = 32_503_680_000.0
+#: resets before this (2008-01-01, before GitHub served anything) are not one either
+MIN_EPOCH = 1_199_145_600.0
+
+
+def _plausible(when: float) -> float | None:
+    return when if MIN_EPOCH <= when <= MAX_EPOCH else None
 
 
 def rate_limit_reset(headers: dict[str, str], fetched_at: float) -> float | None:
     """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``.
 
     Header values are data from a server: one out of range (a reset in the
-    year 10**20, a Retry-After of 10**30 s) is "unknown", never a crash."""
+    year 10**20 or in 1970, a Retry-After of 10**400 s, a negative one, a
+    date before GitHub existed) is "unknown", never a crash and never a time shown as if
+    it were the reset. Numbers are compared as integers before any float is
+    made of them (``float(10**400)`` raises OverflowError)."""
     reset = _int(headers.get("x-ratelimit-reset"))
     if reset is not None and reset > 0:
-        return float(reset) if reset <= MAX_EPOCH else None
+        return _plausible(float(reset)) if reset <= MAX_EPOCH else None
     retry = headers.get("retry-after")
     if retry is None:
         return None
     seconds = _int(retry)
     if seconds is not None:
-        when = fetched_at + max(seconds, 0)
-        return when if when <= MAX_EPOCH else None
+        if seconds < 0 or seconds > MAX_EPOCH:
+            return None
+        return _plausible(fetched_at + seconds)
     try:
         when = parsedate_to_datetime(retry).timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return when if 0 < when <= MAX_EPOCH else None
+    return _plausible(when)
 
 
 def render_reset(reset: float, fetched_at: float) -> str:
@@ -321,6 +331,8 @@ def _skip_reason(f: Facts) -> str | None:
         return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
     if status == 404:
         return f"{REPO} not found at {f.source} (HTTP 404); check --spark-github-url"
+    if status is not None and 300 <= status < 400 and a.get("error"):
+        return f"GitHub lookup failed: {a.get('error')}"  # a redirect refused, and why
     if status is not None and not (200 <= status < 300):
         text = f": {message}" if message else (f" {a.get('reason')}" if a.get("reason") else "")
         return f"GitHub answered HTTP {status}{text}; playbook issues not checked"
@@ -351,6 +363,8 @@ def _skip_headline(f: Facts) -> str:
         return "GitHub did not answer in time: playbook issues not checked"
     if is_rate_limited(a.get("status"), a.get("headers") or {}, a.get("message") or ""):
         return f"rate-limited by GitHub (HTTP {a.get('status')}): playbook issues not checked"
+    if a.get("status") is not None and 300 <= a["status"] < 400 and a.get("error"):
+        return f"redirect not followed (HTTP {a['status']}): playbook issues not checked"
     if a.get("status") is not None and not (200 <= a["status"] < 300):
         return f"GitHub answered HTTP {a['status']}: playbook issues not checked"
     return "GitHub's answer unusable: playbook issues not checked"

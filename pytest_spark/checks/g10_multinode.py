@@ -37,7 +37,7 @@ from typing import Any
 
 from pytest_spark import launch
 from pytest_spark.checks import nodes
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, shortened
 from pytest_spark.model import Result, Status
 from pytest_spark.probes import configs as cfgs
 from pytest_spark.probes import fleet
@@ -748,8 +748,8 @@ def _nothing_to_go_on(f: Facts, out: Out, p_text: str) -> Result:
     tried = [src for src in f.sources if src["kind"] in CONFIG_KINDS]
     read = [src for src in tried if not src.get("error")]  # a FIFO or a broken file is not "read"
     broken = [src for src in tried if src.get("error")]
-    names = first_n([src["name"] for src in read], 3, sep=", ")
-    count = f"{len(read)} config(s) read" if read else ("no config read" if broken else "no config found")
+    names = first_n([src["name"] for src in read], 2, sep=", ")
+    said = f"read {names}" if read else ("no config read" if broken else "no config found")
     if read:
         where = f"{len(read)} config file(s) read under {f.root}: {names}"
     else:
@@ -770,12 +770,16 @@ def _nothing_to_go_on(f: Facts, out: Out, p_text: str) -> Result:
     if not given:
         out.note("name your job's config with --spark-config if it is elsewhere")
     return out.result(
-        Status.PASS, f"single node: {text}", headline=f"single node: nothing multi-node ({count})"
+        Status.PASS, f"single node: {text}", headline=f"single node: nothing multi-node ({said})"
     )
 
 
-def _ok_parts(job: View, others: list[View], all_views: list[View], out: Out) -> tuple[str, str]:
-    """``(summary, headline)`` of a job with nothing wrong."""
+def _ok_parts(
+    job: View, others: list[View], all_views: list[View], out: Out, files: list[str]
+) -> tuple[str, str]:
+    """``(summary, headline)`` of a job with nothing wrong. The headline names
+    the config files read, and a TP that belongs to another job says so (it
+    read "2 nodes, TP 2: data parallel across nodes")."""
     parts: list[str] = []
     multi = [v for v in others if v.nodes > 1]
     if job.nodes > 1:
@@ -791,12 +795,17 @@ def _ok_parts(job: View, others: list[View], all_views: list[View], out: Out) ->
         parts.append(", ".join(strategies))
     tp_views = [v for v in all_views if v.tp_by]
     tp_max = max((v.tp for v in all_views), default=0)
+    nodes = job.nodes or (multi[0].nodes if multi else 0)
+    tp_head = f"TP {max(tp_max, 1)}"
     if tp_max > 1:
         v = max(tp_views, key=lambda x: x.tp)
         if v.nodes == 1 or (v.nodes == 0 and job.nodes == 1):
             parts.append(f"tensor parallel {v.tp} within one node ({v.tp_by})")
+            tp_head = f"TP {tp_max} within one node"
         else:
             parts.append(f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})")
+            if nodes > 1:
+                tp_head = f"TP {tp_max} in another job ({v.tp_by.split(': ', 1)[0]})"
             elsewhere = [o.nodes_by for o in others if o.nodes > 1 and o is not v]
             if elsewhere:
                 out.note(
@@ -808,13 +817,23 @@ def _ok_parts(job: View, others: list[View], all_views: list[View], out: Out) ->
     else:
         parts.append("no tensor parallelism set")
     summary = ", ".join(parts)
-    nodes = job.nodes or (multi[0].nodes if multi else 0)
-    tp_head = f"TP {tp_max} within one node" if tp_max > 1 and nodes <= 1 else f"TP {max(tp_max, 1)}"
-    head = [f"{nodes} nodes" if nodes > 1 else "single node", *strategies, tp_head]
+    head = ", ".join([f"{nodes} nodes" if nodes > 1 else "single node", *strategies, tp_head])
     if nodes > 1:
         summary += ": data parallel across nodes, as recommended"
-        return summary, ", ".join(head) + ": data parallel across nodes"
-    return summary, ", ".join(head)
+        head += ": data parallel across nodes"
+    return summary, head + _files_read(head, files)
+
+
+#: room the headline leaves for the files read (the short line is 120 wide, less "G10 PASS: ")
+_HEAD_ROOM = 108
+
+
+def _files_read(head: str, files: list[str]) -> str:
+    """`` (read a.yaml, b.json)``, or `` (2 configs read)`` where the names do not fit."""
+    if not files:
+        return ""
+    named = f" (read {first_n(files, 2, sep=', ')})"
+    return named if len(head) + len(named) <= _HEAD_ROOM else f" ({count(len(files), 'config')} read)"
 
 
 def _has_evidence(f: Facts, env_findings: list[dict[str, Any]], views: list[View]) -> bool:
@@ -919,7 +938,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
 
     bad = violations(job, others)
     _judge_tp(bad, str(params.option("tp_across_nodes")), out)
-    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.tp_by}; {b.nodes_by}" for b in bad]
+    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.evidence()}" for b in bad]
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
     _judge_fleet(f.fleet, out)
@@ -930,4 +949,5 @@ def evaluate(facts: Facts, params: Params) -> Result:
         r = _nothing_to_go_on(f, out, p_text)
         r.details = _bounded(r.details)
         return r
-    return _finish(f, out, _ok_parts(job, others, [job, *others], out), p_text, job_ok=not bad)
+    files = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
+    return _finish(f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad)

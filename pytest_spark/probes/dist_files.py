@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pytest_spark.probes.elf import is_shared_object_name
-from pytest_spark.probes.packages import not_regular
+from pytest_spark.probes.packages import not_regular, unsafe
 
 
 def _texts(dist: Any, names: tuple[str, ...]) -> Iterator[tuple[str, str]]:
@@ -49,6 +49,8 @@ def _entries(dist: Any) -> tuple[str, list[str]]:
                 os.path.join(egg, ln.strip()) for ln in lines if is_shared_object_name(os.path.basename(ln))
             ]
         return base, rels
+    if unsafe(dist, ("RECORD", "installed-files.txt", "SOURCES.txt")):
+        return base, []  # dist.files would open the FIFO or read the huge file _texts refused
     files = getattr(dist, "files", None) or []
     return base, [str(f) for f in files if is_shared_object_name(os.path.basename(str(f)))]
 

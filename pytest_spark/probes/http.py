@@ -321,9 +321,13 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         headers: Any,
         newurl: str,
     ) -> urllib.request.Request | None:
-        if urlsplit(newurl).scheme not in ("http", "https"):
-            self.refused = f"a redirect to a {urlsplit(newurl).scheme}: URL"
+        parts = urlsplit(newurl)
+        if parts.scheme not in ("http", "https"):
+            self.refused = f"a redirect to a {parts.scheme}: URL"
             return None  # urllib then raises HTTPError(code): an answer we do not use
+        if "@" in parts.netloc:  # urllib would take "user:pass@host" for a host name
+            self.refused = "a redirect to a URL with credentials in it"
+            return None  # credentials a server hands out are sent nowhere
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is None:
             return None
@@ -347,6 +351,25 @@ def _read_capped(resp: Any, max_bytes: int, tracker: _Tracker) -> tuple[bytes, b
         if total > max_bytes:
             return b"".join(chunks)[:max_bytes], True
     return b"".join(chunks), False
+
+
+#: a Content-Length longer than this (1 TB and up) is said in digits, never turned into a number
+_LENGTH_DIGITS = 12
+
+
+def _announced_over(length: str, max_bytes: int) -> bool:
+    """Whether a Content-Length says more than ``max_bytes``. A header is data:
+    thousands of digits pass Python's int() limit (ValueError) or a float's
+    range (OverflowError), so a long one is over the cap by its length alone."""
+    if not length.isdigit():
+        return False
+    return len(length) > _LENGTH_DIGITS or int(length) > max_bytes
+
+
+def _size_text(length: str) -> str:
+    if len(length) > _LENGTH_DIGITS:
+        return f"more than 1 TB (a Content-Length of {len(length)} digits)"
+    return f"{int(length) / MIB:.1f} MiB"
 
 
 def _keep_headers(headers: Any) -> dict[str, str]:
@@ -507,6 +530,8 @@ def _fetch(
             answer.error, answer.offline = describe_oserror(exc, host)
         else:
             answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
+    except Exception as exc:  # a server's answer must never end this thread with a traceback
+        answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
     finally:
         if resp is not None:
             try:
@@ -525,15 +550,16 @@ def _read_answer(
     answer.reason = str(getattr(resp, "reason", "") or "")[:200]
     answer.headers = _keep_headers(getattr(resp, "headers", None))
     answer.redirects = list(redirects.hops)
-    length = answer.headers.get("content-length", "")
+    raw_headers = getattr(resp, "headers", None)
+    length = str(raw_headers.get("content-length", "") if raw_headers is not None else "").strip()
     if answer.status is not None and 300 <= answer.status < 400:
         why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
         if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
             why = answer.reason
         answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
-    elif length.isdigit() and int(length) > max_bytes:
+    elif _announced_over(length, max_bytes):
         answer.too_large = True
-        answer.error = f"{host} announced {int(length) / MIB:.1f} MiB, over the {max_bytes / MIB:g} MiB cap; not read"
+        answer.error = f"{host} announced {_size_text(length)}, over the {max_bytes / MIB:g} MiB cap; not read"
     else:
         raw, too_large = _read_capped(resp, max_bytes, tracker)
         answer.body_bytes = len(raw)

@@ -7,7 +7,9 @@ import os
 import re
 import stat
 
-_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
+#: a minus sign is kept, not dropped with the line: a negative field is an
+#: impossible reading its check must see (G3 would estimate a dropped MemAvailable)
+_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(-?\d+)(?:\s+kB)?\s*$")
 
 
 def parse_meminfo(text: str) -> dict[str, int]:

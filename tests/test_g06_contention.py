@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -716,6 +717,69 @@ def test_a_fifo_for_a_pids_files_does_not_block_the_scan(doubles: Any, fake_root
     assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
     assert result.reading("processes_unreadable").value == 2
     assert any("not a regular file (a FIFO)" in d for d in result.details)
+
+
+#: a sitecustomize that makes one path's open() never return, in whatever
+#: process reads it: what a read of /proc/<pid>/cmdline does when that process
+#: is stuck in the kernel holding its memory lock (a CUDA job wedged in the
+#: driver). The real one is uninterruptible; this one at least never returns.
+STUCK_READ = """
+import os, time
+_stuck = os.environ.get("SPARK_TEST_STUCK_PATH")
+_open = os.open
+def _blocking_open(path, *args, **kwargs):
+    if _stuck and os.fspath(path) == _stuck:
+        time.sleep(3600)
+    return _open(path, *args, **kwargs)
+os.open = _blocking_open
+"""
+
+
+def test_a_pid_whose_cmdline_read_never_returns_does_not_block_the_run(
+    doubles: Any, fake_root: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12 (item 4's last sibling): reading a process's cmdline blocks in
+    the kernel while that process holds its memory lock, with no timeout that
+    ends it. G6 and G10 scanned /proc in the pytest process, so one wedged
+    CUDA job hung the whole preflight. The scan runs in a child now: G6
+    answers within its timeout, names the pid and the file, keeps what was
+    read before it (the vLLM at pid 100), and NVML still judges."""
+    root = fake_root({"proc/meminfo": gb10.meminfo()})
+    proc_tree(root, 100, 1, [PY, "/usr/bin/vllm", "serve", "m"])
+    proc_tree(root, 4242, 1, [PY, "train.py"])
+    proc_tree(root, 4300, 1, ["sleep", "9"], name="sleep")
+    hook = tmp_path / "stuck"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(STUCK_READ)
+    env = doubles.nvml(gb10.nvml()).env
+    env["PYTHONPATH"] = os.pathsep.join([str(hook), env.get("PYTHONPATH", "")])
+    env["SPARK_TEST_STUCK_PATH"] = str(root / "proc/4242/cmdline")
+    # the kernel blocks that read in every process, this one too (where the scan used to run)
+    real_open, stuck = os.open, env["SPARK_TEST_STUCK_PATH"]
+
+    def blocking_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == stuck:
+            time.sleep(3600)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", blocking_open)
+    engine = Engine(Settings(), Machine(root=root, env=env, timeout=1))
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.update(r=engine.run("G6")), daemon=True)
+    start = time.monotonic()
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "G6's process scan blocked on a stuck cmdline read"
+    assert time.monotonic() - start < 10  # a step timeout of 1 s, not the hour the read would take
+    result = box["r"]
+    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    table = engine.machine.processes()
+    assert [p["pid"] for p in table["processes"]] == [100]
+    assert table["error"].startswith(
+        "the process scan stopped: reading /proc/4242/cmdline did not return within 1.0 s"
+    )
+    assert "wedged GPU driver" in table["error"] and "1 processes read before it" in table["error"]
+    assert any("process table: the process scan stopped" in d for d in [result.summary, *result.details])
 
 
 def table_rows(name: str) -> list[tuple[int, str, str, int]]:

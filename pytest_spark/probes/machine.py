@@ -171,7 +171,9 @@ class Machine:
     def processes(self) -> dict[str, Any]:
         from pytest_spark.probes.processes import list_processes
 
-        return self.store.get_or_compute("processes", lambda: list_processes(self.root))
+        return self.store.get_or_compute(
+            "processes", lambda: list_processes(self.root, timeout=self.timeout, env=self.env)
+        )
 
     # ------------------------------------------------------------------ commands
 

@@ -1,97 +1,75 @@
-"""The process table, read from ``/proc`` under the machine's root.
+"""The process table, read from ``/proc`` under the machine's root, in a child.
 
-Every file is read with :func:`procfs.read_regular`: a FIFO, socket or device
-planted where a pid's ``stat`` or ``cmdline`` should be (a crafted tree under
-``SPARK_PREFLIGHT_HOST_ROOT``) is refused at once instead of blocking the
-scan, and a pid that cannot be read (a symlink loop, a process that exited
-mid-scan, a denied file) is skipped and counted, never fatal to the others.
-psutil is not used: it opens ``/proc`` files with a plain ``open()``.
+Reading another process's ``cmdline`` takes its memory lock in the kernel; a
+process stuck in the kernel holding that lock (a CUDA job wedged in the
+NVIDIA driver) blocks the reader forever, in uninterruptible sleep that no
+timeout or signal ends. So the scan runs in a probe child
+(``probes/scripts/procs_child.py``, one step per pid), and the pytest
+process only follows it: a read that does not return within the timeout is
+named (which pid, which file) and the scan is abandoned with what it had
+read so far. The child refuses FIFOs, sockets and devices planted where a
+pid's files should be, and skips and counts a pid it cannot read (a symlink
+loop, a process that exited mid-scan, a denied file). psutil is not used: it
+opens ``/proc`` files with a plain ``open()`` in this process.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.probes.procfs import read_regular
+from pytest_spark.probes.child import ChildResult, run_python, script_source
 
-#: a command line longer than this is cut (a pid's cmdline can be ~2 MiB)
-CMDLINE_LIMIT = 1 << 16
-#: unreadable pids named in the answer (the rest are only counted)
-NAMED_UNREADABLE = 5
+#: a step of the scan that names the file it was reading
+_READ_STEP = re.compile(r"^read (/proc/\d+/\w+)$")
 
 
-def list_processes(root: Path | None = None) -> dict[str, Any]:
+def list_processes(
+    root: Path | None = None, *, timeout: float = 10.0, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Every readable process: pid, ppid, name, cmdline, rss.
 
     The pytest process and its ancestors are flagged ``self`` so contention
     checks never count the run that is asking. ``unreadable`` counts the
     pids skipped or listed without a command line (``unreadable_examples``
-    names a few, with the reason).
+    names a few, with the reason); ``error`` says why the scan is missing or
+    incomplete. ``timeout`` bounds each pid's read (and three times it the
+    whole scan).
     """
-    proc = Path(root or "/") / "proc"
-    try:
-        pids = sorted(int(e.name) for e in os.scandir(proc) if e.name.isdigit())
-    except OSError as exc:
-        return {"error": f"cannot list processes: {exc.strerror or exc}", "processes": []}
-    procs: list[dict[str, Any]] = []
-    unreadable: list[str] = []
-    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-    for pid in pids:
-        try:
-            ppid, name, rss_pages = _stat(proc / str(pid) / "stat")
-        except (OSError, ValueError, IndexError) as exc:
-            unreadable.append(f"pid {pid}: {_why(exc)}")
-            continue
-        try:
-            cmdline = _cmdline(proc / str(pid) / "cmdline")
-        except OSError as exc:  # listed without it: NVML may still name its memory
-            cmdline = None
-            unreadable.append(f"pid {pid} cmdline: {_why(exc)}")
-        procs.append(
-            {
-                "pid": pid,
-                "ppid": ppid,
-                "name": name,
-                "cmdline": cmdline or [],
-                "rss_bytes": rss_pages * page if rss_pages is not None else None,
-                "self": False,
-            }
-        )
-    if not procs and not pids:
-        return {"error": "cannot list processes: no process in /proc", "processes": []}
+    request = json.dumps({"root": str(root or "/")})
+    result = run_python(
+        script_source("procs_child.py"),
+        args=[request],
+        step_timeout=timeout,
+        total_timeout=3 * timeout,
+        env=env,
+        python=sys.executable,  # only the standard library: the interpreter running us will do
+    )
+    procs = [dict(e, self=False) for e in result.events if isinstance(e, dict) and "pid" in e]
     _mark_self(procs)
     return {
-        "error": None,
+        "error": result.data.get("error") if result.ok else _stopped(result, len(procs)),
         "processes": procs,
-        "unreadable": len(unreadable),
-        "unreadable_examples": unreadable[:NAMED_UNREADABLE],
+        "unreadable": int(result.data.get("unreadable") or 0),
+        "unreadable_examples": list(result.data.get("unreadable_examples") or []),
     }
 
 
-def _stat(path: Path) -> tuple[int, str, int | None]:
-    """``/proc/<pid>/stat`` -> (ppid, name, rss in pages). The name sits in
-    parentheses and may itself hold spaces and parentheses: cut at the last ``)``."""
-    text = read_regular(path, 4096).decode("utf-8", errors="replace")
-    head, _, tail = text.rpartition(")")
-    name = head.partition("(")[2]
-    fields = tail.split()
-    if not head or len(fields) < 2:
-        raise ValueError("malformed stat")
-    rss = int(fields[21]) if len(fields) > 21 and fields[21].lstrip("-").isdigit() else None
-    return int(fields[1]), name, rss
-
-
-def _cmdline(path: Path) -> list[str]:
-    raw = read_regular(path, CMDLINE_LIMIT)
-    return [a.decode("utf-8", errors="replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc) or type(exc).__name__
-    return f"unparsable stat ({type(exc).__name__})"
+def _stopped(result: ChildResult, listed: int) -> str:
+    """Why the scan is incomplete, in a line a check can quote."""
+    step = _READ_STEP.match(result.step or "")
+    if result.timed_out and step:
+        return (
+            f"the process scan stopped: reading {step.group(1)} did not return within "
+            f"{result.data.get('_allowance', '?')} s (a process stuck in the kernel, as on a wedged GPU "
+            f"driver, holds it); {listed} processes read before it"
+        )
+    return f"the process scan stopped: {result.describe('the scan')}; {listed} processes read before it"
 
 
 def _mark_self(procs: list[dict[str, Any]]) -> None:

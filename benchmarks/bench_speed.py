@@ -8,7 +8,10 @@ ratio is against a baseline measured in the same run:
 1. ``spark-preflight`` (ten checks, quick tier) vs the seed's ``preflight.sh``
    (five checks; ``--seed PATH``, run with ``bash`` where it lies) —
    target ≤ 0.7× on a warm machine, ≤ 1.0× on one started fresh for the run
-   (say ``--fresh``);
+   (say ``--fresh``). ``--cold`` measures the fresh case repeatably: as root,
+   the page cache is dropped before every timed run of either command, so
+   each pays what a freshly started machine makes the first run pay (torch's
+   libraries read from disk), alternating, medians of ``--runs``;
 2. ``pytest --spark-preflight`` vs ``spark-preflight`` — within 0.3 s; also
    with the plugin loaded early (``pytest -p dgx_spark --spark-preflight``),
    which starts the torch child before pytest loads its other plugins;
@@ -29,7 +32,7 @@ seed's ``python3`` is this ``python``), in an empty folder.
 
 Usage:
   python benchmarks/bench_speed.py [--seed PATH] [--runs 7] [--plain-runs 21]
-      [--offline] [--fresh] [--install wheel|env] [--thermal-seconds S] [--timeout S]
+      [--offline] [--fresh] [--cold] [--install wheel|env] [--thermal-seconds S] [--timeout S]
 """
 
 from __future__ import annotations
@@ -94,6 +97,22 @@ class Command:
             f"  {self.name:<52} median {self.median * 1000:8.1f} ms  min {min(self.times) * 1000:8.1f}"
             f"  sd {sd * 1000:6.1f}  cpu {self.cpu_median * 1000:8.1f} ms  n={len(self.times)}"
         )
+
+
+def drop_page_cache() -> None:
+    """``sync; echo 3 > /proc/sys/vm/drop_caches`` (root): the next command
+    reads every file it opens from disk, as on a machine just started."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as fh:
+        fh.write("3\n")
+
+
+def cold_rounds(commands: Sequence[Command], runs: int) -> None:
+    """``runs`` alternating rounds, the page cache dropped before every run."""
+    for i in range(runs):
+        for cmd in commands if i % 2 == 0 else list(reversed(commands)):
+            drop_page_cache()
+            cmd.run()
 
 
 def rounds(commands: Sequence[Command], runs: int) -> None:
@@ -225,6 +244,10 @@ def main() -> int:
     parser.add_argument(
         "--fresh", action="store_true", help="the machine was started for this run (1.: ≤ 1.0×)"
     )
+    parser.add_argument(
+        "--cold", action="store_true",
+        help="as root: also time spark-preflight and the seed with the page cache dropped before each run",
+    )  # fmt: skip
     parser.add_argument("--install", choices=("wheel", "env"), default="wheel", help="see the docstring")
     parser.add_argument(
         "--thermal-seconds", type=float, default=None, help="G4's sample (default: the tool's)"
@@ -235,6 +258,8 @@ def main() -> int:
         parser.error("medians of at least 5 runs: --runs and --plain-runs must be ≥ 5")
     if args.seed is not None and not args.seed.is_file():
         parser.error(f"--seed {args.seed}: no such file")
+    if args.cold and (args.seed is None or os.geteuid() != 0):
+        parser.error("--cold needs --seed and root (it drops the page cache)")
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-speed-"))
     try:
@@ -325,13 +350,17 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     print(f"plugin: {install}")
     print(f"seed: {args.seed if args.seed else 'not given (--seed PATH): target 1 not measured'}")
 
+    cold = []
+    if args.cold and seed is not None:
+        cold = [Command(f"{c.name}, cold page cache", c.argv, c.env, c.cwd, c.ok) for c in (cli, seed)]
+        cold_rounds(cold, args.runs)
     rewritten, rewrite_s = rewrite_cost(nobyte, scratch / "loaders")
     rounds(slow, args.runs)
     ratios = [paired(plain[0], plain[1], args.plain_runs), paired(plain[2], plain[3], args.plain_runs)]
     print(
         f"\npreflight commands ({args.runs} rotating rounds) and plain runs ({args.plain_runs} alternating pairs):"
     )
-    for cmd in [*slow, *plain]:
+    for cmd in [*cold, *slow, *plain]:
         print(cmd.row())
 
     rows: list[tuple[str, str, str, str]] = []
@@ -344,6 +373,12 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
         ))  # fmt: skip
     else:
         rows.append(("spark-preflight vs seed preflight.sh", "not measured (no --seed)", "≤ 0.7×", "—"))
+    if cold:
+        ratio = cold[0].median / cold[1].median
+        rows.append((
+            "spark-preflight vs seed, page cache dropped before each run (fresh machine)",
+            f"{cold[0].median:.2f} s / {cold[1].median:.2f} s = {ratio:.2f}×", "≤ 1.0×", verdict(ratio <= 1.0),
+        ))  # fmt: skip
     gap = plug.median - cli.median
     rows.append(
         (

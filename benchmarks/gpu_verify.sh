@@ -10,7 +10,8 @@
 # Every mode runs the speed benchmark (benchmarks/bench_speed.py: issue 10's
 # targets in one table); its comparison with the seed's preflight.sh runs when
 # .gpu/seed/preflight.sh is there (FRESH=1: the machine was started for this
-# run). G10's NCCL all-reduce runs when the machine has two GPUs or more.
+# run; COLD=1: also with the page cache dropped before each run; SKIP_BENCH=1:
+# not at all). G10's NCCL all-reduce runs when the machine has two GPUs or more.
 #
 # Expects python3 with torch (+CUDA), pytest, nvidia-ml-py and psutil. Test-only
 # wheels the machine lacks may be carried in .whl/ (installed into /tmp/site).
@@ -55,8 +56,10 @@ step preflight_xdist 180 bash -c "cd $EMPTY && python3 -m pytest --spark-preflig
 step preflight_intrusive 180 bash -c "cd $EMPTY && spark-preflight --intrusive --thermal-seconds 5 --planned-bandwidth 4000 --workload-gb 80 > \$OUT/cli_intrusive.txt 2>&1; echo exit \$? >> \$OUT/cli_intrusive.txt; cat \$OUT/cli_intrusive.txt"
 
 SEED=$(ls "$REPO"/.gpu/seed/preflight.sh 2>/dev/null)
-step bench_speed 420 python3 benchmarks/bench_speed.py --runs ${BENCH_RUNS:-5} --plain-runs ${PLAIN_RUNS:-15} \
-  ${SEED:+--seed "$SEED"} ${FRESH:+--fresh}
+if [ -z "${SKIP_BENCH:-}" ]; then  # SKIP_BENCH=1: the benchmark ran on its own (first, on a fresh machine)
+  step bench_speed 420 python3 benchmarks/bench_speed.py --runs ${BENCH_RUNS:-5} --plain-runs ${PLAIN_RUNS:-15} \
+    ${SEED:+--seed "$SEED"} ${FRESH:+--fresh} ${COLD:+--cold}
+fi
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && [ -f benchmarks/gpu_g10_allreduce.sh ]; then
   step g10_allreduce 240 bash benchmarks/gpu_g10_allreduce.sh
 fi

@@ -3,7 +3,7 @@
 Loaded by :mod:`pytest_spark.plugin` only when ``--spark-preflight`` (or
 ``spark_preflight_enabled``) is given, or a ``--spark-*`` flag is on the
 command line, so that a plain run parses none of it (see
-``plugin._plain_import``): check the ``--spark-config PATH`` trap, warn about
+``plugin.plain_import``): check the ``--spark-config PATH`` trap, warn about
 options given without the preflight, refuse next to PySpark's plugin, read
 the settings and the capture to replay, and register
 :class:`~pytest_spark.session.SparkPreflight`.

@@ -52,6 +52,7 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
     allowed = {
         "pytest_spark",
         "pytest_spark.plugin",
+        "pytest_spark.registration",
         "pytest_spark.options",
         "pytest_spark.catalog",
         "pytest_spark.hooks",
@@ -118,8 +119,10 @@ def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
 ) -> None:
     """As installed from a wheel (the package on sys.path), pytest marks all of
     ``pytest_spark`` for assertion rewriting; under PYTHONDONTWRITEBYTECODE it
-    would parse and compile the option table and catalog again on every run.
-    The entry point loads them with Python's own loader (they hold no asserts)."""
+    would parse and compile the hooks, the option table and the catalog again
+    on every run. Only the entry shim (and the package's tiny ``__init__``) go
+    through pytest's rewriter; the shim loads the rest with Python's own loader
+    (they hold no asserts)."""
     import shutil
 
     import pytest_spark
@@ -135,10 +138,13 @@ def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
     loaders = json.loads((pytester.path / "loaders.json").read_text())
     # the copy is the one imported, and pytest did mark its package for rewriting
     assert loaders["pytest_spark.plugin"] == "AssertionRewritingHook", loaders
-    for name in ("pytest_spark.options", "pytest_spark.catalog", "pytest_spark.hooks"):
+    for name in ("pytest_spark.registration", "pytest_spark.options", "pytest_spark.catalog", "pytest_spark.hooks"):
         assert loaders[name] == "SourceFileLoader", loaders
     assert set(loaders) == {
         "pytest_spark",
         "pytest_spark.plugin",
-        *(f"pytest_spark.{m}" for m in ("options", "catalog", "hooks")),
+        *(f"pytest_spark.{m}" for m in ("registration", "options", "catalog", "hooks")),
     }
+    # what pytest re-rewrites per run stays a shim: the loader and the names pytest reads
+    shim = Path(pytest_spark.__file__).with_name("plugin.py").read_text()
+    assert len(shim.splitlines()) <= 60 and "def pytest_" not in shim

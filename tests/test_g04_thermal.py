@@ -840,6 +840,24 @@ def test_recorded_h200_nvml_counters_zero_is_info(doubles: Any, h200: Path) -> N
     result, _ = run_g4(doubles.nvml(gb10.nvml(device=dev)).env, seconds=0)
     assert result.status is Status.INFO, result.line()
     assert "power cap 0 s, thermal 0 s, power brake 0 s" in result.summary
+    # the default line says the same in four words, so it fits (it was cut: "SM 345-1980 MHz…")
+    short = result.short_line()
+    assert short.endswith("; no clock events since boot") and "…" not in short and len(short) <= 120, short
+
+
+def test_the_short_line_keeps_counters_that_counted() -> None:
+    """A GB10 that spent hours power-capped (nvidia-smi_clocks_power_1.txt: 3.0 h
+    SW power cap, 1.2 s HW thermal on a working node) keeps the figures in its
+    default line; only an all-zero set is said as "no clock events"."""
+    samples = series([35, 35], [11.2, 11.2], clock=2522)
+    facts = gb10_facts(samples)
+    us = {"sw_power_cap": 10_800_000_000, "sw_thermal_slowdown": 0, "hw_thermal_slowdown": 1_200_000,
+          "hw_power_brake_slowdown": 0}  # fmt: skip
+    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    short = g4.evaluate(facts, GB10_T).short_line()
+    assert "since boot: power cap 3.0 h, thermal 1.2 s, brake 0 s (+0 s in sample)" in short, short
+    facts.counters_before = facts.counters_after = [{"index": 0, "us": dict.fromkeys(us, 0)}]
+    assert g4.evaluate(facts, GB10_T).short_line().endswith("; no clock events since boot")
 
 
 @pytest.mark.parametrize("warm", [False, True])

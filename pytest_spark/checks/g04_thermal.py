@@ -791,15 +791,29 @@ def _overview(
         + f"{how} ({facts.source})"
     )
     short_who = names[0].removeprefix("NVIDIA ") if len(names) == 1 else who
-    tail = (
-        counters.replace("clock-event counters since boot: ", "since boot: ")
-        .replace("power brake", "brake")
-        .replace("; slowdown +", " (+")
-        .replace(" in the sample", " in sample)")
-        if counters
-        else reasons
-    )
+    if counters and counters_all_zero(facts):  # the usual healthy reading, in four words
+        tail = "no clock events since boot"
+    elif counters:
+        tail = (
+            counters.replace("clock-event counters since boot: ", "since boot: ")
+            .replace("power brake", "brake")
+            .replace("; slowdown +", " (+")
+            .replace(" in the sample", " in sample)")
+        )
+    else:
+        tail = reasons
     return line, f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; {tail}"
+
+
+def counters_all_zero(facts: Facts) -> bool:
+    """Every clock-event counter of :func:`counters_text` read, and each 0 (since
+    boot and during the sample): nothing slowed the clocks since the driver loaded."""
+    known = [c for c in facts.counters_after if c.get("us")]
+    if not known:
+        return False
+    us = known[0].get("us") or {}
+    names = ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+    return all(us.get(n) == 0 for n in names)
 
 
 def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:

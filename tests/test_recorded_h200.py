@@ -45,11 +45,29 @@ def test_real_env_report_has_the_seed_schema() -> None:
 
 
 def test_real_cli_lines_are_in_the_fixed_format() -> None:
+    """The default lines are short (at most 120 characters) and in the fixed
+    format; ``--json`` of the same session has the whole lines."""
     lines = (H200 / "preflight_cli.txt").read_text().splitlines()
     g_lines = [ln for ln in lines if ln[:1] == "G" and ln[1:2].isdigit()]
-    assert len(g_lines) == 10 and all(GLINE.match(ln) for ln in g_lines)
-    assert g_lines[0].startswith("G1 PASS: torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
-    assert g_lines[6].startswith("G7 SKIP: not SM121: NVIDIA H200 has capability (9, 0)")
+    assert len(g_lines) == 10 and all(GLINE.match(ln) and len(ln) <= 120 for ln in g_lines)
+    assert g_lines[0].startswith("G1 PASS: torch 2.11.0+cu130 on driver CUDA 13.0")
+    full = json.loads((H200 / "preflight_cli.json").read_text())["lines"]
+    assert full[0].startswith("G1 PASS: torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
+    assert full[6].startswith("G7 SKIP: not SM121: NVIDIA H200 has capability (9, 0)")
+    assert [ln.split(":")[0] for ln in full] == [ln.split(":")[0] for ln in g_lines]
+
+
+def test_a_healthy_h200_skips_only_what_could_not_be_checked() -> None:
+    """Issue 8's rule on real hardware: a SKIP means "could not check". The H200
+    has no SM121 (G7) and the machine no network (G8: DNS failed); G5 without a
+    plan is INFO with its budget and G10 on one node is PASS (0.1.0 SKIPped both)."""
+    doc = json.loads((H200 / "preflight_env_report.json").read_text())
+    skipped = {cid for cid, value in doc["checks"].items() if value.startswith("skip")}
+    assert skipped == {"G7", "G8"}
+    assert doc["checks"]["G8"].startswith("skip: offline: cannot resolve api.github.com")
+    assert doc["checks"]["G5"].startswith("info: 3370 GB/s budget")
+    assert doc["checks"]["G10"] == "pass"  # PASS is the seed's bare "pass"; its text is in lines
+    assert doc["lines"][9].startswith("G10 PASS: single node:")
 
 
 def test_real_cuobjdump_listing_parses() -> None:

@@ -860,6 +860,27 @@ def test_the_short_line_keeps_counters_that_counted() -> None:
     assert g4.evaluate(facts, GB10_T).short_line().endswith("; no clock events since boot")
 
 
+def test_a_long_default_line_drops_the_counters_that_stayed_at_zero() -> None:
+    """tests/data/captures/h200-load: an H200 under a bf16 load at its 700 W limit
+    (SwPowerCap in every sample, 2.7 h of power cap since boot). Its default line
+    was cut before the counters ("SM 1425-1560 MHz…"); now it keeps the one that
+    counted."""
+    samples = series([57, 58], [689, 697], reasons=4, clock=1560)
+    for sample, clock in zip(samples, (1425, 1560), strict=True):
+        sample["gpus"][0].update(clock_sm_mhz=clock, tlimit_c=29)
+    facts = gb10_facts(samples)
+    facts.devices[0].update(name="NVIDIA H200", power_limit_mw=700_000)
+    us = {"sw_power_cap": 9_720_000_000, "sw_thermal_slowdown": 0, "hw_thermal_slowdown": 0,
+          "hw_power_brake_slowdown": 0}  # fmt: skip
+    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    short = g4.evaluate(facts, GENERIC_T).short_line()
+    assert short.endswith("; since boot: power cap 2.7 h") and len(short) <= 120, short
+    # a counter that grew during the sample is no INFO to compact: it is the WARN's finding
+    facts.counters_after = [{"index": 0, "us": {**us, "sw_thermal_slowdown": 1_500_000}}]
+    grown = g4.evaluate(facts, GENERIC_T)
+    assert grown.short_line().startswith("G4 WARN: SW thermal +1.5 s during the sample; fix: cool it")
+
+
 @pytest.mark.parametrize("warm", [False, True])
 def test_facts_round_trip_through_json_to_the_same_result(warm: bool) -> None:
     temps = [60 + i for i in range(10)] if warm else [45] * 10

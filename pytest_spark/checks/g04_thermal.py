@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, plus_more
-from pytest_spark.model import Reading, Result, Status
+from pytest_spark.model import SHORT_WIDTH, Reading, Result, Status
 from pytest_spark.thermal import (
     COUNTERS,
     SLOWDOWN_COUNTERS,
@@ -802,7 +802,13 @@ def _overview(
         )
     else:
         tail = reasons
-    return line, f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; {tail}"
+    head = f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; "
+    if len(f"G4 INFO: {head}{tail}") > SHORT_WIDTH and counters:
+        # too long for the default line: the counters that counted, and growth only if any
+        # (an H200 at its power limit: "since boot: power cap 2.7 h", not cut mid-list)
+        tail = re.sub(r"(, )?\b(power cap|thermal|brake) 0 s|\s*\(\+0 s in sample\)", "", tail)
+        tail = tail.replace("since boot: , ", "since boot: ")
+    return line, head + tail
 
 
 def counters_all_zero(facts: Facts) -> bool:

@@ -4,7 +4,7 @@ Kept tiny on purpose: pytest imports this package on every run in an
 environment where the plugin is installed.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: Lets the plugin notice when PySpark's ``pytest-spark`` (which also installs a
 #: top-level ``pytest_spark`` package) has overwritten this file.

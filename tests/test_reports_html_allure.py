@@ -173,19 +173,28 @@ def labels(doc: dict[str, Any], name: str) -> list[str]:
     return [lab["value"] for lab in doc.get("labels", []) if lab["name"] == name]
 
 
+#: the forced run's checks: (status word, Allure status)
+ALLURE_EXPECTED = {"G1": ("PASS", "passed"), "G3": ("FAIL", "failed"), "G4": ("INFO", "passed"),
+                   "G5": ("WARN", "passed"), "G8": ("SKIP", "skipped")}  # fmt: skip
+
+
+def assert_status_words(docs: dict[str, Any]) -> None:
+    """Each check's Allure status, its status word as one tag (a tag filter finds
+    every WARN) and as the ``spark_status`` label, and its G-line as the message."""
+    assert sorted(docs) == sorted(ALLURE_EXPECTED)
+    for cid, (word, allure_status) in ALLURE_EXPECTED.items():
+        doc = docs[cid]
+        assert doc["status"] == allure_status, cid
+        assert labels(doc, "tag").count(word) == 1, cid
+        assert labels(doc, "spark_status") == [word], cid
+        assert doc["statusDetails"]["message"].startswith(f"{cid} {word}: "), cid
+
+
 def test_allure_results_carry_status_word_line_and_readings(forced: pytest.Pytester) -> None:
     folder = forced.path / "allure"
     forced.runpytest(*ONLY, f"--alluredir={folder}")
     docs = allure_results(folder)
-    assert sorted(docs) == ["G1", "G3", "G4", "G5", "G8"]
-    expected = {"G1": ("PASS", "passed"), "G3": ("FAIL", "failed"), "G4": ("INFO", "passed"),
-                "G5": ("WARN", "passed"), "G8": ("SKIP", "skipped")}
-    for cid, (word, allure_status) in expected.items():
-        doc = docs[cid]
-        assert doc["status"] == allure_status, cid
-        assert word in labels(doc, "tag"), cid  # one tag filter finds every WARN
-        assert labels(doc, "spark_status") == [word], cid
-        assert doc["statusDetails"]["message"].startswith(f"{cid} {word}: "), cid
+    assert_status_words(docs)
     # only the WARN carries the WARN tag
     assert [cid for cid, doc in docs.items() if "WARN" in labels(doc, "tag")] == ["G5"]
     assert docs["G5"]["statusDetails"]["message"] == (
@@ -367,15 +376,7 @@ def test_allure_results_under_xdist(forced: pytest.Pytester) -> None:
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     docs = allure_results(folder)
-    assert sorted(docs) == ["G1", "G3", "G4", "G5", "G8"]
-    expected = {"G1": ("PASS", "passed"), "G3": ("FAIL", "failed"), "G4": ("INFO", "passed"),
-                "G5": ("WARN", "passed"), "G8": ("SKIP", "skipped")}
-    for cid, (word, allure_status) in expected.items():
-        doc = docs[cid]
-        assert doc["status"] == allure_status, cid
-        assert labels(doc, "tag").count(word) == 1, cid
-        assert labels(doc, "spark_status") == [word], cid
-        assert doc["statusDetails"]["message"].startswith(f"{cid} {word}: "), cid
+    assert_status_words(docs)
     assert {p["name"]: p["value"] for p in docs["G5"]["parameters"]} == {"h2d_pinned": "'38.1 GB/s'"}
     assert [a["name"] for a in docs["G4"].get("attachments", [])].count("G4 thermals") == 1
     props = read_environment(folder / "environment.properties")

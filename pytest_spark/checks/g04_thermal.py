@@ -735,23 +735,65 @@ def _secs(us: int | None) -> float | None:
     return None if us is None else round(us / 1e6, 3)
 
 
-def counters_text(facts: Facts) -> str:
-    """``since boot: power cap 14.0 h, thermal 0 s, power brake 0 s; +0 s in
-    the sample`` for the line (first GPU; empty when no counters were read)."""
+#: the counters G4's lines name (both thermal ones are summed as "thermal")
+COUNTED = ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+
+def _counter_figures(facts: Facts) -> tuple[dict[str, Any], list[tuple[str, str]], str | None] | None:
+    """The first GPU's counters after the sample, its ``[(name, "3.0 h"), …]``
+    since boot, and the slowdown that grew during the sample (``None``: no
+    reading before it); ``None`` when no counters were read."""
     known = [c for c in facts.counters_after if c.get("us")]
     if not known:
-        return ""
+        return None
     a = known[0]
     us = a.get("us") or {}
     b = next((c for c in facts.counters_before if c.get("index") == a.get("index")), {})
     delta = counter_deltas(b.get("us"), us)
     thermal = [us.get(n) for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if us.get(n) is not None]
-    parts = [f"power cap {seconds_text(us.get('sw_power_cap'))}"]
-    parts.append(f"thermal {seconds_text(sum(thermal)) if thermal else '[N/A]'}")
-    parts.append(f"power brake {seconds_text(us.get('hw_power_brake_slowdown'))}")
+    parts = [
+        ("power cap", seconds_text(us.get("sw_power_cap"))),
+        ("thermal", seconds_text(sum(thermal)) if thermal else "[N/A]"),
+        ("power brake", seconds_text(us.get("hw_power_brake_slowdown"))),
+    ]
     grown = [d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d is not None]
-    during = f"; slowdown +{seconds_text(sum(grown))} in the sample" if grown else ""
-    return "clock-event counters since boot: " + ", ".join(parts) + during
+    return us, parts, seconds_text(sum(grown)) if grown else None
+
+
+def counters_text(facts: Facts) -> str:
+    """``clock-event counters since boot: power cap 14.0 h, thermal 0 s, power
+    brake 0 s; slowdown +0 s in the sample`` for the line (first GPU; empty
+    when no counters were read)."""
+    figures = _counter_figures(facts)
+    if figures is None:
+        return ""
+    _, parts, during = figures
+    grown = f"; slowdown +{during} in the sample" if during is not None else ""
+    return "clock-event counters since boot: " + ", ".join(f"{n} {v}" for n, v in parts) + grown
+
+
+def counters_short(facts: Facts, room: int) -> str:
+    """The counters for the default line, in at most ``room`` characters where
+    it can: "no clock events since boot" when every counter read 0; else
+    ``since boot: power cap 3.0 h, thermal 1.2 s, brake 0 s (+0 s in sample)``,
+    and when that does not fit, only the figures that are not 0 (an H200 at
+    its power limit: ``since boot: power cap 2.7 h``). Empty without counters."""
+    figures = _counter_figures(facts)
+    if figures is None:
+        return ""
+    us, parts, during = figures
+    if all(us.get(n) == 0 for n in COUNTED):
+        return "no clock events since boot"
+
+    def text(shown: Sequence[tuple[str, str]], grown: str | None) -> str:
+        named = ", ".join(f"{n.replace('power brake', 'brake')} {v}" for n, v in shown)
+        return f"since boot: {named}" + (f" (+{grown} in sample)" if grown is not None else "")
+
+    whole = text(parts, during)
+    counted = [(n, v) for n, v in parts if v != "0 s"]
+    if len(whole) <= room or not counted:
+        return whole
+    return text(counted, during if during != "0 s" else None)
 
 
 def _watts(mw: Any) -> float | None:
@@ -791,35 +833,9 @@ def _overview(
         + f"{how} ({facts.source})"
     )
     short_who = names[0].removeprefix("NVIDIA ") if len(names) == 1 else who
-    if counters and counters_all_zero(facts):  # the usual healthy reading, in four words
-        tail = "no clock events since boot"
-    elif counters:
-        tail = (
-            counters.replace("clock-event counters since boot: ", "since boot: ")
-            .replace("power brake", "brake")
-            .replace("; slowdown +", " (+")
-            .replace(" in the sample", " in sample)")
-        )
-    else:
-        tail = reasons
     head = f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; "
-    if len(f"G4 INFO: {head}{tail}") > SHORT_WIDTH and counters:
-        # too long for the default line: the counters that counted, and growth only if any
-        # (an H200 at its power limit: "since boot: power cap 2.7 h", not cut mid-list)
-        tail = re.sub(r"(, )?\b(power cap|thermal|brake) 0 s|\s*\(\+0 s in sample\)", "", tail)
-        tail = tail.replace("since boot: , ", "since boot: ")
+    tail = counters_short(facts, SHORT_WIDTH - len(f"G4 INFO: {head}")) or reasons
     return line, head + tail
-
-
-def counters_all_zero(facts: Facts) -> bool:
-    """Every clock-event counter of :func:`counters_text` read, and each 0 (since
-    boot and during the sample): nothing slowed the clocks since the driver loaded."""
-    known = [c for c in facts.counters_after if c.get("us")]
-    if not known:
-        return False
-    us = known[0].get("us") or {}
-    names = ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
-    return all(us.get(n) == 0 for n in names)
 
 
 def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:

@@ -43,7 +43,7 @@ def plain_import(name: str) -> ModuleType:
 
 
 _impl = plain_import("registration")
-# what pytest reads off the plugin module: hooks, fixtures (and, for callers, helpers)
+# what pytest reads off the plugin module (hooks, fixtures), and two helpers kept under their old names
 pytest_addoption = _impl.pytest_addoption
 pytest_addhooks = _impl.pytest_addhooks
 pytest_configure = _impl.pytest_configure
@@ -51,4 +51,3 @@ spark_preflight = _impl.spark_preflight
 spark_sampler = _impl.spark_sampler
 start_early = _impl.start_early
 pyspark_plugin_clash = _impl.pyspark_plugin_clash
-get_plugin = _impl.get_plugin

@@ -52,8 +52,13 @@ def checks_entry(results: Iterable[Result], not_run: Mapping[str, str] | None = 
     """env-report's ``checks``: each check's seed value, and ``"not run: …"``
     for an enabled check that did not run, in G1..G10 order."""
     values = {r.check_id: r.seed_value() for r in results}
-    values.update({cid: f"not run: {why}" for cid, why in (not_run or {}).items()})
+    values.update(not_run_values(not_run))
     return {cid: values[cid] for cid in catalog.IDS if cid in values}
+
+
+def not_run_values(not_run: Mapping[str, str] | None) -> dict[str, str]:
+    """``{check: "not run: why"}``: a check that did not run, as env-report and the JSON block say it."""
+    return {cid: f"not run: {why}" for cid, why in (not_run or {}).items()}
 
 
 def platform_name(host: Mapping[str, Any] | None) -> str:
@@ -99,7 +104,7 @@ def run_block(
         "options": dict(settings or {}),
     }
     if not_run:
-        block["not_run"] = {cid: f"not run: {why}" for cid, why in not_run.items()}
+        block["not_run"] = not_run_values(not_run)
     return block
 
 

@@ -21,7 +21,6 @@ is given; it does nothing unless ``--alluredir`` is.
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -167,26 +166,25 @@ def write_environment(folder: Path, props: Mapping[str, str]) -> None:
     """Merge ``props`` into ``environment.properties`` (keys of others kept).
 
     Read without blocking and written atomically, only over a regular file
-    (``report.write_bytes``): a FIFO planted there blocked ``write_text``
-    forever (no reader), after every test had run. Anything else raises
+    (:mod:`pytest_spark.outfile`): a FIFO planted there blocked ``write_text``
+    forever (no reader), after every test had run, and a symlink planted
+    there is neither read (a root-only file's lines would be kept in a
+    readable one) nor written through. Anything else raises
     :class:`OSError` and is left as it is."""
-    from pytest_spark.probes.procfs import read_regular
-    from pytest_spark.report import not_a_file, write_bytes
+    from pytest_spark import outfile
 
     path = folder / "environment.properties"
-    kind = not_a_file(path)
-    if kind is not None:
-        raise OSError(errno.EINVAL, f"{path} is {kind}, not a regular file")
     kept: list[str] = []
-    if path.is_file():
-        text = read_regular(path, 1 << 20).decode("utf-8", errors="replace")
+    folder.mkdir(parents=True, exist_ok=True)  # allure-pytest made it already, unless it vanished
+    old = outfile.read_existing(path, 1 << 20)  # never through a planted link (issue 19)
+    if old is not None:
+        text = old.decode("utf-8", errors="replace")
         for line in text.splitlines():
             key = line.split("=", 1)[0].strip()
             if not key.startswith(ENV_PREFIX):
                 kept.append(line)
     lines = kept + [f"{k}={_escape(v)}" for k, v in props.items()]
-    folder.mkdir(parents=True, exist_ok=True)
-    write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    outfile.write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def read_environment(path: Path) -> dict[str, str]:

@@ -4,11 +4,9 @@ the ``env-report.json`` document, JUnit suite properties, the JSON run block.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -185,36 +183,13 @@ def write_json(path: Path, document: Mapping[str, Any]) -> None:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temp file renamed over it).
+    """Write ``data`` to ``path`` atomically, never through a symlink, never
+    over another user's file in a shared folder: :func:`pytest_spark.outfile.write_bytes`,
+    the one writer of every file this tool makes. A refused path raises
+    :class:`~pytest_spark.outfile.Refused` (an :class:`OSError`) saying why."""
+    from pytest_spark import outfile
 
-    The atomic write renames a new file over the path, so it is done only
-    over a regular file or nothing: renamed over ``/dev/null`` as root it
-    would replace the device with a plain file. Anything else raises
-    :class:`OSError` and is left as it is. A symlink to a file is kept: the
-    file it points to is replaced.
-    """
-    path = Path(path)
-    kind = not_a_file(path)
-    if kind is not None:
-        raise OSError(errno.EINVAL, f"{kind}, not a regular file; nothing was written")
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        # mkstemp makes the file 0600; a CI artifact uploader running as another
-        # user must read it, so give it what open() would have: 0666 & ~umask.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    outfile.write_bytes(path, data)
 
 
 def fleet_nodes(store_items: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -193,11 +193,18 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     parent = path.parent
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
+    from pytest_spark import outfile
     from pytest_spark.report import not_a_file
 
     kind = not_a_file(path)
     if kind is not None:  # the report is renamed over the path: never over a device or FIFO
         raise OptionError(f"{where}: {text!r} is {kind}, not a regular file; give a file path")
+    try:  # what the write would refuse (a planted symlink, another user's file), said before the run
+        outfile.check(path)
+    except outfile.Refused as exc:
+        raise OptionError(f"{where}: {text!r} refused: {exc.strerror}") from None
+    except OSError as exc:
+        raise OptionError(f"{where}: {text!r} cannot be written: {exc.strerror or exc}") from None
     # Try it: os.access() says yes to root on a read-only mount.
     import tempfile  # here, not at the top: only a --report pays for it
 

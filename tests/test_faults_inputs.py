@@ -92,8 +92,9 @@ def test_report_path_that_is_a_device_or_fifo_is_refused_by_pytest_and_the_cli(t
 def test_write_json_renames_only_over_a_regular_file_or_nothing(tmp_path: Path) -> None:
     """The last line of defence (the per-rank path, a FIFO made after the
     options were read): write_json refuses, leaves the FIFO and the socket as
-    they are and no temporary file behind; a symlink to a report keeps
-    pointing at the (new) report."""
+    they are and no temporary file behind; a symlink to a report is refused
+    too (nothing is written through a link, issue 19) and the file it
+    points to is left as it was."""
     fifo = tmp_path / "env-report.json"
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="a FIFO, not a regular file; nothing was written"):
@@ -113,8 +114,9 @@ def test_write_json_renames_only_over_a_regular_file_or_nothing(tmp_path: Path) 
     real.write_text("{}")
     link = tmp_path / "latest.json"
     link.symlink_to(real)
-    report.write_json(link, {"verdict": "blocked"})
-    assert link.is_symlink() and json.loads(real.read_text()) == {"verdict": "blocked"}
+    with pytest.raises(OSError, match="a symlink is there"):
+        report.write_json(link, {"verdict": "blocked"})
+    assert link.is_symlink() and json.loads(real.read_text()) == {}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["env-report.json", "latest.json", "reports", "sock.json"]
 
 

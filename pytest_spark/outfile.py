@@ -1,0 +1,237 @@
+"""The one writer of every file this tool makes: the env report, the
+capture, the thermal charts, Allure's ``environment.properties``.
+
+Why it is careful (issue 19): run as root with ``--spark-report`` in a
+folder other users can write (``/tmp``, a shared CI workspace), a plain
+write follows whatever symlink another user planted there. A root-only
+0600 file became a 0644 env report, a dangling link made a new file in a
+root-only folder, and since the report quotes process names (which any user
+chooses), a link to root's ``.bashrc`` ran that user's command in root's next
+shell. ``fs.protected_symlinks`` does not help when the tool resolves the
+link itself. So:
+
+* the folder is reached one component at a time, and a symlink on the way is
+  followed only when we or root own it, or when it sits in a folder only we
+  (or root) can write: a link another user planted is refused;
+* a symlink at the final path is refused, whoever made it (nothing is ever
+  written through a link), and so is anything but a regular file there (a
+  device, a FIFO, a folder: the file is renamed over the path);
+* in a folder others can write (a group or other write bit, or another
+  user's folder), sticky or not, a file owned by another user is never
+  replaced;
+* the new file is created with ``O_EXCL | O_NOFOLLOW`` in that folder (through
+  the folder's descriptor, so the folder cannot be swapped meanwhile), written,
+  given the mode and owner of the file it replaces (or ``0666 & ~umask``), and
+  renamed over the path: a reader never sees half a report.
+
+A refused path raises :class:`Refused` (an :class:`OSError`) whose
+``strerror`` is one line saying why; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+
+#: followed symlinks before giving up (the kernel's own limit)
+MAX_LINKS = 40
+
+_KINDS = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+class Refused(OSError):
+    """A path this tool will not write: ``strerror`` says why in one line."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str) -> None:
+        super().__init__(errno.EPERM, why, str(path))
+
+
+def kind_of(mode: int) -> str:
+    """``"a FIFO"``, ``"a directory"`` …: what a non-regular file is."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def others_can_write(st: os.stat_result) -> bool:
+    """Whether a user other than us (or root) can add, remove or rename
+    entries in the folder ``st`` describes: a group or other write bit, or a
+    folder owned by someone else."""
+    return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) or st.st_uid not in (os.geteuid(), 0)
+
+
+def _where(st: os.stat_result) -> str:
+    sticky = "sticky, " if st.st_mode & stat.S_ISVTX else ""
+    return f"a folder others can write ({sticky}mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})"
+
+
+def _trusted_link(link: os.stat_result, folder: os.stat_result) -> bool:
+    """A symlink we may follow: ours or root's, or in a folder only we can write."""
+    return link.st_uid in (os.geteuid(), 0) or not others_can_write(folder)
+
+
+def open_folder(folder: str | os.PathLike[str]) -> int:
+    """A descriptor of ``folder``, reached without following a symlink
+    another user could have planted (see the module docstring). Raises
+    :class:`Refused` for such a link, :class:`OSError` when the folder is not there."""
+    parts = [p for p in os.path.abspath(folder).split("/") if p]
+    fd = os.open("/", _DIR_FLAGS)
+    shown = "/"
+    links = 0
+    try:
+        while parts:
+            name = parts.pop(0)
+            if name == ".":
+                continue
+            st = os.lstat(name, dir_fd=fd)
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    raise OSError(errno.ELOOP, "too many levels of symbolic links", str(folder))
+                here = os.fstat(fd)
+                if not _trusted_link(st, here):
+                    raise Refused(
+                        folder,
+                        f"{os.path.join(shown, name)} is a symlink of another user (uid {st.st_uid}) in "
+                        f"{_where(here)}; not followed",
+                    )
+                target = os.readlink(name, dir_fd=fd)
+                parts[:0] = [p for p in target.split("/") if p]
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd = os.open("/", _DIR_FLAGS)
+                continue
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)  # a link swapped in meanwhile: ELOOP/ENOTDIR
+            os.close(fd)
+            fd = nxt
+            shown = os.path.join(shown, name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _existing(path: Path, name: str, dir_fd: int) -> os.stat_result | None:
+    """What is at the final path now (never followed); refused unless it is
+    a regular file this run may replace."""
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused(path, f"a symlink is there (owner uid {st.st_uid}); nothing is written through a link")
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(path, f"{kind_of(st.st_mode)}, not a regular file; nothing was written")
+    here = os.fstat(dir_fd)
+    if st.st_uid != os.geteuid() and others_can_write(here):
+        raise Refused(path, f"a file of another user (uid {st.st_uid}) in {_where(here)}; not replaced")
+    return st
+
+
+def _split(path: str | os.PathLike[str]) -> tuple[Path, str]:
+    full = Path(os.path.abspath(path))
+    if not full.name or str(path).endswith("/"):
+        raise OSError(errno.EISDIR, "a folder, not a file path", str(path))
+    return full, full.name
+
+
+def check(path: str | os.PathLike[str]) -> None:
+    """Raise what :func:`write_bytes` would refuse ``path`` for, writing nothing:
+    options check their path before the run, not after it."""
+    full, name = _split(path)
+    fd = open_folder(full.parent)
+    try:
+        _existing(full, name, fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` by the rules of the module docstring."""
+    full, name = _split(path)
+    fd = open_folder(full.parent)
+    try:
+        old = _existing(full, name, fd)
+        tmp, out = _create_temp(name, fd)
+        try:
+            try:
+                _write_all(out, data)
+                _take_over(out, old)
+            finally:
+                os.close(out)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+
+
+def _create_temp(name: str, dir_fd: int) -> tuple[str, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = f".{name[:200]}-{secrets.token_hex(6)}"
+        try:
+            return tmp, os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+    raise OSError(errno.EEXIST, "no free temporary name", name)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _take_over(fd: int, old: os.stat_result | None) -> None:
+    """The replaced file's owner and permission bits (never set-id bits), or
+    what ``open()`` would have made: a CI uploader running as another user must
+    read the report (``mkstemp``'s 0600 would hide it)."""
+    if old is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        return
+    if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+        try:
+            os.fchown(fd, old.st_uid, old.st_gid)
+        except PermissionError:  # not root: the file becomes ours, as any rewrite would make it
+            pass
+    os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+
+
+def read_existing(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The file at ``path`` (at most ``limit`` bytes) before it is rewritten,
+    ``None`` when there is none; by the same rules as the write, so a link
+    to a root-only file is never read into a new, readable one."""
+    full, name = _split(path)
+    fd = open_folder(full.parent)
+    try:
+        if _existing(full, name, fd) is None:
+            return None
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        src = os.open(name, flags, dir_fd=fd)
+        try:
+            if not stat.S_ISREG(os.fstat(src).st_mode):
+                raise Refused(full, "not a regular file; nothing was read")
+            chunks: list[bytes] = []
+            while limit > 0 and (chunk := os.read(src, min(limit, 65536))):
+                chunks.append(chunk)
+                limit -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(src)
+    finally:
+        os.close(fd)

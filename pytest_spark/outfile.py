@@ -212,6 +212,31 @@ def _take_over(fd: int, old: os.stat_result | None) -> None:
     os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
 
 
+def discard_stale(path: str | os.PathLike[str]) -> str:
+    """Remove the file a failed write left at ``path`` (the last run's
+    report: CI would read its verdict as this run's) and say so, in words for
+    the end of a ``cannot write`` line. Only a regular file of ours goes;
+    a link or another user's file is left (and said)."""
+    try:
+        full, name = _split(path)
+        fd = open_folder(full.parent)
+    except OSError:
+        return ""  # no folder to hold a stale file
+    try:
+        try:
+            st = os.lstat(name, dir_fd=fd)
+        except FileNotFoundError:
+            return ""
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return "; what is there is not this run's and was left as it is"
+        os.unlink(name, dir_fd=fd)
+        return "; the file there from an earlier run was removed"
+    except OSError as exc:
+        return f"; the file there is from an earlier run and could not be removed ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+
+
 def read_existing(path: str | os.PathLike[str], limit: int) -> bytes | None:
     """The file at ``path`` (at most ``limit`` bytes) before it is rewritten,
     ``None`` when there is none; by the same rules as the write, so a link

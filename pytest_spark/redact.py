@@ -163,6 +163,24 @@ def _is_secret_value(name: str, value: Any) -> bool:
     return value.strip().lower() not in NOT_SECRET_VALUES and not value.strip().isdigit()
 
 
+#: top folders of the system itself: a HOME in one of them (``HOME=/usr`` for a
+#: service account, ``/var`` or ``/nonexistent``) is not a personal folder, and
+#: rewriting it turned every ``/usr/lib/…`` of a capture into ``/home/<user>/lib/…``
+SYSTEM_TOPS = frozenset(
+    {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "sys", "dev", "run", "boot"}
+)
+
+
+def personal_home(home: str) -> bool:
+    """Whether ``HOME`` names a user's own folder, worth hiding in a capture:
+    absolute, two levels deep at least (never ``/``, ``/usr``, ``/var``,
+    ``/home``), not root's, and not inside the system's own folders."""
+    parts = [p for p in home.split("/") if p]
+    if not home.startswith("/") or len(parts) < 2 or home.rstrip("/") == "/root":
+        return False
+    return parts[0] not in SYSTEM_TOPS
+
+
 class Redactor:
     """One redaction pass, built from the environment the run saw.
 
@@ -186,6 +204,9 @@ class Redactor:
         # compiled once: a capture passes thousands of strings through text()
         named = personal and self.user and self.user != "root" and len(self.user) >= 3
         self._user = re.compile(rf"\b{re.escape(self.user)}\b") if named else None
+        home = self.home.rstrip("/")
+        # the home folder as a whole path component: /home/al never rewrites /home/alice
+        self._home = re.compile(rf"{re.escape(home)}(?![^/\s:\"'])") if personal_home(home) else None
 
     def text(self, value: str) -> str:
         for secret in self.secrets:
@@ -194,8 +215,8 @@ class Redactor:
         value = scrub(value)
         if not self.personal:
             return value
-        if self.home and self.home not in ("/", "/root") and len(self.home) > 1:
-            value = value.replace(self.home, f"/home/{USER}")
+        if self._home is not None:
+            value = self._home.sub(f"/home/{USER}", value)
         value = HOME.sub(lambda m: f"{m.group(1)}{USER}", value)
         if self._user is not None:
             value = self._user.sub(USER, value)

@@ -335,8 +335,15 @@ def g4_chart_note(report: Path, store_items: Mapping[str, Any]) -> list[str]:
 
 
 def _write(target: Path, what: str, write: Callable[[Path], None]) -> str:
+    """One line: where the file went, or why not (``cannot write …``). A
+    file a failed write left behind is an earlier run's: removed, so that
+    nothing reads its verdict as this run's (issue 19, item 11)."""
+    from pytest_spark import outfile
+
     try:
         write(target)
+    except outfile.Refused as exc:  # a link or another user's file: theirs, left alone
+        return f"cannot write {target}: {exc.strerror}"
     except OSError as exc:
-        return f"cannot write {target}: {exc.strerror or exc}"
+        return f"cannot write {target}: {exc.strerror or exc}{outfile.discard_stale(target)}"
     return f"{what} written to {target}"

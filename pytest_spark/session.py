@@ -495,6 +495,8 @@ class SparkPreflight:
                 not_run=not_run,
             )
             self._report_note = "\n".join(notes)
+            if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot write") for n in notes):
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR  # the CLI's exit 2: no report, no green run
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run)
         self.config.hook.pytest_spark_preflight_finished(config=self.config, results=results, verdict=v.value)
 

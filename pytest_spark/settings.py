@@ -314,6 +314,7 @@ def build_settings(
     """Build :class:`Settings`; ``lookup(opt)`` returns ``(raw, source)`` or ``None``
     for "not given" (source is ``"flag"``, ``"cli"`` or ``"ini"``)."""
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for opt in OPTIONS:
         found = lookup(opt)
         if found is None:
@@ -321,13 +322,31 @@ def build_settings(
         raw, source = found
         where = (rootdir or base) if source == "ini" else base
         values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, where)
+        sources[opt.name] = source
     if "threshold" in values:
         values["threshold"] = dict(values["threshold"])
     if values.get("capture") and values.get("replay"):
         raise OptionError(
             f"{BY_NAME['capture'].flag} and {BY_NAME['replay'].flag} together: a replay reads no machine to capture"
         )
+    _one_file_each(values, sources)
     return Settings(rootdir=rootdir or base, **values)
+
+
+def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """``--report X --capture X``: the capture was written last and the
+    report silently lost (issue 19, item 11); refused in one line."""
+    report, capture = values.get("report"), values.get("capture")
+    if report is None or capture is None:
+        return
+    same = os.path.abspath(report) == os.path.abspath(capture)
+    try:
+        same = same or os.path.samefile(report, capture)
+    except OSError:  # not both there yet: the spelled paths decide
+        pass
+    if same:
+        r, c = (_where(BY_NAME[n], sources[n]) for n in ("report", "capture"))
+        raise OptionError(f"{r} and {c} name the same file ({report}): give each its own path")
 
 
 def settings_from_pytest(config: Any) -> Settings:

@@ -77,6 +77,11 @@ class Settings:
     capture: Path | None = _DEFAULT["capture"]
     replay: Path | None = _DEFAULT["replay"]
     rootdir: Path = field(default_factory=Path.cwd)
+    #: where ``github_url`` came from: ``"default"``, ``"ini"`` (a config
+    #: file: the checkout's own) or the command line (``"flag"``, ``"cli"``);
+    #: G8 sends ``GITHUB_TOKEN`` to a host other than GitHub's only when the
+    #: user gave it (issue 19, item 2)
+    github_url_source: str = "default"
 
     @property
     def selected(self) -> tuple[str, ...]:
@@ -321,7 +326,10 @@ def build_settings(
             continue
         raw, source = found
         where = (rootdir or base) if source == "ini" else base
-        values[opt.dest[len("spark_") :]] = parse_value(opt, raw, source, where)
+        value = parse_value(opt, raw, source, where)
+        if source == "ini" and opt.kind == "path":
+            _inside_rootdir(opt, raw, value, rootdir or base)
+        values[opt.dest[len("spark_") :]] = value
         sources[opt.name] = source
     if "threshold" in values:
         values["threshold"] = dict(values["threshold"])
@@ -330,7 +338,26 @@ def build_settings(
             f"{BY_NAME['capture'].flag} and {BY_NAME['replay'].flag} together: a replay reads no machine to capture"
         )
     _one_file_each(values, sources)
+    if "github-url" in sources:
+        values["github_url_source"] = sources["github-url"]
     return Settings(rootdir=rootdir or base, **values)
+
+
+def _inside_rootdir(opt: Option, raw: Any, path: Path, rootdir: Path) -> None:
+    """A report or capture path from a config file stays in the project.
+
+    The config is the checkout's own: a downloaded project's
+    ``spark_preflight_report = "~/.bashrc"`` replaced the user's ``.bashrc``
+    with a report quoting names the project chose (issue 19, item 2). The
+    folder is compared with symlinks resolved; a path elsewhere takes the
+    command line, which is the user's."""
+    root = os.path.realpath(rootdir)
+    folder = os.path.realpath(path.parent)
+    if os.path.commonpath([root, folder]) != root:
+        raise OptionError(
+            f"{_where(opt, 'ini')}: {str(raw).strip()!r} is outside the project ({root}); a path from a "
+            f"config file stays inside it: give {opt.flag} on the command line to write elsewhere"
+        )
 
 
 def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:

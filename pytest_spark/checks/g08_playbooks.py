@@ -273,6 +273,27 @@ def fetch(url: str, token: str | None, timeout: float, env: dict[str, str]) -> d
     return out
 
 
+#: the one host a config file may send ``GITHUB_TOKEN`` to
+GITHUB_API_HOST = "api.github.com"
+
+
+def token_withheld(github_url: str, source: str) -> str | None:
+    """Why ``GITHUB_TOKEN`` is not sent, when the URL came from a config file
+    (``spark_preflight_github_url``: the checkout's own, which sent the token to
+    ``https://attacker.example``, issue 19 item 2) and names a host other than
+    GitHub's; ``None`` when it may go. A mirror or GitHub Enterprise takes
+    ``--spark-github-url`` (or ``PYTEST_ADDOPTS``): the user's word, not the project's."""
+    if source != "ini":
+        return None
+    _, host, _ = http.origin(http.credentials(github_url)[0])
+    if host == GITHUB_API_HOST:
+        return None
+    return (
+        f"not sent: the config file's github_url names {host}, not {GITHUB_API_HOST}; "
+        "give --spark-github-url on the command line to send it there"
+    )
+
+
 def gather(ctx: CheckContext) -> Facts:
     s = ctx.settings
     facts = Facts(playbook=normalize_playbook(s.playbook) if s.playbook else None)
@@ -282,10 +303,14 @@ def gather(ctx: CheckContext) -> Facts:
         facts.offline_flag = True
         return facts
     token = ctx.machine.env.get("GITHUB_TOKEN") or None
+    withheld = token_withheld(s.github_url, getattr(s, "github_url_source", "default")) if token else None
     got = ctx.machine.store.get_or_compute(
-        f"github:issues:{http.redact_url(url)}", lambda: fetch(url, token, s.timeout, ctx.machine.env)
+        f"github:issues:{http.redact_url(url)}",
+        lambda: fetch(url, None if withheld else token, s.timeout, ctx.machine.env),
     )
     facts.answer = dict(got.get("answer") or {})
+    if withheld:
+        facts.answer["token"] = withheld
     facts.answer["message"] = got.get("message", "")
     facts.fetched_at = float(got.get("fetched_at") or 0.0)
     facts.issues = list(got.get("issues") or [])

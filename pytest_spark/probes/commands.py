@@ -98,11 +98,18 @@ def _decode(data: bytes | None) -> str:
     return data[:MAX_OUTPUT].decode("utf-8", errors="replace")
 
 
+class ResourceLimit(RuntimeError):
+    """A probe was stopped by a limit of this box or user; its message is
+    the ``"resource limit: ..."`` line."""
+
+
 def limit_reason(exc: BaseException) -> str | None:
     """``"resource limit: ..."`` when ``exc`` is a limit of this box or user
     (a fork refused with EAGAIN under ``ulimit -u``, ``can't start new thread``,
     memory refused under ``ulimit -v``), else None. Such a failure says nothing
     about the GPU, so a check skips on it instead of calling the driver wedged."""
+    if isinstance(exc, ResourceLimit):
+        return str(exc)
     if isinstance(exc, MemoryError):
         return "resource limit: out of memory (MemoryError)"
     if isinstance(exc, OSError) and exc.errno in LIMIT_ERRNOS:

@@ -338,8 +338,25 @@ def describe_crash(exc: BaseException) -> str:
 
 
 def crashed(check_id: str, exc: BaseException | str) -> Result:
-    """A check that raised: its FAIL, never an exception into pytest."""
+    """A check that raised: its FAIL, never an exception into pytest; a SKIP
+    when what it hit is a limit of this box or user (``ulimit -u``: "can't
+    start new thread", a fork's EAGAIN; ``ulimit -v``: MemoryError), which
+    says nothing about what the check verifies."""
+    from pytest_spark.probes.child import limit_in_stderr
+    from pytest_spark.probes.commands import limit_reason
+
     what = exc if isinstance(exc, str) else describe_crash(exc)
+    if isinstance(exc, str):  # a crash recorded in a capture: the same verdict on replay
+        limited = exc[exc.index("resource limit: ") :] if "resource limit: " in exc else limit_in_stderr(exc)
+    else:
+        limited = limit_reason(exc)
+    if limited:
+        return Result(
+            check_id,
+            Status.SKIP,
+            f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again",
+            headline="not checked (resource limit)",
+        )
     kind = what.split(":", 1)[0] if isinstance(exc, str) else type(exc).__name__
     named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
     return Result(

@@ -100,6 +100,7 @@ class GpuSampler:
     def start(self) -> GpuSampler:
         """Start the child; returns at once (a missing NVML shows in the summary)."""
         from pytest_spark.probes.child import child_env, script_source
+        from pytest_spark.probes.commands import die_with_parent
 
         if self._proc is not None:
             raise RuntimeError("this sampler was already started")
@@ -118,6 +119,7 @@ class GpuSampler:
                 stderr=subprocess.PIPE,
                 env=child_env(base=self.env),
                 start_new_session=True,
+                preexec_fn=die_with_parent(),  # dies with pytest, even one ended by os._exit
             )
         except OSError as exc:
             self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
@@ -179,14 +181,15 @@ class GpuSampler:
 
     def _read_stdout(self) -> None:
         from pytest_spark.probes.child import MAX_LINE, capped_lines
-        from pytest_spark.probes.commands import killpg
+        from pytest_spark.probes.commands import killpg, pipe
 
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         try:
             # a child printing one endless line must not fill this process's
-            # memory: past MAX_LINE it is killed (the run's length bounds the rest)
-            for raw in capped_lines(proc.stdout, 1 << 62, MAX_LINE):
+            # memory: past MAX_LINE it is killed (the run's length bounds the rest);
+            # polled reads, so stop() never waits for whoever holds the pipe
+            for raw in capped_lines(pipe(proc, "stdout"), 1 << 62, MAX_LINE):
                 if isinstance(raw, str):
                     self._stop_note = f"the sampler child printed {raw} on stdout; killed"
                     killpg(proc)
@@ -204,11 +207,14 @@ class GpuSampler:
             pass
 
     def _read_stderr(self) -> None:
+        from pytest_spark.probes.commands import pipe
+
         proc = self._proc
         assert proc is not None and proc.stderr is not None
+        stream = pipe(proc, "stderr")
         kept = 0
         try:
-            for chunk in iter(lambda: proc.stderr.read(4096), b""):  # type: ignore[union-attr]
+            for chunk in iter(lambda: stream.read(4096), b""):
                 self._stderr.append(chunk)
                 kept += len(chunk)
                 while kept > 8192 and len(self._stderr) > 1:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -203,7 +202,9 @@ def _ldconfig(machine: Any) -> tuple[list[dict[str, Any]], str | None]:
 def _ldconfig_argv(machine: Any) -> list[str] | None:
     """``ldconfig -p``: on PATH, else where Debian and RHEL keep it (``/sbin`` is
     not on an ordinary user's PATH)."""
-    if shutil.which("ldconfig", path=machine.env.get("PATH", os.defpath)):
+    from pytest_spark.probes.commands import find_program
+
+    if find_program("ldconfig", machine.env):  # absolute PATH entries only: never ./ldconfig
         return ["ldconfig", "-p"]
     for candidate in ("/sbin/ldconfig", "/usr/sbin/ldconfig"):
         if os.access(candidate, os.X_OK):

@@ -104,7 +104,9 @@ class Facts(FactsBase):
     duration_s: float | None = None
     hung: str | None = None  # the driver did not answer in time
     broken: str | None = None  # it answered, wrongly (crash, exit code, errors)
-    missing: str | None = None  # no NVIDIA GPU / driver here
+    #: no NVIDIA GPU / driver here; or, starting with LIMITED, a limit of this
+    #: box or user (``ulimit -u``/``-v``) stopped the probe: no verdict on the GPU
+    missing: str | None = None
     notes: list[str] = field(default_factory=list)
     #: clock-event counters per GPU before and after the sample:
     #: ``[{"index", "us": {counter: microseconds}, "errors": {counter: error}}]``
@@ -133,10 +135,31 @@ def sample_interval(seconds: float, timeout: float) -> float:
     return round(min(max(0.1, seconds / 300.0), max(timeout / 2.0, 0.05)), 3)
 
 
+#: how ``Facts.missing`` starts when a resource limit, not the GPU, stopped the probe
+LIMITED = "resource limit: "
+
+
 def gather(ctx: CheckContext) -> Facts:
+    """The facts; a driver is said not to answer (hung, or broken with no
+    sample) only with an NVIDIA device node there (``/dev/nvidiactl``,
+    ``/dev/nvidia0``): without one there is no GPU to judge, whatever hung."""
+    facts = _gather(ctx)
+    if facts.missing or ctx.machine.has_gpu_device_node():
+        return facts
+    if facts.hung:
+        facts.missing, facts.hung = f"no NVIDIA device node, and the driver did not answer: {facts.hung}", None
+    elif not any(s.samples for s in summarise(facts.samples).values()):
+        facts.missing = f"no NVIDIA device node; {facts.broken or 'no GPU answered a sample'}"
+        facts.broken = None
+    return facts
+
+
+def _gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
     seconds = float(ctx.settings.thermal_seconds)
     nv = machine.nvml()
+    if nv.get("limited"):
+        return Facts(seconds=seconds, source="none", missing=str(nv["limited"]))
     if nv.get("hung"):
         return Facts(seconds=seconds, hung=str(nv.get("reason")))
     if nv.get("ok"):
@@ -154,7 +177,9 @@ def gather(ctx: CheckContext) -> Facts:
             counters_after=list(sample.get("counters_after") or []),
             counters_source="nvml" if sample.get("counters_before") else None,
         )
-        if sample.get("hung"):
+        if sample.get("limited"):
+            facts.missing = str(sample["limited"])
+        elif sample.get("hung"):
             facts.hung = str(sample.get("reason"))
         elif not sample.get("ok"):
             facts.broken = str(sample.get("reason"))
@@ -221,6 +246,9 @@ def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Fa
             break
         facts.notes.append(f"nvidia-smi does not know {reason_field or 'the reasons field'}")
     assert res is not None
+    if res.extra.get("resource_limit"):  # nvidia-smi could not even start (ulimit -u)
+        facts.source, facts.missing = "none", f"{res.extra['resource_limit']} (NVML: {nvml_reason})"
+        return facts
     if res.error:  # not on PATH, not executable
         why = f"{nvml_reason}; {res.describe()}"
         if nvml_missing:
@@ -296,7 +324,7 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
         facts.duration_s = child.duration_s
     if child.timed_out:
         facts.hung = "nvidia-smi " + child.describe("sample").removeprefix("sample ")
-    elif child.error:
+    elif child.error or child.resource_limit:
         # our own Python child never started (an interpreter this user cannot run):
         # nvidia-smi did answer the snapshot, so this says nothing about the driver
         facts.seconds = 0.0
@@ -512,7 +540,16 @@ def evaluate(facts: Facts, params: Params) -> Result:
 
 
 def _unreachable(facts: Facts) -> Result | None:
-    """FAIL for a driver that does not answer, SKIP for no GPU, else None."""
+    """FAIL for a driver that does not answer, SKIP for no GPU or a resource
+    limit, else None (``gather`` already turned a hang without a device node into ``missing``)."""
+    if facts.missing and facts.missing.startswith(LIMITED):
+        return Result(
+            "G4",
+            Status.SKIP,
+            f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run again",
+            details=facts.notes,
+            headline="not checked (resource limit)",
+        )
     if facts.hung:
         return Result(
             "G4",
@@ -523,13 +560,14 @@ def _unreachable(facts: Facts) -> Result | None:
             headline="GPU driver not answering",
             short_fix="dmesg | grep -i Xid; reboot",
         )
-    if facts.missing:
+    missing = facts.missing
+    if missing:
         return Result(
             "G4",
             Status.SKIP,
-            f"no NVIDIA GPU: {facts.missing}",
+            f"no NVIDIA GPU: {missing}",
             details=facts.notes,
-            headline=f"no NVIDIA GPU ({_why(facts.missing)})",
+            headline=f"no NVIDIA GPU ({_why(missing)})",
         )
     if not any(s.samples for s in summarise(facts.samples).values()):
         why = facts.broken or "no GPU answered a sample"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -212,11 +211,13 @@ FACTS = Facts
 
 
 def _find_cuobjdump(env: dict[str, str]) -> str | None:
-    found = shutil.which("cuobjdump", path=env.get("PATH", os.defpath))
+    from pytest_spark.probes.commands import find_program
+
+    found = find_program("cuobjdump", env)  # absolute PATH entries only: never the working folder's
     if found:
         return found
     for home in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home:
+        if home and os.path.isabs(home):
             candidate = os.path.join(home, "bin", "cuobjdump")
             if os.access(candidate, os.X_OK):
                 return candidate

@@ -70,7 +70,16 @@ class CheckContext:
         return self.engine.selected
 
     def torch(self) -> ChildResult:
-        return self.engine.torch()
+        """The run's torch child. One stopped by a limit of this box or user
+        (no process or thread could start: ``ulimit -u``) raises
+        :class:`~pytest_spark.probes.commands.ResourceLimit`, which the engine
+        turns into this check's SKIP: it says nothing about torch or the GPU."""
+        child = self.engine.torch()
+        if child.resource_limit:
+            from pytest_spark.probes.commands import ResourceLimit
+
+            raise ResourceLimit(child.resource_limit)
+        return child
 
     def params(self) -> Params:
         """The run's parameters, as the engine hands them to every ``evaluate``

@@ -30,7 +30,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.probes.commands import close_pipes, kill_group, killpg, signal_name, track, untrack
+from pytest_spark.probes.commands import (
+    close_pipes,
+    die_with_parent,
+    kill_group,
+    killpg,
+    limit_reason,
+    pipe,
+    safe_env,
+    signal_name,
+    track,
+    untrack,
+)
 
 SCRIPTS = Path(__file__).with_name("scripts")
 
@@ -72,6 +83,9 @@ class ChildResult:
     overflow: str | None = None
     #: seconds each step took, from its "begin" to the next "begin" or "done"
     step_seconds: dict[str, float] = field(default_factory=dict)
+    #: ``"resource limit: ..."`` when a limit of this box or user stopped the
+    #: child (no process or thread could start, it ran out of memory): no verdict on the GPU
+    resource_limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -139,7 +153,7 @@ def last_line(text: str) -> str:
 def child_env(
     extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    env = safe_env(os.environ if base is None else base)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONSTARTUP", None)
     # The child must not look like an xdist worker or pick up pytest state.
@@ -206,9 +220,11 @@ def spawn_python(
             stderr=subprocess.PIPE,
             env=child_env(base=env),
             start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
-    except OSError as exc:
-        return ChildResult(error=exc.strerror or str(exc))
+    except (OSError, subprocess.SubprocessError, MemoryError) as exc:
+        limited = limit_reason(exc)
+        return ChildResult(error=limited or getattr(exc, "strerror", None) or str(exc), resource_limit=limited)
     track(proc)
     return Spawned(proc, start)
 
@@ -249,12 +265,14 @@ class _Pumps:
         self.lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
         self.stderr_chunks: list[bytes] = []
         self.stop = threading.Event()  # set once nobody reads ``lines`` any more
+        # polled reads (commands.Pipe): stopped by close_pipes, never blocked on a writer
+        self.out, self.err = pipe(proc, "stdout"), pipe(proc, "stderr")
         self.threads = [
             threading.Thread(target=self._stdout, daemon=True),
             threading.Thread(target=self._stderr, daemon=True),
         ]
         for t in self.threads:
-            t.start()
+            t.start()  # RuntimeError under a thread limit: _follow says "resource limit"
 
     def _put(self, item: bytes | None) -> None:
         while not self.stop.is_set():
@@ -265,9 +283,8 @@ class _Pumps:
                 continue
 
     def _stdout(self) -> None:
-        assert self.proc.stdout is not None
         try:
-            for raw in capped_lines(self.proc.stdout, MAX_STDOUT, MAX_LINE):
+            for raw in capped_lines(self.out, MAX_STDOUT, MAX_LINE):
                 if isinstance(raw, str):  # over a cap: stop reading, kill it
                     self.result.overflow = raw
                     killpg(self.proc)
@@ -279,8 +296,7 @@ class _Pumps:
             self._put(None)
 
     def _stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
+        stream = self.err
         kept = 0
         try:
             for chunk in iter(lambda: stream.read(4096), b""):
@@ -292,10 +308,16 @@ class _Pumps:
             pass
 
     def finish(self) -> str:
-        """Join the threads (briefly); the stderr tail."""
+        """Let the readers drain what is in the pipes (briefly), stop them
+        (bounded: a process that holds a pipe open is not waited for); the stderr tail."""
         self.stop.set()
         for t in self.threads:
-            t.join(timeout=1)
+            if t.ident is not None:
+                t.join(timeout=0.5)
+        close_pipes(self.proc)
+        for t in self.threads:
+            if t.ident is not None:
+                t.join(timeout=0.5)
         return b"".join(self.stderr_chunks).decode("utf-8", errors="replace")[-4000:]
 
 
@@ -308,34 +330,79 @@ def _follow(
     stdin_data: str | None,
     max_events: int,
 ) -> ChildResult:
-    """Read the child's JSON lines until it is done, dead or silent too long."""
-    pumps = _Pumps(proc, result)
-    if stdin_data is not None and proc.stdin is not None:
+    """Read the child's JSON lines until it is done, dead or silent too long.
+
+    Bounded in every case: whatever holds the child's pipes open, and
+    whatever interrupts the follow (pytest-timeout, Ctrl-C), the child's group
+    is killed and the pipes are closed without waiting for a writer."""
+    finished = False
+    pumps: _Pumps | None = None
+    try:
         try:
-            proc.stdin.write(stdin_data.encode())
-            proc.stdin.close()
-        except OSError:
-            pass
-    allowance = _read_protocol(pumps.lines, result, time.monotonic() + total, step_timeout, max_events, start)
-    pumps.stop.set()
-    if result.timed_out:
-        result.data["_allowance"] = round(allowance, 3)
-        kill_group(proc)
-    else:
-        try:
-            proc.wait(timeout=max(1.0, step_timeout))
-        except subprocess.TimeoutExpired:
-            # stdout closed but the process lingers: treat as hung.
-            result.timed_out = True
+            pumps = _Pumps(proc, result)
+        except (RuntimeError, MemoryError) as exc:  # can't start new thread (ulimit -u, -v)
+            limited = limit_reason(exc) or f"resource limit: {exc}"
+            result.error, result.resource_limit = limited, limited
+            kill_group(proc)
+            finished = True
+            return result
+        if stdin_data is not None and proc.stdin is not None:
+            try:
+                proc.stdin.write(stdin_data.encode())
+                proc.stdin.close()
+            except OSError:
+                pass
+        allowance = _read_protocol(
+            pumps.lines, result, time.monotonic() + total, step_timeout, max_events, start
+        )
+        pumps.stop.set()
+        if result.timed_out:
             result.data["_allowance"] = round(allowance, 3)
             kill_group(proc)
-    result.stderr_tail = pumps.finish()
-    result.returncode = proc.returncode
-    if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
-        result.signal = signal_name(-proc.returncode)
-    result.duration_s = time.monotonic() - start
-    close_pipes(proc)
+        else:
+            try:
+                proc.wait(timeout=max(1.0, step_timeout))
+            except subprocess.TimeoutExpired:
+                # stdout closed but the process lingers: treat as hung.
+                result.timed_out = True
+                result.data["_allowance"] = round(allowance, 3)
+                kill_group(proc)
+        result.stderr_tail = pumps.finish()
+        result.returncode = proc.returncode
+        if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
+            result.signal = signal_name(-proc.returncode)
+        if not result.ok and not result.timed_out:
+            result.resource_limit = limit_in_stderr(result.stderr_tail)
+        finished = True
+    finally:
+        if not finished and proc.poll() is None:  # interrupted mid-follow: nothing else will kill it
+            killpg(proc)
+        if pumps is not None:
+            pumps.stop.set()
+        close_pipes(proc)
+        result.duration_s = time.monotonic() - start
     return result
+
+
+#: the last lines of a child's stderr when a limit of this box stopped it, not the GPU
+_LIMIT_TEXTS = (
+    ("can't start new thread", "can't start a new thread"),
+    ("memoryerror", "out of memory (MemoryError)"),
+    ("cannot allocate memory", "cannot allocate memory"),
+    ("failed to map segment from shared object", "cannot map a shared library (address space limit)"),
+    ("resource temporarily unavailable", "resource temporarily unavailable (EAGAIN)"),
+)
+
+
+def limit_in_stderr(tail: str) -> str | None:
+    """``"resource limit: ..."`` when the child's last stderr lines say a
+    limit of this box stopped it (``ulimit -u``/``-v``): the same run then
+    gives the same verdict wherever the limit hit."""
+    text = "\n".join(tail.strip().splitlines()[-3:]).lower()
+    for needle, what in _LIMIT_TEXTS:
+        if needle in text:
+            return f"resource limit: {what}"
+    return None
 
 
 def _child_time(msg: Mapping[str, Any], spawned_at: float, now: float) -> float:

@@ -398,8 +398,20 @@ def nvml_snapshot(child: ChildResult, *, sampling: bool = False) -> dict[str, An
         "devices": d.get("devices") or [],
         "system_errors": d.get("system_errors") or {},
     }
+    if child.resource_limit:
+        # no process or thread could start, or the child ran out of memory:
+        # a limit of this box or user (ulimit -u / -v), nothing about the GPU
+        out["limited"] = child.resource_limit
+        out["reason"] = f"NVML not read: {child.resource_limit}"
+        return out
     if d.get("import_error"):
         out["reason"] = f"nvidia-ml-py (pynvml) not importable: {d['import_error']}"
+        out["missing"] = True
+        return out
+    if child.step == "import pynvml" and not child.timed_out and not child.ok:
+        # the binding itself exited or crashed while importing: NVML was never
+        # called, so this is a broken install, not a driver that does not answer
+        out["reason"] = f"nvidia-ml-py (pynvml) not importable: {child.describe('the NVML child')}"
         out["missing"] = True
         return out
     init = d.get("init_error")

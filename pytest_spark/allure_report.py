@@ -115,9 +115,9 @@ class AllureReport:
         except OSError as exc:  # a vanished folder, or a FIFO/device where the file goes
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
-                reporter.write_line(
-                    f"allure environment.properties not written: {exc.strerror or exc}", yellow=True
-                )
+                from pytest_spark.safe_text import write_line
+
+                write_line(reporter, f"allure environment.properties not written: {exc.strerror or exc}", yellow=True)
 
 
 class SamplerAllure:

@@ -39,7 +39,35 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2 (argparse's code too)
         from pytest_spark.redact import scrub  # argparse quotes unknown arguments: `--token ghp_…`
 
-        self.exit(EXIT_USAGE, f"spark-preflight: error: {scrub(message)}\n")
+        say_error(f"error: {scrub(message)}")
+        self.exit(EXIT_USAGE)
+
+
+def say(text: str) -> None:
+    """Write our own lines to stdout: the CLI's one writer of results.
+
+    Every value in them was escaped already (``model.one_line``); this
+    escapes the block once more, keeping only its newlines, and fits it to
+    the terminal's encoding (an ASCII or latin-1 terminal gets "..." for
+    "…" instead of a UnicodeEncodeError and no line at all). A closed
+    stdout (``spark-preflight >&-``) takes nothing: :func:`_main` says the
+    verdict on stderr instead."""
+    from pytest_spark.safe_text import fit, visible_lines
+
+    if sys.stdout is not None:
+        sys.stdout.write(fit(visible_lines(text), getattr(sys.stdout, "encoding", None)) + "\n")
+
+
+def say_error(text: str) -> None:
+    """``spark-preflight: <text>`` on stderr, the CLI's one writer of
+    messages: always one line (a newline or control in a quoted path or
+    value is escaped, never acted on), fitted to the terminal's encoding,
+    nothing when stderr is closed."""
+    from pytest_spark.safe_text import fit, visible
+
+    if sys.stderr is not None:
+        sys.stderr.write(fit(f"spark-preflight: {visible(text)}", getattr(sys.stderr, "encoding", None)) + "\n")
+        sys.stderr.flush()
 
 
 EXIT_CODES = (
@@ -188,16 +216,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_signal_handlers()
     try:
         code = _main(argv)
-        sys.stdout.flush()  # a closed pipe must show here, not at interpreter exit
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a closed pipe must show here, not at interpreter exit
         return code
     except BrokenPipeError:
         return _stdout_closed()
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"spark-preflight: interrupted by {signal_name(signum)}; probes stopped", file=sys.stderr)
+        say_error(f"interrupted by {signal_name(signum)}; probes stopped")
         return 128 + signum
     except Exception as exc:  # a bug of ours must still end in one line
-        print(f"spark-preflight: error: internal error ({type(exc).__name__}: {exc})", file=sys.stderr)
+        say_error(f"error: internal error ({type(exc).__name__}: {exc})")
         return EXIT_USAGE
     finally:
         restore_signal_handlers()
@@ -223,7 +252,7 @@ def _main(argv: Sequence[str] | None) -> int:
     ns = parser.parse_args(argv)
     clash = pyspark_plugin_clash()
     if clash:
-        print(f"spark-preflight: error: {clash}", file=sys.stderr)
+        say_error(f"error: {clash}")
         return EXIT_USAGE
     from pytest_spark import report
     from pytest_spark.model import Status, verdict, verdict_line
@@ -231,30 +260,33 @@ def _main(argv: Sequence[str] | None) -> int:
 
     pytest_only = [o.cli_flag for o in options.OPTIONS if o.name in options.PYTEST_ONLY and getattr(ns, o.dest)]
     if pytest_only:
-        print(
-            f"spark-preflight: error: {', '.join(pytest_only)} is a pytest option (it skips pytest tests when "
-            "a check FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL",
-            file=sys.stderr,
+        say_error(
+            f"error: {', '.join(pytest_only)} is a pytest option (it skips pytest tests when "
+            "a check FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL"
         )
         return EXIT_USAGE
-    cwd = Path.cwd()
+    try:
+        cwd = Path.cwd()
+    except OSError as exc:  # the shell's folder was deleted under it
+        say_error(f"error: the current folder is gone ({exc.strerror or exc}: deleted under this shell?); cd into one")
+        return EXIT_USAGE
     start = Path(ns.rootdir).resolve() if ns.rootdir else cwd
     try:
         inipath, ini = find_ini(start)
         rootdir = inipath.parent if inipath else start
         settings = settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
     except (ConfigError, OptionError) as exc:
-        print(f"spark-preflight: error: {exc}", file=sys.stderr)
+        say_error(f"error: {exc}")
         return EXIT_USAGE
 
     ignored = options.replay_ignores(
         [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
     )
     if settings.replay is not None and ignored:
-        print(f"spark-preflight: note: {ignored}", file=sys.stderr)
+        say_error(f"note: {ignored}")
     made = _engine(settings)
     if isinstance(made, str):
-        print(f"spark-preflight: error: {made}", file=sys.stderr)
+        say_error(f"error: {made}")
         return EXIT_USAGE
     engine = made
     settings = engine.settings  # a replay's: with the captured run's checks and --strict
@@ -269,21 +301,22 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     failed_writes = [n for n in notes if n.startswith("cannot write")]
     for note in failed_writes:
-        print(f"spark-preflight: error: {note}", file=sys.stderr)
+        say_error(f"error: {note}")
     for note in notes:  # an extra (G4's chart) not written: said, the run's outcome unchanged
         if note.startswith("could not write"):
-            print(f"spark-preflight: warning: {note}", file=sys.stderr)
+            say_error(f"warning: {note}")
     if failed_writes:
         return EXIT_USAGE
+    last = verdict_line(results, strict=settings.strict)
     if ns.json:
         block = report.run_block(
             results, strict=settings.strict, host=host, settings=settings.to_dict(), profile=profile
         )
-        print(json.dumps(block, indent=2, default=str))
+        say(json.dumps(block, indent=2, default=str))
     else:
-        for result in results:
-            print(result.report_text() if ns.verbose else result.short_line())
-        print(verdict_line(results, strict=settings.strict))
+        say("\n".join([*(r.report_text() if ns.verbose else r.short_line() for r in results), last]))
+    if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
+        say_error(f"stdout is closed: no check line printed; {last}")
     blocked = verdict(results, strict=settings.strict).value == "blocked"
     if any(r.status is Status.FAIL for r in results) or blocked:
         return EXIT_FAIL

@@ -19,13 +19,14 @@ import pytest
 
 from pytest_spark import options
 from pytest_spark.plugin import PLUGIN_NAME
+from pytest_spark.safe_text import visible
 
 
 def configure(config: pytest.Config, enabled: bool) -> None:
     """``pytest_configure`` past the markers (``enabled``: the preflight runs)."""
     moved = value_taken_as_test_path(config)
     if moved:
-        raise pytest.UsageError(moved)
+        raise pytest.UsageError(visible(moved))
     if not enabled:  # a plain run given --spark-* flags (plugin.py warned of a bad ini value)
         ignored = options_without_preflight(config)
         if ignored:  # one line at the end of the run, not a warnings-summary entry with our source line
@@ -35,13 +36,13 @@ def configure(config: pytest.Config, enabled: bool) -> None:
 
     clash = pyspark_plugin_clash()
     if clash:
-        raise pytest.UsageError(clash)
+        raise pytest.UsageError(visible(clash))
     from pytest_spark.settings import OptionError, settings_from_pytest
 
     try:
         settings = settings_from_pytest(config)
     except OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(visible(str(exc))) from None
     replay = None
     if settings.replay is not None:
         from pytest_spark import capture
@@ -49,7 +50,7 @@ def configure(config: pytest.Config, enabled: bool) -> None:
         try:
             replay = capture.load(settings.replay)
         except capture.CaptureError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(visible(str(exc))) from None
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
     per_rank_outputs(config)
     keep_early_child_only_if_used(config, settings)
@@ -123,7 +124,9 @@ class OneLine:
         self.line = line
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        terminalreporter.write_line(self.line, yellow=True)
+        from pytest_spark.safe_text import write_line
+
+        write_line(terminalreporter, self.line, yellow=True)
 
 
 def value_taken_as_test_path(config: pytest.Config) -> str | None:

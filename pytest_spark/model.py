@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_spark.safe_text import visible
+
 SCHEMA = "pytest_spark/1"
 
 Value = int | float | str | bool | None
@@ -36,12 +38,21 @@ class Reading:
     """One measured or read value, with its unit (``""`` when unitless).
 
     ``None`` means the machine answered "not available" (GB10's ``[N/A]``);
-    it is still a reading, rendered as ``[N/A]``.
+    it is still a reading, rendered as ``[N/A]``. Text is escaped as it
+    comes in (:func:`pytest_spark.safe_text.visible`), like a Result's.
     """
 
     name: str
     value: Value
     unit: str = ""
+
+    def __post_init__(self) -> None:
+        # a string value is often a name someone else chose (a process, a
+        # file, a GPU's): it holds no control a terminal would act on
+        object.__setattr__(self, "name", visible(self.name))
+        object.__setattr__(self, "unit", visible(self.unit))
+        if isinstance(self.value, str):
+            object.__setattr__(self, "value", visible(self.value))
 
     def render(self) -> str:
         if self.value is None:
@@ -69,8 +80,11 @@ def _format_float(value: float) -> str:
 
 
 def one_line(text: str) -> str:
-    """Collapse whitespace so a G-line never spans two lines."""
-    return " ".join(str(text).split())
+    """Collapse whitespace so a G-line never spans two lines, and escape
+    what a terminal would act on (:func:`pytest_spark.safe_text.visible`):
+    every text of a :class:`Result` passes here, so no output of one can
+    clear a screen or forge a line."""
+    return visible(" ".join(str(text).split()))
 
 
 #: the widest default terminal line (issue: lines a person can read)
@@ -110,6 +124,7 @@ class Result:
     short_fix: str = ""
 
     def __post_init__(self) -> None:
+        self.check_id = one_line(self.check_id)
         self.status = Status(self.status)
         self.summary = one_line(self.summary)
         self.fix = one_line(self.fix)

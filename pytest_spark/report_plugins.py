@@ -205,8 +205,10 @@ class PreflightExtras:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from pytest_spark.safe_text import write_line
+
         for note in self.notes:
-            terminalreporter.write_line(note)
+            write_line(terminalreporter, note)
 
 
 
@@ -243,12 +245,17 @@ class WarnShortSummary:
         printed = any(tr.stats.get(cat) for char, cat in PYTEST_CHARS.items() if char in chars)
         if not printed:
             tr.write_sep("=", "short test summary info", cyan=True, bold=True)
+        from pytest_spark.safe_text import write_line
+
+        tw = getattr(tr, "_tw", None)
+        word = tw.markup("WARN", yellow=True) if tw is not None else "WARN"  # our own colour, not escaped
         for line in lines:
-            tr.write_line(line)
+            write_line(tr, line.removeprefix("WARN"), lead=word)
 
     def warn_lines(self, tr: Any) -> list[str]:
         """``WARN <nodeid> - <G-line>``, cut to the terminal's width as pytest
-        cuts its own lines (in full under ``-vv`` or on CI)."""
+        cuts its own lines (in full under ``-vv`` or on CI); plain text, the
+        word coloured by :meth:`write`."""
         lines = []
         full = _on_ci() or self.config.option.verbose >= 2
         tw = getattr(tr, "_tw", None)
@@ -262,6 +269,5 @@ class WarnShortSummary:
             if not full and len(head) + len(msg) > width:
                 room = width - len(head) - 3
                 msg = msg[:room] + "..." if room > 6 else ""
-            word = tw.markup("WARN", yellow=True) if tw is not None else "WARN"
-            lines.append(word + head[4:] + msg)
+            lines.append(head + msg)
         return lines

@@ -49,6 +49,7 @@ from pytest_spark.model import PreflightResults, Result, Status, verdict
 from pytest_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_spark.probes.machine import Machine
 from pytest_spark.probes.store import MemoryStore, SharedStore
+from pytest_spark.safe_text import visible, write_line
 from pytest_spark.settings import Settings
 
 FILE_NAME = "spark_preflight"
@@ -285,7 +286,7 @@ class SparkPreflight:
         try:
             self.requested = take_check_args(self.config, self.settings.only)
         except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(visible(str(exc))) from None
         self.enabled = list(self.requested or self.settings.selected)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -494,7 +495,7 @@ class SparkPreflight:
                 env=os.environ,
                 not_run=not_run,
             )
-            self._report_note = "\n".join(notes)
+            self._report_notes = list(notes)
             if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot write") for n in notes):
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR  # the CLI's exit 2: no report, no green run
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run)
@@ -510,24 +511,23 @@ class SparkPreflight:
         tr = terminalreporter
         tr.write_sep("=", "spark preflight", bold=True)
         if not results:
-            tr.write_line(self.why_none_ran(exitstatus))
+            write_line(tr, self.why_none_ran(exitstatus))
         elif self.outside_reason:
-            tr.write_line(self._outside_line(results))
+            write_line(tr, self._outside_line(results))
         verbose = config.get_verbosity() > 0
         for result in results:
             # one short line each by default; -v gives the whole line (and -rA/JUnit/JSON the details)
-            tr.write_line(result.line() if verbose else result.short_line(), **COLORS[result.status])
+            write_line(tr, result.line() if verbose else result.short_line(), **COLORS[result.status])
         if results:
             for why, ids in _grouped(not_run):
-                tr.write_line(f"{', '.join(ids)} not run: {why}", yellow=True)
+                write_line(tr, f"{', '.join(ids)} not run: {why}", yellow=True)
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run)
         markup = {"red": True, "bold": True} if v.value == "blocked" else (
             {"yellow": True} if v.value == "ready-with-warnings" else {"green": True}
         )
-        tr.write_line(report.verdict_text(results, strict=self.settings.strict, not_run=not_run), **markup)
-        note = getattr(self, "_report_note", None)
-        if note:
-            tr.write_line(note)
+        write_line(tr, report.verdict_text(results, strict=self.settings.strict, not_run=not_run), **markup)
+        for note in getattr(self, "_report_notes", ()):
+            write_line(tr, note)
 
     def _outside_line(self, results: list[Result]) -> str:
         """Which checks ran without their test, and for whom."""

@@ -36,13 +36,15 @@ class OptionError(ValueError):
     The message echoes the value, so it is scrubbed of what looks like a
     secret (URL credentials, tokens, secret flags and query values): a URL
     with a password pasted into any option, not only ``--github-url``, must
-    not come back in the usage line."""
+    not come back in the usage line. It is one line on a terminal too: a
+    control or newline in an ini value is escaped, never acted on."""
 
     def __init__(self, message: object = "") -> None:
         from pytest_spark.redact import REDACTED, scrub
+        from pytest_spark.safe_text import visible
 
         text = _PATH_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", str(message))
-        super().__init__(scrub(text))
+        super().__init__(visible(scrub(text)))
 
 
 #: option name -> its default, read from the table (the one source)
@@ -189,6 +191,8 @@ def _given_path(raw: Any, where: str, base: Path) -> tuple[str, Path]:
     text = str(raw).strip()
     if not text:
         raise OptionError(f"{where}: expected a file path")
+    if "\0" in text:  # os.stat() would raise ValueError: no file name holds one
+        raise OptionError(f"{where}: {_shown(text)} holds a NUL byte; no file name can")
     path = Path(os.path.expanduser(text))
     return text, path if path.is_absolute() else base / path
 
@@ -307,7 +311,19 @@ def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
     Relative paths are relative to ``base``: the invocation folder for a flag,
     the rootdir (where the ini file is) for an ini value.
     """
-    return PARSERS[opt.kind](opt, raw, _where(opt, source), base)
+    where = _where(opt, source)
+    try:
+        return PARSERS[opt.kind](opt, raw, where, base)
+    except OSError as exc:  # a path the system refuses to look at (ENAMETOOLONG, ELOOP, EACCES): one line
+        shown = _shown(exc.filename) if exc.filename else "the path"
+        raise OptionError(f"{where}: {shown}: {exc.strerror or exc}") from None
+
+
+def _shown(text: Any, width: int = 80) -> str:
+    """A given path as a usage line quotes it: repr'd, cut to ``width``
+    characters (a 300-character name is the point of the error, not its text)."""
+    text = str(text)
+    return repr(text) if len(text) <= width else repr(text[: width - 1]) + "…"
 
 
 def build_settings(

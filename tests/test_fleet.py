@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_spark.checks import nodes
+from pytest_spark.checks.kit import Findings
 from pytest_spark.model import Result, Status
 
 from conftest import PYTEST_CHILD
@@ -106,7 +107,7 @@ def test_two_ranks_exchange_their_fingerprints_over_gloo() -> None:
     assert fps[0]["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
     assert fps[1]["statuses"] == {"G3": "FAIL"}
     assert fps[0]["torch"].startswith("2.")
-    out = nodes.Flagged("G10")
+    out = Findings("G10")
     nodes.compare(fps, out)
     assert any("NCCL_IB_HCA differs: rocep1s0f1 on rank 0" in t for t, _ in out.warnings)
     assert any("rank 1" in t and "G3 FAIL" in t for t, _ in out.problems)
@@ -265,8 +266,8 @@ def fp(rank: int, **changes) -> dict:
     return base
 
 
-def decided(*fps: dict) -> nodes.Flagged:
-    out = nodes.Flagged("G10")
+def decided(*fps: dict) -> Findings:
+    out = Findings("G10")
     nodes.compare(list(fps), out)
     return out
 
@@ -323,6 +324,45 @@ def test_what_often_breaks_warns(change: dict, expected: str) -> None:
     assert any(t.startswith(expected) for t, _ in out.warnings), out.warnings
 
 
+RECORDED = Path(__file__).parent / "data" / "g10" / "fleet_two_ranks_differ.json"
+
+
+def recorded_pair() -> list[dict]:
+    """Two fingerprints two real ranks exchanged, differing in NCCL_IB_HCA and triton."""
+    return json.loads(RECORDED.read_text())["fingerprints"]
+
+
+def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings() -> None:
+    """``nodes.compare`` writes into the one accumulator every check uses
+    (``kit.Findings``): G10's ``--spark-intrusive`` gate handed it one, and the
+    first difference crashed the check (AttributeError: no ``flag``)."""
+    out = Findings("G10")
+    nodes.compare(recorded_pair(), out)
+    texts = [t for t, _ in out.warnings]
+    assert out.problems == []
+    assert texts[0] == "NCCL_IB_HCA differs: rocep1s0f1,roceP2p1s0f1 on rank 0 (vm), mlx5_9 on rank 1 (vm)", texts
+    assert "triton differs: unset on rank 0 (vm), 9.9.9 on rank 1 (vm)" in texts, texts
+    r = out.result(Status.PASS, "ok")
+    assert r.status is Status.WARN
+    assert r.headline == "NCCL_IB_HCA differs: rocep1s0f1,roceP2p1s0f1 on rank 0, mlx5_9 on rank 1 (+1 more)"
+    assert r.short_fix == "the same on every node"
+
+
+@pytest.mark.parametrize(
+    ("change", "blocks"),
+    [({}, False), ({"driver": "590.44.01"}, True), ({"statuses": {"G3": "FAIL"}}, True)],
+    ids=["warnings-only", "driver-major", "a-node-fails"],
+)
+def test_the_intrusive_gate_decides_on_differing_fingerprints_without_crashing(change: dict, blocks: bool) -> None:
+    """The all-reduce probe waits for fingerprints that agree on what breaks
+    collectives: a WARN-only difference lets it run, a FAIL one stops it."""
+    from pytest_spark.checks import g10_multinode as g10
+
+    fps = recorded_pair()
+    fps[1].update(change)
+    assert g10._fleet_blocks({"fingerprints": fps, "rank": "0"}) is blocks
+
+
 # --------------------------------------------------------------------------- two ranks through the CLI
 
 
@@ -347,13 +387,15 @@ def rank_cli(
     gpus: bool = True,
     link: bool = False,
     job: dict[str, str] | None = None,
+    intrusive: bool = False,
     **extra: str,
 ) -> subprocess.Popen[str]:
     """``spark-preflight --only G3,G10`` (``only=""``: all ten checks) as rank
     ``rank`` of a two-rank job, on a GB10 NVML double whose driver is
     ``driver`` (``gpus=False``: the driver answers, with no GPU, so a CPU-only
     torch is no G1 FAIL); ``link``: a Spark's /sys RoCE tree beside it;
-    ``job``: the launcher's variables instead of torchrun's (an srun task's)."""
+    ``job``: the launcher's variables instead of torchrun's (an srun task's);
+    ``intrusive``: with ``--intrusive`` (the all-reduce probe after the comparison)."""
     from conftest import Doubles
     from doubles import gb10
 
@@ -383,6 +425,7 @@ def rank_cli(
             "--report",
             str(report),
             "-v",
+            *(["--intrusive"] if intrusive else []),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -441,7 +484,10 @@ def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Pa
         ({"overlay": "triton"}, "G10 WARN: rank 0 of 2: triton differs: "),
     ],
 )
-def test_one_rank_that_differs_is_named(tmp_path: Path, change: dict, expected: str) -> None:
+@pytest.mark.parametrize("intrusive", [False, True], ids=["plain", "intrusive"])
+def test_one_rank_that_differs_is_named(tmp_path: Path, change: dict, expected: str, intrusive: bool) -> None:
+    """Also under ``--intrusive``, where the comparison first decides whether
+    the all-reduce probe may run (it crashed there on any difference)."""
     port = free_port()
     kwargs: dict = {}
     if "extra" in change:
@@ -454,9 +500,13 @@ def test_one_rank_that_differs_is_named(tmp_path: Path, change: dict, expected: 
         info.mkdir(parents=True)
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: triton\nVersion: 9.9.9\n")
         kwargs["pythonpath"] = str(overlay)
-    a, b = rank_cli(tmp_path, 0, port), rank_cli(tmp_path, 1, port, **kwargs)
-    la, _ = g10_of(a), g10_of(b)
+    a, b = rank_cli(tmp_path, 0, port, intrusive=intrusive), rank_cli(tmp_path, 1, port, intrusive=intrusive, **kwargs)
+    la, lb = g10_of(a), g10_of(b)
     assert la.startswith(expected), la
+    assert "crashed" not in la + lb, (la, lb)
+    if intrusive:  # a FAIL difference stops the probe; a WARN one lets it measure
+        probe = "all-reduce not measured: the nodes did not agree" if "FAIL" in expected else "all-reduce busbw "
+        assert probe in la, la
     if "overlay" in change:
         assert "9.9.9 on rank 1" in la
 

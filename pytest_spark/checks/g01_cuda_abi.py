@@ -278,22 +278,6 @@ def _wheels(major: int) -> str:
 
 
 @dataclass
-class _Out(Findings):
-    """Findings with a short headline and fix per problem/warning (issue 11)."""
-
-    heads: list[tuple[str, str]] = field(default_factory=list)
-    warn_heads: list[tuple[str, str]] = field(default_factory=list)
-
-    def problem(self, text: str, fix: str, head: str, short: str) -> None:
-        self.fail(text, fix)
-        self.heads.append((head, short))
-
-    def warning(self, text: str, fix: str, head: str, short: str) -> None:
-        self.warn(text, fix)
-        self.warn_heads.append((head, short))
-
-
-@dataclass
 class _View:
     """What every stage reads: torch, the reference major, the objects that count."""
 
@@ -426,15 +410,15 @@ def _variants(v: _View, linkers: list[dict[str, Any]], groups: dict[str, dict[in
 # ---------------------------------------------------------------------- the stages
 
 
-def _torch_child(v: _View, out: _Out) -> None:
+def _torch_child(v: _View, out: Findings) -> None:
     """torch does not import, the child could not start, or it died in a G1 step."""
     c, err = v.f.child or {}, (v.f.torch or {}).get("torch_import_error")
     step = str(c.get("step") or "")
     if c.get("error"):
         what = c.get("describe") or "torch child could not start"
-        out.problem(what, "check the Python interpreter pytest runs", what, "check the Python interpreter")
+        out.fail(what, "check the Python interpreter pytest runs", what, "check the Python interpreter")
     elif err and not v.absent:
-        out.problem(
+        out.fail(
             f"torch is installed but does not import: {err}",
             f"reinstall torch for this CUDA ({TORCH_INDEX}) or use an NGC container",
             f"torch does not import: {_gist(err)}",
@@ -442,7 +426,7 @@ def _torch_child(v: _View, out: _Out) -> None:
         )
     elif v.died and (step in G1_STEPS or step.startswith(("load ", "import "))):
         how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
-        out.problem(
+        out.fail(
             str(c.get("describe")) + _death_hint(c),
             _death_fix(v, step, c),
             f"torch child {how} in {step!r}",
@@ -521,7 +505,7 @@ def _with_error(needs: str, failed: Mapping[str, Any] | None) -> str:
     return f"{needs}; does not load: {_gist(err)}"
 
 
-def _mismatch(v: _View, out: _Out) -> None:
+def _mismatch(v: _View, out: Findings) -> None:
     """Objects linking another CUDA major than the reference (combined with their load error)."""
     mismatched: list[dict[str, Any]] = []
     if v.reference is not None and (v.ref_from == "torch" or len(v.linker_majors) > 1):
@@ -549,7 +533,7 @@ def _mismatch(v: _View, out: _Out) -> None:
         short = f"reinstall {names[0]} for CUDA {v.reference}"
     else:
         short = f"reinstall them for CUDA {v.reference}" if names else f"rebuild for CUDA {v.reference}"
-    out.problem(
+    out.fail(
         f"{_objects(len(mismatched), 'link')} another CUDA major than {v.ref_text}: {first_n(shown)}",
         f"pip uninstall {' '.join(names)} and {again}"
         if names
@@ -583,7 +567,7 @@ def _mismatch_head(v: _View, x: Mapping[str, Any], dists: int, short_fix: str) -
     return next((c for c in candidates if len(c) <= min(room, 90)), candidates[-1])
 
 
-def _torch_fits(v: _View, out: _Out) -> None:
+def _torch_fits(v: _View, out: Findings) -> None:
     """torch (or the reference) newer than the driver; not the profile's major; CPU-only."""
     f, ref = v.f, v.reference
     if (
@@ -592,7 +576,7 @@ def _torch_fits(v: _View, out: _Out) -> None:
         and v.driver_major is not None
         and ref > v.driver_major
     ):
-        out.problem(
+        out.fail(
             f"{v.ref_text or f'CUDA {ref}'} needs CUDA {ref} but the driver "
             f"({f.driver_version or '?'}) supports CUDA {v.driver_text}",
             f"upgrade the NVIDIA driver to one that supports CUDA {ref}, or install a torch "
@@ -604,7 +588,7 @@ def _torch_fits(v: _View, out: _Out) -> None:
     if required and v.torch_major is not None and v.torch_major != required:
         where = "GB10 (SM121)" if v.params.gb10 else "this profile"
         version = v.torch_version or v.torch_dist
-        out.problem(
+        out.fail(
             f"torch {version} is built for CUDA {v.torch_cuda or v.torch_major}; {where} needs a CUDA {required} build",
             f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
             f"torch {version} is CUDA {v.torch_cuda or v.torch_major}; {where} needs CUDA {required}",
@@ -614,7 +598,7 @@ def _torch_fits(v: _View, out: _Out) -> None:
         _cpu_only_torch(v, out)
 
 
-def _cpu_only_torch(v: _View, out: _Out) -> None:
+def _cpu_only_torch(v: _View, out: Findings) -> None:
     """A CPU-only wheel next to a working driver: what plain pip on aarch64 gave before torch 2.11."""
     f = v.f
     gpu = ", ".join(sorted(set(f.gpus))) or "an NVIDIA GPU"
@@ -624,7 +608,7 @@ def _cpu_only_torch(v: _View, out: _Out) -> None:
     why = ""
     if (f.arch or "").lower() in ("aarch64", "arm64") and _before(v.torch_version, (2, 11)):
         why = "; PyPI's aarch64 torch before 2.11 is CPU-only"
-    out.problem(
+    out.fail(
         f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
         f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
         f"{TORCH_INDEX}{why}",
@@ -638,7 +622,7 @@ def _before(version: str | None, floor: tuple[int, int]) -> bool:
     return bool(m) and (int(m.group(1)), int(m.group(2))) < floor
 
 
-def _kernel(v: _View, out: _Out) -> str:
+def _kernel(v: _View, out: Findings) -> str:
     """torch's tiny kernel: ``ok``, ``failed`` or ``not run``."""
     t, f = v.f.torch or {}, v.f
     kernel = t.get("kernel")
@@ -647,7 +631,7 @@ def _kernel(v: _View, out: _Out) -> str:
         if kernel.get("ok"):
             return "ok"
         got = kernel.get("error") or f"wrong result {kernel.get('value')!r}"
-        out.problem(
+        out.fail(
             f"torch's tiny kernel failed on {gpu}: {got}",
             "install a torch build whose CUDA major and arch list cover this GPU (cu130 on GB10)",
             f"torch's tiny kernel failed on {gpu}",
@@ -656,7 +640,7 @@ def _kernel(v: _View, out: _Out) -> str:
         return "failed"
     if v.torch_cuda and v.gpu_seen and v.torch_version and t.get("cuda_available") is False:
         why = t.get("cuda_error") or "torch.cuda.is_available() is False"
-        out.problem(
+        out.fail(
             f"torch {v.torch_version} (CUDA {v.torch_cuda}) cannot use the GPU: {why}",
             "check the driver (nvidia-smi) and that torch's CUDA major is not above the driver's",
             f"torch {v.torch_version} cannot use the GPU",
@@ -665,7 +649,7 @@ def _kernel(v: _View, out: _Out) -> str:
     return "not run"
 
 
-def _loads(v: _View, out: _Out) -> None:
+def _loads(v: _View, out: Findings) -> None:
     """Objects that did not dlopen (not already named as another major's build)."""
     by_path = {e.get("path"): e for e in v.f.requested}
     for path, o in sorted(v.failed.items()):
@@ -698,7 +682,7 @@ def _loads(v: _View, out: _Out) -> None:
                 else f"reinstall or uninstall {dist}"
             )
             short = f"reinstall {dist} for CUDA {major}" if major else f"reinstall {dist}"
-        out.problem(
+        out.fail(
             f"{who}: {name} does not load: {err}",
             fix,
             f"{who}: {_short_name(name)}: {_gist(err)}",
@@ -706,7 +690,7 @@ def _loads(v: _View, out: _Out) -> None:
         )
 
 
-def _arch_notes(v: _View, out: _Out) -> None:
+def _arch_notes(v: _View, out: Findings) -> None:
     """Which of a package's per-GPU-arch alternatives the child loaded."""
     chosen = (v.f.torch or {}).get("variants") or {}
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -719,7 +703,7 @@ def _arch_notes(v: _View, out: _Out) -> None:
         out.note(f"{key}: {len(members)} builds per GPU arch, one loaded per process; {what}")
 
 
-def _variant_sets(v: _View, out: _Out) -> None:
+def _variant_sets(v: _View, out: Findings) -> None:
     """A per-CUDA-version package: which build matches torch, or that none does."""
     for _key, info in sorted(v.variants.items()):
         tags = info["tags"]
@@ -731,7 +715,7 @@ def _variant_sets(v: _View, out: _Out) -> None:
             continue
         if v.torch_cuda and v.reference is not None:
             dist = info["owner"].split(" ", 1)[0]
-            out.problem(
+            out.fail(
                 f"{info['owner']} ships builds for CUDA {span} and none for torch's CUDA {v.torch_cuda}",
                 f"pip install -U {dist} (a release with a CUDA {v.reference} build), or pip uninstall {dist}",
                 f"{info['owner']}: no build for CUDA {v.reference} (has {span})",
@@ -739,7 +723,7 @@ def _variant_sets(v: _View, out: _Out) -> None:
             )
 
 
-def _leftovers(v: _View, out: _Out) -> None:
+def _leftovers(v: _View, out: Findings) -> None:
     """CUDA runtimes of another major that nothing links (a wheel, ldconfig, LD_LIBRARY_PATH)."""
     f, ref = v.f, v.reference
     if ref is None:
@@ -776,7 +760,7 @@ def _leftovers(v: _View, out: _Out) -> None:
         fix += ("; " if fix else "") + "remove the old toolkit's /etc/ld.so.conf.d entry and run ldconfig"
     fix += " — so a CUDA 12 wheel fails at install, not half-loaded mid-run"
     majors = "/".join(sorted({str(m) for _, m in found}))
-    out.warning(
+    out.warn(
         f"leftover CUDA {majors} libraries linked by nothing ({first_n(parts, 2)})",
         fix.strip(),
         f"leftover CUDA {majors} libraries linked by nothing ({count(len(parts), 'library', 'libraries')})",
@@ -784,7 +768,7 @@ def _leftovers(v: _View, out: _Out) -> None:
     )
 
 
-def _readings(v: _View, out: _Out) -> None:
+def _readings(v: _View, out: Findings) -> None:
     f, scan, c = v.f, v.f.scan or {}, v.f.child or {}
     skipped = scan.get("skipped") or {}
     out.read("torch_version", v.torch_version or v.torch_dist)
@@ -825,7 +809,7 @@ def _readings(v: _View, out: _Out) -> None:
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G1 from the facts (pure), stage by stage."""
     v = _view(facts, params)
-    out = _Out("G1")
+    out = Findings("G1")
     _readings(v, out)
     _torch_child(v, out)
     _mismatch(v, out)
@@ -839,7 +823,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     loaded = int((facts.torch or {}).get("loaded") or 0)
     out.read("objects_loaded", loaded - len([1 for o in v.failed.values() if not o.get("retry_ok")]))
     if out.problems:
-        return _short(out, out.heads, out.result())
+        return _short(out, out.result())
     skip = _nothing_to_check(v)
     if skip is not None:
         skip.readings, skip.details = list(out.readings), list(out.details)
@@ -849,13 +833,13 @@ def evaluate(facts: Facts, params: Params) -> Result:
     return _verdict(v, out, kernel, loaded)
 
 
-def _unverified(v: _View, out: _Out) -> None:
+def _unverified(v: _View, out: Findings) -> None:
     """The child died in another check's step before the loads ran."""
     loaded = int((v.f.torch or {}).get("loaded") or 0)
     wanted = [e for e in v.f.requested if not e.get("group")]
     if v.died and v.torch_version and not out.problems and loaded < len(wanted):
         names = [str(e.get("name")) for e in wanted[loaded:]]
-        out.warning(
+        out.warn(
             f"extension objects not loaded ({first_n(names)}): {(v.f.child or {}).get('describe')}",
             "see the check that owns that step (G2 flash-attn, G5 bandwidth)",
             f"{count(len(names), 'extension object')} not loaded: the torch child stopped",
@@ -881,10 +865,10 @@ def _nothing_to_check(v: _View) -> Result | None:
     )
 
 
-def _cpu_torch_with_cuda_modules(v: _View, out: _Out) -> None:
+def _cpu_torch_with_cuda_modules(v: _View, out: Findings) -> None:
     if v.cpu_only and v.linkers:
         majors = "/".join(map(str, sorted(v.linker_majors)))
-        out.warning(
+        out.warn(
             f"torch {v.torch_version} is CPU-only, yet {_objects(len(v.linkers), 'link')} CUDA "
             f"{majors}: they cannot run with this torch",
             "install a CUDA build of torch (cu130) or uninstall the CUDA packages",
@@ -893,7 +877,7 @@ def _cpu_torch_with_cuda_modules(v: _View, out: _Out) -> None:
         )
 
 
-def _verdict(v: _View, out: _Out, kernel: str, loaded: int) -> Result:
+def _verdict(v: _View, out: Findings, kernel: str, loaded: int) -> Result:
     """PASS (or WARN) with what was verified, in one line."""
     f = v.f
     majors = "/".join(map(str, sorted(v.linker_majors))) or "?"
@@ -933,7 +917,7 @@ def _verdict(v: _View, out: _Out, kernel: str, loaded: int) -> Result:
         fix = "; ".join(dict.fromkeys(x for _, x in out.warnings[:2]))
         details = [*texts[2:], *out.details]
         result = Result("G1", Status.WARN, summary, fix, list(out.readings), details=details)
-        return _short(out, out.warn_heads, result)
+        return _short(out, result)
     who = f"torch {v.torch_version or v.torch_dist}" if v.ref_from == "torch" else head
     short = f"{who} on driver CUDA {v.driver_text or '?'}"
     if n:
@@ -945,10 +929,9 @@ def _verdict(v: _View, out: _Out, kernel: str, loaded: int) -> Result:
     )
 
 
-def _short(out: _Out, heads: list[tuple[str, str]], result: Result) -> Result:
+def _short(out: Findings, result: Result) -> Result:
     """Fill the short line from the first problem's (or warning's) headline."""
-    if heads:
-        head, short = heads[0]
-        result.headline = plus_more(head, len(heads))
-        result.short_fix = short
+    head, short = out.first_short()
+    if head:
+        result.headline, result.short_fix = head, short
     return result

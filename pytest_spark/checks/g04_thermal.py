@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, plus_more
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_spark.model import SHORT_WIDTH, Reading, Result, Status
 from pytest_spark.thermal import (
     COUNTERS,
@@ -51,6 +51,8 @@ DRIVER_FIX = (
     "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
     "reboot (on GB10 a full AC power cycle if it persists)"
 )
+#: its short form on the default line
+DRIVER_SHORT = "dmesg | grep -i Xid; reboot"
 
 #: nvidia-smi fields, in order. The reasons field was renamed in driver 535;
 #: older drivers know only the ``clocks_throttle_reasons`` spelling.
@@ -494,21 +496,12 @@ BRAKE_SHORT = "check the power adapter; full AC power cycle"
 
 @dataclass
 class _Out:
-    """Findings plus the short form (headline, short fix) of each finding."""
+    """G4's findings (the one ``kit.Findings``, each with its short form) and
+    what its stages add beside them: per-GPU readings and flat-power ceilings."""
 
     f: Findings
-    short: list[tuple[str, str]] = field(default_factory=list)  # of the warnings
-    fail_short: list[tuple[str, str]] = field(default_factory=list)  # of the failures
     per_gpu: list[Reading] = field(default_factory=list)
     ceilings: list[float] = field(default_factory=list)
-
-    def warn(self, text: str, fix: str, headline: str, short_fix: str) -> None:
-        self.f.warn(text, fix)
-        self.short.append((headline, short_fix))
-
-    def fail(self, text: str, headline: str) -> None:
-        self.f.fail(text, DRIVER_FIX)
-        self.fail_short.append((headline, "dmesg | grep -i Xid; reboot"))
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -532,9 +525,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
         return _failed(facts, out)
     overview, headline = _overview(series, static, facts, how)
     result = out.f.result(Status.INFO, overview, headline=headline)
-    if out.short:
-        head, result.short_fix = out.short[0]
-        result.headline = plus_more(head, len(out.short))
+    if out.f.warnings:
+        result.headline, result.short_fix = out.f.first_short()
         result.summary += f" ({how}, {facts.source})"
     return result
 
@@ -558,7 +550,7 @@ def _unreachable(facts: Facts) -> Result | None:
             DRIVER_FIX,
             details=facts.notes,
             headline="GPU driver not answering",
-            short_fix="dmesg | grep -i Xid; reboot",
+            short_fix=DRIVER_SHORT,
         )
     missing = facts.missing
     if missing:
@@ -578,7 +570,7 @@ def _unreachable(facts: Facts) -> Result | None:
             DRIVER_FIX,
             details=facts.notes,
             headline="GPU/driver not answering",
-            short_fix="dmesg | grep -i Xid; reboot",
+            short_fix=DRIVER_SHORT,
         )
     return None
 
@@ -591,11 +583,10 @@ def _why(text: str) -> str:
 
 def _failed(facts: Facts, out: _Out) -> Result:
     if facts.broken:
-        out.fail(facts.broken, "GPU/driver stopped answering")
+        out.f.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT)
     result = out.f.result(Status.INFO)
     result.summary = "GPU/driver stopped answering: " + result.summary
-    head, result.short_fix = out.fail_short[0]
-    result.headline = plus_more(head, len(out.fail_short))
+    result.headline, result.short_fix = out.f.first_short()
     return result
 
 
@@ -604,16 +595,19 @@ def _gpu_stage(s: GpuSeries, dev: Mapping[str, Any], many: bool, params: Params,
     flat power (WARN), and its readings when there are several GPUs."""
     label = f"GPU {s.index}" + (f" ({dev['name']})" if dev.get("name") else "")
     if s.lost:
-        out.fail(
+        out.f.fail(
             f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)",
+            DRIVER_FIX,
             f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
+            DRIVER_SHORT,
         )
         return
     if s.temperature.n == 0 and s.power_w.n == 0:
         real = {k: v for k, v in s.errors.items() if v != "NotSupported"}
         if real:
             errs = ", ".join(f"{k}: {v}" for k, v in sorted(real.items()))
-            out.fail(f"{label} answered errors only ({errs})", f"GPU {s.index} answered errors only")
+            headline = f"GPU {s.index} answered errors only"
+            out.f.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, headline, DRIVER_SHORT)
             return
     for key, name in sorted(s.errors.items()):
         if name != "NotSupported":
@@ -653,7 +647,7 @@ def _reasons_stage(s: GpuSeries, label: str, out: _Out) -> None:
                 "check cooling, the power supply and dmesg",
             )
         )
-    out.warn(text, "; ".join(f for f, _ in fixes), headline, fixes[0][1] if fixes else "")
+    out.f.warn(text, "; ".join(f for f, _ in fixes), headline, fixes[0][1] if fixes else "")
 
 
 def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
@@ -665,7 +659,7 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
     if hot > 0 and tmax is not None and tmax >= hot:
         # g4_hot_c is a margin below the trip (GB10's default 85 C: the trip is 86-87 C), not the trip
         trip = "; GB10 trips at 86-87 C" if params.gb10 else ""
-        out.warn(
+        out.f.warn(
             f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C"
             + (" (GB10's throttle trip is 86-87 C)" if trip else ""),
             COOL_FIX,
@@ -673,7 +667,7 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
             COOL_SHORT,
         )
     elif margin > 0 and tlim is not None and tlim <= margin:
-        out.warn(
+        out.f.warn(
             f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
             f"{_fmt(tmax, 'C')}: about to slow down for heat",
             COOL_FIX,
@@ -698,7 +692,7 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, params: Params,
         )
         flat = None
     if flat is not None:
-        out.warn(
+        out.f.warn(
             f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "
             f"{_fmt(ceiling, 'W')} ceiling; limit {_fmt(limit_w, 'W')}) while the temperature rose "
             f"{flat.rise:.1f} C ({_fmt(flat.temp_start)}->{_fmt(flat.temp_end, 'C')}) in {flat.seconds:.1f} s",
@@ -743,7 +737,7 @@ def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
         if grew:
             words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
             brake = set(grew) == {"hw_power_brake_slowdown"}
-            out.warn(
+            out.f.warn(
                 f"{where} clocks cut during the sample: {words} (clock-event counters)",
                 BRAKE_FIX if brake else COOL_FIX,
                 f"{words} during the sample",
@@ -751,7 +745,7 @@ def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
             )
         elif total / 1e6 > boot_s:
             words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
-            out.warn(
+            out.f.warn(
                 f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
                 f"{boot_s:g} s; none during the sample)",
                 COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_spark.checks import g06_contention
-from pytest_spark.checks.kit import CheckContext, FactsBase, Params, first_n
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_spark.model import Reading, Result, Status
 
 GIB = 1 << 30
@@ -243,29 +243,33 @@ def _pct(part: float, whole: float | None) -> str:
 
 @dataclass
 class _Out:
-    """What G5's stages add: parts of the line, the status, fixes, short forms."""
+    """G5's line in the making: its parts in order (what is fine and what
+    warns), the status, the headlines of what is fine. Its warnings, with
+    their fixes and short forms, go into the one ``kit.Findings`` (``f``)."""
 
     status: Status = Status.INFO
     parts: list[str] = field(default_factory=list)
-    fixes: list[str] = field(default_factory=list)
-    short: list[tuple[str, str]] = field(default_factory=list)  # of the warnings
     info: list[str] = field(default_factory=list)  # headlines of what is fine
     readings: list[Reading] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
+    f: Findings = field(default_factory=lambda: Findings("G5"))
 
     def warn(self, text: str, fix: str, headline: str, short_fix: str) -> None:
+        """A warning, said in the line where it falls among the parts."""
         self.status = Status.WARN
         self.parts.append(text)
-        self.fixes.append(fix)
-        self.short.append((headline, short_fix))
+        self.f.warn(text, fix, headline, short_fix)
 
     def result(self) -> Result:
-        head, short_fix = self.short[0] if self.short else (first_n(self.info, 2), "")
+        if self.f.warnings:
+            head, short_fix = self.f.short.get(self.f.warnings[0][0], ("", ""))
+        else:
+            head, short_fix = first_n(self.info, 2), ""
         return Result(
             "G5",
             self.status,
             "; ".join(self.parts),
-            "; ".join(dict.fromkeys(self.fixes)),
+            "; ".join(dict.fromkeys(fix for _, fix in self.f.warnings)),
             self.readings,
             details=self.details,
             headline=head,

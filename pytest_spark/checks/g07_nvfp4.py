@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, plus_more
+from pytest_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_spark.model import Reading, Result, Status
 from pytest_spark.probes import elf
 from pytest_spark.probes.dist_files import owners_for
@@ -404,37 +404,7 @@ def _cpu_only(f: Facts) -> bool:
     return "+cpu" in f.torch_version or (f.torch_cuda is None and not f.arch_list)
 
 
-@dataclass
-class _Out:
-    """``kit.Findings`` plus a short headline and fix per finding, for the
-    default terminal line (the long text stays in the summary)."""
-
-    findings: Findings
-    short: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    def fail(self, text: str, fix: str, headline: str, short_fix: str) -> None:
-        self.findings.fail(text, fix)
-        self.short[text] = (headline, short_fix)
-
-    def warn(self, text: str, fix: str, headline: str, short_fix: str) -> None:
-        self.findings.warn(text, fix)
-        self.short[text] = (headline, short_fix)
-
-    def note(self, *texts: str) -> None:
-        self.findings.note(*texts)
-
-    def read(self, name: str, value: Any, unit: str = "") -> None:
-        self.findings.read(name, value, unit)
-
-    def first_short(self) -> tuple[str, str]:
-        pairs = self.findings.problems or self.findings.warnings
-        if not pairs:
-            return "", ""
-        headline, short_fix = self.short.get(pairs[0][0], (pairs[0][0], pairs[0][1]))
-        return plus_more(headline, len(pairs)), short_fix
-
-
-def _torch_stage(f: Facts, archs: list[Arch], out: _Out) -> tuple[str, bool | None]:
+def _torch_stage(f: Facts, archs: list[Arch], out: Findings) -> tuple[str, bool | None]:
     """``(text, runs)``: can torch run anything on SM121? ``runs`` is ``None``
     when torch's build could not be read (not importable, child died)."""
     who = f"torch {f.torch_version}" if f.torch_version else "torch"
@@ -467,7 +437,7 @@ def _torch_stage(f: Facts, archs: list[Arch], out: _Out) -> tuple[str, bool | No
     return listed, False
 
 
-def _env_stage(f: Facts, archs: list[Arch], out: _Out) -> str:
+def _env_stage(f: Facts, archs: list[Arch], out: Findings) -> str:
     """``TORCH_CUDA_ARCH_LIST`` decides what extensions built here target."""
     if not f.env_arch_list:
         return "TORCH_CUDA_ARCH_LIST unset"
@@ -500,7 +470,7 @@ def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str
     return "no NVFP4 kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
 
 
-def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: _Out) -> str:
+def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findings) -> str:
     """NVFP4 is judged only where the stack uses it: ``--spark-precision
     nvfp4``, or an installed NVFP4 kernel library (unless the precision given
     says the run uses none)."""
@@ -549,7 +519,7 @@ def _release_floor(value: float) -> tuple[int, int]:
     return major, round((value - major) * 10)
 
 
-def _triton_stage(f: Facts, floor: float, out: _Out) -> str:
+def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
     """Triton's ptxas for SM121 must know ``sm_121a`` (triton #8539)."""
     t = f.triton
     if t is None:
@@ -583,7 +553,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     skip, caps, _source = _gpu(facts)
     if skip is not None:
         return skip
-    out = _Out(Findings("G7"))
+    out = Findings("G7")
     gpu = f"{next(n for n, c in caps if c == SM121)} is SM121 (12.1)"
     torch_archs, torch_bad = parse_arch_list(facts.arch_list)
     env_archs, env_bad = parse_arch_list(facts.env_arch_list)
@@ -610,7 +580,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     headline, short_fix = out.first_short()
     if not headline:
         headline = _ok_headline(facts, torch_archs, runs)
-    result = out.findings.result(
+    result = out.result(
         Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix
     )
     if result.status in (Status.FAIL, Status.WARN):

@@ -449,19 +449,10 @@ def _rank_prefix(env: dict[str, str]) -> str:
     return f"rank {rank} of {world} (per-rank detail; rank 0 reports for the job): "
 
 
-class Out(nodes.Flagged):
-    """G10's findings, each with a headline and a short fix kept beside it."""
-
-    def __init__(self) -> None:
-        super().__init__("G10")
-        #: ranks the node comparison found alike (0: none compared, or they differ)
-        self.alike = 0
-
-
 # --------------------------------------------------------------------------- evaluate: the probe
 
 
-def _probe_readings(d: dict[str, Any], out: Out) -> None:
+def _probe_readings(d: dict[str, Any], out: Findings) -> None:
     if d.get("backend"):
         out.read("allreduce_backend", d["backend"])
     if d.get("world_size"):
@@ -472,7 +463,7 @@ def _probe_readings(d: dict[str, Any], out: Out) -> None:
         out.read("nccl_version", d["nccl_version"])
 
 
-def _judge_probe(probe: dict[str, Any] | None, multi_node: bool, floor: float, out: Out) -> str:
+def _judge_probe(probe: dict[str, Any] | None, multi_node: bool, floor: float, out: Findings) -> str:
     """Add the all-reduce probe's findings; returns the text a PASS line carries."""
     if probe is None:
         return ""
@@ -567,7 +558,7 @@ def _down(dev: dict[str, Any]) -> bool:
     return bool(states) and all("DOWN" in s.upper() or "INIT" in s.upper() for s in states)
 
 
-def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Out) -> list[str]:
+def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Findings) -> list[str]:
     """WARN when NCCL_IB_HCA names one RoCE twin of a port and not the other;
     returns the devices NCCL will use (for the MTU check)."""
     devices = sorted(rdma)
@@ -620,7 +611,7 @@ def _data_ifnames(env: dict[str, str], link: dict[str, Any], chosen: list[str], 
     return list(dict.fromkeys([*sockets, *behind]))  # the interface the user named first
 
 
-def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Out) -> None:
+def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings) -> None:
     """The two-Spark link as NCCL is told to use it (only for a multi-node job)."""
     if env.get("NCCL_IB_DISABLE", "").strip() == "1":
         out.flag(
@@ -670,7 +661,7 @@ ROLE_TEXT = {
 }
 
 
-def _judge_tp(bad: list[Violation], option: str, out: Out) -> None:
+def _judge_tp(bad: list[Violation], option: str, out: Findings) -> None:
     """One finding per kind of job (training, serving, not said), each judged on its own:
     training by ``--spark-tp-across-nodes`` (default FAIL), serving WARN."""
     for role in ("training", "", "serving"):
@@ -701,7 +692,7 @@ def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[dict[s
     return _view("environment", "env", findings, world, role), findings
 
 
-def _source_views(f: Facts, world: int | None, out: Out) -> tuple[list[View], int]:
+def _source_views(f: Facts, world: int | None, out: Findings) -> tuple[list[View], int]:
     views: list[View] = []
     errors = 0
     for src in f.sources:
@@ -714,7 +705,7 @@ def _source_views(f: Facts, world: int | None, out: Out) -> tuple[list[View], in
     return views, errors
 
 
-def _readings(f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Out) -> None:
+def _readings(f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Findings) -> None:
     others = [v for v in all_views if v is not job]
     out.read("nodes", (job.nodes or max((v.nodes for v in others), default=0)) or None)
     out.read("tensor_parallel", max((v.tp for v in all_views), default=0) or None)
@@ -742,7 +733,7 @@ def _readings(f: Facts, job: View, views: list[View], all_views: list[View], err
         out.note(f"not read as configs (this tool wrote them): {first_n(f.own_outputs, 5, sep=', ')}")
 
 
-def _nothing_to_go_on(f: Facts, out: Out, p_text: str) -> Result:
+def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
     """No launcher, no TP, no node count: a single node (PASS), unless the
     configs the user named could not be read (SKIP: could not check)."""
     tried = [src for src in f.sources if src["kind"] in CONFIG_KINDS]
@@ -775,7 +766,7 @@ def _nothing_to_go_on(f: Facts, out: Out, p_text: str) -> Result:
 
 
 def _ok_parts(
-    job: View, others: list[View], all_views: list[View], out: Out, files: list[str]
+    job: View, others: list[View], all_views: list[View], out: Findings, files: list[str]
 ) -> tuple[str, str]:
     """``(summary, headline)`` of a job with nothing wrong. The headline names
     the config files read, and a TP that belongs to another job says so (it
@@ -845,14 +836,15 @@ def _has_evidence(f: Facts, env_findings: list[dict[str, Any]], views: list[View
     )
 
 
-def _finish(f: Facts, out: Out, ok: tuple[str, str], p_text: str, *, job_ok: bool) -> Result:
-    """One Result: the problem first, then what the job is; the rank in front."""
+def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok: bool, alike: int) -> Result:
+    """One Result: the problem first, then what the job is; the rank in front.
+    ``alike``: ranks the node comparison found alike (0: none compared, or they differ)."""
     pairs = out.problems or out.warnings
     if out.problems and out.warnings:  # said in the details, with their fixes
         out.note(*(f"also: {t} (fix: {x})" for t, x in out.warnings))
-    if out.alike:  # said on the line: a comparison that ran is not a silent one
-        alike = "same GPU, driver, CUDA, torch, NCCL and settings"
-        ok = (f"{ok[0]}; {out.alike} ranks compared: {alike}", f"{ok[1]}; {out.alike} ranks alike")
+    if alike:  # said on the line: a comparison that ran is not a silent one
+        same = "same GPU, driver, CUDA, torch, NCCL and settings"
+        ok = (f"{ok[0]}; {alike} ranks compared: {same}", f"{ok[1]}; {alike} ranks alike")
     head, short = out.short.get(pairs[0][0], ("", "")) if pairs else (ok[1], "")
     summary = ok[0] + (f"; {p_text}" if p_text else "")
     r = out.result(Status.PASS, summary, headline=head, short_fix=short)
@@ -868,18 +860,17 @@ def _finish(f: Facts, out: Out, ok: tuple[str, str], p_text: str, *, job_ok: boo
     return r
 
 
-def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
-    """The node comparison (``checks/nodes.py``): a missing rank, a difference."""
+def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
+    """The node comparison (``checks/nodes.py``): a missing rank, a difference.
+    Returns how many ranks it found alike (0: none compared, or they differ)."""
     if exchanged is None:
-        return
+        return 0
     fps = exchanged.get("fingerprints") or []
     if fps:
         out.read("nodes_compared", len(fps))
         before = len(out.problems) + len(out.warnings)
         nodes.compare(fps, out, exchanged.get("rank"))
-        if len(out.problems) + len(out.warnings) == before:
-            out.alike = len(fps)
-        return
+        return len(fps) if len(out.problems) + len(out.warnings) == before else 0
     missing = exchanged.get("missing") or []
     error = str(exchanged.get("error") or "no fingerprints came back")
     store = exchanged.get("store") or "MASTER_ADDR:MASTER_PORT"
@@ -896,7 +887,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
             f"rank {who} never joined the node comparison",
             f"start rank {who}; check {store} is reachable",
         )
-        return
+        return 0
     if exchanged.get("cause") == "rendezvous":
         out.flag(
             Status.WARN,
@@ -906,7 +897,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
             "nodes not compared: srun gives no MASTER_ADDR/MASTER_PORT",
             "export MASTER_ADDR, MASTER_PORT before srun",
         )
-        return
+        return 0
     torch = exchanged.get("cause") == "torch"
     out.flag(
         Status.WARN,
@@ -917,13 +908,14 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Out) -> None:
         "nodes not compared",
         "install torch with gloo" if torch else "check MASTER_ADDR/MASTER_PORT",
     )
+    return 0
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G10 from what gather() read (pure)."""
     f = facts
     world = launch.job_rank(f.env)[1]
-    out = Out()
+    out = Findings("G10")
     env_view, env_findings = _env_view(f.env, world)
     views, errors = _source_views(f, world, out)
     # the job is what launched this run; every config, named or found, is judged on its own (issue 11)
@@ -941,7 +933,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.evidence()}" for b in bad]
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
-    _judge_fleet(f.fleet, out)
+    alike = _judge_fleet(f.fleet, out)
     p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps"), out)
     if f.intrusive is False and world and world > 1:
         out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
@@ -950,4 +942,4 @@ def evaluate(facts: Facts, params: Params) -> Result:
         r.details = _bounded(r.details)
         return r
     files = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
-    return _finish(f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad)
+    return _finish(f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad, alike=alike)

@@ -258,12 +258,18 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 @dataclass
 class Findings:
-    """The accumulator a check's ``evaluate`` writes into.
+    """The one accumulator every check's ``evaluate`` writes into, and the
+    node comparison (``checks/nodes.py``) too.
 
     Stages append problems (FAIL), warnings (WARN), notes for the details,
     and readings; :meth:`result` turns them into one :class:`Result` with
-    the one shortening rule. ``headline``/``short_fix`` may be set for the
-    short terminal line; otherwise the first problem (or warning) is it.
+    the one shortening rule. A finding may carry its short form for the
+    default terminal line (``headline``, ``short_fix``), kept in
+    :attr:`short` by its text; otherwise its text and fix are it.
+
+    One type with one set of methods: G10 once handed a plain accumulator
+    to the node comparison, which wrote into a subclass's extra method, and
+    crashed exactly when two nodes differed.
     """
 
     check_id: str
@@ -271,12 +277,24 @@ class Findings:
     warnings: list[tuple[str, str]] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     readings: list[Reading] = field(default_factory=list)
+    #: a finding's text -> its short form (headline, short fix), when it has one
+    short: dict[str, tuple[str, str]] = field(default_factory=dict)
 
-    def fail(self, text: str, fix: str = "") -> None:
+    def fail(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
         self.problems.append((text, fix))
+        self._keep_short(text, headline, short_fix)
 
-    def warn(self, text: str, fix: str = "") -> None:
+    def warn(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
         self.warnings.append((text, fix))
+        self._keep_short(text, headline, short_fix)
+
+    def flag(self, status: Status, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
+        """A FAIL (``status`` FAIL) or a WARN (any other), with its short form."""
+        (self.fail if status is Status.FAIL else self.warn)(text, fix, headline, short_fix)
+
+    def _keep_short(self, text: str, headline: str, short_fix: str) -> None:
+        if headline or short_fix:
+            self.short.setdefault(text, (headline or text, short_fix))
 
     def note(self, *texts: str) -> None:
         self.details.extend(t for t in texts if t)
@@ -291,6 +309,17 @@ class Findings:
         if self.warnings:
             return Status.WARN
         return None
+
+    def first_short(self) -> tuple[str, str]:
+        """``(headline, short fix)`` of the first problem (else warning), the
+        headline counting the rest (:func:`plus_more`); ``("", "")`` when
+        nothing was found. A finding without a short form gives its text and fix."""
+        pairs = self.problems or self.warnings
+        if not pairs:
+            return "", ""
+        text, fix = pairs[0]
+        headline, short_fix = self.short.get(text, (text, fix))
+        return plus_more(headline, len(pairs)), short_fix
 
     def result(
         self,
@@ -319,6 +348,7 @@ class Findings:
         summary = first_n(texts, shown)
         fixes = list(dict.fromkeys(f for _, f in pairs[:shown] if f))
         details = [*texts[shown:], *self.details]
+        first_head, first_fix = self.first_short()
         return Result(
             self.check_id,
             status,
@@ -326,6 +356,6 @@ class Findings:
             fix="; ".join(fixes),
             readings=list(self.readings),
             details=details,
-            headline=headline or plus_more(texts[0], len(texts)),
-            short_fix=short_fix or (fixes[0] if fixes else ""),
+            headline=headline or first_head,
+            short_fix=short_fix or (first_fix if texts[0] in self.short else "") or (fixes[0] if fixes else ""),
         )

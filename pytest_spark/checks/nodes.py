@@ -23,20 +23,6 @@ FIX_SAME_IMAGE = "give every node the same container image and driver (pin the i
 FIX_SAME_ENV = "set the same NCCL/UCX/GLOO variables on every node"
 
 
-class Flagged(Findings):
-    """Findings with a headline and a short fix kept beside each problem: the
-    short terminal line of a cross-node finding names every node's value by
-    rank alone (the hostnames are in the whole line)."""
-
-    def __init__(self, check_id: str = "G10") -> None:
-        super().__init__(check_id)
-        self.short: dict[str, tuple[str, str]] = {}
-
-    def flag(self, status: Status, text: str, fix: str, headline: str, short_fix: str) -> None:
-        (self.fail if status is Status.FAIL else self.warn)(text, fix)
-        self.short.setdefault(text, (headline, short_fix))
-
-
 def label(fp: Mapping[str, Any]) -> str:
     host = fp.get("hostname") or "?"
     return f"rank {fp.get('rank', '?')} ({host})"
@@ -97,7 +83,7 @@ def _short_spread(fps: Sequence[Mapping[str, Any]], read: Callable[[Mapping[str,
 def _differ(
     fps: Sequence[Mapping[str, Any]],
     read: Callable[[Mapping[str, Any]], Any],
-    out: Flagged,
+    out: Findings,
     status: Status,
     what: tuple[str, str],
     fix: tuple[str, str],
@@ -109,7 +95,7 @@ def _differ(
         out.flag(status, f"{what[0]}: {spread}", fix[0], f"{what[1]}: {_short_spread(fps, read)}", fix[1])
 
 
-def compare(fps: Sequence[Mapping[str, Any]], out: Flagged, own_rank: Any = None) -> None:
+def compare(fps: Sequence[Mapping[str, Any]], out: Findings, own_rank: Any = None) -> None:
     """Add the cross-node findings of ``fps`` (one fingerprint per rank) to ``out``.
 
     ``own_rank``: the rank deciding; its own G10 status is not repeated (its
@@ -126,7 +112,7 @@ def _field(section: str, key: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda fp: (fp.get(section) or {}).get(key)
 
 
-def _often(fps: Sequence[Mapping[str, Any]], out: Flagged) -> None:
+def _often(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
     env_fix = (FIX_SAME_ENV, "the same on every node")
     for key in sorted({k for fp in fps for k in (fp.get("env") or {})}):
         _differ(fps, _field("env", key), out, Status.WARN, (f"{key} differs", f"{key} differs"), env_fix)
@@ -147,7 +133,7 @@ def _often(fps: Sequence[Mapping[str, Any]], out: Flagged) -> None:
     _memory(fps, out)
 
 
-def _memory(fps: Sequence[Mapping[str, Any]], out: Flagged) -> None:
+def _memory(fps: Sequence[Mapping[str, Any]], out: Findings) -> None:
     avail = [(fp.get("mem_available_kib"), fp) for fp in fps if isinstance(fp.get("mem_available_kib"), int)]
     if len(avail) < 2:
         return
@@ -165,7 +151,7 @@ def _memory(fps: Sequence[Mapping[str, Any]], out: Flagged) -> None:
         )
 
 
-def _statuses(fps: Sequence[Mapping[str, Any]], out: Flagged, own_rank: str | None) -> None:
+def _statuses(fps: Sequence[Mapping[str, Any]], out: Findings, own_rank: str | None) -> None:
     """Any check FAILed on any node blocks the job. A node's G10 status is
     its own launcher/config/link findings, decided before the comparison."""
     failed = [

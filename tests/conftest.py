@@ -174,69 +174,9 @@ def spark_env(tmp_path: Path, doubles: Doubles, monkeypatch: pytest.MonkeyPatch)
     return SparkEnv(tmp_path, doubles).apply(monkeypatch)
 
 
-NONROOT_USER = "sparktest"
-
-
-@pytest.fixture
-def nonroot_run():
-    """Run ``python <args>`` as an unprivileged user (made here if we are root).
-
-    Skips with the reason when that is impossible. ``run.base`` is a scratch
-    folder the user can reach (pytest's own tmp folders are private to root).
-    """
-    import shutil
-    import subprocess
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="spark-nonroot-"))
-    base.chmod(0o755)
-    try:
-        if os.geteuid() != 0:
-
-            def run_as_self(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-                return subprocess.run(
-                    [sys.executable, *args], capture_output=True, text=True, timeout=60, cwd=base, **kwargs
-                )
-
-            run_as_self.base = base  # type: ignore[attr-defined]
-            yield run_as_self
-            return
-        if shutil.which("useradd") is None or shutil.which("setpriv") is None:
-            pytest.skip("running as root and no useradd/setpriv to make an unprivileged user")
-        if subprocess.run(["id", "-u", NONROOT_USER], capture_output=True).returncode != 0:
-            made = subprocess.run(
-                ["useradd", "--no-create-home", NONROOT_USER], capture_output=True, text=True
-            )
-            if made.returncode not in (0, 9):  # 9: another xdist worker made it meanwhile
-                pytest.skip(f"cannot create an unprivileged user: {made.stderr.strip()}")
-        uid = int(subprocess.run(["id", "-u", NONROOT_USER], capture_output=True, text=True).stdout)
-        home = base / "home"
-        home.mkdir()
-        os.chown(home, uid, -1)
-        prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--init-groups", sys.executable]
-        probe = subprocess.run(
-            [*prefix, "-c", "import pytest_spark"], capture_output=True, text=True, timeout=60, cwd=home
-        )
-        if probe.returncode != 0:
-            pytest.skip(f"user {NONROOT_USER} cannot import pytest_spark here: {probe.stderr.strip()[-200:]}")
-
-        def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-            env = dict(kwargs.pop("env", os.environ))
-            env["HOME"] = str(home)
-            return subprocess.run(
-                [*prefix, *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                cwd=kwargs.pop("cwd", home),
-                env=env,
-                **kwargs,
-            )
-
-        run.base = base  # type: ignore[attr-defined]
-        yield run
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+#: ``nonroot_run`` and the unprivileged user it makes (removed at the end of
+#: the session that made it; the account files checked unchanged): suiteuser.py
+pytest_plugins = ("suiteuser",)
 
 
 def spark_cli(

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from suiteuser import NONROOT_USER as NONROOT
 
 from conftest import PYTEST_ARGS
 from doubles import elfkit
 from doubles.spark_scene import CLI, ISOLATE_CONFTEST, Scene, assert_clean
-
-NONROOT = "sparktest"
 
 
 def user_uid() -> int:

@@ -351,3 +351,15 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
     again = g3.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
     params = Params(profile="gb10", options={"workload_gb": 30.0})
     assert g3.evaluate(again, params) == g3.evaluate(facts, params)
+
+
+@pytest.mark.parametrize(("margin", "status"), [(0.0, Status.PASS), (0.5, Status.WARN)])
+def test_a_workload_exactly_equal_to_memfree_passes(margin: float, status: Status) -> None:
+    """cudaMemGetInfo's free is MemFree on GB10, so a workload of exactly
+    MemFree fits (``<=``, not ``<``); half a GiB of margin on top does not,
+    and with the page cache it fits MemAvailable: a WARN."""
+    text = meminfo_gib(total=121.7, free=96.0, available=112.8, cached=17.2)
+    result = g3.decide(facts_from(text), 96.0, margin_gib=margin)
+    assert result.status is status, result.line()
+    if status is Status.PASS:
+        assert result.summary.startswith("workload 96 GiB fits in MemFree 96.0 GiB")

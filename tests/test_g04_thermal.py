@@ -931,3 +931,17 @@ def test_every_result_has_a_headline_that_fits_the_short_line(facts: g4.Facts, s
     assert len(result.short_line()) <= 120 and "…" not in result.short_line(), result.short_line()
     if status in (Status.WARN, Status.FAIL):
         assert result.short_fix and result.short_fix in result.short_line()
+
+
+@pytest.mark.parametrize(("top", "status"), [(85.0, Status.WARN), (84.9, Status.INFO)])
+def test_a_maximum_exactly_at_g4_hot_c_warns_at_or_above(top: float, status: Status) -> None:
+    """g4_hot_c (85 C on GB10) is a margin below the 86-87 C trip, and the
+    line says "at or above": a sample that reaches it exactly WARNs, one a
+    tenth below does not. Power above the flat-power ceiling, no reason bit:
+    the heat rule alone decides."""
+    result = g4.evaluate(gb10_facts(series([80, 84, top], [110, 111, 110])), GB10_T)
+    assert result.status is status, result.line()
+    if status is Status.WARN:
+        assert "reached 85 C, at or above g4_hot_c = 85 C" in result.summary
+        assert result.headline == "GPU 0 at 85 C (warns from 85 C; GB10 trips at 86-87 C)"
+    assert "power flat" not in result.summary

@@ -254,3 +254,16 @@ def test_requirement_markers_come_from_the_gathered_facts() -> None:
     assert "transformers 4.57.1 requires missing-pkg>=1" in arm.summary
     x86 = decide(g9.Facts(dockerenv=True, dists=dists, markers={"platform_machine": "x86_64"}))
     assert x86.status is Status.PASS
+
+
+def test_ngc_pre_release_torch_meets_a_plain_specifier_of_accelerate_and_passes() -> None:
+    """NGC's torch is a pre-release (2.9.0a0+….nv25.9), and accelerate, peft
+    and trl declare a plain ``torch>=2.0.0``: PEP 440 leaves pre-releases out
+    of such a specifier unless asked, and then every NGC container with one
+    of them would FAIL G9. The comparison allows pre-releases."""
+    dists = dict(STACK_OK, accelerate=dist("accelerate", "1.10.1", "torch>=2.0.0", "numpy<3.0.0,>=1.17"))
+    dists["numpy"] = dist("numpy", "1.26.4")
+    result = decide(g9.Facts(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.09"}, dists=dists))
+    assert result.status is Status.PASS, result.line()
+    assert result.reading("broken_requirements").value == 0
+    assert g9.broken_requirements(dists) == ([], [])

@@ -1081,3 +1081,48 @@ def test_a_runs_allure_output_does_not_hide_the_job(pytester: pytest.Pytester, d
     assert r.reading("config_files").value == "serve/serve.yaml"
     assert "allure" not in r.summary
     assert "test reports not read as configs (Allure, pytest-html): allure-results/, assets/" in r.details
+
+
+@pytest.mark.parametrize("serving_first", [True, False], ids=["serving-said-first", "training-said-first"])
+def test_a_tp_job_its_sources_mark_both_training_and_serving_is_judged_as_training(serving_first: bool) -> None:
+    """One source that says serving (a vLLM backend) and training (Megatron's
+    TP key), in either order, and the environment saying both (vLLM's and
+    accelerate's TP variables): the stricter rule, training (FAIL by default),
+    not the serving WARN."""
+    serving = {"what": "backend", "value": "ray", "key": "--distributed-executor-backend", "raw": ""}
+    training = {"what": "tp", "value": 2, "key": "tensor_model_parallel_size", "raw": ""}
+    nodes = {"what": "nodes", "value": 2, "key": "--nnodes", "raw": ""}
+    both = {
+        "name": "launch.sh",
+        "kind": "given",
+        "findings": [serving, training, nodes] if serving_first else [training, serving, nodes],
+        "error": None,
+        "notes": [],
+        "role": None,
+    }
+    r = decide(both)
+    assert r.status is Status.FAIL, r.line()
+    assert r.reading("job_kind").value == "training"
+    assert "a training job: TP over the two-Spark link" in r.summary
+    assert r.short_line().startswith("G10 FAIL: training: TP 2 across 2 nodes")
+    first, second = ("VLLM_TENSOR_PARALLEL_SIZE", "PARALLELISM_CONFIG_TP_SIZE")[:: 1 if serving_first else -1]
+    env = {first: "2", second: "2", "SLURM_NNODES": "2"}
+    r = decide(env=env)
+    assert r.status is Status.FAIL, r.line()
+    assert r.reading("job_kind").value == "training"
+
+
+@pytest.mark.parametrize("busbw", [12.0, 16.0, 19.9])
+def test_one_roce_twin_12_to_20_gbs_warns_with_the_default_floor(busbw: float) -> None:
+    """The two-Spark link gives 20-24 GB/s with both RoCE twins and about
+    half with one (nccl_two_spark_5.txt: 98 Gb/s single-HCA, 161 with both):
+    with the default floor (the threshold table's, not one this test sets)
+    12-20 GB/s is a WARN naming the floor."""
+    one_twin = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": busbw, "busbw_gbps": busbw}}
+    facts = g10.Facts(env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True)
+    params = Params(profile="gb10", options={"tp_across_nodes": "fail"})
+    r = g10.evaluate(facts, params)
+    assert r.status is Status.WARN, r.line()
+    assert f"all-reduce busbw {busbw:.1f} GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor" in r.summary
+    assert r.reading("busbw_floor").value == 20.0
+    assert g10.evaluate(facts, Params(profile="generic")).status is Status.WARN

@@ -2,14 +2,19 @@
 and its test suite collects and runs from it.
 
 Built here the way ``python -m build`` builds it (setuptools' PEP 517
-backend, in a child process, from this checkout), without the network:
-``.ci/run`` builds it with ``build`` and fails on any warning, and so does
-this test.
+backend, in a child process), without the network: ``.ci/run`` builds it
+with ``build`` and fails on any warning, and so does this test.
+
+The build runs in a private copy of the checkout's files, never in the
+checkout: setuptools writes ``*.egg-info`` next to ``pyproject.toml``, and
+two xdist workers building in one folder at once trip over each other's
+half-written egg-info (and a build must not leave files in the checkout).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,13 +31,91 @@ WARNING = re.compile(r"^WARNING|would be ignored|SetuptoolsDeprecationWarning", 
 LOCAL_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)")
 
 
+#: what a copy of the checkout leaves out when git cannot list the files
+#: (an unpacked sdist, a tarball of the tree): environments, caches, builds
+UNTRACKED = (
+    ".git",
+    ".venv",
+    "venv",
+    ".ci-*",
+    "__pycache__",
+    "*.py[cod]",
+    "*.egg-info",
+    "build",
+    "dist",
+    ".*_cache",
+)
+#: the setuptools that reads ``license = "MIT"`` (PEP 639) in pyproject.toml
+SETUPTOOLS_FLOOR = 77
+
+
+def source_files(root: Path) -> list[str] | None:
+    """The checkout's files as git sees them: tracked (as they are on disk)
+    and untracked but not ignored (a test written and not yet committed).
+    None where ``root`` is no git checkout or git is missing."""
+    if shutil.which("git") is None or not (root / ".git").exists():
+        return None
+    proc = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if proc.returncode != 0:
+        return None
+    return [name for name in proc.stdout.split("\0") if name]
+
+
+def copy_checkout(root: Path, dest: Path) -> Path:
+    """A private copy of the files of ``root`` to build from (see the module
+    docstring). Files git lists but the checkout deleted are left out."""
+    names = source_files(root)
+    if names is None:
+        shutil.copytree(root, dest, ignore=shutil.ignore_patterns(*UNTRACKED), symlinks=True)
+        return dest
+    for name in names:
+        source = root / name
+        if not source.is_file():
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    return dest
+
+
+def test_the_build_copy_holds_the_new_files_and_leaves_out_the_environment(tmp_path: Path) -> None:
+    """The copy is what setuptools would read in the checkout: an untracked
+    test is in it (the sdist of a working tree, not of the last commit), the
+    venv and git's own folder are not."""
+    (tmp_path / "src").mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "src", check=True, timeout=60)
+    (tmp_path / "src" / ".gitignore").write_text(".venv/\n")
+    (tmp_path / "src" / "pyproject.toml").write_text("")
+    (tmp_path / "src" / ".venv").mkdir()
+    (tmp_path / "src" / ".venv" / "pyvenv.cfg").write_text("")
+    copy = copy_checkout(tmp_path / "src", tmp_path / "copy")
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == [".gitignore", "pyproject.toml"]
+    shutil.rmtree(tmp_path / "src" / ".git")
+    copy = copy_checkout(tmp_path / "src", tmp_path / "copy-without-git")
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == [".gitignore", "pyproject.toml"]
+
+
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The unpacked sdist of this checkout."""
+    """The unpacked sdist of this checkout, built from a private copy."""
+    import setuptools
+
+    major = int(setuptools.__version__.split(".")[0])
+    assert major >= SETUPTOOLS_FLOOR, (
+        f'setuptools {setuptools.__version__} cannot build this sdist: `license = "MIT"` needs'
+        f" setuptools>={SETUPTOOLS_FLOOR} (pip install 'setuptools>={SETUPTOOLS_FLOOR}')"
+    )
     out = tmp_path_factory.mktemp("sdist")
+    tree = copy_checkout(ROOT, tmp_path_factory.mktemp("checkout") / "tree")
     build = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
     proc = subprocess.run(
-        [sys.executable, "-c", build, str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", build, str(out)], cwd=tree, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     warned = WARNING.findall(proc.stdout + proc.stderr)

@@ -108,6 +108,7 @@ def open_folder(folder: str | os.PathLike[str]) -> int:
                 if target.startswith("/"):
                     os.close(fd)
                     fd = os.open("/", _DIR_FLAGS)
+                    shown = "/"
                 continue
             nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)  # a link swapped in meanwhile: ELOOP/ENOTDIR
             os.close(fd)

@@ -160,7 +160,9 @@ def _pyproject_ini(path: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+        from pytest_spark.probes.configs import parse_error  # the position, never the file's text
+
+        raise ConfigError(f"{path}: invalid TOML ({parse_error(exc)})") from None
     section = data.get("tool", {}).get("pytest", {})
     if not isinstance(section, dict):
         return None

@@ -53,6 +53,7 @@ def configure(config: pytest.Config, enabled: bool) -> None:
             raise pytest.UsageError(visible(str(exc))) from None
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
     per_rank_outputs(config)
+    refuse_planted_outputs(config)
     keep_early_child_only_if_used(config, settings)
     from pytest_spark.session import SparkPreflight
 
@@ -98,6 +99,27 @@ def per_rank_outputs(config: pytest.Config) -> None:
         value = getattr(config.option, name, None)
         if value:
             setattr(config.option, name, str(per_rank_path(value, os.environ)))
+
+
+#: other plugins' outputs: (option dest, its flag, a folder?)
+FOREIGN_OUTPUTS = (("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True))
+
+
+def refuse_planted_outputs(config: pytest.Config) -> None:
+    """JUnit, pytest-html and Allure write their own files, through whatever
+    another user planted at those paths (a root run in ``/tmp``: issue 19,
+    item 1); this plugin's own files refuse that (:mod:`pytest_spark.outfile`).
+    A preflight run checks theirs before it starts and stops in one line."""
+    from pytest_spark import outfile
+
+    for dest, flag, folder in FOREIGN_OUTPUTS:
+        value = getattr(config.option, dest, None)
+        if not value:
+            continue
+        try:
+            outfile.check_foreign(str(value), folder=folder)
+        except outfile.Refused as exc:
+            raise pytest.UsageError(f"{flag}: {str(value)!r} refused: {exc.strerror}") from None
 
 
 def options_without_preflight(config: pytest.Config) -> str | None:

@@ -108,6 +108,7 @@ def open_folder(folder: str | os.PathLike[str]) -> int:
                 if target.startswith("/"):
                     os.close(fd)
                     fd = os.open("/", _DIR_FLAGS)
+                    shown = "/"
                 continue
             nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)  # a link swapped in meanwhile: ELOOP/ENOTDIR
             os.close(fd)
@@ -150,6 +151,36 @@ def check(path: str | os.PathLike[str]) -> None:
     fd = open_folder(full.parent)
     try:
         _existing(full, name, fd)
+    finally:
+        os.close(fd)
+
+
+def check_foreign(path: str | os.PathLike[str], *, folder: bool = False) -> None:
+    """Raise :class:`Refused` for a path another plugin will write (pytest-html's
+    ``--html``, ``--junitxml``; ``folder``: allure-pytest's ``--alluredir``)
+    when another user could have aimed it: a planted symlink on the way or
+    at the end, or another user's file in a folder others can write. Checked
+    before the run (that plugin's own write comes at its end); a path that
+    is not there yet is fine, the plugin makes it."""
+    full = Path(os.path.abspath(path))
+    try:
+        fd = open_folder(full if folder else full.parent)
+    except Refused:
+        raise
+    except OSError:  # not there (yet): nothing planted on the way that exists
+        return
+    try:
+        if folder:
+            return
+        try:
+            st = os.lstat(full.name, dir_fd=fd)
+        except FileNotFoundError:
+            return
+        here = os.fstat(fd)
+        if stat.S_ISLNK(st.st_mode) and not _trusted_link(st, here):
+            raise Refused(full, f"a symlink of another user (uid {st.st_uid}) is there, in {_where(here)}")
+        if stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid() and others_can_write(here):
+            raise Refused(full, f"a file of another user (uid {st.st_uid}) in {_where(here)}; not replaced")
     finally:
         os.close(fd)
 

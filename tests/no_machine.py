@@ -10,7 +10,8 @@ any program started (``subprocess``, ``exec``, ``fork``, ``posix_spawn``,
 ``system``); any socket connection or name lookup; any shared library loaded
 (``ctypes``: how NVML is reached); a folder listed outside those places
 (``/proc``). ``/dev/null`` and the file Python's ``tempfile`` probes its
-folder with are pytest's own, not the machine's.
+folder with are pytest's own, not the machine's; an ``O_PATH`` descriptor
+(the report writer walks from ``/`` to its folder that way) reads nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def main() -> None:
         if event in ("open", "os.listdir", "os.scandir"):
             if not args or args[0] is None or isinstance(args[0], int):
                 return
+            if event == "open" and len(args) > 2 and isinstance(args[2], int) and args[2] & getattr(os, "O_PATH", 0):
+                return  # a descriptor that reads nothing: the report writer walking to its folder
             path = os.path.abspath(os.fsdecode(args[0]))
             if path.startswith(allowed) or path in captures or path in harmless or probe_of_tempfile(path):
                 return

@@ -227,3 +227,22 @@ def test_a_rank_path_the_option_check_never_saw_is_refused_at_the_write(
         f"spark-preflight: error: cannot write {shared / 'env.rank1.json'}: a symlink is there"
     )
     assert_untouched(private)
+
+
+@pytest.mark.parametrize(
+    ("flag", "name", "target"),
+    [("--junitxml", "junit.xml", "secret"), ("--html", "report.html", "new.html"), ("--alluredir", "allure", "")],
+)
+def test_other_plugins_outputs_aimed_by_another_user_stop_a_preflight_run(
+    shared: Path, private: Path, tmp_path: Path, flag: str, name: str, target: str
+) -> None:
+    """JUnit, pytest-html and allure-pytest write their own files, through a
+    link; a preflight run checks their paths first and stops in one line."""
+    link = shared / name
+    plant_link(link, private / target if target else private)
+    done = run_pytest([f"{flag}={link}"], tmp_path)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    line = one_error_line(done.stderr)
+    assert line.startswith(f"ERROR: {flag}: {str(link)!r} refused: "), line
+    assert "uid 65534" in line
+    assert_untouched(private)

@@ -733,6 +733,16 @@ def _readings(f: Facts, job: View, views: list[View], all_views: list[View], err
         out.note(f"not read as configs (this tool wrote them): {first_n(f.own_outputs, 5, sep=', ')}")
 
 
+def search_incomplete(f: Facts) -> str:
+    """Why the config search did not see every config under the rootdir (a
+    folder over its budget, the search's own limits), from its note; then
+    "nothing multi-node" is at most INFO, never "no config found" (issue 19, item 5)."""
+    if f.configs_given:
+        return ""
+    notes = (n for n in f.notes if isinstance(n, str) and n.startswith(mn.INCOMPLETE_NOTE))
+    return next((n[len(mn.INCOMPLETE_NOTE) :] for n in notes), "")
+
+
 def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
     """No launcher, no TP, no node count: a single node (PASS), unless the
     configs the user named could not be read (SKIP: could not check)."""
@@ -740,9 +750,14 @@ def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
     read = [src for src in tried if not src.get("error")]  # a FIFO or a broken file is not "read"
     broken = [src for src in tried if src.get("error")]
     names = first_n([src["name"] for src in read], 2, sep=", ")
-    said = f"read {names}" if read else ("no config read" if broken else "no config found")
+    given = [src for src in tried if src["kind"] == "given"]
+    incomplete = search_incomplete(f)
+    partial = bool(incomplete) and not given
+    said = f"read {names}" if read else ("no config read" if broken or partial else "no config found")
     if read:
         where = f"{len(read)} config file(s) read under {f.root}: {names}"
+    elif partial:
+        where = f"no config read in the part of {f.root} searched"
     else:
         where = f"no config {'file read' if broken else 'found'} under {f.root}"
     if broken:
@@ -751,7 +766,6 @@ def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
         "no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism or node count "
         f"({where}), no training/serving process with those flags" + (f"; {p_text}" if p_text else "")
     )
-    given = [src for src in tried if src["kind"] == "given"]
     if given and all(src.get("error") for src in given):
         return out.result(
             Status.SKIP,
@@ -760,6 +774,12 @@ def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
         )
     if not given:
         out.note("name your job's config with --spark-config if it is elsewhere")
+    if partial:
+        return out.result(
+            Status.INFO,
+            f"config search incomplete ({incomplete}): {text}",
+            headline=f"config search incomplete: nothing multi-node ({said})",
+        )
     return out.result(
         Status.PASS, f"single node: {text}", headline=f"single node: nothing multi-node ({said})"
     )
@@ -856,6 +876,11 @@ def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok
     r.summary = prefix + r.summary
     if prefix and not prefix.startswith("rank 0 "):
         r.headline = f"{prefix.split(' (', 1)[0]} (detail): {r.headline}"
+    incomplete = search_incomplete(f)
+    if r.status is Status.PASS and incomplete:
+        r.status = Status.INFO  # a search that did not finish is never a PASS
+        r.summary = f"{r.summary}; config search incomplete ({incomplete})"
+        r.headline = f"{r.headline}; config search incomplete"
     r.details = _bounded(r.details)
     return r
 

@@ -30,6 +30,7 @@ import re
 import shlex
 import stat
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -522,8 +523,39 @@ def read_config(path: Path, name: str, kind: str, *, max_bytes: int = MAX_BYTES)
     except MemoryError:
         src.error = f"invalid {fmt.upper()}: too large to parse"
     except Exception as exc:  # every parser's own error type, and anything odd in a document
-        src.error = f"invalid {fmt.upper() if fmt != 'python' else 'Python'}: {_one_line(exc)}"
+        src.error = f"invalid {fmt.upper() if fmt != 'python' else 'Python'}: {parse_error(exc)}"
     return src
+
+
+#: a quoted stretch of a parser's message: text of the file, unless it is a
+#: token name (``'<block end>'``) or one character
+_QUOTED = re.compile(r"""(['"])(?!<)([^'"]{2,})\1""")
+
+
+def parse_error(exc: BaseException) -> str:
+    """A parser's error as its kind and position, never the file's text.
+
+    PyYAML without libyaml quotes the offending line (``in "<unicode
+    string>", line 2`` and the line under it): a config the search followed
+    to a root-only file put that file's line in the terminal, a 0644 env
+    report and the capture (issue 19, item 8). Only the problem's own words
+    (quoted text of the file masked) and the line and column are kept."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "msg", None)
+    line = col = None
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:  # PyYAML
+        line, col = getattr(mark, "line", -1) + 1, getattr(mark, "column", -1) + 1
+    elif isinstance(exc, SyntaxError):
+        line, col = exc.lineno, exc.offset
+    else:  # json.JSONDecodeError; tomllib's carries lineno/colno from Python 3.14 and says it in msg before
+        line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    if type(exc).__name__ == "TOMLDecodeError" and line is None:
+        problem = str(exc)  # "Invalid value (at line 3, column 8)": its own words and position
+    if not isinstance(problem, str) or not problem.strip():
+        problem = type(exc).__name__
+    text = _QUOTED.sub(lambda m: f"{m.group(1)}…{m.group(1)}", " ".join(problem.split()))
+    where = f" at line {line}, column {col}" if isinstance(line, int) and line > 0 else ""
+    return f"{type(exc).__name__}: {text}{where}"[:200]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -532,6 +564,20 @@ def _one_line(exc: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------- finding configs
+
+
+#: entries of one folder looked at: a data folder cannot spend the whole
+#: search's budget (a 30,000-file ``data/`` hid ``zz_jobs/train.yaml``, issue 19)
+FOLDER_ENTRIES = 2_000
+#: config files taken from one folder
+FOLDER_FILES = 100
+#: names listed from one folder at most, to judge what it holds
+FOLDER_LIST = 100_000
+#: a folder holding more files than this, most of them of one suffix, holds data
+DATA_FOLDER_FILES = 500
+DATA_SHARE = 0.8
+#: places named in a note, at most
+PLACES = 5
 
 
 @dataclass
@@ -546,15 +592,42 @@ class Scan:
     skipped_reports: int = 0
     #: where they were: ``allure-results/``, ``out/al/`` (relative to the root, first few)
     report_places: list[str] = field(default_factory=list)
+    #: folders skipped for what they hold (:func:`data_folder`): ``data/ (30000 files, 30000 .jpg)``
+    data_places: list[str] = field(default_factory=list)
+    data_dirs: int = 0
+    #: data folders whose files have a config suffix: those files were not read
+    data_configs: int = 0
+    #: folders cut at their own budget (:data:`FOLDER_ENTRIES`, :data:`FOLDER_FILES`)
+    partial_places: list[str] = field(default_factory=list)
+    partial_dirs: int = 0
+    #: symlinked files leading out of the root: never read (issue 19, item 8)
+    links_out: int = 0
+    link_places: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def place(self, path: str, folder: bool = True) -> str:
+        rel = os.path.relpath(path, self.root).replace(os.sep, "/")
+        if not folder:
+            return rel
+        rel = rel.rstrip("/.") + "/"
+        return "./" if rel == "/" else rel
+
     def skip_report(self, folder: str) -> None:
         self.skipped_reports += 1
-        place = os.path.relpath(folder, self.root).replace(os.sep, "/").rstrip("/.") + "/"
-        if place not in self.report_places and len(self.report_places) < 5:
-            self.report_places.append("./" if place == "/" else place)
+        place = self.place(folder)
+        if place not in self.report_places and len(self.report_places) < PLACES:
+            self.report_places.append(place)
+
+    def incomplete(self) -> str | None:
+        """Why the search did not see every config under the root, or ``None``."""
+        why = [self.limit] if self.limit else []
+        if self.partial_dirs:
+            why.append(f"{self.partial_dirs} folder(s) only partly read: {', '.join(self.partial_places)}")
+        if self.data_configs:
+            why.append(f"{self.data_configs} data folder(s) of config-like files not read")
+        return "; ".join(why) or None
 
 
 def _is_venv(path: str) -> bool:
@@ -574,6 +647,70 @@ def report_output(path: str, is_dir: bool) -> bool:
     return REPORT_FILE.fullmatch(name) is not None
 
 
+def data_folder(entries: list[os.DirEntry[str]]) -> tuple[str, str] | None:
+    """``(what it holds, its main suffix)`` when a folder holds data, not
+    configs: more than :data:`DATA_FOLDER_FILES` files, most of them
+    (:data:`DATA_SHARE`) of one suffix (``30000 files, 30000 .jpg``): a
+    dataset, shards, per-sample annotations. ``None`` otherwise."""
+    files = [e for e in entries if not _is_dir(e)]
+    if len(files) <= DATA_FOLDER_FILES:
+        return None
+    from collections import Counter
+
+    suffix, count = Counter(os.path.splitext(e.name)[1].lower() for e in files).most_common(1)[0]
+    if count < DATA_SHARE * len(files):
+        return None
+    return f"{len(files)} files, {count} {suffix or 'without a suffix'}", suffix
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _list_folder(folder: str, scan: Scan) -> tuple[list[os.DirEntry[str]], bool] | None:
+    """The folder's entries by name (at most :data:`FOLDER_LIST`), and whether
+    there were more; ``None`` when it cannot be read."""
+    entries: list[os.DirEntry[str]] = []
+    more = False
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                if len(entries) >= FOLDER_LIST:
+                    more = True
+                    break
+                entries.append(entry)
+    except OSError:
+        scan.unreadable += 1
+        return None
+    entries.sort(key=lambda e: e.name)
+    return entries, more
+
+
+def _link_leaves(entry: os.DirEntry[str], real_root: str) -> bool:
+    """A symlinked file whose target is outside the root: a checkout's
+    ``job.yaml -> /root/secret.yaml`` must not be read into a report."""
+    try:
+        if not entry.is_symlink():
+            return False
+    except OSError:
+        return True
+    target = os.path.realpath(entry.path)
+    return os.path.commonpath([real_root, target]) != real_root
+
+
+@dataclass
+class _Limits:
+    max_depth: int
+    max_files: int
+    max_entries: int
+    deadline: float | None
+    folder_entries: int
+    folder_files: int
+
+
 def find_configs(
     root: Path,
     *,
@@ -581,60 +718,108 @@ def find_configs(
     max_files: int = SEARCH_FILES,
     max_entries: int = SEARCH_ENTRIES,
     deadline: float | None = None,
+    folder_entries: int = FOLDER_ENTRIES,
+    folder_files: int = FOLDER_FILES,
 ) -> Scan:
     """YAML/JSON/TOML files under ``root``, breadth first, skipping VCS and
     hidden folders, virtual environments (any folder with ``pyvenv.cfg``),
-    ``node_modules``, caches, build output, test suites, run records and test
-    reports (:func:`report_output`, counted in ``skipped_reports``).
-    Symlinked folders are not followed (no loops)."""
+    ``node_modules``, caches, build output, test suites, run records, test
+    reports (:func:`report_output`, counted in ``skipped_reports``) and data
+    folders (:func:`data_folder`). Each folder has its own budget
+    (``folder_entries``, ``folder_files``) inside the search's. Symlinked
+    folders are not followed (no loops), symlinked files only when they stay
+    under ``root``. :meth:`Scan.incomplete` says what was not seen."""
     scan = Scan(root=str(root))
-    queue: list[tuple[str, int]] = [(str(root), 0)]
+    limits = _Limits(max_depth, max_files, max_entries, deadline, folder_entries, folder_files)
+    real_root = os.path.realpath(root)
+    queue: deque[tuple[str, int]] = deque([(str(root), 0)])
     while queue:
-        folder, depth = queue.pop(0)
+        folder, depth = queue.popleft()
+        listed = _list_folder(folder, scan)
+        if listed is None:
+            continue
+        entries, more = listed
+        data = data_folder(entries) if depth > 0 else None
+        if data is not None:
+            scan.data_dirs += 1
+            scan.data_configs += data[1] in CONFIG_SUFFIXES
+            if len(scan.data_places) < PLACES:
+                scan.data_places.append(f"{scan.place(folder)} ({data[0]})")
+            continue
+        if _scan_folder(folder, depth, entries, more, scan, queue, limits, real_root):
+            return scan
+    return scan
+
+
+def _scan_folder(
+    folder: str,
+    depth: int,
+    entries: list[os.DirEntry[str]],
+    listed_more: bool,
+    scan: Scan,
+    queue: deque[tuple[str, int]],
+    limits: _Limits,
+    real_root: str,
+) -> bool:
+    """One folder's entries, within its budget; True when the whole search stops."""
+    taken = 0
+    more = listed_more
+    for index, entry in enumerate(entries):
+        if index >= limits.folder_entries:
+            more = True
+            break
+        scan.entries += 1
+        if scan.entries > limits.max_entries:
+            scan.limit = f"stopped after {limits.max_entries} entries"
+            return True
+        if limits.deadline is not None and time.monotonic() > limits.deadline:
+            scan.limit = "stopped at the time limit"
+            return True
+        name = entry.name
         try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            is_dir = entry.is_dir(follow_symlinks=False)
         except OSError:
             scan.unreadable += 1
             continue
-        for entry in entries:
-            scan.entries += 1
-            if scan.entries > max_entries:
-                scan.limit = f"stopped after {max_entries} entries"
-                return scan
-            if deadline is not None and time.monotonic() > deadline:
-                scan.limit = "stopped at the time limit"
-                return scan
-            name = entry.name
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                scan.unreadable += 1
-                continue
-            if report_output(entry.path, is_dir):
-                scan.skip_report(entry.path if is_dir else folder)
-                continue
-            if is_dir:
-                if (
-                    name.startswith(".")
-                    or name in SKIP_DIRS
-                    or name.endswith(".egg-info")
-                    or depth + 1 > max_depth
-                    or _is_venv(entry.path)
-                ):
-                    scan.skipped_dirs += 1
-                    continue
+        if report_output(entry.path, is_dir):
+            scan.skip_report(entry.path if is_dir else folder)
+            continue
+        if is_dir:
+            if _skipped_dir(name, entry.path, depth, limits.max_depth):
+                scan.skipped_dirs += 1
+            else:
                 queue.append((entry.path, depth + 1))
-                continue
-            if name.startswith(".") or name in SKIP_FILES:
-                continue
-            if os.path.splitext(name)[1].lower() not in CONFIG_SUFFIXES:
-                continue
-            scan.files.append(entry.path)
-            if len(scan.files) >= max_files:
-                scan.limit = f"stopped at {max_files} config files"
-                return scan
-    return scan
+            continue
+        if name.startswith(".") or name in SKIP_FILES or os.path.splitext(name)[1].lower() not in CONFIG_SUFFIXES:
+            continue
+        if _link_leaves(entry, real_root):
+            scan.links_out += 1
+            if len(scan.link_places) < PLACES:
+                scan.link_places.append(scan.place(entry.path, folder=False))
+            continue
+        if taken >= limits.folder_files:  # the folder's share taken; its subfolders still searched
+            more = True
+            continue
+        scan.files.append(entry.path)
+        taken += 1
+        if len(scan.files) >= limits.max_files:
+            scan.limit = f"stopped at {limits.max_files} config files"
+            return True
+    if more:
+        scan.partial_dirs += 1
+        if len(scan.partial_places) < PLACES:
+            scan.partial_places.append(f"{scan.place(folder)} ({len(entries)}{'+' if listed_more else ''} entries)")
+    return False
+
+
+def _skipped_dir(name: str, path: str, depth: int, max_depth: int) -> bool:
+    return (
+        name.startswith(".")
+        or name in SKIP_DIRS
+        or name.endswith(".egg-info")
+        or depth + 1 > max_depth
+        or _is_venv(path)
+    )
 
 
 def read_found(
@@ -662,6 +847,11 @@ def read_found(
     if scan.skipped_reports:
         places = ", ".join(scan.report_places)
         notes.append(f"test reports not read as configs (Allure, pytest-html): {places}")
+    if scan.data_dirs:
+        notes.append(f"data folders not searched (they hold data, not configs): {', '.join(scan.data_places)}")
+    if scan.links_out:
+        places = ", ".join(scan.link_places)
+        notes.append(f"{scan.links_out} symlink(s) leading out of the project not followed: {places}")
     return sources, notes
 
 

@@ -168,11 +168,17 @@ def given_sources(paths: tuple[Path, ...], root: Path, deadline: float) -> list[
     return out
 
 
+#: the note that says the config search did not see every config (G10 reads it
+#: back: a capture's facts keep their fields, so old captures replay as they ran)
+INCOMPLETE_NOTE = "config search incomplete: "
+
+
 def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, Any]:
     """The configs G10 reads: the named ones only, else those found under ``root``.
 
     Returns ``{"sources": [Source dicts], "given": bool, "found": n,
-    "own_outputs": [names], "notes": [...]}``.
+    "own_outputs": [names], "notes": [...]}``, and ``"incomplete"``: why
+    the search did not see every config, when it did not.
     """
     deadline = time.monotonic() + min(timeout, 5.0)
     out: dict[str, Any] = {"sources": [], "given": bool(given), "found": 0, "own_outputs": [], "notes": []}
@@ -191,8 +197,10 @@ def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, A
     found, notes = cfgs.read_found(root, scan, deadline=deadline)
     out["found"] = len(scan.files)
     out["notes"] += notes
-    if scan.limit:
-        out["notes"].append(f"config search under {root}: {scan.limit}")
+    incomplete = scan.incomplete()
+    if incomplete:  # G10 says "nothing multi-node" of an incomplete search at most as INFO
+        out["incomplete"] = incomplete
+        out["notes"].append(f"{INCOMPLETE_NOTE}{incomplete}")
     if scan.unreadable:
         out["notes"].append(f"{scan.unreadable} folder(s) under {root} unreadable")
     out["sources"] = [s.to_dict() for s in found]

@@ -969,3 +969,27 @@ def test_an_unreadable_gpu_process_list_with_no_process_is_a_warn_never_a_pass(o
     assert result.short_fix == "see G4; rerun once nvidia-smi answers"
     assert result.reading("other_gpu_processes").value == 0
     assert result.reading("nvml").value == "nvmlInit hung (killed after 10 s)"
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "start"),
+    [
+        ([PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"], "pid 100 vLLM (cap 0.4"),
+        (["/opt/app/unknown-worker"], "pid 100 GPU process (unknown-worker, no cap, 50.0 GiB NVML)"),
+    ],
+    ids=["capped-server", "unknown-program"],
+)
+def test_holding_exactly_g6_cap_max_of_the_pool_warns_and_a_byte_more_fails(
+    cmdline: list[str], start: str
+) -> None:
+    """g6_cap_max (0.5) is the most another process may hold: a capped server
+    or an unrecognised program at exactly half the GPU's memory is a WARN
+    ("> 0.5" is the FAIL), one byte more a FAIL."""
+    procs = table(proc(100, 1, cmdline))
+    for used, status in ((50 * GIB, Status.WARN), (50 * GIB + 1, Status.FAIL)):
+        facts = facts_of([{"pid": 100, "used": used, "type": "compute", "gpu": "0"}], procs)
+        facts.gpu_totals = {"0": 100 * GIB}
+        result = g6.evaluate(facts, P)
+        assert result.status is status, (used, result.line())
+        if status is Status.WARN:
+            assert start in result.summary, result.summary

@@ -1085,3 +1085,21 @@ def test_a_third_warning_is_counted_in_the_line_and_listed_in_the_details(h200: 
     assert "leftover CUDA 12 libraries linked by nothing" in result.summary
     assert "; and 1 more; torch 2.11.0+cpu (CPU-only)" in result.summary
     assert result.details[0] == "torch 2.11.0+cpu is CPU-only, yet 2 shared objects link CUDA 13: they cannot run with this torch"
+
+
+def test_a_child_that_dies_in_another_checks_step_after_every_load_leaves_g1_pass(h200: Path) -> None:
+    """Every requested extension object loaded, then the torch child died in
+    G2's step: nothing of G1's is unverified, so G1 PASSes (the death is a
+    detail; G2 reports it) and says how many objects it loaded."""
+    rec = h200_recording(h200)
+    child = {"ok": False, "finished": False, "signal": "SIGSEGV", "step": "flash_attn kernel", "describe": "x"}
+    requested = [
+        {"path": f"{H200_SITE}/torchvision/_C.so", "name": "torchvision/_C.so", "module": "torchvision"}
+    ]
+    f = facts(rec, child=child, requested=requested)
+    f.torch = {**f.torch, "loaded": 1}
+    result = evaluate(f)
+    assert result.status is Status.PASS, result.line()
+    assert "1 extension object loaded" in result.summary
+    assert "x (not a G1 step; G2/G5 report it)" in result.details
+    assert result.reading("objects_loaded").value == 1

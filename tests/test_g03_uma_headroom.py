@@ -353,13 +353,23 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
     assert g3.evaluate(again, params) == g3.evaluate(facts, params)
 
 
-@pytest.mark.parametrize(("margin", "status"), [(0.0, Status.PASS), (0.5, Status.WARN)])
-def test_a_workload_exactly_equal_to_memfree_passes(margin: float, status: Status) -> None:
-    """cudaMemGetInfo's free is MemFree on GB10, so a workload of exactly
-    MemFree fits (``<=``, not ``<``); half a GiB of margin on top does not,
-    and with the page cache it fits MemAvailable: a WARN."""
-    text = meminfo_gib(total=121.7, free=96.0, available=112.8, cached=17.2)
-    result = g3.decide(facts_from(text), 96.0, margin_gib=margin)
+@pytest.mark.parametrize(
+    ("workload", "status", "start"),
+    [
+        (96.0, Status.PASS, "workload 96 GiB fits in MemFree 96.0 GiB"),
+        (96.5, Status.WARN, "workload 96.5 GiB fits MemAvailable 112.0 GiB only once the page cache"),
+        (112.0, Status.WARN, "workload 112 GiB fits MemAvailable 112.0 GiB only once the page cache"),
+        (121.0, Status.FAIL, "workload 121 GiB > MemAvailable 112.0 GiB of 121.0 GiB"),
+        (121.5, Status.FAIL, "workload 121.5 GiB > MemTotal 121.0 GiB: larger than this machine's whole memory"),
+    ],
+)
+def test_each_pool_holds_a_workload_of_exactly_its_size(workload: float, status: Status, start: str) -> None:
+    """The three bounds are inclusive: a workload of exactly MemFree PASSes
+    (cudaMemGetInfo's free on GB10), one of exactly MemAvailable fits once
+    the page cache is dropped (WARN), and only one above MemTotal is "larger
+    than this machine's whole memory" (one of exactly MemTotal FAILs as not
+    fitting what is available)."""
+    text = meminfo_gib(total=121.0, free=96.0, available=112.0, cached=17.0)
+    result = g3.decide(facts_from(text), workload)
     assert result.status is status, result.line()
-    if status is Status.PASS:
-        assert result.summary.startswith("workload 96 GiB fits in MemFree 96.0 GiB")
+    assert result.summary.startswith(start), result.summary

@@ -945,3 +945,17 @@ def test_a_maximum_exactly_at_g4_hot_c_warns_at_or_above(top: float, status: Sta
         assert "reached 85 C, at or above g4_hot_c = 85 C" in result.summary
         assert result.headline == "GPU 0 at 85 C (warns from 85 C; GB10 trips at 86-87 C)"
     assert "power flat" not in result.summary
+
+
+@pytest.mark.parametrize(("margin", "status"), [(3, Status.WARN), (4, Status.INFO)])
+def test_a_tlimit_margin_exactly_g4_tlimit_margin_c_warns(margin: float, status: Status) -> None:
+    """The line says "<= g4_tlimit_margin_c": a T.Limit margin of exactly 3 C
+    (the table's default) is about to slow down for heat and WARNs; 4 C is
+    not. Cool chip, power above the flat-power ceiling: that rule alone."""
+    samples = series([70, 71], [110, 110])
+    for s in samples:
+        s["gpus"][0]["tlimit_c"] = margin
+    result = g4.evaluate(gb10_facts(samples), GB10_T)
+    assert result.status is status, result.line()
+    if status is Status.WARN:
+        assert f"T.Limit margin {margin} C (<= g4_tlimit_margin_c = 3 C)" in result.summary

@@ -471,3 +471,26 @@ def test_a_copy_at_half_the_measured_figure_warns_through_the_engine(doubles: An
     result = Engine(Settings(intrusive=True), machine(doubles, fake_root, copy_gbps=gbps), ["G5"]).run("G5")
     assert result.status is Status.WARN, result.line()
     assert result.short_line().startswith("G5 WARN: copy 109 GB/s < 164 GB/s healthy floor")
+
+
+def test_a_copy_at_exactly_the_healthy_floor_is_healthy() -> None:
+    """The floor is 0.75 x the 218 GB/s hardware figure = 163.5 GB/s and the
+    line says "healthy >= floor": a copy of exactly 163.5 GB/s is INFO, one a
+    little below WARNs."""
+    at = ev(g5.Facts(intrusive=True, measurement=measured(163.5)))
+    assert at.status is Status.INFO, at.line()
+    below = ev(g5.Facts(intrusive=True, measurement=measured(163.4)))
+    assert below.status is Status.WARN, below.line()
+    assert "< 164 GB/s (0.75 x the 218 GB/s healthy figure)" in below.summary
+
+
+def test_a_plan_of_exactly_the_measured_copy_passes() -> None:
+    """A plan inside the budget is held to what was measured too: exactly the
+    measured 170 GB/s is within it (PASS), a little more is above it (WARN)."""
+    facts = g5.Facts(intrusive=True, measurement=measured(170.0))
+    at = ev(facts, plan=170.0)
+    assert at.status is Status.PASS, at.line()
+    assert "planned 170 GB/s within" in at.summary
+    above = ev(facts, plan=170.5)
+    assert above.status is Status.WARN, above.line()
+    assert "planned 170.5 GB/s > the measured 170 GB/s copy" in above.summary

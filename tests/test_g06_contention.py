@@ -951,3 +951,45 @@ def test_a_title_in_argv0_reaches_no_output(
     assert leaks(outputs, "SECRET456", TOKEN_TITLE, "SECRET789") == []
     # the reduced command line has no positional argument (the capture keeps nvidia-smi's raw rows)
     assert leaks({k: v for k, v in outputs.items() if k != "capture.json"}, "--model x") == []
+
+
+@pytest.mark.parametrize("others", [(), ("bash",)], ids=["no-process", "a-shell"])
+def test_an_unreadable_gpu_process_list_with_no_process_is_a_warn_never_a_pass(others: tuple[str, ...]) -> None:
+    """Neither NVML nor nvidia-smi gave a GPU process list (a hung driver),
+    and the process table shows no server or trainer: an unknown program
+    holding GPU memory would not show, so G6 WARNs (never PASS) and points at
+    G4, where the driver that does not answer is reported."""
+    procs = table(*(proc(200 + i, 1, [name]) for i, name in enumerate(others)))
+    facts = facts_of([], procs)
+    facts.nvml, facts.gpu_source = "nvmlInit hung (killed after 10 s)", "none"
+    result = g6.evaluate(facts, P)
+    assert result.status is Status.WARN, result.line()
+    assert result.summary.startswith("GPU process list unreadable (NVML and nvidia-smi did not answer, see G4)")
+    assert result.headline == "GPU process list unreadable (NVML and nvidia-smi did not answer)"
+    assert result.short_fix == "see G4; rerun once nvidia-smi answers"
+    assert result.reading("other_gpu_processes").value == 0
+    assert result.reading("nvml").value == "nvmlInit hung (killed after 10 s)"
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "start"),
+    [
+        ([PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"], "pid 100 vLLM (cap 0.4"),
+        (["/opt/app/unknown-worker"], "pid 100 GPU process (unknown-worker, no cap, 50.0 GiB NVML)"),
+    ],
+    ids=["capped-server", "unknown-program"],
+)
+def test_holding_exactly_g6_cap_max_of_the_pool_warns_and_a_byte_more_fails(
+    cmdline: list[str], start: str
+) -> None:
+    """g6_cap_max (0.5) is the most another process may hold: a capped server
+    or an unrecognised program at exactly half the GPU's memory is a WARN
+    ("> 0.5" is the FAIL), one byte more a FAIL."""
+    procs = table(proc(100, 1, cmdline))
+    for used, status in ((50 * GIB, Status.WARN), (50 * GIB + 1, Status.FAIL)):
+        facts = facts_of([{"pid": 100, "used": used, "type": "compute", "gpu": "0"}], procs)
+        facts.gpu_totals = {"0": 100 * GIB}
+        result = g6.evaluate(facts, P)
+        assert result.status is status, (used, result.line())
+        if status is Status.WARN:
+            assert start in result.summary, result.summary

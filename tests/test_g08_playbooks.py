@@ -720,3 +720,22 @@ def test_a_secret_quoted_in_an_issue_title_reaches_no_output(
         assert shown in outputs[where], where
     assert html.escape(shown, quote=False) in outputs["junit.xml"]
     assert leaks(outputs, "SECRET999", "hf_AbCdEf0123456789XYZ", "Pl41nW0rdValue", "SECRETQ") == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "API rate limit exceeded for 203.0.113.7.",
+        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+    ],
+)
+def test_a_403_that_says_rate_limit_without_the_headers_is_a_rate_limit(server: LocalServer, message: str) -> None:
+    """GitHub's secondary limits answer 403 with the words in the body and no
+    X-RateLimit-Remaining: 0 or Retry-After. Through the real local server it
+    is still a rate limit, with no reset time made up, and it says how to
+    raise the limit (no token was set)."""
+    server.answers[ISSUES_PATH] = Answer(status=403, body=json.dumps({"message": message}).encode())
+    _, r = run_g8(server, token=None)
+    assert r.status is Status.SKIP, r.line()
+    assert r.summary == "rate-limited by GitHub (HTTP 403); set GITHUB_TOKEN for a higher limit"
+    assert r.headline == "rate-limited by GitHub (HTTP 403): playbook issues not checked"

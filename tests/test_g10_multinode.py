@@ -1126,3 +1126,6 @@ def test_one_roce_twin_12_to_20_gbs_warns_with_the_default_floor(busbw: float) -
     assert f"all-reduce busbw {busbw:.1f} GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor" in r.summary
     assert r.reading("busbw_floor").value == 20.0
     assert g10.evaluate(facts, Params(profile="generic")).status is Status.WARN
+    at_floor = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 20.0, "busbw_gbps": 20.0}}
+    facts.probe = at_floor  # exactly the floor is not below it
+    assert g10.evaluate(facts, params).status is Status.PASS

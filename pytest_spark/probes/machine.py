@@ -423,7 +423,11 @@ def nvml_snapshot(child: ChildResult, *, sampling: bool = False) -> dict[str, An
         out["reason"] = f"nvidia-ml-py (pynvml) not importable: {d['import_error']}"
         out["missing"] = True
         return out
-    if child.step == "import pynvml" and not child.timed_out and not child.ok:
+    if (
+        child.step == "import pynvml"
+        and not child.ok
+        and not (child.timed_out or child.overflow or child.signal or child.error)
+    ):
         # the binding itself exited or crashed while importing: NVML was never
         # called, so this is a broken install, not a driver that does not answer
         out["reason"] = f"nvidia-ml-py (pynvml) not importable: {child.describe('the NVML child')}"

@@ -44,6 +44,7 @@ from pytest_spark.probes.gpu_programs import (
     program_of,
     reduce_cmdline,
 )
+from pytest_spark.probes.processes import SCAN_STOPPED
 from pytest_spark.redact import program_word, scrub
 
 GIB = 1 << 30
@@ -545,6 +546,15 @@ def evaluate(facts: Facts, params: Params) -> Result:
     fails = [j for j in judged if j.level == "fail"]
     warns = [j for j in judged if j.level == "warn"]
     head, short_fix = _contenders(out, fails, warns, cap_max, context)
+    if not fails and not warns and (facts.process_error or "").startswith(SCAN_STOPPED):
+        # never a PASS on a table that was not read whole: a server whose
+        # command line was not read (its cap flags) would not show
+        out.warn(
+            f"process table incomplete ({facts.process_error}): a server or trainer whose command line "
+            f"was not read would not show [{context}]",
+            "rerun; if it persists, look for processes with very long command lines (ps -eo pid,args)",
+        )
+        head, short_fix = "process table incomplete: a server's flags may be unread", "rerun"
     return out.result(
         Status.PASS,
         f"no other GPU process [{context}]",

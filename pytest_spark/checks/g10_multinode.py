@@ -42,6 +42,7 @@ from pytest_spark.model import Result, Status
 from pytest_spark.probes import configs as cfgs
 from pytest_spark.probes import fleet
 from pytest_spark.probes import multinode as mn
+from pytest_spark.probes.processes import SCAN_STOPPED
 
 LAUNCHER_ENV = mn.LAUNCHER_ENV
 TP_ENV = mn.TP_ENV
@@ -937,7 +938,21 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G10 from what gather() read (pure)."""
+    """Decide G10 from what gather() read (pure). A process scan that did not
+    finish (or read command lines only in part) is never a PASS: the launcher
+    or the TP flags it did not read may be the job's."""
+    result = _evaluate(facts, params)
+    stopped = next((n for n in facts.notes if n.startswith(SCAN_STOPPED)), None)
+    if stopped and result.status is Status.PASS:
+        result.status = Status.WARN
+        result.summary = f"process table incomplete ({stopped}): a job's launcher or TP flags may be unread; {result.summary}"
+        result.fix = "rerun; if it persists, name the job's config with --spark-config"
+        result.headline = "process table incomplete: a job's flags may be unread"
+        result.short_fix = "rerun; or --spark-config the job's config"
+    return result
+
+
+def _evaluate(facts: Facts, params: Params) -> Result:
     f = facts
     world = launch.job_rank(f.env)[1]
     out = Findings("G10")

@@ -175,8 +175,10 @@ def run_python(
     python: str | None = None,
     stdin_data: str | None = None,
     max_events: int = 100_000,
+    max_stdout: int | None = None,
 ) -> ChildResult:
-    """Run ``source`` with ``python -c`` and follow its JSON-lines protocol."""
+    """Run ``source`` with ``python -c`` and follow its JSON-lines protocol
+    (``max_stdout``: the most it may print in all; the process scan prints more)."""
     spawned = spawn_python(source, args=args, env=env, python=python, stdin=stdin_data is not None)
     if isinstance(spawned, ChildResult):
         return spawned
@@ -186,6 +188,7 @@ def run_python(
         total_timeout=total_timeout,
         stdin_data=stdin_data,
         max_events=max_events,
+        max_stdout=max_stdout,
     )
 
 
@@ -236,6 +239,7 @@ def follow(
     total_timeout: float | None = None,
     stdin_data: str | None = None,
     max_events: int = 100_000,
+    max_stdout: int | None = None,
 ) -> ChildResult:
     """Write ``stdin_data`` (then close stdin) and follow the child until it is
     done, dead or silent past its allowance. The total allowance counts from
@@ -243,7 +247,7 @@ def follow(
     total = total_timeout if total_timeout is not None else step_timeout * 12
     try:
         return _follow(
-            spawned.proc, ChildResult(), spawned.start, step_timeout, total, stdin_data, max_events
+            spawned.proc, ChildResult(), spawned.start, step_timeout, total, stdin_data, max_events, max_stdout
         )
     finally:
         untrack(spawned.proc)
@@ -260,8 +264,10 @@ class _Pumps:
     """Two threads reading a child's pipes: stdout as capped protocol lines into
     a bounded queue (``None`` at the end), stderr keeping its last 64 kB."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], result: ChildResult) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], result: ChildResult, max_stdout: int | None = None) -> None:
+        # MAX_STDOUT read now, not when this was defined (a test lowers it)
         self.proc, self.result = proc, result
+        self.max_stdout = MAX_STDOUT if max_stdout is None else max_stdout
         self.lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
         self.stderr_chunks: list[bytes] = []
         self.stop = threading.Event()  # set once nobody reads ``lines`` any more
@@ -284,7 +290,7 @@ class _Pumps:
 
     def _stdout(self) -> None:
         try:
-            for raw in capped_lines(self.out, MAX_STDOUT, MAX_LINE):
+            for raw in capped_lines(self.out, self.max_stdout, MAX_LINE):
                 if isinstance(raw, str):  # over a cap: stop reading, kill it
                     self.result.overflow = raw
                     killpg(self.proc)
@@ -329,6 +335,7 @@ def _follow(
     total: float,
     stdin_data: str | None,
     max_events: int,
+    max_stdout: int | None = None,
 ) -> ChildResult:
     """Read the child's JSON lines until it is done, dead or silent too long.
 
@@ -339,7 +346,7 @@ def _follow(
     pumps: _Pumps | None = None
     try:
         try:
-            pumps = _Pumps(proc, result)
+            pumps = _Pumps(proc, result, max_stdout)
         except (RuntimeError, MemoryError) as exc:  # can't start new thread (ulimit -u, -v)
             limited = limit_reason(exc) or f"resource limit: {exc}"
             result.error, result.resource_limit = limited, limited

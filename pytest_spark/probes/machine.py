@@ -169,11 +169,26 @@ class Machine:
         return self.store.get_or_compute("packages", lambda: list_distributions(self.python_path()))
 
     def processes(self) -> dict[str, Any]:
+        """The process table; the pids NVML lists on a GPU are read first, in
+        full (a full table cannot hide the server that holds the GPU)."""
         from pytest_spark.probes.processes import list_processes
 
-        return self.store.get_or_compute(
-            "processes", lambda: list_processes(self.root, timeout=self.timeout, env=self.env)
-        )
+        def probe() -> dict[str, Any]:
+            return list_processes(self.root, timeout=self.timeout, env=self.env, first=self.gpu_pids())
+
+        return self.store.get_or_compute("processes", probe)
+
+    def gpu_pids(self) -> list[int]:
+        """The pids NVML lists on any GPU (compute and graphics), in its order."""
+        nv = self.nvml()
+        pids: list[int] = []
+        for dev in nv.get("devices") or [] if nv.get("ok") else []:
+            for kind in ("compute_procs", "graphics_procs"):
+                for p in dev.get(kind) or []:
+                    pid = p.get("pid") if isinstance(p, Mapping) else None
+                    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid not in pids:
+                        pids.append(pid)
+        return pids
 
     # ------------------------------------------------------------------ commands
 
@@ -408,7 +423,11 @@ def nvml_snapshot(child: ChildResult, *, sampling: bool = False) -> dict[str, An
         out["reason"] = f"nvidia-ml-py (pynvml) not importable: {d['import_error']}"
         out["missing"] = True
         return out
-    if child.step == "import pynvml" and not child.timed_out and not child.ok:
+    if (
+        child.step == "import pynvml"
+        and not child.ok
+        and not (child.timed_out or child.overflow or child.signal or child.error)
+    ):
         # the binding itself exited or crashed while importing: NVML was never
         # called, so this is a broken install, not a driver that does not answer
         out["reason"] = f"nvidia-ml-py (pynvml) not importable: {child.describe('the NVML child')}"

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,19 @@ from pytest_spark.probes.child import ChildResult, run_python, script_source
 _READ_STEP = re.compile(r"^read (/proc/\d+/\w+)$")
 
 
+#: how every ``error`` of an incomplete scan starts (a check that reads the
+#: table never PASSes on one: the flags it did not read may be the ones that matter)
+SCAN_STOPPED = "the process scan "
+#: the most the scan may print: its command-line budget (scripts/procs_child.py) plus the rest of each line
+SCAN_STDOUT = 40 << 20
+
+
 def list_processes(
-    root: Path | None = None, *, timeout: float = 10.0, env: Mapping[str, str] | None = None
+    root: Path | None = None,
+    *,
+    timeout: float = 10.0,
+    env: Mapping[str, str] | None = None,
+    first: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Every readable process: pid, ppid, name, cmdline, rss.
 
@@ -39,9 +50,12 @@ def list_processes(
     pids skipped or listed without a command line (``unreadable_examples``
     names a few, with the reason); ``error`` says why the scan is missing or
     incomplete. ``timeout`` bounds each pid's read (and three times it the
-    whole scan).
+    whole scan). ``first``: pids read before the others, each with the whole
+    per-process limit (the GPU's own, from NVML's list). A scan that stopped,
+    or that read some command lines only in part (the budget shared by too
+    many long ones), says so in ``error``, starting with :data:`SCAN_STOPPED`.
     """
-    request = json.dumps({"root": str(root or "/")})
+    request = json.dumps({"root": str(root or "/"), "first": [int(p) for p in first]})
     result = run_python(
         script_source("procs_child.py"),
         args=[request],
@@ -49,11 +63,19 @@ def list_processes(
         total_timeout=3 * timeout,
         env=env,
         python=sys.executable,  # only the standard library: the interpreter running us will do
+        max_stdout=SCAN_STDOUT,
     )
     procs = [dict(e, self=False) for e in result.events if isinstance(e, dict) and "pid" in e]
     _mark_self(procs)
+    error = result.data.get("error") if result.ok else _stopped(result, len(procs))
+    cut = int(result.data.get("cut_by_budget") or 0)
+    if error is None and cut:
+        error = (
+            f"{SCAN_STOPPED}read {cut} of {len(procs)} command lines only in part: "
+            f"{len(procs)} processes share its {result.data.get('budget_mib', '?')} MiB budget"
+        )
     return {
-        "error": result.data.get("error") if result.ok else _stopped(result, len(procs)),
+        "error": error,
         "processes": procs,
         "unreadable": int(result.data.get("unreadable") or 0),
         "unreadable_examples": list(result.data.get("unreadable_examples") or []),

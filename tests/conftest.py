@@ -85,12 +85,21 @@ def autoload_only(*names: str) -> list[str]:
     return [arg for name in others for arg in ("-p", f"no:{name}")]
 
 
+@pytest.fixture(scope="session")
+def tool_shadows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the PATH folders without the machine's GPU tools are linked (one per session and xdist worker)."""
+    return tmp_path_factory.getbasetemp() / "spark-tool-shadows"
+
+
 @pytest.fixture(autouse=True)
-def hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def hermetic_env(monkeypatch: pytest.MonkeyPatch, tool_shadows: Path) -> None:
     """No test inherits the machine's launcher, CUDA, NCCL, container, proxy
     or token variables (``tests/hermetic.py`` lists them, ``test_hermetic.py``
     holds the list to the code), and every pytest run a test starts loads
-    only the plugins it names (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``)."""
+    only the plugins it names (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``). The
+    machine's ``nvidia-smi`` (and other GPU tools) are off PATH: a test that
+    wants one plants it first on PATH (``Doubles.tool``, the scenes)."""
+    monkeypatch.setenv("PATH", hermetic.tool_free_path(os.environ.get("PATH", os.defpath), tool_shadows))
     for name in list(os.environ):
         if hermetic.scrubbed(name):
             monkeypatch.delenv(name)
@@ -172,6 +181,11 @@ class Doubles:
                 monkeypatch.setenv(key, value)
 
 
+#: a machine environment whose checked Python has only the package folders a
+#: test plants on its PYTHONPATH, none of this interpreter's (probes/machine.py)
+ONLY_PLANTED = {"SPARK_PREFLIGHT_PYTHON_PATH": ""}
+
+
 @pytest.fixture
 def user_tests(pytester: pytest.Pytester) -> None:
     """Two user tests beside the checks (what the gate and node-id tests select among)."""
@@ -216,8 +230,10 @@ class SparkEnv:
     """A whole GB10 double exported into the environment, for pytester and CLI
     runs: a fake machine root (``SPARK_PREFLIGHT_HOST_ROOT``) holding
     ``/proc/meminfo`` of a 121.7 GiB Spark, and the pynvml/torch doubles on
-    the probe children's PYTHONPATH. ``nvml_log``/``torch_log`` count how
-    often each probe really ran."""
+    the probe children's PYTHONPATH, and no package folder of this
+    interpreter's (``SPARK_PREFLIGHT_PYTHON_PATH`` empty: G1 and G9 scan only
+    what a test plants on PYTHONPATH, not an ML image's torchvision or
+    torchaudio). ``nvml_log``/``torch_log`` count how often each probe really ran."""
 
     def __init__(self, tmp_path: Path, doubles: Doubles) -> None:
         from doubles import gb10
@@ -236,6 +252,7 @@ class SparkEnv:
     def apply(self, monkeypatch: pytest.MonkeyPatch) -> SparkEnv:
         self.doubles.nvml(self.nvml_scenario).torch(self.torch_scenario)
         self.doubles.extra["SPARK_PREFLIGHT_HOST_ROOT"] = str(self.root)
+        self.doubles.extra["SPARK_PREFLIGHT_PYTHON_PATH"] = ""
         self.doubles.apply(monkeypatch)
         return self
 

@@ -20,8 +20,11 @@ covered before anyone thinks of it.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 from collections.abc import Mapping
+from pathlib import Path
 
 from pytest_spark.redact import SECRET_NAME
 
@@ -56,7 +59,6 @@ NAMES = frozenset(
         "PYTEST_ADDOPTS",
         "PYTEST_PLUGINS",
         # this project's own switches and its doubles' logs
-        "SPARK_PREFLIGHT_HOST_ROOT",
         "SMI_LOG",
         "SMI_APPS",
         "NO_MACHINE_LOG",
@@ -86,6 +88,7 @@ PREFIXES = (
     "APPTAINER_",
     "SINGULARITY_",
     "SPARK_FAKE_",
+    "SPARK_PREFLIGHT_",  # the machine root, the checked import path
 )
 
 #: families by suffix (compared in any case: the proxy variables come in both)
@@ -105,8 +108,40 @@ KEPT = {
     "PYTEST_CURRENT_TEST": "pytest's own, set per test; the probes drop it from their children",
 }
 
-#: set in every test: a pytest run a test starts loads only the plugins it names
-SET = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+#: set in every test: a pytest run a test starts loads only the plugins it names;
+#: the checked Python's package folders are only those a test plants on
+#: PYTHONPATH (G1's shared-object scan and G9's metadata skip this
+#: interpreter's site-packages: an ML image's torchvision/torchaudio would FAIL them)
+SET = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SPARK_PREFLIGHT_PYTHON_PATH": ""}
+
+
+#: the machine's GPU tools the checks run: a test sees one only where it plants it
+#: (G4/G6 fall back to nvidia-smi when NVML says NotSupported; G7 runs cuobjdump)
+GPU_TOOLS = ("nvidia-smi", "cuobjdump", "nvcc", "ptxas")
+
+
+def tool_free_path(path: str, shadows: Path) -> str:
+    """``path`` with every folder that holds a :data:`GPU_TOOLS` tool replaced
+    by a shadow folder under ``shadows``: links to everything else in it (on a
+    GPU machine that folder is ``/usr/bin``, which the tests need)."""
+    out = []
+    for folder in path.split(os.pathsep):
+        if not folder or not any(os.path.exists(os.path.join(folder, t)) for t in GPU_TOOLS):
+            out.append(folder)
+            continue
+        shadow = shadows / hashlib.sha1(folder.encode()).hexdigest()[:12]
+        if not shadow.is_dir():
+            partial = shadows / f"{shadow.name}.{os.getpid()}"
+            partial.mkdir(parents=True, exist_ok=True)
+            for name in os.listdir(folder):
+                if name not in GPU_TOOLS:
+                    os.symlink(os.path.join(folder, name), partial / name)
+            try:
+                os.rename(partial, shadow)
+            except OSError:  # another xdist worker made it first
+                shutil.rmtree(partial, ignore_errors=True)
+        out.append(str(shadow))
+    return os.pathsep.join(out)
 
 
 def scrubbed(name: str) -> bool:

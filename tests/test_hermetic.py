@@ -82,8 +82,10 @@ def test_the_scrub_list_knows_the_families_ml_images_and_launchers_export() -> N
 def test_a_test_sees_none_of_the_machine_variables() -> None:
     """What the autouse fixture (tests/conftest.py) leaves: run this lane with
     ``TORCH_CUDA_ARCH_LIST=9.0a WORLD_SIZE=2 ...`` exported and none is here."""
-    assert [k for k in os.environ if hermetic.scrubbed(k)] == []
+    assert [k for k in os.environ if hermetic.scrubbed(k) and k not in hermetic.SET] == []
     assert os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
+    assert os.environ["SPARK_PREFLIGHT_PYTHON_PATH"] == ""
+    assert not any(os.path.exists(os.path.join(d, "nvidia-smi")) for d in os.environ["PATH"].split(os.pathsep))
 
 
 def test_a_variable_set_for_one_test_is_gone_in_the_next(monkeypatch: pytest.MonkeyPatch) -> None:

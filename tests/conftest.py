@@ -22,10 +22,106 @@ H200 = DATA / "h200-cu130"
 DOUBLES = TESTS / "doubles"
 sys.path.insert(0, str(TESTS))
 
+import hermetic  # noqa: E402  (tests/ is on sys.path from here)
+
 #: pytest run as a child by a test: without the user's cache or pytest-randomly's
-#: order, so every run does the same work in the same order
-PYTEST_ARGS = ("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly")
+#: order, so every run does the same work in the same order; with plugin
+#: autoload off (the autouse ``hermetic_env``), the plugin under test is named
+PYTEST_ARGS = ("-m", "pytest", "-p", "dgx_spark", "-p", "no:cacheprovider", "-p", "no:randomly")
 PYTEST_CHILD = (sys.executable, *PYTEST_ARGS)
+
+#: the plugins a pytest run a test starts needs for the options it passes
+#: (entry-point names): with autoload off, nothing else of the environment loads
+PLUGIN_OF_OPTION: dict[str, tuple[str, ...]] = {
+    "-n": ("xdist",),
+    "--numprocesses": ("xdist",),
+    "--dist": ("xdist",),
+    # pytest-html loads its fixtures and pytest-metadata (its environment table) as plugins
+    "--html": ("metadata", "html", "html_fixtures"),
+    "--self-contained-html": ("metadata", "html", "html_fixtures"),
+    "--alluredir": ("allure_pytest",),
+    "--json-report": ("metadata", "pytest_jsonreport"),
+    "--reruns": ("rerunfailures",),
+    "--only-rerun": ("rerunfailures",),
+    "--randomly-seed": ("randomly",),
+}
+#: the report plugins named outright, for a test of a run where they are loaded but unused
+REPORT_PLUGINS = ("-p", "metadata", "-p", "html", "-p", "html_fixtures", "-p", "allure_pytest")
+
+
+def named_plugins(args: tuple[Any, ...]) -> list[str]:
+    """``-p`` options for dgx_spark (unless the run blocks it, ``-p no:dgx_spark``)
+    and for each plugin whose option ``args`` use, before ``args``. None when
+    the test turned autoload back on (a test of what autoload does)."""
+    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return []
+    text = [str(a) for a in args]
+    blocked = {t.removeprefix("no:") for t in text if t.startswith("no:")}
+    named = {text[i + 1] for i, t in enumerate(text[:-1]) if t == "-p"}
+    wanted = ["dgx_spark"]
+    for t in text:
+        option = t.split("=", 1)[0]
+        if option.startswith("--json-report"):
+            option = "--json-report"
+        if t.startswith("-n") and t[2:].isdigit():  # -n2
+            option = "-n"
+        for plugin in PLUGIN_OF_OPTION.get(option, ()):
+            if plugin not in wanted:
+                wanted.append(plugin)
+    out: list[str] = []
+    for plugin in wanted:
+        if plugin not in blocked and plugin not in named:
+            out += ["-p", plugin]
+    return out
+
+
+def autoload_only(*names: str) -> list[str]:
+    """``-p no:<name>`` for every installed pytest plugin but ``names``: for a
+    test of what plugin autoload itself does (it also unsets
+    ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``), the rest of the environment blocked."""
+    from importlib.metadata import entry_points
+
+    others = sorted({ep.name for ep in entry_points(group="pytest11")} - set(names))
+    return [arg for name in others for arg in ("-p", f"no:{name}")]
+
+
+@pytest.fixture(scope="session")
+def tool_shadows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the PATH folders without the machine's GPU tools are linked (one per session and xdist worker)."""
+    return tmp_path_factory.getbasetemp() / "spark-tool-shadows"
+
+
+@pytest.fixture(autouse=True)
+def hermetic_env(monkeypatch: pytest.MonkeyPatch, tool_shadows: Path) -> None:
+    """No test inherits the machine's launcher, CUDA, NCCL, container, proxy
+    or token variables (``tests/hermetic.py`` lists them, ``test_hermetic.py``
+    holds the list to the code), and every pytest run a test starts loads
+    only the plugins it names (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``). The
+    machine's ``nvidia-smi`` (and other GPU tools) are off PATH: a test that
+    wants one plants it first on PATH (``Doubles.tool``, the scenes)."""
+    monkeypatch.setenv("PATH", hermetic.tool_free_path(os.environ.get("PATH", os.defpath), tool_shadows))
+    for name in list(os.environ):
+        if hermetic.scrubbed(name):
+            monkeypatch.delenv(name)
+    for name, value in hermetic.SET.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytest's ``pytester``, whose runs name their plugins (:func:`named_plugins`):
+    with autoload off, an ML image's pytest-benchmark or pytest-cov stays out."""
+    inline, subprocess_run = pytester.inline_run, pytester.runpytest_subprocess
+
+    def inline_run(*args: Any, **kwargs: Any) -> Any:
+        return inline(*named_plugins(args), *args, **kwargs)
+
+    def runpytest_subprocess(*args: Any, **kwargs: Any) -> Any:
+        return subprocess_run(*named_plugins(args), *args, **kwargs)
+
+    pytester.inline_run = inline_run  # type: ignore[method-assign]
+    pytester.runpytest_subprocess = runpytest_subprocess  # type: ignore[method-assign]
+    return pytester
 
 
 class Doubles:
@@ -85,6 +181,11 @@ class Doubles:
                 monkeypatch.setenv(key, value)
 
 
+#: a machine environment whose checked Python has only the package folders a
+#: test plants on its PYTHONPATH, none of this interpreter's (probes/machine.py)
+ONLY_PLANTED = {"SPARK_PREFLIGHT_PYTHON_PATH": ""}
+
+
 @pytest.fixture
 def user_tests(pytester: pytest.Pytester) -> None:
     """Two user tests beside the checks (what the gate and node-id tests select among)."""
@@ -129,8 +230,10 @@ class SparkEnv:
     """A whole GB10 double exported into the environment, for pytester and CLI
     runs: a fake machine root (``SPARK_PREFLIGHT_HOST_ROOT``) holding
     ``/proc/meminfo`` of a 121.7 GiB Spark, and the pynvml/torch doubles on
-    the probe children's PYTHONPATH. ``nvml_log``/``torch_log`` count how
-    often each probe really ran."""
+    the probe children's PYTHONPATH, and no package folder of this
+    interpreter's (``SPARK_PREFLIGHT_PYTHON_PATH`` empty: G1 and G9 scan only
+    what a test plants on PYTHONPATH, not an ML image's torchvision or
+    torchaudio). ``nvml_log``/``torch_log`` count how often each probe really ran."""
 
     def __init__(self, tmp_path: Path, doubles: Doubles) -> None:
         from doubles import gb10
@@ -149,6 +252,7 @@ class SparkEnv:
     def apply(self, monkeypatch: pytest.MonkeyPatch) -> SparkEnv:
         self.doubles.nvml(self.nvml_scenario).torch(self.torch_scenario)
         self.doubles.extra["SPARK_PREFLIGHT_HOST_ROOT"] = str(self.root)
+        self.doubles.extra["SPARK_PREFLIGHT_PYTHON_PATH"] = ""
         self.doubles.apply(monkeypatch)
         return self
 
@@ -158,19 +262,15 @@ class SparkEnv:
 
 #: launcher and serving variables of a CI host that must not leak into a test
 #: run: the ones G10 reads (taken from G10 itself), the token G8 sends, and the
-#: hints of a Ray/vLLM cluster
+#: hints of a Ray/vLLM cluster (the autouse ``hermetic_env`` removes them and
+#: more; a test that builds an environment of its own drops these from it)
 LAUNCHER_ENV = ("GITHUB_TOKEN", *G10_LAUNCHER_ENV, *G10_TP_ENV, "VLLM_HOST_IP", "RAY_ADDRESS", "SLURM_NTASKS")
 
 
 @pytest.fixture
 def spark_env(tmp_path: Path, doubles: Doubles, monkeypatch: pytest.MonkeyPatch) -> SparkEnv:
-    """The GB10 double, exported (see :class:`SparkEnv`)."""
-    # A real GITHUB_TOKEN or launcher variables of the CI host must not leak in.
-    for var in LAUNCHER_ENV:
-        monkeypatch.delenv(var, raising=False)
-    for var in list(os.environ):
-        if var.startswith(("OMPI_COMM_WORLD_", "PMI_", "PMIX_")):
-            monkeypatch.delenv(var, raising=False)
+    """The GB10 double, exported (see :class:`SparkEnv`); the host's own
+    variables are already gone (``hermetic_env``)."""
     return SparkEnv(tmp_path, doubles).apply(monkeypatch)
 
 

@@ -149,7 +149,7 @@ def test_xdist_controller_signalled_while_a_worker_probe_hangs(tmp_path: Path, s
     it on to its workers; each kills its probe groups; no probe and no worker
     outlives the run."""
     pytest.importorskip("xdist", reason="pytest-xdist is not installed")
-    proc = start([*PYTEST, "-n", "2", *ARGS], scene, project(tmp_path))
+    proc = start([*PYTEST, "-p", "xdist", "-n", "2", *ARGS], scene, project(tmp_path))
     pids = started_pids(scene, 2, proc)
     workers = children_of(proc.pid)
     assert len(workers) >= 2, f"expected two xdist workers under {proc.pid}, found {workers}"

@@ -15,6 +15,8 @@ from pytest_spark.model import Result, Status
 from pytest_spark.probes.machine import Machine
 from pytest_spark.settings import Settings
 
+from conftest import ONLY_PLANTED
+
 GB10 = Path(__file__).parent / "data" / "gb10"
 
 
@@ -135,7 +137,7 @@ def test_no_marker_otherwise_is_unknown_not_bare() -> None:
 
 def test_h200_recording_is_a_docker_container(h200: Path, fake_root) -> None:
     root = fake_root({".dockerenv": "", "proc/1/cgroup": (h200 / "cgroup.txt").read_text()})
-    env = {"PATH": "/usr/bin:/bin", "NVIDIA_PRODUCT_NAME": "CUDA"}
+    env = {"PATH": "/usr/bin:/bin", "NVIDIA_PRODUCT_NAME": "CUDA", **ONLY_PLANTED}
     result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
     assert result.reading("container").value == "NGC CUDA image in a Docker container"
 
@@ -159,7 +161,7 @@ def test_reads_real_metadata_from_the_machines_pythonpath(tmp_path: Path, fake_r
     write_dist(site, "huggingface-hub", "1.33.0")
     (site / "broken.dist-info").mkdir()  # no METADATA: counted, not fatal
     root = fake_root({"run/.containerenv": 'engine="podman-5.4.0"\nname="train"\n'})
-    machine = Machine(root=root, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    machine = Machine(root=root, env={"PYTHONPATH": str(site), **ONLY_PLANTED, "PATH": "/usr/bin:/bin"})
     result = Engine(Settings(), machine).run("G9")
     assert result.status is Status.FAIL
     assert (
@@ -192,7 +194,7 @@ def test_pip_replacing_ngc_torch_names_the_containers_version(tmp_path: Path, fa
     write_dist(site, "triton", "3.5.1")
     constraint = f"torch=={original}\ntriton==3.4.0+gitc3c476f3\n# a comment\nnumpy>=1.26\n"
     root = fake_root({".dockerenv": "", "etc/pip/constraint.txt": constraint, "proc/1/cgroup": "0::/\n"})
-    machine = Machine(root=root, env={**NGC_ENV, "PYTHONPATH": str(site)})
+    machine = Machine(root=root, env={**NGC_ENV, "PYTHONPATH": str(site), **ONLY_PLANTED})
     result = Engine(Settings(only=("G9",)), machine).run("G9")
     assert result.status is Status.WARN, result.report_text()
     assert (
@@ -213,7 +215,7 @@ def test_an_empty_constraint_file_falls_back_to_the_ngc_environment(tmp_path: Pa
     site = tmp_path / "site-packages"
     write_dist(site, "torch", "2.9.1+cu130")
     root = fake_root({".dockerenv": "", "etc/pip/constraint.txt": ""})
-    env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site)}
+    env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site), **ONLY_PLANTED}
     result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
     assert result.status is Status.WARN, result.report_text()
     assert "pip replaced the container's build (torch 2.9.0a0+50eac81)" in result.summary
@@ -230,7 +232,7 @@ def test_ngc_torch_kept_passes(tmp_path: Path, fake_root) -> None:
     site = tmp_path / "site-packages"
     write_dist(site, "torch", version)
     root = fake_root({".dockerenv": "", "etc/pip/constraint.txt": f"torch=={version}\n"})
-    env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site)}
+    env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site), **ONLY_PLANTED}
     result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
     assert result.status is Status.PASS, result.report_text()
     assert (

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import autoload_only
+
 RECORDER = """
 import json, sys
 
@@ -131,9 +133,10 @@ def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
     shutil.copytree(Path(pytest_spark.__file__).parent, site / "pytest_spark")
     monkeypatch.setenv("PYTHONPATH", str(site))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # loaded as pytest loads an installed plugin
     pytester.makeconftest(LOADERS)
     pytester.makepyfile(test_x="def test_x(): pass")
-    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result = pytester.runpytest_subprocess(*autoload_only("dgx_spark"))
     result.assert_outcomes(passed=1)
     loaders = json.loads((pytester.path / "loaders.json").read_text())
     # the copy is the one imported, and pytest did mark its package for rewriting

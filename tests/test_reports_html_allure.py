@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from conftest import MATPLOTLIB, PYTEST_ARGS
+from conftest import MATPLOTLIB, PYTEST_ARGS, REPORT_PLUGINS
 
 FORCING_CONFTEST = textwrap.dedent(
     """
@@ -348,9 +348,11 @@ def test_no_report_asked_no_chart_code_loaded(forced: pytest.Pytester) -> None:
         + "    import sys\n"
         + "    terminalreporter.write_line(f\"LOADED {sorted(m for m in ('matplotlib', 'pytest_spark.chart') "
         + "if m in sys.modules)}\")\n"
+        + "    has = terminalreporter.config.pluginmanager.hasplugin\n"
+        + "    terminalreporter.write_line(f\"INSTALLED {has('html')} {has('allure_pytest')}\")\n"
     )
-    result = forced.runpytest_subprocess(*ONLY)
-    result.stdout.fnmatch_lines(["LOADED []"])
+    result = forced.runpytest_subprocess(*REPORT_PLUGINS, *ONLY)  # loaded (autoload is off in tests), unused
+    result.stdout.fnmatch_lines(["LOADED []", "INSTALLED True True"])
 
 
 def test_real_g4_chart_once_g4_is_on_the_contract(pytester: pytest.Pytester, matplotlib_loaded: None) -> None:

@@ -36,6 +36,11 @@ from pytest_spark.probes.commands import CommandResult, run_command
 from pytest_spark.probes.store import MemoryStore
 
 ROOT_ENV = "SPARK_PREFLIGHT_HOST_ROOT"
+#: the checked Python's import path in place of this interpreter's ``sys.path``
+#: (``os.pathsep``-separated; empty: none). What the package and shared-object
+#: scans walk (G1, G9): as ``ROOT_ENV`` does for ``/proc``, it lets a test confine
+#: them to the site-packages it built, not the real ones beside it
+PYTHON_PATH_ENV = "SPARK_PREFLIGHT_PYTHON_PATH"
 #: the scripts of the one torch child of a run
 TORCH_SCRIPTS = ("torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py")
 MAX_TEXT = 1 << 20
@@ -152,9 +157,11 @@ class Machine:
     def python_path(self) -> list[str]:
         """Where the checked Python finds packages: this machine's ``PYTHONPATH``
         first (so a test's fake site-packages shadows the real one, as it does
-        for the probe children), then this interpreter's ``sys.path``."""
+        for the probe children), then this interpreter's ``sys.path`` (or
+        ``SPARK_PREFLIGHT_PYTHON_PATH`` when set)."""
         entries = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        entries += [p for p in sys.path if p]
+        given = self.env.get(PYTHON_PATH_ENV)
+        entries += [p for p in (sys.path if given is None else given.split(os.pathsep)) if p]
         seen: list[str] = []
         for entry in entries:
             full = os.path.abspath(entry)

@@ -41,7 +41,8 @@ from typing import Any
 
 import pytest
 
-from conftest import LAUNCHER_ENV, isolated_path, make_root
+import hermetic
+from conftest import isolated_path, make_root
 from doubles import elfkit, gb10
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -176,30 +177,10 @@ NGC_PYTORCH_ENV = {
     "NVIDIA_VISIBLE_DEVICES": "0",
 }
 
-#: host variables that would change a line; every scene removes them: the
-#: launcher ones (conftest.LAUNCHER_ENV) and the network and CUDA settings
-HOST_VARS = (
-    *LAUNCHER_ENV,
-    "NCCL_SOCKET_IFNAME",
-    "GLOO_SOCKET_IFNAME",
-    "NCCL_IB_HCA",
-    "UCX_NET_DEVICES",
-    "NCCL_DEBUG",
-    "TORCH_CUDA_ARCH_LIST",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "NVIDIA_PYTORCH_VERSION",
-    "PYTORCH_BUILD_VERSION",
-    "NVIDIA_PRODUCT_NAME",
-    "NVIDIA_BUILD_ID",
-    "container",
-    "KUBERNETES_SERVICE_HOST",
-    "APPTAINER_CONTAINER",
-    "SINGULARITY_CONTAINER",
-    "SPARK_PREFLIGHT_HOST_ROOT",
-    "PYTEST_ADDOPTS",
-    "PYTEST_PLUGINS",
-)
+#: host variables that would change a line: every scene removes them, the
+#: list of tests/hermetic.py (held to the code by tests/test_hermetic.py), and
+#: the pytest options and plugins of the shell
+HOST_VARS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 #: what a run imports lazily from site-packages: imported before ``sys.path``
 #: loses site-packages (see :func:`preimport`), so the probes still find them
@@ -427,7 +408,7 @@ class Scene:
         torch_json = self.base / "torch.json"
         nvml_json.write_text(json.dumps(self.nvml))
         torch_json.write_text(json.dumps(self.torch))
-        env = dict(os.environ if base is None else base)
+        env = hermetic.clean(os.environ if base is None else base)
         for var in HOST_VARS:
             env.pop(var, None)
         env.update(

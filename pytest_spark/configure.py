@@ -119,7 +119,7 @@ def refuse_planted_outputs(config: pytest.Config) -> None:
         try:
             outfile.check_foreign(str(value), folder=folder)
         except outfile.Refused as exc:
-            raise pytest.UsageError(f"{flag}: {str(value)!r} refused: {exc.strerror}") from None
+            raise pytest.UsageError(visible(f"{flag}: {str(value)!r} refused: {exc.strerror}")) from None
 
 
 def options_without_preflight(config: pytest.Config) -> str | None:

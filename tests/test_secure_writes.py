@@ -24,7 +24,7 @@ import pytest
 
 from pytest_spark import allure_report, chart, outfile, report
 
-from conftest import PYTEST_CHILD
+from conftest import PYTEST_CHILD, named_plugins
 
 NOBODY = 65534
 CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
@@ -96,7 +96,7 @@ def run_cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
 
 def run_pytest(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*PYTEST_CHILD, "--spark-preflight", "--spark-only=G9", *args],
+        [*PYTEST_CHILD, *named_plugins(tuple(args)), "--spark-preflight", "--spark-only=G9", *args],
         capture_output=True,
         text=True,
         timeout=120,

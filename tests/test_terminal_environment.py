@@ -98,7 +98,7 @@ def test_pytest_on_a_terminal_that_is_not_utf8_keeps_the_lines_readable(
     the section's lines now spell "…" as "..."."""
     pytester.makeini("[pytest]\n")
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--color=no", "-v",
+        [sys.executable, "-m", "pytest", "-p", "dgx_spark", "-p", "no:cacheprovider", "--color=no", "-v",
          "--spark-preflight", "--spark-only", "G8", f"--spark-github-url={server.url}", "--spark-playbook=vllm"],
         capture_output=True, cwd=pytester.path, env=_env(PYTHONIOENCODING=encoding), timeout=120,
     )

@@ -90,13 +90,13 @@ def parse_issues(text: str | None) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        sample = one_line(text[:60])
-        out["error"] = f"the answer is not JSON (starts {sample!r})"
+        sample = one_line(repr(text[:60]))  # repr escapes once; one_line finds nothing left to escape
+        out["error"] = f"the answer is not JSON (starts {sample})"
         return out
     if not isinstance(data, list):
         what = type(data).__name__
         if isinstance(data, dict) and isinstance(data.get("message"), str):
-            what += f" with message {one_line(data['message'])[:120]!r}"
+            what += f" with message {one_line(repr(data['message'][:120]))}"
         out["error"] = f"expected a JSON list of issues, got a {what}"
         return out
     for item in data:

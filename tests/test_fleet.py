@@ -421,6 +421,9 @@ def rank_cli(
     scenario = gb10.nvml(driver_version=driver, **({} if gpus else {"devices": []}))
     env = {k: v for k, v in without_job_vars(Doubles(folder).nvml(scenario).env).items() if k not in JOB_VARS}
     env.update({**job, **extra} if job is not None else launcher(rank, 2, port, **extra))
+    # both ranks share this machine: on a GPU box, NCCL would put them on one GPU
+    # ("invalid usage"); these tests are about the comparison and the gloo probe
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env.pop("VIRTUAL_ENV", None)
     root = spark_root(folder)
     if link:

@@ -587,9 +587,16 @@ def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": port,
     }
+    from conftest import Doubles
+    from doubles import gb10
+
+    # one recorded GB10 for both ranks: this machine's own NVML (a GPU the rest of the
+    # suite is using) would give each rank's fingerprint its own moment
+    nvml = Doubles(tmp_path).nvml(gb10.nvml(devices=[])).env
+    base.update(SPARK_FAKE_NVML=nvml["SPARK_FAKE_NVML"], PYTHONPATH=nvml["PYTHONPATH"])
     facts = run_ranks(tmp_path, [dict(base, RANK=str(r), LOCAL_RANK="0", GROUP_RANK=str(r)) for r in (0, 1)])
     for rank, f in enumerate(facts):
-        assert f.probe is not None and f.probe["error"] is None, f.probe
+        assert f.probe is not None and f.probe.get("error") is None and f.probe.get("data"), (f.probe, f.fleet)
         d = f.probe["data"]
         assert (d["rank"], d["world_size"], d["backend"], d["size_bytes"]) == (rank, 2, "gloo", 8 << 20)
         assert d["wrong"] is False and d["check"] == {"expected": 3.0, "got": [3.0, 3.0]}
@@ -1001,8 +1008,10 @@ def test_a_named_script_takes_no_node_count_from_another_named_file(tmp_path: Pa
     assert "needs 2 GPUs and this machine has 1" in r.summary
     assert "num_machines" not in r.summary.split(", a serving job")[0]
     # with GPUs enough for TP 2, nothing pairs the script with the yaml's two machines
-    no_gpu, _ = engine(project, config=given)
-    r = no_gpu.run("G10")
+    two = gb10.nvml()
+    two["devices"] = [two["devices"][0], {**two["devices"][0], "uuid": "GPU-second", "pci_bus_id": "00000000:02:00.0"}]
+    two_gpus, _ = engine(project, clean_env(**doubles.nvml(two).env), config=given)
+    r = two_gpus.run("G10")
     assert r.status is Status.PASS, r.line()
     assert any("are in different files: not judged as one job" in d for d in r.details)
 

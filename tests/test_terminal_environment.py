@@ -41,6 +41,18 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def _two_gpus(folder: Path) -> dict[str, str]:
+    """The variables of a GB10 NVML double with two GPUs (whatever GPUs this machine has)."""
+    from conftest import Doubles
+    from doubles import gb10
+
+    folder.mkdir(parents=True, exist_ok=True)
+    two = gb10.nvml()
+    two["devices"] = [two["devices"][0], {**two["devices"][0], "uuid": "GPU-second", "pci_bus_id": "00000000:02:00.0"}]
+    env = Doubles(folder).nvml(two).env
+    return {k: env[k] for k in ("SPARK_FAKE_NVML", "PYTHONPATH")}
+
+
 def _cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "pytest_spark.cli", *args]
 
@@ -118,8 +130,9 @@ def test_a_lone_surrogate_in_a_config_is_escaped_not_a_crash(tmp_path: Path) -> 
     """A config key ``"\\ud800"`` (valid JSON, no UTF-8 terminal can print
     it) in G10's ``-v`` details ended the run in ``UnicodeEncodeError``."""
     (tmp_path / "job.json").write_text('{"\\ud800": {"tensor_parallel_size": 2}}')
+    env = _env(**_two_gpus(tmp_path / "doubles"))  # TP 2 fits: exit 0 on a one-GPU machine too
     for extra in ([], ["-v"], ["--json"]):
-        done = spark_cli("--only", "G10", *extra, cwd=tmp_path, env=_env())
+        done = spark_cli("--only", "G10", *extra, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
         assert_no_crash(done.stdout + done.stderr)
         assert "\\ud800" in done.stdout or not extra

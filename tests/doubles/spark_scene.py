@@ -186,7 +186,6 @@ HOST_VARS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 #: loses site-packages (see :func:`preimport`), so the probes still find them
 LAZY_MODULES = (
     "yaml",
-    "psutil",
     "packaging.markers",
     "packaging.requirements",
     "packaging.specifiers",

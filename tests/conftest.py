@@ -382,3 +382,22 @@ def matplotlib_loaded() -> None:
     """matplotlib, imported and used once before any test (see :func:`_draw_one_chart`)."""
     if not MATPLOTLIB:
         pytest.skip("matplotlib is not installed")
+
+
+@pytest.fixture
+def accounts_to_ourselves(pytestconfig: pytest.Config) -> Iterator[None]:
+    """For a test whose child pytest loads suiteuser, which compares the
+    account files before and after its run: the outer run's other workers
+    change them too (tests/test_suite_manners.py, the outer ``sparktest``).
+    They take turns on the lock suiteuser's ``made_here`` holds while it
+    makes ``sparktest``."""
+    import fcntl
+    import tempfile
+
+    import suiteuser
+
+    state = pytestconfig.stash.get(suiteuser._STATE, None)
+    folder = state if state is not None and state.is_dir() else Path(tempfile.gettempdir())
+    with open(folder / "useradd.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

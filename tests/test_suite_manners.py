@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,7 +77,7 @@ def _others_cannot_run_this_python() -> str:
     skips, the children here too."""
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", "pass"]
     done = subprocess.run(nobody, capture_output=True, text=True, timeout=60, cwd="/")
-    return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
+    return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
 
 
 @pytest.fixture

@@ -156,15 +156,6 @@ def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
-_KINDS = {
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a directory",
-}
-
-
 def not_a_file(path: Path) -> str | None:
     """What sits at ``path`` when it is neither a regular file nor nothing
     (``"a character device"``), else ``None``. Symlinks are followed."""
@@ -174,7 +165,9 @@ def not_a_file(path: Path) -> str | None:
         return None
     if stat.S_ISREG(mode):
         return None
-    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    from pytest_spark.outfile import kind_of
+
+    return kind_of(mode)
 
 
 def write_json(path: Path, document: Mapping[str, Any]) -> None:

@@ -245,16 +245,17 @@ class _Reader(ast.NodeVisitor):
             return {key.value}
         if isinstance(key, ast.Name):
             for target, iterable in reversed(self.loops):
-                if isinstance(target, ast.Name) and target.id == key.id:
-                    return None if _scanned(iterable) else self._sequence(iterable)
-                if isinstance(target, ast.Tuple) and any(
-                    isinstance(e, ast.Name) and e.id == key.id for e in target.elts
-                ):
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                if any(isinstance(e, ast.Name) and e.id == key.id for e in names):
                     return None if _scanned(iterable) else self._sequence(iterable)
             local = self._local(key.id)
             if local is not None:
                 return local
-        found = self.mods.constant(self.mod, key)
+        return self._constant(key)
+
+    def _constant(self, node: ast.expr) -> set[str] | None:
+        """The strings of the module constant ``node`` names, read where it is defined."""
+        found = self.mods.constant(self.mod, node)
         if found is not None:
             return _Reader(self.mods, found[0], self.out)._sequence(found[1])
         return None
@@ -321,10 +322,7 @@ class _Reader(ast.NodeVisitor):
             local = self._local(node.id) if self.funcs else None
             if local is not None:
                 return local
-        found = self.mods.constant(self.mod, node)
-        if found is not None:
-            return _Reader(self.mods, found[0], self.out)._sequence(found[1])
-        return None
+        return self._constant(node)
 
     # ------------------------------------------------------------------ whole-mapping scans
 

@@ -26,24 +26,17 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from pytest_spark.probes.multinode import LAUNCHER_ENV
 from pytest_spark.redact import SECRET_NAME
 
 #: single variables
 NAMES = frozenset(
     {
-        # launchers (torchrun, torch.distributed.run, accelerate, mpirun without OMPI_*)
-        "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE",
-        "RANK",
-        "LOCAL_RANK",
-        "GROUP_WORLD_SIZE",
-        "GROUP_RANK",
+        # launchers (torchrun, torch.distributed.run, accelerate, srun, mpirun): G10's
+        # list, and the role variables torchrun sets beside it
+        *LAUNCHER_ENV,
         "ROLE_RANK",
         "ROLE_WORLD_SIZE",
-        "NNODES",
-        "NODE_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
         # CUDA builds and the toolkit
         "TORCH_CUDA_ARCH_LIST",
         "LD_LIBRARY_PATH",

@@ -7,6 +7,8 @@ import os
 import re
 import stat
 
+from pytest_spark.outfile import kind_of
+
 #: a minus sign is kept, not dropped with the line: a negative field is an
 #: impossible reading its check must see (G3 would estimate a dropped MemAvailable)
 _MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(-?\d+)(?:\s+kB)?\s*$")
@@ -65,7 +67,7 @@ def read_regular(path: str | os.PathLike[str], limit: int = 1 << 20) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            kind = kind_of(mode)
             raise OSError(errno.EINVAL, f"not a regular file ({kind})")
         chunks: list[bytes] = []
         left = limit
@@ -78,12 +80,3 @@ def read_regular(path: str | os.PathLike[str], limit: int = 1 << 20) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFDIR: "a directory",
-}

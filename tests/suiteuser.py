@@ -113,6 +113,17 @@ def made_here(config: pytest.Config) -> int:
     return int(subprocess.run(["id", "-u", NONROOT_USER], capture_output=True, text=True, timeout=30).stdout)
 
 
+def import_problem(prefix: list[str], cwd: str | Path) -> str:
+    """Why ``[*prefix, "-c", "import pytest_spark"]`` fails ("" when it works):
+    as another user, this interpreter or this checkout may be out of reach
+    (a checkout in a 0700 folder, a Python that finds libpython through a
+    RUNPATH under ``/root``)."""
+    probe = subprocess.run(
+        [*prefix, "-c", "import pytest_spark"], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+    return "" if probe.returncode == 0 else probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
+
+
 def remove_made_users(state: Path) -> list[str]:
     """userdel each user a marker in ``state`` names (its group too when the
     run made it); the problems met, one line each."""
@@ -183,11 +194,9 @@ def nonroot_run(pytestconfig: pytest.Config) -> Iterator[Any]:
         home.mkdir()
         os.chown(home, uid, -1)
         prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--init-groups", sys.executable]
-        probe = subprocess.run(
-            [*prefix, "-c", "import pytest_spark"], capture_output=True, text=True, timeout=60, cwd=home
-        )
-        if probe.returncode != 0:
-            pytest.skip(f"user {NONROOT_USER} cannot import pytest_spark here: {probe.stderr.strip()[-200:]}")
+        why = import_problem(prefix, home)
+        if why:
+            pytest.skip(f"user {NONROOT_USER} cannot import pytest_spark here: {why}")
 
         def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
             env = dict(kwargs.pop("env", os.environ))

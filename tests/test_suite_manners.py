@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from suiteuser import ACCOUNT_FILES, accounts_changed, exists
+from suiteuser import ACCOUNT_FILES, accounts_changed, exists, import_problem
 
 from conftest import PYTEST_ARGS
 
@@ -70,22 +70,18 @@ def remove_user(user: str) -> None:
 
 
 @functools.cache
-def _others_cannot_run_this_python() -> str:
-    """Why an unprivileged user cannot start this interpreter ("" when it can):
-    a Python built under ``/root`` may find its ``libpython`` only through a
-    RUNPATH there (pyenv's 3.10 on the CI box), and then every nonroot_run
-    skips, the children here too."""
-    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", "pass"]
-    done = subprocess.run(nobody, capture_output=True, text=True, timeout=60, cwd="/")
-    return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+def _nobody_cannot_import() -> str:
+    """Why user nobody cannot import pytest_spark with this interpreter ("" when
+    it can): where it cannot, every nonroot_run in a child skips."""
+    return import_problem(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable], "/")
 
 
 @pytest.fixture
 def runnable_by_others() -> None:
-    """Skips, with the loader's reason, where nonroot_run in a child would skip."""
-    why = _others_cannot_run_this_python()
+    """Skips, with the reason, where nonroot_run in a child would skip."""
+    why = _nobody_cannot_import()
     if why:
-        pytest.skip(f"an unprivileged user cannot run {sys.executable}: {why[-200:]}")
+        pytest.skip(f"an unprivileged user cannot import pytest_spark with {sys.executable}: {why}")
 
 
 @pytest.fixture

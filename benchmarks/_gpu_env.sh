@@ -5,7 +5,7 @@ OUTDIR=${OUT:-$REPO/.gpu/out}
 mkdir -p "$OUTDIR"
 PY=${PYTHON:-python3}
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-if command -v spark-preflight >/dev/null 2>&1; then PRE=(spark-preflight); else PRE=("$PY" -m pytest_spark.cli); fi
+if command -v spark-preflight >/dev/null 2>&1; then PRE=(spark-preflight); else PRE=("$PY" -m pytest_dgx_spark.cli); fi
 
 # matmul_load SECONDS: a bf16 8192x8192 matmul loop that keeps the GPU busy
 # (run it in the background: `matmul_load 60 & BG+=($!)`)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_spark.probes import dist_files, elf
+from pytest_dgx_spark.probes import dist_files, elf
 
 STUB = "int cudaRuntimeGetVersion(int *v) { *v = %d; return 0; }\n"
 MODULE = "extern int cudaRuntimeGetVersion(int *);\nint spark_probe_%d(void) { int v; return cudaRuntimeGetVersion(&v) + v; }\n"

@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_spark.checks import g10_multinode as g10
-from pytest_spark.engine import Engine
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g10_multinode as g10
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 
 def reference(size_bytes: int, iters: int, warmup: int = 5) -> tuple[str, float, float]:

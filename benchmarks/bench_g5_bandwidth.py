@@ -7,7 +7,7 @@ gets on the same GPU (ratio >= 0.9), in < 2 s of GPU time.
 In one run, on cuda:0:
 
 1. our probe code, exactly as the torch child runs it
-   (``pytest_spark/probes/scripts/torch_bandwidth.py: measure_copy`` with the
+   (``pytest_dgx_spark/probes/scripts/torch_bandwidth.py: measure_copy`` with the
    configuration G5 sends: 2 x 1 GiB buffers, warm-up, 7 samples of ~25 ms),
    run three times interleaved with the sweep;
 2. a sweep of plain torch copies: ``clone()`` and ``copy_()`` into a
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCRIPT = Path(__file__).resolve().parents[1] / "pytest_spark" / "probes" / "scripts" / "torch_bandwidth.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "pytest_dgx_spark" / "probes" / "scripts" / "torch_bandwidth.py"
 MIB = 1 << 20
 
 
@@ -154,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"whole benchmark: {elapsed:.1f} s")
     if args.engine:
-        from pytest_spark.engine import Engine
-        from pytest_spark.probes.machine import Machine
-        from pytest_spark.settings import Settings
+        from pytest_dgx_spark.engine import Engine
+        from pytest_dgx_spark.probes.machine import Machine
+        from pytest_dgx_spark.settings import Settings
 
         start = time.monotonic()
         result = Engine(Settings(intrusive=True), Machine(), ["G5"]).run("G5")

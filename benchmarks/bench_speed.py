@@ -148,7 +148,7 @@ LOADERS = """
 import json, sys
 
 def pytest_unconfigure(config):
-    mods = {m: sys.modules[m] for m in sys.modules if m.split(".")[0] == "pytest_spark"}
+    mods = {m: sys.modules[m] for m in sys.modules if m.split(".")[0] == "pytest_dgx_spark"}
     print("SPARK-LOADERS " + json.dumps({m: [type(v.__loader__).__name__, v.__file__] for m, v in mods.items()}))
 """
 
@@ -202,7 +202,7 @@ def wheel_install(dest: Path) -> str | None:
     src = dest.parent / "src"
     src.mkdir()
     for item in REPO.iterdir():
-        if item.name == "pytest_spark":
+        if item.name == "pytest_dgx_spark":
             shutil.copytree(item, src / item.name, ignore=shutil.ignore_patterns("__pycache__"))
         elif item.is_file() and (
             item.suffix in (".toml", ".cfg", ".in", ".md") or item.name.startswith("LICENSE")
@@ -213,7 +213,7 @@ def wheel_install(dest: Path) -> str | None:
          "--target", str(dest), str(src)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    if proc.returncode != 0 or not (dest / "pytest_spark" / "plugin.py").is_file():
+    if proc.returncode != 0 or not (dest / "pytest_dgx_spark" / "plugin.py").is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"pip install --target failed ({tail[0]})"
     return None
@@ -328,7 +328,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
         extra += ["--thermal-seconds", str(args.thermal_seconds)]
     if args.timeout is not None:
         extra += ["--timeout", str(args.timeout)]
-    cli = Command("spark-preflight", [py, "-m", "pytest_spark.cli", *extra], env, empty, ok=(0, 1))
+    cli = Command("spark-preflight", [py, "-m", "pytest_dgx_spark.cli", *extra], env, empty, ok=(0, 1))
     plug = Command(
         "pytest --spark-preflight",
         [py, *PYTEST, "--spark-preflight", *(f"--spark-{a[2:]}" if a.startswith("--") else a for a in extra)],

@@ -26,7 +26,7 @@ capture() {  # capture <name> [options...]: run, capture, replay the capture, co
   "${PRE[@]}" --offline --capture "$file" "$@" > "$WORK/$name.run" 2>&1
   echo "exit $?" >> "$WORK/$name.run"
   cat "$WORK/$name.run" >> "$LOG"
-  env -i PATH= PYTHONPATH="$PYTHONPATH" "$(command -v "$PY")" -m pytest_spark.cli --replay "$file" > "$WORK/$name.replay" 2>&1
+  env -i PATH= PYTHONPATH="$PYTHONPATH" "$(command -v "$PY")" -m pytest_dgx_spark.cli --replay "$file" > "$WORK/$name.replay" 2>&1
   echo "exit $?" >> "$WORK/$name.replay"
   if cmp -s "$WORK/$name.run" "$WORK/$name.replay"; then
     echo "   replay with an empty PATH: the same lines and exit code" | tee -a "$LOG"

@@ -18,14 +18,14 @@ RUN=("$PY" -m torch.distributed.run)
 WORK=$(mktemp -d)
 cd "$WORK" || exit 1
 
-echo "== 1. torchrun --nproc-per-node 2 -m pytest_spark.cli --only G10 --intrusive"
+echo "== 1. torchrun --nproc-per-node 2 -m pytest_dgx_spark.cli --only G10 --intrusive"
 echo "   expect on each rank: G10 PASS: rank R of 2: single node (WORLD_SIZE=2, LOCAL_WORLD_SIZE=2), no tensor"
 echo "   parallelism set; all-reduce busbw ~300-400 GB/s (nccl, 2 ranks, 512 MiB) within one node (NVLink; PCIe: ~20-50)"
 timeout 300 "${RUN[@]}" --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29533 \
-  -m pytest_spark.cli --only G10 --intrusive 2>"$OUTDIR/g10_torchrun.err" | tee "$OUTDIR/g10_torchrun.txt"
+  -m pytest_dgx_spark.cli --only G10 --intrusive 2>"$OUTDIR/g10_torchrun.err" | tee "$OUTDIR/g10_torchrun.txt"
 echo "rc=${PIPESTATUS[0]}"
 timeout 300 "${RUN[@]}" --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29534 \
-  -m pytest_spark.cli --only G10 --intrusive --json >"$OUTDIR/g10_torchrun.json" 2>>"$OUTDIR/g10_torchrun.err"
+  -m pytest_dgx_spark.cli --only G10 --intrusive --json >"$OUTDIR/g10_torchrun.json" 2>>"$OUTDIR/g10_torchrun.err"
 echo "rc=$? (json: $OUTDIR/g10_torchrun.json; readings allreduce_busbw, allreduce_busbw_this_rank, nccl_version)"
 
 echo "== 2. torchrun --nproc-per-node 2 -m pytest --spark-preflight --spark-only G10 --spark-intrusive"
@@ -39,7 +39,7 @@ echo "   expect on each rank: '2 nodes (WORLD_SIZE=2, LOCAL_WORLD_SIZE=1)' and a
 echo "   WARN only if it is below the 20 GB/s floor (then the fix names NCCL_SOCKET_IFNAME)"
 for r in 0 1; do
   CUDA_VISIBLE_DEVICES=$r timeout 300 "${RUN[@]}" --nnodes 2 --node-rank $r --nproc-per-node 1 \
-    --master-addr 127.0.0.1 --master-port 29536 -m pytest_spark.cli --only G10 --intrusive \
+    --master-addr 127.0.0.1 --master-port 29536 -m pytest_dgx_spark.cli --only G10 --intrusive \
     >"$OUTDIR/g10_node$r.txt" 2>>"$OUTDIR/g10_torchrun.err" &
 done
 wait

@@ -26,7 +26,7 @@ CC=$(command -v gcc || command -v cc || true)
 if [ -z "$CC" ]; then echo "no C compiler here: cannot build the demo" | tee "$OUTDIR/g1_demo.txt"; exit 2; fi
 
 # the preflight: installed (spark-preflight on PATH) or straight from the checkout
-if command -v spark-preflight >/dev/null 2>&1; then PRE=(spark-preflight); else PRE=("$PY" -m pytest_spark.cli); fi
+if command -v spark-preflight >/dev/null 2>&1; then PRE=(spark-preflight); else PRE=("$PY" -m pytest_dgx_spark.cli); fi
 export PYTHONPATH_BASE="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 EXT_SUFFIX=$("$PY" -c 'import importlib.machinery as m; print(m.EXTENSION_SUFFIXES[0])')

@@ -21,7 +21,7 @@ trap cleanup EXIT
 record() {  # record <file> <what>: one NVML snapshot + a 10 s series, as G4 reads them
   "$PY" - "$1" "$2" <<'EOF'
 import json, sys
-from pytest_spark.probes.machine import Machine
+from pytest_dgx_spark.probes.machine import Machine
 m = Machine(timeout=10)
 doc = {"what": sys.argv[2], "nvml": m.nvml(), "sample": m.nvml_sample(10.0, 0.1)}
 json.dump(doc, open(sys.argv[1], "w"), indent=1, default=str)
@@ -48,7 +48,7 @@ echo "   expect G4 INFO (or WARN if a thermal/brake reason fires): power several
 record "$OUTDIR/nvml_sample_load.json" "H200 under a bf16 8192x8192 matmul loop"
 "$PY" - <<'EOF' 2>&1 | tee "$OUTDIR/sampler_load.txt"
 import time
-from pytest_spark.sampler import GpuSampler
+from pytest_dgx_spark.sampler import GpuSampler
 with GpuSampler(interval=0.25, procs_every=2.0) as s:
     time.sleep(8)
 text = s.report_text()

@@ -21,7 +21,7 @@ import time
 T0 = time.perf_counter()
 #: the terminal's stderr, kept before pytest captures fd 2 around each test
 ERR = os.dup(2)
-WATCH = ("pytest_spark.plugin", "pytest_spark.session", "pytest_spark.engine")
+WATCH = ("pytest_dgx_spark.plugin", "pytest_dgx_spark.session", "pytest_dgx_spark.engine")
 
 
 def stamp(what: str) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.checks.g10_multinode import LAUNCHER_ENV as G10_LAUNCHER_ENV
-from pytest_spark.checks.g10_multinode import TP_ENV as G10_TP_ENV
+from pytest_dgx_spark.checks.g10_multinode import LAUNCHER_ENV as G10_LAUNCHER_ENV
+from pytest_dgx_spark.checks.g10_multinode import TP_ENV as G10_TP_ENV
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data"
@@ -282,12 +282,12 @@ pytest_plugins = ("suiteuser",)
 def spark_cli(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> Any:  # subprocess.CompletedProcess[str]
-    """``spark-preflight`` in a child process (``python -m pytest_spark.cli``),
+    """``spark-preflight`` in a child process (``python -m pytest_dgx_spark.cli``),
     with a timeout: a CLI that hung would stop this test, not the suite."""
     import subprocess
 
     return subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", *args],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -365,7 +365,7 @@ def _draw_one_chart() -> bool:
         import matplotlib  # noqa: F401
     except ImportError:
         return False
-    from pytest_spark import chart
+    from pytest_dgx_spark import chart
 
     data = chart.from_samples([{"t": 0, "gpus": [{"temperature_c": 1}]}, {"t": 1, "gpus": [{"temperature_c": 2}]}],
                               title="warm-up")

@@ -42,7 +42,7 @@ VAR_SHAPE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 class Scan:
     """A loop or comprehension over a whole environment mapping."""
 
-    where: str  # "pytest_spark/probes/fleet.py:fingerprint"
+    where: str  # "pytest_dgx_spark/probes/fleet.py:fingerprint"
     line: int
     prefixes: set[str] = field(default_factory=set)
     suffixes: set[str] = field(default_factory=set)

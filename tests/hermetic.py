@@ -7,7 +7,7 @@ image exports ``TORCH_CUDA_ARCH_LIST=9.0a`` (G7 warns in every GB10 test),
 torchrun job exports ``SLURM_NNODES``/``WORLD_SIZE`` (G10 sees two nodes).
 
 The lists below are reviewed by hand and checked against the code:
-``tests/test_hermetic.py`` derives every read from ``pytest_spark``'s source
+``tests/test_hermetic.py`` derives every read from ``pytest_dgx_spark``'s source
 (:mod:`envscan`) and fails when one is neither scrubbed here nor in
 :data:`KEPT` with its reason. ``tests/conftest.py``'s autouse fixture
 removes them before every test, so what a test starts (pytester runs, CLI
@@ -26,8 +26,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_spark.probes.multinode import LAUNCHER_ENV
-from pytest_spark.redact import SECRET_NAME
+from pytest_dgx_spark.probes.multinode import LAUNCHER_ENV
+from pytest_dgx_spark.redact import SECRET_NAME
 
 #: single variables
 NAMES = frozenset(

@@ -30,7 +30,7 @@ NETWORK_EVENTS = ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"
 
 def main() -> None:
     mode = sys.argv.pop(1)
-    spec = importlib.util.find_spec("pytest_spark")  # an editable install is not on sys.path
+    spec = importlib.util.find_spec("pytest_dgx_spark")  # an editable install is not on sys.path
     ours = os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else sys.prefix
     allowed = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, ours, os.getcwd(), *(p for p in sys.path if p)})
     captures = {os.path.abspath(a.split("=", 1)[-1]) for a in sys.argv if "replay" in a or a.endswith(".gz")}
@@ -67,7 +67,7 @@ def main() -> None:
     sys.addaudithook(hook)
     atexit.register(dump)
     sys.argv[0] = mode
-    runpy.run_module("pytest_spark.cli" if mode == "cli" else "pytest", run_name="__main__", alter_sys=True)
+    runpy.run_module("pytest_dgx_spark.cli" if mode == "cli" else "pytest", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -114,12 +114,12 @@ def made_here(config: pytest.Config) -> int:
 
 
 def import_problem(prefix: list[str], cwd: str | Path) -> str:
-    """Why ``[*prefix, "-c", "import pytest_spark"]`` fails ("" when it works):
+    """Why ``[*prefix, "-c", "import pytest_dgx_spark"]`` fails ("" when it works):
     as another user, this interpreter or this checkout may be out of reach
     (a checkout in a 0700 folder, a Python that finds libpython through a
     RUNPATH under ``/root``)."""
     probe = subprocess.run(
-        [*prefix, "-c", "import pytest_spark"], capture_output=True, text=True, timeout=60, cwd=cwd
+        [*prefix, "-c", "import pytest_dgx_spark"], capture_output=True, text=True, timeout=60, cwd=cwd
     )
     return "" if probe.returncode == 0 else probe.stderr.strip()[-200:] or f"exit {probe.returncode}"
 
@@ -196,7 +196,7 @@ def nonroot_run(pytestconfig: pytest.Config) -> Iterator[Any]:
         prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--init-groups", sys.executable]
         why = import_problem(prefix, home)
         if why:
-            pytest.skip(f"user {NONROOT_USER} cannot import pytest_spark here: {why}")
+            pytest.skip(f"user {NONROOT_USER} cannot import pytest_dgx_spark here: {why}")
 
         def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
             env = dict(kwargs.pop("env", os.environ))

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-import pytest_spark
-from pytest_spark.probes.child import run_python
-from pytest_spark.probes.commands import run_command
+import pytest_dgx_spark
+from pytest_dgx_spark.probes.child import run_python
+from pytest_dgx_spark.probes.commands import run_command
 
 #: the probe: forks a grandchild that holds the pipes (``mode``), writes both
 #: pids, prints a line, then sleeps ``argv[3]`` seconds (0: exits at once)
@@ -143,7 +143,7 @@ def test_probe_child_returns_within_its_allowance_whoever_holds_the_pipe(
 DRIVER = textwrap.dedent(
     """
     import os, signal, sys, threading
-    from pytest_spark.probes.commands import run_command
+    from pytest_dgx_spark.probes.commands import run_command
     how, script, pidfile = sys.argv[1:4]
     argv = [sys.executable, script, pidfile, "none" if how == "thread" else "setsid", "60"]
     if how == "signal":  # pytest-timeout's signal method: an exception in the main thread
@@ -170,8 +170,8 @@ def test_a_probe_interrupted_by_pytest_timeout_does_not_outlive_it(holder: tuple
     script, pidfile = holder
     driver = script.with_name("driver.py")
     driver.write_text(DRIVER)
-    # the driver imports the pytest_spark this test imported (not whatever sys.path finds first)
-    package_parent = str(Path(pytest_spark.__file__).resolve().parent.parent)
+    # the driver imports the pytest_dgx_spark this test imported (not whatever sys.path finds first)
+    package_parent = str(Path(pytest_dgx_spark.__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
     start = time.monotonic()
     try:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark import capture
-from pytest_spark.redact import REDACTED, Redactor, reduce_argv
+from pytest_dgx_spark import capture
+from pytest_dgx_spark.redact import REDACTED, Redactor, reduce_argv
 
 from conftest import PYTEST_CHILD
 
@@ -34,7 +34,7 @@ def _gb10(spark_env):
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "-v", *args],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "-v", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -203,7 +203,7 @@ def test_a_gzip_bomb_is_refused_at_the_cap_under_a_memory_limit(tmp_path: Path) 
 
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--replay", str(bomb)],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(bomb)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -373,7 +373,7 @@ def test_pytest_capture_writes_a_file_the_cli_replays_to_the_same_lines(
     printed = lines(proc)  # the pytest run's terminal lines: ten short G-lines and the verdict
     assert len(printed) == 11 and printed[-1].startswith("verdict: "), proc.stdout
     short = subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--replay", str(target)],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(target)],
         capture_output=True,
         text=True,
         timeout=180,

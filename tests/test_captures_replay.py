@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from pytest_spark import capture
+from pytest_dgx_spark import capture
 
 CAPTURES = Path(__file__).resolve().parent / "data" / "captures"
 NAMES = sorted(p.name.removesuffix(".json.gz") for p in CAPTURES.glob("*.json.gz"))
@@ -37,7 +37,7 @@ def replay(path: Path, *args: str) -> tuple[str, int]:
     env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env["SPARK_PREFLIGHT_HOST_ROOT"] = "/nonexistent-host-root"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--replay", str(path), *args],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(path), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -252,7 +252,7 @@ def test_a_run_whose_evaluate_crashed_replays_as_that_crash(tmp_path: Path) -> N
     the run said: the same FAIL (a replay is how such a bug is reproduced)."""
 
     def crash_recorded(doc: dict[str, Any]) -> None:
-        from pytest_spark.engine import crashed
+        from pytest_dgx_spark.engine import crashed
 
         doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
         doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pytest_spark import chart
+from pytest_dgx_spark import chart
 
 from conftest import H200
 from doubles import gb10
@@ -161,7 +161,7 @@ def h200_g4_facts() -> dict[str, Any]:
     """G4's facts (its own dataclass, through its JSON round trip) of the
     recorded H200 load series, the counters as that H200 read them before,
     and after: 10.3 s more power capping and 3 s of SW thermal slowdown."""
-    from pytest_spark.checks import g04_thermal as g4
+    from pytest_dgx_spark.checks import g04_thermal as g4
 
     doc = h200_load()
     before = h200_counters()
@@ -221,9 +221,9 @@ def test_gb10_g4_gather_counters_become_a_band(doubles: Any) -> None:
     """G4 itself, on the GB10 double: counters of a real Spark
     (nvidia-smi_clocks_power_1.txt: 3.0 h power capping, 1.2 s HW thermal)
     read before the 0.3 s sample and, 0.25 s of SW thermal slowdown later, after it."""
-    from pytest_spark.engine import Engine
-    from pytest_spark.probes.machine import Machine
-    from pytest_spark.settings import Settings
+    from pytest_dgx_spark.engine import Engine
+    from pytest_dgx_spark.probes.machine import Machine
+    from pytest_dgx_spark.settings import Settings
 
     base = gb10.NVML["devices"][0]["counters"]
     counters = {k: [v, v + (250_000 if k == "sw_thermal_slowdown" else 0)] for k, v in base.items()}

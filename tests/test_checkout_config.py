@@ -20,11 +20,11 @@ import pytest
 from localserver import ISSUES_PATH, Answer
 from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
-from pytest_spark.checks import g08_playbooks as g8
+from pytest_dgx_spark.checks import g08_playbooks as g8
 
 from conftest import DATA, PYTEST_CHILD
 
-CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
+CLI = "import sys\nfrom pytest_dgx_spark.cli import main\nsys.exit(main())\n"
 TOKEN = "ghp_" + "CheckoutConfigTest0123456789"
 BASHRC = "# the user's own\n"
 

@@ -144,9 +144,9 @@ def test_console_script_is_installed() -> None:
     from importlib import metadata
 
     scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
-    assert scripts["spark-preflight"] == "pytest_spark.cli:main"
+    assert scripts["spark-preflight"] == "pytest_dgx_spark.cli:main"
     plugins = {ep.name: ep.value for ep in metadata.entry_points(group="pytest11")}
-    assert plugins["dgx_spark"] == "pytest_spark.plugin"
+    assert plugins["dgx_spark"] == "pytest_dgx_spark.plugin"
 
 
 def test_under_torchrun_only_rank_0_writes_the_report_path(tmp_path: Path, monkeypatch) -> None:
@@ -186,7 +186,7 @@ def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     import sys
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_spark.cli", "-v", "--offline", "--only", "G3,G4,G6,G9"],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "-v", "--offline", "--only", "G3,G4,G6,G9"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark import cli, options
-from pytest_spark.thresholds import THRESHOLDS
+from pytest_dgx_spark import cli, options
+from pytest_dgx_spark.thresholds import THRESHOLDS
 
 CHECKS = Path(cli.__file__).parent / "checks"
 

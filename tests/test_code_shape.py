@@ -1,11 +1,11 @@
 """The shape of the code, checked on its syntax tree (issue 9, "Done when").
 
-- No function in ``pytest_spark/`` is longer than :data:`MAX_LINES` lines,
-  probe scripts under ``pytest_spark/probes/scripts/`` included (their ``main``
+- No function in ``pytest_dgx_spark/`` is longer than :data:`MAX_LINES` lines,
+  probe scripts under ``pytest_dgx_spark/probes/scripts/`` included (their ``main``
   runs in a child process but is read and changed like any other function).
   A long decision is split into named stages; only a declarative table may be
   longer, and then it is listed in :data:`ALLOWED` with its reason.
-- No import cycle among the modules of ``pytest_spark``. The rule:
+- No import cycle among the modules of ``pytest_dgx_spark``. The rule:
 
   1. Module-level imports (run when the module is imported; ``if
      TYPE_CHECKING:`` blocks excluded, they never run) form no cycle.
@@ -15,8 +15,8 @@
      lazily while ``settings`` imports ``options`` was one).
 
   Lazy imports are otherwise fine, and wanted: they keep plain pytest runs
-  light. ``from pytest_spark import x`` counts as an import of
-  ``pytest_spark.x`` when ``x`` is a module; a package's ``__init__`` that a
+  light. ``from pytest_dgx_spark import x`` counts as an import of
+  ``pytest_dgx_spark.x`` when ``x`` is a module; a package's ``__init__`` that a
   submodule import runs implicitly is not an edge.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-import pytest_spark
+import pytest_dgx_spark
 
-PACKAGE = Path(pytest_spark.__file__).parent
+PACKAGE = Path(pytest_dgx_spark.__file__).parent
 MAX_LINES = 80
 
 #: "module:function" -> why it may be longer (declarative tables only)
@@ -111,7 +111,7 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
         names = {n if n in MODULES else source for n in names}
     found = set()
     for name in names:
-        while name and name not in MODULES:  # pytest_spark.x.attr -> pytest_spark.x
+        while name and name not in MODULES:  # pytest_dgx_spark.x.attr -> pytest_dgx_spark.x
             name = name.rpartition(".")[0]
         if name and name != module:
             found.add(name)
@@ -138,7 +138,7 @@ def _walk_imports(module: str, nodes: list[ast.stmt], lazy: bool, out: dict[str,
 
 
 def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(module-level edges, function-level edges) between pytest_spark modules."""
+    """(module-level edges, function-level edges) between pytest_dgx_spark modules."""
     eager: dict[str, set[str]] = {}
     lazy: dict[str, set[str]] = {}
     for module, path in MODULES.items():
@@ -180,7 +180,7 @@ def cycles(eager: dict[str, set[str]], lazy: dict[str, set[str]]) -> list[str]:
 
 def test_no_import_cycles() -> None:
     eager, lazy = import_graph()
-    assert "pytest_spark.options" in eager["pytest_spark.settings"]  # the walk sees imports at all
+    assert "pytest_dgx_spark.options" in eager["pytest_dgx_spark.settings"]  # the walk sees imports at all
     assert cycles(eager, lazy) == []
 
 
@@ -200,7 +200,7 @@ def test_the_cycle_finder_sees_both_kinds() -> None:
 HAND_WRITTEN_MORE = re.compile(r"\{[^{}]*\s-\s*[^{}]+\}\s*more\b|…['\"]\s*if\s+len\(")
 #: (module, why) for a count that is not the "first N" rule
 OWN_WORDING = {
-    "pytest_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
+    "pytest_dgx_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
 }
 
 
@@ -210,7 +210,7 @@ def test_lists_are_shortened_by_the_kit_only() -> None:
     a check that writes its own count drifts from it."""
     found = []
     for module, path in MODULES.items():
-        if module == "pytest_spark.checks.kit":
+        if module == "pytest_dgx_spark.checks.kit":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if HAND_WRITTEN_MORE.search(line) and module not in OWN_WORDING:
@@ -224,7 +224,7 @@ def test_lists_are_shortened_by_the_kit_only() -> None:
 
 
 def test_the_kit_rules() -> None:
-    from pytest_spark.checks.kit import first_n, plus_more, shortened
+    from pytest_dgx_spark.checks.kit import first_n, plus_more, shortened
 
     assert first_n(["a", "", "b", "c", "d", "e"]) == "a; b; c; and 2 more"
     assert first_n(["x", "y"], 1, sep=" ") == "x and 1 more"
@@ -334,9 +334,9 @@ def impure_reach(sources: dict[str, str], start: str) -> tuple[list[str], set[st
 
 
 def _check_modules() -> list[str]:
-    from pytest_spark import catalog
+    from pytest_dgx_spark import catalog
 
-    return [f"pytest_spark.checks.{spec.module}" for spec in catalog.CHECKS]
+    return [f"pytest_dgx_spark.checks.{spec.module}" for spec in catalog.CHECKS]
 
 
 @pytest.mark.parametrize("module", _check_modules())
@@ -348,7 +348,7 @@ def test_every_check_has_the_one_shape(module: str) -> None:
     import importlib
     import inspect
 
-    from pytest_spark.checks.kit import FactsBase
+    from pytest_dgx_spark.checks.kit import FactsBase
 
     mod = importlib.import_module(module)
     assert dataclasses.is_dataclass(mod.FACTS) and issubclass(mod.FACTS, FactsBase)
@@ -373,14 +373,14 @@ def test_evaluate_reads_no_machine(module: str) -> None:
 
 def test_the_purity_walk_sees_a_machine_read_two_calls_away() -> None:
     sources = {
-        "pytest_spark.checks.fake": (
-            "from pytest_spark.probes import helper\n"
+        "pytest_dgx_spark.checks.fake": (
+            "from pytest_dgx_spark.probes import helper\n"
             "def evaluate(facts, params):\n    return _stage(facts)\n"
-            "def _stage(facts):\n    from pytest_spark.probes.other import peek\n    return helper.read(facts) + peek()\n"
+            "def _stage(facts):\n    from pytest_dgx_spark.probes.other import peek\n    return helper.read(facts) + peek()\n"
         ),
-        "pytest_spark.probes.helper": "import os\ndef read(f):\n    return os.environ.get('X')\n",
-        "pytest_spark.probes.other": "def peek():\n    return open('/proc/meminfo').read()\n",
+        "pytest_dgx_spark.probes.helper": "import os\ndef read(f):\n    return os.environ.get('X')\n",
+        "pytest_dgx_spark.probes.other": "def peek():\n    return open('/proc/meminfo').read()\n",
     }
-    found, reached = impure_reach(sources, "pytest_spark.checks.fake:evaluate")
-    assert found == ["pytest_spark.probes.helper:read:3: os.environ", "pytest_spark.probes.other:peek:2: open"]
-    assert "pytest_spark.checks.fake:_stage" in reached
+    found, reached = impure_reach(sources, "pytest_dgx_spark.checks.fake:evaluate")
+    assert found == ["pytest_dgx_spark.probes.helper:read:3: os.environ", "pytest_dgx_spark.probes.other:peek:2: open"]
+    assert "pytest_dgx_spark.checks.fake:_stage" in reached

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.probes import configs as c
-from pytest_spark.probes import multinode as mn
+from pytest_dgx_spark.probes import configs as c
+from pytest_dgx_spark.probes import multinode as mn
 
 from conftest import LAUNCHER_ENV
 
-CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
+CLI = "import sys\nfrom pytest_dgx_spark.cli import main\nsys.exit(main())\n"
 JOB = "tensor_parallel_size: 2\nnum_machines: 2\ndistributed_type: FSDP\n"
 SECRET = "root-password-line-Hunter2"
 

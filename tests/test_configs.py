@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.probes import configs as c
+from pytest_dgx_spark.probes import configs as c
 
 from conftest import DATA
 from doubles.procs import running
@@ -322,7 +322,7 @@ def test_a_real_process_command_line_is_read() -> None:
         "2",
         "--headless",
     ]
-    from pytest_spark.probes.processes import list_processes
+    from pytest_dgx_spark.probes.processes import list_processes
 
     with running(argv) as proc:
         sources = c.process_sources(list_processes()["processes"], own_pid=os.getpid())

@@ -1,7 +1,7 @@
 """Every threshold has its figure and where it comes from, in the repository.
 
 docs/EVIDENCE.md's threshold table and the README's must list every key of
-``pytest_spark/thresholds.py`` with its defaults, and each source must be a
+``pytest_dgx_spark/thresholds.py`` with its defaults, and each source must be a
 capture file that is in ``tests/data/`` (each starts with its ``# source:``
 line) with its public address, or say "chosen, no source" and why. A figure
 changed in the code without its row, or a row citing a file the repository
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.thresholds import THRESHOLDS
+from pytest_dgx_spark.thresholds import THRESHOLDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -1,4 +1,4 @@
-"""The torch child started while pytest loads (pytest_spark/early.py).
+"""The torch child started while pytest loads (pytest_dgx_spark/early.py).
 
 Real pytest processes on the GB10 double with a device node under its
 machine root: a project conftest that takes 2.5 s to import stands for
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_spark import early
+from pytest_dgx_spark import early
 
 from conftest import PYTEST_CHILD
 from doubles.procs import group_gone
@@ -168,7 +168,7 @@ def test_an_ini_that_needs_no_torch_here_kills_the_child_at_configure(
 
 
 def test_a_failing_early_start_never_stops_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_spark import plugin
+    from pytest_dgx_spark import plugin
 
     def boom(*args: object, **kwargs: object) -> bool:
         raise OSError("planted")

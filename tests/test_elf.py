@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.probes import dist_files, elf
+from pytest_dgx_spark.probes import dist_files, elf
 
 from doubles import elfkit
 

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.engine import Engine, check_module
-from pytest_spark.model import Status
-from pytest_spark.probes.commands import kill_running
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.engine import Engine, check_module
+from pytest_dgx_spark.model import Status
+from pytest_dgx_spark.probes.commands import kill_running
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 
 def log_times(path: Path) -> list[float]:
@@ -23,7 +23,7 @@ def log_times(path: Path) -> list[float]:
 def cli(spark_env: Any, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``spark-preflight ARGS`` on the GB10 double, which must exit 0."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", *args],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -57,7 +57,7 @@ def test_close_kills_probes_still_running(tmp_path: Path) -> None:
     """A run that stops early (-x, Ctrl-C) leaves no probe process behind."""
     import threading
 
-    from pytest_spark.probes.commands import run_command
+    from pytest_dgx_spark.probes.commands import run_command
 
     script = tmp_path / "slow.sh"
     script.write_text("#!/bin/sh\nsleep 60\n")
@@ -75,7 +75,7 @@ def test_close_kills_probes_still_running(tmp_path: Path) -> None:
 
 def test_a_check_that_raises_is_its_own_fail_not_an_exception(monkeypatch, spark_env) -> None:
     # the module the engine runs: after an in-process pytester run dropped it
-    # from sys.modules, `from pytest_spark.checks import g09_container` would
+    # from sys.modules, `from pytest_dgx_spark.checks import g09_container` would
     # still hand back the old module object, and the engine would import anew
     g09_container = check_module("G9")
 
@@ -201,7 +201,7 @@ def test_a_probe_started_while_close_waits_is_killed_at_once(tmp_path: Path, spa
     while it waits, so the late probe dies at once and close() returns."""
     import threading
 
-    from pytest_spark.probes.commands import run_command
+    from pytest_dgx_spark.probes.commands import run_command
 
     from doubles.procs import group_gone
 
@@ -234,7 +234,7 @@ def test_the_prefetch_threads_import_nothing_of_ours_first(monkeypatch, spark_en
     (seen as G1 failing with "AST constructor recursion depth mismatch")."""
     import threading
 
-    from pytest_spark import engine as engine_module
+    from pytest_dgx_spark import engine as engine_module
 
     first: dict[str, str] = {}
     real = engine_module.check_module

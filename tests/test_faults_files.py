@@ -217,7 +217,7 @@ def test_bad_g10_configs_cost_a_reason_and_bounded_time_and_memory(tmp_path: Pat
     (tmp_path / "good.yaml").write_text("distributed_type: FSDP\nnum_machines: 1\n")
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "NNODES")}
     env["SPARK_PREFLIGHT_HOST_ROOT"] = str(quiet_root)  # other tests' fake TP servers are not G10's input here
-    cli = [sys.executable, "-m", "pytest_spark.cli", "--only", "G10", "--timeout", "2", "--json"]
+    cli = [sys.executable, "-m", "pytest_dgx_spark.cli", "--only", "G10", "--timeout", "2", "--json"]
 
     _, _, _, baseline = run_measured([*cli, "--config", str(tmp_path / "good.yaml")], project, env)
     given = [a for name in bad for a in ("--config", str(tmp_path / name))]

@@ -481,9 +481,9 @@ def test_probe_children_that_cannot_start_are_reasons_not_a_wedged_driver(
     venv, an interpreter under a folder this user cannot enter): the checks
     that need a child say so; G4 takes nvidia-smi's snapshot instead of
     blaming the driver (nvidia-smi answered)."""
-    from pytest_spark.engine import Engine
-    from pytest_spark.probes.machine import Machine
-    from pytest_spark.settings import Settings
+    from pytest_dgx_spark.engine import Engine
+    from pytest_dgx_spark.probes.machine import Machine
+    from pytest_dgx_spark.settings import Settings
 
     from doubles.spark_scene import isolated_path, preimport
 

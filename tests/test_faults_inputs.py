@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark import report
+from pytest_dgx_spark import report
 
 from conftest import PYTEST_CHILD
 
-CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
+CLI = "import sys\nfrom pytest_dgx_spark.cli import main\nsys.exit(main())\n"
 
 
 def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

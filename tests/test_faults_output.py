@@ -119,7 +119,7 @@ def test_background_sampler_whose_child_prints_one_endless_line(tmp_path: Path) 
     process's memory stays small (readline kept the whole line)."""
     import resource
 
-    from pytest_spark.sampler import GpuSampler
+    from pytest_dgx_spark.sampler import GpuSampler
 
     babble = tmp_path / "babble"
     babble.mkdir()

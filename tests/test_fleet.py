@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.checks import nodes
-from pytest_spark.checks.kit import Findings
-from pytest_spark.model import Result, Status
+from pytest_dgx_spark.checks import nodes
+from pytest_dgx_spark.checks.kit import Findings
+from pytest_dgx_spark.model import Result, Status
 
 from conftest import PYTEST_CHILD
 
 EXCHANGE = """
 import json, sys
-from pytest_spark.probes.machine import Machine
-from pytest_spark.probes import fleet
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.probes import fleet
 m = Machine(timeout=float(sys.argv[1]))
 mine = fleet.fingerprint(m, {"G3": sys.argv[2]})
 print(json.dumps(fleet.exchange(m, mine, float(sys.argv[3]))))
@@ -245,10 +245,10 @@ def test_the_fingerprint_mtu_is_that_of_the_interfaces_nccl_sends_on(
     interface only when sockets carry the data."""
     from test_g10_multinode import sys_tree
 
-    from pytest_spark.checks import g10_multinode as g10
-    from pytest_spark.probes import fleet
-    from pytest_spark.probes import multinode as mn
-    from pytest_spark.probes.machine import Machine
+    from pytest_dgx_spark.checks import g10_multinode as g10
+    from pytest_dgx_spark.probes import fleet
+    from pytest_dgx_spark.probes import multinode as mn
+    from pytest_dgx_spark.probes.machine import Machine
 
     root = sys_tree(tmp_path, extra_net={"wlP9s9": 1500})
     machine = Machine(root=root, env=env)
@@ -373,7 +373,7 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
 def test_the_intrusive_gate_decides_on_differing_fingerprints_without_crashing(change: dict, blocks: bool) -> None:
     """The all-reduce probe waits for fingerprints that agree on what breaks
     collectives: a WARN-only difference lets it run, a FAIL one stops it."""
-    from pytest_spark.checks import g10_multinode as g10
+    from pytest_dgx_spark.checks import g10_multinode as g10
 
     fps = recorded_pair()
     fps[1].update(change)
@@ -438,7 +438,7 @@ def rank_cli(
         [
             sys.executable,
             "-m",
-            "pytest_spark.cli",
+            "pytest_dgx_spark.cli",
             *(["--only", only] if only else []),
             "--timeout",
             timeout,
@@ -626,8 +626,8 @@ def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path
 
 def g10_on_rank_0(*fps: dict) -> Result:
     """G10 of rank 0 of a two-node job whose exchange brought back ``fps``."""
-    from pytest_spark.checks import g10_multinode as g10
-    from pytest_spark.checks.kit import Params
+    from pytest_dgx_spark.checks import g10_multinode as g10
+    from pytest_dgx_spark.checks.kit import Params
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "spark-a", "MASTER_PORT": "29500"}
     facts = g10.Facts(env=env, root="/srv/proj", fleet={"rank": 0, "world_size": 2, "fingerprints": list(fps)})
@@ -712,8 +712,8 @@ def srun_task(rank: int, port: int | None = None, tasks: int = 2) -> dict[str, s
 
 
 def test_an_srun_task_is_a_rank_and_a_batch_script_is_not() -> None:
-    from pytest_spark import launch
-    from pytest_spark.report import per_rank_path
+    from pytest_dgx_spark import launch
+    from pytest_dgx_spark.report import per_rank_path
 
     assert launch.job_rank(srun_task(1)) == (1, 2)
     assert launch.torchrun_env(srun_task(1))["RANK"] == "1"

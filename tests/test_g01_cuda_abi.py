@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.checks import g01_cuda_abi as g1
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g01_cuda_abi as g1
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 from doubles import elfkit, gb10
 
@@ -952,7 +952,7 @@ def test_without_torch_a_majority_of_modules_is_the_reference() -> None:
 def test_the_recorded_cu12_module_fails_with_dist_library_and_fix_on_the_default_line() -> None:
     """tests/data/captures/h200-cu12.json.gz: a gcc-built extension linked to
     libcudart.so.12, next to torch 2.11.0+cu130 on the H200."""
-    from pytest_spark import capture
+    from pytest_dgx_spark import capture
 
     doc = capture.load(Path(__file__).parent / "data" / "captures" / "h200-cu12.json.gz")
     result = evaluate(g1.Facts.from_dict(doc["checks"]["G1"]["facts"]))

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.checks import g02_flash_attn as g2
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g02_flash_attn as g2
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 from doubles import gb10
 
@@ -92,7 +92,7 @@ def test_unsloth_with_working_flash_attn_warns_and_offers_the_helper() -> None:
     result = evaluate(facts(unsloth_dist=UNSLOTH))
     assert result.status is Status.WARN
     assert 'attn_implementation="sdpa") is ignored and flash_attention_2 is used' in result.summary
-    assert "pytest_spark.unsloth.force_sdpa" in result.fix
+    assert "pytest_dgx_spark.unsloth.force_sdpa" in result.fix
     assert any("HAS_FLASH_ATTENTION = False" in d and "finally" in d for d in result.details)
     assert result.reading("unsloth_has_flash_attention").value is True
 

@@ -1,4 +1,4 @@
-"""``pytest_spark.unsloth.force_sdpa`` against a stand-in ``unsloth`` package.
+"""``pytest_dgx_spark.unsloth.force_sdpa`` against a stand-in ``unsloth`` package.
 
 The stand-in is built in tmp_path with the structure the helper relies on,
 taken from Unsloth's source (docs/EVIDENCE.md, snapshot 015bdef):
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.unsloth import force_sdpa
+from pytest_dgx_spark.unsloth import force_sdpa
 
 UTILS = """
 HAS_FLASH_ATTENTION = True

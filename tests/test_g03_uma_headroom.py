@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.checks import g03_uma_headroom as g3
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.probes.procfs import parse_meminfo
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g03_uma_headroom as g3
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.probes.procfs import parse_meminfo
+from pytest_dgx_spark.settings import Settings
 
 from doubles import gb10
 
@@ -154,7 +154,7 @@ def test_drop_caches_refused_for_a_real_unprivileged_user(nonroot_run, spark_env
     target.write_text("untouched")
     target.chmod(0o666)  # even a writable file must not be written by a non-root run
     env = dict(os.environ, SPARK_PREFLIGHT_HOST_ROOT=str(root))
-    proc = nonroot_run(["-m", "pytest_spark.cli", "--only", "G3", "--drop-caches", "-v"], env=env)
+    proc = nonroot_run(["-m", "pytest_dgx_spark.cli", "--only", "G3", "--drop-caches", "-v"], env=env)
     assert proc.returncode == 0, proc.stderr
     assert "--spark-drop-caches refused: not root (euid " in proc.stdout
     assert target.read_text() == "untouched"

@@ -16,14 +16,21 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.checks import g04_thermal as g4
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
-from pytest_spark.thermal import REASON_BITS, WARN_MASK, decode_reasons, parse_mask, parse_smi_q, seconds_text
-from pytest_spark.thresholds import defaults
+from pytest_dgx_spark.checks import g04_thermal as g4
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
+from pytest_dgx_spark.thermal import (
+    REASON_BITS,
+    WARN_MASK,
+    decode_reasons,
+    parse_mask,
+    parse_smi_q,
+    seconds_text,
+)
+from pytest_dgx_spark.thresholds import defaults
 
 from doubles import gb10
 from doubles.procs import alive
@@ -759,7 +766,7 @@ def test_a_loaded_gb10_above_the_idle_band_still_meets_the_flat_power_rule() -> 
 
 
 def test_a_threshold_not_given_is_the_tables_not_a_second_default() -> None:
-    """Params without a threshold falls back to pytest_spark/thresholds.py,
+    """Params without a threshold falls back to pytest_dgx_spark/thresholds.py,
     the one table: G4 read g4_tlimit_margin_c through its own default of 0 C
     (the table says 3 C, both profiles), so a 2 C margin went unnoticed."""
     thin = series([70, 71], [60, 60])

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.checks import g05_bandwidth as g5
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
-from pytest_spark.thresholds import defaults
+from pytest_dgx_spark.checks import g05_bandwidth as g5
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
+from pytest_dgx_spark.thresholds import defaults
 
 from doubles import gb10
 

@@ -23,15 +23,15 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.checks import g06_contention as g6
-from pytest_spark.checks.kit import CheckContext, Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Status
-from pytest_spark.probes.child import PROTOCOL, SCRIPTS
-from pytest_spark.probes.gpu_programs import flag_value
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
-from pytest_spark.thresholds import defaults
+from pytest_dgx_spark.checks import g06_contention as g6
+from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Status
+from pytest_dgx_spark.probes.child import PROTOCOL, SCRIPTS
+from pytest_dgx_spark.probes.gpu_programs import flag_value
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
+from pytest_dgx_spark.thresholds import defaults
 
 from doubles import gb10
 
@@ -641,7 +641,7 @@ def test_secrets_stay_out_of_terminal_junit_json_and_env_report(
     assert "G6 FAIL: 1 other GPU process uncapped or above 0.5: pid 4242 vLLM (cap 0.9, 40.0 GiB NVML)" in out
     assert "vllm serve --gpu-memory-utilization=0.9" in out  # the reduced command line, in the details
     cli = subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--only", "G6", "--json"],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "--only", "G6", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -877,7 +877,7 @@ def test_every_result_has_a_headline_and_a_short_line(entries_and_procs: Any) ->
 def test_process_table_reads_names_with_parentheses_and_marks_nothing_foreign(fake_root: Any) -> None:
     """``/proc/<pid>/stat`` puts the name in parentheses, and a name may hold
     ``) (`` itself; the ppid and rss are read after the last ``)``."""
-    from pytest_spark.probes.processes import list_processes
+    from pytest_dgx_spark.probes.processes import list_processes
 
     root = fake_root({})
     proc_tree(root, 7, 1, ["./a.out"], name="evil) S 99 (x")

@@ -17,12 +17,12 @@ import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
-from pytest_spark.checks import g08_playbooks as g8
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g08_playbooks as g8
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 from conftest import DATA
 
@@ -423,7 +423,7 @@ def test_token_never_appears_in_cli_output(tmp_path: Path, tls_server: TlsServer
             [
                 sys.executable,
                 "-m",
-                "pytest_spark.cli",
+                "pytest_dgx_spark.cli",
                 "--only",
                 "G8",
                 "-v",
@@ -549,7 +549,7 @@ def test_huge_reset_through_the_cli(tmp_path: Path, server: LocalServer) -> None
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--only", "G8", "-v", *args],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "--only", "G8", "-v", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -586,7 +586,7 @@ def test_url_credentials_go_as_basic_auth_to_the_host(
 
 
 def test_url_credentials_are_not_sent_in_clear_to_a_remote_host() -> None:
-    from pytest_spark.probes import http
+    from pytest_dgx_spark.probes import http
 
     answer = http.get("http://u:pw@192.0.2.1:9/x", timeout=0.3)
     assert answer.credentials == "not sent: plain http to a non-local host"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.checks import g09_container as g9
-from pytest_spark.checks.kit import Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g09_container as g9
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 from conftest import ONLY_PLANTED
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.checks import g10_multinode as g10
-from pytest_spark.checks.kit import CheckContext, Params
-from pytest_spark.engine import Engine
-from pytest_spark.model import Result, Status
-from pytest_spark.probes import configs as c
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.checks import g10_multinode as g10
+from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes import configs as c
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 from conftest import DATA
 from doubles.procs import running
@@ -658,7 +658,7 @@ def test_torchrun_two_processes_run_the_cli(tmp_path: Path) -> None:
             "--master-port",
             str(free_port()),
             "-m",
-            "pytest_spark.cli",
+            "pytest_dgx_spark.cli",
             "--only",
             "G10",
             "--intrusive",
@@ -900,7 +900,7 @@ def test_a_named_config_replaces_the_search(tmp_path: Path) -> None:
 def test_files_this_tool_wrote_are_never_read_as_configs(tmp_path: Path) -> None:
     """env-report.json, `spark-preflight --json` output and a pytest-json-report file hold our own
     TP findings and verdicts; discovery skips them and says so."""
-    from pytest_spark import report
+    from pytest_dgx_spark import report
 
     earlier = decide(source(G10 / "nemo_two_nodes_tp2.yaml", "found"))
     doc = report.env_report([earlier], strict=False, host={}, settings={"config": ["x"]})
@@ -932,7 +932,7 @@ def test_a_fifo_named_like_a_report_does_not_block(tmp_path: Path) -> None:
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_spark.cli", "--only", "G10", "-v", *args],
+        [sys.executable, "-m", "pytest_dgx_spark.cli", "--only", "G10", "-v", *args],
         capture_output=True,
         text=True,
         env=clean_env(),

@@ -1,7 +1,7 @@
 """The suite decides from what each test plants, not from the machine.
 
 ``tests/hermetic.py`` lists what no test inherits; these tests hold that list
-to the code (every environment read of ``pytest_spark``, found by
+to the code (every environment read of ``pytest_dgx_spark``, found by
 ``tests/envscan.py``) and check that the autouse fixture and the pytest runs
 tests start apply it.
 """
@@ -16,15 +16,15 @@ import pytest
 import envscan
 import hermetic
 
-PACKAGE = Path(__file__).resolve().parent.parent / "pytest_spark"
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_dgx_spark"
 
 #: every scan of a whole environment mapping, and what covers the keys it takes;
 #: a new scan fails :func:`test_every_scan_of_the_environment_is_reviewed` until added here
 REVIEWED_SCANS = {
-    "pytest_spark/probes/child.py:child_env": "drops PYTEST_XDIST*/PYTEST_CURRENT_TEST from a child (KEPT)",
-    "pytest_spark/probes/fleet.py:fingerprint": "ENV_PATTERN: NCCL_*, UCX_*, GLOO_*, TORCH_NCCL_*, *_SOCKET_IFNAME",
-    "pytest_spark/probes/http.py:_proxies": "*_proxy in any case (SUFFIXES)",
-    "pytest_spark/redact.py:__init__": "_is_secret_value: redact.SECRET_NAME (PATTERNS)",
+    "pytest_dgx_spark/probes/child.py:child_env": "drops PYTEST_XDIST*/PYTEST_CURRENT_TEST from a child (KEPT)",
+    "pytest_dgx_spark/probes/fleet.py:fingerprint": "ENV_PATTERN: NCCL_*, UCX_*, GLOO_*, TORCH_NCCL_*, *_SOCKET_IFNAME",
+    "pytest_dgx_spark/probes/http.py:_proxies": "*_proxy in any case (SUFFIXES)",
+    "pytest_dgx_spark/redact.py:__init__": "_is_secret_value: redact.SECRET_NAME (PATTERNS)",
 }
 
 

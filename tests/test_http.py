@@ -14,7 +14,7 @@ import pytest
 from localserver import Answer, LocalServer
 from tlsserver import Cert, TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
-from pytest_spark.probes import http
+from pytest_dgx_spark.probes import http
 
 TOKEN = "ghp_" + "T0kenForTests" * 3  # looks like a real one; must never come back
 PATH = "/api/thing"

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from pytest_spark import options, settings
-from pytest_spark.settings import OptionError, Settings
+from pytest_dgx_spark import options, settings
+from pytest_dgx_spark.settings import OptionError, Settings
 
 
 @pytest.fixture(autouse=True)
@@ -147,7 +147,7 @@ def test_a_decision_reads_option_defaults_from_the_table_too() -> None:
     """``Params.option`` falls back to the option table, not to a default the
     check passes (G10 passed its own ``"fail"`` for --spark-tp-across-nodes),
     and names only options a decision reads."""
-    from pytest_spark.checks.kit import PARAM_OPTIONS, Params
+    from pytest_dgx_spark.checks.kit import PARAM_OPTIONS, Params
 
     bare = Params()
     for name in PARAM_OPTIONS:
@@ -189,7 +189,7 @@ def test_report_into_a_read_only_folder_as_a_non_root_user(nonroot_run) -> None:
     folder = nonroot_run.base / "ro"
     folder.mkdir()
     folder.chmod(0o555)
-    proc = nonroot_run(["-m", "pytest_spark.cli", "--only", "G3", "--report", str(folder / "r.json")])
+    proc = nonroot_run(["-m", "pytest_dgx_spark.cli", "--only", "G3", "--report", str(folder / "r.json")])
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"spark-preflight: error: --report: folder '{folder}' is not writable (Permission denied)"
@@ -199,7 +199,7 @@ def test_report_into_a_read_only_folder_as_a_non_root_user(nonroot_run) -> None:
 def test_precision_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
     """``--spark-precision`` (G7) is a choice; the ini twin is ``spark_preflight_precision``;
     the value reaches the check's parameters (kit.PARAM_OPTIONS)."""
-    from pytest_spark.checks.kit import Params
+    from pytest_dgx_spark.checks.kit import Params
 
     opt = options.BY_NAME["precision"]
     assert settings.parse_value(opt, " NVFP4 ", "flag", os.getcwd()) == "nvfp4"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.checks.g01_cuda_abi import _ldconfig
-from pytest_spark.checks.g07_nvfp4 import _find_cuobjdump
-from pytest_spark.probes.commands import run_command
-from pytest_spark.probes.machine import Machine
+from pytest_dgx_spark.checks.g01_cuda_abi import _ldconfig
+from pytest_dgx_spark.checks.g07_nvfp4 import _find_cuobjdump
+from pytest_dgx_spark.probes.commands import run_command
+from pytest_dgx_spark.probes.machine import Machine
 
 PLANTED = ("nvidia-smi", "ldconfig", "cuobjdump")
 

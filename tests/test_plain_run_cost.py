@@ -38,26 +38,26 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
         for m in modules
         if m.split(".")[0] in ("pynvml", "psutil", "torch", "yaml", "elftools")
         or m.startswith(
-            ("pytest_spark.session", "pytest_spark.engine", "pytest_spark.probes", "pytest_spark.checks")
+            ("pytest_dgx_spark.session", "pytest_dgx_spark.engine", "pytest_dgx_spark.probes", "pytest_dgx_spark.checks")
         )
     ]
     assert loaded == []
     if not extra:
-        assert "pytest_spark.plugin" in modules, "the plugin itself is loaded (and registers its options)"
+        assert "pytest_dgx_spark.plugin" in modules, "the plugin itself is loaded (and registers its options)"
     # issue 10: nothing beyond the registration module and the small tables it
-    # registers (the sampler fixture's module, the settings, the clash check: on use)
-    ours = {m for m in modules if m.split(".")[0] == "pytest_spark"}
-    assert "pytest_spark.sampler" not in ours, "the spark_sampler fixture loads its module on first use"
-    assert "pytest_spark.settings" not in ours and "pytest_spark.clash" not in ours
+    # registers (the sampler fixture's module, the settings: on use)
+    ours = {m for m in modules if m.split(".")[0] == "pytest_dgx_spark"}
+    assert "pytest_dgx_spark.sampler" not in ours, "the spark_sampler fixture loads its module on first use"
+    assert "pytest_dgx_spark.settings" not in ours
     # the preflight's configure step (and the --spark-* flag checks) load only when asked for
-    assert "pytest_spark.configure" not in ours
+    assert "pytest_dgx_spark.configure" not in ours
     allowed = {
-        "pytest_spark",
-        "pytest_spark.plugin",
-        "pytest_spark.registration",
-        "pytest_spark.options",
-        "pytest_spark.catalog",
-        "pytest_spark.hooks",
+        "pytest_dgx_spark",
+        "pytest_dgx_spark.plugin",
+        "pytest_dgx_spark.registration",
+        "pytest_dgx_spark.options",
+        "pytest_dgx_spark.catalog",
+        "pytest_dgx_spark.hooks",
     }
     assert ours <= allowed, sorted(ours - allowed)
 
@@ -67,7 +67,7 @@ def test_with_the_flag_the_machinery_loads(pytester: pytest.Pytester, spark_env)
     result = pytester.runpytest_subprocess("--spark-preflight", "--spark-only", "G3")
     result.assert_outcomes(passed=1, deselected=9)
     modules = json.loads((pytester.path / "modules.json").read_text())
-    assert "pytest_spark.engine" in modules
+    assert "pytest_dgx_spark.engine" in modules
     # NVML and torch run in child processes: never imported into pytest itself
     assert "pynvml" not in modules and "torch" not in modules
 
@@ -95,14 +95,13 @@ CAPTURE = Path(__file__).parent / "data" / "captures" / "h200-vllm.json.gz"
 )
 def test_the_cli_does_not_import_pytest(tmp_path: Path, spark_env, args: list[str]) -> None:
     """``spark-preflight`` pays for pytest only if it needs it: it never does
-    (the PySpark-clash check lives in pytest_spark.clash, free of pytest),
     whether it runs all ten checks, one, or a replay."""
-    proc, names = _imported_by(["-m", "pytest_spark.cli", *args], tmp_path)
+    proc, names = _imported_by(["-m", "pytest_dgx_spark.cli", *args], tmp_path)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    assert "pytest_spark.options" in names and "pytest_spark.clash" in names, "importtime lists what the CLI imported"
+    assert "pytest_dgx_spark.options" in names, "importtime lists what the CLI imported"
     if args != ["--help"]:
         last = "G3 " if args[0] == "--only" else "G10 "
-        assert last in proc.stdout and "pytest_spark.engine" in names
+        assert last in proc.stdout and "pytest_dgx_spark.engine" in names
     assert {n for n in names if n.split(".")[0] in ("pytest", "_pytest", "pluggy")} == set()
 
 
@@ -112,7 +111,7 @@ import json, sys
 def pytest_unconfigure(config):
     with open("loaders.json", "w") as fh:
         json.dump({m: type(sys.modules[m].__loader__).__name__ for m in sys.modules
-                   if m.split(".")[0] == "pytest_spark"}, fh)
+                   if m.split(".")[0] == "pytest_dgx_spark"}, fh)
 """
 
 
@@ -120,17 +119,17 @@ def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As installed from a wheel (the package on sys.path), pytest marks all of
-    ``pytest_spark`` for assertion rewriting; under PYTHONDONTWRITEBYTECODE it
+    ``pytest_dgx_spark`` for assertion rewriting; under PYTHONDONTWRITEBYTECODE it
     would parse and compile the hooks, the option table and the catalog again
     on every run. Only the entry shim (and the package's tiny ``__init__``) go
     through pytest's rewriter; the shim loads the rest with Python's own loader
     (they hold no asserts)."""
     import shutil
 
-    import pytest_spark
+    import pytest_dgx_spark
 
     site = pytester.path / "site"
-    shutil.copytree(Path(pytest_spark.__file__).parent, site / "pytest_spark")
+    shutil.copytree(Path(pytest_dgx_spark.__file__).parent, site / "pytest_dgx_spark")
     monkeypatch.setenv("PYTHONPATH", str(site))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # loaded as pytest loads an installed plugin
@@ -139,21 +138,21 @@ def test_pytest_does_not_rewrite_the_tables_the_plugin_reads(
     result = pytester.runpytest_subprocess(*autoload_only("dgx_spark"))
     result.assert_outcomes(passed=1)
     loaders = json.loads((pytester.path / "loaders.json").read_text())
-    if loaders["pytest_spark.plugin"] != "AssertionRewritingHook":
+    if loaders["pytest_dgx_spark.plugin"] != "AssertionRewritingHook":
         # seen with pytest 9.1.1 on the H200 image, this checkout installed with -e:
         # pytest marked none of its modules, so no copy is rewritten to begin with
         pytest.skip(
             f"pytest {pytest.__version__} marks no module of this install for rewriting "
-            f"(the plugin's loader is {loaders['pytest_spark.plugin']}): nothing to keep small here"
+            f"(the plugin's loader is {loaders['pytest_dgx_spark.plugin']}): nothing to keep small here"
         )
     # the copy is the one imported, and pytest did mark its package for rewriting
-    for name in ("pytest_spark.registration", "pytest_spark.options", "pytest_spark.catalog", "pytest_spark.hooks"):
+    for name in ("pytest_dgx_spark.registration", "pytest_dgx_spark.options", "pytest_dgx_spark.catalog", "pytest_dgx_spark.hooks"):
         assert loaders[name] == "SourceFileLoader", loaders
     assert set(loaders) == {
-        "pytest_spark",
-        "pytest_spark.plugin",
-        *(f"pytest_spark.{m}" for m in ("registration", "options", "catalog", "hooks")),
+        "pytest_dgx_spark",
+        "pytest_dgx_spark.plugin",
+        *(f"pytest_dgx_spark.{m}" for m in ("registration", "options", "catalog", "hooks")),
     }
     # what pytest re-rewrites per run stays a shim: the loader and the names pytest reads
-    shim = Path(pytest_spark.__file__).with_name("plugin.py").read_text()
+    shim = Path(pytest_dgx_spark.__file__).with_name("plugin.py").read_text()
     assert len(shim.splitlines()) <= 60 and "def pytest_" not in shim

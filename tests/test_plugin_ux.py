@@ -184,7 +184,7 @@ def test_spark_options_without_the_preflight_warn_in_one_line(pytester: pytest.P
     # one line: no location, no source line of this plugin, no warnings section
     assert "plugin.py" not in out and "warnings summary" not in out and "issue_config_time_warning" not in out
     modules = json.loads((pytester.path / "modules.json").read_text())
-    assert "pytest_spark.settings" not in modules
+    assert "pytest_dgx_spark.settings" not in modules
     assert not (pytester.path / "env.json").exists()
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark.probes import child as child_module
-from pytest_spark.probes.child import run_python
-from pytest_spark.probes.commands import MAX_OUTPUT, CommandResult, run_command
-from pytest_spark.probes.store import MemoryStore, SharedStore
+from pytest_dgx_spark.probes import child as child_module
+from pytest_dgx_spark.probes.child import run_python
+from pytest_dgx_spark.probes.commands import MAX_OUTPUT, CommandResult, run_command
+from pytest_dgx_spark.probes.store import MemoryStore, SharedStore
 
 from doubles.procs import group_gone, live_members
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_spark.engine import Engine
-from pytest_spark.model import Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 from doubles import gb10
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark import capture
-from pytest_spark.redact import Redactor
+from pytest_dgx_spark import capture
+from pytest_dgx_spark.redact import Redactor
 
 from conftest import PYTEST_CHILD
 
-CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
+CLI = "import sys\nfrom pytest_dgx_spark.cli import main\nsys.exit(main())\n"
 STALE = {"verdict": "ready", "note": "the last run's"}
 #: the offline G8 alone: SKIP, exit 0, no network and no machine probe
 QUIET = ["--only", "G8", "--offline"]
@@ -93,7 +93,7 @@ def test_report_and_capture_to_the_same_file_is_refused_in_one_line(tmp_path: Pa
 
 
 def test_a_system_home_is_not_rewritten_in_a_capture() -> None:
-    from pytest_spark import redact
+    from pytest_dgx_spark import redact
 
     doc = {"probes": {"ld": ["/usr/lib/aarch64-linux-gnu/libcuda.so.1", "/usr/local/cuda/bin/nvcc"]}}
     for home in ("/usr", "/usr/local", "/", "/var", "/nonexistent", "/bin"):

@@ -33,8 +33,8 @@ from conftest import MATPLOTLIB, PYTEST_ARGS, REPORT_PLUGINS
 
 FORCING_CONFTEST = textwrap.dedent(
     """
-    import pytest_spark.engine as engine
-    from pytest_spark.model import Reading, Result, Status
+    import pytest_dgx_spark.engine as engine
+    from pytest_dgx_spark.model import Reading, Result, Status
 
     def _gb10_series():
         out = []
@@ -214,7 +214,7 @@ def test_allure_results_carry_status_word_line_and_readings(forced: pytest.Pytes
 
 
 def test_allure_environment_properties_hold_the_verdict(forced: pytest.Pytester) -> None:
-    from pytest_spark.allure_report import read_environment
+    from pytest_dgx_spark.allure_report import read_environment
 
     folder = forced.path / "allure"
     folder.mkdir()
@@ -346,7 +346,7 @@ def test_no_report_asked_no_chart_code_loaded(forced: pytest.Pytester) -> None:
         FORCING_CONFTEST
         + "\ndef pytest_terminal_summary(terminalreporter):\n"
         + "    import sys\n"
-        + "    terminalreporter.write_line(f\"LOADED {sorted(m for m in ('matplotlib', 'pytest_spark.chart') "
+        + "    terminalreporter.write_line(f\"LOADED {sorted(m for m in ('matplotlib', 'pytest_dgx_spark.chart') "
         + "if m in sys.modules)}\")\n"
         + "    has = terminalreporter.config.pluginmanager.hasplugin\n"
         + "    terminalreporter.write_line(f\"INSTALLED {has('html')} {has('allure_pytest')}\")\n"
@@ -371,7 +371,7 @@ def test_allure_results_under_xdist(forced: pytest.Pytester) -> None:
     worker that ran it; the controller writes the verdict (it has no Allure test
     of its own, and once crashed trying to tag one)."""
     pytest.importorskip("xdist")
-    from pytest_spark.allure_report import read_environment
+    from pytest_dgx_spark.allure_report import read_environment
 
     folder = forced.path / "allure"
     result = forced.runpytest_subprocess(*ONLY, "-n", "2", f"--alluredir={folder}")
@@ -437,7 +437,7 @@ def test_a_real_run_says_the_same_in_html_allure_and_env_report(pytester: pytest
         text = html.unescape((folder / "r.html").read_text(encoding="utf-8"))
         assert "spark preflight verdict: blocked (G3 failed; 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO)" in text
         assert "checks: 1 PASS, 1 FAIL, 1 WARN, 1 SKIP, 1 INFO" in text
-        from pytest_spark.allure_report import read_environment
+        from pytest_dgx_spark.allure_report import read_environment
 
         props = read_environment(folder / "allure" / "environment.properties")
         assert props["spark.verdict"] == doc["verdict"] == "blocked"
@@ -452,7 +452,7 @@ def test_each_rank_writes_its_own_html_and_allure_results(
     rank 0's, and both ranks' results and verdicts mixed in one Allure folder)."""
     pytest.importorskip("pytest_html")
     pytest.importorskip("allure_pytest")
-    from pytest_spark.allure_report import read_environment
+    from pytest_dgx_spark.allure_report import read_environment
 
     args = ("--spark-preflight", "-p", "no:randomly", "--spark-only", "G3", "--html=r.html", "--alluredir=allure")
     for rank in ("1", "0"):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
-from pytest_spark.report_plugins import wants_warn_lines
+from pytest_dgx_spark.report_plugins import wants_warn_lines
 
 from doubles import gb10
 from doubles.spark_scene import DATA, Scene, run_plugin, section
@@ -162,7 +162,7 @@ def test_plain_sampler_run_loads_no_chart_code(
     doubles.nvml(hot_gb10()).apply(monkeypatch)
     pytester.makepyfile(
         test_train=SAMPLER_TEST
-        + "\ndef test_after():\n    import sys\n    assert 'pytest_spark.chart' not in sys.modules\n"
+        + "\ndef test_after():\n    import sys\n    assert 'pytest_dgx_spark.chart' not in sys.modules\n"
         + "    assert 'matplotlib' not in sys.modules\n"
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly", "test_train.py")

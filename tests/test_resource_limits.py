@@ -18,19 +18,19 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.engine import Engine
-from pytest_spark.model import Status
-from pytest_spark.probes.machine import Machine
-from pytest_spark.settings import Settings
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.model import Status
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
 
 #: run as the unprivileged user (RLIMIT_NPROC does not bind root): the limit
 #: is set after the interpreter started, then G1-G4 run through the engine
 UNDER_LIMIT = textwrap.dedent(
     """
     import json, resource, sys
-    from pytest_spark.engine import Engine
-    from pytest_spark.probes.machine import Machine
-    from pytest_spark.settings import Settings
+    from pytest_dgx_spark.engine import Engine
+    from pytest_dgx_spark.probes.machine import Machine
+    from pytest_dgx_spark.settings import Settings
     root, limit, python = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     machine = Machine(root=root, env={"PATH": "/nonexistent"}, timeout=5, python=python)
     resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
@@ -57,11 +57,11 @@ FIND_PYTHON = textwrap.dedent(
 
 
 def _env_for_this_package() -> dict[str, str]:
-    """The environment, with the pytest_spark this test imported first on the
+    """The environment, with the pytest_dgx_spark this test imported first on the
     path (a script outside the checkout would otherwise find whichever is installed)."""
-    import pytest_spark
+    import pytest_dgx_spark
 
-    parent = str(Path(pytest_spark.__file__).resolve().parent.parent)
+    parent = str(Path(pytest_dgx_spark.__file__).resolve().parent.parent)
     return dict(os.environ, PYTHONPATH=os.pathsep.join([parent, os.environ.get("PYTHONPATH", "")]))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_spark.sampler import GpuSampler, properties, summary_line
+from pytest_dgx_spark.sampler import GpuSampler, properties, summary_line
 
 from doubles import gb10
 from doubles.procs import alive
@@ -211,7 +211,7 @@ def test_plain_run_defines_the_fixture_without_loading_its_module(pytester: pyte
             assert "spark_sampler" in request.fixturenames or request.getfixturevalue  # defined
             assert "pynvml" not in sys.modules
             assert "psutil" not in sys.modules
-            assert "pytest_spark.sampler" not in sys.modules
+            assert "pytest_dgx_spark.sampler" not in sys.modules
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly", "--fixtures")

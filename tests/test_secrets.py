@@ -1,4 +1,4 @@
-"""The redaction pass every report goes through (pytest_spark/redact.py).
+"""The redaction pass every report goes through (pytest_dgx_spark/redact.py).
 
 Captures always went through :class:`Redactor`; since the audit after issue
 12 every result does too (:func:`redact.outgoing`, in the engine), so the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_spark.redact import REDACTED, Redactor, outgoing, reduce_argv, scrub
+from pytest_dgx_spark.redact import REDACTED, Redactor, outgoing, reduce_argv, scrub
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_a_title_in_argv0_is_split_in_a_capture_too() -> None:
 def test_g10_reads_the_flags_of_a_title_and_names_only_its_program() -> None:
     """G10's process scan read ``exec -a``'s title as one word: the flags in
     it were missed, and without a comm name the title itself was the name."""
-    from pytest_spark.probes.configs import process_sources
+    from pytest_dgx_spark.probes.configs import process_sources
 
     title = "vllm serve org/m --tensor-parallel-size 2 --api-key SECRET456"
     (source,) = process_sources([{"pid": 5, "name": "", "cmdline": [title, "900"]}])

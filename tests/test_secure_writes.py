@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_spark import allure_report, chart, outfile, report
+from pytest_dgx_spark import allure_report, chart, outfile, report
 
 from conftest import PYTEST_CHILD, named_plugins
 
 NOBODY = 65534
-CLI = "import sys\nfrom pytest_spark.cli import main\nsys.exit(main())\n"
+CLI = "import sys\nfrom pytest_dgx_spark.cli import main\nsys.exit(main())\n"
 SECRET = b"root-only: ghp_notreallyasecret\n"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a second user plants the links")
@@ -176,7 +176,7 @@ def test_a_replaced_file_keeps_its_owner_and_mode_a_new_one_gets_the_umask(tmp_p
 
 
 def test_the_chart_capture_and_allure_writers_refuse_the_link_too(shared: Path, private: Path) -> None:
-    from pytest_spark import capture
+    from pytest_dgx_spark import capture
 
     data = chart.ChartData(title="G4", traces=[chart.Trace(0, "GPU 0", [0.0, 1.0], [50.0, 51.0], [90.0, 91.0], [900.0, 910.0])])
     link = shared / "env-report.thermal-g4.svg"

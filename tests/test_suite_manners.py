@@ -71,7 +71,7 @@ def remove_user(user: str) -> None:
 
 @functools.cache
 def _nobody_cannot_import() -> str:
-    """Why user nobody cannot import pytest_spark with this interpreter ("" when
+    """Why user nobody cannot import pytest_dgx_spark with this interpreter ("" when
     it can): where it cannot, every nonroot_run in a child skips."""
     return import_problem(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable], "/")
 
@@ -81,7 +81,7 @@ def runnable_by_others() -> None:
     """Skips, with the reason, where nonroot_run in a child would skip."""
     why = _nobody_cannot_import()
     if why:
-        pytest.skip(f"an unprivileged user cannot import pytest_spark with {sys.executable}: {why}")
+        pytest.skip(f"an unprivileged user cannot import pytest_dgx_spark with {sys.executable}: {why}")
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def _two_gpus(folder: Path) -> dict[str, str]:
 
 
 def _cli_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest_spark.cli", *args]
+    return [sys.executable, "-m", "pytest_dgx_spark.cli", *args]
 
 
 def assert_no_crash(text: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
-from pytest_spark.safe_text import fit, visible, visible_lines
+from pytest_dgx_spark.safe_text import fit, visible, visible_lines
 
 from conftest import spark_cli
 
@@ -109,7 +109,7 @@ def test_fit_spells_a_line_the_terminal_can_encode(encoding: str, shown: str) ->
 def test_a_result_holds_no_control_whatever_a_check_quoted() -> None:
     """Every text of a Result passes model.one_line, readings through
     render: the terminal, JUnit, env-report and the JSON block read these."""
-    from pytest_spark.model import Reading, Result, Status
+    from pytest_dgx_spark.model import Reading, Result, Status
 
     r = Result("G6", Status.FAIL, f"pid 7 {PAYLOAD}vllm", fix=PAYLOAD, details=[PAYLOAD],
                readings=[Reading("name", PAYLOAD)], headline=PAYLOAD, short_fix=PAYLOAD)
@@ -262,16 +262,16 @@ def test_an_ini_value_with_escapes_reaches_no_terminal(
 
 
 def _terminal_writes() -> list[str]:
-    """``module:function: call`` for each write to a terminal in pytest_spark
+    """``module:function: call`` for each write to a terminal in pytest_dgx_spark
     that does not go through the boundary: ``print()``, ``write_line()``,
     ``sys.stdout/stderr.write()`` outside the writers made for it, and a
     ``pytest.UsageError`` whose message is not ``visible(...)``. Probe
     scripts print JSON to a pipe, not to a terminal: they are left out."""
     import ast
 
-    import pytest_spark
+    import pytest_dgx_spark
 
-    package = Path(pytest_spark.__file__).parent
+    package = Path(pytest_dgx_spark.__file__).parent
     writers = {("safe_text", "write_line"), ("cli", "say"), ("cli", "say_error")}
     found = []
     for path in sorted(package.rglob("*.py")):

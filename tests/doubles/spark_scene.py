@@ -191,11 +191,11 @@ LAZY_MODULES = (
     "packaging.specifiers",
     "packaging.version",
     "pytest",
-    "pytest_spark.cli",
-    "pytest_spark.plugin",
-    "pytest_spark.engine",
-    "pytest_spark.session",
-    "pytest_spark.probes.configs",
+    "pytest_dgx_spark.cli",
+    "pytest_dgx_spark.plugin",
+    "pytest_dgx_spark.engine",
+    "pytest_dgx_spark.session",
+    "pytest_dgx_spark.probes.configs",
 )
 _DROP_SITE = (
     "sys.path[:] = [p for p in sys.path if not p.rstrip('/').endswith(('site-packages', 'dist-packages'))]\n"
@@ -206,9 +206,9 @@ _DROP_SITE = (
 #: from ``sys.path``, so the checked environment is the scene's fake
 #: site-packages alone, as ``isolated`` in tests/test_g01_cuda_abi.py does
 #: in-process. The editable install's import hook (set up at start) still
-#: finds ``pytest_spark``.
+#: finds ``pytest_dgx_spark``.
 ISOLATE = f"import sys, importlib\nfor _m in {LAZY_MODULES!r}:\n    importlib.import_module(_m)\n{_DROP_SITE}"
-CLI = ISOLATE + "from pytest_spark.cli import main\nsys.exit(main())\n"
+CLI = ISOLATE + "from pytest_dgx_spark.cli import main\nsys.exit(main())\n"
 
 #: the same isolation for ``pytest --spark-preflight`` run in a child (as
 #: another user): a ``conftest.py`` for the run's rootdir. Only around the

@@ -1,0 +1,259 @@
+"""Capture a run to one file, and read it back for a replay.
+
+``--spark-capture PATH`` writes what the checks saw: for each check the facts
+its ``gather`` recorded (or why it crashed) and the result it reached, every
+raw probe answer of the run (nvidia-smi text, NVML answers and errors,
+``/proc/meminfo``, the torch child's events …), the host identity, and the
+options, profile and thresholds in force. Everything passes through
+:class:`~pytest_dgx_spark.redact.Redactor` before it is written.
+
+``--spark-replay PATH`` decides the checks again from such a file, with no
+access to the machine: the facts go to each check's pure ``evaluate``. The
+same thresholds give the same lines; other thresholds give the verdicts they
+would have given. The file is JSON, gzip-compressed when its name ends in
+``.gz`` (read either way, by its first bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_dgx_spark import __version__
+from pytest_dgx_spark.model import SHORT_WIDTH, Result, Status
+
+SCHEMA = "pytest_spark.capture"
+VERSION = 1
+#: oldest capture schema this version still replays
+OLDEST = 1
+#: store keys that are not raw probe answers (the engine's own bookkeeping)
+_NOT_PROBES = ("facts:", "result:")
+#: raw answers left out: the process table holds every command line on the box;
+#: G6's facts keep what G6 read of it, already cut to programs and flags
+_LEFT_OUT = ("processes",)
+
+
+class CaptureError(Exception):
+    """A capture that cannot be read or replayed; the message is one line."""
+
+
+def build(
+    *,
+    results: Iterable[Any],
+    store_items: Mapping[str, Any],
+    host: Mapping[str, Any],
+    profile: str,
+    options: Mapping[str, Any],
+    params: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The capture document (not yet redacted)."""
+    by_id = {r.check_id: r for r in results}
+    checks: dict[str, Any] = {}
+    for cid, result in by_id.items():
+        entry = dict(store_items.get(f"facts:{cid}") or {})
+        entry["result"] = result.to_dict()
+        checks[cid] = entry
+    probes = {
+        k: v for k, v in sorted(store_items.items()) if not k.startswith(_NOT_PROBES) and k not in _LEFT_OUT
+    }
+    return {
+        "schema": SCHEMA,
+        "schema_version": VERSION,
+        "tool": {"name": "pytest-dgx-spark", "version": __version__},
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": dict(host),
+        "profile": profile,
+        "options": dict(options),
+        "params": dict(params),
+        "checks": checks,
+        "probes": probes,
+    }
+
+
+def encode(document: Mapping[str, Any], path: Path, env: Mapping[str, str] | None = None) -> bytes:
+    """Redacted JSON bytes, gzip-compressed when ``path`` ends in ``.gz``."""
+    from pytest_dgx_spark.redact import Redactor
+
+    clean = Redactor(env)(dict(document))
+    raw = (json.dumps(clean, indent=1, sort_keys=False, default=str) + "\n").encode("utf-8")
+    if str(path).endswith(".gz"):
+        return gzip.compress(raw, compresslevel=6, mtime=0)
+    return raw
+
+
+def write(path: Path, document: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
+    from pytest_dgx_spark.report import write_bytes
+
+    write_bytes(Path(path), encode(document, path, env))
+
+
+#: the most JSON a capture may hold, compressed or not: real ones are well under
+#: 1 MiB (tests/data/captures: 50-660 KB decompressed), and a gzip member of a
+#: few KB can unpack to gigabytes
+MAX_BYTES = 64 << 20
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read and check a capture; :class:`CaptureError` says why not, in one line.
+
+    At most :data:`MAX_BYTES` are read from the file and at most as many
+    decompressed from it (a gzip bomb is refused at the cap, never unpacked
+    whole: 6 MB of gzip made 6 GiB and a MemoryError)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise CaptureError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b" and len(raw) <= MAX_BYTES:
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
+                raw = unpacked.read(MAX_BYTES + 1)
+        except (OSError, EOFError, ValueError) as exc:
+            raise CaptureError(f"{path}: not a readable gzip file ({exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise CaptureError(
+            f"{path}: more than {MAX_BYTES >> 20} MiB of JSON once decompressed (a capture is well under "
+            "1 MiB); not read"
+        )
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CaptureError(f"{path}: not JSON ({(str(exc) or type(exc).__name__).splitlines()[0]})") from None
+    return check(doc, str(path))
+
+
+def check(doc: Any, where: str = "capture") -> dict[str, Any]:
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise CaptureError(f"{where}: not a pytest-dgx-spark capture (no \"schema\": \"{SCHEMA}\")")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CaptureError(f"{where}: capture schema version missing or not a number ({version!r})")
+    if version > VERSION:
+        made_by = (doc.get("tool") or {}).get("version", "?")
+        raise CaptureError(
+            f"{where}: capture schema {version} (written by pytest-dgx-spark {made_by}) is newer than "
+            f"this pytest-dgx-spark {__version__} reads (up to {VERSION}); upgrade to replay it"
+        )
+    if version < OLDEST:
+        raise CaptureError(
+            f"{where}: capture schema {version} is older than this version replays (from {OLDEST}); "
+            "capture the run again"
+        )
+    if not isinstance(doc.get("checks"), dict):
+        raise CaptureError(f"{where}: capture has no \"checks\" table")
+    _check_tables(doc, where)
+    return doc
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_tables(doc: Mapping[str, Any], where: str) -> None:
+    """The tables a replay reads have the shape it reads them in; a hand-edited
+    or truncated capture is refused with the key that is wrong (it was an
+    "internal error", or every check "crashed" asking for a bug report)."""
+
+    def table(value: Any, key: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise CaptureError(f"{where}: capture's \"{key}\" is not a table (a {type(value).__name__})")
+        return value
+
+    for key in ("tool", "host", "options", "params"):
+        table(doc.get(key), key)
+    overrides = table((doc.get("options") or {}).get("threshold"), "options.threshold")
+    params = doc.get("params") or {}
+    thresholds = table(params.get("thresholds"), "params.thresholds")
+    table(params.get("options"), "params.options")
+    for key, numbers in (("options.threshold", overrides), ("params.thresholds", thresholds)):
+        bad = next((name for name, value in numbers.items() if not _is_number(value)), None)
+        if bad is not None:
+            raise CaptureError(f"{where}: capture's {key}[{bad!r}] is not a number ({numbers[bad]!r})")
+
+
+def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
+    """The replay's settings: the replay's own options, plus what the captured
+    run chose that decides its verdict and that a replay cannot ask for again.
+
+    * the checks: without ``--only``, the ones the capture holds (a capture of
+      ``--only G3`` replays as G3, not as G3 and nine "not in the capture" SKIPs);
+    * ``--strict``: a WARN that blocked the captured run blocks its replay (a
+      replay may add ``--strict``; there is no flag to take it away).
+    """
+    from pytest_dgx_spark import catalog
+
+    held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
+    only = settings.only or (held if set(held) != set(catalog.IDS) else ())
+    strict = bool(settings.strict or (doc.get("options") or {}).get("strict"))
+    return dataclasses.replace(settings, only=only, strict=strict)
+
+
+def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
+    """That check's SKIP when the capture's facts do not have exactly the
+    fields of this version's ``Facts`` (``None`` when they do).
+
+    A field left out would take its default (a verdict silently changed: G9's
+    PASS became a WARN) or none at all (G3 "crashed", with a text asking for a
+    bug report); a field this version does not know was read by a check that
+    decides differently. Either way the capture was written by another
+    version of the check than the one deciding now: say so and which field,
+    and decide nothing from it.
+    """
+    fields = [f.name for f in dataclasses.fields(kind)]
+    missing = [name for name in fields if name not in facts]
+    unknown = [str(name) for name in facts if name not in fields]
+    if not missing and not unknown:
+        return None
+    made_by = (doc.get("tool") or {}).get("version", "?")
+    origin = f"(schema {doc.get('schema_version', '?')}, written by {made_by})"
+    again = "capture again with this version"
+
+    def what(short: bool) -> str:
+        parts = [f"lack {_names(missing, short)}"] if missing else []
+        parts += [f"have unknown {_names(unknown, short)}"] if unknown else []
+        return " and ".join(parts)
+
+    summary = f"capture's {check_id} facts {what(False)} {origin}; {again}"
+    headline = f"capture's {check_id} facts {what(True)}; {again}"
+    fits = len(f"{check_id} SKIP: {summary}") <= SHORT_WIDTH
+    details = [f"missing fact: {name}" for name in missing] + [f"unknown fact: {name}" for name in unknown]
+    return Result(check_id, Status.SKIP, summary, details=details, headline="" if fits else headline)
+
+
+def _names(names: Sequence[str], short: bool) -> str:
+    """``'a', 'b', 'c'`` (all of them), or for the short line ``'a' (+2 more)``."""
+    from pytest_dgx_spark.checks.kit import plus_more
+
+    quoted = [f"'{name}'" for name in names]
+    return plus_more(quoted[0], len(quoted)) if short else ", ".join(quoted)
+
+
+class ReplayMachine:
+    """The machine of a replay: the captured host identity, and nothing else.
+
+    Any probe a replay tries to run is a bug (``evaluate`` reads no
+    machine); it raises instead of reading this host.
+    """
+
+    def __init__(self, document: Mapping[str, Any]) -> None:
+        from pytest_dgx_spark.probes.store import MemoryStore
+
+        self.document = document
+        self.store = MemoryStore()
+        self.env: dict[str, str] = {}
+        self.timeout = 0.0
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self.document.get("host") or {})
+
+    def __getattr__(self, name: str) -> Any:
+        raise CaptureError(f"a replay reads no machine (asked for {name!r})")

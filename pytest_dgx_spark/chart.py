@@ -1,0 +1,471 @@
+"""A small picture of a thermal series: temperature, power and SM clock
+against time, with the throttle reasons and the clock-event counters marked.
+
+G4's sample and every ``spark_sampler`` series are lists of
+``{"t": seconds, "gpus": [{...}]}``; people read a trend and a red band
+faster than 300 numbers. This module turns such a list into plain data
+(:class:`ChartData`: the traces and the shaded spans, which the tests read)
+and draws it with matplotlib (an optional extra, ``pytest-dgx-spark[chart]``),
+imported only when a picture is asked for, on the Agg/SVG canvases through
+``matplotlib.figure.Figure`` so that no pyplot state and no GUI backend of
+the user's process is touched.
+
+It is tolerant of the sample layout on purpose (G4's facts change shape
+over time): a GPU entry may say ``temperature_c`` or ``temp_c``,
+``power_usage_mw`` (milliwatts) or ``power_w``, ``clock_sm_mhz`` or
+``sm_clock_mhz``, ``clock_event_reasons`` (an NVML mask, int or hex string)
+or ``reasons`` (names or a mask); any of them may be missing.
+
+The clock-event counters (microseconds since the driver loaded) are read
+once before and once after a series, not per sample: G4's facts and the
+sampler keep them as ``counters_before``/``counters_after``
+(``[{"index", "us": {counter: us}}]``). A slowdown counter that grew (SW or
+HW thermal, HW power brake) is a hatched band over the sampled window with
+``SW thermal +3 s during the sample`` written on it: the slowdown happened
+somewhere in that window, between two reads of the instantaneous reasons
+or while they read "Not Active" (GB10 does). The since-boot totals, and
+any growth, are a note under the chart.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_dgx_spark.thermal import (
+    COUNTERS,
+    SLOWDOWN_COUNTERS,
+    counter_deltas,
+    decode_reasons,
+    parse_mask,
+    seconds_text,
+)
+
+#: said instead of a picture when the extra is not installed
+MISSING = "matplotlib is not installed (pip install 'pytest-dgx-spark[chart]')"
+
+#: per-GPU keys, first match wins: (aliases, scale to the plotted unit)
+TEMP_KEYS = (("temperature_c", 1.0), ("temp_c", 1.0), ("temperature", 1.0))
+POWER_KEYS = (("power_w", 1.0), ("power_usage_mw", 0.001), ("power_mw", 0.001), ("power_usage_w", 1.0))
+CLOCK_KEYS = (("clock_sm_mhz", 1.0), ("sm_clock_mhz", 1.0), ("clocks_sm_mhz", 1.0), ("sm_mhz", 1.0))
+
+#: reasons that are not a slowdown and are not shaded
+QUIET_REASONS = frozenset({"GpuIdle"})
+#: span colours: heat red, power supply orange, power cap pale yellow, counters purple
+COLOURS = {
+    "SwThermalSlowdown": "#d62728",
+    "HwThermalSlowdown": "#8c1010",
+    "HwPowerBrakeSlowdown": "#ff7f0e",
+    "HwSlowdown": "#e377c2",
+    "SwPowerCap": "#f2d64b",
+    "counter": "#9467bd",
+}
+#: the most note lines drawn under the chart (the data keeps them all), and each one's height
+MAX_NOTE_LINES = 6
+NOTE_HEIGHT_IN = 0.16
+INDENT = "\u00a0" * 4
+#: the legend entry of the counter bands (each band's own text names the counter)
+COUNTER_LEGEND = "clock-event counter grew"
+DEFAULT_COLOUR = "#7f7f7f"
+#: the smallest y range drawn per row, so that noise on a flat line (1 W on
+#: 100 W, a 1 C step) does not fill the axis and look like a swing
+MIN_SPAN = {"temp_c": 10.0, "power_w": 20.0, "sm_mhz": 200.0}
+
+
+class ChartUnavailable(RuntimeError):
+    """No picture could be drawn; the message is the one line saying why."""
+
+
+@dataclass
+class Trace:
+    """One GPU's readings, aligned on ``t`` (``None`` where not read)."""
+
+    gpu: int
+    label: str
+    t: list[float] = field(default_factory=list)
+    temp_c: list[float | None] = field(default_factory=list)
+    power_w: list[float | None] = field(default_factory=list)
+    sm_mhz: list[float | None] = field(default_factory=list)
+
+
+@dataclass
+class Span:
+    """A time range where a reason was active, or a window in which a
+    clock-event counter grew (``kind="counter"``, ``reason`` the counter's
+    name, ``seconds`` its growth, ``label`` the text drawn on the band)."""
+
+    gpu: int
+    reason: str
+    start: float
+    end: float
+    kind: str = "reason"  # "reason" | "counter"
+    samples: int = 1
+    label: str = ""
+    seconds: float | None = None
+
+    @property
+    def gid(self) -> str:
+        """The SVG element id of its shaded band (tests and viewers find it by this)."""
+        safe = re.sub(r"[^A-Za-z0-9_-]", "_", self.reason)
+        return f"spark-{self.kind}-{safe}-gpu{self.gpu}-{self.start:g}".replace(".", "_")
+
+
+@dataclass
+class ChartData:
+    """What the picture shows, as data: the traces, the spans, a title."""
+
+    title: str
+    traces: list[Trace] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------- data
+
+
+def _number(gpu: Mapping[str, Any], keys: Sequence[tuple[str, float]]) -> float | None:
+    for key, scale in keys:
+        value = gpu.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        return round(float(value) * scale, 3)
+    return None
+
+
+def reasons_of(gpu: Mapping[str, Any]) -> list[str]:
+    """Active clock-event reasons of one GPU entry, by name."""
+    if gpu.get("lost"):
+        return ["GpuIsLost"]
+    raw = gpu.get("clock_event_reasons", gpu.get("reasons"))
+    if isinstance(raw, (list, tuple)):
+        return [str(r) for r in raw if str(r)]
+    return decode_reasons(parse_mask(raw))
+
+
+def counters_by_gpu(entries: Any) -> dict[int, dict[str, int]]:
+    """``[{"index", "us": {counter: us}}]`` -> ``{index: {counter: us}}``;
+    anything malformed is left out (a chart never fails on odd facts)."""
+    out: dict[int, dict[str, int]] = {}
+    for entry in entries if isinstance(entries, (list, tuple)) else []:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("us"), Mapping):
+            continue
+        index = entry.get("index", 0)
+        us = {str(k): v for k, v in entry["us"].items() if isinstance(v, int) and not isinstance(v, bool)}
+        if isinstance(index, int) and us:
+            out[index] = us
+    return out
+
+
+def _time(sample: Mapping[str, Any], fallback: float) -> float:
+    t = sample.get("t")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else fallback
+
+
+def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, int]]:
+    """Contiguous runs of ``True`` as (start, end, samples); a run ends at the
+    next sample's time (or one typical step after the last sample)."""
+    step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 1.0
+    out: list[tuple[float, float, int]] = []
+    start = None
+    for i, on in enumerate(active):
+        if on and start is None:
+            start = i
+        if start is not None and (not on or i == len(active) - 1):
+            last = i if on else i - 1
+            end = times[last + 1] if last + 1 < len(times) else times[last] + step
+            out.append((times[start], end, last - start + 1))
+            start = None
+    return out
+
+
+def from_samples(
+    samples: Iterable[Mapping[str, Any]],
+    *,
+    title: str,
+    names: Mapping[int, str] | None = None,
+    counters_before: Any = None,
+    counters_after: Any = None,
+) -> ChartData | None:
+    """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
+    read around them; ``None`` when there is nothing to draw (fewer than two
+    samples with a reading)."""
+    per_gpu: dict[int, list[tuple[float, Mapping[str, Any]]]] = {}
+    for n, sample in enumerate(s for s in samples if isinstance(s, Mapping)):
+        t = _time(sample, float(n))
+        for pos, gpu in enumerate(g for g in sample.get("gpus") or [] if isinstance(g, Mapping)):
+            index = gpu.get("index", pos)
+            per_gpu.setdefault(int(index) if isinstance(index, int) else pos, []).append((t, gpu))
+    data = ChartData(title=title)
+    before, after = counters_by_gpu(counters_before), counters_by_gpu(counters_after)
+    counter_notes = []
+    for index, points in sorted(per_gpu.items()):
+        name = (names or {}).get(index)
+        trace = Trace(index, f"GPU {index}" + (f" {name}" if name else ""))
+        for t, gpu in points:
+            trace.t.append(t)
+            trace.temp_c.append(_number(gpu, TEMP_KEYS))
+            trace.power_w.append(_number(gpu, POWER_KEYS))
+            trace.sm_mhz.append(_number(gpu, CLOCK_KEYS))
+        readable = sum(1 for i in range(len(trace.t)) if trace.temp_c[i] is not None or trace.power_w[i] is not None
+                       or trace.sm_mhz[i] is not None)
+        if readable < 2:
+            continue
+        data.traces.append(trace)
+        data.spans.extend(_reason_spans(index, points))
+        if index in after:
+            window = _runs(trace.t, [True] * len(trace.t))[0]
+            data.spans.extend(_counter_spans(trace.gpu, window, before.get(index), after[index]))
+            counter_notes.append(counters_note(index, before.get(index), after[index], window[1] - window[0]))
+    if not data.traces:
+        return None
+    seen: dict[str, int] = {}
+    for span in data.spans:
+        if span.kind == "reason":
+            seen[span.reason] = seen.get(span.reason, 0) + span.samples
+    data.notes = [f"{reason}: {count} samples" for reason, count in seen.items()] + counter_notes
+    return data
+
+
+def _reason_spans(index: int, points: list[tuple[float, Mapping[str, Any]]]) -> list[Span]:
+    times = [t for t, _ in points]
+    active = [set(reasons_of(g)) - QUIET_REASONS for _, g in points]
+    spans = []
+    for reason in sorted(set().union(*active)):
+        for start, end, n in _runs(times, [reason in a for a in active]):
+            spans.append(Span(index, reason, start, end, "reason", n))
+    return spans
+
+
+def _counter_spans(
+    gpu: int, window: tuple[float, float, int], before: Mapping[str, int] | None, after: Mapping[str, int]
+) -> list[Span]:
+    """One band over the sampled window per slowdown counter that grew from
+    the read before the series to the read after it (when in the window is
+    not known: the counters are cumulative)."""
+    start, end, n = window
+    delta = counter_deltas(before, after)
+    spans = []
+    for name in SLOWDOWN_COUNTERS:
+        grew = delta.get(name)
+        if grew and fits(grew, end - start):
+            label = f"{_counter_word(name)} +{seconds_text(grew)} during the sample"
+            spans.append(Span(gpu, name, start, end, "counter", n, label, round(grew / 1e6, 3)))
+    return spans
+
+
+def fits(grew_us: int, seconds: float) -> bool:
+    """Whether a counter's growth fits in the sample (the counters are read just
+    before its first sample and just after its last, hence the slack): more
+    is a counter reset, or a value in another unit, never time in the sample."""
+    return grew_us / 1e6 <= seconds * 1.25 + 1.0
+
+
+def _counter_word(name: str) -> str:
+    return next((word for n, _, word in COUNTERS if n == name), name)
+
+
+def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[str, int], seconds: float) -> str:
+    """``GPU 0 clock-event counters since boot: power cap 3.0 h, SW thermal 3 s, …;
+    during the sample: SW thermal +3 s`` (sync boost only when it counted); a
+    growth the ``seconds`` sampled cannot hold is named as not drawn."""
+    delta = counter_deltas(before, after)
+    totals = [
+        f"{word} {seconds_text(after[name])}"
+        for name, _, word in COUNTERS
+        if name in after and (name != "sync_boost" or after[name])
+    ]
+    grown = [(word, d) for name, _, word in COUNTERS if (d := delta.get(name))]
+    held = [f"{word} +{seconds_text(d)}" for word, d in grown if fits(d, seconds)]
+    too_long = [f"{word} +{seconds_text(d)}" for word, d in grown if not fits(d, seconds)]
+    note = f"GPU {index} clock-event counters since boot: {', '.join(totals)}"
+    if held:
+        note += f"; during the sample: {', '.join(held)}"
+    if too_long:
+        note += (f"; not drawn: {', '.join(too_long)}, more than the {seconds:.1f} s sampled "
+                 "(a counter reset, or not microseconds?)")
+    return note
+
+
+def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
+    """The first list of ``{"gpus": [...]}`` samples in a facts mapping
+    (``samples`` first), whatever the facts' exact layout."""
+    if isinstance(obj, list):
+        if obj and all(isinstance(x, Mapping) and isinstance(x.get("gpus"), list) for x in obj[:5]):
+            return [dict(x) for x in obj]
+        return None
+    if isinstance(obj, Mapping) and depth < 4:
+        keys = sorted(obj, key=lambda k: (k != "samples", str(k)))
+        for key in keys:
+            found = find_samples(obj[key], depth + 1)
+            if found:
+                return found
+    return None
+
+
+def device_names(facts: Mapping[str, Any]) -> dict[int, str]:
+    """``{index: name}`` from a facts mapping's ``devices`` list, if any."""
+    names = {}
+    for dev in facts.get("devices") or []:
+        if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int):
+            names[int(dev.get("index", 0))] = str(dev["name"])
+    return names
+
+
+def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") -> ChartData | None:
+    """Chart data from G4's stored facts (``None``: no series to draw)."""
+    samples = find_samples(facts)
+    if not samples:
+        return None
+    return from_samples(samples, title=title, names=device_names(facts),
+                        counters_before=facts.get("counters_before"), counters_after=facts.get("counters_after"))
+
+
+# ---------------------------------------------------------------------- drawing
+
+
+def _matplotlib() -> Any:
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ChartUnavailable(MISSING) from None
+    except Exception as exc:  # a broken install: say so, never crash the run
+        raise ChartUnavailable(f"matplotlib failed to import: {type(exc).__name__}: {exc}") from None
+    return matplotlib, Figure
+
+
+def render(data: ChartData, fmt: str = "svg") -> bytes:
+    """Draw ``data`` as ``svg`` or ``png`` bytes; :class:`ChartUnavailable` says why not."""
+    if fmt not in ("svg", "png"):
+        raise ValueError(f"unknown chart format {fmt!r}")
+    matplotlib, figure_class = _matplotlib()
+    rc = {"svg.fonttype": "none", "svg.hashsalt": "pytest-dgx-spark", "font.size": 8}
+    lines = note_lines(data.notes)
+    with matplotlib.rc_context(rc):
+        fig = figure_class(figsize=(7.2, 4.6 + NOTE_HEIGHT_IN * len(lines)), dpi=100)
+        axes = fig.subplots(3, 1, sharex=True)
+        _plot(data, axes)
+        fig.suptitle(data.title, fontsize=9)
+        bottom = (NOTE_HEIGHT_IN * len(lines) + 0.05) / fig.get_figheight() if lines else 0.0
+        for n, line in enumerate(lines):
+            y = (NOTE_HEIGHT_IN * (len(lines) - n - 0.5)) / fig.get_figheight()
+            fig.text(0.01, y, line, fontsize=7, va="center", gid=f"spark-note-{n}")
+        fig.tight_layout(rect=(0, bottom, 1, 1))
+        buf = io.BytesIO()
+        metadata = {"Date": None} if fmt == "svg" else {}
+        fig.savefig(buf, format=fmt, metadata=metadata)
+    return buf.getvalue()
+
+
+def note_lines(notes: Sequence[str]) -> list[str]:
+    """The notes as drawn: a long one breaks at its ``; `` (indented after, with
+    no-break spaces: SVG viewers drop leading spaces), at most
+    :data:`MAX_NOTE_LINES` lines."""
+    lines: list[str] = []
+    for note in notes:
+        parts = note.split("; ")
+        lines.append(parts[0] + (";" if len(parts) > 1 else ""))
+        lines.extend(f"{INDENT}{p}" + (";" if i < len(parts) - 2 else "") for i, p in enumerate(parts[1:]))
+    from pytest_dgx_spark.checks.kit import shortened  # the one rule for a shortened list
+
+    return shortened(lines, MAX_NOTE_LINES - 1) if len(lines) > MAX_NOTE_LINES else lines
+
+
+def _plot(data: ChartData, axes: Sequence[Any]) -> None:
+    rows = (("temp_c", "temperature (C)"), ("power_w", "power (W)"), ("sm_mhz", "SM clock (MHz)"))
+    for ax, (attr, label) in zip(axes, rows, strict=True):
+        for trace in data.traces:
+            pts = [(t, v) for t, v in zip(trace.t, getattr(trace, attr), strict=True) if v is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2, label=trace.label,
+                        gid=f"spark-{attr}-gpu{trace.gpu}")
+        ax.set_ylabel(label)
+        _min_span(ax, MIN_SPAN[attr])
+        ax.grid(True, linewidth=0.3, alpha=0.5)
+    handles: dict[str, Any] = {}
+    for span in data.spans:
+        counter = span.kind == "counter"
+        colour = COLOURS["counter"] if counter else COLOURS.get(span.reason, DEFAULT_COLOUR)
+        for n, ax in enumerate(axes):
+            patch = ax.axvspan(span.start, span.end, facecolor=_rgba(colour, 0.12 if counter else 0.28),
+                               edgecolor="none", linewidth=0)
+            patch.set_gid(span.gid if n == 0 else f"{span.gid}-{n}")
+            if counter:  # its hatch on a patch of its own: SVG fades a hatch by its patch's fill opacity
+                patch = ax.axvspan(span.start, span.end, facecolor="none", edgecolor=_rgba(colour, 0.35),
+                                   hatch="//", linewidth=0)
+                patch.set_gid(f"{span.gid}-hatch-{n}")
+            handles.setdefault(COUNTER_LEGEND if counter else span.reason, patch)
+    _counter_labels(data, axes[0])
+    axes[-1].set_xlabel("time (s)")
+    lines, labels = axes[0].get_legend_handles_labels()
+    lines += list(handles.values())
+    labels += list(handles)
+    if lines:  # above the plot, where it hides no band and no counter text
+        axes[0].legend(lines, labels, loc="lower left", bbox_to_anchor=(0.0, 1.02), borderaxespad=0.0,
+                       fontsize=7, ncol=min(len(lines), 4), frameon=False)
+
+
+def _rgba(colour: str, alpha: float) -> tuple[float, float, float, float]:
+    """``#rrggbb`` and an alpha as matplotlib's RGBA tuple."""
+    value = colour.lstrip("#")
+    red, green, blue = (int(value[i : i + 2], 16) / 255 for i in (0, 2, 4))
+    return (red, green, blue, alpha)
+
+
+def _counter_labels(data: ChartData, ax: Any) -> None:
+    """Write each counter band's growth on it, top right, one line per band."""
+    from matplotlib.transforms import blended_transform_factory
+
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    several = len(data.traces) > 1
+    for k, span in enumerate(s for s in data.spans if s.kind == "counter"):
+        ax.text(span.end, 0.95 - 0.14 * k, f"GPU {span.gpu}: {span.label}" if several else span.label,
+                transform=where, ha="right", va="top", fontsize=7, color="#4b2a7b", gid=f"{span.gid}-label",
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#9467bd", "alpha": 0.85})
+
+
+def _min_span(ax: Any, span: float) -> None:
+    lo, hi = ax.get_ylim()
+    if hi - lo < span:
+        mid = (lo + hi) / 2
+        ax.set_ylim(mid - span / 2, mid + span / 2)
+
+
+def draw(data: ChartData | None, fmt: str = "svg") -> tuple[bytes | None, str | None]:
+    """``(picture, None)``, or ``(None, why)``; never raises for a missing extra."""
+    if data is None:
+        return None, "no series to draw"
+    try:
+        return render(data, fmt), None
+    except ChartUnavailable as exc:
+        return None, str(exc)
+    except Exception as exc:  # a picture is decoration: it never fails a report or the run
+        return None, f"matplotlib failed: {type(exc).__name__}: {exc}"
+
+
+def write(path: Path, data: ChartData) -> str:
+    """Write the chart (format from the suffix) and return the one-line note."""
+    from pytest_dgx_spark.report import write_bytes
+
+    fmt = "png" if path.suffix.lower() == ".png" else "svg"
+    picture, why = draw(data, fmt)
+    if picture is None:
+        return f"thermal chart not drawn: {why}"
+    try:
+        write_bytes(path, picture)
+    except OSError as exc:
+        return f"could not write {path}: {exc.strerror or exc}"
+    return f"thermal chart written to {path}"
+
+
+def beside(report: Path, name: str) -> Path:
+    """``env-report.json`` + ``g4`` -> ``env-report.g4.svg`` (same folder)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "chart"
+    return Path(report).with_name(f"{Path(report).stem}.{safe}.svg")

@@ -1,0 +1,605 @@
+"""G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4 or
+Triton, does it know SM121?
+
+GB10 reports capability (12, 1). Stock cu130 torch wheels (2.11, 2.14) list
+``sm_80 … sm_120`` and no ``sm_121``: that is healthy, because sm_120 cubins
+run on 12.1 and PyTorch declined to add sm_121 (pytorch PR #178891; captures
+``torch_arch_list_1.txt``, ``torch_arch_policy_1.txt``). Their import warning
+("(8.0) - (12.0)", "does not include kernels") is a false positive. So G7
+FAILs only when torch can run nothing on SM121 (a CPU-only wheel, or no 12.x
+cubin and no PTX the driver can compile for it).
+
+NVFP4 needs the arch-specific (``sm_121a``) or family (``sm_120f``) targets;
+it is judged only where the stack uses it: ``--spark-precision nvfp4``, or an
+installed NVFP4 kernel library (vLLM, FlashInfer, TensorRT-LLM, sgl-kernel)
+whose cubins, listed by ``cuobjdump``, lack those targets. Triton's bundled
+``ptxas`` older than CUDA 12.9 rejects ``sm_121a`` (triton #8539), which
+breaks ``torch.compile``: its release is read and compared.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.probes import elf
+from pytest_dgx_spark.probes.dist_files import owners_for
+from pytest_dgx_spark.probes.packages import canonical
+
+SM121 = (12, 1)
+#: distributions whose shared objects carry NVFP4 kernels
+NVFP4_DISTS = (
+    "vllm",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+    "tensorrt-llm",
+    "sgl-kernel",
+    "sglang-kernel",  # sgl-kernel's name from 0.4 (error_nvfp4_2.txt: sglang-kernel 0.4.2.post2 on a GB10)
+)
+MAX_LIBS = 8
+MAX_LIBS_PER_DIST = 3
+#: distributions that install ``triton/backends/nvidia/bin/ptxas``
+TRITON_DISTS = ("triton", "pytorch-triton")
+#: the first CUDA release whose ptxas knows sm_121/sm_121a (12.8, which Triton
+#: bundles, rejects it: triton #8539; CUDA 13's works)
+CUDA_TORCH_FIX = (
+    "install torch built for CUDA 13: pip install torch --index-url https://download.pytorch.org/whl/cu130 "
+    "(plain pip on aarch64 often installs a CPU-only wheel), or use an NGC PyTorch container"
+)
+CUDA_TORCH_SHORT = "pip install torch --index-url https://download.pytorch.org/whl/cu130"
+NVFP4_FIX = (
+    "stay on FP8 (or BF16) for training and serving; use NVFP4 only with kernels built for sm_121a or "
+    "sm_120f (a vLLM/FlashInfer build listing them, TORCH_CUDA_ARCH_LIST=12.1a) and measure it yourself"
+)
+NVFP4_SHORT = "use FP8, or NVFP4 builds for sm_121a"
+
+#: torch's TORCH_CUDA_ARCH_LIST names (torch/utils/cpp_extension.py)
+NAMED_ARCHS = {
+    "kepler": ["3.5", "3.7"],
+    "maxwell": ["5.0", "5.2"],
+    "pascal": ["6.0", "6.1"],
+    "volta": ["7.0"],
+    "turing": ["7.5"],
+    "ampere": ["8.0", "8.6"],
+    "ada": ["8.9"],
+    "hopper": ["9.0"],
+    "blackwell": ["10.0", "12.0"],
+}
+_SM = re.compile(r"^(?:(sm|compute|lto)_)?(\d+)(?:\.(\d+))?([a-z]?)(\+ptx)?$", re.IGNORECASE)
+_CUBIN = re.compile(r"\bsm_(\d+)([a-z]?)\b")
+_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+
+
+class Arch(NamedTuple):
+    """One build target: ``sm_121a`` -> Arch(12, 1, "a", "sm")."""
+
+    major: int
+    minor: int
+    suffix: str  # "", "a" (arch-specific) or "f" (family)
+    kind: str  # "sm" (cubin) or "compute" (PTX)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}_{self.major}{self.minor}{self.suffix}"
+
+
+def parse_arch(token: str) -> list[Arch]:
+    """Parse one arch name defensively; unknown text gives ``[]``.
+
+    ``sm_121a``, ``sm_120f``, ``compute_121a``, ``lto_90a``, ``12.0a``, ``12.1+PTX``
+    (an sm and a compute target), ``9.0``, ``90`` and ``121``.
+    """
+    text = token.strip().lower()
+    m = _SM.match(text)
+    if not m:
+        return []
+    kind, digits, minor_text, suffix, ptx = m.groups()
+    if minor_text is not None:  # "12.1a"
+        major, minor = int(digits), int(minor_text)
+    elif len(digits) >= 2:  # "121" / sm_90
+        major, minor = int(digits[:-1]), int(digits[-1])
+    else:
+        return []
+    kind = "compute" if kind == "compute" else "sm"
+    out = [Arch(major, minor, suffix, kind)]
+    if ptx:
+        out.append(Arch(major, minor, suffix, "compute"))
+    return out
+
+
+def parse_arch_list(text: str | list[str] | None) -> tuple[list[Arch], list[str]]:
+    """A list (torch) or a ``TORCH_CUDA_ARCH_LIST`` string (``"9.0a;12.1a 12.0+PTX"``).
+
+    Returns ``(archs, unparsed tokens)``; named generations (``Hopper``) expand.
+    """
+    if text is None:
+        return [], []
+    tokens = text if isinstance(text, list) else re.split(r"[;,\s]+", text)
+    archs: list[Arch] = []
+    bad: list[str] = []
+    for raw in tokens:
+        token = str(raw).strip()
+        if not token:
+            continue
+        named = NAMED_ARCHS.get(token.lower().replace("+ptx", ""))
+        if named:
+            for n in named:
+                archs.extend(parse_arch(n + ("+PTX" if token.lower().endswith("+ptx") else "")))
+            continue
+        parsed = parse_arch(token)
+        if parsed:
+            archs.extend(parsed)
+        else:
+            bad.append(token)
+    return archs, bad
+
+
+def targets_121a(archs: list[Arch]) -> bool:
+    """An ``sm_121a`` cubin, or ``compute_121a`` PTX the driver compiles for SM121."""
+    return any((a.major, a.minor, a.suffix) == (12, 1, "a") for a in archs)
+
+
+def parse_cuobjdump(text: str) -> list[str]:
+    """Cubin targets from ``cuobjdump --list-elf`` (``ELF file 1: x.sm_121a.cubin``)."""
+    found: list[str] = []
+    for line in text.splitlines():
+        if "ELF file" not in line:
+            continue
+        for major_minor, suffix in _CUBIN.findall(line):
+            name = f"sm_{major_minor}{suffix}"
+            if name not in found:
+                found.append(name)
+    return found
+
+
+def runs_on_sm121(arch: Arch) -> bool:
+    """Can this build target execute on SM121 (compute capability 12.1)?
+
+    A cubin runs on its own major at an equal or higher minor unless it is
+    arch-specific (``a``: that exact capability only); a family cubin
+    (``f``) runs on every 12.x at or above its minor. Plain PTX is JIT-compiled
+    for any newer GPU; ``a`` PTX only for its own capability.
+    """
+    exact = (arch.major, arch.minor) == SM121
+    if arch.suffix == "a":
+        return exact
+    if arch.kind == "sm" or arch.suffix == "f":
+        return arch.major == 12 and arch.minor <= 1
+    return (arch.major, arch.minor) <= SM121
+
+
+def fp4_target(arch: Arch) -> bool:
+    """A target with SM12x's FP4 instructions that runs on SM121: ``sm_121a``,
+    ``sm_121f``, ``sm_120f`` (a plain ``sm_120`` runs, without them)."""
+    return arch.major == 12 and arch.suffix in ("a", "f") and runs_on_sm121(arch)
+
+
+def ptxas_release(text: str) -> list[int] | None:
+    """``[12, 8]`` from ``ptxas --version`` (``Cuda compilation tools, release 12.8, V12.8.93``)."""
+    m = _RELEASE.search(text or "")
+    return [int(m.group(1)), int(m.group(2))] if m else None
+
+
+@dataclass
+class Facts(FactsBase):
+    devices: list[dict[str, Any]] = field(default_factory=list)  # name, capability
+    nvml_reason: str | None = None
+    torch_capability: list[int] | None = None
+    torch_device: str | None = None
+    torch_version: str | None = None
+    torch_cuda: str | None = None  # torch.version.cuda: None on a CPU-only wheel
+    arch_list: list[str] | None = None
+    arch_list_error: str | None = None
+    env_arch_list: str | None = None
+    cuobjdump: str | None = None  # the tool's path, or None when absent
+    #: one entry per library inspected: dist, version, path, targets | error
+    libs: list[dict[str, Any]] = field(default_factory=list)
+    libs_installed: list[str] = field(default_factory=list)  # NVFP4 dists installed
+    #: the ptxas Triton compiles SM121 kernels with: dist, path, binary, env (the
+    #: override variable when one is set), release [major, minor] | error
+    triton: dict[str, Any] | None = None
+
+
+FACTS = Facts
+
+
+def _find_cuobjdump(env: dict[str, str]) -> str | None:
+    from pytest_dgx_spark.probes.commands import find_program
+
+    found = find_program("cuobjdump", env)  # absolute PATH entries only: never the working folder's
+    if found:
+        return found
+    for home in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.isabs(home):
+            candidate = os.path.join(home, "bin", "cuobjdump")
+            if os.access(candidate, os.X_OK):
+                return candidate
+    return None
+
+
+def _kernel_libraries(ctx: CheckContext) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """``(installed NVFP4 dists, [(dist label, path, dist key)])``, largest files first."""
+    dists = ctx.machine.packages().get("dists") or {}
+    installed = [k for k in NVFP4_DISTS if k in dists]
+    if not installed:
+        return [], []
+    scan = elf.scan_environment(ctx.machine)
+    owners = owners_for(ctx.machine, scan.get("roots") or []).get("owners") or {}
+    picked: list[tuple[int, str, str, str]] = []
+    for key in installed:
+        files = []
+        for path, owner in owners.items():
+            if canonical(owner["name"]) != key:
+                continue
+            try:
+                files.append((os.path.getsize(path), path))
+            except OSError:
+                continue
+        label = f"{dists[key]['name']} {dists[key]['version']}"
+        for size, path in sorted(files, reverse=True)[:MAX_LIBS_PER_DIST]:
+            picked.append((size, label, path, key))
+    picked.sort(reverse=True)
+    return [dists[k]["name"] for k in installed], [
+        (label, path, key) for _, label, path, key in picked[:MAX_LIBS]
+    ]
+
+
+def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
+    """The ptxas Triton would run for an SM121 kernel, and its release.
+
+    Triton >= 3.5 compiles for sm >= 100 with its bundled ``ptxas-blackwell``
+    (override: ``TRITON_PTXAS_BLACKWELL_PATH``); older Tritons use the bundled
+    ``ptxas`` (override: ``TRITON_PTXAS_PATH``). Only that one binary matters:
+    the plain ``ptxas`` next to a ``ptxas-blackwell`` is never used for GB10.
+    """
+    machine = ctx.machine
+    dists = machine.packages().get("dists") or {}
+    dist = next((dists[k] for k in TRITON_DISTS if k in dists), None)
+    if dist is None:
+        return None
+    out: dict[str, Any] = {"dist": f"{dist['name']} {dist['version']}"}
+    location = str(dist.get("location") or "")
+    if not os.path.isabs(location):
+        out["error"] = "its install folder is unknown (no dist-info path)"
+        return out
+    bin_dir = os.path.join(os.path.dirname(location), "triton", "backends", "nvidia", "bin")
+    blackwell = os.path.join(bin_dir, "ptxas-blackwell")
+    binary, env_name = (
+        ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH")
+        if os.path.isfile(blackwell)
+        else ("ptxas", "TRITON_PTXAS_PATH")
+    )
+    override = machine.env.get(env_name) or ""
+    path = override if os.path.isfile(override) else os.path.join(bin_dir, binary)
+    out.update(binary=binary, path=path, env=env_name if path == override else None)
+    if not os.path.isfile(path):
+        out["error"] = f"no {binary} in {bin_dir}"
+        return out
+    res = machine.command([path, "--version"], timeout=machine.timeout)
+    release = ptxas_release(res.stdout + "\n" + res.stderr)
+    if release is None:
+        out["error"] = f"`{binary} --version` gave no release: {res.describe()}"
+    out["release"] = release
+    return out
+
+
+def _gather_torch(ctx: CheckContext, facts: Facts) -> None:
+    child = ctx.torch()  # the run's one torch child; it already exists when G1/G2 ran
+    d = child.data
+    facts.torch_capability = d.get("capability")
+    facts.torch_device = d.get("device_name")
+    facts.torch_version = d.get("torch_version")
+    facts.torch_cuda = d.get("torch_cuda")
+    facts.arch_list = d.get("arch_list")
+    facts.arch_list_error = d.get("arch_list_error") or d.get("torch_import_error")
+    if facts.arch_list is None and not facts.arch_list_error and not child.ok:
+        facts.arch_list_error = child.describe("torch child")  # hung or killed, not "not importable"
+    unreachable = facts.torch_cuda and d.get("cuda_available") is False
+    if not facts.arch_list and not facts.arch_list_error and unreachable:
+        # torch.cuda.get_arch_list() is [] whenever CUDA is unavailable: a CUDA build that
+        # cannot reach the GPU says nothing about its targets (G1 names why)
+        why = str(d.get("cuda_error") or "torch.cuda.is_available() is False")
+        facts.arch_list_error = f"{why[:120]}; see G1"
+
+
+def _gather_libraries(ctx: CheckContext, facts: Facts) -> None:
+    machine = ctx.machine
+    facts.libs_installed, libs = _kernel_libraries(ctx)
+    if not libs:
+        return
+    facts.cuobjdump = _find_cuobjdump(machine.env)
+    if facts.cuobjdump is None:
+        return
+    deadline = time.monotonic() + machine.timeout * 3
+    for label, path, _key in libs:
+        entry: dict[str, Any] = {"dist": label, "path": path}
+        if time.monotonic() > deadline:
+            entry["error"] = "not inspected (time budget spent)"
+        else:
+            res = machine.command([facts.cuobjdump, "--list-elf", path], timeout=machine.timeout)
+            text = res.stdout + "\n" + res.stderr
+            if res.ok:
+                entry["targets"] = parse_cuobjdump(res.stdout)
+            elif "does not contain device code" in text:
+                entry["targets"] = []
+            else:
+                entry["error"] = res.describe()
+        facts.libs.append(entry)
+
+
+def gather(ctx: CheckContext) -> Facts:
+    machine = ctx.machine
+    nv = machine.nvml()
+    facts = Facts(
+        devices=[{"name": d.get("name"), "capability": d.get("capability")} for d in nv.get("devices") or []],
+        nvml_reason=None if nv.get("ok") else nv.get("reason"),
+        env_arch_list=machine.env.get("TORCH_CUDA_ARCH_LIST"),
+    )
+    caps = [tuple(d["capability"]) for d in facts.devices if d.get("capability")]
+    # torch's view only when NVML answered nothing useful but a driver may be there
+    # (hung, crashed); no driver library at all means no GPU for torch either.
+    nvml_broken = not caps and not nv.get("missing") and not nv.get("no_gpu")
+    if SM121 in caps or nvml_broken:
+        _gather_torch(ctx, facts)
+    if SM121 in caps or (not caps and tuple(facts.torch_capability or ()) == SM121):
+        _gather_libraries(ctx, facts)
+        facts.triton = _triton_ptxas(ctx)
+    return facts
+
+
+# --------------------------------------------------------------------------- deciding
+
+
+def _names(archs: list[Arch]) -> str:
+    return ", ".join(dict.fromkeys(a.name for a in archs))
+
+
+def _gpu(f: Facts) -> tuple[Result | None, list[tuple[str, tuple[int, ...]]], str]:
+    """The GPUs and where they came from, or the SKIP when none is SM121."""
+    caps = [(d.get("name") or "GPU", tuple(d["capability"])) for d in f.devices if d.get("capability")]
+    source = "NVML"
+    if not caps and f.torch_capability:
+        caps = [(f.torch_device or "GPU", tuple(f.torch_capability))]
+        source = "torch"
+    if not caps:
+        why = f.nvml_reason or "NVML lists no GPU"
+        return (
+            Result(
+                "G7",
+                Status.SKIP,
+                f"no NVIDIA GPU found ({why}): NVFP4 on SM121 does not apply",
+                headline="no NVIDIA GPU found: the SM121 check does not apply",
+            ),
+            [],
+            source,
+        )
+    if not any(c == SM121 for _, c in caps):
+        found = "; ".join(f"{n} has capability ({c[0]}, {c[1]})" for n, c in dict.fromkeys(caps))
+        first = caps[0]
+        return (
+            Result(
+                "G7",
+                Status.SKIP,
+                f"not SM121: {found} (from {source}); the NVFP4 vs FP8 question is GB10's",
+                readings=[Reading("capability", ", ".join(f"{c[0]}.{c[1]}" for _, c in caps))],
+                headline=f"not SM121: {first[0]} is {first[1][0]}.{first[1][1]}; this check is GB10's",
+            ),
+            caps,
+            source,
+        )
+    return None, caps, source
+
+
+def _cpu_only(f: Facts) -> bool:
+    """A torch wheel without CUDA: ``+cpu``, or no CUDA version and no arch."""
+    if not f.torch_version:
+        return False
+    return "+cpu" in f.torch_version or (f.torch_cuda is None and not f.arch_list)
+
+
+def _torch_stage(f: Facts, archs: list[Arch], out: Findings) -> tuple[str, bool | None]:
+    """``(text, runs)``: can torch run anything on SM121? ``runs`` is ``None``
+    when torch's build could not be read (not importable, child died)."""
+    who = f"torch {f.torch_version}" if f.torch_version else "torch"
+    if _cpu_only(f):
+        out.fail(
+            f"{who} is a CPU-only build (torch.version.cuda is None): nothing runs on the GB10",
+            CUDA_TORCH_FIX,
+            headline=f"{who} is CPU-only",
+            short_fix=CUDA_TORCH_SHORT,
+        )
+        return f"{who} is CPU-only", False
+    if not archs:
+        return f"torch arch list unknown ({_unknown_why(f)})", None
+    runnable = [a for a in archs if runs_on_sm121(a)]
+    cubins = [a for a in runnable if a.kind == "sm"]
+    listed = f"{who} arch list {_names(archs)}"
+    if cubins:
+        return f"{listed}: its {_names(cubins)} cubins run on 12.1", True
+    if runnable:
+        out.note(
+            f"torch has no cubin for 12.x: its kernels are JIT-compiled from {_names(runnable)} PTX on first use"
+        )
+        return f"{listed}: runs through {_names(runnable)} PTX (JIT)", True
+    out.fail(
+        f"{listed}: no 12.x cubin and no PTX that compiles for SM121, so no CUDA kernel runs on the GB10",
+        CUDA_TORCH_FIX,
+        headline=f"{who} has no kernel for SM121 (arch list ends at {archs[-1].name})",
+        short_fix=CUDA_TORCH_SHORT,
+    )
+    return listed, False
+
+
+def _env_stage(f: Facts, archs: list[Arch], out: Findings) -> str:
+    """``TORCH_CUDA_ARCH_LIST`` decides what extensions built here target."""
+    if not f.env_arch_list:
+        return "TORCH_CUDA_ARCH_LIST unset"
+    text = f"TORCH_CUDA_ARCH_LIST={f.env_arch_list}"
+    if archs and not any(runs_on_sm121(a) for a in archs):
+        out.warn(
+            f"{text}: extensions built here get no target that runs on SM121",
+            "export TORCH_CUDA_ARCH_LIST=12.0 (12.1a for FP4 kernels) before building CUDA extensions, or unset it",
+            headline=f"{text} builds nothing SM121 runs",
+            short_fix="export TORCH_CUDA_ARCH_LIST=12.0 (or 12.1a)",
+        )
+    return text
+
+
+def _lib_fp4(entry: Mapping[str, Any]) -> bool:
+    return any(fp4_target(a) for t in entry.get("targets") or [] for a in parse_arch(t))
+
+
+def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str]) -> str:
+    if f.libs_installed and f.cuobjdump is None and not f.libs:
+        return f"{', '.join(f.libs_installed)} installed but cuobjdump not found, so their cubins were not listed"
+    if fp4_dists:
+        return f"sm_121a cubins in {', '.join(fp4_dists)}"
+    if with_code:
+        return "no sm_121a cubin in " + first_n(
+            [f"{x['dist']} ({first_n(x['targets'], 6, sep=', ')})" for x in with_code], sep=", "
+        )
+    if f.libs_installed:
+        return f"{', '.join(f.libs_installed)}: no precompiled cubins listed"
+    return "no NVFP4 kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
+
+
+def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findings) -> str:
+    """NVFP4 is judged only where the stack uses it: ``--spark-precision
+    nvfp4``, or an installed NVFP4 kernel library (unless the precision given
+    says the run uses none)."""
+    with_code = [x for x in f.libs if x.get("targets")]
+    fp4_dists = list(dict.fromkeys(x["dist"] for x in with_code if _lib_fp4(x)))
+    lacking = [x for x in with_code if x["dist"] not in fp4_dists]
+    lacking_dists = list(dict.fromkeys(x["dist"] for x in lacking))
+    for x in f.libs:
+        what = ", ".join(x["targets"]) if x.get("targets") else x.get("error") or "no device code (JIT)"
+        out.note(f"{x['dist']} {os.path.basename(x['path'])}: {what}")
+    out.read("kernel_libraries_inspected", len([x for x in f.libs if "targets" in x]))
+    out.read("kernel_libraries_with_sm_121a", len([x for x in with_code if _lib_fp4(x)]))
+    lib_text = _library_text(f, with_code, fp4_dists)
+    if precision in ("fp8", "bf16"):
+        if lacking_dists:
+            out.note(
+                f"--spark-precision {precision}: the NVFP4 kernels of {', '.join(lacking_dists)} are not judged"
+            )
+        return lib_text
+    if lacking_dists:
+        shown = first_n(
+            [
+                f"{d} ({', '.join(dict.fromkeys(t for x in lacking if x['dist'] == d for t in x['targets']))})"
+                for d in lacking_dists
+            ],
+            1,
+        )
+        out.warn(
+            f"NVFP4 kernels without an SM121 FP4 target: {lib_text} (GB10 needs sm_121a or sm_120f)",
+            NVFP4_FIX,
+            headline=f"no sm_121a NVFP4 kernel in {shown}",
+            short_fix=NVFP4_SHORT,
+        )
+    elif precision == "nvfp4" and not fp4_dists and not any(fp4_target(a) for a in builds):
+        out.warn(
+            f"--spark-precision nvfp4, but nothing installed targets sm_121a or sm_120f: {lib_text}",
+            NVFP4_FIX,
+            headline="NVFP4 planned, but no installed kernel targets sm_121a/sm_120f",
+            short_fix=NVFP4_SHORT,
+        )
+    return lib_text
+
+
+def _release_floor(value: float) -> tuple[int, int]:
+    major = int(value)
+    return major, round((value - major) * 10)
+
+
+def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
+    """Triton's ptxas for SM121 must know ``sm_121a`` (triton #8539)."""
+    t = f.triton
+    if t is None:
+        return ""
+    if t.get("error") or not t.get("release"):
+        out.note(f"{t['dist']}: {t.get('error') or 'ptxas release unknown'}")
+        return ""
+    release = tuple(t["release"])
+    shown = f"{release[0]}.{release[1]}"
+    out.read("triton_ptxas_release", shown)
+    where = f"{t['env']}={t['path']}" if t.get("env") else f"its bundled {t['binary']}"
+    if release >= _release_floor(floor):
+        out.note(f"{t['dist']} compiles SM121 kernels with ptxas {shown} ({where})")
+        return f"{t['dist']} ptxas {shown}"
+    fix_env = t.get("env") or (
+        "TRITON_PTXAS_BLACKWELL_PATH" if t["binary"] == "ptxas-blackwell" else "TRITON_PTXAS_PATH"
+    )
+    out.warn(
+        f"{t['dist']} compiles SM121 kernels with {where}, ptxas {shown} (< {floor:g}), which rejects sm_121a "
+        "(\"Value 'sm_121a' is not defined for option 'gpu-name'\"): torch.compile and Triton kernels fail",
+        f"export {fix_env}=/usr/local/cuda/bin/ptxas (CUDA 13's ptxas; triton #8539)",
+        headline=f"triton ptxas {shown} rejects sm_121a (torch.compile)",
+        short_fix=f"export {fix_env}=/usr/local/cuda/bin/ptxas",
+    )
+    return ""
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G7 (pure): can torch run on SM121, and, where the stack uses
+    NVFP4 or Triton, do its kernels and ptxas know SM121?"""
+    skip, caps, _source = _gpu(facts)
+    if skip is not None:
+        return skip
+    out = Findings("G7")
+    gpu = f"{next(n for n, c in caps if c == SM121)} is SM121 (12.1)"
+    torch_archs, torch_bad = parse_arch_list(facts.arch_list)
+    env_archs, env_bad = parse_arch_list(facts.env_arch_list)
+    for bad, where in ((torch_bad, "torch arch list"), (env_bad, "TORCH_CUDA_ARCH_LIST")):
+        if bad:
+            out.note(f"{where}: could not parse {', '.join(bad)}")
+    out.read("capability", ", ".join(f"{c[0]}.{c[1]}" for _, c in caps))
+    out.read("torch_arch_list", _names(torch_archs) or None)
+    out.read("torch_cuda_arch_list_env", facts.env_arch_list)
+    family = [a for a in (*torch_archs, *env_archs) if a.major == 12 and a.suffix == "f"]
+    if family:
+        out.note(
+            f"family targets {_names(family)} run on SM121; whether FP4 conversion is native there is contested"
+        )
+    torch_text, runs = _torch_stage(facts, torch_archs, out)
+    env_text = _env_stage(facts, env_archs, out)
+    precision = params.option("precision")
+    lib_text = _nvfp4_stage(facts, precision, [*torch_archs, *env_archs], out)
+    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min"), out)
+    parts = [gpu, torch_text, env_text, lib_text, ptxas_text]
+    if precision:
+        parts.append(f"precision {precision}")
+    summary = "; ".join(p for p in parts if p)
+    headline, short_fix = out.first_short()
+    if not headline:
+        headline = _ok_headline(facts, torch_archs, runs)
+    result = out.result(
+        Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix
+    )
+    if result.status in (Status.FAIL, Status.WARN):
+        result.summary = f"{gpu}: {result.summary}"
+    return result
+
+
+def _ok_headline(f: Facts, archs: list[Arch], runs: bool | None) -> str:
+    who = f"torch {f.torch_version}" if f.torch_version else "torch"
+    if runs is None:
+        return f"SM121 found; {who}'s build unknown ({_unknown_why(f)[:64]})"
+    cubins = [a for a in archs if runs_on_sm121(a) and a.kind == "sm"]
+    if cubins:
+        return f"{who} runs on SM121 through its {_names(cubins)} cubins"
+    return f"{who} runs on SM121 through PTX JIT"
+
+
+def _unknown_why(f: Facts) -> str:
+    """Why torch's arch list is unknown: its error, else whether torch imported at all."""
+    if f.arch_list_error:
+        return f.arch_list_error
+    return "arch list not read" if f.torch_version else "torch not importable"

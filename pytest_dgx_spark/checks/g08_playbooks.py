@@ -1,0 +1,491 @@
+"""G8 — stale playbooks: does an open issue say the playbook you follow is broken?
+
+NVIDIA's DGX Spark playbooks (``NVIDIA/dgx-spark-playbooks``) drift: a
+container tag disappears, a pinned ``trl`` breaks Unsloth, a NIM runtime name
+changes (docs/EVIDENCE.md lists the issues). Their titles are free-form, with no
+labels to filter on, so the only useful test is "does an open issue name my
+playbook in its title or body?".
+
+One GET per run (cached in the machine's store, so xdist workers share it)
+of ``/repos/NVIDIA/dgx-spark-playbooks/issues?state=open&per_page=100``;
+GitHub returns pull requests there too, marked by a ``pull_request`` key, and
+they are dropped. Anything that stops the lookup — ``--spark-offline``, no
+network, a rate limit, a 5xx, an answer that is not a list of issues — is a
+SKIP with the reason: a stale-playbook warning is advice, never a blocker, so
+G8 never FAILs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
+from pytest_dgx_spark.model import Result, Status, one_line
+from pytest_dgx_spark.probes import http
+
+REPO = "NVIDIA/dgx-spark-playbooks"
+QUERY = "state=open&per_page=100"
+#: characters of each body kept for matching (GitHub allows 65536)
+BODY_CHARS = 20_000
+TITLE_CHARS = 90
+SHOWN_IN_SUMMARY = 3
+SHOWN_IN_DETAILS = 20
+#: other spellings of a playbook name seen in issue titles
+ALIASES: dict[str, tuple[str, ...]] = {
+    "trt-llm": ("tensorrt-llm",),
+    "tensorrt-llm": ("trt-llm",),
+}
+
+
+def issues_url(base: str) -> str:
+    """The issue list under ``base`` (``https://ghe.example/api/v3``).
+
+    The option check refuses a base URL with a query, but a Settings built in
+    Python skips it: a query there stays a query (``…/issues?x=1&state=…``),
+    never a piece of the path (``/?x=1/repos/…``)."""
+    parts = urlsplit(base)
+    path = f"{parts.path.rstrip('/')}/repos/{REPO}/issues"
+    query = "&".join(q for q in (parts.query, QUERY) if q)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+
+
+@dataclass
+class Facts(FactsBase):
+    """What the one GitHub request gave: plain data, so a capture replays it."""
+
+    playbook: str | None = None
+    offline_flag: bool = False
+    source: str = ""
+    #: the HTTP answer without its body (see probes/http.py)
+    answer: dict[str, Any] = field(default_factory=dict)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    pull_requests: int = 0
+    not_issues: int = 0
+    parse_error: str | None = None
+    more_pages: bool = False
+    fetched_at: float = 0.0
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_issues(text: str | None) -> dict[str, Any]:
+    """GitHub's issue list -> ``{"issues", "pull_requests", "not_issues", "error"}``.
+
+    Each issue keeps number, title, created_at, html_url and the first
+    :data:`BODY_CHARS` of its body. ``error`` says why the text is not the
+    list GitHub sends, in one line.
+    """
+    out: dict[str, Any] = {"issues": [], "pull_requests": 0, "not_issues": 0, "error": None}
+    if text is None or not text.strip():
+        out["error"] = "the answer was empty"
+        return out
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        sample = one_line(repr(text[:60]))  # repr escapes once; one_line finds nothing left to escape
+        out["error"] = f"the answer is not JSON (starts {sample})"
+        return out
+    if not isinstance(data, list):
+        what = type(data).__name__
+        if isinstance(data, dict) and isinstance(data.get("message"), str):
+            what += f" with message {one_line(repr(data['message'][:120]))}"
+        out["error"] = f"expected a JSON list of issues, got a {what}"
+        return out
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("number"), int):
+            out["not_issues"] += 1
+            continue
+        if "pull_request" in item:
+            out["pull_requests"] += 1
+            continue
+        title = item.get("title")
+        body = item.get("body")
+        out["issues"].append(
+            {
+                "number": item["number"],
+                "title": one_line(title) if isinstance(title, str) else "",
+                "body": body[:BODY_CHARS] if isinstance(body, str) else "",
+                "created_at": item.get("created_at") if isinstance(item.get("created_at"), str) else "",
+                "html_url": item.get("html_url") if isinstance(item.get("html_url"), str) else "",
+            }
+        )
+    if data and not out["issues"] and out["not_issues"]:
+        out["error"] = f"none of the {len(data)} entries looks like a GitHub issue"
+    return out
+
+
+def normalize_playbook(name: str) -> str:
+    """``nvidia/playbook-vLLM/`` -> ``vllm``: the folder name users copy."""
+    text = name.strip().strip("/").lower()
+    text = text.rsplit("/", 1)[-1]
+    return text.removeprefix("playbook-") or name.strip().lower()
+
+
+def playbook_pattern(name: str) -> re.Pattern[str]:
+    """A word-ish, case-insensitive pattern for a playbook name.
+
+    ``-``/``_``/space are interchangeable (``trt-llm`` matches ``TRT LLM`` and
+    ``trtllm``), and the name must not sit inside a longer word (``nim`` does
+    not match ``animation``).
+    """
+    names = (name, *ALIASES.get(name, ()))
+    alternatives = []
+    for n in names:
+        parts = [re.escape(p) for p in re.split(r"[-_\s/]+", n) if p]
+        alternatives.append(r"[-_\s]*".join(parts))
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])", re.IGNORECASE)
+
+
+def matching(issues: list[dict[str, Any]], name: str) -> list[tuple[dict[str, Any], str]]:
+    """Issues whose title or body names the playbook, with where it matched."""
+    pattern = playbook_pattern(name)
+    found = []
+    for issue in issues:
+        if pattern.search(issue.get("title") or ""):
+            found.append((issue, "title"))
+        elif pattern.search(issue.get("body") or ""):
+            found.append((issue, "body"))
+    return found
+
+
+def newest_first(issues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(issues, key=lambda i: (i.get("created_at") or "", i.get("number") or 0), reverse=True)
+
+
+def short(issue: dict[str, Any]) -> str:
+    title = issue.get("title") or "(no title)"
+    if len(title) > TITLE_CHARS:
+        title = title[: TITLE_CHARS - 1].rstrip() + "…"
+    return f"#{issue.get('number')} {title}"
+
+
+# --------------------------------------------------------------------------- rate limits
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+#: resets later than this (year 3000) are not a time GitHub would send
+MAX_EPOCH = 32_503_680_000.0
+#: resets before this (2008-01-01, before GitHub served anything) are not one either
+MIN_EPOCH = 1_199_145_600.0
+
+
+def _plausible(when: float) -> float | None:
+    return when if MIN_EPOCH <= when <= MAX_EPOCH else None
+
+
+def rate_limit_reset(headers: dict[str, str], fetched_at: float) -> float | None:
+    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``.
+
+    Header values are data from a server: one out of range (a reset in the
+    year 10**20 or in 1970, a Retry-After of 10**400 s, a negative one, a
+    date before GitHub existed) is "unknown", never a crash and never a time shown as if
+    it were the reset. Numbers are compared as integers before any float is
+    made of them (``float(10**400)`` raises OverflowError)."""
+    reset = _int(headers.get("x-ratelimit-reset"))
+    if reset is not None and reset > 0:
+        return _plausible(float(reset)) if reset <= MAX_EPOCH else None
+    retry = headers.get("retry-after")
+    if retry is None:
+        return None
+    seconds = _int(retry)
+    if seconds is not None:
+        if seconds < 0 or seconds > MAX_EPOCH:
+            return None
+        return _plausible(fetched_at + seconds)
+    try:
+        when = parsedate_to_datetime(retry).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return _plausible(when)
+
+
+def render_reset(reset: float, fetched_at: float) -> str:
+    """``2026-07-24 14:05 UTC (in 37 min)``; ``""`` for a time no calendar holds."""
+    try:
+        when = datetime.fromtimestamp(reset, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return ""
+    left = reset - fetched_at
+    if left <= 0:
+        return when
+    if left < 90:
+        rel = f"{left:.0f} s"
+    elif left < 5400:
+        rel = f"{left / 60:.0f} min"
+    else:
+        rel = f"{left / 3600:.1f} h"
+    return f"{when} (in {rel})"
+
+
+def is_rate_limited(status: int | None, headers: dict[str, str], message: str) -> bool:
+    if status == 429:
+        return True
+    if status != 403:
+        return False
+    return (
+        headers.get("x-ratelimit-remaining") == "0"
+        or "retry-after" in headers
+        or "rate limit" in message.lower()
+    )
+
+
+def error_message(body: str | None) -> str:
+    """GitHub's ``{"message": ...}`` from an error body, if any."""
+    if not body:
+        return ""
+    try:
+        data = json.loads(body[:65536])
+    except (ValueError, RecursionError):
+        return ""
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return one_line(data["message"])[:160]
+    return ""
+
+
+# --------------------------------------------------------------------------- gather
+
+
+def fetch(url: str, token: str | None, timeout: float, env: dict[str, str]) -> dict[str, Any]:
+    """The one request of the run, parsed; JSON-ready (no body, no token)."""
+    fetched_at = time.time()
+    answer = http.get(url, token=token, timeout=timeout, env=env)
+    body = answer.body
+    answer.body = None
+    out: dict[str, Any] = {"answer": answer.to_dict(), "fetched_at": fetched_at}
+    if answer.ok:
+        out.update(parse_issues(body))
+    else:
+        out["message"] = error_message(body)
+    return out
+
+
+#: the one host a config file may send ``GITHUB_TOKEN`` to
+GITHUB_API_HOST = "api.github.com"
+
+
+def token_withheld(github_url: str, source: str) -> str | None:
+    """Why ``GITHUB_TOKEN`` is not sent, when the URL came from a config file
+    (``spark_preflight_github_url``: the checkout's own, which sent the token to
+    ``https://attacker.example``, issue 19 item 2) and names a host other than
+    GitHub's; ``None`` when it may go. A mirror or GitHub Enterprise takes
+    ``--spark-github-url`` (or ``PYTEST_ADDOPTS``): the user's word, not the project's."""
+    if source != "ini":
+        return None
+    _, host, _ = http.origin(http.credentials(github_url)[0])
+    if host == GITHUB_API_HOST:
+        return None
+    return (
+        f"not sent: the config file's github_url names {host}, not {GITHUB_API_HOST}; "
+        "give --spark-github-url on the command line to send it there"
+    )
+
+
+def gather(ctx: CheckContext) -> Facts:
+    s = ctx.settings
+    facts = Facts(playbook=normalize_playbook(s.playbook) if s.playbook else None)
+    url = issues_url(s.github_url)
+    facts.source = http.redact_url(s.github_url)
+    if s.offline:
+        facts.offline_flag = True
+        return facts
+    token = ctx.machine.env.get("GITHUB_TOKEN") or None
+    withheld = token_withheld(s.github_url, getattr(s, "github_url_source", "default")) if token else None
+    got = ctx.machine.store.get_or_compute(
+        f"github:issues:{http.redact_url(url)}",
+        lambda: fetch(url, None if withheld else token, s.timeout, ctx.machine.env),
+    )
+    facts.answer = dict(got.get("answer") or {})
+    if withheld:
+        facts.answer["token"] = withheld
+    facts.answer["message"] = got.get("message", "")
+    facts.fetched_at = float(got.get("fetched_at") or 0.0)
+    facts.issues = list(got.get("issues") or [])
+    facts.pull_requests = int(got.get("pull_requests") or 0)
+    facts.not_issues = int(got.get("not_issues") or 0)
+    facts.parse_error = got.get("error")
+    link = (facts.answer.get("headers") or {}).get("link", "")
+    facts.more_pages = 'rel="next"' in link
+    return facts
+
+
+# --------------------------------------------------------------------------- evaluate
+
+FACTS = Facts
+
+
+def _skip_reason(f: Facts) -> str | None:
+    a = f.answer
+    headers: dict[str, str] = a.get("headers") or {}
+    status = a.get("status")
+    message = a.get("message") or ""
+    if a.get("offline"):
+        return f"offline: {a.get('error')}; playbook issues not checked"
+    if a.get("timed_out"):
+        return f"GitHub lookup gave up: {a.get('error')} (--spark-timeout)"
+    if a.get("too_large"):
+        return f"GitHub's answer is not the issue list expected: {a.get('error')}"
+    if is_rate_limited(status, headers, message):
+        reset = rate_limit_reset(headers, f.fetched_at)
+        shown = render_reset(reset, f.fetched_at) if reset else ""
+        if shown:
+            until = f" until {shown}"
+        elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
+            until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
+        else:
+            until = ""
+        return f"rate-limited by GitHub (HTTP {status}){until}; {_token_words(a)}"
+    if status == 401:
+        if a.get("credentials") != "sent" and a.get("token") != "sent":
+            said = f" ({message})" if message else ""
+            return f"GitHub answered HTTP 401{said} to a request without credentials"
+        who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
+        return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
+    if status == 404:
+        return f"{REPO} not found at {f.source} (HTTP 404); check --spark-github-url"
+    if status is not None and 300 <= status < 400 and a.get("error"):
+        return f"GitHub lookup failed: {a.get('error')}"  # a redirect refused, and why
+    if status is not None and not (200 <= status < 300):
+        text = f": {message}" if message else (f" {a.get('reason')}" if a.get("reason") else "")
+        return f"GitHub answered HTTP {status}{text}; playbook issues not checked"
+    if a.get("error"):
+        return f"GitHub lookup failed: {a.get('error')}"
+    if f.parse_error:
+        return f"GitHub's answer is not the issue list expected: {f.parse_error}"
+    if not a:
+        return "GitHub lookup did not run"
+    return None
+
+
+def _token_words(a: dict[str, Any]) -> str:
+    """What a rate limit says about the token: sent, withheld (plain http), or unset."""
+    if a.get("token") == "sent":
+        return "even with GITHUB_TOKEN"
+    if a.get("token") == http.TOKEN_OVER_HTTP:
+        return "GITHUB_TOKEN is set but goes only over https"
+    return "set GITHUB_TOKEN for a higher limit"
+
+
+def _skip_headline(f: Facts) -> str:
+    """The SKIP in a few words (the whole reason stays in the summary)."""
+    a = f.answer
+    if a.get("offline"):
+        return "offline: playbook issues not checked"
+    if a.get("timed_out"):
+        return "GitHub did not answer in time: playbook issues not checked"
+    if is_rate_limited(a.get("status"), a.get("headers") or {}, a.get("message") or ""):
+        return f"rate-limited by GitHub (HTTP {a.get('status')}): playbook issues not checked"
+    if a.get("status") is not None and 300 <= a["status"] < 400 and a.get("error"):
+        return f"redirect not followed (HTTP {a['status']}): playbook issues not checked"
+    if a.get("status") is not None and not (200 <= a["status"] < 300):
+        return f"GitHub answered HTTP {a['status']}: playbook issues not checked"
+    return "GitHub's answer unusable: playbook issues not checked"
+
+
+def _readings(f: Facts, out: Findings) -> None:
+    a = f.answer
+    out.read("source", f.source)
+    if a.get("status") is not None:
+        out.read("http_status", a.get("status"))
+    remaining = (a.get("headers") or {}).get("x-ratelimit-remaining")
+    if remaining is not None and _int(remaining) is not None:
+        out.read("rate_limit_remaining", _int(remaining))
+    out.read("github_token", a.get("token", "not set"))
+    if a.get("token") == http.TOKEN_OVER_HTTP:
+        out.note(f"GITHUB_TOKEN was not sent: {f.source} is plain http, and the token goes only over https")
+    if a.get("credentials", "none") != "none":
+        out.read("url_credentials", a.get("credentials"))
+    if a.get("duration_s") is not None:
+        out.read("fetch_time", a.get("duration_s"), "s")
+
+
+def _scope(f: Facts, out: Findings) -> tuple[str, str]:
+    """``(count, scope)`` of the issue list read: ``9``/``100+`` and the page note."""
+    out.read("open_issues", len(f.issues))
+    out.read("pull_requests_dropped", f.pull_requests)
+    if f.not_issues:
+        out.note(f"{f.not_issues} entries of the answer were not issues and were ignored")
+    if f.more_pages:
+        out.note("only the first page (100 items) was read: one request per run")
+    count = f"{len(f.issues)}{'+' if f.more_pages else ''}"
+    scope = " (GitHub has more pages; the newest 100 were checked)" if f.more_pages else ""
+    return count, scope
+
+
+def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
+    newest = newest_first(f.issues)
+    if not newest:
+        return out.result(
+            Status.INFO, f"no open issues in {REPO}{scope}", headline=f"no open issues in {REPO}"
+        )
+    out.note(*(f"{short(i)} {i.get('html_url', '')}".strip() for i in newest[:SHOWN_IN_DETAILS]))
+    shown = "; ".join(short(i) for i in newest[:SHOWN_IN_SUMMARY])
+    return out.result(
+        Status.INFO,
+        f"{count} open issues in {REPO}; newest: {shown}; name your playbook with --spark-playbook",
+        headline=f"{count} open playbook issues; name your playbook to match it",
+    )
+
+
+def _matches(f: Facts, out: Findings, count: str, scope: str) -> Result:
+    playbook = f.playbook or ""
+    hits = matching(newest_first(f.issues), playbook)
+    out.read("playbook", playbook)
+    out.read("matching_issues", len(hits))
+    if not hits:
+        return out.result(
+            Status.PASS,
+            f"no open issue in {REPO} names '{playbook}' ({count} open issues checked{scope})",
+            headline=f"no open issue names '{playbook}' ({count} checked)",
+        )
+    out.note(
+        *shortened(
+            [f"{short(i)} (named in the {where}) {i.get('html_url', '')}".strip() for i, where in hits],
+            SHOWN_IN_DETAILS,
+        )
+    )
+    noun = "issue names" if len(hits) == 1 else "issues name"
+    numbers = first_n([f"#{i.get('number')}" for i, _ in hits], SHOWN_IN_SUMMARY, sep=", ")
+    out.warn(
+        f"{len(hits)} open {noun} the '{playbook}' playbook in {REPO}: "
+        + first_n([short(i) for i, _ in hits], SHOWN_IN_SUMMARY),
+        f"read {'it' if len(hits) == 1 else 'them'} before following the {playbook} playbook verbatim "
+        "(look for a workaround or a pinned version in the thread)",
+    )
+    return out.result(
+        headline=f"{len(hits)} open {noun} the '{playbook}' playbook ({numbers})",
+        short_fix=f"read {numbers} before following it",
+    )
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G8 from the parsed issue list (pure: no network here). G8
+    never FAILs: a stale-playbook warning is advice, never a blocker."""
+    out = Findings("G8")
+    if facts.offline_flag:
+        return out.result(
+            Status.SKIP,
+            "offline: GitHub not contacted, playbook issues not checked",
+            headline="offline: playbook issues not checked",
+        )
+    _readings(facts, out)
+    reason = _skip_reason(facts)
+    if reason:
+        return out.result(Status.SKIP, reason, headline=_skip_headline(facts))
+    count, scope = _scope(facts, out)
+    if not facts.playbook:
+        return _no_playbook(facts, out, count, scope)
+    return _matches(facts, out, count, scope)

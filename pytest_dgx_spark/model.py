@@ -1,0 +1,281 @@
+"""The result of one check, and the verdict over several.
+
+Everything here is plain data that survives a JSON round trip, because results
+travel from xdist workers to the controller on report attributes and are
+written to ``env-report.json`` and pytest-json-report metadata.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_dgx_spark.safe_text import visible
+
+SCHEMA = "pytest_spark/1"
+
+Value = int | float | str | bool | None
+
+
+class Status(str, enum.Enum):
+    """The five outcomes a check can have (SPEC "Statuses")."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    WARN = "WARN"
+    SKIP = "SKIP"
+    INFO = "INFO"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One measured or read value, with its unit (``""`` when unitless).
+
+    ``None`` means the machine answered "not available" (GB10's ``[N/A]``);
+    it is still a reading, rendered as ``[N/A]``. Text is escaped as it
+    comes in (:func:`pytest_dgx_spark.safe_text.visible`), like a Result's.
+    """
+
+    name: str
+    value: Value
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        # a string value is often a name someone else chose (a process, a
+        # file, a GPU's): it holds no control a terminal would act on
+        object.__setattr__(self, "name", visible(self.name))
+        object.__setattr__(self, "unit", visible(self.unit))
+        if isinstance(self.value, str):
+            object.__setattr__(self, "value", visible(self.value))
+
+    def render(self) -> str:
+        if self.value is None:
+            return "[N/A]"
+        if isinstance(self.value, bool):
+            text = "yes" if self.value else "no"
+        elif isinstance(self.value, float):
+            text = _format_float(self.value)
+        else:
+            text = str(self.value)
+        return f"{text} {self.unit}" if self.unit else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "unit": self.unit}
+
+
+def _format_float(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if abs(value) >= 10000:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace so a G-line never spans two lines, and escape
+    what a terminal would act on (:func:`pytest_dgx_spark.safe_text.visible`):
+    every text of a :class:`Result` passes here, so no output of one can
+    clear a screen or forge a line."""
+    return visible(" ".join(str(text).split()))
+
+
+#: the widest default terminal line (issue: lines a person can read)
+SHORT_WIDTH = 120
+
+
+def shorten(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` characters at a clause or word boundary, with "…"."""
+    text = one_line(text)
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    cut = text[: width - 1]
+    for sep in ("; ", " (", ", ", " — ", " "):
+        at = cut.rfind(sep)
+        if at >= width // 2:
+            cut = cut[:at]
+            break
+    return cut.rstrip(" ;,(—") + "…"
+
+
+@dataclass
+class Result:
+    """What one check decided: status, a one-line summary, the fix, readings."""
+
+    check_id: str
+    status: Status
+    summary: str
+    fix: str = ""
+    readings: list[Reading] = field(default_factory=list)
+    duration_s: float = 0.0
+    details: list[str] = field(default_factory=list)
+    #: the finding in a few words, for the default terminal line (empty: cut from summary)
+    headline: str = ""
+    #: the fix in a few words, for the default terminal line (empty: cut from fix)
+    short_fix: str = ""
+
+    def __post_init__(self) -> None:
+        self.check_id = one_line(self.check_id)
+        self.status = Status(self.status)
+        self.summary = one_line(self.summary)
+        self.fix = one_line(self.fix)
+        self.headline = one_line(self.headline)
+        self.short_fix = one_line(self.short_fix)
+        self.details = [one_line(d) for d in self.details if str(d).strip()]
+
+    @property
+    def text(self) -> str:
+        """The text of the G-line: the summary, and the fix for FAIL/WARN."""
+        if self.fix and self.status in (Status.FAIL, Status.WARN):
+            return f"{self.summary}; fix: {self.fix}"
+        return self.summary
+
+    def line(self) -> str:
+        """``G<n> <STATUS>: <text>`` — the fixed format shared with preflight.sh."""
+        return f"{self.check_id} {self.status.value}: {self.text}"
+
+    def short_line(self, width: int = SHORT_WIDTH) -> str:
+        """The default terminal line: ``G<n> STATUS: finding; fix: short fix``
+        in at most ``width`` characters. The whole text is :meth:`line`."""
+        head = f"{self.check_id} {self.status.value}: "
+        finding = self.headline or self.summary
+        fix = (self.short_fix or self.fix) if self.status in (Status.FAIL, Status.WARN) else ""
+        if fix:
+            budget = width - len(head) - len("; fix: ")
+            fix_part = shorten(fix, max(budget // 2, budget - len(finding)))
+            finding = shorten(finding, budget - len(fix_part))
+            return f"{head}{finding}; fix: {fix_part}"
+        return head + shorten(finding, width - len(head))
+
+    def reading(self, name: str) -> Reading | None:
+        for reading in self.readings:
+            if reading.name == name:
+                return reading
+        return None
+
+    def report_text(self) -> str:
+        """The G-line followed by details and readings, one per line.
+
+        This is what goes to ``<system-out>`` and the verbose terminal.
+        """
+        lines = [self.line()]
+        lines.extend(f"  {d}" for d in self.details)
+        lines.extend(f"  {r.name} = {r.render()}" for r in self.readings)
+        return "\n".join(lines)
+
+    def seed_value(self) -> str:
+        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …``.
+
+        A FAIL says what failed (``fail: <summary>``) like the other statuses;
+        its word stays first, so ``value.split(":")[0]`` reads the status.
+        PASS stays the seed's bare ``pass`` (its readings are beside it)."""
+        word = self.status.value.lower()
+        if self.status is Status.PASS or not self.summary:
+            return word
+        return f"{word}: {self.summary}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.check_id,
+            "status": self.status.value,
+            "summary": self.summary,
+            "fix": self.fix,
+            "line": self.line(),
+            "readings": {r.name: r.to_dict() for r in self.readings},
+            "details": list(self.details),
+            "duration_s": round(self.duration_s, 4),
+            "headline": self.headline,
+            "short_fix": self.short_fix,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Result:
+        readings = [
+            Reading(name, spec.get("value"), spec.get("unit", ""))
+            for name, spec in dict(data.get("readings") or {}).items()
+        ]
+        return cls(
+            check_id=str(data["id"]),
+            status=Status(data["status"]),
+            summary=str(data.get("summary", "")),
+            fix=str(data.get("fix", "")),
+            readings=readings,
+            duration_s=float(data.get("duration_s", 0.0)),
+            details=list(data.get("details") or []),
+            headline=str(data.get("headline") or ""),
+            short_fix=str(data.get("short_fix") or ""),
+        )
+
+
+class Verdict(str, enum.Enum):
+    """The seed's verdict vocabulary for ``env-report.json``."""
+
+    READY = "ready"
+    READY_WITH_WARNINGS = "ready-with-warnings"
+    BLOCKED = "blocked"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def verdict(results: Iterable[Result], *, strict: bool = False) -> Verdict:
+    """``blocked`` on any FAIL (or WARN when strict), ``ready-with-warnings``
+    on any WARN or SKIP, else ``ready``."""
+    statuses = {r.status for r in results}
+    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
+        return Verdict.BLOCKED
+    if statuses & {Status.WARN, Status.SKIP}:
+        return Verdict.READY_WITH_WARNINGS
+    return Verdict.READY
+
+
+def verdict_line(results: list[Result], *, strict: bool = False) -> str:
+    """``verdict: blocked (G1, G6 failed)`` — the last line of the section."""
+    v = verdict(results, strict=strict)
+    failed = [r.check_id for r in results if r.status is Status.FAIL]
+    if strict:
+        failed += [r.check_id for r in results if r.status is Status.WARN]
+    counts = {s: sum(1 for r in results if r.status is s) for s in Status}
+    tally = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+    if v is Verdict.BLOCKED:
+        return f"verdict: {v.value} ({', '.join(failed)} failed; {tally})"
+    return f"verdict: {v.value} ({tally})" if tally else f"verdict: {v.value}"
+
+
+class PreflightResults(Mapping[str, Result]):
+    """What the ``spark_preflight`` fixture gives a test: results by check id.
+
+    >>> results["G3"].status, results.verdict, results.failed
+    """
+
+    def __init__(self, results: Iterable[Result], *, strict: bool = False) -> None:
+        self._by_id = {r.check_id: r for r in results}
+        self.strict = strict
+
+    def __getitem__(self, key: str) -> Result:
+        return self._by_id[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self._by_id.values(), strict=self.strict).value
+
+    @property
+    def failed(self) -> list[str]:
+        """Ids that FAILed (and WARNed, under ``--spark-strict``)."""
+        bad = {Status.FAIL, Status.WARN} if self.strict else {Status.FAIL}
+        return [cid for cid, r in self._by_id.items() if r.status in bad]

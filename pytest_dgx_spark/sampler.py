@@ -1,0 +1,538 @@
+"""Record G4's readings (and G6's GPU processes) during a user's own long test.
+
+The preflight samples for a second or two; a GB10 throttles after minutes
+under a real load. A training smoke test that asks for the ``spark_sampler``
+fixture records, in the background, temperature, power, SM clock and
+clock-event reasons of every GPU, plus the GPU processes NVML lists, and
+attaches the series and a summary (min/max/mean, throttle reasons seen) to
+its report — so the CI log says whether the run throttled::
+
+    def test_train_smoke(spark_sampler):
+        train(steps=200)
+        assert not spark_sampler.summary()["throttled"]
+
+    # another interval: indirect parametrization (no marker to register)
+    @pytest.mark.parametrize("spark_sampler", [{"interval": 0.2}], indirect=True)
+    def test_fast(spark_sampler): ...
+
+    # anywhere, without pytest:
+    from pytest_dgx_spark.sampler import GpuSampler
+    with GpuSampler(interval=0.5) as s:
+        train(steps=200)
+    print(s.report_text())
+
+Sampling runs in a child process (NVML never enters the pytest process, so a
+wedged driver cannot hang the run), stops cleanly at teardown (stdin is
+closed and the child answers within one interval, else its process group is
+killed) and keeps bounded memory: statistics cover every sample, the stored
+series is thinned (every 2nd, 4th... sample) once it reaches ``max_points``.
+
+A plain pytest run does not import this module: the fixture is declared in
+:mod:`pytest_dgx_spark.plugin` and loads it on first use. It imports only what
+pytest itself has already imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+#: distinct GPU processes remembered (the rest are counted)
+MAX_PROCS = 256
+#: where the fixture leaves the summary on the test item (for conftest hooks)
+SUMMARY_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+#: the stored series and GPU names, for the thermal chart (pytest_dgx_spark/report_plugins.py)
+SERIES_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
+#: the drawn chart, once per test: (svg, None) or (None, why)
+CHART_KEY: pytest.StashKey[tuple[bytes | None, str | None]] = pytest.StashKey()
+
+
+class GpuSampler:
+    """Background NVML sampler; a context manager, or ``start()``/``stop()``."""
+
+    def __init__(
+        self,
+        interval: float = 1.0,
+        *,
+        procs_every: float = 5.0,
+        max_points: int = 2000,
+        timeout: float = 10.0,
+        env: Mapping[str, str] | None = None,
+        python: str | None = None,
+        flat_power_w: float | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be > 0 seconds")
+        self.interval = float(interval)
+        self.procs_every = float(procs_every)
+        self.max_points = max(16, int(max_points))
+        self.timeout = float(timeout)
+        self.env = dict(os.environ if env is None else env)
+        self.python = python or sys.executable
+        self.flat_power_w = flat_power_w
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._series: dict[int, Any] = {}  # index -> thermal.GpuSeries (stats of every sample)
+        self._points: list[dict[str, Any]] = []  # the thinned series
+        self._stride = 1
+        self._seen = 0
+        self._procs: dict[int, dict[str, Any]] = {}
+        self._procs_dropped = 0
+        self._data: dict[str, Any] = {}
+        self._last_event = 0.0
+        self._started = 0.0
+        self._stopped: float | None = None
+        self._stderr: list[bytes] = []
+        self._finished = False
+        self._stop_note: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> GpuSampler:
+        """Start the child; returns at once (a missing NVML shows in the summary)."""
+        from pytest_dgx_spark.probes.child import child_env, script_source
+        from pytest_dgx_spark.probes.commands import die_with_parent
+
+        if self._proc is not None:
+            raise RuntimeError("this sampler was already started")
+        cfg = {
+            "mode": "stream",
+            "interval": self.interval,
+            "procs_every": self.procs_every,
+        }
+        argv = [self.python, "-c", script_source("nvml_child.py"), json.dumps(cfg)]
+        self._started = self._last_event = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_env(base=self.env),
+                start_new_session=True,
+                preexec_fn=die_with_parent(),  # dies with pytest, even one ended by os._exit
+            )
+        except OSError as exc:
+            self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
+            self._stopped = time.monotonic()
+            return self
+        from pytest_dgx_spark.probes.commands import track
+
+        track(self._proc)  # a SIGTERM to the run kills it with the probes (own session: nothing else would)
+        self._threads = [
+            threading.Thread(target=self._read_stdout, name="spark-sampler", daemon=True),
+            threading.Thread(target=self._read_stderr, name="spark-sampler-err", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        """Stop sampling and return :meth:`summary`. Safe to call twice."""
+        from pytest_dgx_spark.probes.commands import close_pipes, kill_group, untrack
+
+        proc = self._proc
+        if proc is not None:
+            untrack(proc)
+        if proc is not None and self._stopped is None:
+            self._stopped = time.monotonic()
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()  # the child's signal to finish
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=self.interval + min(self.timeout, 10.0))
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                self._stop_note = (
+                    f"the sampler child did not stop within {self.interval + min(self.timeout, 10.0):g} s "
+                    "(driver not answering?); killed"
+                )
+            for t in self._threads:
+                t.join(timeout=2)
+            close_pipes(proc)
+        return self.summary()
+
+    def __enter__(self) -> GpuSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._stopped is None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # ------------------------------------------------------------------ reading
+
+    def _read_stdout(self) -> None:
+        from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines
+        from pytest_dgx_spark.probes.commands import killpg, pipe
+
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        try:
+            # a child printing one endless line must not fill this process's
+            # memory: past MAX_LINE it is killed (the run's length bounds the rest);
+            # polled reads, so stop() never waits for whoever holds the pipe
+            for raw in capped_lines(pipe(proc, "stdout"), 1 << 62, MAX_LINE):
+                if isinstance(raw, str):
+                    self._stop_note = f"the sampler child printed {raw} on stdout; killed"
+                    killpg(proc)
+                    return
+                text = raw.decode("utf-8", errors="replace").strip()
+                if not text:
+                    continue
+                try:
+                    msg = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict):
+                    self._handle(msg)
+        except (OSError, ValueError):
+            pass
+
+    def _read_stderr(self) -> None:
+        from pytest_dgx_spark.probes.commands import pipe
+
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        stream = pipe(proc, "stderr")
+        kept = 0
+        try:
+            for chunk in iter(lambda: stream.read(4096), b""):
+                self._stderr.append(chunk)
+                kept += len(chunk)
+                while kept > 8192 and len(self._stderr) > 1:
+                    kept -= len(self._stderr.pop(0))
+        except (OSError, ValueError):
+            pass
+
+    def _handle(self, msg: Mapping[str, Any]) -> None:
+        from pytest_dgx_spark.thermal import add_sample
+
+        with self._lock:
+            if isinstance(msg.get("data"), dict):
+                self._data.update(msg["data"])
+            if msg.get("done"):
+                self._finished = True
+            sample = msg.get("event")
+            if not isinstance(sample, dict):
+                return
+            self._last_event = time.monotonic()
+            add_sample(self._series, sample, keep_points=False)
+            for p in sample.get("procs") or []:
+                self._add_proc(p, sample.get("t"))
+            self._seen += 1
+            if (self._seen - 1) % self._stride == 0:
+                self._points.append({"t": sample.get("t"), "gpus": sample.get("gpus") or []})
+                if len(self._points) >= self.max_points:
+                    self._points = self._points[::2]
+                    self._stride *= 2
+
+    def _add_proc(self, p: Mapping[str, Any], t: Any) -> None:
+        try:
+            pid = int(p.get("pid"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return
+        entry = self._procs.get(pid)
+        if entry is None:
+            if len(self._procs) >= MAX_PROCS:
+                self._procs_dropped += 1
+                return
+            entry = self._procs[pid] = {
+                "pid": pid,
+                "cmd": p.get("cmd"),
+                "type": p.get("type"),
+                "gpu": p.get("gpu"),
+                "max_used_bytes": None,
+                "first_t": t,
+            }
+        entry["last_t"] = t
+        used = p.get("used_bytes")
+        if isinstance(used, int) and (entry["max_used_bytes"] is None or used > entry["max_used_bytes"]):
+            entry["max_used_bytes"] = used
+
+    # ------------------------------------------------------------------ results
+
+    def counters(self) -> dict[str, list[Any]]:
+        """The clock-event counters the child read at start and at stop
+        (``counters_before``/``counters_after``, as in G4's facts), for the chart."""
+        with self._lock:
+            return {k: list(self._data.get(k) or []) for k in ("counters_before", "counters_after")}
+
+    def series(self) -> list[dict[str, Any]]:
+        """The stored (thinned) samples, oldest first."""
+        with self._lock:
+            return [dict(p) for p in self._points]
+
+    def summary(self) -> dict[str, Any]:
+        """What was recorded so far (the sampler may still be running)."""
+        from pytest_dgx_spark.thermal import flat_power_climb, summarise
+        from pytest_dgx_spark.thresholds import defaults
+
+        with self._lock:
+            data = dict(self._data)
+            series = dict(self._series)
+            points = list(self._points)
+            procs = [dict(p) for p in self._procs.values()]
+        end = self._stopped or time.monotonic()
+        reason = None
+        if data.get("import_error"):
+            reason = f"nvidia-ml-py (pynvml) not importable: {data['import_error']}"
+        elif data.get("init_error"):
+            init = data["init_error"]
+            reason = f"NVML unavailable: {init.get('message') or init.get('name')} ({init.get('name')})"
+        elif self._stop_note and not series:
+            reason = self._stop_note
+        elif self._proc is not None and self._proc.poll() not in (None, 0) and not series:
+            tail = b"".join(self._stderr).decode("utf-8", "replace").strip().splitlines()[-1:]
+            reason = f"the sampler child exited {self._proc.returncode}" + (f": {tail[0]}" if tail else "")
+        static = {int(d.get("index", 0)): d for d in data.get("sample_devices") or []}
+        thinned = summarise(points)
+        gpus = []
+        throttle: dict[str, int] = {}
+        flat_notes = []
+        for index, s in sorted(series.items()):
+            entry = s.to_dict()
+            dev = static.get(index, {})
+            entry["name"] = dev.get("name")
+            limit = dev.get("power_limit_mw")
+            entry["power_limit_w"] = limit / 1000.0 if isinstance(limit, (int, float)) else None
+            for name, count in s.warn_reasons.items():
+                throttle[name] = throttle.get(name, 0) + count
+            t = defaults("gb10" if "GB10" in str(dev.get("name") or "").upper() else "generic")
+            ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
+            if ceiling is None and entry["power_limit_w"]:
+                ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
+            flat = flat_power_climb(
+                thinned.get(index, s),
+                ceiling_w=ceiling,
+                band_fraction=t["g4_flat_power_band_fraction"],
+                rise_c=t["g4_temp_rise_c"],
+                idle_w=t["g4_idle_power_w"],
+            )
+            if flat is not None:
+                flat_notes.append(
+                    f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
+                    f"while the temperature rose {flat.rise:.1f} C"
+                )
+            gpus.append(entry)
+        slowdown = counter_slowdown(data)
+        stalled = None
+        if self.running and time.monotonic() - self._last_event > self.interval + self.timeout:
+            stalled = f"no sample for {time.monotonic() - self._last_event:.1f} s (driver not answering?)"
+        return {
+            "ok": reason is None and bool(series),
+            "reason": reason,
+            "interval_s": self.interval,
+            "seconds": round(end - self._started, 3) if self._started else 0.0,
+            "samples": self._seen,
+            "stored_points": len(points),
+            "stride": self._stride,
+            "gpus": gpus,
+            "throttled": bool(throttle) or bool(flat_notes) or bool(slowdown),
+            "throttle_reasons": throttle,
+            "slowdown_counters": slowdown,
+            "flat_power": flat_notes,
+            "lost": [g["index"] for g in gpus if g.get("lost_at") is not None],
+            "processes": sorted(procs, key=lambda p: p["pid"]),
+            "processes_dropped": self._procs_dropped,
+            "stopped": self._stop_note or ("clean" if self._finished else None),
+            "stalled": stalled,
+        }
+
+    def report_text(self, summary: Mapping[str, Any] | None = None) -> str:
+        """The summary lines, then the stored series as CSV (for the report)."""
+        s = dict(summary or self.summary())
+        lines = [summary_line(s)]
+        for g in s["gpus"]:
+            lines.append(f"  {_gpu_line(g)}")
+        for note in s["flat_power"]:
+            lines.append(f"  flat power: {note}")
+        for p in s["processes"][:20]:
+            used = p.get("max_used_bytes")
+            mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
+            lines.append(
+                f"  GPU process pid {p['pid']} ({p.get('type')}, GPU {p.get('gpu')}): {mem}; {p.get('cmd') or '?'}"
+            )
+        if s.get("stopped") and s["stopped"] != "clean":
+            lines.append(f"  stop: {s['stopped']}")
+        lines.append("t_s,gpu,temperature_c,power_w,clock_sm_mhz,clock_event_reasons")
+        from pytest_dgx_spark.thermal import decode_reasons, parse_mask
+
+        for point in self.series():
+            for g in point["gpus"]:
+                mw = g.get("power_usage_mw")
+                watts = "" if not isinstance(mw, (int, float)) else f"{mw / 1000:.1f}"
+                reasons = "|".join(decode_reasons(parse_mask(g.get("clock_event_reasons"))))
+                if g.get("lost"):
+                    reasons = "GpuIsLost"
+                temp = g.get("temperature_c")
+                clock = g.get("clock_sm_mhz")
+                lines.append(
+                    f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
+                    f"{'' if clock is None else clock},{reasons}"
+                )
+        return "\n".join(lines)
+
+
+def _stat(d: Mapping[str, Any], unit: str) -> str:
+    lo, hi, mean = d.get("min"), d.get("max"), d.get("mean")
+    if lo is None:
+        return "[N/A]"
+    return f"{lo:.0f}-{hi:.0f} {unit} (mean {mean:.0f})"
+
+
+def _gpu_line(g: Mapping[str, Any]) -> str:
+    name = f" {g['name']}" if g.get("name") else ""
+    reasons = ", ".join(f"{k} {v}/{g['samples']}" for k, v in g.get("reasons", {}).items()) or "none"
+    lost = f"; LOST at t={g['lost_at']} s" if g.get("lost_at") is not None else ""
+    return (
+        f"GPU {g['index']}{name}: {_stat(g['temperature_c'], 'C')}, {_stat(g['power_w'], 'W')}, "
+        f"SM {_stat(g['clock_sm_mhz'], 'MHz')}; reasons: {reasons}{lost}"
+    )
+
+
+def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Thermal and power-brake slowdown (seconds) the clock-event counters
+    gained between the sampler's start and its stop, per GPU (``{}`` when
+    none, or when the counters were not read: the child reads them at stop)."""
+    from pytest_dgx_spark.thermal import SLOWDOWN_COUNTERS, counter_deltas
+
+    before = {
+        c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)
+    }
+    out: dict[str, dict[str, float]] = {}
+    for c in data.get("counters_after") or []:
+        if not isinstance(c, Mapping):
+            continue
+        delta = counter_deltas(before.get(c.get("index")), c.get("us"))
+        grew = {n: round(d / 1e6, 3) for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d}
+        if grew:
+            out[str(c.get("index"))] = grew
+    return out
+
+
+def summary_line(s: Mapping[str, Any]) -> str:
+    """``spark sampler: 120 samples over 119.8 s; throttled: SwThermalSlowdown in 12``."""
+    if not s.get("ok"):
+        return f"spark sampler: not sampled: {s.get('reason') or 'no sample taken'}"
+    verdict = "not throttled"
+    if s.get("throttle_reasons"):
+        verdict = "THROTTLED: " + ", ".join(f"{k} in {v} samples" for k, v in s["throttle_reasons"].items())
+    elif s.get("flat_power"):
+        verdict = "THROTTLED (flat power while heating): " + "; ".join(s["flat_power"])
+    if s.get("slowdown_counters"):
+        grew = "; ".join(
+            f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
+            for i, c in s["slowdown_counters"].items()
+        )
+        verdict = (
+            "" if verdict == "not throttled" else verdict + "; "
+        ) + f"THROTTLED (clock-event counters): {grew}"
+    if s.get("lost"):
+        verdict = f"GPU LOST: {s['lost']}; " + verdict
+    extra = f"; {len(s['processes'])} GPU processes seen" if s.get("processes") else ""
+    return (
+        f"spark sampler: {s['samples']} samples over {s['seconds']:.1f} s every {s['interval_s']:g} s; "
+        f"{verdict}{extra}"
+    )
+
+
+def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Flat ``spark.sampler.*`` properties for JUnit (xunit1/legacy only)."""
+    out = [
+        ("spark.sampler.ok", "yes" if s.get("ok") else "no"),
+        ("spark.sampler.samples", str(s.get("samples", 0))),
+        ("spark.sampler.throttled", "yes" if s.get("throttled") else "no"),
+        ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none"),
+    ]
+    gpus = s.get("gpus") or []
+    for key, field in (
+        ("temperature_max", "temperature_c"),
+        ("power_max", "power_w"),
+        ("sm_clock_min", "clock_sm_mhz"),
+    ):
+        stat = "min" if key.endswith("_min") else "max"
+        values = [g[field][stat] for g in gpus if g.get(field, {}).get(stat) is not None]
+        if values:
+            out.append((f"spark.sampler.{key}", f"{(min if stat == 'min' else max)(values):g}"))
+    if not s.get("ok"):
+        out.append(("spark.sampler.reason", str(s.get("reason"))))
+    return out
+
+
+def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
+    """The body of the ``spark_sampler`` fixture (declared in
+    :mod:`pytest_dgx_spark.plugin`, which imports this module only when a test
+    asks for the fixture): sample while the test runs, then attach the
+    summary and the series to the test's report."""
+    params = dict(getattr(request, "param", None) or {})
+    try:
+        timeout = float(request.config.getoption("spark_timeout", None) or 10.0)
+    except (TypeError, ValueError):
+        timeout = 10.0
+    sampler = GpuSampler(
+        interval=float(params.get("interval", 1.0)),
+        procs_every=float(params.get("procs_every", 5.0)),
+        max_points=int(params.get("max_points", 2000)),
+        timeout=timeout,
+    )
+    metadata = None
+    if request.config.pluginmanager.hasplugin("json-report") or request.config.pluginmanager.hasplugin(
+        "pytest_jsonreport"
+    ):
+        try:
+            metadata = request.getfixturevalue("json_metadata")
+        except pytest.FixtureLookupError:
+            metadata = None
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        summary = sampler.stop()
+        node = request.node
+        node.add_report_section("teardown", "stdout", sampler.report_text(summary) + "\n")
+        node.stash[SUMMARY_KEY] = summary
+        _keep_series(request.config, node, sampler, summary)
+        if metadata is not None:
+            metadata["spark_sampler"] = {k: v for k, v in summary.items() if k != "processes"} | {
+                "processes": summary["processes"][:20]
+            }
+        try:
+            family = str(request.config.getini("junit_family"))
+        except (ValueError, KeyError):
+            family = "xunit2"
+        if family in ("xunit1", "legacy"):
+            node.user_properties.extend(properties(summary))
+
+
+def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary: Mapping[str, Any]) -> None:
+    """Keep the series for a chart when a report will show one (pytest-html,
+    Allure, ``--spark-report``); the chart code loads only then."""
+    html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
+    allure = config.pluginmanager.get_plugin("allure_listener") is not None
+    extras = config.pluginmanager.get_plugin("dgx_spark_extras")  # registered with --spark-preflight
+    report = extras is not None and getattr(extras.preflight.settings, "report", None) is not None
+    if not (html or allure or report):
+        return
+    names = {g["index"]: g["name"] for g in summary.get("gpus") or [] if g.get("name")}
+    node.stash[SERIES_KEY] = {"samples": sampler.series(), "names": names, **sampler.counters()}
+    from pytest_dgx_spark import report_plugins
+
+    report_plugins.sampler_hooks(config)

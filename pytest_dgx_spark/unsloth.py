@@ -1,0 +1,70 @@
+"""Make Unsloth honour ``attn_implementation="sdpa"`` for one load.
+
+Unsloth decides between flash-attn and SDPA from a module global,
+``unsloth.models._utils.HAS_FLASH_ATTENTION``, set at import; its loader then
+drops the caller's ``attn_implementation``. With a working flash-attn
+installed, asking for SDPA is silently ignored (G2). Setting the global to
+``False`` around ``from_pretrained`` sends the resolver down its SDPA branch;
+restoring it afterwards keeps the change from leaking into other loads (or
+other tests). ``unsloth.models.llama`` holds its own copy (``from ._utils
+import *``) that Unsloth's own tests patch, so it is switched too.
+
+Usage::
+
+    from pytest_dgx_spark.unsloth import force_sdpa
+
+    with force_sdpa():
+        model, tokenizer = FastLanguageModel.from_pretrained(name, ...)
+    assert model.config._attn_implementation == "sdpa"
+
+This module imports nothing from Unsloth until ``force_sdpa()`` is entered.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+
+FLAG = "HAS_FLASH_ATTENTION"
+#: where Unsloth keeps the flag: the resolver reads ``_utils``; ``llama`` has a copy
+MODULES: tuple[str, ...] = ("unsloth.models._utils", "unsloth.models.llama")
+
+
+def _load(name: str, *, required: bool) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and name.startswith(exc.name) and not required:
+            return None  # this Unsloth has no such module; a missing dependency still raises
+        if exc.name is not None and name.startswith(exc.name):
+            raise ModuleNotFoundError(
+                f"force_sdpa: {name} is not importable ({exc}); is Unsloth installed?", name=exc.name
+            ) from exc
+        raise
+
+
+@contextmanager
+def force_sdpa(modules: Sequence[str] = MODULES) -> Iterator[None]:
+    """Within the block, Unsloth's ``HAS_FLASH_ATTENTION`` is ``False``; restored after.
+
+    The first module is required (``unsloth.models._utils``); the others are
+    patched when present. Restores the previous values even when the block
+    raises. Not thread-safe: it changes module globals.
+    """
+    saved: list[tuple[ModuleType, bool]] = []
+    for i, name in enumerate(modules):
+        module = _load(name, required=i == 0)
+        if module is None or not hasattr(module, FLAG):
+            if i == 0:
+                raise AttributeError(f"force_sdpa: {name} has no {FLAG}; this Unsloth decides differently")
+            continue
+        saved.append((module, getattr(module, FLAG)))
+    try:
+        for module, _ in saved:
+            setattr(module, FLAG, False)
+        yield
+    finally:
+        for module, value in reversed(saved):
+            setattr(module, FLAG, value)

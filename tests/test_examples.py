@@ -88,6 +88,19 @@ def test_the_preflight_stage_runs_the_checks_only_so_a_failing_user_test_does_no
     assert everything.ret == 1
 
 
+def test_a_user_test_file_that_cannot_import_does_not_stop_the_node_id_stage(pytester: pytest.Pytester) -> None:
+    """Why the examples select by node id, not ``-m spark_preflight``: a marker
+    deselects your tests only after importing their files, so one broken
+    import errors the collection and fails the gate (the README says so)."""
+    pytester.makepyfile(test_user="import a_module_nobody_installed\n")
+    stage = run_command_line(pytester, gitlab_command())
+    assert stage.ret in (0, 1) and "a_module_nobody_installed" not in stage.stdout.str()
+    by_marker = run_command_line(pytester, gitlab_command().replace(" spark_preflight ", " -m spark_preflight ", 1))
+    assert by_marker.ret == pytest.ExitCode.INTERRUPTED
+    by_marker.stdout.fnmatch_lines(["*ModuleNotFoundError*a_module_nobody_installed*"])
+    assert "one that cannot import fails the stage" in " ".join((ROOT / "README.md").read_text().split())
+
+
 def test_the_readme_shows_the_examples_gitlab_job() -> None:
     """The README's GitLab snippet is the example's job (its install variable,
     install line and preflight command), so what the suite runs is what it shows."""

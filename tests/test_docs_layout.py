@@ -61,10 +61,16 @@ def test_the_readme_links_every_page_of_the_reference() -> None:
         assert f"](docs/{page}.md" in README, page
 
 
-def test_the_two_commands_are_shown_and_ci_runs_the_test_command() -> None:
+def test_the_two_commands_are_shown() -> None:
     assert "pip install . && spark-preflight" in README
     assert 'pip install -e ".[test]" && pytest -n auto' in README
-    assert re.search(r'pip install (-q )?-e "\.\[test\]" && pytest -n auto$', (ROOT / ".ci" / "run").read_text(), re.M)
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    ci = ROOT / ".ci" / "run"
+    if not ci.is_file():
+        pytest.skip("no .ci/run here (an unpacked sdist carries none)")
+    assert re.search(r'pip install (-q )?-e "\.\[test\]" && pytest -n auto$', ci.read_text(), re.MULTILINE)
 
 
 def test_pytest_spark_installs_side_by_side_and_the_clash_section_is_gone() -> None:

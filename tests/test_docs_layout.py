@@ -92,3 +92,22 @@ def test_the_readme_options_summary_names_every_option_of_the_reference() -> Non
     summary = README.split("## Options", 1)[1]
     missing = sorted(o for o in options if f"`{o}" not in summary)
     assert not missing, missing
+
+
+def anchors(text: str) -> set[str]:
+    """The ``#fragment`` each heading gets on GitHub (lower case, punctuation
+    dropped, spaces as hyphens)."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings(text)}
+
+
+def test_every_link_into_a_moved_section_finds_its_heading() -> None:
+    """Sections moved between pages: a link to ``page.md#section`` (or to
+    ``#section`` on the same page) names a heading that is there."""
+    link = re.compile(r"\]\((?!https?:|mailto:)([^)#\s]*)#([^)\s]+)\)")
+    dead = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target, fragment in link.findall(page.read_text()):
+            linked = (page.parent / target) if target else page
+            if linked.suffix == ".md" and fragment not in anchors(linked.read_text()):
+                dead.append(f"{page.name} -> {target}#{fragment}")
+    assert not dead, dead

@@ -1,6 +1,7 @@
 """Every threshold has its figure and where it comes from, in the repository.
 
-docs/EVIDENCE.md's threshold table and the README's must list every key of
+docs/EVIDENCE.md's threshold table and docs/REFERENCE.md's (the reference the
+README links to) must list every key of
 ``pytest_dgx_spark/thresholds.py`` with its defaults, and each source must be a
 capture file that is in ``tests/data/`` (each starts with its ``# source:``
 line) with its public address, or say "chosen, no source" and why. A figure
@@ -45,7 +46,7 @@ def cited_files(cell: str) -> list[Path]:
 
 
 EVIDENCE = table((ROOT / "docs" / "EVIDENCE.md").read_text(), "## Where each threshold comes from")
-README = table((ROOT / "README.md").read_text(), "### Thresholds")
+REFERENCE = table((ROOT / "docs" / "REFERENCE.md").read_text(), "### Thresholds")
 
 
 @pytest.mark.parametrize("name", sorted(THRESHOLDS))
@@ -63,10 +64,10 @@ def test_evidence_gives_every_threshold_its_value_and_source(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(THRESHOLDS))
-def test_the_readme_table_shows_every_threshold_with_a_source(name: str) -> None:
-    assert name in README, f"{name} has no row in the README's thresholds table"
-    _key, gb10, generic, _unit, _what, source = README[name]
+def test_the_reference_table_shows_every_threshold_with_a_source(name: str) -> None:
+    assert name in REFERENCE, f"{name} has no row in docs/REFERENCE.md's thresholds table"
+    _key, gb10, generic, _unit, _what, source = REFERENCE[name]
     assert (gb10, generic.split(" ")[0]) == (f"{THRESHOLDS[name].gb10:g}", f"{THRESHOLDS[name].generic:g}")
     cited_files(source)
-    assert source not in ("", "—"), f"{name}: no source in the README"
+    assert source not in ("", "—"), f"{name}: no source in docs/REFERENCE.md"
     assert "chosen" in source or CAPTURE_FILE.search(source) or "https://" in source, source

@@ -339,6 +339,9 @@ class _View:
 
     f: Facts
     params: Params
+    scan: Scan
+    t: TorchData
+    c: ChildFacts
     torch_version: str | None = None
     torch_cuda: str | None = None
     torch_dist: str | None = None
@@ -374,25 +377,12 @@ class _View:
 
 def _view(f: Facts, params: Params) -> _View:
     t, c = f.torch or TorchData(), f.child or ChildFacts()
-    v = _View(f, params, torch_version=t.get("torch_version"), torch_cuda=t.get("torch_cuda"))
-    err = t.get("torch_import_error") or ""
-    v.absent = err.startswith("ModuleNotFoundError") and "'torch'" in err
-    v.died = bool(c.get("signal") or c.get("timed_out")) or bool(c and not c.get("finished") and not c.get("error"))
-    v.torch_dist = (f.dists.get("torch") or Owner()).get("version")
-    v.torch_major = cuda_major(v.torch_cuda) if v.torch_version else None
-    v.major_source = f"torch.version.cuda {v.torch_cuda}" if v.torch_major else ""
-    if v.torch_major is None and not v.torch_version:  # the child gave no answer: read the files
-        v.torch_major = tag_major(v.torch_dist)
-        v.major_source = f"the +cu tag of torch {v.torch_dist}" if v.torch_major is not None else ""
-        own = Counter(m for x in (f.scan or Scan()).get("linkers") or [] if (f.owners.get(x["path"]) or Owner()).get("name") == "torch" for m in _majors(x))
-        if v.torch_major is None and own:
-            v.torch_major, v.major_source = own.most_common(1)[0][0], "torch's own libraries"
-    v.cpu_only = bool(v.torch_version) and not v.torch_cuda
-    v.gpu_seen = bool(f.gpus) or bool(t.get("device_count"))
+    v = _View(f, params, f.scan or Scan(), t, c, torch_version=t.get("torch_version"), torch_cuda=t.get("torch_cuda"))
+    _torch_view(v)
     v.driver_major = f.driver_cuda // 1000 if f.driver_cuda else None
     v.driver_text = format_cuda_version(f.driver_cuda)
     v.failed = dict(t.get("load_failed") or {})
-    all_linkers = [x for x in (f.scan or Scan()).get("linkers") or [] if _majors(x)]
+    all_linkers = [x for x in v.scan.get("linkers") or [] if _majors(x)]
     groups: dict[str, dict[int, Linker]] = {}  # per-CUDA-version sets among the CUDA-linked objects
     for x in all_linkers:
         if var := variant_of(x["path"]):
@@ -402,6 +392,32 @@ def _view(f: Facts, params: Params) -> _View:
     _reference(v, [x for x in all_linkers if x["path"] not in grouped])
     _variants(v, all_linkers, groups)
     return v
+
+
+def _torch_view(v: _View) -> None:
+    """What torch is: absent, died, its CUDA major (from the child, else its files), CPU-only."""
+    t, c = v.t, v.c
+    err = t.get("torch_import_error") or ""
+    v.absent = err.startswith("ModuleNotFoundError") and "'torch'" in err
+    v.died = bool(c.get("signal") or c.get("timed_out")) or bool(c and not c.get("finished") and not c.get("error"))
+    v.torch_dist = (v.f.dists.get("torch") or Owner()).get("version")
+    v.torch_major = cuda_major(v.torch_cuda) if v.torch_version else None
+    v.major_source = f"torch.version.cuda {v.torch_cuda}" if v.torch_major else ""
+    if v.torch_major is None and not v.torch_version:  # the child gave no answer: read the files
+        _torch_major_from_files(v)
+    v.cpu_only = bool(v.torch_version) and not v.torch_cuda
+    v.gpu_seen = bool(v.f.gpus) or bool(t.get("device_count"))
+
+
+def _torch_major_from_files(v: _View) -> None:
+    v.torch_major = tag_major(v.torch_dist)
+    if v.torch_major is not None:
+        v.major_source = f"the +cu tag of torch {v.torch_dist}"
+        return
+    own = [x for x in v.scan.get("linkers") or [] if (v.f.owners.get(x["path"]) or Owner()).get("name") == "torch"]
+    counted = Counter(m for x in own for m in _majors(x))
+    if counted:
+        v.torch_major, v.major_source = counted.most_common(1)[0][0], "torch's own libraries"
 
 
 def _reference(v: _View, linkers: list[Linker]) -> None:
@@ -430,7 +446,7 @@ def _reference(v: _View, linkers: list[Linker]) -> None:
 
 def _variants(v: _View, linkers: list[Linker], groups: dict[str, dict[int, Linker]]) -> None:
     """Keep only the build a per-CUDA-version package loads for torch's CUDA."""
-    chosen_by_child = (v.f.torch or TorchData()).get("variants") or {}
+    chosen_by_child = v.t.get("variants") or {}
     drop: set[str] = set()
     for key, builds in groups.items():
         if key in chosen_by_child:
@@ -447,7 +463,7 @@ def _variants(v: _View, linkers: list[Linker], groups: dict[str, dict[int, Linke
 
 def _torch_child(v: _View, out: Findings) -> None:
     """torch does not import, the child could not start, or it died in a G1 step."""
-    c, err = v.f.child or ChildFacts(), (v.f.torch or TorchData()).get("torch_import_error")
+    c, err = v.c, v.t.get("torch_import_error")
     step = str(c.get("step") or "")
     if c.get("error"):
         what = c.get("describe") or "torch child could not start"
@@ -577,22 +593,28 @@ def _torch_fits(v: _View, out: Findings) -> None:
             f"torch {version} is CUDA {built}; {where} needs CUDA {required}",
             "pip install torch from the cu130 index",
         )
-    if v.cpu_only and v.gpu_seen:  # a CPU-only wheel next to a working driver
-        gpu = ", ".join(sorted(set(f.gpus))) or "an NVIDIA GPU"
-        driver = f" (driver {f.driver_version}, CUDA {v.driver_text})" if f.driver_version and v.driver_text else ""
-        aarch64 = (f.arch or "").lower() in ("aarch64", "arm64") and _before(v.torch_version, (2, 11))
-        out.fail(
-            f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
-            f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
-            TORCH_INDEX + ("; PyPI's aarch64 torch before 2.11 is CPU-only" if aarch64 else ""),
-            f"torch {v.torch_version} is CPU-only on {gpu}",
-            "pip install torch from the cu130 index",
-        )
+    if v.cpu_only and v.gpu_seen:
+        _cpu_only_torch(v, out)
+
+
+def _cpu_only_torch(v: _View, out: Findings) -> None:
+    """A CPU-only wheel next to a working driver: what plain pip on aarch64 gave before torch 2.11."""
+    f = v.f
+    gpu = ", ".join(sorted(set(f.gpus))) or "an NVIDIA GPU"
+    driver = f" (driver {f.driver_version}, CUDA {v.driver_text})" if f.driver_version and v.driver_text else ""
+    aarch64 = (f.arch or "").lower() in ("aarch64", "arm64") and _before(v.torch_version, (2, 11))
+    out.fail(
+        f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
+        f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
+        TORCH_INDEX + ("; PyPI's aarch64 torch before 2.11 is CPU-only" if aarch64 else ""),
+        f"torch {v.torch_version} is CPU-only on {gpu}",
+        "pip install torch from the cu130 index",
+    )
 
 
 def _kernel(v: _View, out: Findings) -> str:
     """torch's tiny kernel: ``ok``, ``failed`` or ``not run``."""
-    t, f = v.f.torch or TorchData(), v.f
+    t, f = v.t, v.f
     kernel = t.get("kernel")
     gpu = f.gpus[0] if f.gpus else "the GPU"
     if isinstance(kernel, dict):
@@ -651,7 +673,7 @@ def _loads(v: _View, out: Findings) -> None:
 
 def _arch_notes(v: _View, out: Findings) -> None:
     """Which of a package's per-GPU-arch alternatives the child loaded."""
-    chosen = (v.f.torch or TorchData()).get("variants") or {}
+    chosen = v.t.get("variants") or {}
     groups: dict[str, list[Load]] = {}
     for e in v.f.requested:
         if e.get("group") and "tag" not in e:
@@ -683,23 +705,8 @@ def _leftovers(v: _View, out: Findings) -> None:
     f, ref = v.f, v.reference
     if ref is None:
         return
-    needed = {elf.tracked(n) for x in v.linkers for n in x.get("needs") or []}
-    providers = list((f.scan or Scan()).get("providers") or [])
-
-    def from_wheel(p: Provider) -> str:
-        o = f.owners.get(p["path"])
-        return f"installed by {o['name']} {o['version']}" if o else f"at {p['path']}"
-
-    sources = [
-        (providers, from_wheel),
-        (f.ldconfig, lambda p: f"registered in ldconfig ({p['path']})"),
-        (f.ld_library_path, lambda p: f"on LD_LIBRARY_PATH ({p['path']})"),
-    ]
-    found: dict[tuple[str, int], list[str]] = {}
-    for items, where in sources:
-        for p in items:
-            if p["major"] != ref and (p["lib"], p["major"]) not in needed:
-                found.setdefault((p["lib"], p["major"]), []).append(where(p))
+    providers = list(v.scan.get("providers") or [])
+    found = _unlinked(v, ref, providers)
     if not found:
         return
     parts = [f"{lib}.so.{major} {', '.join(dict.fromkeys(w))}" for (lib, major), w in sorted(found.items())]
@@ -718,8 +725,30 @@ def _leftovers(v: _View, out: Findings) -> None:
     )
 
 
+def _unlinked(v: _View, ref: int, providers: list[Provider]) -> dict[tuple[str, int], list[str]]:
+    """(lib, major) of another major than ``ref`` that nothing links -> where each copy is."""
+    f = v.f
+    needed = {elf.tracked(n) for x in v.linkers for n in x.get("needs") or []}
+
+    def from_wheel(p: Provider) -> str:
+        o = f.owners.get(p["path"])
+        return f"installed by {o['name']} {o['version']}" if o else f"at {p['path']}"
+
+    sources = [
+        (providers, from_wheel),
+        (f.ldconfig, lambda p: f"registered in ldconfig ({p['path']})"),
+        (f.ld_library_path, lambda p: f"on LD_LIBRARY_PATH ({p['path']})"),
+    ]
+    found: dict[tuple[str, int], list[str]] = {}
+    for items, where in sources:
+        for p in items:
+            if p["major"] != ref and (p["lib"], p["major"]) not in needed:
+                found.setdefault((p["lib"], p["major"]), []).append(where(p))
+    return found
+
+
 def _readings(v: _View, out: Findings) -> None:
-    f, scan, c = v.f, v.f.scan or Scan(), v.f.child or ChildFacts()
+    scan = v.scan
     skipped = scan.get("skipped") or {}
     out.read("torch_version", v.torch_version or v.torch_dist)
     out.read("torch_cuda", v.torch_cuda)
@@ -730,7 +759,11 @@ def _readings(v: _View, out: Findings) -> None:
     out.read("cuda_linked_objects", len(v.linkers))
     if v.reference is not None:
         out.read("cuda_major", v.reference)
-    steps = c.get("steps") or {}
+    _notes(v, out)
+
+
+def _notes(v: _View, out: Findings) -> None:
+    f, scan, skipped, steps = v.f, v.scan, v.scan.get("skipped") or {}, v.c.get("steps") or {}
     other_wheels = sorted(
         d["name"] for k, d in f.dists.items() if k.startswith("nvidia-") and v.reference and not k.endswith(f"-cu{v.reference}")
     )
@@ -751,12 +784,12 @@ def _readings(v: _View, out: Findings) -> None:
 
 def _unverified(v: _View, out: Findings) -> None:
     """The child died in another check's step before the loads ran."""
-    loaded = int((v.f.torch or TorchData()).get("loaded") or 0)
+    loaded = int(v.t.get("loaded") or 0)
     wanted = [e for e in v.f.requested if not e.get("group")]
     if v.died and v.torch_version and not out.problems and loaded < len(wanted):
         names = [str(e.get("name")) for e in wanted[loaded:]]
         out.warn(
-            f"extension objects not loaded ({first_n(names)}): {(v.f.child or ChildFacts()).get('describe')}",
+            f"extension objects not loaded ({first_n(names)}): {v.c.get('describe')}",
             "see the check that owns that step (G2 flash-attn, G5 bandwidth)",
             f"{count(len(names), 'extension object')} not loaded: the torch child stopped",
             "see G2/G5 for the step that stopped it",
@@ -777,7 +810,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     _variant_sets(v, out)
     _arch_notes(v, out)
     _unverified(v, out)
-    loaded = int((facts.torch or TorchData()).get("loaded") or 0)
+    loaded = int(v.t.get("loaded") or 0)
     out.read("objects_loaded", loaded - len([1 for o in v.failed.values() if not o.get("retry_ok")]))
     if out.problems:
         return _short(out, out.result())
@@ -798,7 +831,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
 
 
 def _nothing_to_check(v: _View) -> Result | None:
-    scanned = int((v.f.scan or Scan()).get("files") or 0)
+    scanned = int(v.scan.get("files") or 0)
     no_torch = v.absent or (not v.torch_version and not v.torch_dist)
     if not ((no_torch or (v.cpu_only and not v.gpu_seen)) and not v.linkers):
         return None
@@ -813,22 +846,8 @@ def _nothing_to_check(v: _View) -> Result | None:
 
 def _verdict(v: _View, out: Findings, kernel: str, loaded: int) -> Result:
     """PASS (or WARN) with what was verified, in one line."""
-    f, n = v.f, len(v.linkers)
-    majors = "/".join(map(str, sorted(v.linker_majors))) or "?"
-    if v.cpu_only:
-        consistent = ""  # said in the warning
-    elif n:
-        consistent = f"the one CUDA-linked shared object uses CUDA {majors}" if n == 1 else f"all {n} CUDA-linked shared objects use CUDA {majors}"
-    else:
-        consistent = "no extension module links a CUDA runtime"
-    picks = [f"{i.owner.split(' ', 1)[0]} picks its CUDA {_version(i.chosen)} build of {len(i.tags)}" for i in v.variants.values() if i.chosen is not None]
-    driver = f"driver supports CUDA {v.driver_text}" if v.driver_text else "driver CUDA version unknown"
-    on = f.gpus[0] if f.gpus else (f.torch or TorchData()).get("device_name") or "the GPU"
-    kernel_text = {"ok": f"tiny kernel ran on {on}", "not run": "no kernel run (no CUDA device)"}.get(kernel, "")
-    loads = f"{count(loaded, 'extension object')} loaded" if loaded else ""
-    head = v.ref_text if v.ref_from == "torch" else f"torch {v.torch_version} (CPU-only)" if v.cpu_only else "torch not installed"
-    scanned = f"{int((f.scan or Scan()).get('files') or 0)} shared objects scanned"
-    body = "; ".join(x for x in (f"{head}, {driver}", consistent, *picks, kernel_text, loads, scanned) if x)
+    body, head, majors = _body(v, kernel, loaded)
+    n = len(v.linkers)
     if out.warnings:
         texts = [s for s, _ in out.warnings]
         fix = "; ".join(dict.fromkeys(x for _, x in out.warnings[:2]))
@@ -839,6 +858,27 @@ def _verdict(v: _View, out: Findings, kernel: str, loaded: int) -> Result:
     short += f", {count(n, 'CUDA module')} on CUDA {majors}" if n else ""
     short += ", kernel ok" if kernel == "ok" else ""
     return Result("G1", Status.PASS, body, readings=list(out.readings), details=list(out.details), headline=short)
+
+
+def _body(v: _View, kernel: str, loaded: int) -> tuple[str, str, str]:
+    """The line of what was verified, its head (torch) and the modules' majors."""
+    f, n = v.f, len(v.linkers)
+    majors = "/".join(map(str, sorted(v.linker_majors))) or "?"
+    if v.cpu_only:
+        consistent = ""  # said in the warning
+    elif n:
+        consistent = f"the one CUDA-linked shared object uses CUDA {majors}" if n == 1 else f"all {n} CUDA-linked shared objects use CUDA {majors}"
+    else:
+        consistent = "no extension module links a CUDA runtime"
+    picks = [f"{i.owner.split(' ', 1)[0]} picks its CUDA {_version(i.chosen)} build of {len(i.tags)}" for i in v.variants.values() if i.chosen is not None]
+    driver = f"driver supports CUDA {v.driver_text}" if v.driver_text else "driver CUDA version unknown"
+    on = f.gpus[0] if f.gpus else v.t.get("device_name") or "the GPU"
+    kernel_text = {"ok": f"tiny kernel ran on {on}", "not run": "no kernel run (no CUDA device)"}.get(kernel, "")
+    loads = f"{count(loaded, 'extension object')} loaded" if loaded else ""
+    head = v.ref_text if v.ref_from == "torch" else f"torch {v.torch_version} (CPU-only)" if v.cpu_only else "torch not installed"
+    scanned = f"{int(v.scan.get('files') or 0)} shared objects scanned"
+    body = "; ".join(x for x in (f"{head}, {driver}", consistent, *picks, kernel_text, loads, scanned) if x)
+    return body, head, majors
 
 
 def _short(out: Findings, result: Result) -> Result:

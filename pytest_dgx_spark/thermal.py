@@ -173,11 +173,7 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
         if not isinstance(gpu, Mapping):
             continue
         s = series.setdefault(int(gpu.get("index", 0)), GpuSeries(int(gpu.get("index", 0))))
-        errors = gpu.get("errors") or {}
-        lost = bool(gpu.get("lost")) or any(isinstance(e, Mapping) and e.get("name") == "GpuIsLost" for e in errors.values())
-        if lost and s.lost_at is None:
-            s.lost_at = t
-        s.errors.update({str(k): str(e["name"]) for k, e in errors.items() if isinstance(e, Mapping) and e.get("name")})
+        lost = _errors(s, gpu, t)
         temp, mw = _number(gpu.get("temperature_c")), _number(gpu.get("power_usage_mw"))
         watts = None if mw is None else mw / 1000.0
         if lost and temp is None and watts is None:
@@ -187,14 +183,27 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
         s.power_w.add(watts)
         s.clock_sm.add(_number(gpu.get("clock_sm_mhz")))
         s.tlimit.add(_number(gpu.get("tlimit_c")))
-        mask = parse_mask(gpu.get("clock_event_reasons"))
-        if mask is not None:
-            s.reason_samples += 1
-            s.idle_samples += bool(mask & IDLE)
-            for name in decode_reasons(mask):
-                s.reasons[name] = s.reasons.get(name, 0) + 1
+        _reasons(s, parse_mask(gpu.get("clock_event_reasons")))
         if keep_points:
             s.points.append((t, temp, watts))
+
+
+def _errors(s: GpuSeries, gpu: Mapping[str, Any], t: float) -> bool:
+    """Keep the sample's error names; whether it said the GPU is lost (its time kept)."""
+    errors = gpu.get("errors") or {}
+    lost = bool(gpu.get("lost")) or any(isinstance(e, Mapping) and e.get("name") == "GpuIsLost" for e in errors.values())
+    if lost and s.lost_at is None:
+        s.lost_at = t
+    s.errors.update({str(k): str(e["name"]) for k, e in errors.items() if isinstance(e, Mapping) and e.get("name")})
+    return lost
+
+
+def _reasons(s: GpuSeries, mask: int | None) -> None:
+    if mask is not None:
+        s.reason_samples += 1
+        s.idle_samples += bool(mask & IDLE)
+        for name in decode_reasons(mask):
+            s.reasons[name] = s.reasons.get(name, 0) + 1
 
 
 def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:

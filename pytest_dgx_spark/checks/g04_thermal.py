@@ -586,36 +586,41 @@ def _counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading
         if facts.counters_source or errs:
             out.note(f"clock-event counters [N/A] ({', '.join(errs) or 'not read after the sample'})")
         return []
-    growth_s, boot_s = params.threshold("g4_slowdown_growth_s"), params.threshold("g4_slowdown_since_boot_s")
     readings: list[Reading] = []
     for index, a in sorted(after.items()):
         us = a.get("us") or {}
-        delta = counter_deltas((before.get(index) or {}).get("us"), us)
-        grew = {n: d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
+        delta = counter_deltas((before.get(index) or CounterSet()).get("us"), us)
         where = f"GPU {index}" if len(after) > 1 else "GPU"
-        if grew:
-            words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
-            brake = set(grew) == {"hw_power_brake_slowdown"}
-            out.warn(
-                f"{where} clocks cut during the sample: {words} (clock-event counters)",
-                BRAKE_FIX if brake else COOL_FIX,
-                f"{words} during the sample",
-                BRAKE_SHORT if brake else COOL_SHORT,
-            )
-        elif sum(us.get(n) or 0 for n in SLOWDOWN_COUNTERS) / 1e6 > boot_s:
-            words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
-            out.warn(
-                f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
-                f"{boot_s:g} s; none during the sample)",
-                COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",
-                f"{words} since boot (> {boot_s:g} s)",
-                "check cooling; re-run with --spark-thermal-seconds 900",
-            )
+        _counter_findings(where, us, delta, params, out)
         prefix = f"gpu{index}_" if len(after) > 1 else ""
         for name, _, _ in COUNTERS:
             readings.append(Reading(f"{prefix}{name}_since_boot", _secs(us.get(name)), "s"))
             readings.append(Reading(f"{prefix}{name}_in_sample", _secs(delta.get(name)), "s"))
     return readings
+
+
+def _counter_findings(where: str, us: Mapping[str, int], delta: Mapping[str, int | None], params: Params, out: Findings) -> None:
+    """WARN when thermal or brake slowdown grew in the sample, or since boot beyond the threshold."""
+    growth_s, boot_s = params.threshold("g4_slowdown_growth_s"), params.threshold("g4_slowdown_since_boot_s")
+    grew = {n: d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
+    if grew:
+        words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
+        brake = set(grew) == {"hw_power_brake_slowdown"}
+        out.warn(
+            f"{where} clocks cut during the sample: {words} (clock-event counters)",
+            BRAKE_FIX if brake else COOL_FIX,
+            f"{words} during the sample",
+            BRAKE_SHORT if brake else COOL_SHORT,
+        )
+    elif sum(us.get(n) or 0 for n in SLOWDOWN_COUNTERS) / 1e6 > boot_s:
+        words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
+        out.warn(
+            f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
+            f"{boot_s:g} s; none during the sample)",
+            COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",
+            f"{words} since boot (> {boot_s:g} s)",
+            "check cooling; re-run with --spark-thermal-seconds 900",
+        )
 
 
 #: the counters G4's lines name (both thermal ones are summed as "thermal")

@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 from pytest_dgx_spark.checks import g06_contention
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.probes.child import ChildResult
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -180,7 +181,12 @@ def gather(ctx: CheckContext) -> Facts:
     config, facts.refusal = probe_plan(ctx)
     if config is None:
         return facts
-    child = ctx.torch()
+    _probe_outcome(ctx.torch(), facts)
+    return facts
+
+
+def _probe_outcome(child: ChildResult, facts: Facts) -> None:
+    """The copy's number, or why there is none (hung in the copy: the driver)."""
     answer, data = child.data.get("bandwidth"), child.data
     if isinstance(answer, Mapping) and answer.get("gbps") is not None:
         facts.measurement = dict(answer)  # type: ignore[assignment]
@@ -196,7 +202,6 @@ def gather(ctx: CheckContext) -> Facts:
         facts.probe_problem = child.describe("the torch child") + " before the copy (see G1)"
     else:
         facts.probe_problem = "the torch child did not run the copy"
-    return facts
 
 
 def _floor_value(rate: float, workload_gib: float | None) -> str:

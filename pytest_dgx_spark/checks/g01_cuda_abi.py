@@ -59,24 +59,22 @@ class Linker(TypedDict, total=False):
     path: str
     root: str | None
     needs: list[str]  # the tracked CUDA libraries it links
-    soname: str | None
 
 
 class Provider(TypedDict, total=False):
+    """A CUDA runtime library file: in a wheel, in ldconfig's cache, on LD_LIBRARY_PATH."""
+
     path: str
-    root: str
     lib: str
     major: int
-    name: str
-    flags: str
 
 
 class Scan(TypedDict, total=False):
+    """``probes/elf.py``'s scan of the package folders (the keys G1 reads)."""
+
     roots: list[str]
     files: int
-    dirs: int
     skipped: dict[str, int]
-    skipped_samples: Any
     stopped: str | None
     linkers: list[Linker]
     providers: list[Provider]
@@ -101,11 +99,8 @@ class Load(TypedDict, total=False):
     sm: int | None
 
 
-class LoadFailure(TypedDict, total=False):
-    ok: bool
-    error: str
-    retry_ok: bool
-    import_: dict[str, Any]  # "import" in the child's JSON, read by key
+#: why an object did not load; "import": its package's import, "retry_ok": loaded once that ran
+LoadFailure = TypedDict("LoadFailure", {"ok": bool, "error": str, "retry_ok": bool, "import": dict[str, str]}, total=False)
 
 
 class TorchData(TypedDict, total=False):
@@ -116,10 +111,9 @@ class TorchData(TypedDict, total=False):
     cuda_error: str
     device_count: int
     device_name: str
-    capability: list[int]
     kernel: dict[str, Any]
     loaded: int
-    load_failed: dict[str, dict[str, Any]]
+    load_failed: dict[str, LoadFailure]
     variants: dict[str, str | None]  # group -> the path the child loaded
 
 
@@ -358,7 +352,7 @@ class _View:
     driver_text: str | None = None
     linkers: list[Linker] = field(default_factory=list)  # a per-CUDA set counts its chosen build
     variants: dict[str, Variant] = field(default_factory=dict)
-    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, LoadFailure] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
 
     @property

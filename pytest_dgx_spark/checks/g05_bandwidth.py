@@ -134,9 +134,9 @@ def probe_plan(ctx: CheckContext) -> tuple[dict[str, Any] | None, str | None]:
     cached for the run, so ``gather`` reaches the same answer as ``torch_request``."""
     if not ctx.settings.intrusive:
         return None, "not --spark-intrusive"
-    t = ctx.thresholds
-    buffer_mib = max(MIN_BUFFER_MIB, int(t.get("g5_probe_buffer_mib", 1024)))
-    margin_gib = t.get("g5_probe_margin_gb", 4.0)
+    params = ctx.params()
+    buffer_mib = max(MIN_BUFFER_MIB, int(params.threshold("g5_probe_buffer_mib")))
+    margin_gib = params.threshold("g5_probe_margin_gb")
     need = 2 * buffer_mib * MIB + margin_gib * GIB
     mem = ctx.machine.meminfo()
     avail_kib = (mem.get("fields") or {}).get("MemAvailable")

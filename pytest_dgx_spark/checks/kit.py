@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.options import BY_NAME
@@ -40,6 +40,8 @@ class _Engine(Protocol):  # what a check may ask of the engine, no more
 
     def params(self) -> Params: ...
 
+    def run(self, check_id: str) -> Result: ...  # another check's result (G10 gathers the node's)
+
 
 @dataclass
 class CheckContext:
@@ -49,14 +51,6 @@ class CheckContext:
     settings: Settings
     machine: Machine
     engine: _Engine
-
-    @property
-    def profile(self) -> str:
-        return self.engine.profile()
-
-    @property
-    def thresholds(self) -> dict[str, float]:
-        return self.settings.thresholds(self.profile)
 
     @property
     def selected(self) -> tuple[str, ...]:
@@ -176,10 +170,7 @@ def plain(value: Any) -> Any:
 
 
 class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip. A field holding
-    dataclasses (one, a list, or a mapping of them) names its class in ``NESTED``."""
-
-    NESTED: ClassVar[Mapping[str, type]] = {}
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(plain(self))
@@ -187,23 +178,8 @@ class FactsBase:
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
         known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        kwargs: dict[str, Any] = {}
-        for name, value in dict(data or {}).items():
-            if name not in known:
-                continue  # a newer capture's extra fact: ignored, not an error
-            nested = cls.NESTED.get(name)
-            kwargs[name] = _rebuild(nested, value) if nested is not None and value is not None else value
-        return cls(**kwargs)
-
-
-def _rebuild(kind: type, value: Any) -> Any:
-    build: Callable[[Any], Any] = getattr(kind, "from_dict", None) or (lambda d: kind(**d))
-    if isinstance(value, list):
-        return [build(v) for v in value]
-    names = {f.name for f in dataclasses.fields(kind)}
-    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()) and not set(value) & names:
-        return {k: build(v) for k, v in value.items()}  # a mapping of them
-    return build(value)
+        # a newer capture's extra fact is ignored, not an error
+        return cls(**{name: value for name, value in dict(data or {}).items() if name in known})
 
 
 def shortened(items: Sequence[str], n: int = 3) -> list[str]:

@@ -215,26 +215,16 @@ def step_floor(rate: float, workload_gib: float | None) -> str:
     return f"each GB a step moves costs >= {_floor_value(rate, None)} at {gbps(rate)} GB/s"
 
 
-@dataclass
-class _Line:
-    """G5's line in order (fine and warning parts alike) and the headlines of what is fine;
-    the warnings themselves go into the one ``Findings``."""
-
-    out: Findings
-    parts: list[str] = field(default_factory=list)
-    info: list[str] = field(default_factory=list)
-
-    def warn(self, text: str, fix: str, headline: str, short_fix: str) -> None:
-        self.parts.append(text)
-        self.out.warn(text, fix, headline, short_fix)
+#: a stage's part of the line, and its headline when it is fine (None: it warned, into Findings)
+Part = tuple[str, "str | None"]
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G5 from the plan, the budget and the measurement (pure)."""
     b = budget(facts, params)
     plan, workload = params.option("planned_bandwidth"), params.option("workload_gb")
-    line = _Line(Findings("G5", details=list(facts.notes)))
-    out = line.out
+    out = Findings("G5", details=list(facts.notes))
+    parts: list[Part] = []
     for name, value, unit in (
         ("decode_low", b.decode_low, "GB/s"),
         ("decode_high", b.decode_high, "GB/s"),
@@ -247,15 +237,16 @@ def evaluate(facts: Facts, params: Params) -> Result:
         out.read(name, value, unit)
     status = Status.INFO
     if plan is not None:
-        status = _plan_stage(float(plan), workload, b, (facts.measurement or {}).get("gbps"), line)
+        status, part = _plan_stage(float(plan), workload, b, (facts.measurement or {}).get("gbps"), out)
+        parts.append(part)
     if facts.measurement:
-        _measurement_stage(facts.measurement, b, params, plan is None, line)
+        parts.append(_measurement_stage(facts.measurement, b, params, plan is None, out))
     elif facts.probe_hung:
         out.read("measured_copy", None, "GB/s")
         return Result(
             "G5",
             Status.FAIL,
-            f"driver not answering: {facts.probe_hung}" + (f"; {line.parts[0]}" if line.parts else ""),
+            f"driver not answering: {facts.probe_hung}" + (f"; {parts[0][0]}" if parts else ""),
             "check `dmesg | grep -i -e NVRM -e Xid`; a wedged driver needs a reboot",
             out.readings,
             details=out.details,
@@ -265,29 +256,27 @@ def evaluate(facts: Facts, params: Params) -> Result:
     elif facts.intrusive:
         text = _probe_missing(facts)
         out.note(text)
-        if line.parts:
-            line.parts.append(text)
-    if not line.parts:
+        if parts:
+            parts.append((text, None))
+    if not parts:
         return _nothing_to_judge(facts, b, workload, out)
-    head, short_fix = out.short[out.warnings[0][0]] if out.warnings else (first_n(line.info, 2), "")
+    info = [head for _, head in parts if head]
+    head, short_fix = out.short[out.warnings[0][0]] if out.warnings else (first_n(info, 2), "")
     fix = "; ".join(dict.fromkeys(f for _, f in out.warnings))
     status = Status.WARN if out.warnings else status
-    return Result("G5", status, "; ".join(line.parts), fix, out.readings, details=out.details, headline=head, short_fix=short_fix)
+    return Result("G5", status, "; ".join(text for text, _ in parts), fix, out.readings, details=out.details, headline=head, short_fix=short_fix)
 
 
-def _plan_stage(plan: float, workload: float | None, b: Budget, measured: float | None, line: _Line) -> Status:
+def _plan_stage(plan: float, workload: float | None, b: Budget, measured: float | None, out: Findings) -> tuple[Status, Part]:
     """PASS within the real-decode figure (and what was measured), WARN above."""
-    line.out.readings.insert(0, Reading("planned", plan, "GB/s"))
+    out.readings.insert(0, Reading("planned", plan, "GB/s"))
     high = b.high
     if high is None:
-        line.parts.append(f"planned {plan:g} GB/s, but {b.text()}")
-        line.info.append(f"planned {plan:g} GB/s: no budget to judge it")
-        line.out.note("set --spark-threshold g5_decode_high_gbps=... to judge the plan on this GPU")
-        return Status.SKIP
+        out.note("set --spark-threshold g5_decode_high_gbps=... to judge the plan on this GPU")
+        return Status.SKIP, (f"planned {plan:g} GB/s, but {b.text()}", f"planned {plan:g} GB/s: no budget to judge it")
     if plan <= high and (measured is None or plan <= measured):
-        line.parts.append(f"planned {plan:g} GB/s within the {b.text()}: {step_floor(high, workload)}")
-        line.info.append(f"planned {plan:g} GB/s within {b.decode_text()} GB/s real decode")
-        return Status.PASS
+        part = f"planned {plan:g} GB/s within the {b.text()}: {step_floor(high, workload)}"
+        return Status.PASS, (part, f"planned {plan:g} GB/s within {b.decode_text()} GB/s real decode")
     cap = high if measured is None else min(high, measured)
     if measured is not None and measured < high:
         limit, short = f"the measured {gbps(measured)} GB/s copy", f"measured {gbps(measured)} GB/s"
@@ -297,20 +286,20 @@ def _plan_stage(plan: float, workload: float | None, b: Budget, measured: float 
         short = f"{b.hardware_text()} GB/s hardware"
     else:
         limit, short = f"the {b.text()}", f"{b.decode_text()} GB/s real decode"
-    line.warn(
-        f"planned {plan:g} GB/s > {limit}: {step_floor(cap, workload)}, not the {_floor_value(plan, workload)} the plan assumes",
+    text = f"planned {plan:g} GB/s > {limit}: {step_floor(cap, workload)}, not the {_floor_value(plan, workload)} the plan assumes"
+    out.warn(
+        text,
         f"plan with <= {gbps(cap)} GB/s sustained (the spec figure is not reachable in practice): "
         "lower the throughput target, or move fewer bytes per step (quantize, smaller batch)",
         f"planned {plan:g} GB/s > {short}",
         f"plan with <= {gbps(cap)} GB/s",
     )
-    return Status.WARN
+    return Status.WARN, (text, None)
 
 
-def _measurement_stage(m: Measurement, b: Budget, params: Params, no_plan: bool, line: _Line) -> None:
+def _measurement_stage(m: Measurement, b: Budget, params: Params, no_plan: bool, out: Findings) -> Part:
     """The copy probe against the hardware figure (the healthy reference)."""
     rate, buf, n = float(m["gbps"]), int(m.get("buffer_bytes") or 0), len(m.get("samples_gbps") or [])
-    out = line.out
     out.read("measured_copy", round(rate, 1), "GB/s")
     out.read("copy_samples", n)
     out.read("copy_buffer", round(buf / MIB), "MiB")
@@ -320,18 +309,18 @@ def _measurement_stage(m: Measurement, b: Budget, params: Params, no_plan: bool,
     floor = healthy * fraction if healthy else None
     peak = f" = {rate / b.spec:.0%} of the {gbps(b.spec)} GB/s theoretical peak" if b.spec else ""
     text = f"measured {rate:.0f} GB/s copy (read+write, 2 x {buf / MIB:.0f} MiB, median of {n}){peak}"
+    out.note(f"copy samples (GB/s): {m.get('samples_gbps')}; {m.get('iters')} copies per sample")
     if floor is not None and rate < floor:
-        line.warn(
-            f"{text} < {floor:.0f} GB/s ({fraction:g} x the {gbps(healthy)} GB/s healthy figure)",
+        low = f"{text} < {floor:.0f} GB/s ({fraction:g} x the {gbps(healthy)} GB/s healthy figure)"
+        out.warn(
+            low,
             "re-run on an idle box (G6); a low copy bandwidth on an idle box points at a degraded "
             "power state (G4's clocks) or memory configuration",
             f"copy {rate:.0f} GB/s < {floor:.0f} GB/s healthy floor",
             "re-run idle; check G4 clocks and power state",
         )
-    else:
-        line.parts.append(text + (f"; {b.text()}" if no_plan else ""))
-        line.info.append(f"copy {rate:.0f} GB/s (healthy >= {gbps(floor)} GB/s)")
-    out.note(f"copy samples (GB/s): {m.get('samples_gbps')}; {m.get('iters')} copies per sample")
+        return low, None
+    return text + (f"; {b.text()}" if no_plan else ""), f"copy {rate:.0f} GB/s (healthy >= {gbps(floor)} GB/s)"
 
 
 def _probe_missing(facts: Facts) -> str:

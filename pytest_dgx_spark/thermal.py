@@ -1,24 +1,48 @@
-"""Thermal and power series: clock-event reason bits and sample statistics.
+"""Thermal and power series: clock-event reason bits, sample statistics, clock-event counters.
 
-Shared by G4 (a short sample taken by the preflight) and the background
-sampler (a series recorded during a user's own long test), so both decode
-the same bits the same way and say "throttled" for the same reasons.
-
-Everything here is pure and standard-library only: it works on the
-JSON-compatible samples the NVML child (or the nvidia-smi fallback) emits:
-``{"t": seconds, "gpus": [{"index", "temperature_c", "power_usage_mw",
-"clock_sm_mhz", "clock_event_reasons", "errors": {field: {"name": ...}}}]}``.
+Shared by G4 and the background sampler so both decode the same bits the
+same way. Pure, standard library only; it works on the JSON samples the
+NVML child (or the nvidia-smi fallback) emits (:class:`Sample`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-#: ``nvmlClocksEventReason*`` bits (nvml.h; the ``...ThrottleReason*`` names are
-#: deprecated aliases with the same values). BoardLimit and Reliability exist
-#: in newer headers only.
+
+class GpuReading(TypedDict, total=False):
+    """One GPU in one sample; ``errors`` maps a field to ``{"name": NVML error, "message"}``."""
+
+    index: int
+    temperature_c: float | None
+    power_usage_mw: float | None
+    clock_sm_mhz: float | None
+    tlimit_c: float | None
+    clock_event_reasons: int | str | None
+    lost: bool
+    errors: dict[str, dict[str, str]]
+
+
+class Sample(TypedDict):
+    t: float
+    gpus: list[GpuReading]
+
+
+class CounterSet(TypedDict, total=False):
+    """The clock-event counters of one GPU: microseconds, and the error of those not read."""
+
+    index: int
+    us: dict[str, int]
+    errors: dict[str, Any]
+
+
+class SmiQGpu(CounterSet, total=False):
+    temps: dict[str, int | None]  # ``nvidia-smi -q`` Temperature section
+
+
+#: ``nvmlClocksEventReason*`` bits (nvml.h; BoardLimit and Reliability in newer headers only)
 REASON_BITS: tuple[tuple[int, str], ...] = (
     (0x1, "GpuIdle"),
     (0x2, "ApplicationsClocksSetting"),
@@ -33,12 +57,10 @@ REASON_BITS: tuple[tuple[int, str], ...] = (
     (0x400, "Reliability"),
 )
 KNOWN_MASK = sum(bit for bit, _ in REASON_BITS)
-
+BIT_OF = {name: bit for bit, name in REASON_BITS}
 IDLE = 0x1
-#: Reasons that mean the clocks are being cut because of heat or the power
-#: supply. GpuIdle and SwPowerCap are not among them: cluster health checks
-#: (Azure's throttle check, DCGM) ignore both, because an idle GPU and a GPU
-#: at its configured power limit are both behaving as designed.
+#: heat or the power supply cutting the clocks; GpuIdle and SwPowerCap are normal
+#: (cluster health checks, DCGM, ignore both)
 WARN_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
 
@@ -47,13 +69,12 @@ def decode_reasons(mask: int | None) -> list[str]:
     if mask is None:
         return []
     names = [name for bit, name in REASON_BITS if mask & bit]
-    unknown = mask & ~KNOWN_MASK
-    if unknown:
-        names.append(f"0x{unknown:x}")
+    if mask & ~KNOWN_MASK:
+        names.append(f"0x{mask & ~KNOWN_MASK:x}")
     return names
 
 
-def parse_mask(raw: Any) -> int | None:
+def parse_mask(raw: object) -> int | None:
     """An NVML int, or nvidia-smi's ``0x0000000000000001``; ``None`` if neither."""
     if isinstance(raw, bool):
         return None
@@ -70,14 +91,12 @@ def parse_mask(raw: Any) -> int | None:
 
 @dataclass
 class Stat:
-    """Running min/max/mean of one reading, with the first and last values."""
+    """Running min/max/mean of one reading."""
 
     n: int = 0
     total: float = 0.0
     min: float | None = None
     max: float | None = None
-    first: float | None = None
-    last: float | None = None
 
     def add(self, value: float | None) -> None:
         if value is None:
@@ -87,21 +106,14 @@ class Stat:
         self.total += v
         self.min = v if self.min is None else min(self.min, v)
         self.max = v if self.max is None else max(self.max, v)
-        if self.first is None:
-            self.first = v
-        self.last = v
 
     @property
     def mean(self) -> float | None:
         return self.total / self.n if self.n else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "min": self.min,
-            "max": self.max,
-            "mean": None if self.mean is None else round(self.mean, 3),
-        }
+        mean = None if self.mean is None else round(self.mean, 3)
+        return {"n": self.n, "min": self.min, "max": self.max, "mean": mean}
 
 
 @dataclass
@@ -113,28 +125,23 @@ class GpuSeries:
     temperature: Stat = field(default_factory=Stat)
     power_w: Stat = field(default_factory=Stat)
     clock_sm: Stat = field(default_factory=Stat)
-    #: reason name -> number of samples it was active in
-    reasons: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)  # name -> samples it was active in
     reason_samples: int = 0  # samples with a readable reason mask
     idle_samples: int = 0
-    #: field -> error name (the last one seen), e.g. {"power_usage_mw": "NotSupported"}
-    errors: dict[str, str] = field(default_factory=dict)
-    #: "GPU T.Limit Temp": degrees left before the slowdown limit (NVML margin temperature)
-    tlimit: Stat = field(default_factory=Stat)
+    errors: dict[str, str] = field(default_factory=dict)  # field -> the last error name seen
+    tlimit: Stat = field(default_factory=Stat)  # "GPU T.Limit Temp": degrees left before slowdown
     lost_at: float | None = None  # "t" of the first sample that said GpuIsLost
-    #: (t, temperature, power W) per sample, for rise/flatness and plotting
+    #: (t, temperature, power W) per sample
     points: list[tuple[float, float | None, float | None]] = field(default_factory=list)
 
     @property
     def warn_reasons(self) -> dict[str, int]:
-        return {n: c for n, c in self.reasons.items() if _bit_of(n) & WARN_MASK}
+        return {n: c for n, c in self.reasons.items() if BIT_OF.get(n, 0) & WARN_MASK}
 
     @property
     def busy(self) -> bool | None:
         """``False`` when GpuIdle was set in most samples, ``None`` when unknown."""
-        if not self.reason_samples:
-            return None
-        return self.idle_samples * 2 < self.reason_samples
+        return self.idle_samples * 2 < self.reason_samples if self.reason_samples else None
 
     @property
     def lost(self) -> bool:
@@ -155,17 +162,8 @@ class GpuSeries:
         }
 
 
-def _bit_of(name: str) -> int:
-    for bit, known in REASON_BITS:
-        if known == name:
-            return bit
-    return 0
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_points: bool = True) -> None:
@@ -174,19 +172,9 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
     for gpu in sample.get("gpus") or []:
         if not isinstance(gpu, Mapping):
             continue
-        index = int(gpu.get("index", 0))
-        s = series.setdefault(index, GpuSeries(index))
-        errors = gpu.get("errors") or {}
-        lost = bool(gpu.get("lost")) or any(
-            isinstance(e, Mapping) and e.get("name") == "GpuIsLost" for e in errors.values()
-        )
-        if lost and s.lost_at is None:
-            s.lost_at = t
-        for key, err in errors.items():
-            if isinstance(err, Mapping) and err.get("name"):
-                s.errors[str(key)] = str(err["name"])
-        temp = _number(gpu.get("temperature_c"))
-        mw = _number(gpu.get("power_usage_mw"))
+        s = series.setdefault(int(gpu.get("index", 0)), GpuSeries(int(gpu.get("index", 0))))
+        lost = _errors(s, gpu, t)
+        temp, mw = _number(gpu.get("temperature_c")), _number(gpu.get("power_usage_mw"))
         watts = None if mw is None else mw / 1000.0
         if lost and temp is None and watts is None:
             continue  # the GPU is gone: a time of loss, not a reading
@@ -195,15 +183,27 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
         s.power_w.add(watts)
         s.clock_sm.add(_number(gpu.get("clock_sm_mhz")))
         s.tlimit.add(_number(gpu.get("tlimit_c")))
-        mask = parse_mask(gpu.get("clock_event_reasons"))
-        if mask is not None:
-            s.reason_samples += 1
-            if mask & IDLE:
-                s.idle_samples += 1
-            for name in decode_reasons(mask):
-                s.reasons[name] = s.reasons.get(name, 0) + 1
+        _reasons(s, parse_mask(gpu.get("clock_event_reasons")))
         if keep_points:
             s.points.append((t, temp, watts))
+
+
+def _errors(s: GpuSeries, gpu: Mapping[str, Any], t: float) -> bool:
+    """Keep the sample's error names; whether it said the GPU is lost (its time kept)."""
+    errors = gpu.get("errors") or {}
+    lost = bool(gpu.get("lost")) or any(isinstance(e, Mapping) and e.get("name") == "GpuIsLost" for e in errors.values())
+    if lost and s.lost_at is None:
+        s.lost_at = t
+    s.errors.update({str(k): str(e["name"]) for k, e in errors.items() if isinstance(e, Mapping) and e.get("name")})
+    return lost
+
+
+def _reasons(s: GpuSeries, mask: int | None) -> None:
+    if mask is not None:
+        s.reason_samples += 1
+        s.idle_samples += bool(mask & IDLE)
+        for name in decode_reasons(mask):
+            s.reasons[name] = s.reasons.get(name, 0) + 1
 
 
 def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:
@@ -215,23 +215,18 @@ def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:
     return dict(sorted(series.items()))
 
 
-def window_means(
-    points: Sequence[tuple[float, float | None, float | None]], which: int
-) -> tuple[float, float] | None:
-    """Mean of the first and of the last fifth of a series (at least one point
-    each), so one noisy reading at either end does not make a "climb"."""
-    values = [p[which] for p in points if p[which] is not None]
+def window_means(points: Sequence[tuple[float, float | None, float | None]], which: int) -> tuple[float, float] | None:
+    """Mean of the first and of the last fifth of a series, so one noisy end reading makes no "climb"."""
+    values = [v for p in points if (v := p[which]) is not None]
     if len(values) < 2:
         return None
     k = max(1, len(values) // 5)
-    head, tail = values[:k], values[-k:]
-    return sum(head) / len(head), sum(tail) / len(tail)  # type: ignore[arg-type]
+    return sum(values[:k]) / k, sum(values[-k:]) / k
 
 
 @dataclass
 class FlatPower:
-    """The seed's throttling pattern: power flat well under the limit while
-    the temperature climbs."""
+    """The seed's throttling pattern: power flat well under the limit while the temperature climbs."""
 
     ceiling_w: float
     band_w: float
@@ -249,21 +244,14 @@ class FlatPower:
 def flat_power_climb(
     s: GpuSeries, *, ceiling_w: float | None, band_fraction: float, rise_c: float, idle_w: float = 0.0
 ) -> FlatPower | None:
-    """Return the pattern when it is there, ``None`` when it is not.
-
-    ``ceiling_w`` is "well below the limit" (GB10: the seed's 100 W, since its
-    limit reads N/A; elsewhere a fraction of the enforced limit). Flat means
-    the power stayed within ``band_fraction`` of the ceiling. An idle GPU
-    never matches: its temperature follows the rest of the box, not its own
-    load. Idle is GpuIdle in most samples, or, where the driver never sets
-    GpuIdle (GB10 reads 0x0 while idle: nvidia-smi-q_1.txt,
-    nvidia-smi_clocks_power_1.txt), a power that never left the idle band
-    (``idle_w``; GB10 idles at 3-16 W).
-    """
+    """The pattern when it is there: power within ``band_fraction`` of a ceiling
+    "well below the limit" while the temperature rose ``rise_c``. An idle GPU never
+    matches: GpuIdle in most samples, or (GB10 reads 0x0 while idle) a power never
+    above the idle band ``idle_w``."""
     if ceiling_w is None or ceiling_w <= 0 or s.busy is False:
         return None
     temps = window_means(s.points, 1)
-    watts = [p[2] for p in s.points if p[2] is not None]
+    watts = [w for p in s.points if (w := p[2]) is not None]
     if temps is None or len(watts) < 2 or (idle_w > 0 and max(watts) <= idle_w):
         return None
     start, end = temps
@@ -275,13 +263,9 @@ def flat_power_climb(
     return FlatPower(ceiling_w, band, pmin, pmax, start, end, max(times) - min(times))
 
 
-# ---------------------------------------------------------------------- clock-event counters
-
-#: The cumulative clock-event counters (microseconds since the driver loaded),
-#: by nvidia-smi's ``clocks_event_reasons_counters.*`` names, with the label
-#: ``nvidia-smi -q -d PERFORMANCE`` prints and the short word a line uses. On
-#: GB10 the instantaneous reasons read "Not Active" while these count hours of
-#: SW power capping (fixtures: nvidia-smi-q_1.txt, nvidia-smi_clocks_power_1.txt).
+#: the cumulative clock-event counters (microseconds since the driver loaded): name,
+#: the label ``nvidia-smi -q -d PERFORMANCE`` prints, the word a line uses. On GB10 the
+#: instant reasons read "Not Active" while these count hours of SW power capping.
 COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("sw_power_cap", "SW Power Capping", "power cap"),
     ("sync_boost", "Sync Boost", "sync boost"),
@@ -289,12 +273,10 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("hw_thermal_slowdown", "HW Thermal Slowdown", "HW thermal"),
     ("hw_power_brake_slowdown", "HW Power Braking", "power brake"),
 )
-#: the counters that mean heat or the power supply cut the clocks (WARN);
-#: SW power capping is the part floating against its package budget (normal)
+#: heat or the power supply cut the clocks (WARN); SW power capping is normal
 SLOWDOWN_COUNTERS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 _Q_COUNTERS = {label.lower(): name for name, label, _ in COUNTERS}
-#: ``-q -d TEMPERATURE`` labels -> keys (the T.Limit lines are margins: degrees
-#: left before that limit; older drivers print absolute Shutdown/Slowdown Temp)
+#: ``-q -d TEMPERATURE`` labels -> keys (T.Limit lines are margins; older drivers print absolutes)
 _Q_TEMPS = {
     "gpu current temp": "current_c",
     "gpu t.limit temp": "tlimit_c",
@@ -304,17 +286,11 @@ _Q_TEMPS = {
     "gpu shutdown temp": "shutdown_c",
     "gpu slowdown temp": "slowdown_c",
 }
-
-
-#: NVML's counters and temperatures are C integers of 64 bits at most
-_Q_MAX = 1 << 64
+_Q_MAX = 1 << 64  # NVML's counters and temperatures are C integers of 64 bits at most
 
 
 def _leading_int(text: str) -> int | None:
-    """``"50284264713 us   ### note"`` -> 50284264713; ``"N/A"`` -> None.
-
-    A number no 64-bit counter holds (42 digits; 400 digits made ``us / 1e6``
-    raise OverflowError) is None, like ``N/A``: a tool's output is data."""
+    """``"50284264713 us   ### note"`` -> 50284264713; ``N/A`` or a number no 64-bit counter holds -> None."""
     word = text.strip().split()[0] if text.strip() else ""
     if len(word) > 24:  # past any 64-bit value, and Python's int() digit limit
         return None
@@ -325,13 +301,10 @@ def _leading_int(text: str) -> int | None:
     return value if -_Q_MAX < value < _Q_MAX else None
 
 
-def parse_smi_q(text: str) -> list[dict[str, Any]]:
-    """Per GPU (in the order ``nvidia-smi -q`` prints them, index 0, 1, ...):
-    ``{"index", "us": {counter: int}, "errors": {counter: "NotSupported"},
-    "temps": {key: int | None}}`` from the ``Clocks Event Reasons Counters``
-    and ``Temperature`` sections. Tolerates annotations after a value, ``N/A``
-    and sections it does not know."""
-    gpus: list[dict[str, Any]] = []
+def parse_smi_q(text: str) -> list[SmiQGpu]:
+    """Per GPU, in ``nvidia-smi -q`` order: its ``Clocks Event Reasons Counters`` and
+    ``Temperature`` sections; tolerates annotations, ``N/A`` and unknown sections."""
+    gpus: list[SmiQGpu] = []
     section = ""
     for line in text.splitlines():
         stripped = line.strip()
@@ -340,41 +313,35 @@ def parse_smi_q(text: str) -> list[dict[str, Any]]:
         if line.startswith("GPU ") and ":" in line and " : " not in line:
             gpus.append({"index": len(gpus), "us": {}, "errors": {}, "temps": {}})
             section = ""
-            continue
-        if not gpus:
-            continue
-        if " : " not in line and not stripped.endswith(":"):
+        elif gpus and " : " not in line and not stripped.endswith(":"):
             section = stripped.lower()
-            continue
-        key, _, value = stripped.partition(":")
-        key = key.strip().lower()
-        gpu = gpus[-1]
-        if section == "clocks event reasons counters" and key in _Q_COUNTERS:
-            number = _leading_int(value)
-            if number is None:
-                gpu["errors"][_Q_COUNTERS[key]] = "NotSupported"
-            else:
-                gpu["us"][_Q_COUNTERS[key]] = number
-        elif section == "temperature" and key in _Q_TEMPS:
-            gpu["temps"][_Q_TEMPS[key]] = _leading_int(value)
+        elif gpus:
+            key, _, value = stripped.partition(":")
+            key = key.strip().lower()
+            gpu = gpus[-1]
+            if section == "clocks event reasons counters" and key in _Q_COUNTERS:
+                number = _leading_int(value)
+                if number is None:
+                    gpu["errors"][_Q_COUNTERS[key]] = "NotSupported"
+                else:
+                    gpu["us"][_Q_COUNTERS[key]] = number
+            elif section == "temperature" and key in _Q_TEMPS:
+                gpu["temps"][_Q_TEMPS[key]] = _leading_int(value)
     return gpus
 
 
-def counter_deltas(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
-) -> dict[str, int | None]:
-    """``after - before`` per counter (microseconds); ``None`` when either is
-    unknown or the counter went backwards (the driver was reloaded)."""
-    out: dict[str, int | None] = {}
+def counter_deltas(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, int | None]:
+    """``after - before`` per counter (us); ``None`` when either is unknown or it went
+    backwards (the driver was reloaded)."""
     b, a = dict(before or {}), dict(after or {})
+    out: dict[str, int | None] = {}
     for name, _, _ in COUNTERS:
         x, y = b.get(name), a.get(name)
-        ok = isinstance(x, int) and isinstance(y, int) and y >= x
-        out[name] = (y - x) if ok else None  # type: ignore[operator]
+        out[name] = y - x if isinstance(x, int) and isinstance(y, int) and y >= x else None
     return out
 
 
-def seconds_text(us: int | float | None) -> str:
+def seconds_text(us: float | None) -> str:
     """Microseconds as a person reads them: ``0 s``, ``1.2 s``, ``14.0 h``."""
     if us is None:
         return "[N/A]"

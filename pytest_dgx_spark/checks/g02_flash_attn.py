@@ -1,57 +1,84 @@
 """G2 — flash-attn, and Unsloth's override of ``attn_implementation``.
 
-Two traps. A flash-attn wheel built for another torch or CUDA fails at import
-(``undefined symbol``) or at its first kernel (no sm_121 kernels: "kernel
-built for sm80-sm100, but running on sm121"). And when it does work, Unsloth
-sets ``HAS_FLASH_ATTENTION = True`` at import and its loader drops the
-caller's ``attn_implementation`` (``llama.py``: ``kwargs.pop("attn_implementation",
-None)``), so ``attn_implementation="sdpa"`` silently becomes
-``flash_attention_2`` (docs/EVIDENCE.md, Unsloth ``015bdef``).
-
-The torch child imports flash-attn, runs a tiny ``flash_attn_func`` and
-evaluates Unsloth's own predicate (capability major >= 8 and
-``flash_attn.flash_attn_interface.flash_attn_gpu`` importable). Unsloth itself
-is looked up in metadata only: importing it patches transformers.
+A flash-attn wheel for another torch or CUDA fails at import (``undefined
+symbol``) or at its first kernel (no sm_121 kernels). A working one makes
+Unsloth drop the caller's ``attn_implementation``, so ``"sdpa"`` silently
+becomes ``flash_attention_2`` (docs/EVIDENCE.md, Unsloth ``015bdef``). The
+torch child imports flash-attn, runs a tiny kernel and evaluates Unsloth's own
+predicate; Unsloth itself is read from metadata only (importing it patches
+transformers).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Params
+from pytest_dgx_spark.checks.kit import CheckContext, ChildFacts, FactsBase, Params, child_facts
 from pytest_dgx_spark.model import Reading, Result, Status
 
 #: torch-child steps that belong to G2
 STEPS = ("import flash_attn", "flash_attn interface", "flash_attn kernel")
-
 HELPER = "pytest_dgx_spark.unsloth.force_sdpa"
 SNIPPET = (
     "import unsloth.models._utils as U; saved = U.HAS_FLASH_ATTENTION; U.HAS_FLASH_ATTENTION = False; "
     "try: model, tok = FastLanguageModel.from_pretrained(...) finally: U.HAS_FLASH_ATTENTION = saved"
 )
+FIX_BROKEN = (
+    "pip uninstall flash-attn (transformers then uses PyTorch SDPA, as fast on Blackwell), or use a "
+    "container that ships a matching build (NGC nvcr.io/nvidia/pytorch:25.09-py3 has flash-attn 2.7.4)"
+)
+SHORT_BROKEN = "pip uninstall flash-attn"
+
+
+class Dist(TypedDict):
+    name: str
+    version: str
+
+
+class Kernel(TypedDict, total=False):
+    ok: bool | None
+    error: str
+    skipped: str
+    shape: list[int]
+    expected: list[int]
+    finite: bool
+
+
+class FlashAttn(TypedDict, total=False):
+    """What the torch child found of flash-attn."""
+
+    found: bool
+    importable: bool
+    error: str
+    version: str
+    file: str
+    interface: str | None
+    interface_error: str | None
+    unsloth_has_flash_attention: bool | None
+    kernel: Kernel
 
 
 @dataclass
 class Facts(FactsBase):
-    flash_attn_dist: dict[str, Any] | None = None  # {"name", "version"} from metadata
-    unsloth_dist: dict[str, Any] | None = None
-    fa: dict[str, Any] = field(default_factory=dict)  # the child's flash_attn facts
+    flash_attn_dist: Dist | None = None  # from metadata
+    unsloth_dist: Dist | None = None
+    fa: FlashAttn = field(default_factory=lambda: FlashAttn())
     torch_ok: bool = False  # torch imported in the child
     torch_error: str | None = None
     capability: list[int] | None = None
     device_name: str | None = None
-    child: dict[str, Any] = field(default_factory=dict)  # signal, timed_out, step, describe
+    child: ChildFacts = field(default_factory=lambda: ChildFacts())
 
 
 FACTS = Facts
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
-    """Import flash-attn and run its kernel in the torch child, when it is installed
-    (the only Python import the torch child makes beyond torch itself)."""
+    """Import flash-attn and run its kernel in the torch child, when it is installed."""
     m = ctx.machine
     on_path = any(os.path.isdir(os.path.join(p, "flash_attn")) for p in m.python_path())
     if "flash-attn" not in (m.packages().get("dists") or {}) and not on_path:
@@ -64,53 +91,25 @@ def gather(ctx: CheckContext) -> Facts:
     child = ctx.torch()
     d = child.data
 
-    def dist(key: str) -> dict[str, Any] | None:
+    def dist(key: str) -> Dist | None:
         v = dists.get(key)
         return {"name": v.get("name"), "version": v.get("version")} if v else None
 
     return Facts(
         flash_attn_dist=dist("flash-attn"),
         unsloth_dist=dist("unsloth"),
-        fa=dict(d.get("flash_attn") or {}),
+        fa=dict(d.get("flash_attn") or {}),  # type: ignore[arg-type]
         torch_ok=bool(d.get("torch_version")),
         torch_error=d.get("torch_import_error"),
         capability=d.get("capability"),
         device_name=d.get("device_name"),
-        child={
-            "signal": child.signal,
-            "timed_out": child.timed_out,
-            "step": child.step,
-            "finished": child.finished,
-            "describe": child.describe("torch child"),
-        },
+        child=child_facts(child, "signal", "timed_out", "step", "finished", "describe"),
     )
 
 
-def _cap(capability: list[int] | None) -> str:
-    return f"({capability[0]}, {capability[1]})" if capability and len(capability) >= 2 else "?"
-
-
-FIX_BROKEN = (
-    "pip uninstall flash-attn (transformers then uses PyTorch SDPA, as fast on Blackwell), or use a "
-    "container that ships a matching build (NGC nvcr.io/nvidia/pytorch:25.09-py3 has flash-attn 2.7.4)"
-)
-SHORT_BROKEN = "pip uninstall flash-attn"
-
-
-def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G2 (pure): the child's death, absence, a broken install, then Unsloth."""
-    fa = facts.fa or {}
-    installed = bool(facts.flash_attn_dist) or bool(fa.get("found"))
-    version = fa.get("version") or (facts.flash_attn_dist or {}).get("version") or "?"
-    readings = [
-        Reading("flash_attn_version", version if installed else None),
-        Reading("unsloth_version", (facts.unsloth_dist or {}).get("version")),
-    ]
-    for stage in (_died, _absent, _unchecked, _broken):
-        result = stage(facts, version, installed, readings)
-        if result is not None:
-            return result
-    return _working(facts, version, readings)
+def _on(f: Facts) -> str:
+    cap = f.capability
+    return f"{f.device_name or 'the GPU'} " + (f"({cap[0]}, {cap[1]})" if cap and len(cap) >= 2 else "?")
 
 
 def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_BROKEN) -> Result:
@@ -118,23 +117,38 @@ def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_B
     return Result("G2", Status.FAIL, summary, fix, readings, headline=headline, short_fix=short)
 
 
+Stage = Callable[[Facts, str, bool, list[Reading]], "Result | None"]
+
+
+def evaluate(facts: Facts, params: Params) -> Result:
+    """Decide G2 (pure): the child's death, absence, a broken install, then Unsloth."""
+    fa = facts.fa or {}
+    installed = bool(facts.flash_attn_dist) or bool(fa.get("found"))
+    version = fa.get("version") or (facts.flash_attn_dist and facts.flash_attn_dist["version"]) or "?"
+    readings = [
+        Reading("flash_attn_version", version if installed else None),
+        Reading("unsloth_version", facts.unsloth_dist["version"] if facts.unsloth_dist else None),
+    ]
+    stages: tuple[Stage, ...] = (_died, _absent, _unchecked, _broken)
+    for stage in stages:
+        result = stage(facts, version, installed, readings)
+        if result is not None:
+            return result
+    return _working(facts, version, readings)
+
+
 def _died(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
     c = f.child or {}
     if c.get("step") in STEPS and (c.get("signal") or c.get("timed_out") or not c.get("finished")):
         how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
-        return _fail(
-            f"flash-attn {version}: {c.get('describe')}",
-            f"flash-attn {version}: probe {how} in {c.get('step')!r}",
-            readings,
-        )
+        return _fail(f"flash-attn {version}: {c.get('describe')}", f"flash-attn {version}: probe {how} in {c.get('step')!r}", readings)
     return None
 
 
 def _absent(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
     if installed:
         return None
-    unsloth = f"Unsloth {f.unsloth_dist['version']}" if f.unsloth_dist else None
-    tail = f"; {unsloth} is installed and will also use SDPA" if unsloth else ""
+    tail = f"; Unsloth {f.unsloth_dist['version']} is installed and will also use SDPA" if f.unsloth_dist else ""
     return Result(
         "G2",
         Status.PASS,
@@ -147,8 +161,7 @@ def _absent(f: Facts, version: str, installed: bool, readings: list[Reading]) ->
 def _unchecked(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
     if f.fa:
         return None
-    c = f.child or {}
-    why = f.torch_error or c.get("describe") or "the torch child did not reach the flash-attn step"
+    why = f.torch_error or (f.child or {}).get("describe") or "the torch child did not reach the flash-attn step"
     return Result(
         "G2",
         Status.SKIP,
@@ -169,49 +182,31 @@ def _broken(f: Facts, version: str, installed: bool, readings: list[Reading]) ->
         )
     if not fa.get("importable"):
         err = str(fa.get("error") or "")
-        return _fail(
-            f"flash-attn {version} is installed but does not import: {err}",
-            f"flash-attn {version} does not import: {_short_error(err)}",
-            readings,
-        )
-    kernel = fa.get("kernel") or {}
-    on = f"{f.device_name or 'the GPU'} {_cap(f.capability)}"
-    readings.append(
-        Reading("flash_attn_kernel", {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run"))
-    )
+        return _fail(f"flash-attn {version} is installed but does not import: {err}", f"flash-attn {version} does not import: {_short_error(err)}", readings)
+    kernel = fa.get("kernel") or Kernel()
+    readings.append(Reading("flash_attn_kernel", {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run")))  # type: ignore[arg-type]
     if kernel.get("ok") is not False:
         return None
     if kernel.get("error"):
-        what = f"its kernel fails on {on}: {kernel['error']}"
+        what = f"its kernel fails on {_on(f)}: {kernel['error']}"
     else:
-        what = (
-            f"its kernel returned shape {kernel.get('shape')} (expected {kernel.get('expected')})"
-            + ("" if kernel.get("finite", True) else " with non-finite values")
-            + f" on {on}"
-        )
-    return _fail(
-        f"flash-attn {version} imports but {what}",
-        f"flash-attn {version} kernel fails on {f.device_name or 'the GPU'} {_cap(f.capability)}",
-        readings,
-    )
+        finite = "" if kernel.get("finite", True) else " with non-finite values"
+        what = f"its kernel returned shape {kernel.get('shape')} (expected {kernel.get('expected')}){finite} on {_on(f)}"
+    return _fail(f"flash-attn {version} imports but {what}", f"flash-attn {version} kernel fails on {_on(f)}", readings)
 
 
 def _short_error(err: str) -> str:
-    """``ImportError: libcudart.so.12: cannot open shared object file…`` ->
-    ``libcudart.so.12 not found``; ``…: undefined symbol: _ZN…`` -> ``undefined symbol``."""
+    """``…libcudart.so.12: cannot open shared object file…`` -> ``libcudart.so.12 not found``."""
     missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", err)
     if missing:
         return f"{missing.group(1)} not found"
-    if "undefined symbol" in err:
-        return "undefined symbol"
-    return err.split(":", 1)[0] or "error"
+    return "undefined symbol" if "undefined symbol" in err else err.split(":", 1)[0] or "error"
 
 
 def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
     fa, details = f.fa, []
-    kernel = fa.get("kernel") or {}
+    kernel = fa.get("kernel") or Kernel()
     unsloth = f"Unsloth {f.unsloth_dist['version']}" if f.unsloth_dist else None
-    on = f"{f.device_name or 'the GPU'} {_cap(f.capability)}"
     has_fa = fa.get("unsloth_has_flash_attention")
     readings.append(Reading("unsloth_has_flash_attention", has_fa))
     if fa.get("interface_error"):
@@ -220,7 +215,7 @@ def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
             f"({fa['interface_error']}): Unsloth would call this install broken and use SDPA"
         )
     works = (
-        f"flash-attn {version} imports and its kernel ran on {on} (output shape ok)"
+        f"flash-attn {version} imports and its kernel ran on {_on(f)} (output shape ok)"
         if kernel.get("ok")
         else f"flash-attn {version} imports (kernel not run: {kernel.get('skipped') or 'no CUDA device'})"
     )
@@ -239,16 +234,8 @@ def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
             short_fix=f"load inside `with {HELPER}():`",
         )
     if unsloth:
-        why = "no CUDA device" if has_fa is None else "its predicate is False here"
-        works += f"; {unsloth} will not switch to it ({why})"
+        works += f"; {unsloth} will not switch to it ({'no CUDA device' if has_fa is None else 'its predicate is False here'})"
     else:
         works += "; Unsloth is not installed, so attn_implementation is honoured"
     ran = "kernel ok" if kernel.get("ok") else "kernel not run"
-    return Result(
-        "G2",
-        Status.PASS,
-        works,
-        readings=readings,
-        details=details,
-        headline=f"flash-attn {version} imports, {ran}",
-    )
+    return Result("G2", Status.PASS, works, readings=readings, details=details, headline=f"flash-attn {version} imports, {ran}")

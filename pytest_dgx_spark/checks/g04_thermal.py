@@ -1,78 +1,66 @@
 """G4 — thermals and power: is the GPU being slowed down by heat or power?
 
-A GB10 that runs hot cuts its clocks (``SwThermalSlowdown`` fires on GB10:
-NVIDIA/open-gpu-kernel-modules#1358), and one on a degraded USB-C PD supply
-runs capped without any error. A long run on such a box takes longer than
-planned, or the box powers off mid-run. This check samples temperature,
-power draw, the enforced power limit (``N/A`` on GB10: a reading, not an
-error), the SM clock, the T.Limit margin and the clock-event reasons for
-``--spark-thermal-seconds`` through NVML (in a child process), or through
-``nvidia-smi`` when NVML cannot be used from Python.
-
-On GB10 the instantaneous reasons read "Not Active" while the cumulative
-clock-event counters show hours of SW power capping and seconds of thermal
-slowdown (fixtures nvidia-smi-q_1.txt, nvidia-smi_clocks_power_1.txt), so the
-counters are read before and after the sample (NVML field values; ``nvidia-smi
--q`` when NVML has none): the difference is what happened during the run, the
-totals what happened since the driver loaded.
-
-WARN on active thermal, HW-slowdown or power-brake reasons (GpuIdle and
-SwPowerCap are ignored, as cluster health checks do: both are normal), on
-thermal or power-brake counters that grew during the sample or are large
-since boot, on a temperature at the throttle trip, and on the seed's
-pattern: power flat well under the limit while the temperature climbs. FAIL
-when the driver does not answer within ``--spark-timeout`` or the GPU is lost
-mid-sample; SKIP when there is no NVIDIA GPU.
+A hot GB10 cuts its clocks (open-gpu-kernel-modules#1358) and one on a
+degraded USB-C PD supply runs capped without an error. The check samples
+temperature, power, the power limit, the SM clock, the T.Limit margin and the
+clock-event reasons for ``--spark-thermal-seconds`` through NVML (in a child),
+else ``nvidia-smi``; and the cumulative clock-event counters before and after
+(on GB10 the instant reasons read "Not Active" while the counters show hours
+of capping: nvidia-smi-q_1.txt). WARN on thermal/brake reasons or counters,
+a temperature at the trip, power flat under the limit while the chip heats;
+FAIL when the driver does not answer or the GPU is lost; SKIP without a GPU.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import SHORT_WIDTH, Reading, Result, Status
 from pytest_dgx_spark.thermal import (
     COUNTERS,
     SLOWDOWN_COUNTERS,
+    CounterSet,
+    GpuReading,
     GpuSeries,
+    Sample,
+    SmiQGpu,
+    Stat,
     counter_deltas,
     flat_power_climb,
     parse_mask,
     parse_smi_q,
     seconds_text,
     summarise,
+    window_means,
 )
 
 DRIVER_FIX = (
     "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
     "reboot (on GB10 a full AC power cycle if it persists)"
 )
-#: its short form on the default line
 DRIVER_SHORT = "dmesg | grep -i Xid; reboot"
+COOL_FIX = (
+    "cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the clock "
+    "(reported to take 91-92 C down to 65-80 C)"
+)
+COOL_SHORT = "cool it; cap clocks: sudo nvidia-smi -lgc 0,2100"
+BRAKE_FIX = (
+    "the power supply asserted the brake: check the adapter and cable (GB10: the 240 W USB-C PD "
+    "supply; a full AC power cycle clears a degraded PD state)"
+)
+BRAKE_SHORT = "check the power adapter; full AC power cycle"
 
-#: nvidia-smi fields, in order. The reasons field was renamed in driver 535;
-#: older drivers know only the ``clocks_throttle_reasons`` spelling.
-SMI_BASE = (
-    "index",
-    "name",
-    "temperature.gpu",
-    "power.draw",
-    "enforced.power.limit",
-    "clocks.sm",
-    "clocks.max.sm",
-)
-SMI_REASON_FIELDS: tuple[str | None, ...] = (
-    "clocks_event_reasons.active",
-    "clocks_throttle_reasons.active",
-    None,  # a driver that knows neither: sample without reasons
-)
-#: nvidia-smi exit codes (nvidia-smi(1)): 9 driver not loaded, 12 NVML library
-#: not found, 6 "No devices were found" — no usable GPU, not a broken one.
+#: nvidia-smi fields in order; the reasons field was renamed in driver 535 (None: sample without)
+SMI_BASE = ("index", "name", "temperature.gpu", "power.draw", "enforced.power.limit", "clocks.sm", "clocks.max.sm")
+SMI_REASON_FIELDS: tuple[str | None, ...] = ("clocks_event_reasons.active", "clocks_throttle_reasons.active", None)
+#: nvidia-smi exit codes: 9 driver not loaded, 12 NVML not found (no usable GPU); 15 GPU lost
 SMI_NO_GPU_CODES = {9, 12}
+SMI_LOST_CODE = 15
 #: the long and short spellings nvidia-smi accepts and prints in headers
 SMI_ALIASES = {
     "clocks.current.sm": "clocks.sm",
@@ -80,80 +68,73 @@ SMI_ALIASES = {
     "gpu.power.current_limit": "enforced.power.limit",
     "gpu.power.requested_limit": "power.limit",
 }
-SMI_LOST_CODE = 15
 #: what nvidia-smi prints instead of a value, and the NVML error it stands for
 SMI_NOT_A_VALUE = {
-    "[n/a]": "NotSupported",
-    "n/a": "NotSupported",
-    "[not supported]": "NotSupported",
-    "not supported": "NotSupported",
-    "": "NotSupported",
+    **dict.fromkeys(("[n/a]", "n/a", "[not supported]", "not supported", ""), "NotSupported"),
     "[unknown error]": "Unknown",
     "[gpu is lost]": "GpuIsLost",
     "[insufficient permissions]": "NoPermission",
     "[requires root]": "NoPermission",
 }
+SMI_MAX = 1e12  # no quantity nvidia-smi reports (C, W, MHz, an index) comes near this
+#: ``nvidia-smi -q`` before and after the series (two spellings: the store caches a command by argv)
+SMI_Q_BEFORE = ["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE"]
+SMI_Q_AFTER = ["nvidia-smi", "-q", "-d", "TEMPERATURE,PERFORMANCE"]
+#: how ``Facts.missing`` starts when a resource limit, not the GPU, stopped the probe
+LIMITED = "resource limit: "
+
+
+class Device(TypedDict, total=False):
+    index: int
+    name: str | None
+    power_limit_mw: float | None
+    max_clock_sm_mhz: float | None
+    errors: dict[str, dict[str, str]]
 
 
 @dataclass
 class Facts(FactsBase):
     source: str = "nvml"  # "nvml" | "nvidia-smi" | "none"
     seconds: float = 1.0  # requested sample length (0 = one snapshot)
-    #: static facts per GPU: index, name, power_limit_mw, max_clock_sm_mhz, errors
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    #: ``{"t", "gpus": [...]}`` in time order (see pytest_dgx_spark/thermal.py)
-    samples: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[Device] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)  # in time order
     duration_s: float | None = None
     hung: str | None = None  # the driver did not answer in time
     broken: str | None = None  # it answered, wrongly (crash, exit code, errors)
-    #: no NVIDIA GPU / driver here; or, starting with LIMITED, a limit of this
-    #: box or user (``ulimit -u``/``-v``) stopped the probe: no verdict on the GPU
+    #: no NVIDIA GPU / driver; or, starting with LIMITED, a limit of this box stopped the probe
     missing: str | None = None
     notes: list[str] = field(default_factory=list)
-    #: clock-event counters per GPU before and after the sample:
-    #: ``[{"index", "us": {counter: microseconds}, "errors": {counter: error}}]``
-    counters_before: list[dict[str, Any]] = field(default_factory=list)
-    counters_after: list[dict[str, Any]] = field(default_factory=list)
-    #: where the counters came from: "nvml" (field values), "nvidia-smi -q", or None
-    counters_source: str | None = None
-    #: ``nvidia-smi -q`` Temperature section per GPU (fallback path): ``{"index", key: C}``
-    temps_q: list[dict[str, Any]] = field(default_factory=list)
+    counters_before: list[CounterSet] = field(default_factory=list)
+    counters_after: list[CounterSet] = field(default_factory=list)
+    counters_source: str | None = None  # "nvml" (field values), "nvidia-smi -q", or None
+    temps_q: list[dict[str, int | None]] = field(default_factory=list)  # -q Temperature per GPU
 
 
 FACTS = Facts
-#: ``nvidia-smi -q`` for the counters and the T.Limit margins, before and after
-#: the series (two spellings: the run's store caches a command by its argv)
-SMI_Q_BEFORE = ["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE"]
-SMI_Q_AFTER = ["nvidia-smi", "-q", "-d", "TEMPERATURE,PERFORMANCE"]
 
 
 # ---------------------------------------------------------------------- gather
 
 
 def sample_interval(seconds: float, timeout: float) -> float:
-    """At most ~300 samples per run (bounded output), at least 10 per second
-    for short runs, and always well inside the progress watchdog (a sample is
-    the child's sign of life)."""
+    """At most ~300 samples, at least 10 a second for short runs, well inside the progress watchdog."""
     return round(min(max(0.1, seconds / 300.0), max(timeout / 2.0, 0.05)), 3)
 
 
-#: how ``Facts.missing`` starts when a resource limit, not the GPU, stopped the probe
-LIMITED = "resource limit: "
-
-
 def gather(ctx: CheckContext) -> Facts:
-    """The facts; a driver is said not to answer (hung, or broken with no
-    sample) only with an NVIDIA device node there (``/dev/nvidiactl``,
-    ``/dev/nvidia0``): without one there is no GPU to judge, whatever hung."""
+    """The facts; a driver is said not to answer only with an NVIDIA device node there."""
     facts = _gather(ctx)
     if facts.missing or ctx.machine.has_gpu_device_node():
         return facts
     if facts.hung:
         facts.missing, facts.hung = f"no NVIDIA device node, and the driver did not answer: {facts.hung}", None
-    elif not any(s.samples for s in summarise(facts.samples).values()):
-        facts.missing = f"no NVIDIA device node; {facts.broken or 'no GPU answered a sample'}"
-        facts.broken = None
+    elif not _answered(facts):
+        facts.missing, facts.broken = f"no NVIDIA device node; {facts.broken or 'no GPU answered a sample'}", None
     return facts
+
+
+def _answered(facts: Facts) -> bool:
+    return any(s.samples for s in summarise(facts.samples).values())
 
 
 def _gather(ctx: CheckContext) -> Facts:
@@ -164,58 +145,55 @@ def _gather(ctx: CheckContext) -> Facts:
         return Facts(seconds=seconds, source="none", missing=str(nv["limited"]))
     if nv.get("hung"):
         return Facts(seconds=seconds, hung=str(nv.get("reason")))
-    if nv.get("ok"):
-        if nv.get("no_gpu"):
-            return Facts(seconds=seconds, source="none", missing="NVML answered but reports no GPU")
-        devices = [_static_from_snapshot(d) for d in nv.get("devices") or []]
-        interval = sample_interval(seconds, machine.timeout)
-        sample = machine.nvml_sample(seconds, interval)
-        facts = Facts(
-            seconds=seconds,
-            devices=devices,
-            samples=list(sample.get("samples") or []),
-            duration_s=sample.get("duration_s"),
-            counters_before=list(sample.get("counters_before") or []),
-            counters_after=list(sample.get("counters_after") or []),
-            counters_source="nvml" if sample.get("counters_before") else None,
-        )
-        if sample.get("limited"):
-            facts.missing = str(sample["limited"])
-        elif sample.get("hung"):
-            facts.hung = str(sample.get("reason"))
-        elif not sample.get("ok"):
-            facts.broken = str(sample.get("reason"))
-        else:
-            _counters_from_smi(ctx, facts)
-        return facts
-    return gather_smi(ctx, nvml_reason=str(nv.get("reason")), nvml_missing=bool(nv.get("missing")))
-
-
-def _counters_from_smi(ctx: CheckContext, facts: Facts) -> None:
-    """NVML answered but its clock-event field values did not (an older driver or
-    binding): ``nvidia-smi -q`` prints the same counters (nvidia-smi-q_1.txt), read
-    once after the sample, so the since-boot totals are still known (not the growth)."""
-    if any(c.get("us") for c in (*facts.counters_before, *facts.counters_after)):
-        return
-    after = _smi_q(ctx, facts, SMI_Q_AFTER)
-    if not after:
-        return
-    facts.counters_source = "nvidia-smi -q"
-    facts.counters_after = [{k: g[k] for k in ("index", "us", "errors")} for g in after]
-    facts.temps_q = [{"index": g["index"], **g["temps"]} for g in after]
-    facts.notes.append(
-        "NVML gave no clock-event counters: read from nvidia-smi -q after the sample (since boot only)"
+    if not nv.get("ok"):
+        return gather_smi(ctx, nvml_reason=str(nv.get("reason")), nvml_missing=bool(nv.get("missing")))
+    if nv.get("no_gpu"):
+        return Facts(seconds=seconds, source="none", missing="NVML answered but reports no GPU")
+    sample = machine.nvml_sample(seconds, sample_interval(seconds, machine.timeout))
+    facts = Facts(
+        seconds=seconds,
+        devices=[_static_from_snapshot(d) for d in nv.get("devices") or []],
+        samples=list(sample.get("samples") or []),
+        duration_s=sample.get("duration_s"),
+        counters_before=list(sample.get("counters_before") or []),
+        counters_after=list(sample.get("counters_after") or []),
+        counters_source="nvml" if sample.get("counters_before") else None,
     )
+    if sample.get("limited"):
+        facts.missing = str(sample["limited"])
+    elif sample.get("hung"):
+        facts.hung = str(sample.get("reason"))
+    elif not sample.get("ok"):
+        facts.broken = str(sample.get("reason"))
+    elif not any(c.get("us") for c in (*facts.counters_before, *facts.counters_after)):
+        # NVML gave no counters (an older driver or binding): -q after the sample, since boot only
+        after = _smi_q(ctx, facts, SMI_Q_AFTER)
+        if after:
+            _keep_q(facts, None, after)
+            facts.notes.append("NVML gave no clock-event counters: read from nvidia-smi -q after the sample (since boot only)")
+    return facts
 
 
-def _static_from_snapshot(dev: Mapping[str, Any]) -> dict[str, Any]:
+def _keep_q(facts: Facts, before: list[SmiQGpu] | None, after: list[SmiQGpu]) -> None:
+    def counters(gpus: list[SmiQGpu]) -> list[CounterSet]:
+        return [{"index": g["index"], "us": g["us"], "errors": g["errors"]} for g in gpus]
+
+    facts.counters_source = "nvidia-smi -q"
+    if before is not None:
+        facts.counters_before = counters(before)
+    facts.counters_after = counters(after)
+    facts.temps_q = [{"index": g["index"], **g["temps"]} for g in after]
+
+
+def _static_from_snapshot(dev: Mapping[str, Any]) -> Device:
     errors = dev.get("errors") or {}
+    keep = ("power_limit_mw", "max_clock_sm_mhz", "name")
     return {
         "index": dev.get("index", 0),
         "name": dev.get("name"),
         "power_limit_mw": dev.get("power_limit_mw"),
         "max_clock_sm_mhz": dev.get("max_clock_sm_mhz"),
-        "errors": {k: v for k, v in errors.items() if k in ("power_limit_mw", "max_clock_sm_mhz", "name")},
+        "errors": {k: v for k, v in errors.items() if k in keep},
     }
 
 
@@ -229,69 +207,56 @@ def smi_fields(argv: Sequence[str]) -> list[str]:
     return query.split("=", 1)[1].split(",") if query else []
 
 
-def _invalid_field(text: str) -> bool:
-    return "not a valid field" in text.lower()
-
-
 def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Facts:
-    """The fallback: ``nvidia-smi --query-gpu`` (with a timeout, in its own
-    process group), then, for a series, the same query repeated in a child."""
+    """The fallback: ``nvidia-smi --query-gpu`` (timed, own process group), then for a
+    series the same query repeated in a child, with ``-q`` for the counters around it."""
     machine = ctx.machine
     seconds = float(ctx.settings.thermal_seconds)
     facts = Facts(source="nvidia-smi", seconds=seconds, notes=[f"NVML: {nvml_reason}"])
-    argv: list[str] = []
-    res = None
     for reason_field in SMI_REASON_FIELDS:
         argv = smi_argv(reason_field)
         res = machine.command(argv)
-        if res.ok or res.timed_out or res.error or not _invalid_field(res.stdout + res.stderr):
+        if res.ok or res.timed_out or res.error or "not a valid field" not in (res.stdout + res.stderr).lower():
             break
         facts.notes.append(f"nvidia-smi does not know {reason_field or 'the reasons field'}")
-    assert res is not None
+    text = (res.stdout + "\n" + res.stderr).lower()
+    no_gpu = res.returncode in SMI_NO_GPU_CODES or (res.returncode == 6 and "no devices" in text)
     if res.extra.get("resource_limit"):  # nvidia-smi could not even start (ulimit -u)
         facts.source, facts.missing = "none", f"{res.extra['resource_limit']} (NVML: {nvml_reason})"
-        return facts
-    if res.error:  # not on PATH, not executable
-        why = f"{nvml_reason}; {res.describe()}"
+    elif res.error:  # not on PATH, not executable
+        facts.source = "none"
         if nvml_missing:
-            facts.source, facts.missing = "none", why
+            facts.missing = f"{nvml_reason}; {res.describe()}"
         else:
-            facts.source, facts.broken = "none", why
-        return facts
-    if res.timed_out:
+            facts.broken = f"{nvml_reason}; {res.describe()}"
+    elif res.timed_out:
         facts.hung = res.describe()
-        return facts
-    text = res.stdout + "\n" + res.stderr
-    if res.returncode in SMI_NO_GPU_CODES or (res.returncode == 6 and "no devices" in text.lower()):
+    elif no_gpu:
         facts.source, facts.missing = "none", f"{res.describe()} (NVML: {nvml_reason})"
-        return facts
-    if not res.ok:
-        facts.broken = res.describe() + (
-            " (GPU fallen off the bus)" if res.returncode == SMI_LOST_CODE else ""
-        )
-        return facts
-    fields = smi_fields(argv)
-    statics, sample, problems = parse_smi(res.stdout, fields, t=0.0)
-    facts.notes.extend(problems)
-    if not statics:
-        facts.source, facts.missing = "none", f"nvidia-smi answered but listed no GPU (NVML: {nvml_reason})"
-        return facts
-    facts.devices = statics
-    facts.samples = [sample]
-    facts.duration_s = res.duration_s
-    before = _smi_q(ctx, facts, SMI_Q_BEFORE)
-    if seconds > 0:
-        _smi_series(ctx, facts, argv, fields, seconds)
-    after = _smi_q(ctx, facts, SMI_Q_AFTER) if before else []
-    if before and after:
-        facts.counters_source = "nvidia-smi -q"
-        facts.counters_before = [{k: g[k] for k in ("index", "us", "errors")} for g in before]
-        facts.counters_after = [{k: g[k] for k in ("index", "us", "errors")} for g in after]
-        facts.temps_q = [{"index": g["index"], **g["temps"]} for g in after]
+    elif not res.ok:
+        facts.broken = res.describe() + (" (GPU fallen off the bus)" if res.returncode == SMI_LOST_CODE else "")
+    else:
+        _smi_answered(ctx, facts, argv, res.stdout, res.duration_s, nvml_reason)
     return facts
 
 
-def _smi_q(ctx: CheckContext, facts: Facts, argv: list[str]) -> list[dict[str, Any]]:
+def _smi_answered(ctx: CheckContext, facts: Facts, argv: list[str], stdout: str, duration: float | None, nvml_reason: str) -> None:
+    fields = smi_fields(argv)
+    statics, sample, problems = parse_smi(stdout, fields, t=0.0)
+    facts.notes.extend(problems)
+    if not statics:
+        facts.source, facts.missing = "none", f"nvidia-smi answered but listed no GPU (NVML: {nvml_reason})"
+        return
+    facts.devices, facts.samples, facts.duration_s = statics, [sample], duration
+    before = _smi_q(ctx, facts, SMI_Q_BEFORE)
+    if facts.seconds > 0:
+        _smi_series(ctx, facts, argv, fields, facts.seconds)
+    after = _smi_q(ctx, facts, SMI_Q_AFTER) if before else []
+    if before and after:
+        _keep_q(facts, before, after)
+
+
+def _smi_q(ctx: CheckContext, facts: Facts, argv: list[str]) -> list[SmiQGpu]:
     """``nvidia-smi -q -d PERFORMANCE,TEMPERATURE`` parsed, or ``[]`` with a note."""
     res = ctx.machine.command(argv)
     if not res.ok:
@@ -314,123 +279,93 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
     series = []
     for ev in child.events:
         if ev.get("rc") != 0:
-            facts.broken = (
-                f"nvidia-smi exited {ev.get('rc')} mid-sample: {str(ev.get('err') or '').strip()[:200]}"
-            )
+            facts.broken = f"nvidia-smi exited {ev.get('rc')} mid-sample: {str(ev.get('err') or '').strip()[:200]}"
             break
         _, sample, _ = parse_smi(str(ev.get("out") or ""), fields, t=float(ev.get("t") or 0.0))
         if sample["gpus"]:
             series.append(sample)
     if series:
-        facts.samples = series
-        facts.duration_s = child.duration_s
+        facts.samples, facts.duration_s = series, child.duration_s
     if child.timed_out:
         facts.hung = "nvidia-smi " + child.describe("sample").removeprefix("sample ")
     elif child.error or child.resource_limit:
-        # our own Python child never started (an interpreter this user cannot run):
-        # nvidia-smi did answer the snapshot, so this says nothing about the driver
+        # our own Python child never started: nvidia-smi did answer, so nothing is said of the driver
         facts.seconds = 0.0
         facts.notes.append(f"{child.describe('nvidia-smi sample child')}: one snapshot instead of a series")
     elif not child.ok and facts.broken is None:
         facts.broken = child.describe("nvidia-smi sample child")
 
 
-#: no quantity nvidia-smi reports (C, W, MHz, an index) comes near this
-SMI_MAX = 1e12
-
-
 def _smi_value(raw: str) -> tuple[float | None, str | None]:
-    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported").
-
-    A tool's output is data: NaN, an infinity (``1e400`` parses as one) or a
-    number no GPU reports is ``(None, "OutOfRange")``, never a value that
-    crashes the check later (``int(inf)``: OverflowError)."""
+    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported"); NaN, inf or a
+    number no GPU reports -> (None, "OutOfRange"): a tool's output is data."""
     text = raw.strip()
     err = SMI_NOT_A_VALUE.get(text.lower())
     if err is not None:
         return None, err
     if text.startswith("[") and text.endswith("]"):
         return None, text.strip("[]").title().replace(" ", "")
-    number = text.split()[0] if text.split() else text
     try:
-        value = float(number)
+        value = float(text.split()[0] if text.split() else text)
     except ValueError:
         return None, "Unparseable"
-    if not math.isfinite(value) or abs(value) > SMI_MAX:
-        return None, "OutOfRange"
-    return value, None
+    return (value, None) if math.isfinite(value) and abs(value) <= SMI_MAX else (None, "OutOfRange")
 
 
-def parse_smi(
-    text: str, fields: Sequence[str], *, t: float
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-    """Parse ``--query-gpu`` CSV into (static per GPU, one sample, problems).
-
-    Defensive about what nvidia-smi really prints: a header line (with or
-    without ``noheader``), units (without ``nounits``), ``[N/A]``,
-    ``[Not Supported]``, ``[GPU is lost]``, empty lines, short lines.
-    """
-    statics: list[dict[str, Any]] = []
-    gpus: list[dict[str, Any]] = []
+def parse_smi(text: str, fields: Sequence[str], *, t: float) -> tuple[list[Device], Sample, list[str]]:
+    """``--query-gpu`` CSV -> (static per GPU, one sample, problems); a header line (trusted for
+    names and order), units, ``[N/A]``, ``[GPU is lost]``, empty and short lines are all handled."""
+    statics: list[Device] = []
+    gpus: list[GpuReading] = []
     problems: list[str] = []
     fields = list(fields)
     for line in text.splitlines():
+        cols = [c.strip() for c in line.split(",")]
         if not line.strip():
             continue
-        cols = [c.strip() for c in line.split(",")]
-        if cols and (cols[0].lower().startswith("index") or "temperature.gpu" in line.lower()):
-            # A header (nvidia-smi without noheader): trust its names and order.
+        if cols[0].lower().startswith("index") or "temperature.gpu" in line.lower():
             fields = [SMI_ALIASES.get(n, n) for n in (re.sub(r"\s*\[[^\]]*\]$", "", c) for c in cols)]
-            continue
-        if len(cols) != len(fields):
-            problems.append(
-                f"nvidia-smi line with {len(cols)} of {len(fields)} columns ignored: {line[:80]!r}"
-            )
-            continue
-        row = dict(zip(fields, cols, strict=True))
-        index_value, _ = _smi_value(row.get("index", "0"))
-        index = int(index_value) if index_value is not None else len(statics)
-        errors: dict[str, dict[str, str]] = {}
-
-        def number(name: str, key: str, scale: float = 1.0, row: dict[str, str] = row, errors=errors) -> Any:
-            value, err = _smi_value(row.get(name, ""))
-            if err:
-                errors[key] = {"name": err, "message": f"nvidia-smi {name}: {row.get(name, '')}"}
-                return None
-            return None if value is None else round(value * scale)
-
-        limit_field = "enforced.power.limit" if "enforced.power.limit" in row else "power.limit"
-        limit = number(limit_field, "power_limit_mw", 1000)
-        max_sm = number("clocks.max.sm", "max_clock_sm_mhz")
-        static_errors = {k: errors.pop(k) for k in list(errors)}
-        statics.append(
-            {
-                "index": index,
-                "name": row.get("name"),
-                "power_limit_mw": limit,
-                "max_clock_sm_mhz": max_sm,
-                "errors": static_errors,
-            }
-        )
-        gpu: dict[str, Any] = {
-            "index": index,
-            "temperature_c": number("temperature.gpu", "temperature_c"),
-            "power_usage_mw": number("power.draw", "power_usage_mw", 1000),
-            "clock_sm_mhz": number("clocks.sm", "clock_sm_mhz"),
-            "clock_event_reasons": None,
-        }
-        reason_field = next((f for f in fields if f.endswith("reasons.active")), None)
-        if reason_field:
-            raw = row.get(reason_field, "")
-            mask = parse_mask(raw)
-            if mask is None:
-                _, err = _smi_value(raw)
-                errors["clock_event_reasons"] = {"name": err or "Unparseable", "message": raw}
-            gpu["clock_event_reasons"] = mask
-        if errors:
-            gpu["errors"] = errors
-        gpus.append(gpu)
+        elif len(cols) != len(fields):
+            problems.append(f"nvidia-smi line with {len(cols)} of {len(fields)} columns ignored: {line[:80]!r}")
+        else:
+            row = dict(zip(fields, cols, strict=True))
+            static, gpu = _smi_row(row, fields, len(statics))
+            statics.append(static)
+            gpus.append(gpu)
     return statics, {"t": t, "gpus": gpus}, problems
+
+
+def _smi_row(row: dict[str, str], fields: list[str], position: int) -> tuple[Device, GpuReading]:
+    errors: dict[str, dict[str, str]] = {}
+
+    def number(name: str, key: str, scale: float = 1.0) -> float | None:
+        value, err = _smi_value(row.get(name, ""))
+        if err:
+            errors[key] = {"name": err, "message": f"nvidia-smi {name}: {row.get(name, '')}"}
+        return None if err or value is None else round(value * scale)
+
+    index_value, _ = _smi_value(row.get("index", "0"))
+    index = int(index_value) if index_value is not None else position
+    limit = number("enforced.power.limit" if "enforced.power.limit" in row else "power.limit", "power_limit_mw", 1000)
+    max_sm = number("clocks.max.sm", "max_clock_sm_mhz")
+    static: Device = {"index": index, "name": row.get("name"), "power_limit_mw": limit, "max_clock_sm_mhz": max_sm, "errors": dict(errors)}
+    errors.clear()
+    gpu: GpuReading = {
+        "index": index,
+        "temperature_c": number("temperature.gpu", "temperature_c"),
+        "power_usage_mw": number("power.draw", "power_usage_mw", 1000),
+        "clock_sm_mhz": number("clocks.sm", "clock_sm_mhz"),
+        "clock_event_reasons": None,
+    }
+    reason_field = next((f for f in fields if f.endswith("reasons.active")), None)
+    if reason_field:
+        raw = row.get(reason_field, "")
+        gpu["clock_event_reasons"] = mask = parse_mask(raw)
+        if mask is None:
+            errors["clock_event_reasons"] = {"name": _smi_value(raw)[1] or "Unparseable", "message": raw}
+    if errors:
+        gpu["errors"] = errors
+    return static, gpu
 
 
 # ---------------------------------------------------------------------- evaluate
@@ -446,62 +381,34 @@ def _fmt(value: float | None, unit: str = "") -> str:
 def _span(lo: float | None, hi: float | None, unit: str) -> str:
     if lo is None or hi is None:
         return "[N/A]"
-    if _fmt(lo) == _fmt(hi):
-        return _fmt(lo, unit)
-    return f"{_fmt(lo)}-{_fmt(hi, unit)}"
+    return _fmt(lo, unit) if _fmt(lo) == _fmt(hi) else f"{_fmt(lo)}-{_fmt(hi, unit)}"
 
 
 def _rnd(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _watts(mw: object) -> float | None:
+    return mw / 1000.0 if isinstance(mw, (int, float)) and not isinstance(mw, bool) else None
+
+
+def _stats(all_s: Sequence[GpuSeries], stat: str) -> list[Stat]:
+    return [getattr(s, stat) for s in all_s]
+
+
+def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:
+    lows = [st.min for st in _stats(all_s, stat) if st.min is not None]
+    highs = [st.max for st in _stats(all_s, stat) if st.max is not None]
+    return (min(lows) if lows else None, max(highs) if highs else None)
+
+
 def flat_ceiling(params: Params, limit_w: float | None) -> float | None:
-    """'Well under the limit': the configured watts (GB10: the seed's 100 W,
-    since GB10's limit reads N/A), else a fraction of the enforced limit."""
+    """'Well under the limit': the configured watts (GB10: the seed's 100 W; its limit reads
+    N/A), else a fraction of the enforced limit."""
     watts = params.threshold("g4_flat_power_w")
     if watts > 0:
         return watts
-    if limit_w:
-        return limit_w * params.threshold("g4_flat_power_fraction")
-    return None
-
-
-def _reasons_text(s: GpuSeries) -> str:
-    if not s.reason_samples:
-        return "clock-event reasons [N/A]"
-    if not s.reasons:
-        return "no clock-event reason"
-    parts = []
-    for name, count in s.reasons.items():
-        if name == "GpuIdle":
-            parts.append("GpuIdle (idle)")
-        elif name == "SwPowerCap":
-            parts.append(f"SwPowerCap in {count}/{s.reason_samples} (at its power limit)")
-        else:
-            parts.append(f"{name} in {count}/{s.reason_samples}")
-    return "reasons: " + ", ".join(parts)
-
-
-COOL_FIX = (
-    "cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the clock "
-    "(reported to take 91-92 C down to 65-80 C)"
-)
-COOL_SHORT = "cool it; cap clocks: sudo nvidia-smi -lgc 0,2100"
-BRAKE_FIX = (
-    "the power supply asserted the brake: check the adapter and cable (GB10: the 240 W USB-C PD "
-    "supply; a full AC power cycle clears a degraded PD state)"
-)
-BRAKE_SHORT = "check the power adapter; full AC power cycle"
-
-
-@dataclass
-class _Out:
-    """G4's findings (the one ``kit.Findings``, each with its short form) and
-    what its stages add beside them: per-GPU readings and flat-power ceilings."""
-
-    f: Findings
-    per_gpu: list[Reading] = field(default_factory=list)
-    ceilings: list[float] = field(default_factory=list)
+    return limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -511,163 +418,121 @@ def evaluate(facts: Facts, params: Params) -> Result:
         return early
     series = summarise(facts.samples)
     static = {int(d.get("index", 0)): d for d in facts.devices}
-    out = _Out(Findings("G4"))
-    out.f.note(*facts.notes)
+    out = Findings("G4")
+    out.note(*facts.notes)
+    per_gpu: list[Reading] = []
+    ceilings: list[float] = []
     for index, s in series.items():
-        _gpu_stage(s, static.get(index, {}), len(series) > 1, params, out)
+        per_gpu += _gpu_stage(s, static.get(index, {}), len(series) > 1, params, out, ceilings)
     counters = _counters_stage(facts, params, out)
-    readings = _readings(facts, series, static, out.ceilings) + counters + out.per_gpu
-    out.f.readings.extend(readings)
-    # Count and duration stay out of the line (they jitter run to run; the
-    # readings carry them), so the same machine state gives the same line.
+    out.readings.extend(_readings(facts, series, static, ceilings) + counters + per_gpu)
+    # count and duration stay out of the line (they jitter; the readings carry them)
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
-    if out.f.problems or facts.broken:
-        return _failed(facts, out)
-    overview, headline = _overview(series, static, facts, how)
-    result = out.f.result(Status.INFO, overview, headline=headline)
-    if out.f.warnings:
-        result.headline, result.short_fix = out.f.first_short()
+    if out.problems or facts.broken:
+        if facts.broken:
+            out.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT)
+        result = out.result(Status.INFO)
+        result.summary = "GPU/driver stopped answering: " + result.summary
+    else:
+        overview, headline = _overview(series, static, facts, how)
+        result = out.result(Status.INFO, overview, headline=headline)
+        if not out.warnings:
+            return result
         result.summary += f" ({how}, {facts.source})"
+    result.headline, result.short_fix = out.first_short()
     return result
 
 
 def _unreachable(facts: Facts) -> Result | None:
-    """FAIL for a driver that does not answer, SKIP for no GPU or a resource
-    limit, else None (``gather`` already turned a hang without a device node into ``missing``)."""
+    """FAIL for a driver that does not answer, SKIP for no GPU or a resource limit, else None."""
+
+    def stop(status: Status, summary: str, headline: str, fix: str = "", short_fix: str = "") -> Result:
+        return Result("G4", status, summary, fix, details=facts.notes, headline=headline, short_fix=short_fix)
+
     if facts.missing and facts.missing.startswith(LIMITED):
-        return Result(
-            "G4",
-            Status.SKIP,
-            f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run again",
-            details=facts.notes,
-            headline="not checked (resource limit)",
-        )
+        return stop(Status.SKIP, f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run again", "not checked (resource limit)")
     if facts.hung:
-        return Result(
-            "G4",
-            Status.FAIL,
-            f"driver not answering: {facts.hung}",
-            DRIVER_FIX,
-            details=facts.notes,
-            headline="GPU driver not answering",
-            short_fix=DRIVER_SHORT,
-        )
-    missing = facts.missing
-    if missing:
-        return Result(
-            "G4",
-            Status.SKIP,
-            f"no NVIDIA GPU: {missing}",
-            details=facts.notes,
-            headline=f"no NVIDIA GPU ({_why(missing)})",
-        )
-    if not any(s.samples for s in summarise(facts.samples).values()):
+        return stop(Status.FAIL, f"driver not answering: {facts.hung}", "GPU driver not answering", DRIVER_FIX, DRIVER_SHORT)
+    if facts.missing:
+        names = re.findall(r"\(([A-Za-z]+)\)", facts.missing)  # the error name, else the start
+        return stop(Status.SKIP, f"no NVIDIA GPU: {facts.missing}", f"no NVIDIA GPU ({names[0] if names else facts.missing[:40]})")
+    if not _answered(facts):
         why = facts.broken or "no GPU answered a sample"
-        return Result(
-            "G4",
-            Status.FAIL,
-            f"GPU/driver not answering: {why}",
-            DRIVER_FIX,
-            details=facts.notes,
-            headline="GPU/driver not answering",
-            short_fix=DRIVER_SHORT,
-        )
+        return stop(Status.FAIL, f"GPU/driver not answering: {why}", "GPU/driver not answering", DRIVER_FIX, DRIVER_SHORT)
     return None
 
 
-def _why(text: str) -> str:
-    """The error name in a reason (``... (DriverNotLoaded)``), else its start."""
-    names = re.findall(r"\(([A-Za-z]+)\)", text)
-    return names[0] if names else text[:40]
-
-
-def _failed(facts: Facts, out: _Out) -> Result:
-    if facts.broken:
-        out.f.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT)
-    result = out.f.result(Status.INFO)
-    result.summary = "GPU/driver stopped answering: " + result.summary
-    result.headline, result.short_fix = out.f.first_short()
-    return result
-
-
-def _gpu_stage(s: GpuSeries, dev: Mapping[str, Any], many: bool, params: Params, out: _Out) -> None:
-    """One GPU's series: lost or errors only (FAIL), active reasons, heat and
-    flat power (WARN), and its readings when there are several GPUs."""
+def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findings, ceilings: list[float]) -> list[Reading]:
+    """One GPU: lost or errors only (FAIL), active reasons, heat, flat power (WARN); its
+    readings when there are several GPUs."""
     label = f"GPU {s.index}" + (f" ({dev['name']})" if dev.get("name") else "")
     if s.lost:
-        out.f.fail(
+        out.fail(
             f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)",
             DRIVER_FIX,
             f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
             DRIVER_SHORT,
         )
-        return
-    if s.temperature.n == 0 and s.power_w.n == 0:
-        real = {k: v for k, v in s.errors.items() if v != "NotSupported"}
-        if real:
-            errs = ", ".join(f"{k}: {v}" for k, v in sorted(real.items()))
-            headline = f"GPU {s.index} answered errors only"
-            out.f.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, headline, DRIVER_SHORT)
-            return
-    for key, name in sorted(s.errors.items()):
-        if name != "NotSupported":
-            out.f.note(f"{label}: {key} answered {name}")
+        return []
+    real = {k: v for k, v in sorted(s.errors.items()) if v != "NotSupported"}
+    if s.temperature.n == 0 and s.power_w.n == 0 and real:
+        errs = ", ".join(f"{k}: {v}" for k, v in real.items())
+        out.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, f"GPU {s.index} answered errors only", DRIVER_SHORT)
+        return []
+    out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
     _heat_stage(s, label, params, out)
-    _flat_stage(s, label, _watts(dev.get("power_limit_mw")), params, out)
+    ceiling = flat_ceiling(params, _watts(dev.get("power_limit_mw")))
+    if ceiling:
+        ceilings.append(ceiling)
+    _flat_stage(s, label, _watts(dev.get("power_limit_mw")), ceiling, params, out)
     if s.busy is False and s.temperature.n > 1:
-        out.f.note(f"{label}: idle in most samples; the flat-power rule needs load")
-    if many:
-        i = s.index
-        out.per_gpu += [
-            Reading(f"gpu{i}_temperature_max", _rnd(s.temperature.max), "C"),
-            Reading(f"gpu{i}_power_max", _rnd(s.power_w.max), "W"),
-            Reading(f"gpu{i}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
-            Reading(f"gpu{i}_reasons", ",".join(s.reasons) or "none"),
-        ]
+        out.note(f"{label}: idle in most samples; the flat-power rule needs load")
+    if not many:
+        return []
+    i = s.index
+    return [
+        Reading(f"gpu{i}_temperature_max", _rnd(s.temperature.max), "C"),
+        Reading(f"gpu{i}_power_max", _rnd(s.power_w.max), "W"),
+        Reading(f"gpu{i}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
+        Reading(f"gpu{i}_reasons", ",".join(s.reasons) or "none"),
+    ]
 
 
-def _reasons_stage(s: GpuSeries, label: str, out: _Out) -> None:
+def _reasons_stage(s: GpuSeries, label: str, out: Findings) -> None:
     throttle = s.warn_reasons
     if not throttle:
         return
     names = ", ".join(f"{n} in {c}/{s.reason_samples} samples" for n, c in throttle.items())
-    text = f"{label}: {names} (max {_fmt(s.temperature.max, 'C')})"
     first = next(iter(throttle))
-    headline = f"{first} in {throttle[first]}/{s.reason_samples} samples, max {_fmt(s.temperature.max, 'C')}"
     fixes: list[tuple[str, str]] = []
     if {"SwThermalSlowdown", "HwThermalSlowdown"} & set(throttle):
         fixes.append((COOL_FIX, COOL_SHORT))
     if "HwPowerBrakeSlowdown" in throttle:
         fixes.append((BRAKE_FIX, BRAKE_SHORT))
     if set(throttle) == {"HwSlowdown"}:
-        fixes.append(
-            (
-                "HW slowdown is heat or the power supply: check cooling, the supply and dmesg",
-                "check cooling, the power supply and dmesg",
-            )
-        )
-    out.f.warn(text, "; ".join(f for f, _ in fixes), headline, fixes[0][1] if fixes else "")
+        fixes.append(("HW slowdown is heat or the power supply: check cooling, the supply and dmesg", "check cooling, the power supply and dmesg"))
+    tmax = _fmt(s.temperature.max, "C")
+    out.warn(
+        f"{label}: {names} (max {tmax})",
+        "; ".join(f for f, _ in fixes),
+        f"{first} in {throttle[first]}/{s.reason_samples} samples, max {tmax}",
+        fixes[0][1] if fixes else "",
+    )
 
 
-def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
-    """At the throttle trip (GB10: 86-87 C, fixture thermal_2.txt), or with
-    almost no T.Limit margin left."""
-    hot = params.threshold("g4_hot_c")
-    margin = params.threshold("g4_tlimit_margin_c")
+def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None:
+    """At the throttle trip (GB10: 86-87 C, thermal_2.txt), or almost no T.Limit margin left."""
+    hot, margin = params.threshold("g4_hot_c"), params.threshold("g4_tlimit_margin_c")
     tmax, tlim = s.temperature.max, s.tlimit.min
     if hot > 0 and tmax is not None and tmax >= hot:
-        # g4_hot_c is a margin below the trip (GB10's default 85 C: the trip is 86-87 C), not the trip
+        # g4_hot_c is a margin below the trip (GB10's default 85 C), not the trip
+        gb10 = " (GB10's throttle trip is 86-87 C)" if params.gb10 else ""
         trip = "; GB10 trips at 86-87 C" if params.gb10 else ""
-        out.f.warn(
-            f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C"
-            + (" (GB10's throttle trip is 86-87 C)" if trip else ""),
-            COOL_FIX,
-            f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})",
-            COOL_SHORT,
-        )
+        text = f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C{gb10}"
+        out.warn(text, COOL_FIX, f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})", COOL_SHORT)
     elif margin > 0 and tlim is not None and tlim <= margin:
-        out.f.warn(
+        out.warn(
             f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
             f"{_fmt(tmax, 'C')}: about to slow down for heat",
             COOL_FIX,
@@ -676,87 +541,31 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: _Out) -> None:
         )
 
 
-def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, params: Params, out: _Out) -> None:
+def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float | None, params: Params, out: Findings) -> None:
     """The seed's pattern: power flat well under the limit while the chip heats."""
-    ceiling = flat_ceiling(params, limit_w)
-    if ceiling:
-        out.ceilings.append(ceiling)
-    rise_c = params.threshold("g4_temp_rise_c")
-    band = params.threshold("g4_flat_power_band_fraction")
     idle_w = params.threshold("g4_idle_power_w")
-    flat = flat_power_climb(s, ceiling_w=ceiling, band_fraction=band, rise_c=rise_c)
+    flat = flat_power_climb(
+        s, ceiling_w=ceiling, band_fraction=params.threshold("g4_flat_power_band_fraction"), rise_c=params.threshold("g4_temp_rise_c")
+    )
     if flat is not None and idle_w > 0 and flat.power_max <= idle_w:
-        out.f.note(
+        out.note(
             f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= g4_idle_power_w = "
             f"{idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule needs load)"
         )
-        flat = None
-    if flat is not None:
-        out.f.warn(
-            f"{label}: power flat at {_span(flat.power_min, flat.power_max, 'W')} (under the "
-            f"{_fmt(ceiling, 'W')} ceiling; limit {_fmt(limit_w, 'W')}) while the temperature rose "
-            f"{flat.rise:.1f} C ({_fmt(flat.temp_start)}->{_fmt(flat.temp_end, 'C')}) in {flat.seconds:.1f} s",
+    elif flat is not None:
+        watts = _span(flat.power_min, flat.power_max, "W")
+        out.warn(
+            f"{label}: power flat at {watts} (under the {_fmt(ceiling, 'W')} ceiling; limit {_fmt(limit_w, 'W')}) "
+            f"while the temperature rose {flat.rise:.1f} C ({_fmt(flat.temp_start)}->{_fmt(flat.temp_end, 'C')}) "
+            f"in {flat.seconds:.1f} s",
             "power held down while the chip heats is the seed's throttling pattern: check cooling and "
             "the power adapter, then re-sample under the real load (--spark-thermal-seconds 900, or the "
             "spark_sampler fixture in a training smoke test)",
-            f"power flat at {_span(flat.power_min, flat.power_max, 'W')} while temperature rose {flat.rise:.1f} C",
+            f"power flat at {watts} while temperature rose {flat.rise:.1f} C",
             "check cooling and power adapter; re-sample under load",
         )
     elif ceiling is None and s.power_w.n:
-        out.f.note(
-            f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied"
-        )
-
-
-def _counters_stage(facts: Facts, params: Params, out: _Out) -> list[Reading]:
-    """The clock-event counters: WARN when thermal or power-brake slowdown grew
-    during the sample, or its total since the driver loaded is above
-    ``g4_slowdown_since_boot_s``; SW power capping is reported, not judged."""
-    before = {int(c.get("index", 0)): c for c in facts.counters_before}
-    after = {int(c.get("index", 0)): c for c in facts.counters_after if c.get("us")}
-    if not after:
-        errs = sorted(
-            {
-                str(e.get("name") if isinstance(e, Mapping) else e)
-                for c in facts.counters_before
-                for e in (c.get("errors") or {}).values()
-            }
-        )
-        if facts.counters_source or errs:
-            out.f.note(f"clock-event counters [N/A] ({', '.join(errs) or 'not read after the sample'})")
-        return []
-    growth_s = params.threshold("g4_slowdown_growth_s")
-    boot_s = params.threshold("g4_slowdown_since_boot_s")
-    readings: list[Reading] = []
-    for index, a in sorted(after.items()):
-        us = a.get("us") or {}
-        delta = counter_deltas((before.get(index) or {}).get("us"), us)
-        grew = {n: d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
-        total = sum(us.get(n) or 0 for n in SLOWDOWN_COUNTERS)
-        where = f"GPU {index}" if len(after) > 1 else "GPU"
-        if grew:
-            words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
-            brake = set(grew) == {"hw_power_brake_slowdown"}
-            out.f.warn(
-                f"{where} clocks cut during the sample: {words} (clock-event counters)",
-                BRAKE_FIX if brake else COOL_FIX,
-                f"{words} during the sample",
-                BRAKE_SHORT if brake else COOL_SHORT,
-            )
-        elif total / 1e6 > boot_s:
-            words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
-            out.f.warn(
-                f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
-                f"{boot_s:g} s; none during the sample)",
-                COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",
-                f"{words} since boot (> {boot_s:g} s)",
-                "check cooling; re-run with --spark-thermal-seconds 900",
-            )
-        prefix = f"gpu{index}_" if len(after) > 1 else ""
-        for name, _, _ in COUNTERS:
-            readings.append(Reading(f"{prefix}{name}_since_boot", _secs(us.get(name)), "s"))
-            readings.append(Reading(f"{prefix}{name}_in_sample", _secs(delta.get(name)), "s"))
-    return readings
+        out.note(f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied")
 
 
 def _word(name: str) -> str:
@@ -767,35 +576,78 @@ def _secs(us: int | None) -> float | None:
     return None if us is None else round(us / 1e6, 3)
 
 
+def _counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
+    """WARN when thermal or power-brake slowdown grew during the sample, or its total since
+    the driver loaded is above ``g4_slowdown_since_boot_s``; SW power capping is not judged."""
+    before = {int(c.get("index", 0)): c for c in facts.counters_before}
+    after = {int(c.get("index", 0)): c for c in facts.counters_after if c.get("us")}
+    if not after:
+        errs = sorted({str(e.get("name") if isinstance(e, Mapping) else e) for c in facts.counters_before for e in (c.get("errors") or {}).values()})
+        if facts.counters_source or errs:
+            out.note(f"clock-event counters [N/A] ({', '.join(errs) or 'not read after the sample'})")
+        return []
+    readings: list[Reading] = []
+    for index, a in sorted(after.items()):
+        us = a.get("us") or {}
+        delta = counter_deltas((before.get(index) or CounterSet()).get("us"), us)
+        where = f"GPU {index}" if len(after) > 1 else "GPU"
+        _counter_findings(where, us, delta, params, out)
+        prefix = f"gpu{index}_" if len(after) > 1 else ""
+        for name, _, _ in COUNTERS:
+            readings.append(Reading(f"{prefix}{name}_since_boot", _secs(us.get(name)), "s"))
+            readings.append(Reading(f"{prefix}{name}_in_sample", _secs(delta.get(name)), "s"))
+    return readings
+
+
+def _counter_findings(where: str, us: Mapping[str, int], delta: Mapping[str, int | None], params: Params, out: Findings) -> None:
+    """WARN when thermal or brake slowdown grew in the sample, or since boot beyond the threshold."""
+    growth_s, boot_s = params.threshold("g4_slowdown_growth_s"), params.threshold("g4_slowdown_since_boot_s")
+    grew = {n: d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
+    if grew:
+        words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
+        brake = set(grew) == {"hw_power_brake_slowdown"}
+        out.warn(
+            f"{where} clocks cut during the sample: {words} (clock-event counters)",
+            BRAKE_FIX if brake else COOL_FIX,
+            f"{words} during the sample",
+            BRAKE_SHORT if brake else COOL_SHORT,
+        )
+    elif sum(us.get(n) or 0 for n in SLOWDOWN_COUNTERS) / 1e6 > boot_s:
+        words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
+        out.warn(
+            f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
+            f"{boot_s:g} s; none during the sample)",
+            COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",
+            f"{words} since boot (> {boot_s:g} s)",
+            "check cooling; re-run with --spark-thermal-seconds 900",
+        )
+
+
 #: the counters G4's lines name (both thermal ones are summed as "thermal")
 COUNTED = ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 
-def _counter_figures(facts: Facts) -> tuple[dict[str, Any], list[tuple[str, str]], str | None] | None:
-    """The first GPU's counters after the sample, its ``[(name, "3.0 h"), …]``
-    since boot, and the slowdown that grew during the sample (``None``: no
-    reading before it); ``None`` when no counters were read."""
-    known = [c for c in facts.counters_after if c.get("us")]
-    if not known:
+def _counter_figures(facts: Facts) -> tuple[dict[str, int], list[tuple[str, str]], str | None] | None:
+    """The first GPU's counters after the sample, ``[(name, "3.0 h"), …]`` since boot, and
+    the slowdown that grew during the sample (None: no reading before); None without counters."""
+    a = next((c for c in facts.counters_after if c.get("us")), None)
+    if a is None:
         return None
-    a = known[0]
     us = a.get("us") or {}
-    b = next((c for c in facts.counters_before if c.get("index") == a.get("index")), {})
-    delta = counter_deltas(b.get("us"), us)
-    thermal = [us.get(n) for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if us.get(n) is not None]
+    b = next((c for c in facts.counters_before if c.get("index") == a.get("index")), CounterSet())
+    thermal = [v for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if (v := us.get(n)) is not None]
     parts = [
         ("power cap", seconds_text(us.get("sw_power_cap"))),
         ("thermal", seconds_text(sum(thermal)) if thermal else "[N/A]"),
         ("power brake", seconds_text(us.get("hw_power_brake_slowdown"))),
     ]
-    grown = [d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d is not None]
+    grown = [d for n, d in counter_deltas(b.get("us"), us).items() if n in SLOWDOWN_COUNTERS and d is not None]
     return us, parts, seconds_text(sum(grown)) if grown else None
 
 
-def counters_text(facts: Facts) -> str:
-    """``clock-event counters since boot: power cap 14.0 h, thermal 0 s, power
-    brake 0 s; slowdown +0 s in the sample`` for the line (first GPU; empty
-    when no counters were read)."""
+def _counters_text(facts: Facts) -> str:
+    """``clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s;
+    slowdown +0 s in the sample`` (first GPU; empty without counters)."""
     figures = _counter_figures(facts)
     if figures is None:
         return ""
@@ -804,12 +656,9 @@ def counters_text(facts: Facts) -> str:
     return "clock-event counters since boot: " + ", ".join(f"{n} {v}" for n, v in parts) + grown
 
 
-def counters_short(facts: Facts, room: int) -> str:
-    """The counters for the default line, in at most ``room`` characters where
-    it can: "no clock events since boot" when every counter read 0; else
-    ``since boot: power cap 3.0 h, thermal 1.2 s, brake 0 s (+0 s in sample)``,
-    and when that does not fit, only the figures that are not 0 (an H200 at
-    its power limit: ``since boot: power cap 2.7 h``). Empty without counters."""
+def _counters_short(facts: Facts, room: int) -> str:
+    """The counters for the default line in ``room`` characters where it can: "no clock events
+    since boot", else every figure, else only those not 0. Empty without counters."""
     figures = _counter_figures(facts)
     if figures is None:
         return ""
@@ -828,20 +677,27 @@ def counters_short(facts: Facts, room: int) -> str:
     return text(counted, during if during != "0 s" else None)
 
 
-def _watts(mw: Any) -> float | None:
-    if isinstance(mw, bool) or not isinstance(mw, (int, float)):
-        return None
-    return mw / 1000.0
+def _reasons_text(s: GpuSeries) -> str:
+    if not s.reason_samples:
+        return "clock-event reasons [N/A]"
+    if not s.reasons:
+        return "no clock-event reason"
+    named = {"GpuIdle": "GpuIdle (idle)", "SwPowerCap": "SwPowerCap in {c}/{n} (at its power limit)"}
+    return "reasons: " + ", ".join(named.get(k, k + " in {c}/{n}").format(c=c, n=s.reason_samples) for k, c in s.reasons.items())
 
 
-def _overview(
-    series: Mapping[int, GpuSeries], static: Mapping[int, dict[str, Any]], facts: Facts, how: str
-) -> tuple[str, str]:
-    """(the line, its headline): the ranges measured, the limit, the clock,
-    the T.Limit margin, the reasons seen and the counters."""
+def _tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
+    """The smallest "GPU T.Limit Temp" seen: NVML's margin in the samples, or ``nvidia-smi -q``'s."""
+    values = [v for s in all_s if (v := s.tlimit.min) is not None]
+    values += [v for t in facts.temps_q if isinstance(v := t.get("tlimit_c"), (int, float))]
+    return min(values) if values else None
+
+
+def _overview(series: Mapping[int, GpuSeries], static: Mapping[int, Device], facts: Facts, how: str) -> tuple[str, str]:
+    """(the line, its headline): ranges measured, the limit, the clock, the T.Limit margin,
+    the reasons seen and the counters."""
     all_s = list(series.values())
-    temps = _span(*_range(all_s, "temperature"), "C")
-    watts = _span(*_range(all_s, "power_w"), "W")
+    temps, watts = _span(*_range(all_s, "temperature"), "C"), _span(*_range(all_s, "power_w"), "W")
     clock = _span(*_range(all_s, "clock_sm"), "MHz")
     limits = {_watts(static.get(i, {}).get("power_limit_mw")) for i in series}
     limit = _fmt(next(iter(limits)), "W") if len(limits) == 1 else "varies"
@@ -852,76 +708,55 @@ def _overview(
         mean = f" (mean {_fmt(s.temperature.mean)})" if s.temperature.min != s.temperature.max else ""
         reasons = _reasons_text(s)
     else:
-        who = f"{len(all_s)} GPUs" + (f" ({', '.join(names)})" if names else "")
-        mean = ""
+        who, mean = f"{len(all_s)} GPUs" + (f" ({', '.join(names)})" if names else ""), ""
         seen = sorted({name for s in all_s for name in s.reasons})
         reasons = ("reasons seen: " + ", ".join(seen)) if seen else "no clock-event reason"
-    margin = tlimit_margin(facts, all_s)
+    margin = _tlimit_margin(facts, all_s)
     margin_text = f", T.Limit margin {_fmt(margin, 'C')}" if margin is not None else ""
-    counters = counters_text(facts)
-    line = (
-        f"{who}: {temps}{mean}{margin_text}, {watts} (limit {limit}), SM {clock}; {reasons}; "
-        + (f"{counters}; " if counters else "")
-        + f"{how} ({facts.source})"
-    )
+    counters = _counters_text(facts)
+    line = f"{who}: {temps}{mean}{margin_text}, {watts} (limit {limit}), SM {clock}; {reasons}; " + (
+        f"{counters}; " if counters else ""
+    ) + f"{how} ({facts.source})"
     short_who = names[0].removeprefix("NVIDIA ") if len(names) == 1 else who
     head = f"{short_who} {temps}{margin_text}, {watts}, SM {clock}; "
-    tail = counters_short(facts, SHORT_WIDTH - len(f"G4 INFO: {head}")) or reasons
-    return line, head + tail
+    return line, head + (_counters_short(facts, SHORT_WIDTH - len(f"G4 INFO: {head}")) or reasons)
 
 
-def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:
-    lows = [getattr(s, stat).min for s in all_s if getattr(s, stat).min is not None]
-    highs = [getattr(s, stat).max for s in all_s if getattr(s, stat).max is not None]
-    return (min(lows) if lows else None, max(highs) if highs else None)
-
-
-def tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
-    """The smallest "GPU T.Limit Temp" seen: NVML's margin in the samples, or
-    the ``nvidia-smi -q`` Temperature section (fallback path)."""
-    values = [s.tlimit.min for s in all_s if s.tlimit.min is not None]
-    values += [t["tlimit_c"] for t in facts.temps_q if isinstance(t.get("tlimit_c"), (int, float))]
-    return min(values) if values else None
-
-
-def _readings(
-    facts: Facts, series: Mapping[int, GpuSeries], static: Mapping[int, dict[str, Any]], ceilings: list[float]
-) -> list[Reading]:
+def _readings(facts: Facts, series: Mapping[int, GpuSeries], static: Mapping[int, Device], ceilings: list[float]) -> list[Reading]:
     all_s = list(series.values())
 
-    def pick(fn: Any, values: list[float | None]) -> float | None:
+    def pick(fn: Callable[[list[float]], float], values: Sequence[float | None]) -> float | None:
         known = [v for v in values if v is not None]
         return _rnd(fn(known)) if known else None
 
-    def mean(stat_name: str) -> float | None:
-        stats = [getattr(s, stat_name) for s in all_s]
-        n = sum(st.n for st in stats)
-        return _rnd(sum(st.total for st in stats) / n) if n else None
+    def low(stat: str) -> float | None:
+        return pick(min, [st.min for st in _stats(all_s, stat)])
 
-    rises = []
-    for s in all_s:
-        values = [p[1] for p in s.points if p[1] is not None]
-        if len(values) >= 2:
-            k = max(1, len(values) // 5)
-            rises.append(sum(values[-k:]) / k - sum(values[:k]) / k)
-    limits = [_watts(static.get(i, {}).get("power_limit_mw")) for i in series]
-    rated = [static.get(i, {}).get("max_clock_sm_mhz") for i in series]
+    def high(stat: str) -> float | None:
+        return pick(max, [st.max for st in _stats(all_s, stat)])
+
+    def mean(stat: str) -> float | None:
+        n = sum(st.n for st in _stats(all_s, stat))
+        return _rnd(sum(st.total for st in _stats(all_s, stat)) / n) if n else None
+
+    rises = [w[1] - w[0] for s in all_s if (w := window_means(s.points, 1))]
+    rated = [r for i in series if isinstance(r := static.get(i, {}).get("max_clock_sm_mhz"), (int, float))]
     reasons = sorted({name for s in all_s for name in s.reasons})
     return [
-        Reading("temperature_min", pick(min, [s.temperature.min for s in all_s]), "C"),
-        Reading("temperature_max", pick(max, [s.temperature.max for s in all_s]), "C"),
+        Reading("temperature_min", low("temperature"), "C"),
+        Reading("temperature_max", high("temperature"), "C"),
         Reading("temperature_mean", mean("temperature"), "C"),
-        Reading("temperature_rise", pick(max, rises) if rises else None, "C"),
-        Reading("power_min", pick(min, [s.power_w.min for s in all_s]), "W"),
-        Reading("power_max", pick(max, [s.power_w.max for s in all_s]), "W"),
+        Reading("temperature_rise", pick(max, rises), "C"),
+        Reading("power_min", low("power_w"), "W"),
+        Reading("power_max", high("power_w"), "W"),
         Reading("power_mean", mean("power_w"), "W"),
-        Reading("power_limit", pick(max, limits), "W"),
-        Reading("flat_power_ceiling", pick(max, list(ceilings)) if ceilings else None, "W"),
-        Reading("sm_clock_min", pick(min, [s.clock_sm.min for s in all_s]), "MHz"),
-        Reading("sm_clock_max", pick(max, [s.clock_sm.max for s in all_s]), "MHz"),
+        Reading("power_limit", pick(max, [_watts(static.get(i, {}).get("power_limit_mw")) for i in series]), "W"),
+        Reading("flat_power_ceiling", pick(max, ceilings), "W"),
+        Reading("sm_clock_min", low("clock_sm"), "MHz"),
+        Reading("sm_clock_max", high("clock_sm"), "MHz"),
         Reading("sm_clock_mean", mean("clock_sm"), "MHz"),
-        Reading("tlimit_margin_min", _rnd(tlimit_margin(facts, all_s)), "C"),
-        Reading("sm_clock_rated", pick(max, [r for r in rated if isinstance(r, (int, float))]), "MHz"),
+        Reading("tlimit_margin_min", _rnd(_tlimit_margin(facts, all_s)), "C"),
+        Reading("sm_clock_rated", pick(max, rated), "MHz"),
         Reading("clock_event_reasons", ",".join(reasons) or "none"),
         Reading("samples", max((s.samples for s in all_s), default=0)),
         Reading("sample_seconds", _rnd(facts.duration_s, 2), "s"),

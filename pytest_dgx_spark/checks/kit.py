@@ -1,31 +1,27 @@
-"""What every check is built from: the context it gathers with, the facts it
-records, the parameters it decides with, and the accumulator it decides into.
+"""What every check is built from: its context, its facts, its parameters, the one accumulator.
 
 The contract (one shape for all ten checks)::
 
-    FACTS = Facts                                   # a dataclass, see FactsBase
+    FACTS = Facts                                   # a FactsBase dataclass
     def gather(ctx: CheckContext) -> Facts          # reads the machine, decides nothing
     def evaluate(facts: Facts, params: Params) -> Result   # decides, reads nothing
 
-``gather`` is the only place a check touches the machine (through
-``ctx.machine``); ``evaluate`` is a pure function of plain data. That is what
-lets ``--spark-capture`` record a run and ``--spark-replay`` decide it again
-on another machine, with other thresholds: the facts travel as JSON, the
-parameters are rebuilt from the options.
-
-This module imports nothing of the engine (the engine imports it), so the
-checks and the engine no longer import each other.
+Facts travel as JSON and parameters are rebuilt from the options, so
+``--spark-replay`` decides a capture again elsewhere, with other thresholds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.options import BY_NAME
+from pytest_dgx_spark.probes.commands import ResourceLimit
+from pytest_dgx_spark.thresholds import defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_dgx_spark.probes.child import ChildResult
@@ -44,8 +40,7 @@ class _Engine(Protocol):  # what a check may ask of the engine, no more
 
     def params(self) -> Params: ...
 
-
-# --------------------------------------------------------------------------- context
+    def run(self, check_id: str) -> Result: ...  # another check's result (G10 gathers the node's)
 
 
 @dataclass
@@ -58,40 +53,23 @@ class CheckContext:
     engine: _Engine
 
     @property
-    def profile(self) -> str:
-        return self.engine.profile()
-
-    @property
-    def thresholds(self) -> dict[str, float]:
-        return self.settings.thresholds(self.profile)
-
-    @property
     def selected(self) -> tuple[str, ...]:
         return self.engine.selected
 
     def torch(self) -> ChildResult:
-        """The run's torch child. One stopped by a limit of this box or user
-        (no process or thread could start: ``ulimit -u``) raises
-        :class:`~pytest_dgx_spark.probes.commands.ResourceLimit`, which the engine
-        turns into this check's SKIP: it says nothing about torch or the GPU."""
+        """The run's torch child; one stopped by a limit of this box (``ulimit -u``) raises
+        :class:`ResourceLimit`, which the engine turns into this check's SKIP."""
         child = self.engine.torch()
         if child.resource_limit:
-            from pytest_dgx_spark.probes.commands import ResourceLimit
-
             raise ResourceLimit(child.resource_limit)
         return child
 
     def params(self) -> Params:
-        """The run's parameters, as the engine hands them to every ``evaluate``
-        (one place builds them; a gather that decides for another check's
-        sake, G5 asking G6, decides with the same ones)."""
+        """The run's parameters, the same ones the engine hands every ``evaluate``."""
         return self.engine.params()
 
 
-# --------------------------------------------------------------------------- params
-
-#: the option values a check's ``evaluate`` may read (``Settings`` attribute names);
-#: everything else an option changes is what ``gather`` collects
+#: the option values an ``evaluate`` may read (``Settings`` attribute names)
 PARAM_OPTIONS = (
     "workload_gb",
     "planned_bandwidth",
@@ -106,40 +84,22 @@ PARAM_OPTIONS = (
 
 @dataclass(frozen=True)
 class Params:
-    """The thresholds and options one decision is made with.
-
-    ``thresholds`` are the resolved values (profile defaults, then the
-    user's overrides); ``options`` are the few option values a decision
-    reads. A replay rebuilds them from the capture and the replay's own
-    ``--spark-threshold``/``--spark-profile``.
-    """
+    """The resolved thresholds (profile defaults, then overrides) and the options a decision reads."""
 
     profile: str = "generic"
     thresholds: Mapping[str, float] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def threshold(self, name: str) -> float:
-        """The value in force: the run's, else the profile's default from the
-        one table (:mod:`pytest_dgx_spark.thresholds`). A check passes no default
-        of its own: a second copy of a default drifts (G4 read a T.Limit
-        margin of 0 C where the table says 3 C)."""
-        if name in self.thresholds:
-            return float(self.thresholds[name])
-        from pytest_dgx_spark.thresholds import defaults
-
-        return float(defaults(self.profile)[name])
+        """The run's value, else the profile's default from the one table (a check keeps no copy)."""
+        return float(self.thresholds[name] if name in self.thresholds else defaults(self.profile)[name])
 
     def option(self, name: str) -> Any:
-        """The run's value of a :data:`PARAM_OPTIONS` option, else the option
-        table's default (:mod:`pytest_dgx_spark.options`, the one source)."""
+        """The run's value of a :data:`PARAM_OPTIONS` option, else the option table's default."""
         if name not in PARAM_OPTIONS:
             raise KeyError(f"{name!r} is not an option a decision reads (PARAM_OPTIONS)")
         value = self.options.get(name)
-        if value is None:
-            from pytest_dgx_spark.options import BY_NAME
-
-            value = BY_NAME[name.replace("_", "-")].default
-        return value
+        return BY_NAME[name.replace("_", "-")].default if value is None else value
 
     @property
     def gb10(self) -> bool:
@@ -165,12 +125,36 @@ class Params:
         return dataclasses.replace(self, **changes)
 
 
-# --------------------------------------------------------------------------- facts
+class ChildFacts(TypedDict, total=False):
+    """How the run's torch child went, as a check records it."""
+
+    ok: bool
+    signal: str | None
+    timed_out: bool
+    step: str | None
+    error: str | None
+    finished: bool
+    describe: str
+    steps: dict[str, float]  # seconds per step
+
+
+def child_facts(child: ChildResult, *keys: str) -> ChildFacts:
+    """The torch child's outcome (only ``keys`` of it, when given)."""
+    every: ChildFacts = {
+        "ok": child.ok,
+        "signal": child.signal,
+        "timed_out": child.timed_out,
+        "step": child.step,
+        "error": child.error,
+        "finished": child.finished,
+        "describe": child.describe("torch child"),
+        "steps": dict(child.step_seconds),
+    }
+    return {k: v for k, v in every.items() if k in keys} if keys else every  # type: ignore[return-value]
 
 
 def plain(value: Any) -> Any:
-    """``value`` as JSON-plain data: dataclasses to dicts, tuples and sets to
-    lists, non-finite floats to strings (JSON has no NaN)."""
+    """``value`` as JSON data: dataclasses to dicts, tuples and sets to lists, NaN/inf to strings."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -186,56 +170,20 @@ def plain(value: Any) -> Any:
 
 
 class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip.
-
-    Fields hold plain data (str, int, float, bool, None, lists and dicts of
-    them). A field holding a nested dataclass names its class in
-    ``NESTED = {"field": Class}`` (a list of them: the same, the class of
-    one item), so ``from_dict`` rebuilds it.
-    """
-
-    NESTED: ClassVar[Mapping[str, type]] = {}
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return plain(self)
+        return dict(plain(self))
 
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
-        known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        kwargs: dict[str, Any] = {}
-        for name, value in dict(data or {}).items():
-            if name not in known:
-                continue  # a newer capture's extra fact: ignored, not an error
-            nested = cls.NESTED.get(name)
-            if nested is not None and value is not None:
-                value = _rebuild(nested, value)
-            kwargs[name] = value
-        return cls(**kwargs)
-
-
-def _rebuild(kind: type, value: Any) -> Any:
-    build: Callable[[Any], Any] = getattr(kind, "from_dict", None) or (lambda d: kind(**d))
-    if isinstance(value, list):
-        return [build(v) for v in value]
-    if (
-        isinstance(value, dict)
-        and value
-        and all(isinstance(v, dict) for v in value.values())
-        and not (
-            set(value) & {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
-        )
-    ):
-        return {k: build(v) for k, v in value.items()}  # a mapping of them
-    return build(value)
-
-
-# --------------------------------------------------------------------------- deciding
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        # a newer capture's extra fact is ignored, not an error
+        return cls(**{name: value for name, value in dict(data or {}).items() if name in known})
 
 
 def shortened(items: Sequence[str], n: int = 3) -> list[str]:
-    """``[a, b, c, "and 4 more"]``: the first ``n`` non-empty items and how
-    many were left out; :func:`first_n` joins it into a line, a check's
-    details take it as separate lines."""
+    """``[a, b, c, "and 4 more"]``: the first ``n`` non-empty items and a count of the rest."""
     texts = [str(i) for i in items if str(i)]
     return [*texts[:n], f"and {len(texts) - n} more"] if len(texts) > n else texts
 
@@ -246,8 +194,7 @@ def first_n(items: Sequence[str], n: int = 3, *, sep: str = "; ") -> str:
 
 
 def plus_more(first: str, total: int) -> str:
-    """``first (+3 more)``: the short line's form of :func:`first_n`, the first
-    of ``total`` findings and a count of the rest (one finding: just it)."""
+    """``first (+3 more)``: the short line's form, the first of ``total`` findings."""
     return first if total <= 1 else f"{first} (+{total - 1} more)"
 
 
@@ -258,18 +205,10 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 @dataclass
 class Findings:
-    """The one accumulator every check's ``evaluate`` writes into, and the
-    node comparison (``checks/nodes.py``) too.
+    """The one accumulator every ``evaluate`` (and the node comparison) writes into.
 
-    Stages append problems (FAIL), warnings (WARN), notes for the details,
-    and readings; :meth:`result` turns them into one :class:`Result` with
-    the one shortening rule. A finding may carry its short form for the
-    default terminal line (``headline``, ``short_fix``), kept in
-    :attr:`short` by its text; otherwise its text and fix are it.
-
-    One type with one set of methods: G10 once handed a plain accumulator
-    to the node comparison, which wrote into a subclass's extra method, and
-    crashed exactly when two nodes differed.
+    Problems FAIL, warnings WARN; a finding may carry its short form for the
+    default line (``headline``, ``short_fix``), kept in :attr:`short` by its text.
     """
 
     check_id: str
@@ -277,7 +216,6 @@ class Findings:
     warnings: list[tuple[str, str]] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     readings: list[Reading] = field(default_factory=list)
-    #: a finding's text -> its short form (headline, short fix), when it has one
     short: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def fail(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
@@ -304,16 +242,10 @@ class Findings:
 
     @property
     def status(self) -> Status | None:
-        if self.problems:
-            return Status.FAIL
-        if self.warnings:
-            return Status.WARN
-        return None
+        return Status.FAIL if self.problems else Status.WARN if self.warnings else None
 
     def first_short(self) -> tuple[str, str]:
-        """``(headline, short fix)`` of the first problem (else warning), the
-        headline counting the rest (:func:`plus_more`); ``("", "")`` when
-        nothing was found. A finding without a short form gives its text and fix."""
+        """``(headline, short fix)`` of the first problem (else warning), counting the rest."""
         pairs = self.problems or self.warnings
         if not pairs:
             return "", ""
@@ -330,32 +262,23 @@ class Findings:
         headline: str = "",
         short_fix: str = "",
     ) -> Result:
-        """FAIL with the problems, else WARN with the warnings, else
-        ``ok_status`` with ``ok_summary``; what the line leaves out goes
-        first in the details."""
+        """FAIL with the problems, else WARN with the warnings, else ``ok_status``;
+        what the line leaves out goes first in the details."""
         pairs = self.problems or self.warnings
+        readings = list(self.readings)
         if not pairs:
-            return Result(
-                self.check_id,
-                Status(ok_status),
-                ok_summary,
-                readings=list(self.readings),
-                details=list(self.details),
-                headline=headline,
-            )
-        status = Status.FAIL if self.problems else Status.WARN
+            details = list(self.details)
+            return Result(self.check_id, Status(ok_status), ok_summary, readings=readings, details=details, headline=headline)
         texts = [t for t, _ in pairs]
-        summary = first_n(texts, shown)
         fixes = list(dict.fromkeys(f for _, f in pairs[:shown] if f))
-        details = [*texts[shown:], *self.details]
         first_head, first_fix = self.first_short()
         return Result(
             self.check_id,
-            status,
-            summary,
+            Status.FAIL if self.problems else Status.WARN,
+            first_n(texts, shown),
             fix="; ".join(fixes),
-            readings=list(self.readings),
-            details=details,
+            readings=readings,
+            details=[*texts[shown:], *self.details],
             headline=headline or first_head,
             short_fix=short_fix or (first_fix if texts[0] in self.short else "") or (fixes[0] if fixes else ""),
         )

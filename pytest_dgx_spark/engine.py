@@ -317,7 +317,7 @@ def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> P
     from pytest_dgx_spark.settings import Settings as Defaults
     from pytest_dgx_spark.thresholds import defaults
 
-    captured = doc.get("params") if isinstance(doc.get("params"), Mapping) else {}
+    captured: Mapping[str, Any] = doc["params"] if isinstance(doc.get("params"), Mapping) else {}
     options = dict(captured.get("options") or {})
     baseline = Defaults()
     for name in list(Params.from_settings(settings, profile).options):

@@ -47,13 +47,9 @@ RESULTS_KEY = "spark_preflight_results"
 #: the check ids named on the command line (``spark_preflight::G3``), and whether any path was named too
 NAMED_KEY = pytest.StashKey[tuple[list[str], bool]]()
 NAMED_WORKER_KEY = "spark_preflight_named"
-COLORS: dict[Status, dict[str, Any]] = {
-    Status.PASS: {"green": True},
-    Status.INFO: {"cyan": True},
-    Status.WARN: {"yellow": True},
-    Status.SKIP: {"yellow": False},
-    Status.FAIL: {"red": True, "bold": True},
-}
+COLORS: dict[Status, dict[str, Any]] = {Status.PASS: {"green": True}, Status.INFO: {"cyan": True},
+    Status.WARN: {"yellow": True}, Status.SKIP: {"yellow": False}, Status.FAIL: {"red": True, "bold": True}}
+VERDICT_COLORS: dict[str, dict[str, Any]] = {"blocked": {"red": True, "bold": True}, "ready-with-warnings": {"yellow": True}}
 
 
 @dataclass
@@ -78,15 +74,7 @@ class RunResults:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResults:
-        results = [Result.from_dict(r) for r in data.get("results", [])]
-        return cls(
-            {r.check_id: r for r in results},
-            dict(data.get("host", {})),
-            dict(data.get("facts", {})),
-            list(data.get("outside", [])),
-            str(data.get("ran_for", "")),
-            list(data.get("planned", [])),
-        )
+        return cls(**{**data, "results": {r["id"]: Result.from_dict(r) for r in data["results"]}})
 
 
 class SparkCheckFailed(Exception):
@@ -182,13 +170,16 @@ def start(config: pytest.Config) -> None:
             raise pytest.UsageError(visible(f"{flag}: {str(value)!r} refused: {exc.strerror}")) from None
     early = sys.modules.get("pytest_dgx_spark.early")
     distributed = bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
-    if early is not None and (settings.replay is not None or distributed or not set(settings.selected) & set(catalog.TORCH_CHECKS)):
+    torch_read = set(settings.selected) & set(catalog.TORCH_CHECKS)
+    if early is not None and (settings.replay is not None or distributed or not torch_read):
         early.drop()  # the torch child started while pytest loaded is of no use to this run
     config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
 
 
 #: other plugins' outputs: (option dest, its flag, a folder?)
-FOREIGN_OUTPUTS = (("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True))
+FOREIGN_OUTPUTS = (
+    ("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True)
+)
 
 
 def per_rank_outputs(config: pytest.Config) -> None:
@@ -210,7 +201,9 @@ def per_rank_outputs(config: pytest.Config) -> None:
 VALUE_OPTIONS = frozenset({"-k", "-m", "--deselect", "-p", "-o", "--override-ini", "--ignore", "--ignore-glob"})
 
 
-def take_check_args(args: list[str], positional: Sequence[str], rootpath: Path, here: Path) -> tuple[list[str], bool] | None:
+def take_check_args(
+    args: list[str], positional: Sequence[str], rootpath: Path, here: Path
+) -> tuple[list[str], bool] | None:
     """Remove ``spark_preflight[::G<n>]`` from ``args`` (pytest's arguments, in
     ``pytest_load_initial_conftests``, before pytest resolves them as paths).
 
@@ -227,7 +220,8 @@ def take_check_args(args: list[str], positional: Sequence[str], rootpath: Path, 
         if path != FILE_NAME and Path(os.path.abspath(here / path)) != target:
             continue
         if name and name not in catalog.IDS:
-            raise pytest.UsageError(visible(f"{arg}: no such check; the checks are {FILE_NAME}::G1 .. {FILE_NAME}::G10"))
+            ids = f"{FILE_NAME}::G1 .. {FILE_NAME}::G10"
+            raise pytest.UsageError(visible(f"{arg}: no such check; the checks are {ids}"))
         ours.append(str(arg))
     if not ours:
         return None
@@ -273,7 +267,8 @@ def why_deselected(item: SparkCheckItem, config: pytest.Config, settings: Settin
 
 def later_deselection(config: pytest.Config) -> str:
     """The options that deselect after this plugin (``--lf``, ``--sw``)."""
-    return ", ".join(flag for dest, flag in (("lf", "--lf"), ("stepwise", "--sw")) if config.getoption(dest, None))
+    flags = (("lf", "--lf"), ("stepwise", "--sw"))
+    return ", ".join(flag for dest, flag in flags if config.getoption(dest, None))
 
 
 class ChecksFirst:
@@ -301,7 +296,8 @@ class SparkPreflight:
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
         #: the run's results (filled by the preflight, or received by a worker)
-        self.run = RunResults.from_dict(workerinput[RESULTS_KEY]) if workerinput and RESULTS_KEY in workerinput else RunResults()
+        sent = (workerinput or {}).get(RESULTS_KEY)
+        self.run = RunResults.from_dict(sent) if sent else RunResults()
         #: check ids named as node ids (``None``: none named), and whether paths were named too
         named = (workerinput or {}).get(NAMED_WORKER_KEY) or config.stash.get(NAMED_KEY, None)
         self.named: list[str] | None = list(named[0]) if named else None
@@ -394,7 +390,7 @@ class SparkPreflight:
 
     def fixture_results(self) -> PreflightResults:
         if not self.results:
-            pytest.skip("no preflight check ran in this run (all deselected); select one for the spark_preflight fixture")
+            pytest.skip("no preflight check ran (all deselected); select one for the spark_preflight fixture")
         return PreflightResults(self.results.values(), strict=self.settings.strict)
 
     # ------------------------------------------------------------------ header, collection
@@ -404,7 +400,8 @@ class SparkPreflight:
         parts = [f"profile {s.profile}", f"timeout {s.timeout:g} s"]
         if s.only:
             parts.append("only " + ",".join(s.only))
-        parts += [flag.replace("_", "-") for flag in ("strict", "gate", "intrusive", "offline", "drop_caches") if getattr(s, flag)]
+        flags = ("strict", "gate", "intrusive", "offline", "drop_caches")
+        parts += [flag.replace("_", "-") for flag in flags if getattr(s, flag)]
         return "spark preflight: " + ", ".join(parts)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -420,7 +417,8 @@ class SparkPreflight:
 
     def check_items(self, session: pytest.Session, collect: bool) -> list[SparkCheckItem]:
         """The check items (through ``genitems``, so pytest counts them, when ``collect``)."""
-        node = SparkPreflightFile.from_parent(session, path=self.config.rootpath / FILE_NAME, ids=self.named or catalog.IDS)
+        path = self.config.rootpath / FILE_NAME
+        node = SparkPreflightFile.from_parent(session, path=path, ids=self.named or catalog.IDS)
         found = session.genitems(node) if collect else node.collect()
         return [i for i in found if isinstance(i, SparkCheckItem)]
 
@@ -433,7 +431,9 @@ class SparkPreflight:
         return [i for i in checks if i.spec.id not in self.deselected]
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         """Add the selected check items after pytest's own ``-k``/``-m`` ran
         (it would take ``G1`` for ``G10``); report the others deselected."""
         checks = self.check_items(session, collect=True)
@@ -476,7 +476,8 @@ class SparkPreflight:
             return  # pytest stops for the collection errors
         selected = self.selected or []
         fixture = not selected and any("spark_preflight" in getattr(i, "fixturenames", ()) for i in session.items)
-        self.run_preflight(selected, "--spark-gate" if self.settings.gate else ("the spark_preflight fixture" if fixture else ""))
+        why = "--spark-gate" if self.settings.gate else "the spark_preflight fixture" if fixture else ""
+        self.run_preflight(selected, why)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Any) -> None:
@@ -523,12 +524,6 @@ class SparkPreflight:
         if data.get("status") == "INFO":
             return "passed", "I", ("INFO", {"cyan": True})
         return None
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, "spark_result", None)
-        if report.when == "call" and data and self.is_worker:  # a worker's own record of what its items said
-            result = Result.from_dict(data)
-            self.run.results[result.check_id] = result
 
     # ------------------------------------------------------------------ json-report
 
@@ -584,9 +579,10 @@ class SparkPreflight:
             return f"no preflight check ran: collection failed ({n} error{'s' if n != 1 else ''}), so no test ran"
         if self._exitstatus == pytest.ExitCode.INTERRUPTED:
             return "no preflight check ran: the run was interrupted"
-        hows = list(dict.fromkeys(why.removeprefix("deselected (")[:-1] for why in self.not_run().values() if why.startswith("deselected (")))
-        if len(hows) == len(set(self.not_run().values())) and hows:
-            return f"no preflight check ran (all deselected: {', '.join(hows)})"
+        whys = self.not_run().values()
+        if all(why.startswith("deselected (") for why in whys):
+            hows = ", ".join(dict.fromkeys(why.removeprefix("deselected (")[:-1] for why in whys))
+            return f"no preflight check ran (all deselected: {hows})"
         return "no preflight check ran: the run stopped before collection finished"
 
     # ------------------------------------------------------------------ end of run
@@ -649,10 +645,8 @@ class SparkPreflight:
             for why, ids in groups.items():
                 write_line(tr, f"{', '.join(ids)} not run: {why}", yellow=True)
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run).value
-        markup: dict[str, Any] = {"blocked": {"red": True, "bold": True}, "ready-with-warnings": {"yellow": True}}.get(
-            v, {"green": True}
-        )
-        write_line(tr, report.verdict_text(results, strict=self.settings.strict, not_run=not_run), **markup)
+        text = report.verdict_text(results, strict=self.settings.strict, not_run=not_run)
+        write_line(tr, text, **VERDICT_COLORS.get(v, {"green": True}))
         for note in self._notes:
             write_line(tr, note)
 

@@ -40,15 +40,12 @@ BACKGROUND_IMPORTS = (
 
 
 class Engine:
+    """One run's checks on one machine (or a replayed capture)."""
+
     def __init__(
-        self,
-        settings: Settings,
-        machine: Machine,
-        selected: Iterable[str] | None = None,
-        *,
-        background: bool = True,
-        replay: Mapping[str, Any] | None = None,
-    ) -> None:
+        self, settings: Settings, machine: Machine, selected: Iterable[str] | None = None, *,
+        background: bool = True, replay: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.settings = settings
         self.machine = machine
         #: a loaded capture: checks are decided from its facts, the machine is not read
@@ -230,26 +227,23 @@ class Engine:
         """``evaluate`` raised on the captured facts: the captured run's FAIL
         again if it crashed the same way; else the facts are not this version's
         (edited, or another version's types): a SKIP asking for a new capture."""
-        if _recorded_crash(entry):
+        recorded = entry.get("result")
+        if isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", "")):
             return crashed(check_id, exc)
-        assert self.replay is not None
-        made_by = (self.replay.get("tool") or {}).get("version", "?")
+        made_by = ((self.replay or {}).get("tool") or {}).get("version", "?")
+        why = f"{describe_crash(exc)}; written by {made_by}"
         return Result(
-            check_id,
-            Status.SKIP,
-            f"capture's {check_id} facts cannot be decided by this version ({describe_crash(exc)}; "
-            f"written by {made_by}); capture again with this version",
+            check_id, Status.SKIP, f"capture's {check_id} facts cannot be decided by this version ({why}); "
+            "capture again with this version",
             headline=f"capture's {check_id} facts cannot be decided ({type(exc).__name__}); capture again",
-        )
+        )  # fmt: skip
 
     def _replayed(self, module: ModuleType, check_id: str) -> Result:
         """Decide a check from the capture's facts (see :mod:`pytest_dgx_spark.capture`)."""
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
         if entry is None:
-            return Result(
-                check_id, Status.SKIP, "not in the capture: the captured run did not run this check"
-            )
+            return Result(check_id, Status.SKIP, "not in the capture: the captured run did not run this check")
         if not isinstance(entry, Mapping):
             return Result(check_id, Status.SKIP, f"the capture's {check_id} entry is not a table: nothing to decide")
         if entry.get("error"):
@@ -269,11 +263,6 @@ class Engine:
                 why = f"{type(exc).__name__}: {exc}"
                 return Result(check_id, Status.SKIP, f"the capture's {check_id} result cannot be read ({why})")
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
-
-
-def _recorded_crash(entry: Mapping[str, Any]) -> bool:
-    recorded = entry.get("result")
-    return isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", ""))
 
 
 def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:
@@ -309,20 +298,13 @@ def crashed(check_id: str, exc: BaseException | str) -> Result:
     else:
         limited = limit_reason(exc)
     if limited:
-        return Result(
-            check_id,
-            Status.SKIP,
-            f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again",
-            headline="not checked (resource limit)",
-        )
+        why = f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again"
+        return Result(check_id, Status.SKIP, why, headline="not checked (resource limit)")
     kind = what.split(":", 1)[0] if isinstance(exc, str) else type(exc).__name__
     named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
+    # the short line names the exception; -v, JUnit and the reports carry where it was raised
     return Result(
-        check_id,
-        Status.FAIL,
-        f"the check itself crashed ({what}), so nothing was verified",
+        check_id, Status.FAIL, f"the check itself crashed ({what}), so nothing was verified",
         "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
-        # the short line names the exception; -v, JUnit and the reports carry where it was raised
-        headline=f"the check itself crashed{named}, so nothing was verified",
-        short_fix="report it to pytest-dgx-spark",
-    )
+        headline=f"the check itself crashed{named}, so nothing was verified", short_fix="report it to pytest-dgx-spark",
+    )  # fmt: skip

@@ -103,16 +103,10 @@ def spark_preflight(request: pytest.FixtureRequest) -> PreflightResults:
 
 @pytest.fixture
 def spark_sampler(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Sample every GPU in the background while the test runs.
-
-    At teardown the summary and the series go to the test's report: a
-    "Captured stdout teardown" section (``-rA``; JUnit's ``<system-out>``
-    with ``-o junit_logging=system-out``), pytest-json-report metadata, and
-    ``spark.sampler.*`` properties under ``junit_family=xunit1``/``legacy``.
-    Parameters (indirect parametrization): ``interval`` (default 1 s),
-    ``procs_every``, ``max_points``. Yields a
-    :class:`pytest_dgx_spark.sampler.GpuSampler`.
-    """
+    """Sample every GPU in the background while the test runs; the summary and
+    series go to the test's report (``-rA``, JUnit, json-report). Parameters by
+    indirect parametrization: ``interval`` (1 s), ``procs_every``, ``max_points``.
+    Yields a :class:`pytest_dgx_spark.sampler.GpuSampler`."""
     from pytest_dgx_spark.sampler import run_fixture  # lazy: a plain run must not load the sampler
 
     yield from run_fixture(request)

@@ -160,11 +160,13 @@ def start(config: pytest.Config) -> None:
         except capture.CaptureError as exc:
             raise pytest.UsageError(visible(str(exc))) from None
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
-    per_rank_outputs(config)
-    for dest, flag, folder in FOREIGN_OUTPUTS:  # JUnit, pytest-html, Allure: never through a planted path
+    for dest, flag, folder in FOREIGN_OUTPUTS:
         value = getattr(config.option, dest, None)
+        if value and launch.rank(os.environ) != 0:  # under torchrun rank N writes <stem>.rankN<suffix>
+            value = str(report.per_rank_path(value, os.environ))
+            setattr(config.option, dest, value)  # before those plugins read it (plugin.py: tryfirst)
         try:
-            if value:
+            if value:  # never written through a path another user planted
                 outfile.check_foreign(str(value), folder=folder)
         except outfile.Refused as exc:
             raise pytest.UsageError(visible(f"{flag}: {str(value)!r} refused: {exc.strerror}")) from None
@@ -176,22 +178,10 @@ def start(config: pytest.Config) -> None:
     config.pluginmanager.register(SparkPreflight(config, settings, replay), PLUGIN_NAME)
 
 
-#: other plugins' outputs: (option dest, its flag, a folder?)
+#: other plugins' outputs (JUnit, pytest-html, Allure): (option dest, its flag, a folder?)
 FOREIGN_OUTPUTS = (
     ("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True)
 )
-
-
-def per_rank_outputs(config: pytest.Config) -> None:
-    """Under torchrun (or srun) every rank would write the same ``--junitxml``,
-    ``--html`` and ``--alluredir``: rank N writes ``<stem>.rankN<suffix>``, as
-    ``--spark-report`` does. Runs before those plugins read their options."""
-    if launch.rank(os.environ) == 0:
-        return
-    for dest, _, _ in FOREIGN_OUTPUTS:
-        value = getattr(config.option, dest, None)
-        if value:
-            setattr(config.option, dest, str(report.per_rank_path(value, os.environ)))
 
 
 # --------------------------------------------------------------------------- selection
@@ -536,13 +526,9 @@ class SparkPreflight:
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
         json_report["spark_preflight"] = report.run_block(
-            self.results.values(),
-            strict=self.settings.strict,
-            host=self.host,
-            settings=self.settings.to_dict(),
-            profile=self._profile_label(),
-            not_run=self.not_run(),
-        )
+            self.results.values(), strict=self.settings.strict, host=self.host, settings=self.settings.to_dict(),
+            profile=self._profile_label(), not_run=self.not_run(),
+        )  # fmt: skip
 
     def _profile_label(self) -> str:
         if self.settings.profile != "auto":
@@ -608,11 +594,9 @@ class SparkPreflight:
             for name, value in props:
                 xml.add_global_property(name, value)
         if not self.config.option.collectonly:  # --co runs nothing by design: no report claims a verdict
-            self._notes = list(
-                report.write_run_files(
-                    self.settings, results, host=self.host, profile=self._profile_label(),
-                    store_items=self.store_items, env=os.environ, not_run=not_run,
-                )
+            self._notes = report.write_run_files(
+                self.settings, results, host=self.host, profile=self._profile_label(),
+                store_items=self.store_items, env=os.environ, not_run=not_run,
             )  # fmt: skip
             if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot write") for n in self._notes):
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR  # the CLI's exit 2: no report, no green run

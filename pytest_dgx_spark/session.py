@@ -301,7 +301,8 @@ class SparkPreflight:
         self._collect_errors = 0
         self._exitstatus = int(pytest.ExitCode.OK)
         self._notes: list[str] = []
-        install_signal_handlers()  # SIGTERM/SIGHUP end the run like Ctrl-C, after killing every probe group
+        if not self.is_worker:  # SIGTERM/SIGHUP end the run like Ctrl-C, after killing every probe group
+            install_signal_handlers()  # (workers run no probe)
         config.pluginmanager.register(ChecksFirst(), "dgx_spark_checks_first")
         report_plugins.register(config, self)
 

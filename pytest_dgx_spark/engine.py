@@ -1,9 +1,8 @@
 """The one engine behind the pytest plugin and the ``spark-preflight`` CLI.
 
 It resolves the profile, builds the single torch-child request from every
-selected check, runs each check once (results are cached in the run's store,
-so xdist workers and the ``--spark-gate`` share them) and turns anything a
-check raises into that check's FAIL — never an exception into pytest.
+selected check, runs each check once (results are kept in the run's store)
+and turns anything a check raises into that check's FAIL, never an exception.
 """
 
 from __future__ import annotations
@@ -14,18 +13,17 @@ import time
 import traceback
 from collections.abc import Iterable, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_dgx_spark import catalog, early, redact
+from pytest_dgx_spark.capture import facts_mismatch
 from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.model import Result, Status
-from pytest_dgx_spark.probes.child import ChildResult
+from pytest_dgx_spark.probes.child import ChildResult, limit_in_stderr
+from pytest_dgx_spark.probes.commands import kill_running, limit_reason
 from pytest_dgx_spark.probes.machine import Machine
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_dgx_spark.settings import Settings
-
-TORCH_CHECKS = catalog.TORCH_CHECKS
+from pytest_dgx_spark.settings import Settings
+from pytest_dgx_spark.thresholds import defaults
 
 
 def check_module(check_id: str) -> ModuleType:
@@ -33,8 +31,7 @@ def check_module(check_id: str) -> ModuleType:
     return importlib.import_module(f"pytest_dgx_spark.checks.{spec.module}")
 
 
-#: our modules that the prefetch threads would otherwise import lazily (see
-#: :meth:`Engine.prefetch`); the check modules are imported there as well
+#: our modules the prefetch threads would otherwise import (see :meth:`Engine.prefetch`)
 BACKGROUND_IMPORTS = (
     "pytest_dgx_spark.probes.packages",
     "pytest_dgx_spark.probes.processes",
@@ -43,15 +40,12 @@ BACKGROUND_IMPORTS = (
 
 
 class Engine:
+    """One run's checks on one machine (or a replayed capture)."""
+
     def __init__(
-        self,
-        settings: Settings,
-        machine: Machine,
-        selected: Iterable[str] | None = None,
-        *,
-        background: bool = True,
-        replay: Mapping[str, Any] | None = None,
-    ) -> None:
+        self, settings: Settings, machine: Machine, selected: Iterable[str] | None = None, *,
+        background: bool = True, replay: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.settings = settings
         self.machine = machine
         #: a loaded capture: checks are decided from its facts, the machine is not read
@@ -93,10 +87,7 @@ class Engine:
 
     def torch(self) -> ChildResult:
         request = self.torch_request()
-        if self._without_gpu(request):
-            # Nothing here can run a CUDA kernel and nothing asked for torch's
-            # behaviour: read torch's version instead of importing it (seconds
-            # on a CPU box; the issue: a run without a GPU costs < 1 s).
+        if self._without_gpu(request):  # no CUDA kernel can run: read torch's version, do not import it
             request["import_torch"] = False
         if self._closed.is_set():  # a prefetch thread that outlived the run starts no child
             raise RuntimeError("the run ended before the torch child started")
@@ -108,44 +99,31 @@ class Engine:
         nv = self.machine.nvml()
         if nv.get("no_gpu"):  # NVML answered: zero GPUs
             return True
-        # NVML's library may be missing while CUDA works (a container given the
-        # "compute" driver capability but not "utility"): only with no NVIDIA
-        # device node either is there no GPU to run on.
+        # NVML may be missing while CUDA works (a container without the "utility"
+        # capability): only with no NVIDIA device node either is there no GPU
         return (
             nv.get("init_error") in ("LibraryNotFound", "DriverNotLoaded")
             and not self.machine.has_gpu_device_node()
         )
 
     def prefetch(self) -> None:
-        """Start the slow work of the run in the background, once.
-
-        The torch child (import torch, initialise CUDA, import the CUDA
-        extensions) takes seconds; G4's thermal sample, G8's request and the
-        rest need none of it. One thread starts the torch child, another runs
-        every selected check that does not read it, so they overlap. On a
-        machine with an NVIDIA device node the child is started before its
-        request is built (NVML, the extension scan): it imports torch
-        meanwhile and reads the request on stdin. Without one, torch may not
-        be imported at all (see :meth:`torch`), so nothing starts early. A check
-        (or test item) that wants a result waits for it through the store,
-        which computes each thing once. Off under xdist: workers already run
-        checks side by side, and a worker that ends first must not leave a
-        half-done probe behind for another to read.
-        """
+        """Start the slow work of the run in the background, once: one thread
+        starts the torch child (seconds of import torch and CUDA), another runs
+        every selected check that does not read it, so they overlap. With an
+        NVIDIA device node the child starts before its request is built and
+        reads it on stdin. Whoever wants a result waits for it in the store."""
         if self._prefetched or not self.background or self.replay is not None:
             return
         self._prefetched = True
-        # Import here, in one thread, what the threads would import. pytest
-        # rewrites this package's modules as they are imported, with ast.parse,
-        # and two threads parsing at once break CPython 3.11 ("SystemError: AST
-        # constructor recursion depth mismatch", seen as G1 failing) whenever
-        # pytest has no cached rewrite (PYTHONDONTWRITEBYTECODE=1).
+        # Import here, in one thread, what the threads would import: pytest rewrites
+        # our modules with ast.parse, and two threads parsing at once break CPython
+        # 3.11 ("AST constructor recursion depth mismatch") under PYTHONDONTWRITEBYTECODE.
         for cid in self.selected:
             check_module(cid)
         for name in BACKGROUND_IMPORTS:
             importlib.import_module(name)
-        torch_work = set(TORCH_CHECKS) & set(self.selected)
-        others = [cid for cid in self.selected if cid not in TORCH_CHECKS]
+        torch_work = set(catalog.TORCH_CHECKS) & set(self.selected)
+        others = [cid for cid in self.selected if cid not in catalog.TORCH_CHECKS]
 
         def start_torch() -> None:
             try:
@@ -174,22 +152,13 @@ class Engine:
 
     def close(self, wait: float = 5.0) -> int:
         """End the run's background work; how many probe processes it killed.
-
-        A run that stopped early (``-x``, Ctrl-C) leaves no probe behind and no
-        prefetch thread either: each starts nothing more once this is called,
-        and is waited for (up to ``wait`` seconds) once its probes are killed.
-        A thread left running would go on importing check modules after the
-        session ended; in a pytester run in-process that races the next run.
-        """
-        from pytest_dgx_spark.probes.commands import kill_running
-
+        A run stopped early (``-x``, Ctrl-C) leaves no probe and no prefetch
+        thread behind: the threads start nothing more and are waited for."""
         self._closed.set()
         killed = self._drop_early() + kill_running()
         deadline = time.monotonic() + wait
-        # A thread between two probes when this was called may start one more
-        # before it sees the flag: kill again while waiting, so that probe dies
-        # at once instead of after the whole wait (a SIGKILL meanwhile would
-        # orphan it: probes run in their own session).
+        # a thread between two probes may start one more before it sees the flag:
+        # kill again while waiting, so that probe dies at once
         while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
             for t in self._threads:
                 t.join(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -202,10 +171,8 @@ class Engine:
     # ------------------------------------------------------------------ running
 
     def run(self, check_id: str) -> Result:
-        """Run one check (once per run; later calls read the stored result).
-
-        The stored result has been through :func:`redact.outgoing`: every
-        output (terminal, JUnit, reports, ``--json``) reads it from here."""
+        """Run one check, once per run; the stored result is redacted
+        (:func:`redact.outgoing`) and every output reads it from here."""
         data = self.machine.store.get_or_compute(
             f"result:{check_id}",
             lambda: redact.outgoing(self.machine.env)(self._run_uncached(check_id).to_dict()),
@@ -257,38 +224,31 @@ class Engine:
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
 
     def _undecidable(self, check_id: str, entry: Mapping[str, Any], exc: Exception) -> Result:
-        """``evaluate`` raised on the captured facts. The captured run crashed
-        the same way: its FAIL again (a replay says what the run said). It did
-        not: the facts are not what this version's gather writes (a capture
-        edited by hand, or another version's field types), so that check is
-        a SKIP asking for a new capture, not a bug report."""
-        if _recorded_crash(entry):
+        """``evaluate`` raised on the captured facts: the captured run's FAIL
+        again if it crashed the same way; else the facts are not this version's
+        (edited, or another version's types): a SKIP asking for a new capture."""
+        recorded = entry.get("result")
+        if isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", "")):
             return crashed(check_id, exc)
-        assert self.replay is not None
-        made_by = (self.replay.get("tool") or {}).get("version", "?")
+        made_by = ((self.replay or {}).get("tool") or {}).get("version", "?")
+        why = f"{describe_crash(exc)}; written by {made_by}"
         return Result(
-            check_id,
-            Status.SKIP,
-            f"capture's {check_id} facts cannot be decided by this version ({describe_crash(exc)}; "
-            f"written by {made_by}); capture again with this version",
+            check_id, Status.SKIP, f"capture's {check_id} facts cannot be decided by this version ({why}); "
+            "capture again with this version",
             headline=f"capture's {check_id} facts cannot be decided ({type(exc).__name__}); capture again",
-        )
+        )  # fmt: skip
 
     def _replayed(self, module: ModuleType, check_id: str) -> Result:
         """Decide a check from the capture's facts (see :mod:`pytest_dgx_spark.capture`)."""
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
         if entry is None:
-            return Result(
-                check_id, Status.SKIP, "not in the capture: the captured run did not run this check"
-            )
+            return Result(check_id, Status.SKIP, "not in the capture: the captured run did not run this check")
         if not isinstance(entry, Mapping):
             return Result(check_id, Status.SKIP, f"the capture's {check_id} entry is not a table: nothing to decide")
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
         if isinstance(entry.get("facts"), Mapping):
-            from pytest_dgx_spark.capture import facts_mismatch
-
             mismatch = facts_mismatch(check_id, module.FACTS, entry["facts"], self.replay)
             if mismatch is not None:  # another version's facts: say so, decide nothing from them
                 return mismatch
@@ -305,21 +265,12 @@ class Engine:
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
 
 
-def _recorded_crash(entry: Mapping[str, Any]) -> bool:
-    recorded = entry.get("result")
-    return isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", ""))
-
-
 def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:
-    """The parameters of a replay: the captured run's options and threshold
-    overrides, with what the replay's own command line sets on top, over the
-    defaults of ``profile`` (which ``--spark-profile`` may change)."""
-    from pytest_dgx_spark.settings import Settings as Defaults
-    from pytest_dgx_spark.thresholds import defaults
-
-    captured = doc.get("params") if isinstance(doc.get("params"), Mapping) else {}
+    """A replay's parameters: the captured options and threshold overrides,
+    the replay's own command line on top, over ``profile``'s defaults."""
+    captured: Mapping[str, Any] = doc["params"] if isinstance(doc.get("params"), Mapping) else {}
     options = dict(captured.get("options") or {})
-    baseline = Defaults()
+    baseline = Settings()
     for name in list(Params.from_settings(settings, profile).options):
         value = getattr(settings, name, None)
         if value != getattr(baseline, name, None):
@@ -339,32 +290,21 @@ def describe_crash(exc: BaseException) -> str:
 
 def crashed(check_id: str, exc: BaseException | str) -> Result:
     """A check that raised: its FAIL, never an exception into pytest; a SKIP
-    when what it hit is a limit of this box or user (``ulimit -u``: "can't
-    start new thread", a fork's EAGAIN; ``ulimit -v``: MemoryError), which
-    says nothing about what the check verifies."""
-    from pytest_dgx_spark.probes.child import limit_in_stderr
-    from pytest_dgx_spark.probes.commands import limit_reason
-
+    when it hit a limit of this box or user (``ulimit -u``/``-v``), which says
+    nothing about what the check verifies."""
     what = exc if isinstance(exc, str) else describe_crash(exc)
     if isinstance(exc, str):  # a crash recorded in a capture: the same verdict on replay
         limited = exc[exc.index("resource limit: ") :] if "resource limit: " in exc else limit_in_stderr(exc)
     else:
         limited = limit_reason(exc)
     if limited:
-        return Result(
-            check_id,
-            Status.SKIP,
-            f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again",
-            headline="not checked (resource limit)",
-        )
+        why = f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again"
+        return Result(check_id, Status.SKIP, why, headline="not checked (resource limit)")
     kind = what.split(":", 1)[0] if isinstance(exc, str) else type(exc).__name__
     named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
+    # the short line names the exception; -v, JUnit and the reports carry where it was raised
     return Result(
-        check_id,
-        Status.FAIL,
-        f"the check itself crashed ({what}), so nothing was verified",
+        check_id, Status.FAIL, f"the check itself crashed ({what}), so nothing was verified",
         "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
-        # the short line names the exception; -v, JUnit and the reports carry where it was raised
-        headline=f"the check itself crashed{named}, so nothing was verified",
-        short_fix="report it to pytest-dgx-spark",
-    )
+        headline=f"the check itself crashed{named}, so nothing was verified", short_fix="report it to pytest-dgx-spark",
+    )  # fmt: skip

@@ -1,52 +1,112 @@
-"""pytest entry point ``dgx_spark``: a shim, kept small on purpose.
+"""The ``dgx_spark`` entry point: loaded on every pytest run, so it stays small.
 
-pytest marks every module of an installed plugin's package for assertion
-rewriting, and imports its entry-point module through that rewriter. Under
-``PYTHONDONTWRITEBYTECODE=1`` (common in container images) it never writes
-the rewritten .pyc, so every plain run reads, parses and compiles the entry
-module again (1-3 ms for 160 lines, ~1.5 % of a one-test run). So this
-module holds only the loader below and the names pytest looks for; the
-hooks and fixtures themselves live in :mod:`pytest_dgx_spark.registration`,
-which Python's own loader reads from the .pyc the install wrote.
+It registers options, ini keys, markers and the two fixtures. Only with
+``--spark-preflight`` (or ``spark_preflight_enabled``), or a ``--spark-*``
+flag, does it import the machinery (:mod:`pytest_dgx_spark.configure`);
+a plain run never imports ``pynvml``, ``psutil`` or the checks.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.machinery
-import importlib.util
+import os
 import sys
-from types import ModuleType
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-import pytest_dgx_spark
+import pytest
 
-PLUGIN_NAME = "dgx_spark_preflight"
+from pytest_dgx_spark import catalog, hooks, options
+from pytest_dgx_spark.hooks import PLUGIN_NAME
+
+if TYPE_CHECKING:  # a plain run does not import the model
+    from pytest_dgx_spark.model import PreflightResults
+
+__all__ = ["PLUGIN_NAME", "spark_preflight", "spark_sampler", "start_early"]
 
 
-def plain_import(name: str) -> ModuleType:
-    """Import ``pytest_dgx_spark.<name>`` with Python's own loader, not pytest's."""
-    full = f"pytest_dgx_spark.{name}"
-    if full in sys.modules:
-        return sys.modules[full]
-    spec = importlib.machinery.PathFinder.find_spec(full, pytest_dgx_spark.__path__)
-    if spec is None or spec.loader is None:  # an unusual install: the ordinary way
-        return importlib.import_module(full)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[full] = module
+def start_early() -> str | None:
+    """``pytest --spark-preflight``: start the torch child now, while pytest
+    goes on loading plugins and collecting (:mod:`pytest_dgx_spark.early`).
+    It only saves time, so a failure never stops pytest; returns why it failed."""
+    if "--spark-preflight" not in sys.argv and "--spark-preflight" not in os.environ.get("PYTEST_ADDOPTS", ""):
+        return None
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[full]
-        raise
-    setattr(pytest_dgx_spark, name, module)
-    return module
+        from pytest_dgx_spark import early  # lazy: only with --spark-preflight (it loads the probes)
+
+        early.start()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
-_impl = plain_import("registration")
-# what pytest reads off the plugin module (hooks, fixtures), and two helpers kept under their old names
-pytest_addoption = _impl.pytest_addoption
-pytest_addhooks = _impl.pytest_addhooks
-pytest_configure = _impl.pytest_configure
-spark_preflight = _impl.spark_preflight
-spark_sampler = _impl.spark_sampler
-start_early = _impl.start_early
+start_early()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_pytest_options(parser)
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Node ids of the checks (``spark_preflight::G3``) name no file on disk:
+    take them out of the arguments before pytest resolves those as paths."""
+    if not any("spark_preflight" in str(a) for a in args):  # a plain run pays for this search only
+        return
+    ns = early_config.known_args_namespace
+    try:
+        enabled = bool(getattr(ns, "spark_preflight", False) or early_config.getini("spark_preflight_enabled"))
+    except Exception:  # a bad ini value: pytest_configure says so
+        enabled = False
+    if enabled:
+        from pytest_dgx_spark import session  # lazy: only with --spark-preflight and a check's node id
+
+        here = early_config.invocation_params.dir
+        named = session.take_check_args(args, list(ns.file_or_dir or ()), early_config.rootpath, here)
+        if named is not None:
+            early_config.stash[session.NAMED_KEY] = named
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hooks)
+
+
+@pytest.hookimpl(tryfirst=True)  # before junitxml, pytest-html, Allure read their paths (session.per_rank_outputs)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{catalog.MARKER_ALL}: one of the ten DGX Spark preflight checks G1..G10")
+    for name, text in catalog.AREA_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    enabled = options.preflight_enabled(config)
+    bad = None if enabled else options.bad_ini(config, "spark_preflight_enabled")
+    if bad:  # a plain run goes on, but says why the preflight did not run
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
+        )
+    spark_args = "--spark" in os.environ.get("PYTEST_ADDOPTS", "") or any(
+        str(a).startswith("--spark") for a in config.invocation_params.args
+    )
+    if enabled or spark_args:
+        from pytest_dgx_spark import configure  # lazy: only with --spark-preflight or a --spark-* flag
+
+        configure.configure(config, enabled)
+
+
+@pytest.fixture(scope="session")
+def spark_preflight(request: pytest.FixtureRequest) -> PreflightResults:
+    """The preflight results (``"G3" -> Result``, with ``.verdict`` and
+    ``.failed``), computed once before the first test, so a training test can
+    decide on them."""
+    plugin: Any = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if plugin is None:
+        pytest.skip("the spark_preflight fixture needs --spark-preflight (or spark_preflight_enabled = true)")
+    results: PreflightResults = plugin.fixture_results()
+    return results
+
+
+@pytest.fixture
+def spark_sampler(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Sample every GPU in the background while the test runs; the summary and
+    series go to the test's report (``-rA``, JUnit, json-report). Parameters by
+    indirect parametrization: ``interval`` (1 s), ``procs_every``, ``max_points``.
+    Yields a :class:`pytest_dgx_spark.sampler.GpuSampler`."""
+    from pytest_dgx_spark.sampler import run_fixture  # lazy: a plain run must not load the sampler
+
+    yield from run_fixture(request)

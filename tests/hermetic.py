@@ -105,7 +105,9 @@ KEPT = {
 #: the checked Python's package folders are only those a test plants on
 #: PYTHONPATH (G1's shared-object scan and G9's metadata skip this
 #: interpreter's site-packages: an ML image's torchvision/torchaudio would FAIL them)
-SET = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SPARK_PREFLIGHT_PYTHON_PATH": ""}
+#: (``COLUMNS``: every run a test starts has a 120-column terminal, the width the
+#: expected lines are written for; the section fits its lines to the terminal)
+SET = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SPARK_PREFLIGHT_PYTHON_PATH": "", "COLUMNS": "120"}
 
 
 #: the machine's GPU tools the checks run: a test sees one only where it plants it

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+IDS = [f"G{n}" for n in range(1, 11)]
+
 
 @pytest.fixture(autouse=True)
 def _gb10(spark_env):
@@ -122,7 +124,9 @@ def test_gate_agrees_with_itself_however_its_check_is_deselected(
     result.stdout.fnmatch_lines(["*these checks ran for --spark-gate*", "G3 FAIL: *", "verdict: blocked *"])
     doc = json.loads((pytester.path / "env.json").read_text())
     assert doc["verdict"] == "blocked"
-    assert list(doc["checks"]) == ["G3"] and doc["checks"]["G3"].startswith("fail: ")
+    # issue 24 item 3: the nine checks --spark-only leaves out are listed as not run
+    assert list(doc["checks"]) == IDS and doc["checks"]["G3"].startswith("fail: ")
+    assert doc["checks"]["G1"] == "not run: deselected (--spark-only G3)"
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -141,5 +145,7 @@ def test_gate_needs_every_enabled_check_when_some_are_deselected(pytester: pytes
          "SKIPPED [[]1] test_train.py:1: spark preflight G3 failed"]
     )  # fmt: skip
     doc = json.loads((pytester.path / "env.json").read_text())
-    assert doc["verdict"] == "blocked" and list(doc["checks"]) == ["G3", "G9"]
+    assert doc["verdict"] == "blocked" and list(doc["checks"]) == IDS
+    assert doc["checks"]["G3"].startswith("fail: ") and doc["checks"]["G9"] == "pass"
+    assert doc["checks"]["G1"] == "not run: deselected (--spark-only G3,G9)"
     assert result.ret == pytest.ExitCode.TESTS_FAILED

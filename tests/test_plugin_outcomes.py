@@ -141,23 +141,37 @@ def test_a_crashing_check_is_that_checks_fail_not_an_internal_error(pytester: py
     )
 
 
-def test_a_failure_says_its_line_and_readings_once(pytester: pytest.Pytester) -> None:
-    """By default a FAIL is its short line, once, and a pointer in the short
-    summary; under -rA the failure's body is the G-line, its details and
-    readings, with no captured copy of the same text beside it (issue 11: a
-    FAIL was printed four times)."""
-    plain = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "500")
-    assert [ln for ln in plain.outlines if "G3 FAIL" in ln] == [
-        "G3 FAIL: workload 500 GiB > this machine's total memory 121.7 GiB; fix: shrink the workload (quantize…"
-    ]
-    assert "FAILED spark_preflight::G3 - UMA headroom: see the spark preflight section" in plain.outlines
-    assert "_ G3 UMA headroom _" not in plain.stdout.str()
-    result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "500", "-rA")
-    result.stdout.fnmatch_lines(["*_ G3 UMA headroom _*", "G3 FAIL:*", "  mem_available = 112.8 GiB"])
-    text = result.stdout.str()
-    assert "Captured stdout call" not in text
-    full = next(ln for ln in result.outlines if ln.startswith("G3 FAIL:") and len(ln) > 120)
-    # once in the failure's body; pytest's own short summary ("FAILED … - <message>",
-    # whole under CI=true, cut to the terminal's width otherwise) may quote it again
-    body = [ln for ln in result.outlines if full in ln and not ln.startswith("FAILED ")]
-    assert body == [full]
+def test_a_failure_says_its_whole_text_and_fix_once(pytester: pytest.Pytester) -> None:
+    """Issue 24 item 1: by default a FAIL's whole text and fix are in its
+    failure body, once, with its details and readings; the section keeps its
+    short line and pytest's short summary names the G-line (it pointed at the
+    section, which held only the cut line). No captured copy beside the body
+    (issue 11: a FAIL was printed four times)."""
+    for extra in ([], ["-rA"]):
+        result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "500", *extra)
+        text = result.stdout.str()
+        full = next(ln for ln in result.outlines if ln.startswith("G3 FAIL:") and len(ln) > 120)
+        assert "; fix: shrink the workload" in full and not full.endswith("…")
+        # once in the failure's body; pytest's own short summary ("FAILED … - <message>",
+        # whole under CI=true, cut to the terminal's width otherwise) may quote it again
+        assert [ln for ln in result.outlines if full in ln and not ln.startswith("FAILED ")] == [full], extra
+        result.stdout.fnmatch_lines(["*_ G3 UMA headroom _*", "G3 FAIL:*", "  mem_available = 112.8 GiB"])
+        assert [ln for ln in spark_section(result) if ln.startswith("G3 FAIL")] == [
+            "G3 FAIL: workload 500 GiB > this machine's total memory 121.7 GiB; fix: shrink the workload (quantize…"
+        ]
+        result.stdout.fnmatch_lines(["FAILED spark_preflight::G3 - G3 FAIL: workload 500 GiB*"])
+        assert "see the spark preflight section" not in text and "Captured stdout call" not in text
+
+
+def test_section_lines_fit_the_terminal(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 9: the section's lines use the terminal's width (80
+    columns here), as pytest's own lines do; -v gives the whole line."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run(pytester, "--spark-workload-gb", "100")
+    lines = [ln for ln in spark_section(result) if GLINE.match(ln)]
+    assert len(lines) == 10 and all(len(ln) <= 80 for ln in lines), lines
+    g3 = next(ln for ln in lines if ln.startswith("G3 "))
+    assert g3.startswith("G3 WARN: workload 100 GiB") and "; fix: " in g3 and g3.endswith("…")
+    verbose = run(pytester, "--spark-workload-gb", "100", "-v")
+    full = next(ln for ln in spark_section(verbose) if ln.startswith("G3 "))
+    assert len(full) > 80 and "; fix: between runs, sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'" in full

@@ -52,7 +52,7 @@ def test_gate_with_its_checks_deselected_reports_what_it_gated_on(
     result.stdout.fnmatch_lines(["*these checks ran for --spark-gate*", "G3 FAIL: *", "*blocked*"])
     doc = json.loads((pytester.path / "env.json").read_text())
     assert doc["verdict"] == "blocked"
-    assert list(doc["checks"]) == ["G3"] and doc["checks"]["G3"].startswith("fail: ")
+    assert list(doc["checks"]) == IDS and doc["checks"]["G3"].startswith("fail: ")  # nine not run
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -266,3 +266,67 @@ def test_printed_node_id_works_from_a_subfolder_and_under_xdist(pytester: pytest
         result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G3", "-n", "2")
     assert result.parseoutcomes() == {"passed": 1}
 
+
+
+# --------------------------------------------------------------------------- one rule for "not run" (issue 24, item 3)
+
+#: four ways to select G5 alone
+SELECT_G5 = {
+    "node id": ["spark_preflight::G5"],
+    "-k": ["-k", "G5"],
+    "--spark-only": ["--spark-only", "G5"],
+    "-m": ["-m", "spark_bandwidth"],
+}
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_one_check_selected_any_way_gives_the_same_verdict(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    """A node id read ``verdict: ready`` while nine checks never ran, ``-k``
+    said ``ready-with-warnings (… 9 not run)``. Now every way says the same,
+    in the terminal and in env-report, and names the nine as not run."""
+    seen = {}
+    for how, args in SELECT_G5.items():
+        result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--spark-report", "env.json", *args, *xdist, "-v")
+        ran = re.findall(r"(?:PASSED|FAILED|SKIPPED|WARN|INFO) (spark_preflight::G\d+)|^(spark_preflight::G\d+) ", result.stdout.str(), re.M)
+        assert {"".join(r) for r in ran} == {"spark_preflight::G5"}, (how, result.stdout.str())
+        verdict = next(ln for ln in result.outlines if ln.startswith("verdict: "))
+        doc = json.loads((pytester.path / "env.json").read_text())
+        assert list(doc["checks"]) == IDS, how
+        assert all(doc["checks"][c].startswith("not run: deselected (") for c in IDS if c != "G5"), (how, doc)
+        seen[how] = (verdict, doc["verdict"], doc["checks"]["G5"])
+    assert len(set(seen.values())) == 1, seen
+    verdict, word, _ = seen["node id"]
+    assert word == "ready-with-warnings" and verdict.endswith(", 9 not run)"), verdict
+
+
+def test_collect_only_claims_no_verdict(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--co", "-k", "G5")
+    assert not [ln for ln in result.outlines if ln.startswith("verdict") or "= spark preflight =" in ln]
+    result.stdout.fnmatch_lines(["*1/10 tests collected (9 deselected)*"])
+
+
+def test_a_worker_never_runs_a_check_the_controller_did_not_plan(pytester: pytest.Pytester) -> None:
+    """Under xdist the controller runs the preflight before the workers
+    collect. A check item a worker has no result for (a selection the
+    controller could not foresee; here its result is taken out of
+    ``workerinput``) is a SKIP saying so, never a check run in the worker."""
+    pytester.makeconftest(
+        """
+        import pathlib
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure_node(node):
+            data = node.workerinput["spark_preflight_results"]
+            data["results"] = [r for r in data["results"] if r["id"] != "G3"]
+
+        def pytest_sessionfinish(session):
+            if hasattr(session.config, "workerinput"):
+                plugin = session.config.pluginmanager.get_plugin("dgx_spark_preflight")
+                pathlib.Path(session.config.workerinput["workerid"]).write_text(str(plugin._engine))
+        """
+    )
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--spark-only", "G3,G9", "-n", "2", "-rs")
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] spark_preflight:1: G3 SKIP: not run: the xdist controller ran the preflight before*"])
+    assert result.parseoutcomes()["skipped"] == 1
+    assert {p.read_text() for p in pytester.path.glob("gw*")} == {"None"}

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import sys
 import time
 from pathlib import Path
@@ -14,7 +12,7 @@ import pytest
 from pytest_dgx_spark.probes import child as child_module
 from pytest_dgx_spark.probes.child import run_python
 from pytest_dgx_spark.probes.commands import MAX_OUTPUT, CommandResult, run_command
-from pytest_dgx_spark.probes.store import MemoryStore, SharedStore
+from pytest_dgx_spark.probes.store import MemoryStore
 
 from doubles.procs import group_gone, live_members
 
@@ -185,31 +183,24 @@ def test_child_printing_endless_garbage_is_bounded_by_its_step_timeout() -> None
     assert result.timed_out and result.garbage > 0 and len(result.garbage_sample) == 3
 
 
-def _compute_in_process(folder: str, log: str) -> None:
-    store = SharedStore(Path(folder))
+def test_memory_store_computes_once_across_threads() -> None:
+    """The preflight's threads (the prefetch, an item) ask for the same probe: it runs once."""
+    import threading
+
+    store = MemoryStore()
+    calls: list[int] = []
 
     def compute():
-        with open(log, "a") as fh:
-            fh.write(f"{os.getpid()}\n")
+        calls.append(1)
         time.sleep(0.3)
         return {"answer": 42}
 
-    value = store.get_or_compute("probe:nvml", compute)
-    assert value == {"answer": 42}
-
-
-def test_shared_store_computes_once_across_processes(tmp_path: Path) -> None:
-    log = tmp_path / "computed.log"
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=_compute_in_process, args=(str(tmp_path / "store"), str(log))) for _ in range(4)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
-    assert len(log.read_text().splitlines()) == 1
+    threads = [threading.Thread(target=lambda: store.get_or_compute("probe:nvml", compute)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert calls == [1] and store.peek("probe:nvml") == {"answer": 42}
 
 
 def test_memory_store_roundtrips_through_json() -> None:

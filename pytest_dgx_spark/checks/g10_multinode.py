@@ -28,6 +28,7 @@ runs an all-reduce bus-bandwidth probe (``scripts/allreduce_child.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -42,7 +43,9 @@ from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import fleet
 from pytest_dgx_spark.probes import multinode as mn
+from pytest_dgx_spark.probes.gpu_programs import job_name, unwrap
 from pytest_dgx_spark.probes.processes import SCAN_STOPPED
+from pytest_dgx_spark.redact import split_title
 
 LAUNCHER_ENV = mn.LAUNCHER_ENV
 TP_ENV = mn.TP_ENV
@@ -134,6 +137,45 @@ def summarize_probe(child: Any) -> dict[str, Any]:
     return out
 
 
+def _runs(wrapper: dict[str, Any], child: dict[str, Any]) -> bool:
+    """``child`` is the command ``wrapper`` (timeout, uv run, nohup...) runs: one job."""
+    cmd = split_title(wrapper.get("cmdline") or [])
+    inner, argv = unwrap(cmd), split_title(child.get("cmdline") or [])
+    if inner == cmd or not argv:
+        return False
+    tail = inner[1:]
+    return argv[len(argv) - len(tail) :] == tail if tail else os.path.basename(argv[-1]) == inner[0]
+
+
+def process_sources(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Running processes with G10's flags, each a source: a wrapper and the
+    command it runs are one job, named by the program behind the wrapper (the
+    child's pid); another user's job carries its ``owner`` (issue 24)."""
+    by_pid = {p.get("pid"): p for p in procs}
+    inner = {w["pid"]: p for p in procs if (w := by_pid.get(p.get("ppid"))) is not None and _runs(w, p)}
+    wrapped = {c.get("pid") for c in inner.values()}
+    out: list[dict[str, Any]] = []
+    for p in procs:
+        if p.get("pid") in wrapped:
+            continue  # said by its wrapper
+        last, seen = p, set()
+        while last.get("pid") in inner and last.get("pid") not in seen:
+            seen.add(last.get("pid"))
+            last = inner[last["pid"]]
+        job = {
+            **p,
+            "pid": last.get("pid"),
+            "name": job_name(p.get("cmdline") or []),
+            "self": p.get("self") or last.get("self"),
+        }
+        for src in cfgs.process_sources([job], own_pid=os.getpid()):
+            d = src.to_dict()
+            if job.get("mine") is False:
+                d["owner"] = f"uid {job.get('uid')}"
+            out.append(d)
+    return out
+
+
 def _wants_gpus(facts: Facts) -> bool:
     """A TP degree > 1 anywhere: then this machine's GPU count says whether it spans nodes."""
     return (
@@ -158,8 +200,7 @@ def gather(ctx: CheckContext) -> Facts:
     procs = m.processes()
     if procs.get("error"):
         facts.notes.append(procs["error"])
-    sources += [p.to_dict() for p in cfgs.process_sources(procs.get("processes") or [], own_pid=os.getpid())]
-    facts.sources = sources
+    facts.sources = sources + process_sources(procs.get("processes") or [])
     if _wants_gpus(facts):
         nv = m.nvml()
         if nv.get("ok"):
@@ -706,7 +747,9 @@ def _source_views(f: Facts, world: int | None, out: Findings) -> tuple[list[View
     return views, errors
 
 
-def _readings(f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Findings) -> None:
+def _readings(
+    f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Findings
+) -> None:
     others = [v for v in all_views if v is not job]
     out.read("nodes", (job.nodes or max((v.nodes for v in others), default=0)) or None)
     out.read("tensor_parallel", max((v.tp for v in all_views), default=0) or None)
@@ -818,10 +861,18 @@ def _ok_parts(
             parts.append(f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})")
             if nodes > 1:
                 tp_head = f"TP {tp_max} in another job ({v.tp_by.split(': ', 1)[0]})"
-            elsewhere = [o.nodes_by for o in others if o.nodes > 1 and o is not v]
-            if elsewhere:
+            o = next((o for o in others if o.nodes > 1 and o is not v), None)
+            if o is not None:
+                kinds = {v.kind, o.kind}
+                where = (
+                    "files"
+                    if kinds <= set(CONFIG_KINDS)
+                    else "processes"
+                    if kinds == {"process"}
+                    else "sources"
+                )
                 out.note(
-                    f"{v.tp_by} and {elsewhere[0]} are in different files: not judged as one job "
+                    f"{v.tp_by} and {o.nodes_by} are in different {where}: not judged as one job "
                     "(each config is judged on its own; a launcher's WORLD_SIZE or NNODES applies to all)"
                 )
     elif tp_views:
@@ -953,9 +1004,13 @@ def evaluate(facts: Facts, params: Params) -> Result:
 
 
 def _evaluate(facts: Facts, params: Params) -> Result:
-    f = facts
+    theirs = [s for s in facts.sources if s.get("owner")]
+    f = dataclasses.replace(facts, sources=[s for s in facts.sources if not s.get("owner")])
     world = launch.job_rank(f.env)[1]
     out = Findings("G10")
+    for s in theirs:  # another user's job is theirs to judge: a note, never a FAIL or WARN (issue 24)
+        found = ", ".join(f"{x['key']} = {x['value']}" for x in s["findings"])
+        out.note(f"not judged, another user's job ({s['owner']}): {s['name']}: {found}")
     env_view, env_findings = _env_view(f.env, world)
     views, errors = _source_views(f, world, out)
     # the job is what launched this run; every config, named or found, is judged on its own (issue 11)
@@ -982,4 +1037,6 @@ def _evaluate(facts: Facts, params: Params) -> Result:
         r.details = _bounded(r.details)
         return r
     files = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
-    return _finish(f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad, alike=alike)
+    return _finish(
+        f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad, alike=alike
+    )

@@ -327,9 +327,30 @@ def gather(ctx: CheckContext) -> Facts:
 FACTS = Facts
 
 
-def _skip_reason(f: Facts) -> str | None:
+def _rate_limited(f: Facts) -> str:
     a = f.answer
     headers: dict[str, str] = a.get("headers") or {}
+    reset = rate_limit_reset(headers, f.fetched_at)
+    shown = render_reset(reset, f.fetched_at) if reset else ""
+    if shown:
+        until = f" until {shown}"
+    elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
+        until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
+    else:
+        until = ""
+    return f"rate-limited by GitHub (HTTP {a.get('status')}){until}; {_token_words(a)}"
+
+
+def _unauthorized(a: dict[str, Any], message: str) -> str:
+    if a.get("credentials") != "sent" and a.get("token") != "sent":
+        said = f" ({message})" if message else ""
+        return f"GitHub answered HTTP 401{said} to a request without credentials"
+    who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
+    return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
+
+
+def _skip_reason(f: Facts) -> str | None:
+    a = f.answer
     status = a.get("status")
     message = a.get("message") or ""
     if a.get("offline"):
@@ -338,22 +359,10 @@ def _skip_reason(f: Facts) -> str | None:
         return f"GitHub lookup gave up: {a.get('error')} (--spark-timeout)"
     if a.get("too_large"):
         return f"GitHub's answer is not the issue list expected: {a.get('error')}"
-    if is_rate_limited(status, headers, message):
-        reset = rate_limit_reset(headers, f.fetched_at)
-        shown = render_reset(reset, f.fetched_at) if reset else ""
-        if shown:
-            until = f" until {shown}"
-        elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
-            until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
-        else:
-            until = ""
-        return f"rate-limited by GitHub (HTTP {status}){until}; {_token_words(a)}"
+    if is_rate_limited(status, a.get("headers") or {}, message):
+        return _rate_limited(f)
     if status == 401:
-        if a.get("credentials") != "sent" and a.get("token") != "sent":
-            said = f" ({message})" if message else ""
-            return f"GitHub answered HTTP 401{said} to a request without credentials"
-        who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
-        return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
+        return _unauthorized(a, message)
     if status == 404:
         return f"{REPO} not found at {f.source} (HTTP 404); check --spark-github-url"
     if status is not None and 300 <= status < 400 and a.get("error"):
@@ -365,9 +374,7 @@ def _skip_reason(f: Facts) -> str | None:
         return f"GitHub lookup failed: {a.get('error')}"
     if f.parse_error:
         return f"GitHub's answer is not the issue list expected: {f.parse_error}"
-    if not a:
-        return "GitHub lookup did not run"
-    return None
+    return None if a else "GitHub lookup did not run"
 
 
 def _token_words(a: dict[str, Any]) -> str:

@@ -470,6 +470,16 @@ def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str
     return "no NVFP4 kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
 
 
+def _library_notes(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str], out: Findings) -> str:
+    """Each library's targets in the details, the counts in the readings; the summary's text."""
+    for x in f.libs:
+        what = ", ".join(x["targets"]) if x.get("targets") else x.get("error") or "no device code (JIT)"
+        out.note(f"{x['dist']} {os.path.basename(x['path'])}: {what}")
+    out.read("kernel_libraries_inspected", len([x for x in f.libs if "targets" in x]))
+    out.read("kernel_libraries_with_sm_121a", len([x for x in with_code if _lib_fp4(x)]))
+    return _library_text(f, with_code, fp4_dists)
+
+
 def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findings) -> str:
     """NVFP4 is judged only where the stack uses it: ``--spark-precision
     nvfp4``, or an installed NVFP4 kernel library (unless the precision given
@@ -478,12 +488,7 @@ def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findi
     fp4_dists = list(dict.fromkeys(x["dist"] for x in with_code if _lib_fp4(x)))
     lacking = [x for x in with_code if x["dist"] not in fp4_dists]
     lacking_dists = list(dict.fromkeys(x["dist"] for x in lacking))
-    for x in f.libs:
-        what = ", ".join(x["targets"]) if x.get("targets") else x.get("error") or "no device code (JIT)"
-        out.note(f"{x['dist']} {os.path.basename(x['path'])}: {what}")
-    out.read("kernel_libraries_inspected", len([x for x in f.libs if "targets" in x]))
-    out.read("kernel_libraries_with_sm_121a", len([x for x in with_code if _lib_fp4(x)]))
-    lib_text = _library_text(f, with_code, fp4_dists)
+    lib_text = _library_notes(f, with_code, fp4_dists, out)
     if precision in ("fp8", "bf16"):
         if lacking_dists:
             out.note(
@@ -580,9 +585,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     headline, short_fix = out.first_short()
     if not headline:
         headline = _ok_headline(facts, torch_archs, runs)
-    result = out.result(
-        Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix
-    )
+    result = out.result(Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix)
     if result.status in (Status.FAIL, Status.WARN):
         result.summary = f"{gpu}: {result.summary}"
     return result

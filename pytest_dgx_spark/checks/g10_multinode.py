@@ -34,7 +34,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pytest_dgx_spark import launch
 from pytest_dgx_spark.checks import nodes
@@ -247,6 +247,13 @@ def _fleet(ctx: CheckContext, facts: Facts) -> dict[str, Any] | None:
     return None
 
 
+@runtime_checkable
+class _RunsChecks(Protocol):
+    """The engine's run(), which the node comparison needs (every check's status in the fingerprint)."""
+
+    def run(self, check_id: str) -> Result: ...
+
+
 def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
     """Run the other selected checks first, then hand this node's fingerprint
     (with each check's status and G-line) to every rank.
@@ -255,7 +262,9 @@ def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
     decided from ``facts`` before the comparison: the comparison itself is
     the same on every rank (every rank compares the same fingerprints), so a
     second exchange after it would only add a second wait for the peers."""
-    results = {cid: ctx.engine.run(cid) for cid in ctx.selected if cid != "G10"}
+    engine = ctx.engine  # kit's _Engine does not offer run(): until it does, asked for here
+    others = [cid for cid in ctx.selected if cid != "G10"]
+    results = {cid: engine.run(cid) for cid in others} if isinstance(engine, _RunsChecks) else {}
     local = evaluate(facts, ctx.params())
     lines = {cid: {"status": r.status.value, "line": r.line()} for cid, r in results.items()}
     scope = "this node, before the node comparison"
@@ -372,29 +381,37 @@ def _view(
 ) -> View:
     v = View(name=name, kind=kind, role=role or "")
     for f in findings:
-        what, value = f["what"], f["value"]
         v.role = _pick_role(v.role, _role_of(f))
-        if what == "tp" and isinstance(value, int) and (value > v.tp or not v.tp_by):
-            v.tp, v.tp_by = value, _describe(name, f)
-        elif what == "tp_plan" and value is not None:
-            degree = world or 2  # "auto" shards over every process of the job
-            if degree > v.tp:
-                v.tp = degree
-                v.tp_by = _describe(name, {**f, "value": f"{value} (TP over all {world or 'the'} processes)"})
-        elif what == "pp" and isinstance(value, int) and value > v.pp:
-            v.pp = value
-        elif what == "nodes" and isinstance(value, int) and value > v.nodes:
-            v.nodes, v.nodes_by = value, _describe(name, f)
-        elif what == "headless" and v.nodes < 2:
-            v.nodes, v.nodes_by = (
-                2,
-                f"{name}: {f['key']} (a headless vLLM is a worker of a multi-node engine)",
-            )
-        elif what == "strategy" and isinstance(value, str) and value.upper() not in v.strategies:
-            v.strategies.append(value.upper())
-        elif what == "backend" and isinstance(value, str):
-            v.backend = value
+        _take(v, f, world)
     return v
+
+
+def _take_count(v: View, f: dict[str, Any]) -> None:
+    what, value = f["what"], f["value"]
+    if not isinstance(value, int):
+        return
+    if what == "tp" and (value > v.tp or not v.tp_by):
+        v.tp, v.tp_by = value, _describe(v.name, f)
+    elif what == "pp" and value > v.pp:
+        v.pp = value
+    elif what == "nodes" and value > v.nodes:
+        v.nodes, v.nodes_by = value, _describe(v.name, f)
+
+
+def _take(v: View, f: dict[str, Any], world: int | None) -> None:
+    """What one finding adds to a view: the largest degree or count, each with its evidence."""
+    what, value, name = f["what"], f["value"], v.name
+    if what in ("tp", "pp", "nodes"):
+        _take_count(v, f)
+    elif what == "tp_plan" and value is not None and (world or 2) > v.tp:  # "auto": over every process
+        v.tp = world or 2
+        v.tp_by = _describe(name, {**f, "value": f"{value} (TP over all {world or 'the'} processes)"})
+    elif what == "headless" and v.nodes < 2:
+        v.nodes, v.nodes_by = 2, f"{name}: {f['key']} (a headless vLLM is a worker of a multi-node engine)"
+    elif what == "strategy" and isinstance(value, str) and value.upper() not in v.strategies:
+        v.strategies.append(value.upper())
+    elif what == "backend" and isinstance(value, str):
+        v.backend = value
 
 
 def _ray_hint(env: dict[str, str]) -> str | None:
@@ -621,11 +638,19 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Findings) -> list
             f"NCCL_IB_HCA={','.join(use)}",
         )
         return chosen
+    _judge_twins(value, chosen, rdma, out)
+    return chosen
+
+
+def _judge_twins(value: str, chosen: list[str], rdma: dict[str, Any], out: Findings) -> None:
+    """WARN (once) for a chosen device whose up twin, on the other PCIe root, is not chosen."""
     for dev in chosen:
         key = twin_key(dev)
-        if key is None:
-            continue
-        twins = [d for d in devices if d != dev and (k := twin_key(d)) and k[0] == key[0] and k[1] != key[1]]
+        twins = [
+            d
+            for d in sorted(rdma)
+            if key and d != dev and (k := twin_key(d)) and k[0] == key[0] and k[1] != key[1]
+        ]
         missing = [t for t in twins if t not in chosen and not _down(rdma[t]) and not _down(rdma[dev])]
         if missing:
             both = ",".join([*(d for d in chosen if d != dev), dev, *missing])
@@ -637,8 +662,7 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Findings) -> list
                 f"NCCL_IB_HCA has one RoCE twin of 2 ({dev})",
                 f"NCCL_IB_HCA={both}",
             )
-            break
-    return chosen
+            return
 
 
 def _data_ifnames(env: dict[str, str], link: dict[str, Any], chosen: list[str], roce: bool) -> list[str]:
@@ -759,6 +783,11 @@ def _readings(
     roles = sorted({v.role for v in all_views if v.role and (v.tp or v.nodes or v.strategies)})
     if roles:
         out.read("job_kind", ", ".join(roles))
+    _setting_readings(f, errors, out)
+
+
+def _setting_readings(f: Facts, errors: int, out: Findings) -> None:
+    """The configs read, the GPUs here, NCCL's network settings, the rank."""
     configs = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
     out.read("configs_read", len(configs))
     if configs:
@@ -787,25 +816,33 @@ def search_incomplete(f: Facts) -> str:
     return next((n[len(mn.INCOMPLETE_NOTE) :] for n in notes), "")
 
 
+def _configs_said(
+    root: str, read: list[dict[str, Any]], broken: list[dict[str, Any]], partial: bool
+) -> tuple[str, str]:
+    """``(headline words, summary words)`` of the configs read, unreadable, or not found."""
+    names = first_n([src["name"] for src in read], 2, sep=", ")
+    said = f"read {names}" if read else ("no config read" if broken or partial else "no config found")
+    if read:
+        where = f"{len(read)} config file(s) read under {root}: {names}"
+    elif partial:
+        where = f"no config read in the part of {root} searched"
+    else:
+        where = f"no config {'file read' if broken else 'found'} under {root}"
+    if broken:
+        where += f" ({len(broken)} unreadable; {broken[0]['name']}: {broken[0]['error']})"
+    return said, where
+
+
 def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
     """No launcher, no TP, no node count: a single node (PASS), unless the
     configs the user named could not be read (SKIP: could not check)."""
     tried = [src for src in f.sources if src["kind"] in CONFIG_KINDS]
     read = [src for src in tried if not src.get("error")]  # a FIFO or a broken file is not "read"
     broken = [src for src in tried if src.get("error")]
-    names = first_n([src["name"] for src in read], 2, sep=", ")
     given = [src for src in tried if src["kind"] == "given"]
     incomplete = search_incomplete(f)
     partial = bool(incomplete) and not given
-    said = f"read {names}" if read else ("no config read" if broken or partial else "no config found")
-    if read:
-        where = f"{len(read)} config file(s) read under {f.root}: {names}"
-    elif partial:
-        where = f"no config read in the part of {f.root} searched"
-    else:
-        where = f"no config {'file read' if broken else 'found'} under {f.root}"
-    if broken:
-        where += f" ({len(broken)} unreadable; {broken[0]['name']}: {broken[0]['error']})"
+    said, where = _configs_said(f.root, read, broken, partial)
     text = (
         "no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism or node count "
         f"({where}), no training/serving process with those flags" + (f"; {p_text}" if p_text else "")
@@ -848,43 +885,39 @@ def _ok_parts(
     strategies = list(dict.fromkeys(s for v in all_views for s in v.strategies))
     if strategies:
         parts.append(", ".join(strategies))
-    tp_views = [v for v in all_views if v.tp_by]
-    tp_max = max((v.tp for v in all_views), default=0)
     nodes = job.nodes or (multi[0].nodes if multi else 0)
-    tp_head = f"TP {max(tp_max, 1)}"
-    if tp_max > 1:
-        v = max(tp_views, key=lambda x: x.tp)
-        if v.nodes == 1 or (v.nodes == 0 and job.nodes == 1):
-            parts.append(f"tensor parallel {v.tp} within one node ({v.tp_by})")
-            tp_head = f"TP {tp_max} within one node"
-        else:
-            parts.append(f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})")
-            if nodes > 1:
-                tp_head = f"TP {tp_max} in another job ({v.tp_by.split(': ', 1)[0]})"
-            o = next((o for o in others if o.nodes > 1 and o is not v), None)
-            if o is not None:
-                kinds = {v.kind, o.kind}
-                where = (
-                    "files"
-                    if kinds <= set(CONFIG_KINDS)
-                    else "processes"
-                    if kinds == {"process"}
-                    else "sources"
-                )
-                out.note(
-                    f"{v.tp_by} and {o.nodes_by} are in different {where}: not judged as one job "
-                    "(each config is judged on its own; a launcher's WORLD_SIZE or NNODES applies to all)"
-                )
-    elif tp_views:
-        parts.append(f"tensor parallel 1 ({tp_views[0].tp_by})")
-    else:
-        parts.append("no tensor parallelism set")
+    part, tp_head = _tp_part(job, others, all_views, nodes, out)
+    parts.append(part)
     summary = ", ".join(parts)
     head = ", ".join([f"{nodes} nodes" if nodes > 1 else "single node", *strategies, tp_head])
     if nodes > 1:
         summary += ": data parallel across nodes, as recommended"
         head += ": data parallel across nodes"
     return summary, head + _files_read(head, files)
+
+
+def _tp_part(
+    job: View, others: list[View], all_views: list[View], nodes: int, out: Findings
+) -> tuple[str, str]:
+    """``(summary part, headline part)`` of a PASS's tensor parallelism."""
+    tp_views = [v for v in all_views if v.tp_by]
+    tp_max = max((v.tp for v in all_views), default=0)
+    if tp_max <= 1:
+        part = f"tensor parallel 1 ({tp_views[0].tp_by})" if tp_views else "no tensor parallelism set"
+        return part, f"TP {max(tp_max, 1)}"
+    v = max(tp_views, key=lambda x: x.tp)
+    if v.nodes == 1 or (v.nodes == 0 and job.nodes == 1):
+        return f"tensor parallel {v.tp} within one node ({v.tp_by})", f"TP {tp_max} within one node"
+    o = next((o for o in others if o.nodes > 1 and o is not v), None)
+    if o is not None:
+        kinds = {v.kind, o.kind}
+        where = "files" if kinds <= set(CONFIG_KINDS) else "processes" if kinds == {"process"} else "sources"
+        out.note(
+            f"{v.tp_by} and {o.nodes_by} are in different {where}: not judged as one job "
+            "(each config is judged on its own; a launcher's WORLD_SIZE or NNODES applies to all)"
+        )
+    head = f"TP {tp_max} in another job ({v.tp_by.split(': ', 1)[0]})" if nodes > 1 else f"TP {tp_max}"
+    return f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})", head
 
 
 #: room the headline leaves for the files read (the short line is 120 wide, less "G10 PASS: ")
@@ -1003,14 +1036,19 @@ def evaluate(facts: Facts, params: Params) -> Result:
     return result
 
 
+def _mine_only(facts: Facts, out: Findings) -> Facts:
+    """The facts without other users' jobs: theirs to judge, a note here, never a FAIL or WARN (issue 24)."""
+    for s in facts.sources:
+        if s.get("owner"):
+            found = ", ".join(f"{x['key']} = {x['value']}" for x in s["findings"])
+            out.note(f"not judged, another user's job ({s['owner']}): {s['name']}: {found}")
+    return dataclasses.replace(facts, sources=[s for s in facts.sources if not s.get("owner")])
+
+
 def _evaluate(facts: Facts, params: Params) -> Result:
-    theirs = [s for s in facts.sources if s.get("owner")]
-    f = dataclasses.replace(facts, sources=[s for s in facts.sources if not s.get("owner")])
-    world = launch.job_rank(f.env)[1]
     out = Findings("G10")
-    for s in theirs:  # another user's job is theirs to judge: a note, never a FAIL or WARN (issue 24)
-        found = ", ".join(f"{x['key']} = {x['value']}" for x in s["findings"])
-        out.note(f"not judged, another user's job ({s['owner']}): {s['name']}: {found}")
+    f = _mine_only(facts, out)
+    world = launch.job_rank(f.env)[1]
     env_view, env_findings = _env_view(f.env, world)
     views, errors = _source_views(f, world, out)
     # the job is what launched this run; every config, named or found, is judged on its own (issue 11)

@@ -28,7 +28,7 @@ from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.child import PROTOCOL, SCRIPTS
-from pytest_dgx_spark.probes.gpu_programs import flag_value
+from pytest_dgx_spark.probes.gpu_programs import flag_value, parse_compute_apps
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thresholds import defaults
@@ -137,14 +137,14 @@ def test_flag_value_takes_the_last_one_like_argparse() -> None:
 
 
 def test_recorded_h200_query_compute_apps_header_only_has_no_process(h200: Path) -> None:
-    assert g6.parse_compute_apps((h200 / "query_apps.csv").read_text()) == []
+    assert parse_compute_apps((h200 / "query_apps.csv").read_text()) == []
 
 
 def test_query_compute_apps_rows_and_na_memory() -> None:
     text = (
         "pid, process_name, used_gpu_memory [MiB]\n4242, /usr/bin/python3, 40960 MiB\n77, ollama, [N/A]\n\n"
     )
-    rows = g6.parse_compute_apps(text)
+    rows = parse_compute_apps(text)
     assert [(r["pid"], r["used"]) for r in rows] == [(4242, 40 * GIB), (77, None)]
     assert rows[1]["name"] == "ollama"
 
@@ -816,7 +816,7 @@ def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root:
     line = next(
         ln for ln in (GB10_DATA / "nvidia-smi-query_1.txt").read_text().splitlines() if ln.startswith("GPU-")
     )
-    assert g6.parse_compute_apps(line) == [
+    assert parse_compute_apps(line) == [
         {"pid": 114687, "used": 19135 << 20, "type": "compute", "gpu": "0", "name": "python"}
     ]
     doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")

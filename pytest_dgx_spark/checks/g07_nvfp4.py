@@ -1,20 +1,12 @@
 """G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4 or
 Triton, does it know SM121?
 
-GB10 reports capability (12, 1). Stock cu130 torch wheels (2.11, 2.14) list
-``sm_80 … sm_120`` and no ``sm_121``: that is healthy, because sm_120 cubins
-run on 12.1 and PyTorch declined to add sm_121 (pytorch PR #178891; captures
-``torch_arch_list_1.txt``, ``torch_arch_policy_1.txt``). Their import warning
-("(8.0) - (12.0)", "does not include kernels") is a false positive. So G7
-FAILs only when torch can run nothing on SM121 (a CPU-only wheel, or no 12.x
-cubin and no PTX the driver can compile for it).
-
-NVFP4 needs the arch-specific (``sm_121a``) or family (``sm_120f``) targets;
-it is judged only where the stack uses it: ``--spark-precision nvfp4``, or an
-installed NVFP4 kernel library (vLLM, FlashInfer, TensorRT-LLM, sgl-kernel)
-whose cubins, listed by ``cuobjdump``, lack those targets. Triton's bundled
-``ptxas`` older than CUDA 12.9 rejects ``sm_121a`` (triton #8539), which
-breaks ``torch.compile``: its release is read and compared.
+Stock cu130 torch wheels list ``sm_80 … sm_120`` and no ``sm_121``: healthy, as
+sm_120 cubins run on 12.1 (pytorch PR #178891), so G7 FAILs only when torch can run
+nothing on SM121. NVFP4 needs ``sm_121a`` or ``sm_120f`` targets, judged only where
+the stack uses it (``--spark-precision nvfp4`` or an installed NVFP4 kernel library,
+its cubins listed by ``cuobjdump``). Triton's bundled ptxas older than CUDA 12.9
+rejects ``sm_121a`` (triton #8539), breaking ``torch.compile``.
 """
 
 from __future__ import annotations
@@ -91,11 +83,7 @@ class Arch(NamedTuple):
 
 
 def parse_arch(token: str) -> list[Arch]:
-    """Parse one arch name defensively; unknown text gives ``[]``.
-
-    ``sm_121a``, ``sm_120f``, ``compute_121a``, ``lto_90a``, ``12.0a``, ``12.1+PTX``
-    (an sm and a compute target), ``9.0``, ``90`` and ``121``.
-    """
+    """Parse one arch name defensively; unknown text gives ``[]``."""
     text = token.strip().lower()
     m = _SM.match(text)
     if not m:
@@ -115,10 +103,7 @@ def parse_arch(token: str) -> list[Arch]:
 
 
 def parse_arch_list(text: str | list[str] | None) -> tuple[list[Arch], list[str]]:
-    """A list (torch) or a ``TORCH_CUDA_ARCH_LIST`` string (``"9.0a;12.1a 12.0+PTX"``).
-
-    Returns ``(archs, unparsed tokens)``; named generations (``Hopper``) expand.
-    """
+    """A list (torch) or a ``TORCH_CUDA_ARCH_LIST`` string (``"9.0a;12.1a 12.0+PTX"``)."""
     if text is None:
         return [], []
     tokens = text if isinstance(text, list) else re.split(r"[;,\s]+", text)
@@ -160,13 +145,7 @@ def parse_cuobjdump(text: str) -> list[str]:
 
 
 def runs_on_sm121(arch: Arch) -> bool:
-    """Can this build target execute on SM121 (compute capability 12.1)?
-
-    A cubin runs on its own major at an equal or higher minor unless it is
-    arch-specific (``a``: that exact capability only); a family cubin
-    (``f``) runs on every 12.x at or above its minor. Plain PTX is JIT-compiled
-    for any newer GPU; ``a`` PTX only for its own capability.
-    """
+    """Can this build target execute on SM121 (compute capability 12.1)?"""
     exact = (arch.major, arch.minor) == SM121
     if arch.suffix == "a":
         return exact
@@ -252,13 +231,7 @@ def _kernel_libraries(ctx: CheckContext) -> tuple[list[str], list[tuple[str, str
 
 
 def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
-    """The ptxas Triton would run for an SM121 kernel, and its release.
-
-    Triton >= 3.5 compiles for sm >= 100 with its bundled ``ptxas-blackwell``
-    (override: ``TRITON_PTXAS_BLACKWELL_PATH``); older Tritons use the bundled
-    ``ptxas`` (override: ``TRITON_PTXAS_PATH``). Only that one binary matters:
-    the plain ``ptxas`` next to a ``ptxas-blackwell`` is never used for GB10.
-    """
+    """The ptxas Triton would run for an SM121 kernel, and its release."""
     machine = ctx.machine
     dists = machine.packages().get("dists") or {}
     dist = next((dists[k] for k in TRITON_DISTS if k in dists), None)

@@ -1,18 +1,11 @@
-"""G8 — stale playbooks: does an open issue say the playbook you follow is broken?
+"""G8 — stale playbooks: does an open issue name the playbook you follow?
 
-NVIDIA's DGX Spark playbooks (``NVIDIA/dgx-spark-playbooks``) drift: a
-container tag disappears, a pinned ``trl`` breaks Unsloth, a NIM runtime name
-changes (docs/EVIDENCE.md lists the issues). Their titles are free-form, with no
-labels to filter on, so the only useful test is "does an open issue name my
-playbook in its title or body?".
-
-One GET per run (cached in the machine's store, so xdist workers share it)
-of ``/repos/NVIDIA/dgx-spark-playbooks/issues?state=open&per_page=100``;
-GitHub returns pull requests there too, marked by a ``pull_request`` key, and
-they are dropped. Anything that stops the lookup — ``--spark-offline``, no
-network, a rate limit, a 5xx, an answer that is not a list of issues — is a
-SKIP with the reason: a stale-playbook warning is advice, never a blocker, so
-G8 never FAILs.
+NVIDIA's DGX Spark playbooks drift (a tag disappears, a pin breaks Unsloth) and
+their issues have no labels, so G8 asks one thing: does an open issue name my
+playbook in its title or body? One GET per run (shared through the machine's store)
+of the open issues, pull requests dropped. Anything that stops the lookup
+(``--spark-offline``, no network, a rate limit, an answer that is no issue list) is
+a SKIP with the reason: advice, never a blocker, so G8 never FAILs.
 """
 
 from __future__ import annotations
@@ -45,11 +38,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 
 def issues_url(base: str) -> str:
-    """The issue list under ``base`` (``https://ghe.example/api/v3``).
-
-    The option check refuses a base URL with a query, but a Settings built in
-    Python skips it: a query there stays a query (``…/issues?x=1&state=…``),
-    never a piece of the path (``/?x=1/repos/…``)."""
+    """The issue list under ``base`` (``https://ghe.example/api/v3``)."""
     parts = urlsplit(base)
     path = f"{parts.path.rstrip('/')}/repos/{REPO}/issues"
     query = "&".join(q for q in (parts.query, QUERY) if q)
@@ -77,12 +66,7 @@ class Facts(FactsBase):
 
 
 def parse_issues(text: str | None) -> dict[str, Any]:
-    """GitHub's issue list -> ``{"issues", "pull_requests", "not_issues", "error"}``.
-
-    Each issue keeps number, title, created_at, html_url and the first
-    :data:`BODY_CHARS` of its body. ``error`` says why the text is not the
-    list GitHub sends, in one line.
-    """
+    """GitHub's issue list -> ``{"issues", "pull_requests", "not_issues", "error"}``."""
     out: dict[str, Any] = {"issues": [], "pull_requests": 0, "not_issues": 0, "error": None}
     if text is None or not text.strip():
         out["error"] = "the answer was empty"
@@ -130,12 +114,7 @@ def normalize_playbook(name: str) -> str:
 
 
 def playbook_pattern(name: str) -> re.Pattern[str]:
-    """A word-ish, case-insensitive pattern for a playbook name.
-
-    ``-``/``_``/space are interchangeable (``trt-llm`` matches ``TRT LLM`` and
-    ``trtllm``), and the name must not sit inside a longer word (``nim`` does
-    not match ``animation``).
-    """
+    """A word-ish, case-insensitive pattern for a playbook name."""
     names = (name, *ALIASES.get(name, ()))
     alternatives = []
     for n in names:
@@ -188,13 +167,7 @@ def _plausible(when: float) -> float | None:
 
 
 def rate_limit_reset(headers: dict[str, str], fetched_at: float) -> float | None:
-    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``.
-
-    Header values are data from a server: one out of range (a reset in the
-    year 10**20 or in 1970, a Retry-After of 10**400 s, a negative one, a
-    date before GitHub existed) is "unknown", never a crash and never a time shown as if
-    it were the reset. Numbers are compared as integers before any float is
-    made of them (``float(10**400)`` raises OverflowError)."""
+    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``."""
     reset = _int(headers.get("x-ratelimit-reset"))
     if reset is not None and reset > 0:
         return _plausible(float(reset)) if reset <= MAX_EPOCH else None

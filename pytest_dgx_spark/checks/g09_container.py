@@ -1,14 +1,10 @@
 """G9 — container first, not bare pip.
 
-A bare-pip stack lets torch, triton, xformers and transformers drift apart;
-an NGC or Unsloth container pins them to a build that targets GB10. This
-check names the container it finds (marker files, cgroup, NGC environment,
-torch's ``.nvYY.MM`` suffix) and verifies, pip-check style, that every
-installed training-stack package's declared requirements hold.
-
-On cgroup v2 ``/proc/1/cgroup`` is only ``0::/`` inside most containers, so
-"no marker" is reported as "unknown", not as proof of a bare host, unless
-PID 1 is an init system.
+A bare-pip stack lets torch, triton and transformers drift apart; an NGC or Unsloth
+container pins them. G9 names the container it finds (markers, cgroup, NGC
+environment, torch's ``.nvYY.MM`` suffix) and checks, pip-check style, that every
+installed training-stack package's requirements hold. On cgroup v2 a container often
+shows no marker, so "none found" is "unknown" unless PID 1 is an init system.
 """
 
 from __future__ import annotations
@@ -143,11 +139,7 @@ def broken_requirements(
     stack: tuple[str, ...] = STACK,
     environment: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """pip-check style: ``(problems, notes)`` for the installed stack packages.
-
-    Requirements behind an extra are not checked (nothing says the extra was
-    asked for); unparseable metadata is a note, not a problem.
-    """
+    """pip-check style: ``(problems, notes)`` for the installed stack packages."""
     env = {"extra": ""}
     if environment:
         env.update(environment)

@@ -1,29 +1,16 @@
 """G10 — two Sparks: data parallel (DDP/FSDP) across nodes, not tensor parallel.
 
-Two DGX Sparks talk over one ConnectX-7 link (200 Gb/s; a healthy NCCL
-all-reduce gets 20-24 GB/s bus bandwidth). Tensor parallelism all-reduces
-activations inside every layer, so across that link it is slow and, by
-the reports in docs/EVIDENCE.md, fragile (NCCL all-reduce wedging after ~20 min,
-vLLM #42354; SGLang TP=2 freezing at init). The seed's rule is "TP > 1 across
-nodes > 1 is a configuration error". A *training* job is judged by it (FAIL;
-``--spark-tp-across-nodes warn`` downgrades); a *serving* job (``vllm serve``,
-``sglang.launch_server``, vLLM's ``LLM(...)``) is what NVIDIA's own vLLM
-playbook runs over two Sparks, so it is a WARN with the NCCL fix. Each job
-found is named as what it is and judged on its own.
-
-What it reads (``probes/multinode.py``, ``probes/configs.py``): the
-launcher's environment, the configs named with ``--spark-config`` (only
-those, when any is named) or else found under the rootdir (never a file this
-tool or a test-report plugin wrote), each config judged on its own with only
-the launcher's counts to pair with, the command lines of running processes,
-and, when the job spans nodes, the link NCCL is told to use: both RoCE twins in ``NCCL_IB_HCA``, MTU
-9000, RoCE not disabled (tests/data/gb10: nccl_two_spark_1.txt,
-nccl_two_spark_5.txt, two_spark_config_2.txt, link_two_spark_ib_write_bw_2.txt,
-playbook_issue_nccl_1.txt). A single node with nothing multi-node about it is
-a PASS ("single node"): SKIP is kept for "could not check".
-
-With ``--spark-intrusive`` under torchrun (``WORLD_SIZE`` > 1), every rank
-runs an all-reduce bus-bandwidth probe (``scripts/allreduce_child.py``).
+Two Sparks share one ConnectX-7 link (20-24 GB/s all-reduce bus bandwidth when
+healthy). TP all-reduces inside every layer, so across it TP is slow and fragile
+(NCCL wedging, vLLM #42354). A *training* job with TP > 1 across nodes > 1 FAILs
+(``--spark-tp-across-nodes warn`` downgrades); a *serving* job, as NVIDIA's vLLM
+playbook runs, WARNs with the NCCL fix. G10 reads the launcher's environment, the
+configs named with ``--spark-config`` (else found under the rootdir), the running
+processes of your own job (another user's are a note: issue 24), and for a
+multi-node job the link NCCL is told to use (both RoCE twins, MTU 9000, RoCE on).
+Nothing multi-node is a PASS ("single node"); SKIP is "could not check". Under
+torchrun, ranks compare fingerprints, and with ``--spark-intrusive`` measure an
+all-reduce (``scripts/allreduce_child.py``).
 """
 
 from __future__ import annotations
@@ -255,13 +242,8 @@ class _RunsChecks(Protocol):
 
 
 def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
-    """Run the other selected checks first, then hand this node's fingerprint
-    (with each check's status and G-line) to every rank.
-
-    The fingerprint's G10 is this node's own G10 (launcher, configs, link),
-    decided from ``facts`` before the comparison: the comparison itself is
-    the same on every rank (every rank compares the same fingerprints), so a
-    second exchange after it would only add a second wait for the peers."""
+    """Run the other selected checks first, then hand this node's fingerprint (with each check's status and
+    G-line) to every rank."""
     engine = ctx.engine  # kit's _Engine does not offer run(): until it does, asked for here
     others = [cid for cid in ctx.selected if cid != "G10"]
     results = {cid: engine.run(cid) for cid in others} if isinstance(engine, _RunsChecks) else {}

@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.redact import program_word, split_title
 
 #: text that only our own probe children carry in their ``python -c`` source
@@ -270,3 +272,49 @@ def is_launcher(cmdline: Sequence[str]) -> bool:
 def is_probe_child(cmdline: Sequence[str]) -> bool:
     """One of our own probe children (its ``python -c`` source carries the mark)."""
     return any(PROBE_MARK in arg for arg in cmdline[1:4])
+
+
+# --------------------------------------------------------------------------- nvidia-smi's process list
+
+COMPUTE_APPS = [
+    "nvidia-smi",
+    "--query-compute-apps=pid,process_name,used_memory",
+    "--format=csv,noheader,nounits",
+]
+
+
+def compute_apps(
+    command: Callable[[Sequence[str]], CommandResult],
+) -> tuple[CommandResult, list[dict[str, Any]]]:
+    """nvidia-smi's GPU process list, for when NVML cannot be used from Python: the answer and its entries."""
+    res = command(COMPUTE_APPS)
+    return res, parse_compute_apps(res.stdout) if res.ok else []
+
+
+#: more MiB than any GPU holds (1 EiB): a figure past it is no figure
+_MAX_MIB = float(1 << 40)
+
+
+def _mib_to_bytes(used: str) -> int | None:
+    """``"8808"`` (MiB) -> bytes; ``[N/A]``, negative, NaN, infinite (``1e999``)
+    or absurd -> None: nvidia-smi's output is data (``int(inf)`` crashed G6)."""
+    try:
+        mib = float(used)
+    except ValueError:
+        return None
+    return int(mib * (1 << 20)) if math.isfinite(mib) and 0 <= mib <= _MAX_MIB else None
+
+
+def parse_compute_apps(text: str) -> list[dict[str, Any]]:
+    """``[gpu_uuid,] pid, process_name, used_memory`` CSV (MiB) -> entries."""
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if cols and cols[0].startswith("GPU-"):
+            cols = cols[1:]
+        if len(cols) < 3 or not cols[0].isdigit() or len(cols[0]) > 10:
+            continue  # header, "No running processes found", blank, a pid no kernel gives
+        used_bytes = _mib_to_bytes(cols[-1].split()[0] if cols[-1].split() else "")
+        name = program_word(",".join(cols[1:-1]))
+        out.append({"pid": int(cols[0]), "used": used_bytes, "type": "compute", "gpu": "0", "name": name})
+    return out

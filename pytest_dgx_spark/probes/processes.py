@@ -33,14 +33,8 @@ def list_processes(
     env: Mapping[str, str] | None = None,
     first: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """Every readable process: pid, ppid, name, cmdline, rss_bytes, uid, sid;
-    ``self`` (this pytest and its ancestors) and ``mine`` (see :func:`mark`).
-
-    ``timeout`` bounds each pid's read (three times it the whole scan); ``first``:
-    pids read first with the whole per-process limit (the GPU's, from NVML). A scan
-    that stopped or read some command lines only in part says so in ``error``,
-    starting with :data:`SCAN_STOPPED`; ``unreadable`` counts the pids skipped.
-    """
+    """Every readable process: pid, ppid, name, cmdline, rss_bytes, uid, sid; ``self`` (this pytest and its
+    ancestors) and ``mine`` (see :func:`mark`)."""
     request = json.dumps({"root": str(root or "/"), "first": [int(p) for p in first]})
     result = run_python(
         script_source("procs_child.py"),

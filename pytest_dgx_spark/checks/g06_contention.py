@@ -16,13 +16,14 @@ uncapped or above it. SKIP: no NVIDIA GPU, or nothing could be surveyed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes.gpu_programs import (
+    GpuEntry,
     Kind,
     classify,
     compute_apps,
@@ -42,14 +43,26 @@ UNSEEN = "not visible from here"
 # ---------------------------------------------------------------------- facts
 
 
+class Proc(TypedDict, total=False):
+    """One process of the table, its command line reduced (``reduce_cmdline``)."""
+
+    pid: int
+    ppid: int | None
+    name: str
+    cmd: list[str]
+    rss_bytes: int | None
+    self: bool  # this pytest or its ancestor
+    probe: bool  # one of our probe children
+
+
 @dataclass
 class Facts(FactsBase):
     """What G6 decides on. ``processes`` hold each process's *reduced* command
     line (program, subcommand, cap flags: see ``reduce_cmdline``), never the
     full one; ``entries`` are the GPU process list (pid, used bytes, type, GPU)."""
 
-    processes: list[dict[str, Any]] = field(default_factory=list)
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[Proc] = field(default_factory=list)
+    entries: list[GpuEntry] = field(default_factory=list)
     gpu_totals: dict[str, int] = field(default_factory=dict)  # NVML memory total per GPU index
     mem_total_bytes: int | None = None  # /proc/meminfo MemTotal (the pool on GB10)
     nvml: str = "ok"  # "ok" or why not
@@ -107,14 +120,10 @@ def _device_entries(dev: Mapping[str, Any], facts: Facts) -> None:
             facts.notes.append(f"NVML {kind} processes of GPU {idx}: {errors[f'{kind}_procs'].get('name')}")
         for p in procs or []:
             used = p.get("used_bytes")
-            facts.entries.append(
-                {
-                    "pid": p.get("pid"),
-                    "used": used if isinstance(used, int) else None,
-                    "type": kind,
-                    "gpu": idx,
-                }
+            entry = GpuEntry(
+                pid=p.get("pid"), used=used if isinstance(used, int) else None, type=kind, gpu=idx
             )
+            facts.entries.append(entry)
 
 
 def _process_table(ctx: CheckContext, facts: Facts) -> None:
@@ -128,17 +137,10 @@ def _process_table(ctx: CheckContext, facts: Facts) -> None:
         if p.get("pid") is None:
             continue
         cmdline = [str(a) for a in p.get("cmdline") or []]
-        facts.processes.append(
-            {
-                "pid": int(p["pid"]),
-                "ppid": p.get("ppid"),
-                "name": scrub(str(p.get("name") or "")),  # comm: 15 characters of a title
-                "cmd": reduce_cmdline(cmdline),
-                "rss_bytes": p.get("rss_bytes"),
-                "self": bool(p.get("self")),
-                "probe": is_probe_child(cmdline),
-            }
-        )
+        name = scrub(str(p.get("name") or ""))  # comm: 15 characters of a title
+        cmd, rss, ours = reduce_cmdline(cmdline), p.get("rss_bytes"), bool(p.get("self"))
+        proc = Proc(pid=int(p["pid"]), ppid=p.get("ppid"), name=name, cmd=cmd, rss_bytes=rss, self=ours)
+        facts.processes.append(proc | {"probe": is_probe_child(cmdline)})
     facts.scanned = len(facts.processes)
     facts.unreadable = int(table.get("unreadable") or 0)
     facts.unreadable_examples = [str(x) for x in table.get("unreadable_examples") or []]
@@ -189,7 +191,7 @@ class _Tree:
     """The process table as a tree: who is ours, and which recognised
     ancestor a process folds into (a server's workers, a launcher's ranks)."""
 
-    def __init__(self, procs: Sequence[Mapping[str, Any]], vllm_default: float) -> None:
+    def __init__(self, procs: Sequence[Proc], vllm_default: float) -> None:
         self.procs = {int(p["pid"]): p for p in procs}
         self.kinds: dict[int, Kind] = {}
         for pid, p in self.procs.items():
@@ -276,7 +278,7 @@ def build_groups(facts: Facts, *, vllm_default: float = 0.9) -> Survey:
     )
 
 
-def _add_entry(e: Mapping[str, Any], group_for: Any, tree: _Tree) -> None:
+def _add_entry(e: GpuEntry, group_for: Callable[[int], Group | None], tree: _Tree) -> None:
     """One GPU process list entry: its memory joins the group it belongs to."""
     try:
         pid = int(e.get("pid"))  # type: ignore[arg-type]

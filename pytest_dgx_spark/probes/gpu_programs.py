@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.redact import program_word, split_title
@@ -276,6 +276,17 @@ def is_probe_child(cmdline: Sequence[str]) -> bool:
 
 # --------------------------------------------------------------------------- nvidia-smi's process list
 
+
+class GpuEntry(TypedDict, total=False):
+    """One process on a GPU's list (NVML's, or nvidia-smi's): its memory in bytes (None: no figure)."""
+
+    pid: int | None
+    used: int | None
+    type: str  # "compute" | "graphics"
+    gpu: str  # the GPU's index
+    name: str  # nvidia-smi's process name (its first word's base name)
+
+
 COMPUTE_APPS = [
     "nvidia-smi",
     "--query-compute-apps=pid,process_name,used_memory",
@@ -285,7 +296,7 @@ COMPUTE_APPS = [
 
 def compute_apps(
     command: Callable[[Sequence[str]], CommandResult],
-) -> tuple[CommandResult, list[dict[str, Any]]]:
+) -> tuple[CommandResult, list[GpuEntry]]:
     """nvidia-smi's GPU process list, for when NVML cannot be used from Python: the answer and its entries."""
     res = command(COMPUTE_APPS)
     return res, parse_compute_apps(res.stdout) if res.ok else []
@@ -305,9 +316,9 @@ def _mib_to_bytes(used: str) -> int | None:
     return int(mib * (1 << 20)) if math.isfinite(mib) and 0 <= mib <= _MAX_MIB else None
 
 
-def parse_compute_apps(text: str) -> list[dict[str, Any]]:
+def parse_compute_apps(text: str) -> list[GpuEntry]:
     """``[gpu_uuid,] pid, process_name, used_memory`` CSV (MiB) -> entries."""
-    out: list[dict[str, Any]] = []
+    out: list[GpuEntry] = []
     for line in text.splitlines():
         cols = [c.strip() for c in line.split(",")]
         if cols and cols[0].startswith("GPU-"):

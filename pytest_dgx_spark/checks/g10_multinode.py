@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, cast, runtime_checkable
 
 from pytest_dgx_spark import launch
 from pytest_dgx_spark.checks import nodes
@@ -30,6 +30,7 @@ from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import fleet
 from pytest_dgx_spark.probes import multinode as mn
+from pytest_dgx_spark.probes.child import ChildResult
 from pytest_dgx_spark.probes.gpu_programs import job_name, unwrap
 from pytest_dgx_spark.probes.processes import SCAN_STOPPED
 from pytest_dgx_spark.redact import split_title
@@ -77,12 +78,43 @@ FIX_IB_DISABLE = (
 )
 
 
+class Finding(TypedDict, total=False):
+    """``configs.Finding`` as data: what one key or flag says."""
+
+    what: str  # tp | pp | nodes | strategy | backend | headless | tp_plan
+    value: Any  # a count, a word, True; None where the text is not one (``raw``)
+    key: str
+    raw: str
+
+
+class Source(TypedDict, total=False):
+    """``configs.Source`` as data: one config, command line or process, and what it says."""
+
+    name: str
+    kind: str  # given | found | process | launcher
+    findings: list[Finding]
+    error: str | None
+    notes: list[str]
+    role: str | None
+    owner: str  # "uid N": another user's job (issue 24)
+
+
+class Probe(TypedDict, total=False):
+    """The all-reduce probe: whether it ran (else why not), its data, its error."""
+
+    ran: bool
+    reason: str
+    data: dict[str, Any]
+    error: str | None
+    hung: bool
+
+
 @dataclass
 class Facts(FactsBase):
     #: the launcher, TP, NCCL and Ray variables that are set
     env: dict[str, str] = field(default_factory=dict)
     #: configs.Source dicts: given, found, process, launcher
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
     root: str = ""
     #: --spark-config named configs: they replaced the search under the rootdir
     configs_given: bool = False
@@ -93,7 +125,7 @@ class Facts(FactsBase):
     gpu_count: int | None = None
     intrusive: bool = False
     #: the all-reduce probe: None when not attempted
-    probe: dict[str, Any] | None = None
+    probe: Probe | None = None
     #: probes.multinode.read_link(): RoCE devices and MTUs under the host root
     link: dict[str, Any] | None = None
     #: probes.fleet.exchange(): every rank's fingerprint, or the error and the missing ranks
@@ -106,11 +138,11 @@ FACTS = Facts
 # --------------------------------------------------------------------------- gather
 
 
-def summarize_probe(child: Any) -> dict[str, Any]:
+def summarize_probe(child: ChildResult) -> Probe:
     """The probe child's result as plain data, with one reason when it failed."""
     d = dict(child.data)
     d.pop("_allowance", None)
-    out: dict[str, Any] = {"ran": True, "data": d, "error": None, "hung": False}
+    out = Probe(ran=True, data=d, error=None, hung=False)
     if d.get("torch_import_error"):
         out["ran"] = False
         out["reason"] = f"torch not importable ({d['torch_import_error']})"
@@ -134,14 +166,14 @@ def _runs(wrapper: dict[str, Any], child: dict[str, Any]) -> bool:
     return argv[len(argv) - len(tail) :] == tail if tail else os.path.basename(argv[-1]) == inner[0]
 
 
-def process_sources(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def process_sources(procs: list[dict[str, Any]]) -> list[Source]:
     """Running processes with G10's flags, each a source: a wrapper and the
     command it runs are one job, named by the program behind the wrapper (the
     child's pid); another user's job carries its ``owner`` (issue 24)."""
     by_pid = {p.get("pid"): p for p in procs}
     inner = {w["pid"]: p for p in procs if (w := by_pid.get(p.get("ppid"))) is not None and _runs(w, p)}
     wrapped = {c.get("pid") for c in inner.values()}
-    out: list[dict[str, Any]] = []
+    out: list[Source] = []
     for p in procs:
         if p.get("pid") in wrapped:
             continue  # said by its wrapper
@@ -156,7 +188,7 @@ def process_sources(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "self": p.get("self") or last.get("self"),
         }
         for src in cfgs.process_sources([job], own_pid=os.getpid()):
-            d = src.to_dict()
+            d = cast(Source, src.to_dict())
             if job.get("mine") is False:
                 d["owner"] = f"uid {job.get('uid')}"
             out.append(d)
@@ -308,16 +340,16 @@ class View:
     role: str = ""
 
 
-def _describe(name: str, f: dict[str, Any]) -> str:
+def _describe(name: str, f: Finding) -> str:
     value = f["value"] if f["value"] is not None else repr(f.get("raw", ""))
     if name == "environment":
         return f"{f['key']}"
     return f"{name}: {f['key']} = {value}"
 
 
-def launcher_nodes(env: dict[str, str]) -> list[dict[str, Any]]:
+def launcher_nodes(env: dict[str, str]) -> list[Finding]:
     """Node counts the launcher's environment implies, each with its evidence."""
-    out: list[dict[str, Any]] = []
+    out: list[Finding] = []
     ws, lws = cfgs.as_count(env.get("WORLD_SIZE")), cfgs.as_count(env.get("LOCAL_WORLD_SIZE"))
     if ws and lws:
         out.append(
@@ -342,7 +374,7 @@ def launcher_nodes(env: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def _role_of(f: dict[str, Any]) -> str:
+def _role_of(f: Finding) -> str:
     """What one finding says about the job: training, serving, or nothing."""
     if f["what"] == "strategy":
         return "training"
@@ -358,9 +390,7 @@ def _pick_role(a: str, b: str) -> str:
     return "training" if "training" in (a, b) else (a or b)
 
 
-def _view(
-    name: str, kind: str, findings: list[dict[str, Any]], world: int | None, role: str | None = None
-) -> View:
+def _view(name: str, kind: str, findings: list[Finding], world: int | None, role: str | None = None) -> View:
     v = View(name=name, kind=kind, role=role or "")
     for f in findings:
         v.role = _pick_role(v.role, _role_of(f))
@@ -368,7 +398,7 @@ def _view(
     return v
 
 
-def _take_count(v: View, f: dict[str, Any]) -> None:
+def _take_count(v: View, f: Finding) -> None:
     what, value = f["what"], f["value"]
     if not isinstance(value, int):
         return
@@ -380,7 +410,7 @@ def _take_count(v: View, f: dict[str, Any]) -> None:
         v.nodes, v.nodes_by = value, _describe(v.name, f)
 
 
-def _take(v: View, f: dict[str, Any], world: int | None) -> None:
+def _take(v: View, f: Finding, world: int | None) -> None:
     """What one finding adds to a view: the largest degree or count, each with its evidence."""
     what, value, name = f["what"], f["value"], v.name
     if what in ("tp", "pp", "nodes"):
@@ -504,7 +534,7 @@ def _probe_readings(d: dict[str, Any], out: Findings) -> None:
         out.read("nccl_version", d["nccl_version"])
 
 
-def _judge_probe(probe: dict[str, Any] | None, multi_node: bool, floor: float, out: Findings) -> str:
+def _judge_probe(probe: Probe | None, multi_node: bool, floor: float, out: Findings) -> str:
     """Add the all-reduce probe's findings; returns the text a PASS line carries."""
     if probe is None:
         return ""
@@ -730,11 +760,13 @@ def _judge_tp(bad: list[Violation], option: str, out: Findings) -> None:
             out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks")
 
 
-def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[dict[str, Any]]]:
+def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[Finding]]:
     findings = launcher_nodes(env)
     for name in TP_ENV:
         if env.get(name):
-            findings.append(cfgs.make_finding("tp", env[name], f"{name}={env[name]}").to_dict())
+            findings.append(
+                cast(Finding, cfgs.make_finding("tp", env[name], f"{name}={env[name]}").to_dict())
+            )
     role = "serving" if env.get("VLLM_TENSOR_PARALLEL_SIZE") else ""
     role = _pick_role(role, "training" if env.get("PARALLELISM_CONFIG_TP_SIZE") else "")
     return _view("environment", "env", findings, world, role), findings
@@ -798,9 +830,7 @@ def search_incomplete(f: Facts) -> str:
     return next((n[len(mn.INCOMPLETE_NOTE) :] for n in notes), "")
 
 
-def _configs_said(
-    root: str, read: list[dict[str, Any]], broken: list[dict[str, Any]], partial: bool
-) -> tuple[str, str]:
+def _configs_said(root: str, read: list[Source], broken: list[Source], partial: bool) -> tuple[str, str]:
     """``(headline words, summary words)`` of the configs read, unreadable, or not found."""
     names = first_n([src["name"] for src in read], 2, sep=", ")
     said = f"read {names}" if read else ("no config read" if broken or partial else "no config found")
@@ -914,7 +944,7 @@ def _files_read(head: str, files: list[str]) -> str:
     return named if len(head) + len(named) <= _HEAD_ROOM else f" ({count(len(files), 'config')} read)"
 
 
-def _has_evidence(f: Facts, env_findings: list[dict[str, Any]], views: list[View]) -> bool:
+def _has_evidence(f: Facts, env_findings: list[Finding], views: list[View]) -> bool:
     return (
         bool(env_findings)
         or any(v.tp or v.nodes or v.strategies or v.backend for v in views)

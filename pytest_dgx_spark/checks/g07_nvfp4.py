@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes import elf
+from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
 from pytest_dgx_spark.probes.packages import canonical
 
@@ -190,8 +191,6 @@ FACTS = Facts
 
 
 def _find_cuobjdump(env: dict[str, str]) -> str | None:
-    from pytest_dgx_spark.probes.commands import find_program
-
     found = find_program("cuobjdump", env)  # absolute PATH entries only: never the working folder's
     if found:
         return found
@@ -343,30 +342,16 @@ def _gpu(f: Facts) -> tuple[Result | None, list[tuple[str, tuple[int, ...]]], st
         source = "torch"
     if not caps:
         why = f.nvml_reason or "NVML lists no GPU"
-        return (
-            Result(
-                "G7",
-                Status.SKIP,
-                f"no NVIDIA GPU found ({why}): NVFP4 on SM121 does not apply",
-                headline="no NVIDIA GPU found: the SM121 check does not apply",
-            ),
-            [],
-            source,
-        )
+        summary = f"no NVIDIA GPU found ({why}): NVFP4 on SM121 does not apply"
+        headline = "no NVIDIA GPU found: the SM121 check does not apply"
+        return Result("G7", Status.SKIP, summary, headline=headline), [], source
     if not any(c == SM121 for _, c in caps):
         found = "; ".join(f"{n} has capability ({c[0]}, {c[1]})" for n, c in dict.fromkeys(caps))
         first = caps[0]
-        return (
-            Result(
-                "G7",
-                Status.SKIP,
-                f"not SM121: {found} (from {source}); the NVFP4 vs FP8 question is GB10's",
-                readings=[Reading("capability", ", ".join(f"{c[0]}.{c[1]}" for _, c in caps))],
-                headline=f"not SM121: {first[0]} is {first[1][0]}.{first[1][1]}; this check is GB10's",
-            ),
-            caps,
-            source,
-        )
+        summary = f"not SM121: {found} (from {source}); the NVFP4 vs FP8 question is GB10's"
+        readings = [Reading("capability", ", ".join(f"{c[0]}.{c[1]}" for _, c in caps))]
+        headline = f"not SM121: {first[0]} is {first[1][0]}.{first[1][1]}; this check is GB10's"
+        return Result("G7", Status.SKIP, summary, readings=readings, headline=headline), caps, source
     return None, caps, source
 
 

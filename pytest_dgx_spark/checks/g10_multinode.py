@@ -163,7 +163,11 @@ def _runs(wrapper: dict[str, Any], child: dict[str, Any]) -> bool:
     if inner == cmd or not argv:
         return False
     tail = inner[1:]
-    return argv[len(argv) - len(tail) :] == tail if tail else os.path.basename(argv[-1]) == inner[0]
+    return (
+        argv[len(argv) - len(tail) :] == tail
+        if tail
+        else os.path.basename(argv[-1]) == os.path.basename(inner[0])
+    )
 
 
 def process_sources(procs: list[dict[str, Any]]) -> list[Source]:
@@ -350,27 +354,17 @@ def _describe(name: str, f: Finding) -> str:
 def launcher_nodes(env: dict[str, str]) -> list[Finding]:
     """Node counts the launcher's environment implies, each with its evidence."""
     out: list[Finding] = []
-    ws, lws = cfgs.as_count(env.get("WORLD_SIZE")), cfgs.as_count(env.get("LOCAL_WORLD_SIZE"))
-    if ws and lws:
-        out.append(
-            {"what": "nodes", "value": math.ceil(ws / lws), "key": f"WORLD_SIZE={ws}, LOCAL_WORLD_SIZE={lws}"}
-        )
-    ows, olws = (
-        cfgs.as_count(env.get("OMPI_COMM_WORLD_SIZE")),
-        cfgs.as_count(env.get("OMPI_COMM_WORLD_LOCAL_SIZE")),
-    )
-    if ows and olws:
-        out.append(
-            {
-                "what": "nodes",
-                "value": math.ceil(ows / olws),
-                "key": f"OMPI_COMM_WORLD_SIZE={ows}, OMPI_COMM_WORLD_LOCAL_SIZE={olws}",
-            }
-        )
+    for size, local in (
+        ("WORLD_SIZE", "LOCAL_WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ):
+        ws, lws = cfgs.as_count(env.get(size)), cfgs.as_count(env.get(local))
+        if ws and lws:
+            out.append(Finding(what="nodes", value=math.ceil(ws / lws), key=f"{size}={ws}, {local}={lws}"))
     for name in ("GROUP_WORLD_SIZE", "NNODES", "PET_NNODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
-        count = cfgs.as_count(env.get(name))
-        if count:
-            out.append({"what": "nodes", "value": count, "key": f"{name}={env[name]}"})
+        n = cfgs.as_count(env.get(name))
+        if n:
+            out.append(Finding(what="nodes", value=n, key=f"{name}={env[name]}"))
     return out
 
 

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
@@ -167,6 +167,26 @@ def ptxas_release(text: str) -> list[int] | None:
     return [int(m.group(1)), int(m.group(2))] if m else None
 
 
+class Lib(TypedDict, total=False):
+    """One kernel library inspected with cuobjdump: its targets, or why not."""
+
+    dist: str
+    path: str
+    targets: list[str]
+    error: str
+
+
+class TritonPtxas(TypedDict, total=False):
+    """The ptxas Triton compiles SM121 kernels with; ``env``: the override variable when one is set."""
+
+    dist: str
+    path: str
+    binary: str
+    env: str | None
+    release: list[int] | None
+    error: str
+
+
 @dataclass
 class Facts(FactsBase):
     devices: list[dict[str, Any]] = field(default_factory=list)  # name, capability
@@ -180,11 +200,11 @@ class Facts(FactsBase):
     env_arch_list: str | None = None
     cuobjdump: str | None = None  # the tool's path, or None when absent
     #: one entry per library inspected: dist, version, path, targets | error
-    libs: list[dict[str, Any]] = field(default_factory=list)
+    libs: list[Lib] = field(default_factory=list)
     libs_installed: list[str] = field(default_factory=list)  # NVFP4 dists installed
     #: the ptxas Triton compiles SM121 kernels with: dist, path, binary, env (the
     #: override variable when one is set), release [major, minor] | error
-    triton: dict[str, Any] | None = None
+    triton: TritonPtxas | None = None
 
 
 FACTS = Facts
@@ -229,14 +249,14 @@ def _kernel_libraries(ctx: CheckContext) -> tuple[list[str], list[tuple[str, str
     ]
 
 
-def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
+def _triton_ptxas(ctx: CheckContext) -> TritonPtxas | None:
     """The ptxas Triton would run for an SM121 kernel, and its release."""
     machine = ctx.machine
     dists = machine.packages().get("dists") or {}
     dist = next((dists[k] for k in TRITON_DISTS if k in dists), None)
     if dist is None:
         return None
-    out: dict[str, Any] = {"dist": f"{dist['name']} {dist['version']}"}
+    out = TritonPtxas(dist=f"{dist['name']} {dist['version']}")
     location = str(dist.get("location") or "")
     if not os.path.isabs(location):
         out["error"] = "its install folder is unknown (no dist-info path)"
@@ -250,7 +270,7 @@ def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
     )
     override = machine.env.get(env_name) or ""
     path = override if os.path.isfile(override) else os.path.join(bin_dir, binary)
-    out.update(binary=binary, path=path, env=env_name if path == override else None)
+    out["binary"], out["path"], out["env"] = binary, path, env_name if path == override else None
     if not os.path.isfile(path):
         out["error"] = f"no {binary} in {bin_dir}"
         return out
@@ -291,7 +311,7 @@ def _gather_libraries(ctx: CheckContext, facts: Facts) -> None:
         return
     deadline = time.monotonic() + machine.timeout * 3
     for label, path, _key in libs:
-        entry: dict[str, Any] = {"dist": label, "path": path}
+        entry = Lib(dist=label, path=path)
         if time.monotonic() > deadline:
             entry["error"] = "not inspected (time budget spent)"
         else:
@@ -414,7 +434,7 @@ def _lib_fp4(entry: Mapping[str, Any]) -> bool:
     return any(fp4_target(a) for t in entry.get("targets") or [] for a in parse_arch(t))
 
 
-def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str]) -> str:
+def _library_text(f: Facts, with_code: list[Lib], fp4_dists: list[str]) -> str:
     if f.libs_installed and f.cuobjdump is None and not f.libs:
         return f"{', '.join(f.libs_installed)} installed but cuobjdump not found, so their cubins were not listed"
     if fp4_dists:
@@ -428,7 +448,7 @@ def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str
     return "no NVFP4 kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
 
 
-def _library_notes(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str], out: Findings) -> str:
+def _library_notes(f: Facts, with_code: list[Lib], fp4_dists: list[str], out: Findings) -> str:
     """Each library's targets in the details, the counts in the readings; the summary's text."""
     for x in f.libs:
         what = ", ".join(x["targets"]) if x.get("targets") else x.get("error") or "no device code (JIT)"
@@ -487,10 +507,11 @@ def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
     t = f.triton
     if t is None:
         return ""
-    if t.get("error") or not t.get("release"):
+    got = t.get("release")
+    if t.get("error") or not got:
         out.note(f"{t['dist']}: {t.get('error') or 'ptxas release unknown'}")
         return ""
-    release = tuple(t["release"])
+    release = tuple(got)
     shown = f"{release[0]}.{release[1]}"
     out.read("triton_ptxas_release", shown)
     where = f"{t['env']}={t['path']}" if t.get("env") else f"its bundled {t['binary']}"

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
@@ -45,6 +45,16 @@ def issues_url(base: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
+class Issue(TypedDict):
+    """One open issue, as kept: its body cut to :data:`BODY_CHARS`."""
+
+    number: int
+    title: str
+    body: str
+    created_at: str
+    html_url: str
+
+
 @dataclass
 class Facts(FactsBase):
     """What the one GitHub request gave: plain data, so a capture replays it."""
@@ -54,7 +64,7 @@ class Facts(FactsBase):
     source: str = ""
     #: the HTTP answer without its body (see probes/http.py)
     answer: dict[str, Any] = field(default_factory=dict)
-    issues: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
     pull_requests: int = 0
     not_issues: int = 0
     parse_error: str | None = None
@@ -123,7 +133,7 @@ def playbook_pattern(name: str) -> re.Pattern[str]:
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])", re.IGNORECASE)
 
 
-def matching(issues: list[dict[str, Any]], name: str) -> list[tuple[dict[str, Any], str]]:
+def matching(issues: list[Issue], name: str) -> list[tuple[Issue, str]]:
     """Issues whose title or body names the playbook, with where it matched."""
     pattern = playbook_pattern(name)
     found = []
@@ -135,11 +145,11 @@ def matching(issues: list[dict[str, Any]], name: str) -> list[tuple[dict[str, An
     return found
 
 
-def newest_first(issues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def newest_first(issues: list[Issue]) -> list[Issue]:
     return sorted(issues, key=lambda i: (i.get("created_at") or "", i.get("number") or 0), reverse=True)
 
 
-def short(issue: dict[str, Any]) -> str:
+def short(issue: Issue) -> str:
     title = issue.get("title") or "(no title)"
     if len(title) > TITLE_CHARS:
         title = title[: TITLE_CHARS - 1].rstrip() + "…"

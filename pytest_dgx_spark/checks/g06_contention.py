@@ -53,6 +53,7 @@ class Proc(TypedDict, total=False):
     rss_bytes: int | None
     self: bool  # this pytest or its ancestor
     probe: bool  # one of our probe children
+    owner: str  # "uid N" when another user's: said, still counted (the pool is shared)
 
 
 @dataclass
@@ -140,7 +141,8 @@ def _process_table(ctx: CheckContext, facts: Facts) -> None:
         name = scrub(str(p.get("name") or ""))  # comm: 15 characters of a title
         cmd, rss, ours = reduce_cmdline(cmdline), p.get("rss_bytes"), bool(p.get("self"))
         proc = Proc(pid=int(p["pid"]), ppid=p.get("ppid"), name=name, cmd=cmd, rss_bytes=rss, self=ours)
-        facts.processes.append(proc | {"probe": is_probe_child(cmdline)})
+        owner = "" if p.get("mine", True) else f"uid {p.get('uid')}"
+        facts.processes.append(proc | {"probe": is_probe_child(cmdline), "owner": owner})
     facts.scanned = len(facts.processes)
     facts.unreadable = int(table.get("unreadable") or 0)
     facts.unreadable_examples = [str(x) for x in table.get("unreadable_examples") or []]
@@ -175,6 +177,7 @@ class Group:
     used_by_gpu: dict[str, int] = field(default_factory=dict)  # bytes per GPU index
     rss_bytes: int | None = None
     types: list[str] = field(default_factory=list)  # "compute", "graphics", "cmdline"
+    owner: str = ""  # "uid N": another user's work
 
     @property
     def used_bytes(self) -> int | None:
@@ -244,6 +247,7 @@ class _Tree:
             cap=k.cap if k else None,
             cap_source=k.cap_source if k else "no cap known",
             rss_bytes=p.get("rss_bytes"),
+            owner=str(p.get("owner") or ""),
         )
 
 
@@ -393,7 +397,8 @@ def _detail(j: Judged) -> str:
         ", ".join(f"GPU {k}: {_gib(v)}" for k, v in sorted(g.used_by_gpu.items())) or "no GPU memory figure"
     )
     extra = f" (+{len(g.pids) - 1} worker processes)" if len(g.pids) > 1 else ""
-    return f"{j.level.upper()} pid {g.pid}{extra} {g.kind}: {j.why}; {where}; seen by {'+'.join(g.types)}; {g.cmd}"
+    whose = f"; another user's ({g.owner}): its memory is the pool's all the same" if g.owner else ""
+    return f"{j.level.upper()} pid {g.pid}{extra} {g.kind}: {j.why}; {where}; seen by {'+'.join(g.types)}; {g.cmd}{whose}"
 
 
 def _readings(facts: Facts, judged: Sequence[Judged], cap_max: float) -> list[Reading]:

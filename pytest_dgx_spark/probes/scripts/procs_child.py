@@ -78,6 +78,13 @@ def _cmdline(path, share):
     return ([a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []), cut
 
 
+def _order(asked, pids):
+    """(the GPU's own pids that exist, every pid with those first)."""
+    present = set(pids)
+    first = list(dict.fromkeys(p for p in asked if isinstance(p, int) and p in present))
+    return first, first + [pid for pid in pids if pid not in set(first)]
+
+
 def main():
     cfg = config()
     proc = _os.path.join(cfg.get("root") or "/", "proc")
@@ -88,10 +95,8 @@ def main():
         data(error="cannot list processes: %s" % (exc.strerror or exc))
         done()
         return
-    present = set(pids)
-    first = list(dict.fromkeys(p for p in cfg.get("first") or [] if isinstance(p, int) and p in present))
+    first, order = _order(cfg.get("first") or [], pids)
     firsts = set(first)
-    order = first + [pid for pid in pids if pid not in firsts]
     page = _os.sysconf("SC_PAGE_SIZE") if hasattr(_os, "sysconf") else 4096
     unreadable, budget, listed, cut = [], _CMDLINE_BUDGET, 0, 0
     for n, pid in enumerate(order):

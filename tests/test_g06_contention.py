@@ -28,7 +28,7 @@ from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.child import PROTOCOL, SCRIPTS
-from pytest_dgx_spark.probes.gpu_programs import flag_value
+from pytest_dgx_spark.probes.gpu_programs import flag_value, parse_compute_apps
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thresholds import defaults
@@ -137,14 +137,14 @@ def test_flag_value_takes_the_last_one_like_argparse() -> None:
 
 
 def test_recorded_h200_query_compute_apps_header_only_has_no_process(h200: Path) -> None:
-    assert g6.parse_compute_apps((h200 / "query_apps.csv").read_text()) == []
+    assert parse_compute_apps((h200 / "query_apps.csv").read_text()) == []
 
 
 def test_query_compute_apps_rows_and_na_memory() -> None:
     text = (
         "pid, process_name, used_gpu_memory [MiB]\n4242, /usr/bin/python3, 40960 MiB\n77, ollama, [N/A]\n\n"
     )
-    rows = g6.parse_compute_apps(text)
+    rows = parse_compute_apps(text)
     assert [(r["pid"], r["used"]) for r in rows] == [(4242, 40 * GIB), (77, None)]
     assert rows[1]["name"] == "ollama"
 
@@ -401,7 +401,9 @@ def test_real_vllm_console_script_at_09_fails_and_at_04_warns(
     assert found[hot.pid].level == "fail" and found[hot.pid].group.used_bytes == 40 * GIB
     assert found[cool.pid].level == "warn" and found[cool.pid].group.cap == 0.4
     # only these two in the survey: other tests' real servers and trainers would crowd the summary
-    result = Engine(Settings(), Machine(root=gb10_root(fake_root, hot.pid, cool.pid), env=env, timeout=5)).run("G6")
+    result = Engine(
+        Settings(), Machine(root=gb10_root(fake_root, hot.pid, cool.pid), env=env, timeout=5)
+    ).run("G6")
     assert result.status is Status.FAIL
     assert f"pid {hot.pid} vLLM (cap 0.9, 40.0 GiB NVML)" in result.summary
 
@@ -816,7 +818,7 @@ def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root:
     line = next(
         ln for ln in (GB10_DATA / "nvidia-smi-query_1.txt").read_text().splitlines() if ln.startswith("GPU-")
     )
-    assert g6.parse_compute_apps(line) == [
+    assert parse_compute_apps(line) == [
         {"pid": 114687, "used": 19135 << 20, "type": "compute", "gpu": "0", "name": "python"}
     ]
     doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")
@@ -900,9 +902,10 @@ TOKEN_TITLE = "hf_" + "ProgramSlotSecret0123456789"
     ("cmdline", "reduced"),
     [
         ([TITLE, "900"], ["python", "-m", "vllm.entrypoints.openai.api_server"]),
-        ([TITLE + " --gpu-memory-utilization 0.4"], [
-            "python", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization=0.4"
-        ]),
+        (
+            [TITLE + " --gpu-memory-utilization 0.4"],
+            ["python", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization=0.4"],
+        ),
         (["/opt/bin/vllm serve org/m --hf_token hf_" + "x" * 20], ["vllm", "serve"]),
         ([TOKEN_TITLE, "900"], ["<redacted>"]),
         (["--api-key=SECRET456"], ["--api-key=<redacted>"]),
@@ -940,7 +943,11 @@ def test_a_title_in_argv0_reaches_no_output(
     proc_tree(spark_env.root, 1, 0, ["/sbin/init"], name="init")
     for pid in (vllm.pid, other.pid):
         os.symlink(f"/proc/{pid}", spark_env.root / "proc" / str(pid))
-    rows = [f"{vllm.pid}, {TITLE}, 40960", f"{other.pid}, {TOKEN_TITLE}, 2048", "999999, sk-SECRET789abcdefghijkl --x, 1024"]
+    rows = [
+        f"{vllm.pid}, {TITLE}, 40960",
+        f"{other.pid}, {TOKEN_TITLE}, 2048",
+        "999999, sk-SECRET789abcdefghijkl --x, 1024",
+    ]
     spark_env.doubles.nvml({"init_error": "LibraryNotFound"})
     spark_env.doubles.tool("nvidia-smi", "#!/bin/sh\n" + "".join(f"echo '{r}'\n" for r in rows))
     spark_env.doubles.apply(monkeypatch)
@@ -956,7 +963,9 @@ def test_a_title_in_argv0_reaches_no_output(
 
 
 @pytest.mark.parametrize("others", [(), ("bash",)], ids=["no-process", "a-shell"])
-def test_an_unreadable_gpu_process_list_with_no_process_is_a_warn_never_a_pass(others: tuple[str, ...]) -> None:
+def test_an_unreadable_gpu_process_list_with_no_process_is_a_warn_never_a_pass(
+    others: tuple[str, ...],
+) -> None:
     """Neither NVML nor nvidia-smi gave a GPU process list (a hung driver),
     and the process table shows no server or trainer: an unknown program
     holding GPU memory would not show, so G6 WARNs (never PASS) and points at
@@ -966,7 +975,9 @@ def test_an_unreadable_gpu_process_list_with_no_process_is_a_warn_never_a_pass(o
     facts.nvml, facts.gpu_source = "nvmlInit hung (killed after 10 s)", "none"
     result = g6.evaluate(facts, P)
     assert result.status is Status.WARN, result.line()
-    assert result.summary.startswith("GPU process list unreadable (NVML and nvidia-smi did not answer, see G4)")
+    assert result.summary.startswith(
+        "GPU process list unreadable (NVML and nvidia-smi did not answer, see G4)"
+    )
     assert result.headline == "GPU process list unreadable (NVML and nvidia-smi did not answer)"
     assert result.short_fix == "see G4; rerun once nvidia-smi answers"
     assert result.reading("other_gpu_processes").value == 0
@@ -995,3 +1006,18 @@ def test_holding_exactly_g6_cap_max_of_the_pool_warns_and_a_byte_more_fails(
         assert result.status is status, (used, result.line())
         if status is Status.WARN:
             assert start in result.summary, result.summary
+
+
+def test_another_users_server_still_counts_and_says_whose() -> None:
+    """The pool is one, whoever holds it: another user's uncapped vLLM is still
+    G6's FAIL (issue 24 leaves G6's rule as it is), and the details say whose."""
+    theirs = proc(40, 1, [PY, "/usr/bin/vllm", "serve", "m"]) | {"owner": "uid 4242"}
+    r = verdict([{"pid": 40, "used": 60 * GIB, "type": "compute", "gpu": "0"}], theirs)
+    assert r.status is Status.FAIL, r.line()
+    (line,) = [d for d in r.details if d.startswith("FAIL pid 40 ")]
+    assert line.endswith("another user's (uid 4242): its memory is the pool's all the same"), line
+    mine = verdict(
+        [{"pid": 40, "used": 60 * GIB, "type": "compute", "gpu": "0"}],
+        proc(40, 1, [PY, "/usr/bin/vllm", "serve", "m"]),
+    )
+    assert not any("another user's" in d for d in mine.details)

@@ -6,12 +6,15 @@ for real: gloo on CPU with two processes, through torchrun and without it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -596,7 +599,10 @@ def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path
     base.update(SPARK_FAKE_NVML=nvml["SPARK_FAKE_NVML"], PYTHONPATH=nvml["PYTHONPATH"])
     facts = run_ranks(tmp_path, [dict(base, RANK=str(r), LOCAL_RANK="0", GROUP_RANK=str(r)) for r in (0, 1)])
     for rank, f in enumerate(facts):
-        assert f.probe is not None and f.probe.get("error") is None and f.probe.get("data"), (f.probe, f.fleet)
+        assert f.probe is not None and f.probe.get("error") is None and f.probe.get("data"), (
+            f.probe,
+            f.fleet,
+        )
         d = f.probe["data"]
         assert (d["rank"], d["world_size"], d["backend"], d["size_bytes"]) == (rank, 2, "gloo", 8 << 20)
         assert d["wrong"] is False and d["check"] == {"expected": 3.0, "got": [3.0, 3.0]}
@@ -638,9 +644,7 @@ def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
     assert r.headline == "rank 1 never joined the node comparison"
     assert facts.probe == {"ran": False, "reason": "the nodes did not agree (see the node comparison)"}
     assert r.summary.endswith("; all-reduce not measured: the nodes did not agree (see the node comparison)")
-    assert (
-        elapsed < 20
-    )  # torch import + a 3 s rendezvous at --spark-timeout 1, never the 30 min default
+    assert elapsed < 20  # torch import + a 3 s rendezvous at --spark-timeout 1, never the 30 min default
 
 
 def test_torchrun_two_processes_run_the_cli(tmp_path: Path) -> None:
@@ -1009,7 +1013,10 @@ def test_a_named_script_takes_no_node_count_from_another_named_file(tmp_path: Pa
     assert "num_machines" not in r.summary.split(", a serving job")[0]
     # with GPUs enough for TP 2, nothing pairs the script with the yaml's two machines
     two = gb10.nvml()
-    two["devices"] = [two["devices"][0], {**two["devices"][0], "uuid": "GPU-second", "pci_bus_id": "00000000:02:00.0"}]
+    two["devices"] = [
+        two["devices"][0],
+        {**two["devices"][0], "uuid": "GPU-second", "pci_bus_id": "00000000:02:00.0"},
+    ]
     two_gpus, _ = engine(project, clean_env(**doubles.nvml(two).env), config=given)
     r = two_gpus.run("G10")
     assert r.status is Status.PASS, r.line()
@@ -1093,7 +1100,9 @@ def test_a_runs_allure_output_does_not_hide_the_job(pytester: pytest.Pytester, d
 
 
 @pytest.mark.parametrize("serving_first", [True, False], ids=["serving-said-first", "training-said-first"])
-def test_a_tp_job_its_sources_mark_both_training_and_serving_is_judged_as_training(serving_first: bool) -> None:
+def test_a_tp_job_its_sources_mark_both_training_and_serving_is_judged_as_training(
+    serving_first: bool,
+) -> None:
     """One source that says serving (a vLLM backend) and training (Megatron's
     TP key), in either order, and the environment saying both (vLLM's and
     accelerate's TP variables): the stricter rule, training (FAIL by default),
@@ -1128,13 +1137,184 @@ def test_one_roce_twin_12_to_20_gbs_warns_with_the_default_floor(busbw: float) -
     with the default floor (the threshold table's, not one this test sets)
     12-20 GB/s is a WARN naming the floor."""
     one_twin = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": busbw, "busbw_gbps": busbw}}
-    facts = g10.Facts(env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True)
+    facts = g10.Facts(
+        env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True
+    )
     params = Params(profile="gb10", options={"tp_across_nodes": "fail"})
     r = g10.evaluate(facts, params)
     assert r.status is Status.WARN, r.line()
-    assert f"all-reduce busbw {busbw:.1f} GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor" in r.summary
+    assert (
+        f"all-reduce busbw {busbw:.1f} GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor" in r.summary
+    )
     assert r.reading("busbw_floor").value == 20.0
     assert g10.evaluate(facts, Params(profile="generic")).status is Status.WARN
     at_floor = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 20.0, "busbw_gbps": 20.0}}
     facts.probe = at_floor  # exactly the floor is not below it
     assert g10.evaluate(facts, params).status is Status.PASS
+
+
+# --------------------------------------------------------------------------- issue 24: your own job decides
+
+EVIL_FLAGS = ["--tensor-parallel-size", "2", "--nnodes", "2"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "inner", "name"),
+    [
+        (["timeout", "60", "python3", "x.py", *EVIL_FLAGS], ["python3", "x.py", *EVIL_FLAGS], "x.py"),
+        (["timeout", "-s", "KILL", "-k", "5", "60", "vllm", "serve"], ["vllm", "serve"], "vllm"),
+        (
+            ["nohup", "python3", "-m", "vllm.entrypoints.openai.api_server"],
+            None,
+            "vllm.entrypoints.openai.api_server",
+        ),
+        (["env", "-u", "X", "A=1", "B=2", "torchrun", "t.py"], ["torchrun", "t.py"], "torchrun"),
+        (["uv", "run", "--with", "torch", "train.py", "--tp", "2"], ["train.py", "--tp", "2"], "train.py"),
+        (["srun", "-N", "2", "--exclusive", "python", "t.py"], ["python", "t.py"], "t.py"),
+        (["nohup", "timeout", "60", "python3", "-c", "pass"], ["python3", "-c", "pass"], "python3"),
+        (["uv", "pip", "list"], ["uv", "pip", "list"], "uv"),
+        (["timeout", "60"], ["timeout", "60"], "timeout"),
+    ],
+)
+def test_the_program_behind_a_wrapper_is_named(argv: list[str], inner: list[str] | None, name: str) -> None:
+    from pytest_dgx_spark.probes.gpu_programs import job_name, unwrap
+
+    assert unwrap(argv) == (inner if inner is not None else argv[1:])
+    assert job_name(argv) == name
+
+
+def _table(*procs: tuple[int, int, list[str], bool]) -> list[dict[str, Any]]:
+    """(pid, ppid, argv, mine) -> the process table as the scan gives it."""
+    return [
+        {
+            "pid": pid,
+            "ppid": ppid,
+            "name": argv[0][:15],
+            "cmdline": argv,
+            "uid": 0 if mine else 4242,
+            "sid": 7,
+            "self": False,
+            "mine": mine,
+        }
+        for pid, ppid, argv, mine in procs
+    ]
+
+
+def test_a_wrapper_and_the_command_it_runs_are_one_job_named_by_the_program() -> None:
+    """``timeout 60 python3 evil.py …`` is two processes with the same flags: one
+    job, named ``evil.py`` at the python's pid, never ``timeout`` (issue 24)."""
+    table = _table(
+        (8275, 1, ["timeout", "60", "python3", "/srv/evil.py", *EVIL_FLAGS], True),
+        (8276, 8275, ["python3", "/srv/evil.py", *EVIL_FLAGS], True),
+    )
+    (src,) = g10.process_sources(table)
+    assert src["name"] == "pid 8276 (evil.py)" and "owner" not in src
+    r = decide(src)
+    assert r.status is Status.FAIL, r.line()
+    assert r.short_line().startswith("G10 FAIL: job: TP 2 across 2 nodes (pid 8276 (evil.py))"), (
+        r.short_line()
+    )
+    assert "timeout" not in r.line()
+    assert not any("different" in d for d in r.details), r.details
+
+
+def test_another_users_job_is_a_note_never_a_fail_or_warn() -> None:
+    table = _table(
+        (8275, 1, ["timeout", "60", "python3", "/srv/evil.py", *EVIL_FLAGS], False),
+        (8276, 8275, ["python3", "/srv/evil.py", *EVIL_FLAGS], False),
+        (9000, 1, ["vllm", "serve", "m", "--tensor-parallel-size", "4", "--headless"], False),
+    )
+    sources = g10.process_sources(table)
+    assert [s["owner"] for s in sources] == ["uid 4242", "uid 4242"]
+    r = decide(*sources, gpu_count=1)
+    assert r.status is Status.PASS, r.line()
+    assert r.short_line().startswith("G10 PASS: single node"), r.short_line()
+    notes = [d for d in r.details if d.startswith("not judged, another user's job (uid 4242): ")]
+    assert notes == [
+        "not judged, another user's job (uid 4242): pid 8276 (evil.py): --tensor-parallel-size = 2, --nnodes = 2",
+        "not judged, another user's job (uid 4242): pid 9000 (vllm): --tensor-parallel-size = 4, --headless = True",
+    ]
+    # your own job beside theirs still decides
+    mine = g10.process_sources(_table((9100, 1, ["python3", "train.py", *EVIL_FLAGS], True)))
+    assert decide(*sources, *mine).status is Status.FAIL
+
+
+def _start(prefix: list[str], script: Path, python: str = sys.executable) -> subprocess.Popen[bytes]:
+    """``timeout 60 python3 evil.py --tensor-parallel-size 2 --nnodes 2`` in a
+    session of its own (as another person's login would be), once the python
+    behind ``timeout`` shows its whole command line."""
+    argv = [*prefix, "timeout", "60", python, str(script), *EVIL_FLAGS]
+    proc = subprocess.Popen(argv, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        pids = kids.read_text().split() if kids.exists() else []
+        if pids and Path(f"/proc/{pids[0]}/cmdline").read_bytes().count(b"\0") >= 6:
+            break
+        time.sleep(0.05)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 9)  # the group this test started: timeout and the python behind it
+    proc.wait()
+
+
+def test_a_running_wrapped_job_of_yours_names_the_program(tmp_path: Path) -> None:
+    script = tmp_path / "evil.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    proc = _start([], script)
+    try:
+        eng, _ = engine(tmp_path / "proj", real_processes=True)
+        r = eng.run("G10")
+    finally:
+        _stop(proc)
+    assert r.status is Status.FAIL, r.line()
+    mine = [d for d in r.details if d.startswith("TP 2 across 2 nodes: pid ") and "evil.py" in d]
+    assert len(mine) == 1, r.details  # timeout and its python: one job
+    assert f"(pid {proc.pid} (timeout))" not in r.line()
+
+
+def test_a_running_job_of_another_user_is_only_a_note(tmp_path: Path) -> None:
+    """A real ``timeout 60 python3 evil.py …`` of another uid, in its own session."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to start a process of another user")
+    folder = Path(tempfile.mkdtemp(prefix="spark-other-"))
+    try:
+        folder.chmod(0o755)
+        script = folder / "evil.py"
+        script.write_text("import time\ntime.sleep(60)\n")
+        script.chmod(0o644)
+        prefix = ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups"]
+        # this interpreter may sit where that user cannot reach (a venv under /root): any it can run
+        candidates = [
+            sys.executable,
+            getattr(sys, "_base_executable", ""),
+            *(f"{d}/python3" for d in os.get_exec_path()),
+        ]
+        python = next(
+            (
+                py
+                for py in candidates
+                if py
+                and subprocess.run(
+                    [*prefix, "timeout", "20", py, "-c", "pass"], capture_output=True
+                ).returncode
+                == 0
+            ),
+            None,
+        )
+        if python is None:
+            pytest.skip("uid 4242 can run no Python interpreter here")
+        proc = _start(prefix, script, python)
+        try:
+            eng, _ = engine(tmp_path, real_processes=True)
+            r = eng.run("G10")
+        finally:
+            _stop(proc)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert not any("evil.py" in t for t in (r.summary, r.headline, r.fix)), r.line()
+    notes = [d for d in r.details if d.startswith("not judged, another user's job (uid 4242): pid ")]
+    assert len(notes) == 1 and "(evil.py): --tensor-parallel-size = 2, --nnodes = 2" in notes[0], r.details

@@ -10,6 +10,7 @@ share of the budget, and a scan that read lines only in part is never a PASS.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,23 @@ def test_a_scan_that_read_command_lines_only_in_part_is_never_a_pass(doubles: An
     # each got its share of the budget, none was starved by those before it
     shares = [len(p["cmdline"][2]) for p in out["table"]["processes"] if len(p["cmdline"]) == 3]
     assert len(shares) == 1600 and min(shares) > 14000, (len(shares), min(shares or [0]))
+
+
+def test_the_scan_says_whose_each_process_is(tmp_path: Path) -> None:
+    """Each process carries its owner's uid and its session; ``mine`` is this
+    user's or this session's (issue 24). A planted pid owned by another uid
+    (root can chown it) is not mine; one owned by us is."""
+    from pytest_dgx_spark.probes.processes import list_processes
+
+    table = list_processes()
+    me = next(p for p in table["processes"] if p["pid"] == os.getpid())
+    assert (me["uid"], me["sid"], me["mine"], me["self"]) == (os.getuid(), os.getsid(0), True, True)
+    root = tmp_path / "root"
+    _proc(root, 500, ["python3", "train.py", "--nnodes", "2"])
+    _proc(root, 501, ["python3", "evil.py", "--nnodes", "2"])
+    if os.geteuid() == 0:
+        os.chown(root / "proc" / "501" / "stat", 4242, 4242)
+    planted = {p["pid"]: p for p in list_processes(root)["processes"]}
+    assert (planted[500]["uid"], planted[500]["sid"], planted[500]["mine"]) == (os.getuid(), 0, True)
+    if os.geteuid() == 0:
+        assert (planted[501]["uid"], planted[501]["mine"]) == (4242, False)

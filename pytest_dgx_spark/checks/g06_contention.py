@@ -1,63 +1,59 @@
 """G6 — unified-memory contention: who else holds (or will grab) the pool?
 
-On GB10 the GPU and the CPU share one ~121 GiB pool, so an inference server
-started with vLLM's default ``--gpu-memory-utilization`` (0.9) leaves a
-training run almost nothing, and the failure is an OOM, a crash or a whole-host
-wedge mid-run (vLLM #46307, NVIDIA/open-gpu-kernel-modules#1358), not a clean
-error at start. This check lists the other GPU work on the box:
+On GB10 GPU and CPU share one ~121 GiB pool: a server started with vLLM's default
+``--gpu-memory-utilization`` 0.9 leaves training almost nothing, and the failure is
+an OOM or a host wedge mid-run (vLLM #46307). G6 lists the other GPU work: NVML's
+per-process memory (GB10 has no device figure; ``nvidia-smi --query-compute-apps``
+when NVML is unusable) and the process table for servers and trainers NVML may not
+show, each with the cap its flags declare (``probes/gpu_programs.py``; only the
+program and the cap flags are recorded). This pytest, its ancestors, our probe
+children and the workers of the launcher that started us are not "other". Memory
+is one pool whoever holds it, so another user's server counts too.
 
-* NVML compute and graphics processes with the memory each holds: GB10 reports
-  no device memory (``Not Supported``) but does report per-process memory
-  (the ``nvidia-smi`` process table in MiB, ``--query-compute-apps
-  used_memory``, NVML per process: nvtop PR #511 saw a vLLM worker at 89.3
-  GiB), or ``nvidia-smi --query-compute-apps`` when NVML cannot be used from
-  Python;
-* the process table (``/proc/*/cmdline``) for inference servers and trainers
-  NVML may not show inside a container: vLLM, SGLang, Ollama, llama.cpp
-  ``llama-server``, TRT-LLM, TGI, and trainers;
-
-and reads each one's memory cap from its own flags (the classification is
-``probes/gpu_programs.py``). Only the program and the cap flags are recorded:
-a command line can carry ``--api-key``. The pytest process and its ancestors,
-our own probe children, and the workers of the launcher that started this
-pytest (``torchrun``...) are not "other".
-
-PASS: no other GPU process. WARN: every other process capped at or below
-``g6_cap_max`` (the seed's 0.5). FAIL: one uncapped or above the cap. SKIP:
-no NVIDIA GPU (whatever the process names), or nothing could be surveyed.
+PASS: no other GPU process. WARN: all capped at or below ``g6_cap_max``. FAIL: one
+uncapped or above it. SKIP: no NVIDIA GPU, or nothing could be surveyed.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes.gpu_programs import (
+    GpuEntry,
     Kind,
     classify,
+    compute_apps,
     is_launcher,
     is_probe_child,
     program_of,
     reduce_cmdline,
 )
 from pytest_dgx_spark.probes.processes import SCAN_STOPPED
-from pytest_dgx_spark.redact import program_word, scrub
+from pytest_dgx_spark.redact import scrub
 
 GIB = 1 << 30
 #: a process of another pid namespace or one that vanished
 UNSEEN = "not visible from here"
-COMPUTE_APPS = [
-    "nvidia-smi",
-    "--query-compute-apps=pid,process_name,used_memory",
-    "--format=csv,noheader,nounits",
-]
 
 
 # ---------------------------------------------------------------------- facts
+
+
+class Proc(TypedDict, total=False):
+    """One process of the table, its command line reduced (``reduce_cmdline``)."""
+
+    pid: int
+    ppid: int | None
+    name: str
+    cmd: list[str]
+    rss_bytes: int | None
+    self: bool  # this pytest or its ancestor
+    probe: bool  # one of our probe children
+    owner: str  # "uid N" when another user's: said, still counted (the pool is shared)
 
 
 @dataclass
@@ -66,8 +62,8 @@ class Facts(FactsBase):
     line (program, subcommand, cap flags: see ``reduce_cmdline``), never the
     full one; ``entries`` are the GPU process list (pid, used bytes, type, GPU)."""
 
-    processes: list[dict[str, Any]] = field(default_factory=list)
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[Proc] = field(default_factory=list)
+    entries: list[GpuEntry] = field(default_factory=list)
     gpu_totals: dict[str, int] = field(default_factory=dict)  # NVML memory total per GPU index
     mem_total_bytes: int | None = None  # /proc/meminfo MemTotal (the pool on GB10)
     nvml: str = "ok"  # "ok" or why not
@@ -101,7 +97,7 @@ def _nvml_entries(ctx: CheckContext, facts: Facts) -> None:
     if nv.get("hung"):
         facts.notes.append(f"NVML did not answer ({facts.nvml}); see G4. Process table only")
         return
-    res = ctx.machine.command(COMPUTE_APPS)
+    res, entries = compute_apps(ctx.machine.command)
     if not res.ok:
         facts.notes.append(f"{facts.nvml}; nvidia-smi --query-compute-apps: {res.describe()}")
         # nvidia-smi exits 9 when it "couldn't communicate with the NVIDIA driver"
@@ -110,7 +106,7 @@ def _nvml_entries(ctx: CheckContext, facts: Facts) -> None:
         return
     facts.notes.append(f"{facts.nvml}; used nvidia-smi --query-compute-apps instead")
     facts.gpu_source = "nvidia-smi"
-    facts.entries.extend(parse_compute_apps(res.stdout))
+    facts.entries.extend(entries)
 
 
 def _device_entries(dev: Mapping[str, Any], facts: Facts) -> None:
@@ -125,51 +121,10 @@ def _device_entries(dev: Mapping[str, Any], facts: Facts) -> None:
             facts.notes.append(f"NVML {kind} processes of GPU {idx}: {errors[f'{kind}_procs'].get('name')}")
         for p in procs or []:
             used = p.get("used_bytes")
-            facts.entries.append(
-                {
-                    "pid": p.get("pid"),
-                    "used": used if isinstance(used, int) else None,
-                    "type": kind,
-                    "gpu": idx,
-                }
+            entry = GpuEntry(
+                pid=p.get("pid"), used=used if isinstance(used, int) else None, type=kind, gpu=idx
             )
-
-
-#: more MiB than any GPU holds (1 EiB): a figure past it is no figure
-_MAX_MIB = float(1 << 40)
-
-
-def _mib_to_bytes(used: str) -> int | None:
-    """``"8808"`` (MiB) -> bytes; ``[N/A]``, negative, NaN, infinite (``1e999``)
-    or absurd -> None: nvidia-smi's output is data (``int(inf)`` crashed G6)."""
-    try:
-        mib = float(used)
-    except ValueError:
-        return None
-    return int(mib * (1 << 20)) if math.isfinite(mib) and 0 <= mib <= _MAX_MIB else None
-
-
-def parse_compute_apps(text: str) -> list[dict[str, Any]]:
-    """``[gpu_uuid,] pid, process_name, used_memory`` CSV (MiB) -> entries.
-
-    Header lines, empty lines, ``[N/A]`` memory and short lines are
-    tolerated; a leading ``GPU-…`` uuid column (as in nvidia-smi-query_1.txt,
-    a GB10's ``--query-compute-apps=gpu_uuid,pid,process_name,used_memory``)
-    is skipped. The process name is kept by file name only (of its first
-    word: nvidia-smi shows a process title, ``exec -a``'s or setproctitle's
-    whole command line, as the name).
-    """
-    out: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        cols = [c.strip() for c in line.split(",")]
-        if cols and cols[0].startswith("GPU-"):
-            cols = cols[1:]
-        if len(cols) < 3 or not cols[0].isdigit() or len(cols[0]) > 10:
-            continue  # header, "No running processes found", blank, a pid no kernel gives
-        used_bytes = _mib_to_bytes(cols[-1].split()[0] if cols[-1].split() else "")
-        name = program_word(",".join(cols[1:-1]))
-        out.append({"pid": int(cols[0]), "used": used_bytes, "type": "compute", "gpu": "0", "name": name})
-    return out
+            facts.entries.append(entry)
 
 
 def _process_table(ctx: CheckContext, facts: Facts) -> None:
@@ -183,17 +138,11 @@ def _process_table(ctx: CheckContext, facts: Facts) -> None:
         if p.get("pid") is None:
             continue
         cmdline = [str(a) for a in p.get("cmdline") or []]
-        facts.processes.append(
-            {
-                "pid": int(p["pid"]),
-                "ppid": p.get("ppid"),
-                "name": scrub(str(p.get("name") or "")),  # comm: 15 characters of a title
-                "cmd": reduce_cmdline(cmdline),
-                "rss_bytes": p.get("rss_bytes"),
-                "self": bool(p.get("self")),
-                "probe": is_probe_child(cmdline),
-            }
-        )
+        name = scrub(str(p.get("name") or ""))  # comm: 15 characters of a title
+        cmd, rss, ours = reduce_cmdline(cmdline), p.get("rss_bytes"), bool(p.get("self"))
+        proc = Proc(pid=int(p["pid"]), ppid=p.get("ppid"), name=name, cmd=cmd, rss_bytes=rss, self=ours)
+        owner = "" if p.get("mine", True) else f"uid {p.get('uid')}"
+        facts.processes.append(proc | {"probe": is_probe_child(cmdline), "owner": owner})
     facts.scanned = len(facts.processes)
     facts.unreadable = int(table.get("unreadable") or 0)
     facts.unreadable_examples = [str(x) for x in table.get("unreadable_examples") or []]
@@ -228,6 +177,7 @@ class Group:
     used_by_gpu: dict[str, int] = field(default_factory=dict)  # bytes per GPU index
     rss_bytes: int | None = None
     types: list[str] = field(default_factory=list)  # "compute", "graphics", "cmdline"
+    owner: str = ""  # "uid N": another user's work
 
     @property
     def used_bytes(self) -> int | None:
@@ -244,7 +194,7 @@ class _Tree:
     """The process table as a tree: who is ours, and which recognised
     ancestor a process folds into (a server's workers, a launcher's ranks)."""
 
-    def __init__(self, procs: Sequence[Mapping[str, Any]], vllm_default: float) -> None:
+    def __init__(self, procs: Sequence[Proc], vllm_default: float) -> None:
         self.procs = {int(p["pid"]): p for p in procs}
         self.kinds: dict[int, Kind] = {}
         for pid, p in self.procs.items():
@@ -297,6 +247,7 @@ class _Tree:
             cap=k.cap if k else None,
             cap_source=k.cap_source if k else "no cap known",
             rss_bytes=p.get("rss_bytes"),
+            owner=str(p.get("owner") or ""),
         )
 
 
@@ -331,7 +282,7 @@ def build_groups(facts: Facts, *, vllm_default: float = 0.9) -> Survey:
     )
 
 
-def _add_entry(e: Mapping[str, Any], group_for: Any, tree: _Tree) -> None:
+def _add_entry(e: GpuEntry, group_for: Callable[[int], Group | None], tree: _Tree) -> None:
     """One GPU process list entry: its memory joins the group it belongs to."""
     try:
         pid = int(e.get("pid"))  # type: ignore[arg-type]
@@ -446,7 +397,8 @@ def _detail(j: Judged) -> str:
         ", ".join(f"GPU {k}: {_gib(v)}" for k, v in sorted(g.used_by_gpu.items())) or "no GPU memory figure"
     )
     extra = f" (+{len(g.pids) - 1} worker processes)" if len(g.pids) > 1 else ""
-    return f"{j.level.upper()} pid {g.pid}{extra} {g.kind}: {j.why}; {where}; seen by {'+'.join(g.types)}; {g.cmd}"
+    whose = f"; another user's ({g.owner}): its memory is the pool's all the same" if g.owner else ""
+    return f"{j.level.upper()} pid {g.pid}{extra} {g.kind}: {j.why}; {where}; seen by {'+'.join(g.types)}; {g.cmd}{whose}"
 
 
 def _readings(facts: Facts, judged: Sequence[Judged], cap_max: float) -> list[Reading]:
@@ -579,7 +531,9 @@ def _contenders(
             f"<= {cap_max:g} (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI "
             "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)",
         )
-        return plus_more(headline(fails[0], cap_max), len(fails)), f"kill {pids}, or restart capped at <= {cap_max:g}"
+        return plus_more(
+            headline(fails[0], cap_max), len(fails)
+        ), f"kill {pids}, or restart capped at <= {cap_max:g}"
     if warns:
         out.warn(
             f"{count(len(warns), 'other GPU process', 'other GPU processes')}, capped at <= {cap_max:g} or "

@@ -1,20 +1,12 @@
 """G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4 or
 Triton, does it know SM121?
 
-GB10 reports capability (12, 1). Stock cu130 torch wheels (2.11, 2.14) list
-``sm_80 … sm_120`` and no ``sm_121``: that is healthy, because sm_120 cubins
-run on 12.1 and PyTorch declined to add sm_121 (pytorch PR #178891; captures
-``torch_arch_list_1.txt``, ``torch_arch_policy_1.txt``). Their import warning
-("(8.0) - (12.0)", "does not include kernels") is a false positive. So G7
-FAILs only when torch can run nothing on SM121 (a CPU-only wheel, or no 12.x
-cubin and no PTX the driver can compile for it).
-
-NVFP4 needs the arch-specific (``sm_121a``) or family (``sm_120f``) targets;
-it is judged only where the stack uses it: ``--spark-precision nvfp4``, or an
-installed NVFP4 kernel library (vLLM, FlashInfer, TensorRT-LLM, sgl-kernel)
-whose cubins, listed by ``cuobjdump``, lack those targets. Triton's bundled
-``ptxas`` older than CUDA 12.9 rejects ``sm_121a`` (triton #8539), which
-breaks ``torch.compile``: its release is read and compared.
+Stock cu130 torch wheels list ``sm_80 … sm_120`` and no ``sm_121``: healthy, as
+sm_120 cubins run on 12.1 (pytorch PR #178891), so G7 FAILs only when torch can run
+nothing on SM121. NVFP4 needs ``sm_121a`` or ``sm_120f`` targets, judged only where
+the stack uses it (``--spark-precision nvfp4`` or an installed NVFP4 kernel library,
+its cubins listed by ``cuobjdump``). Triton's bundled ptxas older than CUDA 12.9
+rejects ``sm_121a`` (triton #8539), breaking ``torch.compile``.
 """
 
 from __future__ import annotations
@@ -24,11 +16,12 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes import elf
+from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
 from pytest_dgx_spark.probes.packages import canonical
 
@@ -91,11 +84,7 @@ class Arch(NamedTuple):
 
 
 def parse_arch(token: str) -> list[Arch]:
-    """Parse one arch name defensively; unknown text gives ``[]``.
-
-    ``sm_121a``, ``sm_120f``, ``compute_121a``, ``lto_90a``, ``12.0a``, ``12.1+PTX``
-    (an sm and a compute target), ``9.0``, ``90`` and ``121``.
-    """
+    """Parse one arch name defensively; unknown text gives ``[]``."""
     text = token.strip().lower()
     m = _SM.match(text)
     if not m:
@@ -115,10 +104,7 @@ def parse_arch(token: str) -> list[Arch]:
 
 
 def parse_arch_list(text: str | list[str] | None) -> tuple[list[Arch], list[str]]:
-    """A list (torch) or a ``TORCH_CUDA_ARCH_LIST`` string (``"9.0a;12.1a 12.0+PTX"``).
-
-    Returns ``(archs, unparsed tokens)``; named generations (``Hopper``) expand.
-    """
+    """A list (torch) or a ``TORCH_CUDA_ARCH_LIST`` string (``"9.0a;12.1a 12.0+PTX"``)."""
     if text is None:
         return [], []
     tokens = text if isinstance(text, list) else re.split(r"[;,\s]+", text)
@@ -160,13 +146,7 @@ def parse_cuobjdump(text: str) -> list[str]:
 
 
 def runs_on_sm121(arch: Arch) -> bool:
-    """Can this build target execute on SM121 (compute capability 12.1)?
-
-    A cubin runs on its own major at an equal or higher minor unless it is
-    arch-specific (``a``: that exact capability only); a family cubin
-    (``f``) runs on every 12.x at or above its minor. Plain PTX is JIT-compiled
-    for any newer GPU; ``a`` PTX only for its own capability.
-    """
+    """Can this build target execute on SM121 (compute capability 12.1)?"""
     exact = (arch.major, arch.minor) == SM121
     if arch.suffix == "a":
         return exact
@@ -187,6 +167,26 @@ def ptxas_release(text: str) -> list[int] | None:
     return [int(m.group(1)), int(m.group(2))] if m else None
 
 
+class Lib(TypedDict, total=False):
+    """One kernel library inspected with cuobjdump: its targets, or why not."""
+
+    dist: str
+    path: str
+    targets: list[str]
+    error: str
+
+
+class TritonPtxas(TypedDict, total=False):
+    """The ptxas Triton compiles SM121 kernels with; ``env``: the override variable when one is set."""
+
+    dist: str
+    path: str
+    binary: str
+    env: str | None
+    release: list[int] | None
+    error: str
+
+
 @dataclass
 class Facts(FactsBase):
     devices: list[dict[str, Any]] = field(default_factory=list)  # name, capability
@@ -200,19 +200,17 @@ class Facts(FactsBase):
     env_arch_list: str | None = None
     cuobjdump: str | None = None  # the tool's path, or None when absent
     #: one entry per library inspected: dist, version, path, targets | error
-    libs: list[dict[str, Any]] = field(default_factory=list)
+    libs: list[Lib] = field(default_factory=list)
     libs_installed: list[str] = field(default_factory=list)  # NVFP4 dists installed
     #: the ptxas Triton compiles SM121 kernels with: dist, path, binary, env (the
     #: override variable when one is set), release [major, minor] | error
-    triton: dict[str, Any] | None = None
+    triton: TritonPtxas | None = None
 
 
 FACTS = Facts
 
 
 def _find_cuobjdump(env: dict[str, str]) -> str | None:
-    from pytest_dgx_spark.probes.commands import find_program
-
     found = find_program("cuobjdump", env)  # absolute PATH entries only: never the working folder's
     if found:
         return found
@@ -251,20 +249,14 @@ def _kernel_libraries(ctx: CheckContext) -> tuple[list[str], list[tuple[str, str
     ]
 
 
-def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
-    """The ptxas Triton would run for an SM121 kernel, and its release.
-
-    Triton >= 3.5 compiles for sm >= 100 with its bundled ``ptxas-blackwell``
-    (override: ``TRITON_PTXAS_BLACKWELL_PATH``); older Tritons use the bundled
-    ``ptxas`` (override: ``TRITON_PTXAS_PATH``). Only that one binary matters:
-    the plain ``ptxas`` next to a ``ptxas-blackwell`` is never used for GB10.
-    """
+def _triton_ptxas(ctx: CheckContext) -> TritonPtxas | None:
+    """The ptxas Triton would run for an SM121 kernel, and its release."""
     machine = ctx.machine
     dists = machine.packages().get("dists") or {}
     dist = next((dists[k] for k in TRITON_DISTS if k in dists), None)
     if dist is None:
         return None
-    out: dict[str, Any] = {"dist": f"{dist['name']} {dist['version']}"}
+    out = TritonPtxas(dist=f"{dist['name']} {dist['version']}")
     location = str(dist.get("location") or "")
     if not os.path.isabs(location):
         out["error"] = "its install folder is unknown (no dist-info path)"
@@ -278,7 +270,7 @@ def _triton_ptxas(ctx: CheckContext) -> dict[str, Any] | None:
     )
     override = machine.env.get(env_name) or ""
     path = override if os.path.isfile(override) else os.path.join(bin_dir, binary)
-    out.update(binary=binary, path=path, env=env_name if path == override else None)
+    out["binary"], out["path"], out["env"] = binary, path, env_name if path == override else None
     if not os.path.isfile(path):
         out["error"] = f"no {binary} in {bin_dir}"
         return out
@@ -319,7 +311,7 @@ def _gather_libraries(ctx: CheckContext, facts: Facts) -> None:
         return
     deadline = time.monotonic() + machine.timeout * 3
     for label, path, _key in libs:
-        entry: dict[str, Any] = {"dist": label, "path": path}
+        entry = Lib(dist=label, path=path)
         if time.monotonic() > deadline:
             entry["error"] = "not inspected (time budget spent)"
         else:
@@ -370,30 +362,16 @@ def _gpu(f: Facts) -> tuple[Result | None, list[tuple[str, tuple[int, ...]]], st
         source = "torch"
     if not caps:
         why = f.nvml_reason or "NVML lists no GPU"
-        return (
-            Result(
-                "G7",
-                Status.SKIP,
-                f"no NVIDIA GPU found ({why}): NVFP4 on SM121 does not apply",
-                headline="no NVIDIA GPU found: the SM121 check does not apply",
-            ),
-            [],
-            source,
-        )
+        summary = f"no NVIDIA GPU found ({why}): NVFP4 on SM121 does not apply"
+        headline = "no NVIDIA GPU found: the SM121 check does not apply"
+        return Result("G7", Status.SKIP, summary, headline=headline), [], source
     if not any(c == SM121 for _, c in caps):
         found = "; ".join(f"{n} has capability ({c[0]}, {c[1]})" for n, c in dict.fromkeys(caps))
         first = caps[0]
-        return (
-            Result(
-                "G7",
-                Status.SKIP,
-                f"not SM121: {found} (from {source}); the NVFP4 vs FP8 question is GB10's",
-                readings=[Reading("capability", ", ".join(f"{c[0]}.{c[1]}" for _, c in caps))],
-                headline=f"not SM121: {first[0]} is {first[1][0]}.{first[1][1]}; this check is GB10's",
-            ),
-            caps,
-            source,
-        )
+        summary = f"not SM121: {found} (from {source}); the NVFP4 vs FP8 question is GB10's"
+        readings = [Reading("capability", ", ".join(f"{c[0]}.{c[1]}" for _, c in caps))]
+        headline = f"not SM121: {first[0]} is {first[1][0]}.{first[1][1]}; this check is GB10's"
+        return Result("G7", Status.SKIP, summary, readings=readings, headline=headline), caps, source
     return None, caps, source
 
 
@@ -456,7 +434,7 @@ def _lib_fp4(entry: Mapping[str, Any]) -> bool:
     return any(fp4_target(a) for t in entry.get("targets") or [] for a in parse_arch(t))
 
 
-def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str]) -> str:
+def _library_text(f: Facts, with_code: list[Lib], fp4_dists: list[str]) -> str:
     if f.libs_installed and f.cuobjdump is None and not f.libs:
         return f"{', '.join(f.libs_installed)} installed but cuobjdump not found, so their cubins were not listed"
     if fp4_dists:
@@ -470,6 +448,16 @@ def _library_text(f: Facts, with_code: list[dict[str, Any]], fp4_dists: list[str
     return "no NVFP4 kernel library installed (vLLM, FlashInfer, TensorRT-LLM)"
 
 
+def _library_notes(f: Facts, with_code: list[Lib], fp4_dists: list[str], out: Findings) -> str:
+    """Each library's targets in the details, the counts in the readings; the summary's text."""
+    for x in f.libs:
+        what = ", ".join(x["targets"]) if x.get("targets") else x.get("error") or "no device code (JIT)"
+        out.note(f"{x['dist']} {os.path.basename(x['path'])}: {what}")
+    out.read("kernel_libraries_inspected", len([x for x in f.libs if "targets" in x]))
+    out.read("kernel_libraries_with_sm_121a", len([x for x in with_code if _lib_fp4(x)]))
+    return _library_text(f, with_code, fp4_dists)
+
+
 def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findings) -> str:
     """NVFP4 is judged only where the stack uses it: ``--spark-precision
     nvfp4``, or an installed NVFP4 kernel library (unless the precision given
@@ -478,12 +466,7 @@ def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findi
     fp4_dists = list(dict.fromkeys(x["dist"] for x in with_code if _lib_fp4(x)))
     lacking = [x for x in with_code if x["dist"] not in fp4_dists]
     lacking_dists = list(dict.fromkeys(x["dist"] for x in lacking))
-    for x in f.libs:
-        what = ", ".join(x["targets"]) if x.get("targets") else x.get("error") or "no device code (JIT)"
-        out.note(f"{x['dist']} {os.path.basename(x['path'])}: {what}")
-    out.read("kernel_libraries_inspected", len([x for x in f.libs if "targets" in x]))
-    out.read("kernel_libraries_with_sm_121a", len([x for x in with_code if _lib_fp4(x)]))
-    lib_text = _library_text(f, with_code, fp4_dists)
+    lib_text = _library_notes(f, with_code, fp4_dists, out)
     if precision in ("fp8", "bf16"):
         if lacking_dists:
             out.note(
@@ -524,10 +507,11 @@ def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
     t = f.triton
     if t is None:
         return ""
-    if t.get("error") or not t.get("release"):
+    got = t.get("release")
+    if t.get("error") or not got:
         out.note(f"{t['dist']}: {t.get('error') or 'ptxas release unknown'}")
         return ""
-    release = tuple(t["release"])
+    release = tuple(got)
     shown = f"{release[0]}.{release[1]}"
     out.read("triton_ptxas_release", shown)
     where = f"{t['env']}={t['path']}" if t.get("env") else f"its bundled {t['binary']}"
@@ -580,9 +564,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     headline, short_fix = out.first_short()
     if not headline:
         headline = _ok_headline(facts, torch_archs, runs)
-    result = out.result(
-        Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix
-    )
+    result = out.result(Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix)
     if result.status in (Status.FAIL, Status.WARN):
         result.summary = f"{gpu}: {result.summary}"
     return result

@@ -1,18 +1,11 @@
-"""G8 — stale playbooks: does an open issue say the playbook you follow is broken?
+"""G8 — stale playbooks: does an open issue name the playbook you follow?
 
-NVIDIA's DGX Spark playbooks (``NVIDIA/dgx-spark-playbooks``) drift: a
-container tag disappears, a pinned ``trl`` breaks Unsloth, a NIM runtime name
-changes (docs/EVIDENCE.md lists the issues). Their titles are free-form, with no
-labels to filter on, so the only useful test is "does an open issue name my
-playbook in its title or body?".
-
-One GET per run (cached in the machine's store, so xdist workers share it)
-of ``/repos/NVIDIA/dgx-spark-playbooks/issues?state=open&per_page=100``;
-GitHub returns pull requests there too, marked by a ``pull_request`` key, and
-they are dropped. Anything that stops the lookup — ``--spark-offline``, no
-network, a rate limit, a 5xx, an answer that is not a list of issues — is a
-SKIP with the reason: a stale-playbook warning is advice, never a blocker, so
-G8 never FAILs.
+NVIDIA's DGX Spark playbooks drift (a tag disappears, a pin breaks Unsloth) and
+their issues have no labels, so G8 asks one thing: does an open issue name my
+playbook in its title or body? One GET per run (shared through the machine's store)
+of the open issues, pull requests dropped. Anything that stops the lookup
+(``--spark-offline``, no network, a rate limit, an answer that is no issue list) is
+a SKIP with the reason: advice, never a blocker, so G8 never FAILs.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
@@ -45,15 +38,21 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 
 def issues_url(base: str) -> str:
-    """The issue list under ``base`` (``https://ghe.example/api/v3``).
-
-    The option check refuses a base URL with a query, but a Settings built in
-    Python skips it: a query there stays a query (``…/issues?x=1&state=…``),
-    never a piece of the path (``/?x=1/repos/…``)."""
+    """The issue list under ``base`` (``https://ghe.example/api/v3``)."""
     parts = urlsplit(base)
     path = f"{parts.path.rstrip('/')}/repos/{REPO}/issues"
     query = "&".join(q for q in (parts.query, QUERY) if q)
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+
+
+class Issue(TypedDict):
+    """One open issue, as kept: its body cut to :data:`BODY_CHARS`."""
+
+    number: int
+    title: str
+    body: str
+    created_at: str
+    html_url: str
 
 
 @dataclass
@@ -65,7 +64,7 @@ class Facts(FactsBase):
     source: str = ""
     #: the HTTP answer without its body (see probes/http.py)
     answer: dict[str, Any] = field(default_factory=dict)
-    issues: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
     pull_requests: int = 0
     not_issues: int = 0
     parse_error: str | None = None
@@ -77,12 +76,7 @@ class Facts(FactsBase):
 
 
 def parse_issues(text: str | None) -> dict[str, Any]:
-    """GitHub's issue list -> ``{"issues", "pull_requests", "not_issues", "error"}``.
-
-    Each issue keeps number, title, created_at, html_url and the first
-    :data:`BODY_CHARS` of its body. ``error`` says why the text is not the
-    list GitHub sends, in one line.
-    """
+    """GitHub's issue list -> ``{"issues", "pull_requests", "not_issues", "error"}``."""
     out: dict[str, Any] = {"issues": [], "pull_requests": 0, "not_issues": 0, "error": None}
     if text is None or not text.strip():
         out["error"] = "the answer was empty"
@@ -130,12 +124,7 @@ def normalize_playbook(name: str) -> str:
 
 
 def playbook_pattern(name: str) -> re.Pattern[str]:
-    """A word-ish, case-insensitive pattern for a playbook name.
-
-    ``-``/``_``/space are interchangeable (``trt-llm`` matches ``TRT LLM`` and
-    ``trtllm``), and the name must not sit inside a longer word (``nim`` does
-    not match ``animation``).
-    """
+    """A word-ish, case-insensitive pattern for a playbook name."""
     names = (name, *ALIASES.get(name, ()))
     alternatives = []
     for n in names:
@@ -144,7 +133,7 @@ def playbook_pattern(name: str) -> re.Pattern[str]:
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alternatives) + r")(?![a-z0-9])", re.IGNORECASE)
 
 
-def matching(issues: list[dict[str, Any]], name: str) -> list[tuple[dict[str, Any], str]]:
+def matching(issues: list[Issue], name: str) -> list[tuple[Issue, str]]:
     """Issues whose title or body names the playbook, with where it matched."""
     pattern = playbook_pattern(name)
     found = []
@@ -156,11 +145,11 @@ def matching(issues: list[dict[str, Any]], name: str) -> list[tuple[dict[str, An
     return found
 
 
-def newest_first(issues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def newest_first(issues: list[Issue]) -> list[Issue]:
     return sorted(issues, key=lambda i: (i.get("created_at") or "", i.get("number") or 0), reverse=True)
 
 
-def short(issue: dict[str, Any]) -> str:
+def short(issue: Issue) -> str:
     title = issue.get("title") or "(no title)"
     if len(title) > TITLE_CHARS:
         title = title[: TITLE_CHARS - 1].rstrip() + "…"
@@ -188,13 +177,7 @@ def _plausible(when: float) -> float | None:
 
 
 def rate_limit_reset(headers: dict[str, str], fetched_at: float) -> float | None:
-    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``.
-
-    Header values are data from a server: one out of range (a reset in the
-    year 10**20 or in 1970, a Retry-After of 10**400 s, a negative one, a
-    date before GitHub existed) is "unknown", never a crash and never a time shown as if
-    it were the reset. Numbers are compared as integers before any float is
-    made of them (``float(10**400)`` raises OverflowError)."""
+    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``."""
     reset = _int(headers.get("x-ratelimit-reset"))
     if reset is not None and reset > 0:
         return _plausible(float(reset)) if reset <= MAX_EPOCH else None
@@ -327,9 +310,30 @@ def gather(ctx: CheckContext) -> Facts:
 FACTS = Facts
 
 
-def _skip_reason(f: Facts) -> str | None:
+def _rate_limited(f: Facts) -> str:
     a = f.answer
     headers: dict[str, str] = a.get("headers") or {}
+    reset = rate_limit_reset(headers, f.fetched_at)
+    shown = render_reset(reset, f.fetched_at) if reset else ""
+    if shown:
+        until = f" until {shown}"
+    elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
+        until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
+    else:
+        until = ""
+    return f"rate-limited by GitHub (HTTP {a.get('status')}){until}; {_token_words(a)}"
+
+
+def _unauthorized(a: dict[str, Any], message: str) -> str:
+    if a.get("credentials") != "sent" and a.get("token") != "sent":
+        said = f" ({message})" if message else ""
+        return f"GitHub answered HTTP 401{said} to a request without credentials"
+    who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
+    return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
+
+
+def _skip_reason(f: Facts) -> str | None:
+    a = f.answer
     status = a.get("status")
     message = a.get("message") or ""
     if a.get("offline"):
@@ -338,22 +342,10 @@ def _skip_reason(f: Facts) -> str | None:
         return f"GitHub lookup gave up: {a.get('error')} (--spark-timeout)"
     if a.get("too_large"):
         return f"GitHub's answer is not the issue list expected: {a.get('error')}"
-    if is_rate_limited(status, headers, message):
-        reset = rate_limit_reset(headers, f.fetched_at)
-        shown = render_reset(reset, f.fetched_at) if reset else ""
-        if shown:
-            until = f" until {shown}"
-        elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
-            until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
-        else:
-            until = ""
-        return f"rate-limited by GitHub (HTTP {status}){until}; {_token_words(a)}"
+    if is_rate_limited(status, a.get("headers") or {}, message):
+        return _rate_limited(f)
     if status == 401:
-        if a.get("credentials") != "sent" and a.get("token") != "sent":
-            said = f" ({message})" if message else ""
-            return f"GitHub answered HTTP 401{said} to a request without credentials"
-        who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
-        return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
+        return _unauthorized(a, message)
     if status == 404:
         return f"{REPO} not found at {f.source} (HTTP 404); check --spark-github-url"
     if status is not None and 300 <= status < 400 and a.get("error"):
@@ -365,9 +357,7 @@ def _skip_reason(f: Facts) -> str | None:
         return f"GitHub lookup failed: {a.get('error')}"
     if f.parse_error:
         return f"GitHub's answer is not the issue list expected: {f.parse_error}"
-    if not a:
-        return "GitHub lookup did not run"
-    return None
+    return None if a else "GitHub lookup did not run"
 
 
 def _token_words(a: dict[str, Any]) -> str:

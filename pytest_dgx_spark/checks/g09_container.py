@@ -1,14 +1,10 @@
 """G9 — container first, not bare pip.
 
-A bare-pip stack lets torch, triton, xformers and transformers drift apart;
-an NGC or Unsloth container pins them to a build that targets GB10. This
-check names the container it finds (marker files, cgroup, NGC environment,
-torch's ``.nvYY.MM`` suffix) and verifies, pip-check style, that every
-installed training-stack package's declared requirements hold.
-
-On cgroup v2 ``/proc/1/cgroup`` is only ``0::/`` inside most containers, so
-"no marker" is reported as "unknown", not as proof of a bare host, unless
-PID 1 is an init system.
+A bare-pip stack lets torch, triton and transformers drift apart; an NGC or Unsloth
+container pins them. G9 names the container it finds (markers, cgroup, NGC
+environment, torch's ``.nvYY.MM`` suffix) and checks, pip-check style, that every
+installed training-stack package's requirements hold. On cgroup v2 a container often
+shows no marker, so "none found" is "unknown" unless PID 1 is an init system.
 """
 
 from __future__ import annotations
@@ -18,45 +14,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import procfs
 from pytest_dgx_spark.probes.packages import canonical
 
 #: the packages whose drift breaks training (their requirements are verified)
-STACK = (
-    "torch",
-    "torchvision",
-    "torchaudio",
-    "triton",
-    "xformers",
-    "transformers",
-    "accelerate",
-    "peft",
-    "trl",
-    "datasets",
-    "tokenizers",
-    "safetensors",
-    "bitsandbytes",
-    "flash-attn",
-    "unsloth",
-    "unsloth-zoo",
-    "deepspeed",
-    "vllm",
-    "sglang",
-    "tensorrt-llm",
-    "nemo-toolkit",
-    "megatron-core",
-    "lightning",
-    "pytorch-lightning",
-    "torchao",
-    "liger-kernel",
-    "diffusers",
-    "huggingface-hub",
+STACK = tuple(
+    "torch torchvision torchaudio triton xformers transformers accelerate peft trl datasets tokenizers "  # noqa: SIM905
+    "safetensors bitsandbytes flash-attn unsloth unsloth-zoo deepspeed vllm sglang tensorrt-llm nemo-toolkit "
+    "megatron-core lightning pytorch-lightning torchao liger-kernel diffusers huggingface-hub".split()
 )
 #: shown in the summary when installed
 HEADLINE = ("torch", "triton", "xformers", "transformers")
-
 NGC_ENV = (
     "NVIDIA_PYTORCH_VERSION",
     "PYTORCH_BUILD_VERSION",
@@ -103,8 +77,6 @@ def parse_constraints(text: str) -> dict[str, str]:
 
 
 def gather(ctx: CheckContext) -> Facts:
-    from packaging.markers import default_environment
-
     m = ctx.machine
     facts = Facts()
     facts.dockerenv = m.exists("/.dockerenv")
@@ -124,17 +96,12 @@ def gather(ctx: CheckContext) -> Facts:
     pk = m.packages()
     facts.dists = dict(pk.get("dists") or {})
     facts.metadata_errors = int(pk.get("errors") or 0)
-    facts.markers = dict(default_environment())
+    facts.markers = {k: str(v) for k, v in default_environment().items()}
     return facts
 
 
-def container_name(f: Facts) -> tuple[str | None, str]:
-    """``(name, evidence)`` of the container we are in, or ``(None, why-unknown)``."""
-    ngc = ""
-    if f.env.get("NVIDIA_PYTORCH_VERSION"):
-        ngc = f"NGC PyTorch {f.env['NVIDIA_PYTORCH_VERSION']}"
-    elif f.env.get("NVIDIA_PRODUCT_NAME"):
-        ngc = f"NGC {f.env['NVIDIA_PRODUCT_NAME']} image"
+def _markers(f: Facts) -> list[tuple[str, str]]:
+    """``[(what, evidence)]`` of every container marker found, the surest first."""
     found: list[tuple[str, str]] = []
     if f.dockerenv:
         found.append(("Docker container", "/.dockerenv"))
@@ -151,14 +118,20 @@ def container_name(f: Facts) -> tuple[str | None, str]:
         found.append(("Kubernetes pod", "KUBERNETES_SERVICE_HOST"))
     if f.env.get("container") and not found:
         found.append((f"{f.env['container']} container", "container= in the environment"))
-    if not found and ngc:
-        found.append(("container", "NGC environment variables"))
-    if found:
-        name = found[0][0]
-        if ngc:
-            name = f"{ngc} in a {name}"
-        return name, ", ".join(e for _, e in found)
-    return None, ""
+    return found
+
+
+def container_name(f: Facts) -> tuple[str | None, str]:
+    """``(name, evidence)`` of the container we are in, or ``(None, "")``."""
+    ngc = ""
+    if f.env.get("NVIDIA_PYTORCH_VERSION"):
+        ngc = f"NGC PyTorch {f.env['NVIDIA_PYTORCH_VERSION']}"
+    elif f.env.get("NVIDIA_PRODUCT_NAME"):
+        ngc = f"NGC {f.env['NVIDIA_PRODUCT_NAME']} image"
+    found = _markers(f) or ([("container", "NGC environment variables")] if ngc else [])
+    if not found:
+        return None, ""
+    return (f"{ngc} in a {found[0][0]}" if ngc else found[0][0]), ", ".join(e for _, e in found)
 
 
 def broken_requirements(
@@ -166,14 +139,7 @@ def broken_requirements(
     stack: tuple[str, ...] = STACK,
     environment: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """pip-check style: ``(problems, notes)`` for the installed stack packages.
-
-    Requirements behind an extra are not checked (nothing says the extra was
-    asked for); unparseable metadata is a note, not a problem.
-    """
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.version import InvalidVersion, Version
-
+    """pip-check style: ``(problems, notes)`` for the installed stack packages."""
     env = {"extra": ""}
     if environment:
         env.update(environment)

@@ -1,39 +1,27 @@
 """G10 — two Sparks: data parallel (DDP/FSDP) across nodes, not tensor parallel.
 
-Two DGX Sparks talk over one ConnectX-7 link (200 Gb/s; a healthy NCCL
-all-reduce gets 20-24 GB/s bus bandwidth). Tensor parallelism all-reduces
-activations inside every layer, so across that link it is slow and, by
-the reports in docs/EVIDENCE.md, fragile (NCCL all-reduce wedging after ~20 min,
-vLLM #42354; SGLang TP=2 freezing at init). The seed's rule is "TP > 1 across
-nodes > 1 is a configuration error". A *training* job is judged by it (FAIL;
-``--spark-tp-across-nodes warn`` downgrades); a *serving* job (``vllm serve``,
-``sglang.launch_server``, vLLM's ``LLM(...)``) is what NVIDIA's own vLLM
-playbook runs over two Sparks, so it is a WARN with the NCCL fix. Each job
-found is named as what it is and judged on its own.
-
-What it reads (``probes/multinode.py``, ``probes/configs.py``): the
-launcher's environment, the configs named with ``--spark-config`` (only
-those, when any is named) or else found under the rootdir (never a file this
-tool or a test-report plugin wrote), each config judged on its own with only
-the launcher's counts to pair with, the command lines of running processes,
-and, when the job spans nodes, the link NCCL is told to use: both RoCE twins in ``NCCL_IB_HCA``, MTU
-9000, RoCE not disabled (tests/data/gb10: nccl_two_spark_1.txt,
-nccl_two_spark_5.txt, two_spark_config_2.txt, link_two_spark_ib_write_bw_2.txt,
-playbook_issue_nccl_1.txt). A single node with nothing multi-node about it is
-a PASS ("single node"): SKIP is kept for "could not check".
-
-With ``--spark-intrusive`` under torchrun (``WORLD_SIZE`` > 1), every rank
-runs an all-reduce bus-bandwidth probe (``scripts/allreduce_child.py``).
+Two Sparks share one ConnectX-7 link (20-24 GB/s all-reduce bus bandwidth when
+healthy). TP all-reduces inside every layer, so across it TP is slow and fragile
+(NCCL wedging, vLLM #42354). A *training* job with TP > 1 across nodes > 1 FAILs
+(``--spark-tp-across-nodes warn`` downgrades); a *serving* job, as NVIDIA's vLLM
+playbook runs, WARNs with the NCCL fix. G10 reads the launcher's environment, the
+configs named with ``--spark-config`` (else found under the rootdir), the running
+processes of your own job (another user's are a note: issue 24), and for a
+multi-node job the link NCCL is told to use (both RoCE twins, MTU 9000, RoCE on).
+Nothing multi-node is a PASS ("single node"); SKIP is "could not check". Under
+torchrun, ranks compare fingerprints, and with ``--spark-intrusive`` measure an
+all-reduce (``scripts/allreduce_child.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict, cast, runtime_checkable
 
 from pytest_dgx_spark import launch
 from pytest_dgx_spark.checks import nodes
@@ -42,7 +30,10 @@ from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import fleet
 from pytest_dgx_spark.probes import multinode as mn
+from pytest_dgx_spark.probes.child import ChildResult
+from pytest_dgx_spark.probes.gpu_programs import job_name, unwrap
 from pytest_dgx_spark.probes.processes import SCAN_STOPPED
+from pytest_dgx_spark.redact import split_title
 
 LAUNCHER_ENV = mn.LAUNCHER_ENV
 TP_ENV = mn.TP_ENV
@@ -87,12 +78,43 @@ FIX_IB_DISABLE = (
 )
 
 
+class Finding(TypedDict, total=False):
+    """``configs.Finding`` as data: what one key or flag says."""
+
+    what: str  # tp | pp | nodes | strategy | backend | headless | tp_plan
+    value: Any  # a count, a word, True; None where the text is not one (``raw``)
+    key: str
+    raw: str
+
+
+class Source(TypedDict, total=False):
+    """``configs.Source`` as data: one config, command line or process, and what it says."""
+
+    name: str
+    kind: str  # given | found | process | launcher
+    findings: list[Finding]
+    error: str | None
+    notes: list[str]
+    role: str | None
+    owner: str  # "uid N": another user's job (issue 24)
+
+
+class Probe(TypedDict, total=False):
+    """The all-reduce probe: whether it ran (else why not), its data, its error."""
+
+    ran: bool
+    reason: str
+    data: dict[str, Any]
+    error: str | None
+    hung: bool
+
+
 @dataclass
 class Facts(FactsBase):
     #: the launcher, TP, NCCL and Ray variables that are set
     env: dict[str, str] = field(default_factory=dict)
     #: configs.Source dicts: given, found, process, launcher
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
     root: str = ""
     #: --spark-config named configs: they replaced the search under the rootdir
     configs_given: bool = False
@@ -103,7 +125,7 @@ class Facts(FactsBase):
     gpu_count: int | None = None
     intrusive: bool = False
     #: the all-reduce probe: None when not attempted
-    probe: dict[str, Any] | None = None
+    probe: Probe | None = None
     #: probes.multinode.read_link(): RoCE devices and MTUs under the host root
     link: dict[str, Any] | None = None
     #: probes.fleet.exchange(): every rank's fingerprint, or the error and the missing ranks
@@ -116,11 +138,11 @@ FACTS = Facts
 # --------------------------------------------------------------------------- gather
 
 
-def summarize_probe(child: Any) -> dict[str, Any]:
+def summarize_probe(child: ChildResult) -> Probe:
     """The probe child's result as plain data, with one reason when it failed."""
     d = dict(child.data)
     d.pop("_allowance", None)
-    out: dict[str, Any] = {"ran": True, "data": d, "error": None, "hung": False}
+    out = Probe(ran=True, data=d, error=None, hung=False)
     if d.get("torch_import_error"):
         out["ran"] = False
         out["reason"] = f"torch not importable ({d['torch_import_error']})"
@@ -131,6 +153,49 @@ def summarize_probe(child: Any) -> dict[str, Any]:
         out["error"] = d["error"]
     elif not child.ok:
         out["error"] = child.describe("all-reduce probe")
+    return out
+
+
+def _runs(wrapper: dict[str, Any], child: dict[str, Any]) -> bool:
+    """``child`` is the command ``wrapper`` (timeout, uv run, nohup...) runs: one job."""
+    cmd = split_title(wrapper.get("cmdline") or [])
+    inner, argv = unwrap(cmd), split_title(child.get("cmdline") or [])
+    if inner == cmd or not argv:
+        return False
+    tail = inner[1:]
+    return (
+        argv[len(argv) - len(tail) :] == tail
+        if tail
+        else os.path.basename(argv[-1]) == os.path.basename(inner[0])
+    )
+
+
+def process_sources(procs: list[dict[str, Any]]) -> list[Source]:
+    """Running processes with G10's flags, each a source: a wrapper and the
+    command it runs are one job, named by the program behind the wrapper (the
+    child's pid); another user's job carries its ``owner`` (issue 24)."""
+    by_pid = {p.get("pid"): p for p in procs}
+    inner = {w["pid"]: p for p in procs if (w := by_pid.get(p.get("ppid"))) is not None and _runs(w, p)}
+    wrapped = {c.get("pid") for c in inner.values()}
+    out: list[Source] = []
+    for p in procs:
+        if p.get("pid") in wrapped:
+            continue  # said by its wrapper
+        last, seen = p, set()
+        while last.get("pid") in inner and last.get("pid") not in seen:
+            seen.add(last.get("pid"))
+            last = inner[last["pid"]]
+        job = {
+            **p,
+            "pid": last.get("pid"),
+            "name": job_name(p.get("cmdline") or []),
+            "self": p.get("self") or last.get("self"),
+        }
+        for src in cfgs.process_sources([job], own_pid=os.getpid()):
+            d = cast(Source, src.to_dict())
+            if job.get("mine") is False:
+                d["owner"] = f"uid {job.get('uid')}"
+            out.append(d)
     return out
 
 
@@ -158,8 +223,7 @@ def gather(ctx: CheckContext) -> Facts:
     procs = m.processes()
     if procs.get("error"):
         facts.notes.append(procs["error"])
-    sources += [p.to_dict() for p in cfgs.process_sources(procs.get("processes") or [], own_pid=os.getpid())]
-    facts.sources = sources
+    facts.sources = sources + process_sources(procs.get("processes") or [])
     if _wants_gpus(facts):
         nv = m.nvml()
         if nv.get("ok"):
@@ -206,15 +270,19 @@ def _fleet(ctx: CheckContext, facts: Facts) -> dict[str, Any] | None:
     return None
 
 
-def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
-    """Run the other selected checks first, then hand this node's fingerprint
-    (with each check's status and G-line) to every rank.
+@runtime_checkable
+class _RunsChecks(Protocol):
+    """The engine's run(), which the node comparison needs (every check's status in the fingerprint)."""
 
-    The fingerprint's G10 is this node's own G10 (launcher, configs, link),
-    decided from ``facts`` before the comparison: the comparison itself is
-    the same on every rank (every rank compares the same fingerprints), so a
-    second exchange after it would only add a second wait for the peers."""
-    results = {cid: ctx.engine.run(cid) for cid in ctx.selected if cid != "G10"}
+    def run(self, check_id: str) -> Result: ...
+
+
+def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
+    """Run the other selected checks first, then hand this node's fingerprint (with each check's status and
+    G-line) to every rank."""
+    engine = ctx.engine  # kit's _Engine does not offer run(): until it does, asked for here
+    others = [cid for cid in ctx.selected if cid != "G10"]
+    results = {cid: engine.run(cid) for cid in others} if isinstance(engine, _RunsChecks) else {}
     local = evaluate(facts, ctx.params())
     lines = {cid: {"status": r.status.value, "line": r.line()} for cid, r in results.items()}
     scope = "this node, before the node comparison"
@@ -276,41 +344,31 @@ class View:
     role: str = ""
 
 
-def _describe(name: str, f: dict[str, Any]) -> str:
+def _describe(name: str, f: Finding) -> str:
     value = f["value"] if f["value"] is not None else repr(f.get("raw", ""))
     if name == "environment":
         return f"{f['key']}"
     return f"{name}: {f['key']} = {value}"
 
 
-def launcher_nodes(env: dict[str, str]) -> list[dict[str, Any]]:
+def launcher_nodes(env: dict[str, str]) -> list[Finding]:
     """Node counts the launcher's environment implies, each with its evidence."""
-    out: list[dict[str, Any]] = []
-    ws, lws = cfgs.as_count(env.get("WORLD_SIZE")), cfgs.as_count(env.get("LOCAL_WORLD_SIZE"))
-    if ws and lws:
-        out.append(
-            {"what": "nodes", "value": math.ceil(ws / lws), "key": f"WORLD_SIZE={ws}, LOCAL_WORLD_SIZE={lws}"}
-        )
-    ows, olws = (
-        cfgs.as_count(env.get("OMPI_COMM_WORLD_SIZE")),
-        cfgs.as_count(env.get("OMPI_COMM_WORLD_LOCAL_SIZE")),
-    )
-    if ows and olws:
-        out.append(
-            {
-                "what": "nodes",
-                "value": math.ceil(ows / olws),
-                "key": f"OMPI_COMM_WORLD_SIZE={ows}, OMPI_COMM_WORLD_LOCAL_SIZE={olws}",
-            }
-        )
+    out: list[Finding] = []
+    for size, local in (
+        ("WORLD_SIZE", "LOCAL_WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ):
+        ws, lws = cfgs.as_count(env.get(size)), cfgs.as_count(env.get(local))
+        if ws and lws:
+            out.append(Finding(what="nodes", value=math.ceil(ws / lws), key=f"{size}={ws}, {local}={lws}"))
     for name in ("GROUP_WORLD_SIZE", "NNODES", "PET_NNODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
-        count = cfgs.as_count(env.get(name))
-        if count:
-            out.append({"what": "nodes", "value": count, "key": f"{name}={env[name]}"})
+        n = cfgs.as_count(env.get(name))
+        if n:
+            out.append(Finding(what="nodes", value=n, key=f"{name}={env[name]}"))
     return out
 
 
-def _role_of(f: dict[str, Any]) -> str:
+def _role_of(f: Finding) -> str:
     """What one finding says about the job: training, serving, or nothing."""
     if f["what"] == "strategy":
         return "training"
@@ -326,34 +384,40 @@ def _pick_role(a: str, b: str) -> str:
     return "training" if "training" in (a, b) else (a or b)
 
 
-def _view(
-    name: str, kind: str, findings: list[dict[str, Any]], world: int | None, role: str | None = None
-) -> View:
+def _view(name: str, kind: str, findings: list[Finding], world: int | None, role: str | None = None) -> View:
     v = View(name=name, kind=kind, role=role or "")
     for f in findings:
-        what, value = f["what"], f["value"]
         v.role = _pick_role(v.role, _role_of(f))
-        if what == "tp" and isinstance(value, int) and (value > v.tp or not v.tp_by):
-            v.tp, v.tp_by = value, _describe(name, f)
-        elif what == "tp_plan" and value is not None:
-            degree = world or 2  # "auto" shards over every process of the job
-            if degree > v.tp:
-                v.tp = degree
-                v.tp_by = _describe(name, {**f, "value": f"{value} (TP over all {world or 'the'} processes)"})
-        elif what == "pp" and isinstance(value, int) and value > v.pp:
-            v.pp = value
-        elif what == "nodes" and isinstance(value, int) and value > v.nodes:
-            v.nodes, v.nodes_by = value, _describe(name, f)
-        elif what == "headless" and v.nodes < 2:
-            v.nodes, v.nodes_by = (
-                2,
-                f"{name}: {f['key']} (a headless vLLM is a worker of a multi-node engine)",
-            )
-        elif what == "strategy" and isinstance(value, str) and value.upper() not in v.strategies:
-            v.strategies.append(value.upper())
-        elif what == "backend" and isinstance(value, str):
-            v.backend = value
+        _take(v, f, world)
     return v
+
+
+def _take_count(v: View, f: Finding) -> None:
+    what, value = f["what"], f["value"]
+    if not isinstance(value, int):
+        return
+    if what == "tp" and (value > v.tp or not v.tp_by):
+        v.tp, v.tp_by = value, _describe(v.name, f)
+    elif what == "pp" and value > v.pp:
+        v.pp = value
+    elif what == "nodes" and value > v.nodes:
+        v.nodes, v.nodes_by = value, _describe(v.name, f)
+
+
+def _take(v: View, f: Finding, world: int | None) -> None:
+    """What one finding adds to a view: the largest degree or count, each with its evidence."""
+    what, value, name = f["what"], f["value"], v.name
+    if what in ("tp", "pp", "nodes"):
+        _take_count(v, f)
+    elif what == "tp_plan" and value is not None and (world or 2) > v.tp:  # "auto": over every process
+        v.tp = world or 2
+        v.tp_by = _describe(name, {**f, "value": f"{value} (TP over all {world or 'the'} processes)"})
+    elif what == "headless" and v.nodes < 2:
+        v.nodes, v.nodes_by = 2, f"{name}: {f['key']} (a headless vLLM is a worker of a multi-node engine)"
+    elif what == "strategy" and isinstance(value, str) and value.upper() not in v.strategies:
+        v.strategies.append(value.upper())
+    elif what == "backend" and isinstance(value, str):
+        v.backend = value
 
 
 def _ray_hint(env: dict[str, str]) -> str | None:
@@ -464,7 +528,7 @@ def _probe_readings(d: dict[str, Any], out: Findings) -> None:
         out.read("nccl_version", d["nccl_version"])
 
 
-def _judge_probe(probe: dict[str, Any] | None, multi_node: bool, floor: float, out: Findings) -> str:
+def _judge_probe(probe: Probe | None, multi_node: bool, floor: float, out: Findings) -> str:
     """Add the all-reduce probe's findings; returns the text a PASS line carries."""
     if probe is None:
         return ""
@@ -580,11 +644,19 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Findings) -> list
             f"NCCL_IB_HCA={','.join(use)}",
         )
         return chosen
+    _judge_twins(value, chosen, rdma, out)
+    return chosen
+
+
+def _judge_twins(value: str, chosen: list[str], rdma: dict[str, Any], out: Findings) -> None:
+    """WARN (once) for a chosen device whose up twin, on the other PCIe root, is not chosen."""
     for dev in chosen:
         key = twin_key(dev)
-        if key is None:
-            continue
-        twins = [d for d in devices if d != dev and (k := twin_key(d)) and k[0] == key[0] and k[1] != key[1]]
+        twins = [
+            d
+            for d in sorted(rdma)
+            if key and d != dev and (k := twin_key(d)) and k[0] == key[0] and k[1] != key[1]
+        ]
         missing = [t for t in twins if t not in chosen and not _down(rdma[t]) and not _down(rdma[dev])]
         if missing:
             both = ",".join([*(d for d in chosen if d != dev), dev, *missing])
@@ -596,8 +668,7 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], out: Findings) -> list
                 f"NCCL_IB_HCA has one RoCE twin of 2 ({dev})",
                 f"NCCL_IB_HCA={both}",
             )
-            break
-    return chosen
+            return
 
 
 def _data_ifnames(env: dict[str, str], link: dict[str, Any], chosen: list[str], roce: bool) -> list[str]:
@@ -683,11 +754,13 @@ def _judge_tp(bad: list[Violation], option: str, out: Findings) -> None:
             out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks")
 
 
-def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[dict[str, Any]]]:
+def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[Finding]]:
     findings = launcher_nodes(env)
     for name in TP_ENV:
         if env.get(name):
-            findings.append(cfgs.make_finding("tp", env[name], f"{name}={env[name]}").to_dict())
+            findings.append(
+                cast(Finding, cfgs.make_finding("tp", env[name], f"{name}={env[name]}").to_dict())
+            )
     role = "serving" if env.get("VLLM_TENSOR_PARALLEL_SIZE") else ""
     role = _pick_role(role, "training" if env.get("PARALLELISM_CONFIG_TP_SIZE") else "")
     return _view("environment", "env", findings, world, role), findings
@@ -706,7 +779,9 @@ def _source_views(f: Facts, world: int | None, out: Findings) -> tuple[list[View
     return views, errors
 
 
-def _readings(f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Findings) -> None:
+def _readings(
+    f: Facts, job: View, views: list[View], all_views: list[View], errors: int, out: Findings
+) -> None:
     others = [v for v in all_views if v is not job]
     out.read("nodes", (job.nodes or max((v.nodes for v in others), default=0)) or None)
     out.read("tensor_parallel", max((v.tp for v in all_views), default=0) or None)
@@ -716,6 +791,11 @@ def _readings(f: Facts, job: View, views: list[View], all_views: list[View], err
     roles = sorted({v.role for v in all_views if v.role and (v.tp or v.nodes or v.strategies)})
     if roles:
         out.read("job_kind", ", ".join(roles))
+    _setting_readings(f, errors, out)
+
+
+def _setting_readings(f: Facts, errors: int, out: Findings) -> None:
+    """The configs read, the GPUs here, NCCL's network settings, the rank."""
     configs = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
     out.read("configs_read", len(configs))
     if configs:
@@ -744,25 +824,31 @@ def search_incomplete(f: Facts) -> str:
     return next((n[len(mn.INCOMPLETE_NOTE) :] for n in notes), "")
 
 
+def _configs_said(root: str, read: list[Source], broken: list[Source], partial: bool) -> tuple[str, str]:
+    """``(headline words, summary words)`` of the configs read, unreadable, or not found."""
+    names = first_n([src["name"] for src in read], 2, sep=", ")
+    said = f"read {names}" if read else ("no config read" if broken or partial else "no config found")
+    if read:
+        where = f"{len(read)} config file(s) read under {root}: {names}"
+    elif partial:
+        where = f"no config read in the part of {root} searched"
+    else:
+        where = f"no config {'file read' if broken else 'found'} under {root}"
+    if broken:
+        where += f" ({len(broken)} unreadable; {broken[0]['name']}: {broken[0]['error']})"
+    return said, where
+
+
 def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
     """No launcher, no TP, no node count: a single node (PASS), unless the
     configs the user named could not be read (SKIP: could not check)."""
     tried = [src for src in f.sources if src["kind"] in CONFIG_KINDS]
     read = [src for src in tried if not src.get("error")]  # a FIFO or a broken file is not "read"
     broken = [src for src in tried if src.get("error")]
-    names = first_n([src["name"] for src in read], 2, sep=", ")
     given = [src for src in tried if src["kind"] == "given"]
     incomplete = search_incomplete(f)
     partial = bool(incomplete) and not given
-    said = f"read {names}" if read else ("no config read" if broken or partial else "no config found")
-    if read:
-        where = f"{len(read)} config file(s) read under {f.root}: {names}"
-    elif partial:
-        where = f"no config read in the part of {f.root} searched"
-    else:
-        where = f"no config {'file read' if broken else 'found'} under {f.root}"
-    if broken:
-        where += f" ({len(broken)} unreadable; {broken[0]['name']}: {broken[0]['error']})"
+    said, where = _configs_said(f.root, read, broken, partial)
     text = (
         "no launcher environment (WORLD_SIZE, NNODES, SLURM_NNODES), no tensor parallelism or node count "
         f"({where}), no training/serving process with those flags" + (f"; {p_text}" if p_text else "")
@@ -805,35 +891,39 @@ def _ok_parts(
     strategies = list(dict.fromkeys(s for v in all_views for s in v.strategies))
     if strategies:
         parts.append(", ".join(strategies))
-    tp_views = [v for v in all_views if v.tp_by]
-    tp_max = max((v.tp for v in all_views), default=0)
     nodes = job.nodes or (multi[0].nodes if multi else 0)
-    tp_head = f"TP {max(tp_max, 1)}"
-    if tp_max > 1:
-        v = max(tp_views, key=lambda x: x.tp)
-        if v.nodes == 1 or (v.nodes == 0 and job.nodes == 1):
-            parts.append(f"tensor parallel {v.tp} within one node ({v.tp_by})")
-            tp_head = f"TP {tp_max} within one node"
-        else:
-            parts.append(f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})")
-            if nodes > 1:
-                tp_head = f"TP {tp_max} in another job ({v.tp_by.split(': ', 1)[0]})"
-            elsewhere = [o.nodes_by for o in others if o.nodes > 1 and o is not v]
-            if elsewhere:
-                out.note(
-                    f"{v.tp_by} and {elsewhere[0]} are in different files: not judged as one job "
-                    "(each config is judged on its own; a launcher's WORLD_SIZE or NNODES applies to all)"
-                )
-    elif tp_views:
-        parts.append(f"tensor parallel 1 ({tp_views[0].tp_by})")
-    else:
-        parts.append("no tensor parallelism set")
+    part, tp_head = _tp_part(job, others, all_views, nodes, out)
+    parts.append(part)
     summary = ", ".join(parts)
     head = ", ".join([f"{nodes} nodes" if nodes > 1 else "single node", *strategies, tp_head])
     if nodes > 1:
         summary += ": data parallel across nodes, as recommended"
         head += ": data parallel across nodes"
     return summary, head + _files_read(head, files)
+
+
+def _tp_part(
+    job: View, others: list[View], all_views: list[View], nodes: int, out: Findings
+) -> tuple[str, str]:
+    """``(summary part, headline part)`` of a PASS's tensor parallelism."""
+    tp_views = [v for v in all_views if v.tp_by]
+    tp_max = max((v.tp for v in all_views), default=0)
+    if tp_max <= 1:
+        part = f"tensor parallel 1 ({tp_views[0].tp_by})" if tp_views else "no tensor parallelism set"
+        return part, f"TP {max(tp_max, 1)}"
+    v = max(tp_views, key=lambda x: x.tp)
+    if v.nodes == 1 or (v.nodes == 0 and job.nodes == 1):
+        return f"tensor parallel {v.tp} within one node ({v.tp_by})", f"TP {tp_max} within one node"
+    o = next((o for o in others if o.nodes > 1 and o is not v), None)
+    if o is not None:
+        kinds = {v.kind, o.kind}
+        where = "files" if kinds <= set(CONFIG_KINDS) else "processes" if kinds == {"process"} else "sources"
+        out.note(
+            f"{v.tp_by} and {o.nodes_by} are in different {where}: not judged as one job "
+            "(each config is judged on its own; a launcher's WORLD_SIZE or NNODES applies to all)"
+        )
+    head = f"TP {tp_max} in another job ({v.tp_by.split(': ', 1)[0]})" if nodes > 1 else f"TP {tp_max}"
+    return f"tensor parallel {v.tp} with no node count of its own ({v.tp_by})", head
 
 
 #: room the headline leaves for the files read (the short line is 120 wide, less "G10 PASS: ")
@@ -848,7 +938,7 @@ def _files_read(head: str, files: list[str]) -> str:
     return named if len(head) + len(named) <= _HEAD_ROOM else f" ({count(len(files), 'config')} read)"
 
 
-def _has_evidence(f: Facts, env_findings: list[dict[str, Any]], views: list[View]) -> bool:
+def _has_evidence(f: Facts, env_findings: list[Finding], views: list[View]) -> bool:
     return (
         bool(env_findings)
         or any(v.tp or v.nodes or v.strategies or v.backend for v in views)
@@ -952,10 +1042,19 @@ def evaluate(facts: Facts, params: Params) -> Result:
     return result
 
 
+def _mine_only(facts: Facts, out: Findings) -> Facts:
+    """The facts without other users' jobs: theirs to judge, a note here, never a FAIL or WARN (issue 24)."""
+    for s in facts.sources:
+        if s.get("owner"):
+            found = ", ".join(f"{x['key']} = {x['value']}" for x in s["findings"])
+            out.note(f"not judged, another user's job ({s['owner']}): {s['name']}: {found}")
+    return dataclasses.replace(facts, sources=[s for s in facts.sources if not s.get("owner")])
+
+
 def _evaluate(facts: Facts, params: Params) -> Result:
-    f = facts
-    world = launch.job_rank(f.env)[1]
     out = Findings("G10")
+    f = _mine_only(facts, out)
+    world = launch.job_rank(f.env)[1]
     env_view, env_findings = _env_view(f.env, world)
     views, errors = _source_views(f, world, out)
     # the job is what launched this run; every config, named or found, is judged on its own (issue 11)
@@ -982,4 +1081,6 @@ def _evaluate(facts: Facts, params: Params) -> Result:
         r.details = _bounded(r.details)
         return r
     files = [s["name"] for s in f.sources if s["kind"] in CONFIG_KINDS and not s.get("error")]
-    return _finish(f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad, alike=alike)
+    return _finish(
+        f, out, _ok_parts(job, others, [job, *others], out, files), p_text, job_ok=not bad, alike=alike
+    )

@@ -1,15 +1,11 @@
-"""What a command line runs: inference servers, trainers, launchers, and the
-memory cap each declares in its flags.
+"""What a command line runs: inference servers, trainers, launchers, the memory
+cap each declares in its flags, and the program behind a wrapper.
 
-G6 asks this module two things: :func:`classify` (is this process GPU work,
-and what cap did it start with) and :func:`reduce_cmdline` (the part of a
-command line a check may record). A full command line can carry secrets
-(``vllm serve m --api-key SECRET``, ``--hf_token hf_…``), and G6's facts are
-written to reports and captures, so only the program, a known subcommand and
-the cap flags in :data:`READ_FLAGS` ever leave the process table: the reduced
-command line classifies exactly like the full one (a test asserts it). A
-process title (``setproctitle``, ``exec -a``: the whole command line in
-argv[0]) is split into its words first, everywhere here.
+A full command line can carry secrets (``--api-key S``) and G6's facts go to
+reports, so only the program, a known subcommand and the cap flags in
+:data:`READ_FLAGS` leave the process table (:func:`reduce_cmdline`); the reduced
+line classifies exactly like the full one. A process title (``exec -a``: the
+whole command line in argv[0]) is split into its words first, everywhere here.
 """
 
 from __future__ import annotations
@@ -17,9 +13,11 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
+from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.redact import program_word, split_title
 
 #: text that only our own probe children carry in their ``python -c`` source
@@ -27,8 +25,7 @@ PROBE_MARK = "Prologue of every probe child"
 PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$")
 #: interpreter options that take a value (``python -W ignore train.py``)
 PY_OPTS_WITH_VALUE = {"-W", "-X", "-Q", "--check-hash-based-pycs"}
-#: a Python training script: train.py, train_lora.py, run_train.py, finetune.py,
-#: my-sft.py, pretrain2.py — the file name, not a directory name or "trainer_utils.py"
+#: a Python training script by its file name: train.py, run_train.py, finetune.py, my-sft.py, pretrain2.py
 TRAIN_SCRIPT = re.compile(r"(^|[_-])(train|finetune|fine_tune|fine-tune|sft|pretrain)\d*([_-][\w.-]*)?\.py$")
 #: launchers whose workers are one job (ours, when the launcher is our ancestor)
 LAUNCHER_PROGRAMS = {"torchrun", "deepspeed", "mpirun", "mpiexec", "srun"}
@@ -52,6 +49,29 @@ SUBCOMMANDS = {"serve", "run-batch", "runner", "launch", "run", "chat"}
 SCRIPT_MARKS = ("vllm/entrypoints/", "sglang/launch_server.py")
 
 
+def _opts(words: str) -> set[str]:
+    return set(words.split())
+
+
+#: programs that run another command: their options that take a value (``--opt=v`` always does)
+WRAPPERS: dict[str, set[str]] = {
+    "timeout": {"-s", "--signal", "-k", "--kill-after"},
+    "nohup": set(),
+    "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
+    "nice": {"-n", "--adjustment"},
+    "setsid": set(),
+    "stdbuf": {"-i", "-o", "-e"},
+    "uv": _opts(
+        "--with --python -p --project --directory --env-file --extra --group --package --index --from"
+    ),
+    "srun": _opts(
+        "-N --nodes -n --ntasks -c --cpus-per-task -p --partition -t --time -J --job-name -w --nodelist -G --gpus "
+        "--gpus-per-node --ntasks-per-node -A --account --mem --container-image --container-mounts --mpi -o "
+        "--output -e --error --export --gres --cpu-bind -x --exclude -q --qos"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Program:
     """What a command line runs: a program name (binary or console script), or
@@ -65,11 +85,8 @@ class Program:
 
 
 def program_of(cmdline: Sequence[str]) -> Program:
-    """``[python3, /usr/bin/vllm, serve, m]`` -> Program("vllm", args=("serve", "m")).
-
-    Console scripts run through their shebang, so ``/proc`` shows the
-    interpreter first; the script's file name is the program.
-    """
+    """``[python3, /usr/bin/vllm, serve, m]`` -> Program("vllm", args=("serve", "m")):
+    console scripts run through their shebang, so the script's file name is the program."""
     cmdline = split_title(cmdline)
     if not cmdline:
         return Program("", None, None, ())
@@ -79,20 +96,44 @@ def program_of(cmdline: Sequence[str]) -> Program:
     i = 1
     while i < len(cmdline):
         arg = cmdline[i]
-        if arg == "-m" and i + 1 < len(cmdline):
-            return Program("", cmdline[i + 1], None, tuple(cmdline[i + 2 :]))
-        if arg.startswith("-m") and len(arg) > 2:
-            return Program("", arg[2:], None, tuple(cmdline[i + 1 :]))
+        if arg.startswith("-m") and (len(arg) > 2 or i + 1 < len(cmdline)):
+            module, rest = (arg[2:], i + 1) if len(arg) > 2 else (cmdline[i + 1], i + 2)
+            return Program("", module, None, tuple(cmdline[rest:]))
         if arg == "-c":
             return Program(exe, None, None, tuple(cmdline[i + 2 :]), code=True)
-        if arg in PY_OPTS_WITH_VALUE:
-            i += 2
-            continue
-        if arg.startswith("-"):
-            i += 1
-            continue
-        return Program(os.path.basename(arg), None, arg, tuple(cmdline[i + 1 :]))
+        if not arg.startswith("-"):
+            return Program(os.path.basename(arg), None, arg, tuple(cmdline[i + 1 :]))
+        i += 2 if arg in PY_OPTS_WITH_VALUE else 1
     return Program(exe, None, None, ())
+
+
+def unwrap(cmdline: Sequence[str]) -> list[str]:
+    """The command behind ``timeout 60``, ``nohup``, ``env A=1``, ``uv run``,
+    ``srun -N 2``, ``nice``, ``setsid``, ``stdbuf`` (nested too); the line itself
+    when no wrapper starts it or nothing follows the wrapper."""
+    cmd = split_title(cmdline)
+    while cmd:
+        name = os.path.basename(cmd[0])
+        takes = WRAPPERS.get(name)
+        if takes is None or (name == "uv" and cmd[1:2] != ["run"]):
+            return cmd
+        i = 2 if name == "uv" else 1
+        while i < len(cmd) and (cmd[i].startswith("-") or (name == "env" and "=" in cmd[i])):
+            i += 2 if cmd[i] in takes else 1
+        if name == "timeout":
+            i += 1  # the duration
+        if i >= len(cmd):
+            return cmd
+        cmd = cmd[i:]
+    return cmd
+
+
+def job_name(cmdline: Sequence[str]) -> str:
+    """What a job is called: the program behind its wrappers, a ``python -m``
+    module, a Python script's file name (``timeout 60 python3 x.py`` -> ``x.py``)."""
+    cmd = unwrap(cmdline)
+    p = program_of(cmd)
+    return program_word(p.module or p.name or (cmd[0] if cmd else ""))
 
 
 def flag_value(args: Sequence[str], *names: str) -> str | None:
@@ -108,26 +149,15 @@ def flag_value(args: Sequence[str], *names: str) -> str | None:
 
 
 def _script_tail(script: str) -> str:
-    """A script's path as far as the rules read it: from a known marker
-    (``vllm/entrypoints/…``), else the file name (a home folder stays out)."""
-    for mark in SCRIPT_MARKS:
-        at = script.find(mark)
-        if at >= 0:
-            return script[at:]
-    return os.path.basename(script)
+    """A script's path from a known marker (``vllm/entrypoints/…``), else its file name."""
+    at = next((script.find(m) for m in SCRIPT_MARKS if m in script), -1)
+    return script[at:] if at >= 0 else os.path.basename(script)
 
 
 def reduce_cmdline(cmdline: Sequence[str]) -> list[str]:
-    """The command line with everything a check does not read left out.
-
-    ``[/usr/bin/python3, /home/u/.venv/bin/vllm, serve, org/model, --api-key, S,
-    --gpu-memory-utilization, 0.9]`` -> ``[python3, vllm, serve,
-    --gpu-memory-utilization=0.9]``: the interpreter and program by file
-    name, a ``-m`` module, a known subcommand, and the flags of
-    :data:`READ_FLAGS` (last value wins, as argparse does). ``python -c``
-    source is replaced by ``…``. The program's own word is shown only as
-    :func:`~pytest_dgx_spark.redact.program_word` (a token there is redacted).
-    """
+    """The command line with everything a check does not read left out:
+    ``[python3, /h/.venv/bin/vllm, serve, m, --api-key, S, --gpu-memory-utilization, 0.9]``
+    -> ``[python3, vllm, serve, --gpu-memory-utilization=0.9]`` (``-c`` source is ``…``)."""
     cmd = split_title(cmdline)
     if not cmd:
         return []
@@ -158,14 +188,13 @@ class Kind:
 
 
 def _cap(
-    args: Sequence[str], names: Sequence[str], default: float | None, default_note: str
+    args: Sequence[str], names: Sequence[str], default: float | None, note: str
 ) -> tuple[float | None, str]:
-    """The cap a flag declares. Only a fraction in (0, 1] is a cap: a negative,
-    zero, NaN or infinite value (which the server would refuse or misread) is
-    unreadable, so the process counts as uncapped and the reason says so."""
+    """The cap a flag declares: only a fraction in (0, 1] is one; anything else
+    (negative, zero, NaN, infinite) counts as uncapped, and the reason says so."""
     raw = flag_value(args, *names)
     if raw is None:
-        return default, default_note
+        return default, note
     try:
         value = float(raw)
     except ValueError:
@@ -175,20 +204,18 @@ def _cap(
     return value, f"{names[0]} {raw}"
 
 
-def _vllm(p: Program, argv0: str) -> bool:
-    first = p.args[0] if p.args else ""
-    return (
-        (p.name == "vllm" and first in ("serve", "run-batch"))
-        or (p.module or "").startswith("vllm.entrypoints")
-        or "vllm/entrypoints/" in (p.script or "")
-        or argv0.startswith("VLLM::")
-    )
-
-
-def _server(p: Program) -> Kind | None:
-    """The other servers: SGLang, Ollama, llama.cpp, TRT-LLM, TGI."""
+def _server(p: Program, argv0: str, vllm_default: float) -> Kind | None:
+    """vLLM, SGLang, Ollama, llama.cpp, TRT-LLM, TGI."""
     name, module, script, args = p.name, p.module or "", p.script or "", p.args
     first = args[0] if args else ""
+    if (
+        (name == "vllm" and first in ("serve", "run-batch"))
+        or module.startswith("vllm.entrypoints")
+        or "vllm/entrypoints/" in script
+        or argv0.startswith("VLLM::")
+    ):
+        note = f"vLLM default {vllm_default:g} (flag absent; newer vLLM docs say 0.92)"
+        return Kind("vLLM", *_cap(args, VLLM_FLAGS, vllm_default, note))
     if (
         module.startswith("sglang.launch_server")
         or script.endswith("sglang/launch_server.py")
@@ -211,26 +238,19 @@ def _server(p: Program) -> Kind | None:
 
 
 def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | None:
-    """Recognise an inference server or trainer by its command line.
-
-    The rule is deliberately bounded: program and module names the projects
-    document, plus Python scripts whose file name says train/finetune/sft.
-    """
+    """An inference server or trainer by its command line: program and module
+    names the projects document, and Python scripts named train/finetune/sft."""
     cmdline = split_title(cmdline)
     if not cmdline:
         return None
     p = program_of(cmdline)
-    if _vllm(p, os.path.basename(cmdline[0])):
-        note = f"vLLM default {vllm_default:g} (flag absent; newer vLLM docs say 0.92)"
-        return Kind("vLLM", *_cap(p.args, VLLM_FLAGS, vllm_default, note))
-    server = _server(p)
+    server = _server(p, os.path.basename(cmdline[0]), vllm_default)
     if server is not None:
         return server
-    first = p.args[0] if p.args else ""
     if (
         p.name in TRAINING_LAUNCHERS
-        or (p.name == "accelerate" and first == "launch")
-        or (p.module or "") in LAUNCHER_MODULES
+        or (p.name == "accelerate" and p.args[:1] == ("launch",))
+        or ((p.module or "") in LAUNCHER_MODULES)
     ):
         return Kind("trainer", None, "a training launcher: no memory cap")
     if p.script and TRAIN_SCRIPT.search(os.path.basename(p.script)):
@@ -239,8 +259,8 @@ def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | Non
 
 
 def is_launcher(cmdline: Sequence[str]) -> bool:
-    """Launchers (torchrun, accelerate launch, deepspeed, mpirun, srun): when one
-    is an ancestor of this pytest, its other workers are this same job."""
+    """torchrun, accelerate launch, deepspeed, mpirun, srun: when one is an
+    ancestor of this pytest, its other workers are this same job."""
     p = program_of(cmdline)
     return (
         p.name in LAUNCHER_PROGRAMS
@@ -252,3 +272,60 @@ def is_launcher(cmdline: Sequence[str]) -> bool:
 def is_probe_child(cmdline: Sequence[str]) -> bool:
     """One of our own probe children (its ``python -c`` source carries the mark)."""
     return any(PROBE_MARK in arg for arg in cmdline[1:4])
+
+
+# --------------------------------------------------------------------------- nvidia-smi's process list
+
+
+class GpuEntry(TypedDict, total=False):
+    """One process on a GPU's list (NVML's, or nvidia-smi's): its memory in bytes (None: no figure)."""
+
+    pid: int | None
+    used: int | None
+    type: str  # "compute" | "graphics"
+    gpu: str  # the GPU's index
+    name: str  # nvidia-smi's process name (its first word's base name)
+
+
+COMPUTE_APPS = [
+    "nvidia-smi",
+    "--query-compute-apps=pid,process_name,used_memory",
+    "--format=csv,noheader,nounits",
+]
+
+
+def compute_apps(
+    command: Callable[[Sequence[str]], CommandResult],
+) -> tuple[CommandResult, list[GpuEntry]]:
+    """nvidia-smi's GPU process list, for when NVML cannot be used from Python: the answer and its entries."""
+    res = command(COMPUTE_APPS)
+    return res, parse_compute_apps(res.stdout) if res.ok else []
+
+
+#: more MiB than any GPU holds (1 EiB): a figure past it is no figure
+_MAX_MIB = float(1 << 40)
+
+
+def _mib_to_bytes(used: str) -> int | None:
+    """``"8808"`` (MiB) -> bytes; ``[N/A]``, negative, NaN, infinite (``1e999``)
+    or absurd -> None: nvidia-smi's output is data (``int(inf)`` crashed G6)."""
+    try:
+        mib = float(used)
+    except ValueError:
+        return None
+    return int(mib * (1 << 20)) if math.isfinite(mib) and 0 <= mib <= _MAX_MIB else None
+
+
+def parse_compute_apps(text: str) -> list[GpuEntry]:
+    """``[gpu_uuid,] pid, process_name, used_memory`` CSV (MiB) -> entries."""
+    out: list[GpuEntry] = []
+    for line in text.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if cols and cols[0].startswith("GPU-"):
+            cols = cols[1:]
+        if len(cols) < 3 or not cols[0].isdigit() or len(cols[0]) > 10:
+            continue  # header, "No running processes found", blank, a pid no kernel gives
+        used_bytes = _mib_to_bytes(cols[-1].split()[0] if cols[-1].split() else "")
+        name = program_word(",".join(cols[1:-1]))
+        out.append({"pid": int(cols[0]), "used": used_bytes, "type": "compute", "gpu": "0", "name": name})
+    return out

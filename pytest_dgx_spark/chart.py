@@ -1,30 +1,15 @@
 """A small picture of a thermal series: temperature, power and SM clock
-against time, with the throttle reasons and the clock-event counters marked.
+against time, with throttle reasons and clock-event counter growth shaded.
 
 G4's sample and every ``spark_sampler`` series are lists of
-``{"t": seconds, "gpus": [{...}]}``; people read a trend and a red band
-faster than 300 numbers. This module turns such a list into plain data
-(:class:`ChartData`: the traces and the shaded spans, which the tests read)
-and draws it with matplotlib (an optional extra, ``pytest-dgx-spark[chart]``),
-imported only when a picture is asked for, on the Agg/SVG canvases through
-``matplotlib.figure.Figure`` so that no pyplot state and no GUI backend of
-the user's process is touched.
-
-It is tolerant of the sample layout on purpose (G4's facts change shape
-over time): a GPU entry may say ``temperature_c`` or ``temp_c``,
-``power_usage_mw`` (milliwatts) or ``power_w``, ``clock_sm_mhz`` or
-``sm_clock_mhz``, ``clock_event_reasons`` (an NVML mask, int or hex string)
-or ``reasons`` (names or a mask); any of them may be missing.
-
-The clock-event counters (microseconds since the driver loaded) are read
-once before and once after a series, not per sample: G4's facts and the
-sampler keep them as ``counters_before``/``counters_after``
-(``[{"index", "us": {counter: us}}]``). A slowdown counter that grew (SW or
-HW thermal, HW power brake) is a hatched band over the sampled window with
-``SW thermal +3 s during the sample`` written on it: the slowdown happened
-somewhere in that window, between two reads of the instantaneous reasons
-or while they read "Not Active" (GB10 does). The since-boot totals, and
-any growth, are a note under the chart.
+``{"t": seconds, "gpus": [{...}]}``. :func:`from_samples` turns one into plain
+data (:class:`ChartData`, which the tests read); :func:`render` draws it with
+matplotlib (the optional ``[chart]`` extra) through ``matplotlib.figure.Figure``,
+so no pyplot state or GUI backend of the user's process is touched. GPU entries
+may name their values in several ways (``temperature_c``/``temp_c``,
+``power_usage_mw``/``power_w``, …); any may be missing. The clock-event
+counters are read before and after a series: a slowdown counter that grew is
+a hatched band over the whole window (when in it is not known).
 """
 
 from __future__ import annotations
@@ -35,7 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
+from pytest_dgx_spark import outfile
+from pytest_dgx_spark.safe_text import shortened
 from pytest_dgx_spark.thermal import (
     COUNTERS,
     SLOWDOWN_COUNTERS,
@@ -373,8 +361,6 @@ def note_lines(notes: Sequence[str]) -> list[str]:
         parts = note.split("; ")
         lines.append(parts[0] + (";" if len(parts) > 1 else ""))
         lines.extend(f"{INDENT}{p}" + (";" if i < len(parts) - 2 else "") for i, p in enumerate(parts[1:]))
-    from pytest_dgx_spark.checks.kit import shortened  # the one rule for a shortened list
-
     return shortened(lines, MAX_NOTE_LINES - 1) if len(lines) > MAX_NOTE_LINES else lines
 
 
@@ -452,14 +438,12 @@ def draw(data: ChartData | None, fmt: str = "svg") -> tuple[bytes | None, str | 
 
 def write(path: Path, data: ChartData) -> str:
     """Write the chart (format from the suffix) and return the one-line note."""
-    from pytest_dgx_spark.report import write_bytes
-
     fmt = "png" if path.suffix.lower() == ".png" else "svg"
     picture, why = draw(data, fmt)
     if picture is None:
         return f"thermal chart not drawn: {why}"
     try:
-        write_bytes(path, picture)
+        outfile.write_bytes(path, picture)
     except OSError as exc:
         return f"could not write {path}: {exc.strerror or exc}"
     return f"thermal chart written to {path}"
@@ -469,3 +453,25 @@ def beside(report: Path, name: str) -> Path:
     """``env-report.json`` + ``g4`` -> ``env-report.g4.svg`` (same folder)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "chart"
     return Path(report).with_name(f"{Path(report).stem}.{safe}.svg")
+
+
+Drawn = tuple[bytes | None, str | None]
+_g4_drawn: WeakKeyDictionary[Any, Drawn] = WeakKeyDictionary()
+
+
+def g4_facts(preflight: Any) -> Mapping[str, Any] | None:
+    """G4's facts as this run's engine keeps them (a replay's too), if G4 ran here."""
+    try:
+        stored = preflight.engine.facts("G4")
+    except Exception:  # no engine in this process: no chart, never a failed report
+        return None
+    facts = stored.get("facts") if isinstance(stored, Mapping) else None
+    return facts if isinstance(facts, Mapping) else None
+
+
+def g4_chart(preflight: Any) -> Drawn:
+    """G4's chart as SVG for the html and Allure reports, drawn once per run."""
+    if preflight not in _g4_drawn:
+        facts = g4_facts(preflight)
+        _g4_drawn[preflight] = draw(from_facts(facts) if facts else None, "svg")
+    return _g4_drawn[preflight]

@@ -1,31 +1,15 @@
-"""The one writer of every file this tool makes: the env report, the
-capture, the thermal charts, Allure's ``environment.properties``.
+"""The one writer of every file this tool makes (env report, capture, charts,
+Allure's ``environment.properties``), safe in a folder other users can write.
 
-Why it is careful (issue 19): run as root with ``--spark-report`` in a
-folder other users can write (``/tmp``, a shared CI workspace), a plain
-write follows whatever symlink another user planted there. A root-only
-0600 file became a 0644 env report, a dangling link made a new file in a
-root-only folder, and since the report quotes process names (which any user
-chooses), a link to root's ``.bashrc`` ran that user's command in root's next
-shell. ``fs.protected_symlinks`` does not help when the tool resolves the
-link itself. So:
-
-* the folder is reached one component at a time, and a symlink on the way is
-  followed only when we or root own it, or when it sits in a folder only we
-  (or root) can write: a link another user planted is refused;
-* a symlink at the final path is refused, whoever made it (nothing is ever
-  written through a link), and so is anything but a regular file there (a
-  device, a FIFO, a folder: the file is renamed over the path);
-* in a folder others can write (a group or other write bit, or another
-  user's folder), sticky or not, a file owned by another user is never
-  replaced;
-* the new file is created with ``O_EXCL | O_NOFOLLOW`` in that folder (through
-  the folder's descriptor, so the folder cannot be swapped meanwhile), written,
-  given the mode and owner of the file it replaces (or ``0666 & ~umask``), and
-  renamed over the path: a reader never sees half a report.
-
-A refused path raises :class:`Refused` (an :class:`OSError`) whose
-``strerror`` is one line saying why; nothing is written then.
+Run as root in ``/tmp`` or a shared CI workspace, a plain write follows a
+symlink another user planted (issue 19). So: the folder is reached one
+component at a time, following a symlink only when we or root own it or it
+sits in a folder only we can write; nothing is written through a symlink at
+the final path, nor over anything but a regular file, nor over another user's
+file in a folder others can write; the new file is made ``O_EXCL|O_NOFOLLOW``
+through the folder's descriptor, takes the mode and owner of the file it
+replaces, and is renamed over the path. A refused path raises :class:`Refused`
+(an :class:`OSError`) whose ``strerror`` is one line saying why.
 """
 
 from __future__ import annotations
@@ -59,6 +43,16 @@ class Refused(OSError):
 def kind_of(mode: int) -> str:
     """``"a FIFO"``, ``"a directory"`` …: what a non-regular file is."""
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def not_a_file(path: str | os.PathLike[str]) -> str | None:
+    """What sits at ``path`` when it is neither a regular file nor nothing
+    (``"a character device"``), else ``None``. Symlinks are followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there (or no way there: the write says why)
+        return None
+    return None if stat.S_ISREG(mode) else kind_of(mode)
 
 
 def others_can_write(st: os.stat_result) -> bool:

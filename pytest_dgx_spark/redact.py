@@ -1,28 +1,13 @@
 """Take secrets and personal names out of anything written to a file.
 
-A capture (``--spark-capture``) is meant to be attached to a public issue,
-so everything in it passes through :class:`Redactor` first:
-
-* values of environment variables whose names say they are secret
-  (``HF_TOKEN``, ``GITHUB_TOKEN``, ``*_PASSWORD``, ``*_API_KEY`` …), wherever
-  those values appear;
-* strings shaped like well-known tokens (GitHub, Hugging Face, OpenAI,
-  Slack, AWS access keys, ``Bearer …``);
-* credentials in URLs (``https://user:pass@host`` keeps the host);
-* the values of secret-looking flags in command lines (``--api-key X``,
-  ``--hf_token=X``);
-* the user's name and home folder (``/home/alice`` → ``/home/<user>``).
-
-Command lines (any list under a ``cmdline``/``argv`` key) are cut to the
-program and its flags: positional arguments and the values of flags no
-check reads are dropped. A process title (``setproctitle``, ``exec -a``)
-puts the whole command line in argv[0]; it is split into words first.
-
-The same pass, without the personal names (:func:`outgoing`), is the last
-line of defence over every result a run reports: the terminal, JUnit XML,
-``env-report.json``, pytest-json-report and ``spark-preflight --json`` all
-read results that went through it, so a secret a check quoted by mistake (an
-issue title, an error a tool printed, a path) still never reaches them.
+A capture is meant for a public issue, so all of it passes :class:`Redactor`:
+values of secret-named environment variables (``HF_TOKEN``, ``*_API_KEY`` …)
+wherever they appear; token-shaped strings (GitHub, Hugging Face, OpenAI,
+Slack, AWS, ``Bearer …``); credentials in URLs; values of secret flags and
+query parameters; values under secret-named keys; the user's name and home
+folder. Command lines (lists under ``cmdline``/``argv``) are cut to the program
+and its flags. The same pass without the personal names (:func:`outgoing`) is
+the last line of defence over every result a run reports.
 """
 
 from __future__ import annotations
@@ -66,6 +51,9 @@ SECRET_QUERY = re.compile(
 #: values of secret-named variables that are settings, not secrets (``TOKENIZERS_PARALLELISM``
 #: aside, ``HF_HUB_DISABLE_IMPLICIT_TOKEN=true``): replacing them would blank out every "true"
 NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "enabled", "disabled"})
+#: what this tool itself writes under a secret-named key about the secret (G8's ``token``):
+#: a description, not the secret; redacted, a replay read "github_token = <redacted>"
+ABOUT_A_SECRET = re.compile(r"(?i)(not set|unset|set|sent|not sent: .*)")
 HOME = re.compile(r"(/home/|/Users/)([^/\s:\"']+)")
 
 #: flags whose values a check reads (G6's memory caps, G10's parallelism); the
@@ -163,6 +151,10 @@ def _is_secret_value(name: str, value: Any) -> bool:
     return value.strip().lower() not in NOT_SECRET_VALUES and not value.strip().isdigit()
 
 
+def _says_about(value: str) -> bool:
+    return value.strip().lower() in NOT_SECRET_VALUES or ABOUT_A_SECRET.fullmatch(value.strip()) is not None
+
+
 #: top folders of the system itself: a HOME in one of them (``HOME=/usr`` for a
 #: service account, ``/var`` or ``/nonexistent``) is not a personal folder, and
 #: rewriting it turned every ``/usr/lib/…`` of a capture into ``/home/<user>/lib/…``
@@ -225,7 +217,7 @@ class Redactor:
     def __call__(self, value: Any, key: str = "") -> Any:
         """Redact a JSON-plain structure; returns a new one."""
         if isinstance(value, str):
-            if key and SECRET_NAME.search(key) and value:
+            if key and SECRET_NAME.search(key) and value and not _says_about(value):
                 return REDACTED
             return self.text(value)
         if isinstance(value, Mapping):

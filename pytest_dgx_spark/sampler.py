@@ -1,35 +1,25 @@
 """Record G4's readings (and G6's GPU processes) during a user's own long test.
 
-The preflight samples for a second or two; a GB10 throttles after minutes
-under a real load. A training smoke test that asks for the ``spark_sampler``
-fixture records, in the background, temperature, power, SM clock and
-clock-event reasons of every GPU, plus the GPU processes NVML lists, and
-attaches the series and a summary (min/max/mean, throttle reasons seen) to
-its report — so the CI log says whether the run throttled::
+The preflight samples for a second or two; a GB10 throttles after minutes.
+A test that asks for ``spark_sampler`` records temperature, power, SM clock and
+clock-event reasons of every GPU, and the GPU processes NVML lists, and attaches
+the series and a summary to its report::
 
     def test_train_smoke(spark_sampler):
         train(steps=200)
         assert not spark_sampler.summary()["throttled"]
 
-    # another interval: indirect parametrization (no marker to register)
     @pytest.mark.parametrize("spark_sampler", [{"interval": 0.2}], indirect=True)
     def test_fast(spark_sampler): ...
 
-    # anywhere, without pytest:
-    from pytest_dgx_spark.sampler import GpuSampler
-    with GpuSampler(interval=0.5) as s:
+    with GpuSampler(interval=0.5) as s:  # anywhere, without pytest
         train(steps=200)
-    print(s.report_text())
 
-Sampling runs in a child process (NVML never enters the pytest process, so a
-wedged driver cannot hang the run), stops cleanly at teardown (stdin is
-closed and the child answers within one interval, else its process group is
-killed) and keeps bounded memory: statistics cover every sample, the stored
-series is thinned (every 2nd, 4th... sample) once it reaches ``max_points``.
-
-A plain pytest run does not import this module: the fixture is declared in
-:mod:`pytest_dgx_spark.plugin` and loads it on first use. It imports only what
-pytest itself has already imported.
+Sampling runs in a child process (NVML never enters this process, so a wedged
+driver cannot hang the run); it stops within one interval when its stdin
+closes, else its process group is killed. Memory is bounded: statistics cover
+every sample, the stored series is thinned once it reaches ``max_points``.
+Loaded only when a test asks for the fixture.
 """
 
 from __future__ import annotations
@@ -41,15 +31,40 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_dgx_spark import allure_report, html_report
+from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines, child_env, script_source
+from pytest_dgx_spark.probes.commands import (
+    close_pipes,
+    die_with_parent,
+    kill_group,
+    killpg,
+    pipe,
+    track,
+    untrack,
+)
+from pytest_dgx_spark.thermal import (
+    SLOWDOWN_COUNTERS,
+    add_sample,
+    counter_deltas,
+    decode_reasons,
+    flat_power_climb,
+    parse_mask,
+    summarise,
+)
+from pytest_dgx_spark.thresholds import defaults
+
+if TYPE_CHECKING:
+    from pytest_dgx_spark.chart import Drawn
 
 #: distinct GPU processes remembered (the rest are counted)
 MAX_PROCS = 256
 #: where the fixture leaves the summary on the test item (for conftest hooks)
 SUMMARY_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: the stored series and GPU names, for the thermal chart (pytest_dgx_spark/report_plugins.py)
+#: the stored series and GPU names, for the thermal chart
 SERIES_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: the drawn chart, once per test: (svg, None) or (None, why)
 CHART_KEY: pytest.StashKey[tuple[bytes | None, str | None]] = pytest.StashKey()
@@ -99,8 +114,6 @@ class GpuSampler:
 
     def start(self) -> GpuSampler:
         """Start the child; returns at once (a missing NVML shows in the summary)."""
-        from pytest_dgx_spark.probes.child import child_env, script_source
-        from pytest_dgx_spark.probes.commands import die_with_parent
 
         if self._proc is not None:
             raise RuntimeError("this sampler was already started")
@@ -125,8 +138,6 @@ class GpuSampler:
             self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
             self._stopped = time.monotonic()
             return self
-        from pytest_dgx_spark.probes.commands import track
-
         track(self._proc)  # a SIGTERM to the run kills it with the probes (own session: nothing else would)
         self._threads = [
             threading.Thread(target=self._read_stdout, name="spark-sampler", daemon=True),
@@ -138,8 +149,6 @@ class GpuSampler:
 
     def stop(self) -> dict[str, Any]:
         """Stop sampling and return :meth:`summary`. Safe to call twice."""
-        from pytest_dgx_spark.probes.commands import close_pipes, kill_group, untrack
-
         proc = self._proc
         if proc is not None:
             untrack(proc)
@@ -180,9 +189,6 @@ class GpuSampler:
     # ------------------------------------------------------------------ reading
 
     def _read_stdout(self) -> None:
-        from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines
-        from pytest_dgx_spark.probes.commands import killpg, pipe
-
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         try:
@@ -207,8 +213,6 @@ class GpuSampler:
             pass
 
     def _read_stderr(self) -> None:
-        from pytest_dgx_spark.probes.commands import pipe
-
         proc = self._proc
         assert proc is not None and proc.stderr is not None
         stream = pipe(proc, "stderr")
@@ -223,8 +227,6 @@ class GpuSampler:
             pass
 
     def _handle(self, msg: Mapping[str, Any]) -> None:
-        from pytest_dgx_spark.thermal import add_sample
-
         with self._lock:
             if isinstance(msg.get("data"), dict):
                 self._data.update(msg["data"])
@@ -282,9 +284,6 @@ class GpuSampler:
 
     def summary(self) -> dict[str, Any]:
         """What was recorded so far (the sampler may still be running)."""
-        from pytest_dgx_spark.thermal import flat_power_climb, summarise
-        from pytest_dgx_spark.thresholds import defaults
-
         with self._lock:
             data = dict(self._data)
             series = dict(self._series)
@@ -373,8 +372,6 @@ class GpuSampler:
         if s.get("stopped") and s["stopped"] != "clean":
             lines.append(f"  stop: {s['stopped']}")
         lines.append("t_s,gpu,temperature_c,power_w,clock_sm_mhz,clock_event_reasons")
-        from pytest_dgx_spark.thermal import decode_reasons, parse_mask
-
         for point in self.series():
             for g in point["gpus"]:
                 mw = g.get("power_usage_mw")
@@ -412,8 +409,6 @@ def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Thermal and power-brake slowdown (seconds) the clock-event counters
     gained between the sampler's start and its stop, per GPU (``{}`` when
     none, or when the counters were not read: the child reads them at stop)."""
-    from pytest_dgx_spark.thermal import SLOWDOWN_COUNTERS, counter_deltas
-
     before = {
         c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)
     }
@@ -524,15 +519,51 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
 
 def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary: Mapping[str, Any]) -> None:
     """Keep the series for a chart when a report will show one (pytest-html,
-    Allure, ``--spark-report``); the chart code loads only then."""
-    html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
-    allure = config.pluginmanager.get_plugin("allure_listener") is not None
+    Allure, ``--spark-report``), and register the chart hooks once."""
+    html = html_report.html_wanted(config)
+    allure = allure_report.listener(config) is not None
     extras = config.pluginmanager.get_plugin("dgx_spark_extras")  # registered with --spark-preflight
     report = extras is not None and getattr(extras.preflight.settings, "report", None) is not None
     if not (html or allure or report):
         return
     names = {g["index"]: g["name"] for g in summary.get("gpus") or [] if g.get("name")}
     node.stash[SERIES_KEY] = {"samples": sampler.series(), "names": names, **sampler.counters()}
-    from pytest_dgx_spark import report_plugins
+    if (html or allure) and config.pluginmanager.get_plugin("dgx_spark_sampler_charts") is None:
+        config.pluginmanager.register(SamplerCharts(config), "dgx_spark_sampler_charts")
 
-    report_plugins.sampler_hooks(config)
+
+def sampler_chart(item: pytest.Item) -> Drawn | None:
+    """The chart of the ``spark_sampler`` series this test kept, drawn once (None: it kept none)."""
+    stored = item.stash.get(SERIES_KEY, None)
+    if not stored:
+        return None
+    if CHART_KEY not in item.stash:
+        from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
+
+        data = chart.from_samples(
+            stored["samples"], title=f"spark_sampler: {item.name}", names=stored.get("names"),
+            counters_before=stored.get("counters_before"), counters_after=stored.get("counters_after"),
+        )
+        if data is None:
+            return None
+        item.stash[CHART_KEY] = chart.draw(data, "svg")
+    return item.stash[CHART_KEY]
+
+
+class SamplerCharts:
+    """The ``spark_sampler`` chart on the test's teardown report: a pytest-html
+    extra (it gathers every phase's extras into the row) and an Allure attachment."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        rep = yield
+        found = sampler_chart(item) if call.when == "teardown" else None
+        if found is not None:
+            if html_report.html_wanted(self.config):
+                rep.extras = [*getattr(rep, "extras", []), html_report.chart_extra(*found, "spark_sampler thermals")]
+            if allure_report.listener(self.config) is not None:
+                allure_report.attach_chart(found[0], "spark_sampler thermals")
+        return rep

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark import outfile
-from pytest_dgx_spark.html_report import readings_text
 from pytest_dgx_spark.model import Result, Status, verdict, verdict_line
 from pytest_dgx_spark.report import ordered, profile_label
 from pytest_dgx_spark.safe_text import write_line
@@ -64,8 +63,8 @@ class AllureReport:
         result = Result.from_dict(data)
         allure.dynamic.tag(result.status.value)
         allure.dynamic.label("spark_status", result.status.value)
-        for name, spec in (data.get("readings") or {}).items():
-            allure.dynamic.parameter(name, readings_text({name: spec}).split(" = ", 1)[-1], excluded=True)
+        for reading in result.readings:
+            allure.dynamic.parameter(reading.name, reading.render(), excluded=True)
         try:
             test = found.allure_logger.get_test(None)
         except Exception:  # another allure-pytest layout: the labels above still went through

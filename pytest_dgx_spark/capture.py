@@ -86,18 +86,13 @@ def write(path: Path, document: Mapping[str, Any], env: Mapping[str, str] | None
     outfile.write_bytes(Path(path), encode(document, path, env))
 
 
-#: the most JSON a capture may hold, compressed or not: real ones are well under
-#: 1 MiB (tests/data/captures: 50-660 KB decompressed), and a gzip member of a
-#: few KB can unpack to gigabytes
+#: the most JSON a capture may hold, compressed or not (real ones are well under 1 MiB)
 MAX_BYTES = 64 << 20
 
 
 def load(path: str | Path) -> dict[str, Any]:
     """Read and check a capture; :class:`CaptureError` says why not, in one line.
-
-    At most :data:`MAX_BYTES` are read from the file and at most as many
-    decompressed from it (a gzip bomb is refused at the cap, never unpacked
-    whole: 6 MB of gzip made 6 GiB and a MemoryError)."""
+    At most :data:`MAX_BYTES` are read and decompressed (a gzip bomb stops there)."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
@@ -150,9 +145,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _check_tables(doc: Mapping[str, Any], where: str) -> None:
-    """The tables a replay reads have the shape it reads them in; a hand-edited
-    or truncated capture is refused with the key that is wrong (it was an
-    "internal error", or every check "crashed" asking for a bug report)."""
+    """The tables a replay reads have the shape it reads: a hand-edited capture is refused naming the key."""
 
     def table(value: Any, key: str) -> Mapping[str, Any]:
         if value is None:
@@ -174,14 +167,8 @@ def _check_tables(doc: Mapping[str, Any], where: str) -> None:
 
 
 def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
-    """The replay's settings: the replay's own options, plus what the captured
-    run chose that decides its verdict and that a replay cannot ask for again.
-
-    * the checks: without ``--only``, the ones the capture holds (a capture of
-      ``--only G3`` replays as G3, not as G3 and nine "not in the capture" SKIPs);
-    * ``--strict``: a WARN that blocked the captured run blocks its replay (a
-      replay may add ``--strict``; there is no flag to take it away).
-    """
+    """The replay's own options, plus what the captured run chose that decides its
+    verdict: its checks (without ``--only``) and ``--strict`` (a replay may add it)."""
     held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
     only = settings.only or (held if set(held) != set(catalog.IDS) else ())
     strict = bool(settings.strict or (doc.get("options") or {}).get("strict"))
@@ -189,16 +176,9 @@ def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
 
 
 def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
-    """That check's SKIP when the capture's facts do not have exactly the
-    fields of this version's ``Facts`` (``None`` when they do).
-
-    A field left out would take its default (a verdict silently changed: G9's
-    PASS became a WARN) or none at all (G3 "crashed", with a text asking for a
-    bug report); a field this version does not know was read by a check that
-    decides differently. Either way the capture was written by another
-    version of the check than the one deciding now: say so and which field,
-    and decide nothing from it.
-    """
+    """That check's SKIP when the capture's facts do not have exactly the fields of
+    this version's ``Facts`` (``None`` when they do): another version wrote them,
+    and a missing field's default would change the verdict silently."""
     fields = [f.name for f in dataclasses.fields(kind)]
     missing = [name for name in fields if name not in facts]
     unknown = [str(name) for name in facts if name not in fields]

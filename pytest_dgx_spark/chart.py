@@ -44,14 +44,8 @@ CLOCK_KEYS = (("clock_sm_mhz", 1.0), ("sm_clock_mhz", 1.0), ("clocks_sm_mhz", 1.
 #: reasons that are not a slowdown and are not shaded
 QUIET_REASONS = frozenset({"GpuIdle"})
 #: span colours: heat red, power supply orange, power cap pale yellow, counters purple
-COLOURS = {
-    "SwThermalSlowdown": "#d62728",
-    "HwThermalSlowdown": "#8c1010",
-    "HwPowerBrakeSlowdown": "#ff7f0e",
-    "HwSlowdown": "#e377c2",
-    "SwPowerCap": "#f2d64b",
-    "counter": "#9467bd",
-}
+COLOURS = {"SwThermalSlowdown": "#d62728", "HwThermalSlowdown": "#8c1010", "HwPowerBrakeSlowdown": "#ff7f0e",
+           "HwSlowdown": "#e377c2", "SwPowerCap": "#f2d64b", "counter": "#9467bd"}
 #: the most note lines drawn under the chart (the data keeps them all), and each one's height
 MAX_NOTE_LINES = 6
 NOTE_HEIGHT_IN = 0.16
@@ -138,8 +132,7 @@ def reasons_of(gpu: Mapping[str, Any]) -> list[str]:
 
 
 def counters_by_gpu(entries: Any) -> dict[int, dict[str, int]]:
-    """``[{"index", "us": {counter: us}}]`` -> ``{index: {counter: us}}``;
-    anything malformed is left out (a chart never fails on odd facts)."""
+    """``[{"index", "us": {counter: us}}]`` -> ``{index: {counter: us}}``, malformed entries left out."""
     out: dict[int, dict[str, int]] = {}
     for entry in entries if isinstance(entries, (list, tuple)) else []:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("us"), Mapping):
@@ -157,8 +150,7 @@ def _time(sample: Mapping[str, Any], fallback: float) -> float:
 
 
 def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, int]]:
-    """Contiguous runs of ``True`` as (start, end, samples); a run ends at the
-    next sample's time (or one typical step after the last sample)."""
+    """Contiguous runs of ``True`` as (start, end, samples), each ending at the next sample's time."""
     step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 1.0
     out: list[tuple[float, float, int]] = []
     start = None
@@ -182,8 +174,7 @@ def from_samples(
     counters_after: Any = None,
 ) -> ChartData | None:
     """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
-    read around them; ``None`` when there is nothing to draw (fewer than two
-    samples with a reading)."""
+    read around them; ``None`` with fewer than two samples with a reading."""
     per_gpu: dict[int, list[tuple[float, Mapping[str, Any]]]] = {}
     for n, sample in enumerate(s for s in samples if isinstance(s, Mapping)):
         t = _time(sample, float(n))
@@ -234,9 +225,7 @@ def _reason_spans(index: int, points: list[tuple[float, Mapping[str, Any]]]) -> 
 def _counter_spans(
     gpu: int, window: tuple[float, float, int], before: Mapping[str, int] | None, after: Mapping[str, int]
 ) -> list[Span]:
-    """One band over the sampled window per slowdown counter that grew from
-    the read before the series to the read after it (when in the window is
-    not known: the counters are cumulative)."""
+    """One band over the sampled window per slowdown counter that grew across it."""
     start, end, n = window
     delta = counter_deltas(before, after)
     spans = []
@@ -249,9 +238,8 @@ def _counter_spans(
 
 
 def fits(grew_us: int, seconds: float) -> bool:
-    """Whether a counter's growth fits in the sample (the counters are read just
-    before its first sample and just after its last, hence the slack): more
-    is a counter reset, or a value in another unit, never time in the sample."""
+    """Whether a counter's growth fits in the sample (with slack for the reads
+    around it): more is a counter reset or another unit, never time in the sample."""
     return grew_us / 1e6 <= seconds * 1.25 + 1.0
 
 
@@ -260,9 +248,8 @@ def _counter_word(name: str) -> str:
 
 
 def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[str, int], seconds: float) -> str:
-    """``GPU 0 clock-event counters since boot: power cap 3.0 h, SW thermal 3 s, …;
-    during the sample: SW thermal +3 s`` (sync boost only when it counted); a
-    growth the ``seconds`` sampled cannot hold is named as not drawn."""
+    """``GPU 0 clock-event counters since boot: power cap 3.0 h, …; during the
+    sample: SW thermal +3 s``; a growth the sample cannot hold is named as not drawn."""
     delta = counter_deltas(before, after)
     totals = [
         f"{word} {seconds_text(after[name])}"
@@ -282,8 +269,7 @@ def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[s
 
 
 def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
-    """The first list of ``{"gpus": [...]}`` samples in a facts mapping
-    (``samples`` first), whatever the facts' exact layout."""
+    """The first list of ``{"gpus": [...]}`` samples in a facts mapping (``samples`` first)."""
     if isinstance(obj, list):
         if obj and all(isinstance(x, Mapping) and isinstance(x.get("gpus"), list) for x in obj[:5]):
             return [dict(x) for x in obj]
@@ -353,9 +339,8 @@ def render(data: ChartData, fmt: str = "svg") -> bytes:
 
 
 def note_lines(notes: Sequence[str]) -> list[str]:
-    """The notes as drawn: a long one breaks at its ``; `` (indented after, with
-    no-break spaces: SVG viewers drop leading spaces), at most
-    :data:`MAX_NOTE_LINES` lines."""
+    """The notes as drawn: broken at ``; `` (indented with no-break spaces: SVG
+    viewers drop leading ones), at most :data:`MAX_NOTE_LINES` lines."""
     lines: list[str] = []
     for note in notes:
         parts = note.split("; ")

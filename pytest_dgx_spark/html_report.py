@@ -6,7 +6,8 @@ filter but its Result cell reads "Warned" (an INFO row "Info"), the counts
 read ``8 Passed, 1 Warned`` as the terminal's ``8 passed, 1 warned``, a
 skipped row's log says its reason instead of pytest's ``(path, line, reason)``
 tuple, and three columns are added: *Status* (word and symbol), *Check* (the
-G-line, unwrapped) and *Readings*. The summary gets the verdict and the counts
+terminal's default line, unwrapped; the whole line on hover and in the log) and
+*Readings*. The summary gets the verdict and the counts
 per status; G4's row gets the thermal chart. pytest-html itself is imported
 only while a report is built.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark.model import Reading, Status, verdict_line
+from pytest_dgx_spark.model import Reading, Result, Status, verdict_line
 from pytest_dgx_spark.report import ordered
 
 #: the Status cell: a symbol that tells the rows apart at a glance, then the word
@@ -39,7 +40,7 @@ td.col-result.spark-word::before { content: attr(data-word); font-size: 12px; }
 td.col-result.spark-word:hover::after { font-size: 12px; }
 td.col-result.spark-WARN { color: #c77c00; }
 td.col-result.spark-INFO { color: #138496; }
-td.col-sparkStatus, td.col-sparkCheck { white-space: nowrap; }
+td.col-sparkStatus, td.col-sparkCheck, span.spark-reading { white-space: nowrap; }
 </style>"""
 
 
@@ -53,13 +54,14 @@ def status_cell(status: str | None) -> str:
     return f'<td class="col-sparkStatus">{escape(word)}</td>'
 
 
-def readings_text(readings: Mapping[str, Any]) -> str:
-    """``name = value unit`` for each reading, ``; ``-joined (``[N/A]`` for None)."""
+def readings_parts(readings: Mapping[str, Any]) -> list[str]:
+    """``name = value unit`` for each reading (``[N/A]`` for None)."""
     parts = []
     for name, spec in readings.items():
         spec = spec if isinstance(spec, Mapping) else {"value": spec}
         parts.append(f"{name} = {Reading(name, spec.get('value'), spec.get('unit', '')).render()}")
-    return "; ".join(parts)
+    return parts
+
 
 
 def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, Any]:
@@ -105,10 +107,12 @@ class HtmlReport:
             self.warned += status == "WARN"
             cells[0] = cells[0].replace('class="col-result"', f'class="col-result spark-word spark-{status}" '
                                         f'data-word="{word}"', 1)
-        line = escape(str(data.get("line", ""))) if status else ""
-        readings = escape(readings_text(data.get("readings") or {})) if status else ""
-        cells[1:1] = [status_cell(status), f'<td class="col-sparkCheck">{line}</td>',
-                      f'<td class="col-sparkReadings">{readings}</td>']
+        result = Result.from_dict(data) if status else None
+        check = (f'<td class="col-sparkCheck" title="{escape(result.line())}">{escape(result.short_line())}</td>'
+                 if result else '<td class="col-sparkCheck"></td>')
+        readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
+                             for text in readings_parts(data.get("readings") or {})) if status else ""
+        cells[1:1] = [status_cell(status), check, f'<td class="col-sparkReadings">{readings}</td>']
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_html(self, report: Any, data: list[str]) -> None:

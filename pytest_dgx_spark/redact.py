@@ -58,42 +58,17 @@ HOME = re.compile(r"(/home/|/Users/)([^/\s:\"']+)")
 
 #: flags whose values a check reads (G6's memory caps, G10's parallelism); the
 #: values of every other flag are dropped from a command line
-READ_FLAGS = frozenset(
-    {
-        "--gpu-memory-utilization",
-        "--gpu_memory_utilization",
-        "--mem-fraction-static",
-        "--mem_fraction_static",
-        "--tensor-parallel-size",
-        "--tensor_parallel_size",
-        "-tp",
-        "--tp",
-        "--tp-size",
-        "--tp_size",
-        "--pipeline-parallel-size",
-        "--pipeline_parallel_size",
-        "-pp",
-        "--nnodes",
-        "--nproc-per-node",
-        "--nproc_per_node",
-        "--num-nodes",
-        "--num_nodes",
-        "--world-size",
-        "--world_size",
-        "-m",
-        "serve",
-    }
-)
+READ_FLAGS = frozenset({
+    "--gpu-memory-utilization", "--gpu_memory_utilization", "--mem-fraction-static", "--mem_fraction_static",
+    "--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--tp", "--tp-size", "--tp_size",
+    "--pipeline-parallel-size", "--pipeline_parallel_size", "-pp", "--nnodes", "--nproc-per-node",
+    "--nproc_per_node", "--num-nodes", "--num_nodes", "--world-size", "--world_size", "-m", "serve",
+})
 
 
 def split_title(argv: Iterable[Any]) -> list[str]:
-    """``argv`` as the process was started, when argv[0] holds a title.
-
-    ``setproctitle`` and ``exec -a`` put a whole command line in argv[0]
-    (``"python -m vllm… --api-key S"``, with no NUL between the words). Its
-    base name is not a program name but the secret itself, so argv[0] with
-    whitespace in it is split into words before anything reads it.
-    """
+    """``argv`` with a process title in argv[0] (``setproctitle``, ``exec -a``:
+    a whole command line, secrets included, with no NUL) split into words."""
     args = [str(a) for a in argv]
     if args and any(c.isspace() for c in args[0]):
         return (args[0].split() or [""]) + args[1:]
@@ -101,8 +76,7 @@ def split_title(argv: Iterable[Any]) -> list[str]:
 
 
 def program_word(text: str) -> str:
-    """What may be shown of a program's name (argv[0], a tool's process name):
-    the base name of its first word, with a token or a secret flag redacted."""
+    """What may be shown of a program's name: its first word's base name, scrubbed."""
     words = str(text).split()
     return scrub(os.path.basename(words[0]) if words else "")[:80]
 
@@ -134,8 +108,7 @@ def reduce_argv(argv: Iterable[Any]) -> list[str]:
 
 
 def scrub(value: str) -> str:
-    """Secrets recognisable by their shape alone: tokens, credentials in a
-    URL, the values of secret flags and query parameters, Authorization values."""
+    """Secrets recognisable by their shape alone (tokens, URL credentials, secret flags and query values)."""
     value = URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
     value = TOKEN_SHAPES.sub(REDACTED, value)
     value = BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
@@ -144,8 +117,7 @@ def scrub(value: str) -> str:
 
 
 def _is_secret_value(name: str, value: Any) -> bool:
-    """A variable's value worth hunting for: its name says secret, and it is
-    not a short or settings-like value that prose is full of."""
+    """A secret-named variable's value that is not short or settings-like (prose is full of those)."""
     if not (SECRET_NAME.search(name) and isinstance(value, str) and len(value) >= 4):
         return False
     return value.strip().lower() not in NOT_SECRET_VALUES and not value.strip().isdigit()
@@ -164,9 +136,7 @@ SYSTEM_TOPS = frozenset(
 
 
 def personal_home(home: str) -> bool:
-    """Whether ``HOME`` names a user's own folder, worth hiding in a capture:
-    absolute, two levels deep at least (never ``/``, ``/usr``, ``/var``,
-    ``/home``), not root's, and not inside the system's own folders."""
+    """Whether ``HOME`` is a user's own folder (absolute, two levels deep, not root's, not the system's)."""
     parts = [p for p in home.split("/") if p]
     if not home.startswith("/") or len(parts) < 2 or home.rstrip("/") == "/root":
         return False
@@ -174,11 +144,8 @@ def personal_home(home: str) -> bool:
 
 
 class Redactor:
-    """One redaction pass, built from the environment the run saw.
-
-    ``personal=False`` keeps user and home folder names (a report on the
-    user's own terminal may name them; a capture for a public issue does not).
-    """
+    """One redaction pass, built from the environment the run saw; ``personal=False``
+    keeps user and home folder names (a report on the user's own terminal)."""
 
     def __init__(
         self,
@@ -230,6 +197,5 @@ class Redactor:
 
 
 def outgoing(env: Mapping[str, str] | None = None) -> Redactor:
-    """The last line of defence over what a run reports (see the module
-    docstring): secrets only; user and folder names stay."""
+    """The last line of defence over what a run reports: secrets only."""
     return Redactor(env, personal=False)

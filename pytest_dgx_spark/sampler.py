@@ -1,29 +1,17 @@
 """Record G4's readings (and G6's GPU processes) during a user's own long test.
 
-The preflight samples for a second or two; a GB10 throttles after minutes.
-A test that asks for ``spark_sampler`` records temperature, power, SM clock and
-clock-event reasons of every GPU, and the GPU processes NVML lists, and attaches
-the series and a summary to its report::
-
-    def test_train_smoke(spark_sampler):
-        train(steps=200)
-        assert not spark_sampler.summary()["throttled"]
-
-    @pytest.mark.parametrize("spark_sampler", [{"interval": 0.2}], indirect=True)
-    def test_fast(spark_sampler): ...
-
-    with GpuSampler(interval=0.5) as s:  # anywhere, without pytest
-        train(steps=200)
-
-Sampling runs in a child process (NVML never enters this process, so a wedged
-driver cannot hang the run); it stops within one interval when its stdin
-closes, else its process group is killed. Memory is bounded: statistics cover
-every sample, the stored series is thinned once it reaches ``max_points``.
-Loaded only when a test asks for the fixture.
+The preflight samples for seconds; a GB10 throttles after minutes. A test that
+asks for ``spark_sampler`` (``{"interval": 0.2}`` by indirect parametrization;
+``GpuSampler`` works without pytest) records every GPU's temperature, power,
+SM clock, clock-event reasons and processes in a child process (a wedged driver
+cannot hang the run; it stops when its stdin closes, else its group is killed)
+and attaches the series and a summary to its report. Memory stays bounded: the
+stored series is thinned once it reaches ``max_points``. Loaded on first use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -117,22 +105,13 @@ class GpuSampler:
 
         if self._proc is not None:
             raise RuntimeError("this sampler was already started")
-        cfg = {
-            "mode": "stream",
-            "interval": self.interval,
-            "procs_every": self.procs_every,
-        }
+        cfg = {"mode": "stream", "interval": self.interval, "procs_every": self.procs_every}
         argv = [self.python, "-c", script_source("nvml_child.py"), json.dumps(cfg)]
         self._started = self._last_event = time.monotonic()
         try:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env(base=self.env),
-                start_new_session=True,
-                preexec_fn=die_with_parent(),  # dies with pytest, even one ended by os._exit
+            self._proc = subprocess.Popen(  # dies with pytest, even one ended by os._exit
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=child_env(base=self.env), start_new_session=True, preexec_fn=die_with_parent(),
             )
         except OSError as exc:
             self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
@@ -154,19 +133,15 @@ class GpuSampler:
             untrack(proc)
         if proc is not None and self._stopped is None:
             self._stopped = time.monotonic()
-            try:
+            with contextlib.suppress(OSError):
                 if proc.stdin is not None:
                     proc.stdin.close()  # the child's signal to finish
-            except OSError:
-                pass
+            wait = self.interval + min(self.timeout, 10.0)
             try:
-                proc.wait(timeout=self.interval + min(self.timeout, 10.0))
+                proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 kill_group(proc)
-                self._stop_note = (
-                    f"the sampler child did not stop within {self.interval + min(self.timeout, 10.0):g} s "
-                    "(driver not answering?); killed"
-                )
+                self._stop_note = f"the sampler child did not stop within {wait:g} s (driver not answering?); killed"
             for t in self._threads:
                 t.join(timeout=2)
             close_pipes(proc)
@@ -200,12 +175,9 @@ class GpuSampler:
                     self._stop_note = f"the sampler child printed {raw} on stdout; killed"
                     killpg(proc)
                     return
-                text = raw.decode("utf-8", errors="replace").strip()
-                if not text:
-                    continue
                 try:
-                    msg = json.loads(text)
-                except ValueError:
+                    msg = json.loads(raw.decode("utf-8", errors="replace"))
+                except ValueError:  # a blank or torn line
                     continue
                 if isinstance(msg, dict):
                     self._handle(msg)
@@ -256,14 +228,8 @@ class GpuSampler:
             if len(self._procs) >= MAX_PROCS:
                 self._procs_dropped += 1
                 return
-            entry = self._procs[pid] = {
-                "pid": pid,
-                "cmd": p.get("cmd"),
-                "type": p.get("type"),
-                "gpu": p.get("gpu"),
-                "max_used_bytes": None,
-                "first_t": t,
-            }
+            entry = self._procs[pid] = {"pid": pid, "cmd": p.get("cmd"), "type": p.get("type"), "gpu": p.get("gpu"),
+                                        "max_used_bytes": None, "first_t": t}
         entry["last_t"] = t
         used = p.get("used_bytes")
         if isinstance(used, int) and (entry["max_used_bytes"] is None or used > entry["max_used_bytes"]):
@@ -318,13 +284,8 @@ class GpuSampler:
             ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
             if ceiling is None and entry["power_limit_w"]:
                 ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
-            flat = flat_power_climb(
-                thinned.get(index, s),
-                ceiling_w=ceiling,
-                band_fraction=t["g4_flat_power_band_fraction"],
-                rise_c=t["g4_temp_rise_c"],
-                idle_w=t["g4_idle_power_w"],
-            )
+            flat = flat_power_climb(thinned.get(index, s), ceiling_w=ceiling, band_fraction=t["g4_flat_power_band_fraction"],
+                                    rise_c=t["g4_temp_rise_c"], idle_w=t["g4_idle_power_w"])
             if flat is not None:
                 flat_notes.append(
                     f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
@@ -358,11 +319,8 @@ class GpuSampler:
     def report_text(self, summary: Mapping[str, Any] | None = None) -> str:
         """The summary lines, then the stored series as CSV (for the report)."""
         s = dict(summary or self.summary())
-        lines = [summary_line(s)]
-        for g in s["gpus"]:
-            lines.append(f"  {_gpu_line(g)}")
-        for note in s["flat_power"]:
-            lines.append(f"  flat power: {note}")
+        lines = [summary_line(s), *(f"  {_gpu_line(g)}" for g in s["gpus"])]
+        lines += [f"  flat power: {note}" for note in s["flat_power"]]
         for p in s["processes"][:20]:
             used = p.get("max_used_bytes")
             mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
@@ -458,11 +416,7 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none"),
     ]
     gpus = s.get("gpus") or []
-    for key, field in (
-        ("temperature_max", "temperature_c"),
-        ("power_max", "power_w"),
-        ("sm_clock_min", "clock_sm_mhz"),
-    ):
+    for key, field in (("temperature_max", "temperature_c"), ("power_max", "power_w"), ("sm_clock_min", "clock_sm_mhz")):
         stat = "min" if key.endswith("_min") else "max"
         values = [g[field][stat] for g in gpus if g.get(field, {}).get(stat) is not None]
         if values:
@@ -473,25 +427,18 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
-    """The body of the ``spark_sampler`` fixture (declared in
-    :mod:`pytest_dgx_spark.plugin`, which imports this module only when a test
-    asks for the fixture): sample while the test runs, then attach the
-    summary and the series to the test's report."""
+    """The body of the ``spark_sampler`` fixture: sample while the test runs,
+    then attach the summary and the series to the test's report."""
     params = dict(getattr(request, "param", None) or {})
     try:
         timeout = float(request.config.getoption("spark_timeout", None) or 10.0)
     except (TypeError, ValueError):
         timeout = 10.0
-    sampler = GpuSampler(
-        interval=float(params.get("interval", 1.0)),
-        procs_every=float(params.get("procs_every", 5.0)),
-        max_points=int(params.get("max_points", 2000)),
-        timeout=timeout,
-    )
+    sampler = GpuSampler(interval=float(params.get("interval", 1.0)), procs_every=float(params.get("procs_every", 5.0)),
+                         max_points=int(params.get("max_points", 2000)), timeout=timeout)
     metadata = None
-    if request.config.pluginmanager.hasplugin("json-report") or request.config.pluginmanager.hasplugin(
-        "pytest_jsonreport"
-    ):
+    pm = request.config.pluginmanager
+    if pm.hasplugin("json-report") or pm.hasplugin("pytest_jsonreport"):
         try:
             metadata = request.getfixturevalue("json_metadata")
         except pytest.FixtureLookupError:
@@ -506,9 +453,7 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
         node.stash[SUMMARY_KEY] = summary
         _keep_series(request.config, node, sampler, summary)
         if metadata is not None:
-            metadata["spark_sampler"] = {k: v for k, v in summary.items() if k != "processes"} | {
-                "processes": summary["processes"][:20]
-            }
+            metadata["spark_sampler"] = {**summary, "processes": summary["processes"][:20]}
         try:
             family = str(request.config.getini("junit_family"))
         except (ValueError, KeyError):

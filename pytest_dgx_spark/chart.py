@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -165,14 +166,8 @@ def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, in
     return out
 
 
-def from_samples(
-    samples: Iterable[Mapping[str, Any]],
-    *,
-    title: str,
-    names: Mapping[int, str] | None = None,
-    counters_before: Any = None,
-    counters_after: Any = None,
-) -> ChartData | None:
+def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Mapping[int, str] | None = None,
+                 counters_before: Any = None, counters_after: Any = None) -> ChartData | None:
     """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
     read around them; ``None`` with fewer than two samples with a reading."""
     per_gpu: dict[int, list[tuple[float, Mapping[str, Any]]]] = {}
@@ -192,9 +187,7 @@ def from_samples(
             trace.temp_c.append(_number(gpu, TEMP_KEYS))
             trace.power_w.append(_number(gpu, POWER_KEYS))
             trace.sm_mhz.append(_number(gpu, CLOCK_KEYS))
-        readable = sum(1 for i in range(len(trace.t)) if trace.temp_c[i] is not None or trace.power_w[i] is not None
-                       or trace.sm_mhz[i] is not None)
-        if readable < 2:
+        if sum(any(v is not None for v in row) for row in zip(trace.temp_c, trace.power_w, trace.sm_mhz, strict=True)) < 2:
             continue
         data.traces.append(trace)
         data.spans.extend(_reason_spans(index, points))
@@ -204,10 +197,9 @@ def from_samples(
             counter_notes.append(counters_note(index, before.get(index), after[index], window[1] - window[0]))
     if not data.traces:
         return None
-    seen: dict[str, int] = {}
-    for span in data.spans:
-        if span.kind == "reason":
-            seen[span.reason] = seen.get(span.reason, 0) + span.samples
+    seen: Counter[str] = Counter()
+    for span in (s for s in data.spans if s.kind == "reason"):
+        seen[span.reason] += span.samples
     data.notes = [f"{reason}: {count} samples" for reason, count in seen.items()] + counter_notes
     return data
 
@@ -215,11 +207,8 @@ def from_samples(
 def _reason_spans(index: int, points: list[tuple[float, Mapping[str, Any]]]) -> list[Span]:
     times = [t for t, _ in points]
     active = [set(reasons_of(g)) - QUIET_REASONS for _, g in points]
-    spans = []
-    for reason in sorted(set().union(*active)):
-        for start, end, n in _runs(times, [reason in a for a in active]):
-            spans.append(Span(index, reason, start, end, "reason", n))
-    return spans
+    return [Span(index, reason, start, end, "reason", n) for reason in sorted(set().union(*active))
+            for start, end, n in _runs(times, [reason in a for a in active])]
 
 
 def _counter_spans(
@@ -275,27 +264,21 @@ def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
             return [dict(x) for x in obj]
         return None
     if isinstance(obj, Mapping) and depth < 4:
-        keys = sorted(obj, key=lambda k: (k != "samples", str(k)))
-        for key in keys:
-            found = find_samples(obj[key], depth + 1)
-            if found:
+        for key in sorted(obj, key=lambda k: (k != "samples", str(k))):
+            if found := find_samples(obj[key], depth + 1):
                 return found
     return None
 
 
 def device_names(facts: Mapping[str, Any]) -> dict[int, str]:
     """``{index: name}`` from a facts mapping's ``devices`` list, if any."""
-    names = {}
-    for dev in facts.get("devices") or []:
-        if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int):
-            names[int(dev.get("index", 0))] = str(dev["name"])
-    return names
+    return {int(dev.get("index", 0)): str(dev["name"]) for dev in facts.get("devices") or []
+            if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int)}
 
 
 def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") -> ChartData | None:
     """Chart data from G4's stored facts (``None``: no series to draw)."""
-    samples = find_samples(facts)
-    if not samples:
+    if not (samples := find_samples(facts)):
         return None
     return from_samples(samples, title=title, names=device_names(facts),
                         counters_before=facts.get("counters_before"), counters_after=facts.get("counters_after"))
@@ -306,8 +289,8 @@ def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") ->
 
 def _matplotlib() -> Any:
     try:
-        import matplotlib
-        from matplotlib.figure import Figure
+        import matplotlib  # lazy: the optional [chart] extra, only when a picture is asked for
+        from matplotlib.figure import Figure  # lazy: as above
     except ImportError:
         raise ChartUnavailable(MISSING) from None
     except Exception as exc:  # a broken install: say so, never crash the run
@@ -392,7 +375,7 @@ def _rgba(colour: str, alpha: float) -> tuple[float, float, float, float]:
 
 def _counter_labels(data: ChartData, ax: Any) -> None:
     """Write each counter band's growth on it, top right, one line per band."""
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # lazy: as in _matplotlib
 
     where = blended_transform_factory(ax.transData, ax.transAxes)
     several = len(data.traces) > 1

@@ -6,7 +6,7 @@ filter but its Result cell reads "Warned" (an INFO row "Info"), the counts
 read ``8 Passed, 1 Warned`` as the terminal's ``8 passed, 1 warned``, a
 skipped row's log says its reason instead of pytest's ``(path, line, reason)``
 tuple, and three columns are added: *Status* (word and symbol), *Check* (the
-terminal's default line, unwrapped; the whole line on hover and in the log) and
+G-line on one line, cut at the column's width; whole on hover and in the log) and
 *Readings*. The summary gets the verdict and the counts
 per status; G4's row gets the thermal chart. pytest-html itself is imported
 only while a report is built.
@@ -41,6 +41,7 @@ td.col-result.spark-word:hover::after { font-size: 12px; }
 td.col-result.spark-WARN { color: #c77c00; }
 td.col-result.spark-INFO { color: #138496; }
 td.col-sparkStatus, td.col-sparkCheck, span.spark-reading { white-space: nowrap; }
+td.col-sparkCheck { max-width: 52em; overflow: hidden; text-overflow: ellipsis; }
 </style>"""
 
 
@@ -108,8 +109,8 @@ class HtmlReport:
             cells[0] = cells[0].replace('class="col-result"', f'class="col-result spark-word spark-{status}" '
                                         f'data-word="{word}"', 1)
         result = Result.from_dict(data) if status else None
-        check = (f'<td class="col-sparkCheck" title="{escape(result.line())}">{escape(result.short_line())}</td>'
-                 if result else '<td class="col-sparkCheck"></td>')
+        line = escape(result.line()) if result else ""
+        check = f'<td class="col-sparkCheck" title="{line}">{line}</td>'
         readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
                              for text in readings_parts(data.get("readings") or {})) if status else ""
         cells[1:1] = [status_cell(status), check, f'<td class="col-sparkReadings">{readings}</td>']

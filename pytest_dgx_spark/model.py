@@ -51,12 +51,9 @@ class Reading:
     def render(self) -> str:
         if self.value is None:
             return "[N/A]"
-        if isinstance(self.value, bool):
-            text = "yes" if self.value else "no"
-        elif isinstance(self.value, float):
-            text = _format_float(self.value)
-        else:
-            text = str(self.value)
+        value = self.value
+        text = ("yes" if value else "no") if isinstance(value, bool) else (
+            _format_float(value) if isinstance(value, float) else str(value))
         return f"{text} {self.unit}" if self.unit else text
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,12 +115,9 @@ class Result:
     by_choice: bool = False
 
     def __post_init__(self) -> None:
-        self.check_id = one_line(self.check_id)
         self.status = Status(self.status)
-        self.summary = one_line(self.summary)
-        self.fix = one_line(self.fix)
-        self.headline = one_line(self.headline)
-        self.short_fix = one_line(self.short_fix)
+        for name in ("check_id", "summary", "fix", "headline", "short_fix"):
+            setattr(self, name, one_line(getattr(self, name)))
         self.details = [one_line(d) for d in self.details if str(d).strip()]
 
     @property

@@ -269,6 +269,7 @@ def test_a_replay_says_what_the_run_said_and_draws_its_g4_chart(tmp_path: Path, 
     recorded = capture.load(name)["checks"]["G8"]["result"]["readings"]["github_token"]["value"]
     out, code = replay(name, "--json", f"--report={tmp_path / 'env-report.json'}")
     g8 = next(r for r in json.loads(out)["results"] if r["id"] == "G8")
+    assert code == 0
     assert g8["readings"]["github_token"]["value"] == recorded == "not set"
     assert "url_credentials" not in g8["readings"]
     chart = tmp_path / "env-report.thermal-g4.svg"

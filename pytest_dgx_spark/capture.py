@@ -40,15 +40,8 @@ class CaptureError(Exception):
     """A capture that cannot be read or replayed; the message is one line."""
 
 
-def build(
-    *,
-    results: Iterable[Any],
-    store_items: Mapping[str, Any],
-    host: Mapping[str, Any],
-    profile: str,
-    options: Mapping[str, Any],
-    params: Mapping[str, Any],
-) -> dict[str, Any]:
+def build(*, results: Iterable[Any], store_items: Mapping[str, Any], host: Mapping[str, Any], profile: str,
+          options: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The capture document (not yet redacted)."""
     by_id = {r.check_id: r for r in results}
     checks: dict[str, Any] = {}

@@ -61,15 +61,9 @@ def headroom_gb(results: Iterable[Result]) -> float | None:
     return None
 
 
-def run_block(
-    results: Iterable[Result],
-    *,
-    strict: bool,
-    host: Mapping[str, Any] | None,
-    settings: Mapping[str, Any] | None = None,
-    profile: str | None = None,
-    not_run: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+def run_block(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
+              settings: Mapping[str, Any] | None = None, profile: str | None = None,
+              not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The versioned block for pytest-json-report and ``spark-preflight --json``."""
     rs = ordered(results)
     block = {
@@ -88,16 +82,9 @@ def run_block(
     return block
 
 
-def env_report(
-    results: Iterable[Result],
-    *,
-    strict: bool,
-    host: Mapping[str, Any] | None,
-    workload_gb: float | None = None,
-    settings: Mapping[str, Any] | None = None,
-    profile: str | None = None,
-    not_run: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+def env_report(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
+               workload_gb: float | None = None, settings: Mapping[str, Any] | None = None,
+               profile: str | None = None, not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``env-report.json`` in the seed's schema (platform, checks, headroom_gb,
     verdict) plus our own keys; blocked when the headroom is short of ``workload_gb``."""
     rs = ordered(results)
@@ -195,16 +182,9 @@ def case_properties(result: Result) -> list[tuple[str, str]]:
     return props + [(f"spark.reading.{r.name}", r.render()) for r in result.readings]
 
 
-def write_run_files(
-    settings: Any,
-    results: list[Result],
-    *,
-    host: Mapping[str, Any],
-    profile: str,
-    store_items: Callable[[], Mapping[str, Any]],
-    env: Mapping[str, str],
-    not_run: Mapping[str, str] | None = None,
-) -> list[str]:
+def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, Any], profile: str,
+                    store_items: Callable[[], Mapping[str, Any]], env: Mapping[str, str],
+                    not_run: Mapping[str, str] | None = None) -> list[str]:
     """Write ``--spark-report`` (with G4's chart beside it) and ``--spark-capture``
     for the plugin and the CLI. One line per file: where it went, or ``cannot write …``."""
     notes: list[str] = []

@@ -324,25 +324,18 @@ class GpuSampler:
         for p in s["processes"][:20]:
             used = p.get("max_used_bytes")
             mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
-            lines.append(
-                f"  GPU process pid {p['pid']} ({p.get('type')}, GPU {p.get('gpu')}): {mem}; {p.get('cmd') or '?'}"
-            )
+            lines.append(f"  GPU process pid {p['pid']} ({p.get('type')}, GPU {p.get('gpu')}): {mem}; {p.get('cmd') or '?'}")
         if s.get("stopped") and s["stopped"] != "clean":
             lines.append(f"  stop: {s['stopped']}")
         lines.append("t_s,gpu,temperature_c,power_w,clock_sm_mhz,clock_event_reasons")
         for point in self.series():
             for g in point["gpus"]:
-                mw = g.get("power_usage_mw")
+                mw, temp, clock = g.get("power_usage_mw"), g.get("temperature_c"), g.get("clock_sm_mhz")
                 watts = "" if not isinstance(mw, (int, float)) else f"{mw / 1000:.1f}"
-                reasons = "|".join(decode_reasons(parse_mask(g.get("clock_event_reasons"))))
-                if g.get("lost"):
-                    reasons = "GpuIsLost"
-                temp = g.get("temperature_c")
-                clock = g.get("clock_sm_mhz")
-                lines.append(
-                    f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
-                    f"{'' if clock is None else clock},{reasons}"
-                )
+                reasons = "GpuIsLost" if g.get("lost") else "|".join(
+                    decode_reasons(parse_mask(g.get("clock_event_reasons"))))
+                lines.append(f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
+                             f"{'' if clock is None else clock},{reasons}")
         return "\n".join(lines)
 
 
@@ -357,19 +350,14 @@ def _gpu_line(g: Mapping[str, Any]) -> str:
     name = f" {g['name']}" if g.get("name") else ""
     reasons = ", ".join(f"{k} {v}/{g['samples']}" for k, v in g.get("reasons", {}).items()) or "none"
     lost = f"; LOST at t={g['lost_at']} s" if g.get("lost_at") is not None else ""
-    return (
-        f"GPU {g['index']}{name}: {_stat(g['temperature_c'], 'C')}, {_stat(g['power_w'], 'W')}, "
-        f"SM {_stat(g['clock_sm_mhz'], 'MHz')}; reasons: {reasons}{lost}"
-    )
+    return (f"GPU {g['index']}{name}: {_stat(g['temperature_c'], 'C')}, {_stat(g['power_w'], 'W')}, "
+            f"SM {_stat(g['clock_sm_mhz'], 'MHz')}; reasons: {reasons}{lost}")
 
 
 def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Thermal and power-brake slowdown (seconds) the clock-event counters
-    gained between the sampler's start and its stop, per GPU (``{}`` when
-    none, or when the counters were not read: the child reads them at stop)."""
-    before = {
-        c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)
-    }
+    """Thermal and power-brake slowdown (seconds) the clock-event counters gained
+    between the sampler's start and stop, per GPU (``{}``: none, or not read)."""
+    before = {c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)}
     out: dict[str, dict[str, float]] = {}
     for c in data.get("counters_after") or []:
         if not isinstance(c, Mapping):
@@ -391,20 +379,13 @@ def summary_line(s: Mapping[str, Any]) -> str:
     elif s.get("flat_power"):
         verdict = "THROTTLED (flat power while heating): " + "; ".join(s["flat_power"])
     if s.get("slowdown_counters"):
-        grew = "; ".join(
-            f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
-            for i, c in s["slowdown_counters"].items()
-        )
-        verdict = (
-            "" if verdict == "not throttled" else verdict + "; "
-        ) + f"THROTTLED (clock-event counters): {grew}"
+        grew = "; ".join(f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
+                         for i, c in s["slowdown_counters"].items())
+        verdict = ("" if verdict == "not throttled" else verdict + "; ") + f"THROTTLED (clock-event counters): {grew}"
     if s.get("lost"):
         verdict = f"GPU LOST: {s['lost']}; " + verdict
     extra = f"; {len(s['processes'])} GPU processes seen" if s.get("processes") else ""
-    return (
-        f"spark sampler: {s['samples']} samples over {s['seconds']:.1f} s every {s['interval_s']:g} s; "
-        f"{verdict}{extra}"
-    )
+    return f"spark sampler: {s['samples']} samples over {s['seconds']:.1f} s every {s['interval_s']:g} s; {verdict}{extra}"
 
 
 def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:

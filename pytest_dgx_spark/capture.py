@@ -1,17 +1,11 @@
-"""Capture a run to one file, and read it back for a replay.
+"""Capture a run to one file (``--spark-capture``), and read it back for a replay.
 
-``--spark-capture PATH`` writes what the checks saw: for each check the facts
-its ``gather`` recorded (or why it crashed) and the result it reached, every
-raw probe answer of the run (nvidia-smi text, NVML answers and errors,
-``/proc/meminfo``, the torch child's events …), the host identity, and the
-options, profile and thresholds in force. Everything passes through
-:class:`~pytest_dgx_spark.redact.Redactor` before it is written.
-
-``--spark-replay PATH`` decides the checks again from such a file, with no
-access to the machine: the facts go to each check's pure ``evaluate``. The
-same thresholds give the same lines; other thresholds give the verdicts they
-would have given. The file is JSON, gzip-compressed when its name ends in
-``.gz`` (read either way, by its first bytes).
+A capture holds, for each check, the facts its ``gather`` recorded (or why it
+crashed) and its result, every raw probe answer, the host identity and the
+options, profile and thresholds in force, all through
+:class:`~pytest_dgx_spark.redact.Redactor`. ``--spark-replay`` decides the
+checks again from it with the pure ``evaluate``, touching no machine. JSON,
+gzip-compressed when the name ends in ``.gz`` (read either way).
 """
 
 from __future__ import annotations
@@ -25,8 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_dgx_spark import __version__
+from pytest_dgx_spark import __version__, catalog, outfile
 from pytest_dgx_spark.model import SHORT_WIDTH, Result, Status
+from pytest_dgx_spark.probes.store import MemoryStore
+from pytest_dgx_spark.redact import Redactor
+from pytest_dgx_spark.safe_text import plus_more
 
 SCHEMA = "pytest_spark.capture"
 VERSION = 1
@@ -43,15 +40,8 @@ class CaptureError(Exception):
     """A capture that cannot be read or replayed; the message is one line."""
 
 
-def build(
-    *,
-    results: Iterable[Any],
-    store_items: Mapping[str, Any],
-    host: Mapping[str, Any],
-    profile: str,
-    options: Mapping[str, Any],
-    params: Mapping[str, Any],
-) -> dict[str, Any]:
+def build(*, results: Iterable[Any], store_items: Mapping[str, Any], host: Mapping[str, Any], profile: str,
+          options: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The capture document (not yet redacted)."""
     by_id = {r.check_id: r for r in results}
     checks: dict[str, Any] = {}
@@ -78,8 +68,6 @@ def build(
 
 def encode(document: Mapping[str, Any], path: Path, env: Mapping[str, str] | None = None) -> bytes:
     """Redacted JSON bytes, gzip-compressed when ``path`` ends in ``.gz``."""
-    from pytest_dgx_spark.redact import Redactor
-
     clean = Redactor(env)(dict(document))
     raw = (json.dumps(clean, indent=1, sort_keys=False, default=str) + "\n").encode("utf-8")
     if str(path).endswith(".gz"):
@@ -88,23 +76,16 @@ def encode(document: Mapping[str, Any], path: Path, env: Mapping[str, str] | Non
 
 
 def write(path: Path, document: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
-    from pytest_dgx_spark.report import write_bytes
-
-    write_bytes(Path(path), encode(document, path, env))
+    outfile.write_bytes(Path(path), encode(document, path, env))
 
 
-#: the most JSON a capture may hold, compressed or not: real ones are well under
-#: 1 MiB (tests/data/captures: 50-660 KB decompressed), and a gzip member of a
-#: few KB can unpack to gigabytes
+#: the most JSON a capture may hold, compressed or not (real ones are well under 1 MiB)
 MAX_BYTES = 64 << 20
 
 
 def load(path: str | Path) -> dict[str, Any]:
     """Read and check a capture; :class:`CaptureError` says why not, in one line.
-
-    At most :data:`MAX_BYTES` are read from the file and at most as many
-    decompressed from it (a gzip bomb is refused at the cap, never unpacked
-    whole: 6 MB of gzip made 6 GiB and a MemoryError)."""
+    At most :data:`MAX_BYTES` are read and decompressed (a gzip bomb stops there)."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
@@ -157,9 +138,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _check_tables(doc: Mapping[str, Any], where: str) -> None:
-    """The tables a replay reads have the shape it reads them in; a hand-edited
-    or truncated capture is refused with the key that is wrong (it was an
-    "internal error", or every check "crashed" asking for a bug report)."""
+    """The tables a replay reads have the shape it reads: a hand-edited capture is refused naming the key."""
 
     def table(value: Any, key: str) -> Mapping[str, Any]:
         if value is None:
@@ -181,16 +160,8 @@ def _check_tables(doc: Mapping[str, Any], where: str) -> None:
 
 
 def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
-    """The replay's settings: the replay's own options, plus what the captured
-    run chose that decides its verdict and that a replay cannot ask for again.
-
-    * the checks: without ``--only``, the ones the capture holds (a capture of
-      ``--only G3`` replays as G3, not as G3 and nine "not in the capture" SKIPs);
-    * ``--strict``: a WARN that blocked the captured run blocks its replay (a
-      replay may add ``--strict``; there is no flag to take it away).
-    """
-    from pytest_dgx_spark import catalog
-
+    """The replay's own options, plus what the captured run chose that decides its
+    verdict: its checks (without ``--only``) and ``--strict`` (a replay may add it)."""
     held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
     only = settings.only or (held if set(held) != set(catalog.IDS) else ())
     strict = bool(settings.strict or (doc.get("options") or {}).get("strict"))
@@ -198,16 +169,9 @@ def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
 
 
 def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
-    """That check's SKIP when the capture's facts do not have exactly the
-    fields of this version's ``Facts`` (``None`` when they do).
-
-    A field left out would take its default (a verdict silently changed: G9's
-    PASS became a WARN) or none at all (G3 "crashed", with a text asking for a
-    bug report); a field this version does not know was read by a check that
-    decides differently. Either way the capture was written by another
-    version of the check than the one deciding now: say so and which field,
-    and decide nothing from it.
-    """
+    """That check's SKIP when the capture's facts do not have exactly the fields of
+    this version's ``Facts`` (``None`` when they do): another version wrote them,
+    and a missing field's default would change the verdict silently."""
     fields = [f.name for f in dataclasses.fields(kind)]
     missing = [name for name in fields if name not in facts]
     unknown = [str(name) for name in facts if name not in fields]
@@ -231,24 +195,23 @@ def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Map
 
 def _names(names: Sequence[str], short: bool) -> str:
     """``'a', 'b', 'c'`` (all of them), or for the short line ``'a' (+2 more)``."""
-    from pytest_dgx_spark.checks.kit import plus_more
-
     quoted = [f"'{name}'" for name in names]
     return plus_more(quoted[0], len(quoted)) if short else ", ".join(quoted)
 
 
 class ReplayMachine:
-    """The machine of a replay: the captured host identity, and nothing else.
-
-    Any probe a replay tries to run is a bug (``evaluate`` reads no
-    machine); it raises instead of reading this host.
-    """
+    """The machine of a replay: the captured host identity and each check's
+    captured facts (in its store, as a live run keeps them, so that G4's chart
+    and the nodes of a multi-node report come from them as in the run).
+    Any probe a replay tries to run is a bug: it raises instead of reading this host."""
 
     def __init__(self, document: Mapping[str, Any]) -> None:
-        from pytest_dgx_spark.probes.store import MemoryStore
-
         self.document = document
         self.store = MemoryStore()
+        for cid, entry in (document.get("checks") or {}).items():
+            if isinstance(entry, Mapping) and isinstance(entry.get("facts"), Mapping):
+                kept = {"facts": entry["facts"]}
+                self.store.get_or_compute(f"facts:{cid}", lambda: kept)  # noqa: B023 - called at once
         self.env: dict[str, str] = {}
         self.timeout = 0.0
 

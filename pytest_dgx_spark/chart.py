@@ -1,41 +1,30 @@
 """A small picture of a thermal series: temperature, power and SM clock
-against time, with the throttle reasons and the clock-event counters marked.
+against time, with throttle reasons and clock-event counter growth shaded.
 
 G4's sample and every ``spark_sampler`` series are lists of
-``{"t": seconds, "gpus": [{...}]}``; people read a trend and a red band
-faster than 300 numbers. This module turns such a list into plain data
-(:class:`ChartData`: the traces and the shaded spans, which the tests read)
-and draws it with matplotlib (an optional extra, ``pytest-dgx-spark[chart]``),
-imported only when a picture is asked for, on the Agg/SVG canvases through
-``matplotlib.figure.Figure`` so that no pyplot state and no GUI backend of
-the user's process is touched.
-
-It is tolerant of the sample layout on purpose (G4's facts change shape
-over time): a GPU entry may say ``temperature_c`` or ``temp_c``,
-``power_usage_mw`` (milliwatts) or ``power_w``, ``clock_sm_mhz`` or
-``sm_clock_mhz``, ``clock_event_reasons`` (an NVML mask, int or hex string)
-or ``reasons`` (names or a mask); any of them may be missing.
-
-The clock-event counters (microseconds since the driver loaded) are read
-once before and once after a series, not per sample: G4's facts and the
-sampler keep them as ``counters_before``/``counters_after``
-(``[{"index", "us": {counter: us}}]``). A slowdown counter that grew (SW or
-HW thermal, HW power brake) is a hatched band over the sampled window with
-``SW thermal +3 s during the sample`` written on it: the slowdown happened
-somewhere in that window, between two reads of the instantaneous reasons
-or while they read "Not Active" (GB10 does). The since-boot totals, and
-any growth, are a note under the chart.
+``{"t": seconds, "gpus": [{...}]}``. :func:`from_samples` turns one into plain
+data (:class:`ChartData`, which the tests read); :func:`render` draws it with
+matplotlib (the optional ``[chart]`` extra) through ``matplotlib.figure.Figure``,
+so no pyplot state or GUI backend of the user's process is touched. GPU entries
+may name their values in several ways (``temperature_c``/``temp_c``,
+``power_usage_mw``/``power_w``, …); any may be missing. The clock-event
+counters are read before and after a series: a slowdown counter that grew is
+a hatched band over the whole window (when in it is not known).
 """
 
 from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
+from pytest_dgx_spark import outfile
+from pytest_dgx_spark.safe_text import shortened
 from pytest_dgx_spark.thermal import (
     COUNTERS,
     SLOWDOWN_COUNTERS,
@@ -56,14 +45,8 @@ CLOCK_KEYS = (("clock_sm_mhz", 1.0), ("sm_clock_mhz", 1.0), ("clocks_sm_mhz", 1.
 #: reasons that are not a slowdown and are not shaded
 QUIET_REASONS = frozenset({"GpuIdle"})
 #: span colours: heat red, power supply orange, power cap pale yellow, counters purple
-COLOURS = {
-    "SwThermalSlowdown": "#d62728",
-    "HwThermalSlowdown": "#8c1010",
-    "HwPowerBrakeSlowdown": "#ff7f0e",
-    "HwSlowdown": "#e377c2",
-    "SwPowerCap": "#f2d64b",
-    "counter": "#9467bd",
-}
+COLOURS = {"SwThermalSlowdown": "#d62728", "HwThermalSlowdown": "#8c1010", "HwPowerBrakeSlowdown": "#ff7f0e",
+           "HwSlowdown": "#e377c2", "SwPowerCap": "#f2d64b", "counter": "#9467bd"}
 #: the most note lines drawn under the chart (the data keeps them all), and each one's height
 MAX_NOTE_LINES = 6
 NOTE_HEIGHT_IN = 0.16
@@ -150,8 +133,7 @@ def reasons_of(gpu: Mapping[str, Any]) -> list[str]:
 
 
 def counters_by_gpu(entries: Any) -> dict[int, dict[str, int]]:
-    """``[{"index", "us": {counter: us}}]`` -> ``{index: {counter: us}}``;
-    anything malformed is left out (a chart never fails on odd facts)."""
+    """``[{"index", "us": {counter: us}}]`` -> ``{index: {counter: us}}``, malformed entries left out."""
     out: dict[int, dict[str, int]] = {}
     for entry in entries if isinstance(entries, (list, tuple)) else []:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("us"), Mapping):
@@ -169,8 +151,7 @@ def _time(sample: Mapping[str, Any], fallback: float) -> float:
 
 
 def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, int]]:
-    """Contiguous runs of ``True`` as (start, end, samples); a run ends at the
-    next sample's time (or one typical step after the last sample)."""
+    """Contiguous runs of ``True`` as (start, end, samples), each ending at the next sample's time."""
     step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 1.0
     out: list[tuple[float, float, int]] = []
     start = None
@@ -185,17 +166,10 @@ def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, in
     return out
 
 
-def from_samples(
-    samples: Iterable[Mapping[str, Any]],
-    *,
-    title: str,
-    names: Mapping[int, str] | None = None,
-    counters_before: Any = None,
-    counters_after: Any = None,
-) -> ChartData | None:
+def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Mapping[int, str] | None = None,
+                 counters_before: Any = None, counters_after: Any = None) -> ChartData | None:
     """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
-    read around them; ``None`` when there is nothing to draw (fewer than two
-    samples with a reading)."""
+    read around them; ``None`` with fewer than two samples with a reading."""
     per_gpu: dict[int, list[tuple[float, Mapping[str, Any]]]] = {}
     for n, sample in enumerate(s for s in samples if isinstance(s, Mapping)):
         t = _time(sample, float(n))
@@ -213,9 +187,7 @@ def from_samples(
             trace.temp_c.append(_number(gpu, TEMP_KEYS))
             trace.power_w.append(_number(gpu, POWER_KEYS))
             trace.sm_mhz.append(_number(gpu, CLOCK_KEYS))
-        readable = sum(1 for i in range(len(trace.t)) if trace.temp_c[i] is not None or trace.power_w[i] is not None
-                       or trace.sm_mhz[i] is not None)
-        if readable < 2:
+        if sum(any(v is not None for v in row) for row in zip(trace.temp_c, trace.power_w, trace.sm_mhz, strict=True)) < 2:
             continue
         data.traces.append(trace)
         data.spans.extend(_reason_spans(index, points))
@@ -225,10 +197,9 @@ def from_samples(
             counter_notes.append(counters_note(index, before.get(index), after[index], window[1] - window[0]))
     if not data.traces:
         return None
-    seen: dict[str, int] = {}
-    for span in data.spans:
-        if span.kind == "reason":
-            seen[span.reason] = seen.get(span.reason, 0) + span.samples
+    seen: Counter[str] = Counter()
+    for span in (s for s in data.spans if s.kind == "reason"):
+        seen[span.reason] += span.samples
     data.notes = [f"{reason}: {count} samples" for reason, count in seen.items()] + counter_notes
     return data
 
@@ -236,19 +207,14 @@ def from_samples(
 def _reason_spans(index: int, points: list[tuple[float, Mapping[str, Any]]]) -> list[Span]:
     times = [t for t, _ in points]
     active = [set(reasons_of(g)) - QUIET_REASONS for _, g in points]
-    spans = []
-    for reason in sorted(set().union(*active)):
-        for start, end, n in _runs(times, [reason in a for a in active]):
-            spans.append(Span(index, reason, start, end, "reason", n))
-    return spans
+    return [Span(index, reason, start, end, "reason", n) for reason in sorted(set().union(*active))
+            for start, end, n in _runs(times, [reason in a for a in active])]
 
 
 def _counter_spans(
     gpu: int, window: tuple[float, float, int], before: Mapping[str, int] | None, after: Mapping[str, int]
 ) -> list[Span]:
-    """One band over the sampled window per slowdown counter that grew from
-    the read before the series to the read after it (when in the window is
-    not known: the counters are cumulative)."""
+    """One band over the sampled window per slowdown counter that grew across it."""
     start, end, n = window
     delta = counter_deltas(before, after)
     spans = []
@@ -261,9 +227,8 @@ def _counter_spans(
 
 
 def fits(grew_us: int, seconds: float) -> bool:
-    """Whether a counter's growth fits in the sample (the counters are read just
-    before its first sample and just after its last, hence the slack): more
-    is a counter reset, or a value in another unit, never time in the sample."""
+    """Whether a counter's growth fits in the sample (with slack for the reads
+    around it): more is a counter reset or another unit, never time in the sample."""
     return grew_us / 1e6 <= seconds * 1.25 + 1.0
 
 
@@ -272,9 +237,8 @@ def _counter_word(name: str) -> str:
 
 
 def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[str, int], seconds: float) -> str:
-    """``GPU 0 clock-event counters since boot: power cap 3.0 h, SW thermal 3 s, …;
-    during the sample: SW thermal +3 s`` (sync boost only when it counted); a
-    growth the ``seconds`` sampled cannot hold is named as not drawn."""
+    """``GPU 0 clock-event counters since boot: power cap 3.0 h, …; during the
+    sample: SW thermal +3 s``; a growth the sample cannot hold is named as not drawn."""
     delta = counter_deltas(before, after)
     totals = [
         f"{word} {seconds_text(after[name])}"
@@ -294,34 +258,27 @@ def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[s
 
 
 def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
-    """The first list of ``{"gpus": [...]}`` samples in a facts mapping
-    (``samples`` first), whatever the facts' exact layout."""
+    """The first list of ``{"gpus": [...]}`` samples in a facts mapping (``samples`` first)."""
     if isinstance(obj, list):
         if obj and all(isinstance(x, Mapping) and isinstance(x.get("gpus"), list) for x in obj[:5]):
             return [dict(x) for x in obj]
         return None
     if isinstance(obj, Mapping) and depth < 4:
-        keys = sorted(obj, key=lambda k: (k != "samples", str(k)))
-        for key in keys:
-            found = find_samples(obj[key], depth + 1)
-            if found:
+        for key in sorted(obj, key=lambda k: (k != "samples", str(k))):
+            if found := find_samples(obj[key], depth + 1):
                 return found
     return None
 
 
 def device_names(facts: Mapping[str, Any]) -> dict[int, str]:
     """``{index: name}`` from a facts mapping's ``devices`` list, if any."""
-    names = {}
-    for dev in facts.get("devices") or []:
-        if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int):
-            names[int(dev.get("index", 0))] = str(dev["name"])
-    return names
+    return {int(dev.get("index", 0)): str(dev["name"]) for dev in facts.get("devices") or []
+            if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int)}
 
 
 def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") -> ChartData | None:
     """Chart data from G4's stored facts (``None``: no series to draw)."""
-    samples = find_samples(facts)
-    if not samples:
+    if not (samples := find_samples(facts)):
         return None
     return from_samples(samples, title=title, names=device_names(facts),
                         counters_before=facts.get("counters_before"), counters_after=facts.get("counters_after"))
@@ -332,8 +289,8 @@ def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") ->
 
 def _matplotlib() -> Any:
     try:
-        import matplotlib
-        from matplotlib.figure import Figure
+        import matplotlib  # lazy: the optional [chart] extra, only when a picture is asked for
+        from matplotlib.figure import Figure  # lazy: as above
     except ImportError:
         raise ChartUnavailable(MISSING) from None
     except Exception as exc:  # a broken install: say so, never crash the run
@@ -365,16 +322,13 @@ def render(data: ChartData, fmt: str = "svg") -> bytes:
 
 
 def note_lines(notes: Sequence[str]) -> list[str]:
-    """The notes as drawn: a long one breaks at its ``; `` (indented after, with
-    no-break spaces: SVG viewers drop leading spaces), at most
-    :data:`MAX_NOTE_LINES` lines."""
+    """The notes as drawn: broken at ``; `` (indented with no-break spaces: SVG
+    viewers drop leading ones), at most :data:`MAX_NOTE_LINES` lines."""
     lines: list[str] = []
     for note in notes:
         parts = note.split("; ")
         lines.append(parts[0] + (";" if len(parts) > 1 else ""))
         lines.extend(f"{INDENT}{p}" + (";" if i < len(parts) - 2 else "") for i, p in enumerate(parts[1:]))
-    from pytest_dgx_spark.checks.kit import shortened  # the one rule for a shortened list
-
     return shortened(lines, MAX_NOTE_LINES - 1) if len(lines) > MAX_NOTE_LINES else lines
 
 
@@ -421,7 +375,7 @@ def _rgba(colour: str, alpha: float) -> tuple[float, float, float, float]:
 
 def _counter_labels(data: ChartData, ax: Any) -> None:
     """Write each counter band's growth on it, top right, one line per band."""
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # lazy: as in _matplotlib
 
     where = blended_transform_factory(ax.transData, ax.transAxes)
     several = len(data.traces) > 1
@@ -452,14 +406,12 @@ def draw(data: ChartData | None, fmt: str = "svg") -> tuple[bytes | None, str | 
 
 def write(path: Path, data: ChartData) -> str:
     """Write the chart (format from the suffix) and return the one-line note."""
-    from pytest_dgx_spark.report import write_bytes
-
     fmt = "png" if path.suffix.lower() == ".png" else "svg"
     picture, why = draw(data, fmt)
     if picture is None:
         return f"thermal chart not drawn: {why}"
     try:
-        write_bytes(path, picture)
+        outfile.write_bytes(path, picture)
     except OSError as exc:
         return f"could not write {path}: {exc.strerror or exc}"
     return f"thermal chart written to {path}"
@@ -469,3 +421,25 @@ def beside(report: Path, name: str) -> Path:
     """``env-report.json`` + ``g4`` -> ``env-report.g4.svg`` (same folder)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "chart"
     return Path(report).with_name(f"{Path(report).stem}.{safe}.svg")
+
+
+Drawn = tuple[bytes | None, str | None]
+_g4_drawn: WeakKeyDictionary[Any, Drawn] = WeakKeyDictionary()
+
+
+def g4_facts(preflight: Any) -> Mapping[str, Any] | None:
+    """G4's facts as this run's engine keeps them (a replay's too), if G4 ran here."""
+    try:
+        stored = preflight.engine.facts("G4")
+    except Exception:  # no engine in this process: no chart, never a failed report
+        return None
+    facts = stored.get("facts") if isinstance(stored, Mapping) else None
+    return facts if isinstance(facts, Mapping) else None
+
+
+def g4_chart(preflight: Any) -> Drawn:
+    """G4's chart as SVG for the html and Allure reports, drawn once per run."""
+    if preflight not in _g4_drawn:
+        facts = g4_facts(preflight)
+        _g4_drawn[preflight] = draw(from_facts(facts) if facts else None, "svg")
+    return _g4_drawn[preflight]

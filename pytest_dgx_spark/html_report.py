@@ -1,15 +1,15 @@
-"""pytest-html: each check's row says WARN/INFO/…, its G-line and its readings.
+"""pytest-html: each check's row reads as the terminal does.
 
-pytest-html's Result column can only hold pytest's outcomes (its filter
-boxes hide any other word), so a WARN there reads "Passed". This plugin
-adds three columns through pytest-html's own hooks: *Status* (the check's
-status word with a symbol, so a WARN row reads differently from a PASS row
-without any stylesheet), *Check* (the G-line) and *Readings*. The summary
-gets the verdict and the counts per status; G4's row (and a
-``spark_sampler`` test's) gets the thermal chart as an image extra.
-
-Registered only when pytest-html is installed and ``--spark-preflight`` is
-given; it imports nothing from pytest-html until a report is being built.
+pytest-html knows only pytest's outcomes (its filters hide any other word),
+and a WARN is a passed test to pytest. So a WARN row stays in the "Passed"
+filter but its Result cell reads "Warned" (an INFO row "Info"), the counts
+read ``8 Passed, 1 Warned`` as the terminal's ``8 passed, 1 warned``, a
+skipped row's log says its reason instead of pytest's ``(path, line, reason)``
+tuple, and three columns are added: *Status* (word and symbol), *Check* (the
+G-line on one line, cut at the column's width; whole on hover and in the log) and
+*Readings*. The summary gets the verdict and the counts
+per status; G4's row gets the thermal chart. pytest-html itself is imported
+only while a report is built.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from pytest_dgx_spark.model import Reading, Result, Status, verdict_line
+from pytest_dgx_spark.report import ordered
+
 #: the Status cell: a symbol that tells the rows apart at a glance, then the word
 SYMBOLS = {"PASS": "✓", "INFO": "ℹ", "WARN": "⚠", "SKIP": "○", "FAIL": "✗"}
 HEADER = (
@@ -28,6 +31,22 @@ HEADER = (
     "<th>Check</th>",
     "<th>Readings</th>",
 )
+#: the Result cell's word for a passed check, as the terminal's -v says it
+WORDS = {"WARN": "Warned", "INFO": "Info"}
+#: the Result cell keeps pytest's word (the filters read it) and shows ours; lines stay whole
+STYLE = """<style>
+td.col-result.spark-word { font-size: 0; }
+td.col-result.spark-word::before { content: attr(data-word); font-size: 12px; }
+td.col-result.spark-word:hover::after { font-size: 12px; }
+td.col-result.spark-WARN { color: #c77c00; }
+td.col-result.spark-INFO { color: #138496; }
+td.col-sparkStatus, td.col-sparkCheck, span.spark-reading { white-space: nowrap; }
+td.col-sparkCheck { max-width: 52em; overflow: hidden; text-overflow: ellipsis; }
+</style>"""
+
+
+def html_wanted(config: pytest.Config) -> bool:
+    return bool(config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None))
 
 
 def status_cell(status: str | None) -> str:
@@ -36,32 +55,45 @@ def status_cell(status: str | None) -> str:
     return f'<td class="col-sparkStatus">{escape(word)}</td>'
 
 
-def readings_text(readings: Mapping[str, Any]) -> str:
-    """``name = value unit`` for each reading, ``; ``-joined (``[N/A]`` for None)."""
-    from pytest_dgx_spark.model import Reading
-
+def readings_parts(readings: Mapping[str, Any]) -> list[str]:
+    """``name = value unit`` for each reading (``[N/A]`` for None)."""
     parts = []
     for name, spec in readings.items():
         spec = spec if isinstance(spec, Mapping) else {"value": spec}
         parts.append(f"{name} = {Reading(name, spec.get('value'), spec.get('unit', '')).render()}")
-    return "; ".join(parts)
+    return parts
+
 
 
 def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, Any]:
     """The chart as pytest-html's image extra, or one html line saying why not."""
-    from pytest_html import extras
+    from pytest_html import extras  # lazy: only while pytest-html builds its report
 
     if picture is None:
         return extras.html(f"<p>{escape(name)}: no chart ({escape(why or 'no series')})</p>")
     return extras.svg(base64.b64encode(picture).decode("ascii"), name=name)
 
 
+def skip_reason(report: Any) -> str | None:
+    """``Skipped: why`` from a skip's ``(path, line, reason)`` longrepr, else None."""
+    longrepr = getattr(report, "longrepr", None)
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return None
+
+
 class HtmlReport:
-    """pytest-html hooks; ``preflight`` is the session's ``SparkPreflight``."""
+    """pytest-html hooks; ``preflight`` exposes ``.settings`` and ``.results``."""
 
     def __init__(self, config: pytest.Config, preflight: Any) -> None:
         self.config = config
         self.preflight = preflight
+        self.page: Any = None
+        self.warned = 0
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report: Any) -> None:
+        self.page = report  # pytest-html's report data: its outcome counts are set right at the end
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
@@ -71,61 +103,59 @@ class HtmlReport:
     def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
         data = getattr(report, "spark_result", None) or {}
         status = data.get("status") if report.when == "call" else None
-        line = escape(str(data.get("line", ""))) if status else ""
-        readings = escape(readings_text(data.get("readings") or {})) if status else ""
-        cells[1:1] = [status_cell(status), f'<td class="col-sparkCheck">{line}</td>',
-                      f'<td class="col-sparkReadings">{readings}</td>']
+        word = WORDS.get(status or "") if report.passed else None
+        if word and cells and cells[0].startswith('<td class="col-result">'):
+            self.warned += status == "WARN"
+            cells[0] = cells[0].replace('class="col-result"', f'class="col-result spark-word spark-{status}" '
+                                        f'data-word="{word}"', 1)
+        result = Result.from_dict(data) if status else None
+        line = escape(result.line()) if result else ""
+        check = f'<td class="col-sparkCheck" title="{line}">{line}</td>'
+        readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
+                             for text in readings_parts(data.get("readings") or {})) if status else ""
+        cells[1:1] = [status_cell(status), check, f'<td class="col-sparkReadings">{readings}</td>']
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_html(self, report: Any, data: list[str]) -> None:
+        reason = skip_reason(report)
+        if reason is not None and data and data[0] == escape(report.longreprtext) + "\n":
+            data[0] = escape(reason) + "\n"
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
                                     session: pytest.Session) -> None:
-        from pytest_dgx_spark.model import Status, verdict_line
-        from pytest_dgx_spark.report import ordered
-
+        self._count_warned()
+        prefix.append(STYLE)
         results = ordered(self.preflight.results.values())
         if not results:
             prefix.append("<p>spark preflight: no check ran</p>")
             return
-        counts = ", ".join(
-            f"{sum(1 for r in results if r.status is s)} {s.value}"
-            for s in Status if any(r.status is s for r in results)
-        )
+        counts = ", ".join(f"{n} {s.value}" for s in Status if (n := sum(r.status is s for r in results)))
         line = verdict_line(results, strict=self.preflight.settings.strict)
         prefix.append(f"<p><strong>spark preflight {escape(line)}</strong></p>")
         prefix.append(f"<p>checks: {escape(counts)}</p>")
         loud = [r for r in results if r.status in (Status.FAIL, Status.WARN)]
         if loud:
-            items = "".join(f"<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>" for r in loud)
-            prefix.append(f"<ul>{items}</ul>")
+            prefix.append(f"<ul>{''.join(f'<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>' for r in loud)}</ul>")
+
+    def _count_warned(self) -> None:
+        """``8 Passed, 1 Warned`` where pytest-html counted 9 passed: the one
+        "Passed" filter box still shows (and hides) both."""
+        outcomes = getattr(self.page, "outcomes", None)
+        passed = outcomes.get("passed") if isinstance(outcomes, dict) else None
+        if self.warned and isinstance(passed, dict) and isinstance(passed.get("value"), int):
+            passed["value"] -= self.warned
+            passed["label"] = f"{passed.get('label', 'Passed')}, {self.warned} Warned"
+            self.warned = 0
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         rep = yield
-        from pytest_dgx_spark.session import SparkCheckItem
+        g4 = call.when == "call" and getattr(getattr(item, "spark_result", None), "check_id", None) == "G4"
+        if g4 and html_wanted(self.config):
+            from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
 
-        if call.when == "call" and isinstance(item, SparkCheckItem) and item.spec.id == "G4":
-            from pytest_dgx_spark import report_plugins
-
-            if not report_plugins.html_wanted(self.config):
-                return rep
-            picture, why = report_plugins.g4_chart(self.preflight)
+            picture, why = chart.g4_chart(self.preflight)
             if picture is not None or (why and why != "no series to draw"):
                 rep.extras = [*getattr(rep, "extras", []), chart_extra(picture, why, "G4 thermals")]
-        return rep
-
-
-class SamplerHtml:
-    """The ``spark_sampler`` chart on the test's teardown report (pytest-html
-    gathers the extras of every phase into the test's row)."""
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        rep = yield
-        if call.when == "teardown":
-            from pytest_dgx_spark import report_plugins
-
-            found = report_plugins.sampler_chart(item)
-            if found is not None:
-                picture, why = found
-                rep.extras = [*getattr(rep, "extras", []), chart_extra(picture, why, "spark_sampler thermals")]
         return rep

@@ -1,19 +1,18 @@
 """The result of one check, and the verdict over several.
 
-Everything here is plain data that survives a JSON round trip, because results
-travel from xdist workers to the controller on report attributes and are
-written to ``env-report.json`` and pytest-json-report metadata.
+Plain data that survives a JSON round trip: results travel to ``env-report.json``,
+pytest-json-report metadata, captures and across processes.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_dgx_spark.safe_text import visible
+from pytest_dgx_spark.safe_text import shortened, visible
 
 SCHEMA = "pytest_spark/1"
 
@@ -35,20 +34,15 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Reading:
-    """One measured or read value, with its unit (``""`` when unitless).
-
-    ``None`` means the machine answered "not available" (GB10's ``[N/A]``);
-    it is still a reading, rendered as ``[N/A]``. Text is escaped as it
-    comes in (:func:`pytest_dgx_spark.safe_text.visible`), like a Result's.
-    """
+    """One measured or read value with its unit; ``None`` is the machine's
+    "not available" (rendered ``[N/A]``). Text is escaped as it comes in."""
 
     name: str
     value: Value
     unit: str = ""
 
     def __post_init__(self) -> None:
-        # a string value is often a name someone else chose (a process, a
-        # file, a GPU's): it holds no control a terminal would act on
+        # a string value is often a name someone else chose (a process, a file)
         object.__setattr__(self, "name", visible(self.name))
         object.__setattr__(self, "unit", visible(self.unit))
         if isinstance(self.value, str):
@@ -57,12 +51,9 @@ class Reading:
     def render(self) -> str:
         if self.value is None:
             return "[N/A]"
-        if isinstance(self.value, bool):
-            text = "yes" if self.value else "no"
-        elif isinstance(self.value, float):
-            text = _format_float(self.value)
-        else:
-            text = str(self.value)
+        value = self.value
+        text = ("yes" if value else "no") if isinstance(value, bool) else (
+            _format_float(value) if isinstance(value, float) else str(value))
         return f"{text} {self.unit}" if self.unit else text
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,14 +71,12 @@ def _format_float(value: float) -> str:
 
 
 def one_line(text: str) -> str:
-    """Collapse whitespace so a G-line never spans two lines, and escape
-    what a terminal would act on (:func:`pytest_dgx_spark.safe_text.visible`):
-    every text of a :class:`Result` passes here, so no output of one can
-    clear a screen or forge a line."""
+    """Whitespace collapsed and terminal controls escaped: every text of a
+    :class:`Result` passes here, so no output of one can forge a line."""
     return visible(" ".join(str(text).split()))
 
 
-#: the widest default terminal line (issue: lines a person can read)
+#: the widest default terminal line
 SHORT_WIDTH = 120
 
 
@@ -122,14 +111,13 @@ class Result:
     headline: str = ""
     #: the fix in a few words, for the default terminal line (empty: cut from fix)
     short_fix: str = ""
+    #: a SKIP the user asked for (``--spark-offline``): not a warning, the run can be ``ready``
+    by_choice: bool = False
 
     def __post_init__(self) -> None:
-        self.check_id = one_line(self.check_id)
         self.status = Status(self.status)
-        self.summary = one_line(self.summary)
-        self.fix = one_line(self.fix)
-        self.headline = one_line(self.headline)
-        self.short_fix = one_line(self.short_fix)
+        for name in ("check_id", "summary", "fix", "headline", "short_fix"):
+            setattr(self, name, one_line(getattr(self, name)))
         self.details = [one_line(d) for d in self.details if str(d).strip()]
 
     @property
@@ -144,44 +132,31 @@ class Result:
         return f"{self.check_id} {self.status.value}: {self.text}"
 
     def short_line(self, width: int = SHORT_WIDTH) -> str:
-        """The default terminal line: ``G<n> STATUS: finding; fix: short fix``
-        in at most ``width`` characters. The whole text is :meth:`line`."""
+        """The default terminal line, at most ``width`` characters:
+        ``G<n> STATUS: finding; fix: short fix`` (the whole text is :meth:`line`)."""
         head = f"{self.check_id} {self.status.value}: "
         finding = self.headline or self.summary
         fix = (self.short_fix or self.fix) if self.status in (Status.FAIL, Status.WARN) else ""
         if fix:
             budget = width - len(head) - len("; fix: ")
             fix_part = shorten(fix, max(budget // 2, budget - len(finding)))
-            finding = shorten(finding, budget - len(fix_part))
-            return f"{head}{finding}; fix: {fix_part}"
+            return f"{head}{shorten(finding, budget - len(fix_part))}; fix: {fix_part}"
         return head + shorten(finding, width - len(head))
 
     def reading(self, name: str) -> Reading | None:
-        for reading in self.readings:
-            if reading.name == name:
-                return reading
-        return None
+        return next((r for r in self.readings if r.name == name), None)
 
     def report_text(self) -> str:
-        """The G-line followed by details and readings, one per line.
-
-        This is what goes to ``<system-out>`` and the verbose terminal.
-        """
-        lines = [self.line()]
-        lines.extend(f"  {d}" for d in self.details)
+        """The G-line, then details and readings one per line (``<system-out>``, ``-v``)."""
+        lines = [self.line(), *(f"  {d}" for d in self.details)]
         lines.extend(f"  {r.name} = {r.render()}" for r in self.readings)
         return "\n".join(lines)
 
     def seed_value(self) -> str:
-        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …``.
-
-        A FAIL says what failed (``fail: <summary>``) like the other statuses;
-        its word stays first, so ``value.split(":")[0]`` reads the status.
-        PASS stays the seed's bare ``pass`` (its readings are beside it)."""
+        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …``
+        (the status word first, so ``value.split(":")[0]`` reads it)."""
         word = self.status.value.lower()
-        if self.status is Status.PASS or not self.summary:
-            return word
-        return f"{word}: {self.summary}"
+        return word if self.status is Status.PASS or not self.summary else f"{word}: {self.summary}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,6 +170,7 @@ class Result:
             "duration_s": round(self.duration_s, 4),
             "headline": self.headline,
             "short_fix": self.short_fix,
+            "by_choice": self.by_choice,
         }
 
     @classmethod
@@ -213,6 +189,7 @@ class Result:
             details=list(data.get("details") or []),
             headline=str(data.get("headline") or ""),
             short_fix=str(data.get("short_fix") or ""),
+            by_choice=bool(data.get("by_choice")),
         )
 
 
@@ -227,28 +204,48 @@ class Verdict(str, enum.Enum):
         return self.value
 
 
-def verdict(results: Iterable[Result], *, strict: bool = False) -> Verdict:
-    """``blocked`` on any FAIL (or WARN when strict), ``ready-with-warnings``
-    on any WARN or SKIP, else ``ready``."""
-    statuses = {r.status for r in results}
+def _skipped(r: Result) -> bool:
+    """A SKIP that verified nothing the user wanted checked (not one they asked for)."""
+    return r.status is Status.SKIP and not r.by_choice
+
+
+def verdict(results: Iterable[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> Verdict:
+    """``blocked`` on any FAIL (or WARN when strict); ``ready-with-warnings``
+    on any WARN, a SKIP the user did not ask for, or a check that did not run
+    (its test deselected: it verified nothing); else ``ready``."""
+    rs = list(results)
+    statuses = {r.status for r in rs}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):
         return Verdict.BLOCKED
-    if statuses & {Status.WARN, Status.SKIP}:
+    if Status.WARN in statuses or any(_skipped(r) for r in rs) or not_run:
         return Verdict.READY_WITH_WARNINGS
     return Verdict.READY
 
 
-def verdict_line(results: list[Result], *, strict: bool = False) -> str:
-    """``verdict: blocked (G1, G6 failed)`` — the last line of the section."""
-    v = verdict(results, strict=strict)
-    failed = [r.check_id for r in results if r.status is Status.FAIL]
-    if strict:
-        failed += [r.check_id for r in results if r.status is Status.WARN]
-    counts = {s: sum(1 for r in results if r.status is s) for s in Status}
-    tally = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+def _ids(ids: list[str]) -> str:
+    return ", ".join(shortened(ids, 4))
+
+
+def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> str:
+    """``verdict: blocked (G1, G6 failed; 1 PASS, 2 FAIL)``: the verdict, what
+    made it so where the counts alone do not say it, then the counts."""
+    v = verdict(results, strict=strict, not_run=not_run)
+    by = {s: [r.check_id for r in results if r.status is s] for s in Status}
+    causes = []
     if v is Verdict.BLOCKED:
-        return f"verdict: {v.value} ({', '.join(failed)} failed; {tally})"
-    return f"verdict: {v.value} ({tally})" if tally else f"verdict: {v.value}"
+        causes = [f"{_ids(by[Status.FAIL])} failed"] if by[Status.FAIL] else []
+        if strict and by[Status.WARN]:
+            causes.append(f"{_ids(by[Status.WARN])} WARN under --strict")
+    elif not by[Status.WARN]:  # a SKIP made it so, or the user's own choice left it ready
+        if skipped := [r.check_id for r in results if _skipped(r)]:
+            causes.append(f"{_ids(skipped)} skipped")
+        if chosen := [r.check_id for r in results if r.status is Status.SKIP and r.by_choice]:
+            causes.append(f"{_ids(chosen)} skipped by choice")
+    tally = [f"{len(ids)} {s.value}" for s, ids in by.items() if ids]
+    if not_run:
+        tally.append(f"{len(not_run)} not run")
+    inside = "; ".join(part for part in (" and ".join(causes), ", ".join(tally)) if part)
+    return f"verdict: {v.value} ({inside})" if inside else f"verdict: {v.value}"
 
 
 class PreflightResults(Mapping[str, Result]):

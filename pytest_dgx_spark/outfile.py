@@ -1,35 +1,20 @@
-"""The one writer of every file this tool makes: the env report, the
-capture, the thermal charts, Allure's ``environment.properties``.
+"""The one writer of every file this tool makes (env report, capture, charts,
+Allure's ``environment.properties``), safe in a folder other users can write.
 
-Why it is careful (issue 19): run as root with ``--spark-report`` in a
-folder other users can write (``/tmp``, a shared CI workspace), a plain
-write follows whatever symlink another user planted there. A root-only
-0600 file became a 0644 env report, a dangling link made a new file in a
-root-only folder, and since the report quotes process names (which any user
-chooses), a link to root's ``.bashrc`` ran that user's command in root's next
-shell. ``fs.protected_symlinks`` does not help when the tool resolves the
-link itself. So:
-
-* the folder is reached one component at a time, and a symlink on the way is
-  followed only when we or root own it, or when it sits in a folder only we
-  (or root) can write: a link another user planted is refused;
-* a symlink at the final path is refused, whoever made it (nothing is ever
-  written through a link), and so is anything but a regular file there (a
-  device, a FIFO, a folder: the file is renamed over the path);
-* in a folder others can write (a group or other write bit, or another
-  user's folder), sticky or not, a file owned by another user is never
-  replaced;
-* the new file is created with ``O_EXCL | O_NOFOLLOW`` in that folder (through
-  the folder's descriptor, so the folder cannot be swapped meanwhile), written,
-  given the mode and owner of the file it replaces (or ``0666 & ~umask``), and
-  renamed over the path: a reader never sees half a report.
-
-A refused path raises :class:`Refused` (an :class:`OSError`) whose
-``strerror`` is one line saying why; nothing is written then.
+Run as root in ``/tmp`` or a shared CI workspace, a plain write follows a
+symlink another user planted (issue 19). So: the folder is reached one
+component at a time, following a symlink only when we or root own it or it
+sits in a folder only we can write; nothing is written through a symlink at
+the final path, nor over anything but a regular file, nor over another user's
+file in a folder others can write; the new file is made ``O_EXCL|O_NOFOLLOW``
+through the folder's descriptor, takes the mode and owner of the file it
+replaces, and is renamed over the path. A refused path raises :class:`Refused`
+(an :class:`OSError`) whose ``strerror`` is one line saying why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -39,13 +24,8 @@ from pathlib import Path
 #: followed symlinks before giving up (the kernel's own limit)
 MAX_LINKS = 40
 
-_KINDS = {
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a directory",
-}
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
 _DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
@@ -61,10 +41,18 @@ def kind_of(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
+def not_a_file(path: str | os.PathLike[str]) -> str | None:
+    """What sits at ``path`` when it is neither a regular file nor nothing
+    (``"a character device"``), else ``None``. Symlinks are followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there (or no way there: the write says why)
+        return None
+    return None if stat.S_ISREG(mode) else kind_of(mode)
+
+
 def others_can_write(st: os.stat_result) -> bool:
-    """Whether a user other than us (or root) can add, remove or rename
-    entries in the folder ``st`` describes: a group or other write bit, or a
-    folder owned by someone else."""
+    """Whether a user other than us (or root) can change the folder ``st`` describes."""
     return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) or st.st_uid not in (os.geteuid(), 0)
 
 
@@ -79,9 +67,8 @@ def _trusted_link(link: os.stat_result, folder: os.stat_result) -> bool:
 
 
 def open_folder(folder: str | os.PathLike[str]) -> int:
-    """A descriptor of ``folder``, reached without following a symlink
-    another user could have planted (see the module docstring). Raises
-    :class:`Refused` for such a link, :class:`OSError` when the folder is not there."""
+    """A descriptor of ``folder``, reached without following a symlink another
+    user could have planted (:class:`Refused`); OSError when it is not there."""
     parts = [p for p in os.path.abspath(folder).split("/") if p]
     fd = os.open("/", _DIR_FLAGS)
     shown = "/"
@@ -121,8 +108,7 @@ def open_folder(folder: str | os.PathLike[str]) -> int:
 
 
 def _existing(path: Path, name: str, dir_fd: int) -> os.stat_result | None:
-    """What is at the final path now (never followed); refused unless it is
-    a regular file this run may replace."""
+    """What is at the final path (never followed): refused unless a regular file this run may replace."""
     try:
         st = os.lstat(name, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -145,8 +131,7 @@ def _split(path: str | os.PathLike[str]) -> tuple[Path, str]:
 
 
 def check(path: str | os.PathLike[str]) -> None:
-    """Raise what :func:`write_bytes` would refuse ``path`` for, writing nothing:
-    options check their path before the run, not after it."""
+    """Raise what :func:`write_bytes` would refuse ``path`` for, writing nothing (checked before the run)."""
     full, name = _split(path)
     fd = open_folder(full.parent)
     try:
@@ -156,12 +141,10 @@ def check(path: str | os.PathLike[str]) -> None:
 
 
 def check_foreign(path: str | os.PathLike[str], *, folder: bool = False) -> None:
-    """Raise :class:`Refused` for a path another plugin will write (pytest-html's
-    ``--html``, ``--junitxml``; ``folder``: allure-pytest's ``--alluredir``)
-    when another user could have aimed it: a planted symlink on the way or
-    at the end, or another user's file in a folder others can write. Checked
-    before the run (that plugin's own write comes at its end); a path that
-    is not there yet is fine, the plugin makes it."""
+    """:class:`Refused` for a path another plugin writes (``--html``, ``--junitxml``;
+    ``folder``: ``--alluredir``) that another user could have aimed: a planted
+    symlink on the way or at the end, or their file in a folder others can write.
+    A path not there yet is fine."""
     full = Path(os.path.abspath(path))
     try:
         fd = open_folder(full if folder else full.parent)
@@ -200,10 +183,8 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
                 os.close(out)
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=fd)
-            except OSError:
-                pass
             raise
     finally:
         os.close(fd)
@@ -227,27 +208,23 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _take_over(fd: int, old: os.stat_result | None) -> None:
-    """The replaced file's owner and permission bits (never set-id bits), or
-    what ``open()`` would have made: a CI uploader running as another user must
-    read the report (``mkstemp``'s 0600 would hide it)."""
+    """The replaced file's owner and permission bits (never set-id bits), or what
+    ``open()`` would have made (a CI uploader running as another user reads it)."""
     if old is None:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
         return
     if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-        try:
+        with contextlib.suppress(PermissionError):  # not root: the file becomes ours, as any rewrite's
             os.fchown(fd, old.st_uid, old.st_gid)
-        except PermissionError:  # not root: the file becomes ours, as any rewrite would make it
-            pass
     os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
 
 
 def discard_stale(path: str | os.PathLike[str]) -> str:
-    """Remove the file a failed write left at ``path`` (the last run's
-    report: CI would read its verdict as this run's) and say so, in words for
-    the end of a ``cannot write`` line. Only a regular file of ours goes;
-    a link or another user's file is left (and said)."""
+    """Remove the earlier run's file a failed write left at ``path`` (CI would
+    read its verdict as this run's) and say so for a ``cannot write`` line; only
+    a regular file of ours goes."""
     try:
         full, name = _split(path)
         fd = open_folder(full.parent)
@@ -269,9 +246,8 @@ def discard_stale(path: str | os.PathLike[str]) -> str:
 
 
 def read_existing(path: str | os.PathLike[str], limit: int) -> bytes | None:
-    """The file at ``path`` (at most ``limit`` bytes) before it is rewritten,
-    ``None`` when there is none; by the same rules as the write, so a link
-    to a root-only file is never read into a new, readable one."""
+    """The file at ``path`` (at most ``limit`` bytes), ``None`` when there is none;
+    by the write's rules, so a link to a root-only file is never read."""
     full, name = _split(path)
     fd = open_folder(full.parent)
     try:

@@ -1,28 +1,13 @@
 """Take secrets and personal names out of anything written to a file.
 
-A capture (``--spark-capture``) is meant to be attached to a public issue,
-so everything in it passes through :class:`Redactor` first:
-
-* values of environment variables whose names say they are secret
-  (``HF_TOKEN``, ``GITHUB_TOKEN``, ``*_PASSWORD``, ``*_API_KEY`` …), wherever
-  those values appear;
-* strings shaped like well-known tokens (GitHub, Hugging Face, OpenAI,
-  Slack, AWS access keys, ``Bearer …``);
-* credentials in URLs (``https://user:pass@host`` keeps the host);
-* the values of secret-looking flags in command lines (``--api-key X``,
-  ``--hf_token=X``);
-* the user's name and home folder (``/home/alice`` → ``/home/<user>``).
-
-Command lines (any list under a ``cmdline``/``argv`` key) are cut to the
-program and its flags: positional arguments and the values of flags no
-check reads are dropped. A process title (``setproctitle``, ``exec -a``)
-puts the whole command line in argv[0]; it is split into words first.
-
-The same pass, without the personal names (:func:`outgoing`), is the last
-line of defence over every result a run reports: the terminal, JUnit XML,
-``env-report.json``, pytest-json-report and ``spark-preflight --json`` all
-read results that went through it, so a secret a check quoted by mistake (an
-issue title, an error a tool printed, a path) still never reaches them.
+A capture is meant for a public issue, so all of it passes :class:`Redactor`:
+values of secret-named environment variables (``HF_TOKEN``, ``*_API_KEY`` …)
+wherever they appear; token-shaped strings (GitHub, Hugging Face, OpenAI,
+Slack, AWS, ``Bearer …``); credentials in URLs; values of secret flags and
+query parameters; values under secret-named keys; the user's name and home
+folder. Command lines (lists under ``cmdline``/``argv``) are cut to the program
+and its flags. The same pass without the personal names (:func:`outgoing`) is
+the last line of defence over every result a run reports.
 """
 
 from __future__ import annotations
@@ -66,46 +51,24 @@ SECRET_QUERY = re.compile(
 #: values of secret-named variables that are settings, not secrets (``TOKENIZERS_PARALLELISM``
 #: aside, ``HF_HUB_DISABLE_IMPLICIT_TOKEN=true``): replacing them would blank out every "true"
 NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "enabled", "disabled"})
+#: what this tool itself writes under a secret-named key about the secret (G8's ``token``):
+#: a description, not the secret; redacted, a replay read "github_token = <redacted>"
+ABOUT_A_SECRET = re.compile(r"(?i)(not set|unset|set|sent|not sent: .*)")
 HOME = re.compile(r"(/home/|/Users/)([^/\s:\"']+)")
 
 #: flags whose values a check reads (G6's memory caps, G10's parallelism); the
 #: values of every other flag are dropped from a command line
-READ_FLAGS = frozenset(
-    {
-        "--gpu-memory-utilization",
-        "--gpu_memory_utilization",
-        "--mem-fraction-static",
-        "--mem_fraction_static",
-        "--tensor-parallel-size",
-        "--tensor_parallel_size",
-        "-tp",
-        "--tp",
-        "--tp-size",
-        "--tp_size",
-        "--pipeline-parallel-size",
-        "--pipeline_parallel_size",
-        "-pp",
-        "--nnodes",
-        "--nproc-per-node",
-        "--nproc_per_node",
-        "--num-nodes",
-        "--num_nodes",
-        "--world-size",
-        "--world_size",
-        "-m",
-        "serve",
-    }
-)
+READ_FLAGS = frozenset({
+    "--gpu-memory-utilization", "--gpu_memory_utilization", "--mem-fraction-static", "--mem_fraction_static",
+    "--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--tp", "--tp-size", "--tp_size",
+    "--pipeline-parallel-size", "--pipeline_parallel_size", "-pp", "--nnodes", "--nproc-per-node",
+    "--nproc_per_node", "--num-nodes", "--num_nodes", "--world-size", "--world_size", "-m", "serve",
+})
 
 
 def split_title(argv: Iterable[Any]) -> list[str]:
-    """``argv`` as the process was started, when argv[0] holds a title.
-
-    ``setproctitle`` and ``exec -a`` put a whole command line in argv[0]
-    (``"python -m vllm… --api-key S"``, with no NUL between the words). Its
-    base name is not a program name but the secret itself, so argv[0] with
-    whitespace in it is split into words before anything reads it.
-    """
+    """``argv`` with a process title in argv[0] (``setproctitle``, ``exec -a``:
+    a whole command line, secrets included, with no NUL) split into words."""
     args = [str(a) for a in argv]
     if args and any(c.isspace() for c in args[0]):
         return (args[0].split() or [""]) + args[1:]
@@ -113,8 +76,7 @@ def split_title(argv: Iterable[Any]) -> list[str]:
 
 
 def program_word(text: str) -> str:
-    """What may be shown of a program's name (argv[0], a tool's process name):
-    the base name of its first word, with a token or a secret flag redacted."""
+    """What may be shown of a program's name: its first word's base name, scrubbed."""
     words = str(text).split()
     return scrub(os.path.basename(words[0]) if words else "")[:80]
 
@@ -146,8 +108,7 @@ def reduce_argv(argv: Iterable[Any]) -> list[str]:
 
 
 def scrub(value: str) -> str:
-    """Secrets recognisable by their shape alone: tokens, credentials in a
-    URL, the values of secret flags and query parameters, Authorization values."""
+    """Secrets recognisable by their shape alone (tokens, URL credentials, secret flags and query values)."""
     value = URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
     value = TOKEN_SHAPES.sub(REDACTED, value)
     value = BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
@@ -156,11 +117,14 @@ def scrub(value: str) -> str:
 
 
 def _is_secret_value(name: str, value: Any) -> bool:
-    """A variable's value worth hunting for: its name says secret, and it is
-    not a short or settings-like value that prose is full of."""
+    """A secret-named variable's value that is not short or settings-like (prose is full of those)."""
     if not (SECRET_NAME.search(name) and isinstance(value, str) and len(value) >= 4):
         return False
     return value.strip().lower() not in NOT_SECRET_VALUES and not value.strip().isdigit()
+
+
+def _says_about(value: str) -> bool:
+    return value.strip().lower() in NOT_SECRET_VALUES or ABOUT_A_SECRET.fullmatch(value.strip()) is not None
 
 
 #: top folders of the system itself: a HOME in one of them (``HOME=/usr`` for a
@@ -172,9 +136,7 @@ SYSTEM_TOPS = frozenset(
 
 
 def personal_home(home: str) -> bool:
-    """Whether ``HOME`` names a user's own folder, worth hiding in a capture:
-    absolute, two levels deep at least (never ``/``, ``/usr``, ``/var``,
-    ``/home``), not root's, and not inside the system's own folders."""
+    """Whether ``HOME`` is a user's own folder (absolute, two levels deep, not root's, not the system's)."""
     parts = [p for p in home.split("/") if p]
     if not home.startswith("/") or len(parts) < 2 or home.rstrip("/") == "/root":
         return False
@@ -182,11 +144,8 @@ def personal_home(home: str) -> bool:
 
 
 class Redactor:
-    """One redaction pass, built from the environment the run saw.
-
-    ``personal=False`` keeps user and home folder names (a report on the
-    user's own terminal may name them; a capture for a public issue does not).
-    """
+    """One redaction pass, built from the environment the run saw; ``personal=False``
+    keeps user and home folder names (a report on the user's own terminal)."""
 
     def __init__(
         self,
@@ -225,7 +184,7 @@ class Redactor:
     def __call__(self, value: Any, key: str = "") -> Any:
         """Redact a JSON-plain structure; returns a new one."""
         if isinstance(value, str):
-            if key and SECRET_NAME.search(key) and value:
+            if key and SECRET_NAME.search(key) and value and not _says_about(value):
                 return REDACTED
             return self.text(value)
         if isinstance(value, Mapping):
@@ -238,6 +197,5 @@ class Redactor:
 
 
 def outgoing(env: Mapping[str, str] | None = None) -> Redactor:
-    """The last line of defence over what a run reports (see the module
-    docstring): secrets only; user and folder names stay."""
+    """The last line of defence over what a run reports: secrets only."""
     return Redactor(env, personal=False)

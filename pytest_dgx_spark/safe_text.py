@@ -1,61 +1,28 @@
 """Text a terminal shows as text, whatever a value holds (issue 19, items 9 and 10).
 
-Check lines quote what other people control: GitHub issue titles, the names
-of config files in a checkout, process names (any local user can name a
-process ``"\\x1b[2Jvllm"``), ini values. Written raw, a control sequence in
-one of them clears the screen, hides text, or starts a new line that forges
-``verdict: ready`` in a CI log; a bidi override reorders what a reader sees.
-
-:func:`visible` is the boundary every such text crosses: each code point a
-terminal would act on instead of print becomes its Python escape
-(``\\x1b``, ``\\u202e``) — C0 and C1 controls, DEL, the line and paragraph
-separators, bidi controls, and lone surrogates (which no UTF-8 terminal can
-encode). Backslashes are left alone, so escaping twice changes nothing
-(results cross it again on every JSON round trip). Where it is called:
-``model.one_line`` (every text of a :class:`~pytest_dgx_spark.model.Result`),
-``Reading.render``, the CLI's one writer and the plugin's terminal lines.
-
-:func:`fit` makes a line encodable where the terminal is not UTF-8
-(``LANG=C``, ``PYTHONIOENCODING=ascii``, latin-1): the few typographic
-characters our lines use get plain spellings ("…" → "..."), anything else
-its escape, so the line still prints instead of raising UnicodeEncodeError.
+Lines quote what other people control (issue titles, file and process names,
+ini values). :func:`visible` writes every code point a terminal would act on
+(C0/C1 controls, DEL, line separators, bidi controls, lone surrogates) as its
+Python escape, so no quoted name clears a screen or forges ``verdict: ready``;
+backslashes stay, so escaping twice changes nothing. :func:`fit` makes a line
+encodable on a terminal that is not UTF-8 ("…" becomes "...").
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Sequence
 from typing import Any
 
-#: what a terminal acts on instead of printing: C0 controls, DEL and C1 controls,
-#: ALM/LRM/RLM, the line and paragraph separators, the bidi embeddings, overrides
-#: and isolates, and lone surrogates
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-_UNSAFE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_CLASS = "\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = re.compile(f"[\x00-\x0a{_UNSAFE_CLASS}]")
+_UNSAFE_BUT_NEWLINE = re.compile(f"[\x00-\x09{_UNSAFE_CLASS}]")
 
 #: plain spellings, for a terminal that cannot encode the character
-PLAIN = {
-    "\u2026": "...",
-    "\u2014": "-",
-    "\u2013": "-",
-    "\u2018": "'",
-    "\u2019": "'",
-    "\u201c": '"',
-    "\u201d": '"',
-    "\u2192": "->",
-    "\u2190": "<-",
-    "\u2265": ">=",
-    "\u2264": "<=",
-    "\u2260": "!=",
-    "\u2248": "~",
-    "\u00d7": "x",
-    "\u00b1": "+/-",
-    "\u00b5": "u",
-    "\u00b0": " deg",
-    "\u00a0": " ",
-    "\u2022": "*",
-    "\u00b7": ".",
-}
+PLAIN = dict(zip("…—–‘’“”→←≥≤≠≈×±µ°\u00a0•·", [
+    "...", "-", "-", "'", "'", '"', '"', "->", "<-", ">=", "<=", "!=", "~", "x", "+/-", "u", " deg", " ", "*", ".",
+], strict=True))
 #: the codec error handler :func:`fit` registers (usable as ``errors=`` on a stream too)
 ERRORS = "pytest_dgx_spark.plain"
 
@@ -66,15 +33,12 @@ def _escape(match: re.Match[str]) -> str:
 
 def visible(text: str) -> str:
     """``text`` with every code point a terminal would act on written as its escape."""
-    text = str(text)
-    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+    return _UNSAFE.sub(_escape, str(text))
 
 
 def visible_lines(text: str) -> str:
-    """:func:`visible` for a block of our own lines: its newlines stay (a
-    value's own newlines were collapsed before it joined the block)."""
-    text = str(text)
-    return _UNSAFE_BUT_NEWLINE.sub(_escape, text) if _UNSAFE_BUT_NEWLINE.search(text) else text
+    """:func:`visible` for a block of our own lines: its newlines stay."""
+    return _UNSAFE_BUT_NEWLINE.sub(_escape, str(text))
 
 
 def _plain(exc: UnicodeError) -> tuple[str, int]:
@@ -101,13 +65,21 @@ def fit(text: str, encoding: str | None) -> str:
 
 
 def write_line(terminalreporter: Any, text: str, lead: str = "", **markup: bool) -> None:
-    """The plugin's one writer of terminal lines (pytest's ``write_line``):
-    ``text`` escaped (:func:`visible`: one line, whatever a quoted name
-    holds) and fitted to the terminal's encoding. pytest's own fallback for
-    an unencodable line escapes the whole of it ("\\u2026"); this keeps the
-    line readable. ``lead`` is our own markup (a coloured word), written
-    before it as it is."""
-    tw = getattr(terminalreporter, "_tw", None)
+    """The plugin's one writer of terminal lines: ``text`` escaped and fitted to
+    the terminal's encoding (pytest's own fallback escapes the whole line);
+    ``lead`` is our own markup (a coloured word), written as it is."""
+    tw = terminalreporter.config.get_terminal_writer()
     encoding = getattr(getattr(tw, "_file", None), "encoding", None)
     text = fit(visible(text), encoding if isinstance(encoding, str) else None)
     terminalreporter.write_line(lead + text, **markup)
+
+
+def shortened(items: Sequence[str], n: int = 3) -> list[str]:
+    """``[a, b, c, "and 4 more"]``: the first ``n`` non-empty items and how many were left out."""
+    texts = [str(i) for i in items if str(i)]
+    return [*texts[:n], f"and {len(texts) - n} more"] if len(texts) > n else texts
+
+
+def plus_more(first: str, total: int) -> str:
+    """``first (+3 more)``: the first of ``total`` findings and a count of the rest."""
+    return first if total <= 1 else f"{first} (+{total - 1} more)"

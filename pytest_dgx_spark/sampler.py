@@ -1,39 +1,17 @@
 """Record G4's readings (and G6's GPU processes) during a user's own long test.
 
-The preflight samples for a second or two; a GB10 throttles after minutes
-under a real load. A training smoke test that asks for the ``spark_sampler``
-fixture records, in the background, temperature, power, SM clock and
-clock-event reasons of every GPU, plus the GPU processes NVML lists, and
-attaches the series and a summary (min/max/mean, throttle reasons seen) to
-its report — so the CI log says whether the run throttled::
-
-    def test_train_smoke(spark_sampler):
-        train(steps=200)
-        assert not spark_sampler.summary()["throttled"]
-
-    # another interval: indirect parametrization (no marker to register)
-    @pytest.mark.parametrize("spark_sampler", [{"interval": 0.2}], indirect=True)
-    def test_fast(spark_sampler): ...
-
-    # anywhere, without pytest:
-    from pytest_dgx_spark.sampler import GpuSampler
-    with GpuSampler(interval=0.5) as s:
-        train(steps=200)
-    print(s.report_text())
-
-Sampling runs in a child process (NVML never enters the pytest process, so a
-wedged driver cannot hang the run), stops cleanly at teardown (stdin is
-closed and the child answers within one interval, else its process group is
-killed) and keeps bounded memory: statistics cover every sample, the stored
-series is thinned (every 2nd, 4th... sample) once it reaches ``max_points``.
-
-A plain pytest run does not import this module: the fixture is declared in
-:mod:`pytest_dgx_spark.plugin` and loads it on first use. It imports only what
-pytest itself has already imported.
+The preflight samples for seconds; a GB10 throttles after minutes. A test that
+asks for ``spark_sampler`` (``{"interval": 0.2}`` by indirect parametrization;
+``GpuSampler`` works without pytest) records every GPU's temperature, power,
+SM clock, clock-event reasons and processes in a child process (a wedged driver
+cannot hang the run; it stops when its stdin closes, else its group is killed)
+and attaches the series and a summary to its report. Memory stays bounded: the
+stored series is thinned once it reaches ``max_points``. Loaded on first use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -41,15 +19,40 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_dgx_spark import allure_report, html_report
+from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines, child_env, script_source
+from pytest_dgx_spark.probes.commands import (
+    close_pipes,
+    die_with_parent,
+    kill_group,
+    killpg,
+    pipe,
+    track,
+    untrack,
+)
+from pytest_dgx_spark.thermal import (
+    SLOWDOWN_COUNTERS,
+    add_sample,
+    counter_deltas,
+    decode_reasons,
+    flat_power_climb,
+    parse_mask,
+    summarise,
+)
+from pytest_dgx_spark.thresholds import defaults
+
+if TYPE_CHECKING:
+    from pytest_dgx_spark.chart import Drawn
 
 #: distinct GPU processes remembered (the rest are counted)
 MAX_PROCS = 256
 #: where the fixture leaves the summary on the test item (for conftest hooks)
 SUMMARY_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: the stored series and GPU names, for the thermal chart (pytest_dgx_spark/report_plugins.py)
+#: the stored series and GPU names, for the thermal chart
 SERIES_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: the drawn chart, once per test: (svg, None) or (None, why)
 CHART_KEY: pytest.StashKey[tuple[bytes | None, str | None]] = pytest.StashKey()
@@ -99,34 +102,21 @@ class GpuSampler:
 
     def start(self) -> GpuSampler:
         """Start the child; returns at once (a missing NVML shows in the summary)."""
-        from pytest_dgx_spark.probes.child import child_env, script_source
-        from pytest_dgx_spark.probes.commands import die_with_parent
 
         if self._proc is not None:
             raise RuntimeError("this sampler was already started")
-        cfg = {
-            "mode": "stream",
-            "interval": self.interval,
-            "procs_every": self.procs_every,
-        }
+        cfg = {"mode": "stream", "interval": self.interval, "procs_every": self.procs_every}
         argv = [self.python, "-c", script_source("nvml_child.py"), json.dumps(cfg)]
         self._started = self._last_event = time.monotonic()
         try:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env(base=self.env),
-                start_new_session=True,
-                preexec_fn=die_with_parent(),  # dies with pytest, even one ended by os._exit
+            self._proc = subprocess.Popen(  # dies with pytest, even one ended by os._exit
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=child_env(base=self.env), start_new_session=True, preexec_fn=die_with_parent(),
             )
         except OSError as exc:
             self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
             self._stopped = time.monotonic()
             return self
-        from pytest_dgx_spark.probes.commands import track
-
         track(self._proc)  # a SIGTERM to the run kills it with the probes (own session: nothing else would)
         self._threads = [
             threading.Thread(target=self._read_stdout, name="spark-sampler", daemon=True),
@@ -138,26 +128,20 @@ class GpuSampler:
 
     def stop(self) -> dict[str, Any]:
         """Stop sampling and return :meth:`summary`. Safe to call twice."""
-        from pytest_dgx_spark.probes.commands import close_pipes, kill_group, untrack
-
         proc = self._proc
         if proc is not None:
             untrack(proc)
         if proc is not None and self._stopped is None:
             self._stopped = time.monotonic()
-            try:
+            with contextlib.suppress(OSError):
                 if proc.stdin is not None:
                     proc.stdin.close()  # the child's signal to finish
-            except OSError:
-                pass
+            wait = self.interval + min(self.timeout, 10.0)
             try:
-                proc.wait(timeout=self.interval + min(self.timeout, 10.0))
+                proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 kill_group(proc)
-                self._stop_note = (
-                    f"the sampler child did not stop within {self.interval + min(self.timeout, 10.0):g} s "
-                    "(driver not answering?); killed"
-                )
+                self._stop_note = f"the sampler child did not stop within {wait:g} s (driver not answering?); killed"
             for t in self._threads:
                 t.join(timeout=2)
             close_pipes(proc)
@@ -180,9 +164,6 @@ class GpuSampler:
     # ------------------------------------------------------------------ reading
 
     def _read_stdout(self) -> None:
-        from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines
-        from pytest_dgx_spark.probes.commands import killpg, pipe
-
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         try:
@@ -194,12 +175,9 @@ class GpuSampler:
                     self._stop_note = f"the sampler child printed {raw} on stdout; killed"
                     killpg(proc)
                     return
-                text = raw.decode("utf-8", errors="replace").strip()
-                if not text:
-                    continue
                 try:
-                    msg = json.loads(text)
-                except ValueError:
+                    msg = json.loads(raw.decode("utf-8", errors="replace"))
+                except ValueError:  # a blank or torn line
                     continue
                 if isinstance(msg, dict):
                     self._handle(msg)
@@ -207,8 +185,6 @@ class GpuSampler:
             pass
 
     def _read_stderr(self) -> None:
-        from pytest_dgx_spark.probes.commands import pipe
-
         proc = self._proc
         assert proc is not None and proc.stderr is not None
         stream = pipe(proc, "stderr")
@@ -223,8 +199,6 @@ class GpuSampler:
             pass
 
     def _handle(self, msg: Mapping[str, Any]) -> None:
-        from pytest_dgx_spark.thermal import add_sample
-
         with self._lock:
             if isinstance(msg.get("data"), dict):
                 self._data.update(msg["data"])
@@ -254,14 +228,8 @@ class GpuSampler:
             if len(self._procs) >= MAX_PROCS:
                 self._procs_dropped += 1
                 return
-            entry = self._procs[pid] = {
-                "pid": pid,
-                "cmd": p.get("cmd"),
-                "type": p.get("type"),
-                "gpu": p.get("gpu"),
-                "max_used_bytes": None,
-                "first_t": t,
-            }
+            entry = self._procs[pid] = {"pid": pid, "cmd": p.get("cmd"), "type": p.get("type"), "gpu": p.get("gpu"),
+                                        "max_used_bytes": None, "first_t": t}
         entry["last_t"] = t
         used = p.get("used_bytes")
         if isinstance(used, int) and (entry["max_used_bytes"] is None or used > entry["max_used_bytes"]):
@@ -282,9 +250,6 @@ class GpuSampler:
 
     def summary(self) -> dict[str, Any]:
         """What was recorded so far (the sampler may still be running)."""
-        from pytest_dgx_spark.thermal import flat_power_climb, summarise
-        from pytest_dgx_spark.thresholds import defaults
-
         with self._lock:
             data = dict(self._data)
             series = dict(self._series)
@@ -319,13 +284,8 @@ class GpuSampler:
             ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
             if ceiling is None and entry["power_limit_w"]:
                 ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
-            flat = flat_power_climb(
-                thinned.get(index, s),
-                ceiling_w=ceiling,
-                band_fraction=t["g4_flat_power_band_fraction"],
-                rise_c=t["g4_temp_rise_c"],
-                idle_w=t["g4_idle_power_w"],
-            )
+            flat = flat_power_climb(thinned.get(index, s), ceiling_w=ceiling, band_fraction=t["g4_flat_power_band_fraction"],
+                                    rise_c=t["g4_temp_rise_c"], idle_w=t["g4_idle_power_w"])
             if flat is not None:
                 flat_notes.append(
                     f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
@@ -359,35 +319,23 @@ class GpuSampler:
     def report_text(self, summary: Mapping[str, Any] | None = None) -> str:
         """The summary lines, then the stored series as CSV (for the report)."""
         s = dict(summary or self.summary())
-        lines = [summary_line(s)]
-        for g in s["gpus"]:
-            lines.append(f"  {_gpu_line(g)}")
-        for note in s["flat_power"]:
-            lines.append(f"  flat power: {note}")
+        lines = [summary_line(s), *(f"  {_gpu_line(g)}" for g in s["gpus"])]
+        lines += [f"  flat power: {note}" for note in s["flat_power"]]
         for p in s["processes"][:20]:
             used = p.get("max_used_bytes")
             mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
-            lines.append(
-                f"  GPU process pid {p['pid']} ({p.get('type')}, GPU {p.get('gpu')}): {mem}; {p.get('cmd') or '?'}"
-            )
+            lines.append(f"  GPU process pid {p['pid']} ({p.get('type')}, GPU {p.get('gpu')}): {mem}; {p.get('cmd') or '?'}")
         if s.get("stopped") and s["stopped"] != "clean":
             lines.append(f"  stop: {s['stopped']}")
         lines.append("t_s,gpu,temperature_c,power_w,clock_sm_mhz,clock_event_reasons")
-        from pytest_dgx_spark.thermal import decode_reasons, parse_mask
-
         for point in self.series():
             for g in point["gpus"]:
-                mw = g.get("power_usage_mw")
+                mw, temp, clock = g.get("power_usage_mw"), g.get("temperature_c"), g.get("clock_sm_mhz")
                 watts = "" if not isinstance(mw, (int, float)) else f"{mw / 1000:.1f}"
-                reasons = "|".join(decode_reasons(parse_mask(g.get("clock_event_reasons"))))
-                if g.get("lost"):
-                    reasons = "GpuIsLost"
-                temp = g.get("temperature_c")
-                clock = g.get("clock_sm_mhz")
-                lines.append(
-                    f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
-                    f"{'' if clock is None else clock},{reasons}"
-                )
+                reasons = "GpuIsLost" if g.get("lost") else "|".join(
+                    decode_reasons(parse_mask(g.get("clock_event_reasons"))))
+                lines.append(f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
+                             f"{'' if clock is None else clock},{reasons}")
         return "\n".join(lines)
 
 
@@ -402,21 +350,14 @@ def _gpu_line(g: Mapping[str, Any]) -> str:
     name = f" {g['name']}" if g.get("name") else ""
     reasons = ", ".join(f"{k} {v}/{g['samples']}" for k, v in g.get("reasons", {}).items()) or "none"
     lost = f"; LOST at t={g['lost_at']} s" if g.get("lost_at") is not None else ""
-    return (
-        f"GPU {g['index']}{name}: {_stat(g['temperature_c'], 'C')}, {_stat(g['power_w'], 'W')}, "
-        f"SM {_stat(g['clock_sm_mhz'], 'MHz')}; reasons: {reasons}{lost}"
-    )
+    return (f"GPU {g['index']}{name}: {_stat(g['temperature_c'], 'C')}, {_stat(g['power_w'], 'W')}, "
+            f"SM {_stat(g['clock_sm_mhz'], 'MHz')}; reasons: {reasons}{lost}")
 
 
 def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Thermal and power-brake slowdown (seconds) the clock-event counters
-    gained between the sampler's start and its stop, per GPU (``{}`` when
-    none, or when the counters were not read: the child reads them at stop)."""
-    from pytest_dgx_spark.thermal import SLOWDOWN_COUNTERS, counter_deltas
-
-    before = {
-        c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)
-    }
+    """Thermal and power-brake slowdown (seconds) the clock-event counters gained
+    between the sampler's start and stop, per GPU (``{}``: none, or not read)."""
+    before = {c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)}
     out: dict[str, dict[str, float]] = {}
     for c in data.get("counters_after") or []:
         if not isinstance(c, Mapping):
@@ -438,20 +379,13 @@ def summary_line(s: Mapping[str, Any]) -> str:
     elif s.get("flat_power"):
         verdict = "THROTTLED (flat power while heating): " + "; ".join(s["flat_power"])
     if s.get("slowdown_counters"):
-        grew = "; ".join(
-            f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
-            for i, c in s["slowdown_counters"].items()
-        )
-        verdict = (
-            "" if verdict == "not throttled" else verdict + "; "
-        ) + f"THROTTLED (clock-event counters): {grew}"
+        grew = "; ".join(f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
+                         for i, c in s["slowdown_counters"].items())
+        verdict = ("" if verdict == "not throttled" else verdict + "; ") + f"THROTTLED (clock-event counters): {grew}"
     if s.get("lost"):
         verdict = f"GPU LOST: {s['lost']}; " + verdict
     extra = f"; {len(s['processes'])} GPU processes seen" if s.get("processes") else ""
-    return (
-        f"spark sampler: {s['samples']} samples over {s['seconds']:.1f} s every {s['interval_s']:g} s; "
-        f"{verdict}{extra}"
-    )
+    return f"spark sampler: {s['samples']} samples over {s['seconds']:.1f} s every {s['interval_s']:g} s; {verdict}{extra}"
 
 
 def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -463,11 +397,7 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none"),
     ]
     gpus = s.get("gpus") or []
-    for key, field in (
-        ("temperature_max", "temperature_c"),
-        ("power_max", "power_w"),
-        ("sm_clock_min", "clock_sm_mhz"),
-    ):
+    for key, field in (("temperature_max", "temperature_c"), ("power_max", "power_w"), ("sm_clock_min", "clock_sm_mhz")):
         stat = "min" if key.endswith("_min") else "max"
         values = [g[field][stat] for g in gpus if g.get(field, {}).get(stat) is not None]
         if values:
@@ -478,25 +408,18 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
-    """The body of the ``spark_sampler`` fixture (declared in
-    :mod:`pytest_dgx_spark.plugin`, which imports this module only when a test
-    asks for the fixture): sample while the test runs, then attach the
-    summary and the series to the test's report."""
+    """The body of the ``spark_sampler`` fixture: sample while the test runs,
+    then attach the summary and the series to the test's report."""
     params = dict(getattr(request, "param", None) or {})
     try:
         timeout = float(request.config.getoption("spark_timeout", None) or 10.0)
     except (TypeError, ValueError):
         timeout = 10.0
-    sampler = GpuSampler(
-        interval=float(params.get("interval", 1.0)),
-        procs_every=float(params.get("procs_every", 5.0)),
-        max_points=int(params.get("max_points", 2000)),
-        timeout=timeout,
-    )
+    sampler = GpuSampler(interval=float(params.get("interval", 1.0)), procs_every=float(params.get("procs_every", 5.0)),
+                         max_points=int(params.get("max_points", 2000)), timeout=timeout)
     metadata = None
-    if request.config.pluginmanager.hasplugin("json-report") or request.config.pluginmanager.hasplugin(
-        "pytest_jsonreport"
-    ):
+    pm = request.config.pluginmanager
+    if pm.hasplugin("json-report") or pm.hasplugin("pytest_jsonreport"):
         try:
             metadata = request.getfixturevalue("json_metadata")
         except pytest.FixtureLookupError:
@@ -511,9 +434,7 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
         node.stash[SUMMARY_KEY] = summary
         _keep_series(request.config, node, sampler, summary)
         if metadata is not None:
-            metadata["spark_sampler"] = {k: v for k, v in summary.items() if k != "processes"} | {
-                "processes": summary["processes"][:20]
-            }
+            metadata["spark_sampler"] = {**summary, "processes": summary["processes"][:20]}
         try:
             family = str(request.config.getini("junit_family"))
         except (ValueError, KeyError):
@@ -524,15 +445,51 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
 
 def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary: Mapping[str, Any]) -> None:
     """Keep the series for a chart when a report will show one (pytest-html,
-    Allure, ``--spark-report``); the chart code loads only then."""
-    html = config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None)
-    allure = config.pluginmanager.get_plugin("allure_listener") is not None
+    Allure, ``--spark-report``), and register the chart hooks once."""
+    html = html_report.html_wanted(config)
+    allure = allure_report.listener(config) is not None
     extras = config.pluginmanager.get_plugin("dgx_spark_extras")  # registered with --spark-preflight
     report = extras is not None and getattr(extras.preflight.settings, "report", None) is not None
     if not (html or allure or report):
         return
     names = {g["index"]: g["name"] for g in summary.get("gpus") or [] if g.get("name")}
     node.stash[SERIES_KEY] = {"samples": sampler.series(), "names": names, **sampler.counters()}
-    from pytest_dgx_spark import report_plugins
+    if (html or allure) and config.pluginmanager.get_plugin("dgx_spark_sampler_charts") is None:
+        config.pluginmanager.register(SamplerCharts(config), "dgx_spark_sampler_charts")
 
-    report_plugins.sampler_hooks(config)
+
+def sampler_chart(item: pytest.Item) -> Drawn | None:
+    """The chart of the ``spark_sampler`` series this test kept, drawn once (None: it kept none)."""
+    stored = item.stash.get(SERIES_KEY, None)
+    if not stored:
+        return None
+    if CHART_KEY not in item.stash:
+        from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
+
+        data = chart.from_samples(
+            stored["samples"], title=f"spark_sampler: {item.name}", names=stored.get("names"),
+            counters_before=stored.get("counters_before"), counters_after=stored.get("counters_after"),
+        )
+        if data is None:
+            return None
+        item.stash[CHART_KEY] = chart.draw(data, "svg")
+    return item.stash[CHART_KEY]
+
+
+class SamplerCharts:
+    """The ``spark_sampler`` chart on the test's teardown report: a pytest-html
+    extra (it gathers every phase's extras into the row) and an Allure attachment."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        rep = yield
+        found = sampler_chart(item) if call.when == "teardown" else None
+        if found is not None:
+            if html_report.html_wanted(self.config):
+                rep.extras = [*getattr(rep, "extras", []), html_report.chart_extra(*found, "spark_sampler thermals")]
+            if allure_report.listener(self.config) is not None:
+                allure_report.attach_chart(found[0], "spark_sampler thermals")
+        return rep

@@ -203,9 +203,8 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
     from pytest_dgx_spark import outfile
-    from pytest_dgx_spark.report import not_a_file
 
-    kind = not_a_file(path)
+    kind = outfile.not_a_file(path)
     if kind is not None:  # the report is renamed over the path: never over a device or FIFO
         raise OptionError(f"{where}: {text!r} is {kind}, not a regular file; give a file path")
     try:  # what the write would refuse (a planted symlink, another user's file), said before the run

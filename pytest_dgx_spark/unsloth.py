@@ -1,23 +1,10 @@
-"""Make Unsloth honour ``attn_implementation="sdpa"`` for one load.
+"""Make Unsloth honour ``attn_implementation="sdpa"`` for one load (G2).
 
-Unsloth decides between flash-attn and SDPA from a module global,
-``unsloth.models._utils.HAS_FLASH_ATTENTION``, set at import; its loader then
-drops the caller's ``attn_implementation``. With a working flash-attn
-installed, asking for SDPA is silently ignored (G2). Setting the global to
-``False`` around ``from_pretrained`` sends the resolver down its SDPA branch;
-restoring it afterwards keeps the change from leaking into other loads (or
-other tests). ``unsloth.models.llama`` holds its own copy (``from ._utils
-import *``) that Unsloth's own tests patch, so it is switched too.
-
-Usage::
-
-    from pytest_dgx_spark.unsloth import force_sdpa
-
-    with force_sdpa():
-        model, tokenizer = FastLanguageModel.from_pretrained(name, ...)
-    assert model.config._attn_implementation == "sdpa"
-
-This module imports nothing from Unsloth until ``force_sdpa()`` is entered.
+Unsloth chooses flash-attn or SDPA from ``unsloth.models._utils.HAS_FLASH_ATTENTION``
+(set at import; ``unsloth.models.llama`` keeps a copy) and drops the caller's
+``attn_implementation``. Within ``with force_sdpa():`` both are ``False``, so
+``FastLanguageModel.from_pretrained`` takes its SDPA branch; they are restored
+after. Imports nothing from Unsloth until entered.
 """
 
 from __future__ import annotations

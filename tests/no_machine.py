@@ -12,6 +12,9 @@ any program started (``subprocess``, ``exec``, ``fork``, ``posix_spawn``,
 (``/proc``). ``/dev/null`` and the file Python's ``tempfile`` probes its
 folder with are pytest's own, not the machine's; an ``O_PATH`` descriptor
 (the report writer walks from ``/`` to its folder that way) reads nothing.
+matplotlib drawing G4's chart from the captured samples reads its own font
+cache and ``dlopen``s the running program itself (``None``): the drawing
+library's, not the machine's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ def main() -> None:
     captures = {os.path.abspath(a.split("=", 1)[-1]) for a in sys.argv if "replay" in a or a.endswith(".gz")}
     captures |= {os.path.abspath(b) for a, b in zip(sys.argv, sys.argv[1:], strict=False) if a == "--replay"}
     harmless = {"/dev/null"}
+    home = os.environ.get("HOME", "")
+    drawing = tuple(p for p in (os.environ.get("MPLCONFIGDIR"), f"{home}/.cache/matplotlib", f"{home}/.config/matplotlib",
+                                os.path.join(tempfile.gettempdir(), "matplotlib-")) if p and home)
     tmp = tempfile.gettempdir()  # probed before the hook: tempfile's own write test
     seen: list[str] = []
 
@@ -55,8 +61,10 @@ def main() -> None:
             path = os.path.abspath(os.fsdecode(args[0]))
             if path.startswith(allowed) or path in captures or path in harmless or probe_of_tempfile(path):
                 return
+            if path.startswith(drawing):
+                return
             seen.append(f"{event} {path}")
-        elif event in PROCESS_EVENTS or event in NETWORK_EVENTS or event == "ctypes.dlopen":
+        elif event in PROCESS_EVENTS or event in NETWORK_EVENTS or (event == "ctypes.dlopen" and args[:1] != (None,)):
             seen.append(f"{event} {str(args)[:160]}")
 
     def dump() -> None:

@@ -212,7 +212,7 @@ def test_facts_missing_a_field_skip_that_check_and_say_so(tmp_path: Path) -> Non
         ), line
         assert line.endswith("capture again with this version"), line
     assert "crashed" not in out and "report" not in out
-    assert out.splitlines()[-1] == "verdict: ready-with-warnings (10 SKIP)" and code == 0
+    assert out.splitlines()[-1] == "verdict: ready-with-warnings (G1, G2, G3, G4, and 6 more skipped; 10 SKIP)" and code == 0
 
 
 def test_facts_with_an_unknown_field_skip_that_check_and_say_so(tmp_path: Path) -> None:
@@ -259,3 +259,31 @@ def test_a_run_whose_evaluate_crashed_replays_as_that_crash(tmp_path: Path) -> N
 
     out, code = replay(edited(tmp_path, crash_recorded), "--only", "G1")
     assert out.startswith("G1 FAIL: the check itself crashed (AttributeError), so nothing was verified") and code == 1
+
+
+def test_a_replay_says_what_the_run_said_and_draws_its_g4_chart(tmp_path: Path, matplotlib_loaded: None) -> None:
+    """Issue 24 item 8: G8's ``github_token`` reads ``not set`` in the replay as
+    in the run (the redactor had taken the word for a secret), and G4's chart
+    is drawn from the captured samples beside the report, as the live run's was."""
+    name = CAPTURES / "gb10-public-healthy.json.gz"
+    recorded = capture.load(name)["checks"]["G8"]["result"]["readings"]["github_token"]["value"]
+    out, code = replay(name, "--json", f"--report={tmp_path / 'env-report.json'}")
+    g8 = next(r for r in json.loads(out)["results"] if r["id"] == "G8")
+    assert code == 0
+    assert g8["readings"]["github_token"]["value"] == recorded == "not set"
+    assert "url_credentials" not in g8["readings"]
+    chart = tmp_path / "env-report.thermal-g4.svg"
+    samples = capture.load(name)["checks"]["G4"]["facts"]["samples"]
+    assert len(samples) >= 2 and chart.read_bytes().startswith(b"<?xml")
+
+
+def test_a_capture_keeps_what_the_run_wrote_about_a_token() -> None:
+    """A capture's G8 answer says ``not set``/``sent``/``not sent: …`` about the
+    token: words of this tool, kept; a value under a secret-named key is not."""
+    from pytest_dgx_spark.redact import REDACTED, Redactor
+
+    answer = {"token": "not set", "credentials": "none", "api_token": "s3cr3t-v4lue"}
+    assert Redactor({})({"answer": answer})["answer"] == {"token": "not set", "credentials": "none",
+                                                          "api_token": REDACTED}
+    sent = {"token": "sent", "credentials": "not sent: plain http (GITHUB_TOKEN goes only over https)"}
+    assert Redactor({})(sent) == sent

@@ -210,7 +210,7 @@ def test_lists_are_shortened_by_the_kit_only() -> None:
     a check that writes its own count drifts from it."""
     found = []
     for module, path in MODULES.items():
-        if module == "pytest_dgx_spark.checks.kit":
+        if module in ("pytest_dgx_spark.checks.kit", "pytest_dgx_spark.safe_text"):  # the rule's own home
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if HAND_WRITTEN_MORE.search(line) and module not in OWN_WORDING:

@@ -130,7 +130,7 @@ SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
         "NVML unavailable: NVML Shared Library Not Found (LibraryNotFound))",
         "G6 SKIP: no NVIDIA GPU to contend for (NVML unavailable: NVML Shared Library Not Found (LibraryNotFound)); "
         "the process table shows no inference server or trainer",
-        "verdict: ready-with-warnings (2 SKIP)",
+        "verdict: ready-with-warnings (G4, G6 skipped; 2 SKIP)",
     ),
     "exit-255": (
         "G4 FAIL: GPU/driver not answering: nvidia-smi exited 255: Unable to determine the device handle for "
@@ -154,13 +154,13 @@ SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
         "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
         "Library Not Found (LibraryNotFound))",
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
-        "verdict: ready-with-warnings (1 PASS, 1 SKIP)",
+        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP)",
     ),
     "header-only": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
         "Library Not Found (LibraryNotFound))",
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
-        "verdict: ready-with-warnings (1 PASS, 1 SKIP)",
+        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP)",
     ),
 }
 
@@ -336,7 +336,7 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
             "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
             f"G7 SKIP: no NVIDIA GPU found ({NO_LIB}): NVFP4 on SM121 does not apply",
             *tail,
-            "verdict: ready-with-warnings (5 PASS, 2 SKIP, 3 INFO)",
+            "verdict: ready-with-warnings (G7 skipped and G8 skipped by choice; 5 PASS, 2 SKIP, 3 INFO)",
         ]
     if fault == "driver-not-loaded":
         return [
@@ -349,7 +349,7 @@ def nvml_expected(fault: str, root: Path) -> list[str]:
             "or trainer",
             f"G7 SKIP: no NVIDIA GPU found ({NO_DRIVER}): NVFP4 on SM121 does not apply",
             *tail,
-            "verdict: ready-with-warnings (4 PASS, 4 SKIP, 2 INFO)",
+            "verdict: ready-with-warnings (G4, G6, G7 skipped and G8 skipped by choice; 4 PASS, 4 SKIP, 2 INFO)",
         ]
     if fault == "unknown":
         g4 = (

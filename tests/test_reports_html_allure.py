@@ -151,6 +151,28 @@ def test_html_rows_show_status_line_and_readings(forced: pytest.Pytester) -> Non
     assert not any(e["format_type"] == "image" for e in by_id["G5"]["extras"])
 
 
+def test_html_reads_as_the_terminal(forced: pytest.Pytester) -> None:
+    """Issue 24 item 10: a WARN row reads "Warned" (an INFO row "Info") while
+    staying in pytest-html's "Passed" filter; the counts say ``2 Passed, 1 Warned``
+    as the terminal says ``2 passed, 1 warned``; a skipped row's log says its
+    reason, not pytest's ``(path, line, reason)`` tuple; the Check cell is the
+    G-line on one line (cut by the browser, whole on hover)."""
+    report = forced.path / "report.html"
+    result = forced.runpytest(*ONLY, f"--html={report}", "--self-contained-html")
+    result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped*1 warned*"])
+    by_id = {nodeid.rsplit("::", 1)[-1]: row for nodeid, row in html_tests(report).items()}
+    words = {cid: re.search(r'data-word="(\w+)"', by_id[cid]["resultsTableRow"][0]) for cid in by_id}
+    assert {cid: m.group(1) for cid, m in words.items() if m} == {"G5": "Warned", "G4": "Info"}
+    assert by_id["G5"]["result"] == "Passed"  # pytest-html's filters know only pytest's outcomes
+    text = report.read_text(encoding="utf-8")
+    assert "2 Passed, 1 Warned," in html.unescape(re.sub(r"\s+", " ", text))
+    assert "content: attr(data-word)" in text and "white-space: nowrap" in text
+    log = html.unescape(by_id["G8"]["log"])
+    assert log.startswith("Skipped: G8 SKIP: offline: GitHub not contacted") and "('" not in log.splitlines()[0]
+    assert 'title="G5 WARN: pinned copy 38.1 GB/s under 40 GB/s; fix: close other GPU jobs"' in (
+        by_id["G5"]["resultsTableRow"][2])
+
+
 def test_html_summary_has_verdict_and_counts(forced: pytest.Pytester) -> None:
     report = forced.path / "report.html"
     forced.runpytest(*ONLY, f"--html={report}", "--self-contained-html")

@@ -465,12 +465,9 @@ def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G8 from the parsed issue list (pure: no network here). G8
     never FAILs: a stale-playbook warning is advice, never a blocker."""
     out = Findings("G8")
-    if facts.offline_flag:
-        return out.result(
-            Status.SKIP,
-            "offline: GitHub not contacted, playbook issues not checked",
-            headline="offline: playbook issues not checked",
-        )
+    if facts.offline_flag:  # the user's own --spark-offline: a SKIP by choice, not a warning
+        summary = "offline: GitHub not contacted, playbook issues not checked"
+        return Result("G8", Status.SKIP, summary, headline="offline: playbook issues not checked", by_choice=True)
     _readings(facts, out)
     reason = _skip_reason(facts)
     if reason:

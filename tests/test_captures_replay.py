@@ -92,7 +92,8 @@ def test_a_pytest_replay_touches_nothing_and_writes_junit_and_the_env_report(tmp
     )  # fmt: skip
     assert touched == []
     expected = (CAPTURES / "h200-vllm.lines").read_text().splitlines()
-    printed = [ln for ln in proc.stdout.splitlines() if re.match(r"(G\d+ [A-Z]+: |verdict: )", ln)]
+    section = proc.stdout.split("spark preflight ==", 1)[-1]  # the section's lines, not the FAILURES body
+    printed = [ln for ln in section.splitlines() if re.match(r"(G\d+ [A-Z]+: |verdict: )", ln)]
     assert printed == expected[:-1] and proc.returncode == 1, proc.stdout
     report = json.loads((tmp_path / "run" / "env-report.json").read_text())
     assert report["verdict"] == "blocked" and [ln.split(":")[0] for ln in report["lines"]][5] == "G6 FAIL"

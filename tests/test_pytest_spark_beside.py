@@ -40,8 +40,9 @@ spark_preflight_workload_gb = 4
 
 
 def test_both_packages_are_distinct() -> None:
-    import pytest_dgx_spark
     import pytest_spark
+
+    import pytest_dgx_spark
 
     assert pytest_spark.__file__ != pytest_dgx_spark.__file__
     assert hasattr(pytest_spark, "spark_session"), "the real PySpark plugin, not a stand-in"

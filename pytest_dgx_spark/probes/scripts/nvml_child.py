@@ -2,7 +2,6 @@
 # until stdin closes ("stream", the background sampler). Every NVML call goes through _call(), so
 # NotSupported (GB10 memory, power limit), GpuIsLost and friends are recorded, never a traceback.
 import select as _select
-import time as _time
 
 _PROCS = {
     "compute": ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses"),

@@ -153,10 +153,9 @@ def make_finding(what: str, value: Any, key: str) -> Finding:
 def classify(key: str, value: Any, path: str, parent: str, *, flag: bool = False) -> Finding | None:
     """What ``key = value`` says, if anything G10 cares about."""
     k = norm(key)
-    if k in TP_KEYS or (flag and k in TP_FLAGS):
-        return make_finding("tp", value, path)
-    if k in PP_KEYS or (flag and k in PP_FLAGS):
-        return make_finding("pp", value, path)
+    for what, keys, flags in (("tp", TP_KEYS, TP_FLAGS), ("pp", PP_KEYS, PP_FLAGS)):
+        if k in keys or (flag and k in flags):
+            return make_finding(what, value, path)
     if k in NODE_KEYS or (k == "num_nodes" and (flag or norm(parent) in NUM_NODES_PARENTS)):
         return make_finding("nodes", value, path)
     if k == "tp_plan":
@@ -167,9 +166,7 @@ def classify(key: str, value: Any, path: str, parent: str, *, flag: bool = False
         return Finding("strategy", value.strip(), path)
     if k in BACKEND_KEYS and isinstance(value, str):
         return Finding("backend", value.strip().lower(), path)
-    if k == "headless" and value is True:
-        return Finding("headless", True, path)
-    return None
+    return Finding("headless", True, path) if k == "headless" and value is True else None
 
 
 def command_lines(text: str) -> Iterator[str]:
@@ -194,26 +191,22 @@ def _flag(words: list[str], i: int, slurm: bool, prefix: str, found: list[Findin
     value: str | None = val if eq else None
     full = norm(name)
     k = full.rsplit(".", 1)[-1]  # --trainer.num_nodes=2 (LightningCLI)
-    parent = full.rsplit(".", 2)[-2] if "." in full else ""
-    if slurm and (k == "nodes" or name == "-N"):
-        v = value if value is not None else nxt
-        if v is None:
-            return 0
-        found.append(make_finding("nodes", v.split("-")[-1], f"{prefix}{name}"))
-        return 1 if value is None else 0
-    if k == "headless" and value is None:
-        found.append(Finding("headless", True, f"{prefix}{name}"))
-    elif k in LAUNCH_STRATEGY_FLAGS and value is None:
-        found.append(Finding("strategy", LAUNCH_STRATEGY_FLAGS[k], f"{prefix}{name}"))
-    elif k in VALUE_FLAGS:
-        takes = value is None and nxt is not None and not (nxt.startswith("-") and as_count(nxt) is None)
-        v = value if value is not None else (nxt if takes else None)
-        if v is None:
-            return 0
-        f = classify(k, v, f"{prefix}{name}", parent, flag=True)
-        found.extend([f] if f is not None else [])
-        return 1 if value is None else 0
-    return 0
+    where = f"{prefix}{name}"
+    if value is None and (k == "headless" or k in LAUNCH_STRATEGY_FLAGS):
+        found.append(Finding("headless", True, where) if k == "headless" else Finding("strategy", LAUNCH_STRATEGY_FLAGS[k], where))
+        return 0
+    slurm_nodes = slurm and (k == "nodes" or name == "-N")
+    if not slurm_nodes and k not in VALUE_FLAGS:
+        return 0
+    takes = slurm_nodes or (nxt is not None and not (nxt.startswith("-") and as_count(nxt) is None))
+    v = value if value is not None else (nxt if takes else None)
+    if v is None:
+        return 0
+    if slurm_nodes:
+        found.append(make_finding("nodes", v.split("-")[-1], where))
+    elif (f := classify(k, v, where, ("." + full).rsplit(".", 2)[-2], flag=True)) is not None:  # parent: "" if none
+        found.append(f)
+    return 1 if value is None else 0
 
 
 def parse_argv(argv: list[str], where: str = "") -> list[Finding]:
@@ -270,28 +263,33 @@ def walk(doc: Any, notes: list[str]) -> list[Finding]:
                 deep = True
                 continue
         if isinstance(obj, dict):
-            name = obj.get("name") if isinstance(obj.get("name"), str) else None
-            if name is not None and "value" in obj and len(obj) <= 3:  # k8s env: {name, value}
-                f = classify(name, obj["value"], f"{path}[{name}]".lstrip("."), parent)
-                found.extend([f] if f is not None else [])
-            for key, value in obj.items():
-                sub = f"{path}.{key}" if path else str(key)
-                if not isinstance(value, (dict, list)):
-                    f = classify(str(key), value, sub, parent=path.rsplit(".", 1)[-1] if path else "")
-                    if f is not None:
-                        found.append(f)
-                        continue
-                stack.append((value, sub, str(key), depth + 1))
+            _walk_dict(obj, path, parent, depth, stack, found)
         elif isinstance(obj, list):
             if obj and all(isinstance(x, str) for x in obj) and any(_FLAG_HINT.search(x) for x in obj[:200]):
                 found.extend(parse_argv(list(obj), f"{path}:" if path else ""))
-                continue
-            stack.extend((value, f"{path}[{index}]", parent, depth + 1) for index, value in enumerate(obj))
+            else:
+                stack.extend((value, f"{path}[{index}]", parent, depth + 1) for index, value in enumerate(obj))
         elif isinstance(obj, str) and len(obj) <= MAX_STRING and _FLAG_HINT.search(obj):
             found.extend(parse_command_text(obj, f"{path}:" if path else ""))
     if deep:
         notes.append(f"nested deeper than {MAX_DEPTH} levels: the deeper part not read")
     return found
+
+
+def _walk_dict(obj: dict[Any, Any], path: str, parent: str, depth: int, stack: list[tuple[Any, str, str, int]], found: list[Finding]) -> None:
+    """One mapping of :func:`walk`: its findings, and its containers (and unknown values) to visit."""
+    name = obj.get("name") if isinstance(obj.get("name"), str) else None
+    if name is not None and "value" in obj and len(obj) <= 3:  # k8s env: {name, value}
+        f = classify(name, obj["value"], f"{path}[{name}]".lstrip("."), parent)
+        found.extend([f] if f is not None else [])
+    for key, value in obj.items():
+        sub = f"{path}.{key}" if path else str(key)
+        if not isinstance(value, (dict, list)):
+            f = classify(str(key), value, sub, parent=path.rsplit(".", 1)[-1] if path else "")
+            if f is not None:
+                found.append(f)
+                continue
+        stack.append((value, sub, str(key), depth + 1))
 
 
 def yaml_nesting(text: str) -> int:

@@ -96,8 +96,8 @@ def read_dynamic(path: str) -> Dynamic:
         os.close(fd)
 
 
-def _program_headers(fd: int, head: bytes) -> tuple[str, int, bytes, int, int]:
-    """``(byte order, class, program header table, entry size, entry count)``."""
+def _segments(fd: int, head: bytes) -> tuple[str, int, list[tuple[int, int, int]], int, int]:
+    """``(byte order, class, PT_LOAD (vaddr, filesz, offset)s, PT_DYNAMIC offset (-1: none), its size)``."""
     if len(head) < 4 or head[:4] != ELF_MAGIC:
         raise ElfError("not_elf", "no ELF magic")
     if len(head) < 16:
@@ -112,8 +112,9 @@ def _program_headers(fd: int, head: bytes) -> tuple[str, int, bytes, int, int]:
         raise ElfError("truncated", "ELF header cut short")
     fields = ehdr.unpack_from(head, 16)
     phoff, phentsize, phnum = fields[4], fields[8], fields[9]
+    loads: list[tuple[int, int, int]] = []
     if phnum == 0:  # a relocatable object or a core file: links nothing
-        return e, cls, b"", phentsize, 0
+        return e, cls, loads, -1, -1
     if phnum == 0xFFFF or phentsize < struct.calcsize(phdr_fmt):
         raise ElfError("malformed", "unsupported program header table")
     size = phentsize * phnum
@@ -122,13 +123,6 @@ def _program_headers(fd: int, head: bytes) -> tuple[str, int, bytes, int, int]:
     table = head[phoff : phoff + size] if phoff + size <= len(head) else _pread(fd, size, phoff)
     if len(table) < size:
         raise ElfError("truncated", "program headers cut short")
-    return e, cls, table, phentsize, phnum
-
-
-def _read_fd(fd: int) -> Dynamic:
-    e, cls, table, phentsize, phnum = _program_headers(fd, _pread(fd, HEAD, 0))
-    phdr_fmt = e + ("IIQQQQQQ" if cls == 2 else "IIIIIIII")
-    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
     dyn_off = dyn_size = -1
     for i in range(phnum):
         h = struct.unpack_from(phdr_fmt, table, i * phentsize)
@@ -138,6 +132,11 @@ def _read_fd(fd: int) -> Dynamic:
             loads.append((p_vaddr, p_filesz, p_offset))
         elif p_type == PT_DYNAMIC:
             dyn_off, dyn_size = p_offset, p_filesz
+    return e, cls, loads, dyn_off, dyn_size
+
+
+def _read_fd(fd: int) -> Dynamic:
+    e, cls, loads, dyn_off, dyn_size = _segments(fd, _pread(fd, HEAD, 0))
     if dyn_off < 0:
         return Dynamic(())  # statically linked, or no program headers
     raw = _pread(fd, min(dyn_size, MAX_DYNAMIC), dyn_off)
@@ -164,13 +163,16 @@ def _read_fd(fd: int) -> Dynamic:
     wanted = [*needed, *([soname] if soname is not None else [])]
     if DT_STRSZ in tags and any(o >= tags[DT_STRSZ] for o in wanted):
         raise ElfError("malformed", "string offset beyond DT_STRSZ")
-    lo, hi = min(wanted), max(wanted) + NAME_CHUNK
+    names = _names(fd, base, wanted)
+    return Dynamic(tuple(names[:-1]), names[-1]) if soname is not None else Dynamic(tuple(names))
+
+
+def _names(fd: int, base: int, offsets: list[int]) -> list[str]:
+    lo, hi = min(offsets), max(offsets) + NAME_CHUNK
     if hi - lo <= 65536:  # one read covers every name (the usual layout)
         chunk = _pread(fd, hi - lo, base + lo)
-        names = [_cstr(chunk, o - lo) for o in wanted]
-    else:
-        names = [_cstr(_pread(fd, NAME_CHUNK, base + o), 0) for o in wanted]
-    return Dynamic(tuple(names[:-1]), names[-1]) if soname is not None else Dynamic(tuple(names))
+        return [_cstr(chunk, o - lo) for o in offsets]
+    return [_cstr(_pread(fd, NAME_CHUNK, base + o), 0) for o in offsets]
 
 
 def _cstr(buf: bytes, at: int) -> str:

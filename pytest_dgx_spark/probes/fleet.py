@@ -54,7 +54,6 @@ def fingerprint(
     ``image``: the container G9 found (a node outside it, or in another image, differs)."""
     env = launch.torchrun_env(machine.env)
     ident = machine.identity()
-    found = machine.packages().get("dists") or {}
     mem = machine.meminfo().get("fields") or {}
     if interfaces is None:
         interfaces = {n: mn.interface_mtu(machine, n) for n in mn.socket_ifnames(env.get("NCCL_SOCKET_IFNAME"))}
@@ -65,9 +64,7 @@ def fingerprint(
         "node_rank": env.get("GROUP_RANK") or env.get("SLURM_NODEID") or env.get("NODE_RANK"),
         "local_rank": env.get("LOCAL_RANK"),
         **{k: ident.get(k) for k in ("hostname", "gpu", "capability", "driver", "cuda_driver", "python")},
-        "packages": {name: found[name].get("version") for name in PACKAGES if isinstance(found.get(name), Mapping)},
-        "container": {**({"image": image} if image else {}), **{k: env[k] for k in CONTAINER_ENV if env.get(k)}},
-        "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
+        **_software(machine.packages().get("dists") or {}, env, image),
         "nccl_ifname": ",".join(mtus) or None,
         "mtu": min(known) if known else None,
         "mtus": mtus,
@@ -75,6 +72,15 @@ def fingerprint(
         "mem_free_kib": mem.get("MemFree"),
         "statuses": dict(statuses),
         "results": {cid: dict(r) for cid, r in (results or {}).items()},
+    }
+
+
+def _software(found: Mapping[str, Any], env: Mapping[str, str], image: str | None) -> dict[str, Any]:
+    """The fingerprint's ``packages``, ``container`` and ``env``."""
+    return {
+        "packages": {name: found[name].get("version") for name in PACKAGES if isinstance(found.get(name), Mapping)},
+        "container": {**({"image": image} if image else {}), **{k: env[k] for k in CONTAINER_ENV if env.get(k)}},
+        "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
     }
 
 

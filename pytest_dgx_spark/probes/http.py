@@ -407,20 +407,26 @@ def _read_answer(answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str
         answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
     elif length.isdigit() and (len(length) > _LENGTH_DIGITS or int(length) > max_bytes):
         # a header is data: thousands of digits pass int()'s limit, so a long one is over by its length
-        size = f"more than 1 TB (a Content-Length of {len(length)} digits)" if len(length) > _LENGTH_DIGITS else f"{int(length) / MIB:.1f} MiB"
+        long = len(length) > _LENGTH_DIGITS
+        size = f"more than 1 TB (a Content-Length of {len(length)} digits)" if long else f"{int(length) / MIB:.1f} MiB"
         answer.too_large = True
         answer.error = f"{host} announced {size}, over the {max_bytes / MIB:g} MiB cap; not read"
     else:
-        chunks: list[bytes] = []
-        total = 0
-        read = getattr(resp, "read1", None) or resp.read
-        while not tracker.aborted and total <= max_bytes and (chunk := read(CHUNK)):
-            chunks.append(chunk)
-            total += len(chunk)
-        raw = b"".join(chunks)[:max_bytes]
+        raw, too_large = _read_capped(resp, max_bytes, tracker)
         answer.body_bytes = len(raw)
-        if total > max_bytes:
+        if too_large:
             answer.too_large = True
             answer.error = f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
         else:
             answer.body = raw.decode("utf-8", errors="replace")
+
+
+def _read_capped(resp: Any, max_bytes: int, tracker: _Tracker) -> tuple[bytes, bool]:
+    """At most ``max_bytes`` of the body (one chunk more to notice more); ``(data, too_large)``."""
+    chunks: list[bytes] = []
+    total = 0
+    read = getattr(resp, "read1", None) or resp.read
+    while not tracker.aborted and total <= max_bytes and (chunk := read(CHUNK)):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)[:max_bytes], total > max_bytes

@@ -185,37 +185,48 @@ def _stdin_closed(timeout):
 
 def _series(nv, cfg, count, stream):
     """``sample``: every ``interval`` for ``seconds``; ``stream``: until stdin closes or ``max_seconds``."""
-    interval = max(float(cfg.get("interval", 1.0 if stream else 0.1)), 0.01)
-    procs_every = float(cfg.get("procs_every", 5.0))
-    seconds = float(cfg.get("max_seconds", 86400.0) if stream else cfg.get("seconds", 1.0))
     handles = [(i, h) for i in range(count) if (h := _call({}, "handle", nv.nvmlDeviceGetHandleByIndex, i)) is not None]
     data(sample_devices=[_read(nv, h, _SAMPLE_STATIC, {"index": i, "errors": {}}) for i, h in handles])
     if not stream:
         begin("counters before")
     data(counters_before=[_counters(nv, i, h) for i, h in handles])
     begin("streaming" if stream else "sampling", scale=1)
-    lost, seen_cmd = set(), set()
+    lost = set()
     t0 = _time.monotonic()
-    next_procs = 0.0
-    n = 0
-    while True:
-        s = _sample(nv, handles, t0, lost)
-        if stream and procs_every >= 0 and s["t"] >= next_procs:
-            s["procs"] = _gpu_procs(nv, handles, lost, seen_cmd)
-            next_procs = s["t"] + procs_every
-        event(s)
-        n += 1
-        if _time.monotonic() - t0 >= seconds or (not stream and len(lost) == len(handles)):
-            break
-        if stream and _stdin_closed(interval):
-            break
-        if not stream:
-            _time.sleep(interval)
+    n = (_stream if stream else _sampling)(nv, cfg, handles, lost, t0)
     taken = round(_time.monotonic() - t0, 4)
     if not stream:
         begin("counters after")
     data(counters_after=[_counters(nv, i, h) for i, h in handles if i not in lost])
     data(samples=n, seconds=taken)
+
+
+def _sampling(nv, cfg, handles, lost, t0):
+    interval = max(float(cfg.get("interval", 0.1)), 0.01)
+    n = 0
+    while True:
+        event(_sample(nv, handles, t0, lost))
+        n += 1
+        if _time.monotonic() - t0 >= float(cfg.get("seconds", 1.0)) or len(lost) == len(handles):
+            return n
+        _time.sleep(interval)
+
+
+def _stream(nv, cfg, handles, lost, t0):
+    interval = max(float(cfg.get("interval", 1.0)), 0.01)
+    procs_every = float(cfg.get("procs_every", 5.0))
+    seen_cmd = set()
+    next_procs = 0.0
+    n = 0
+    while True:
+        s = _sample(nv, handles, t0, lost)
+        if procs_every >= 0 and s["t"] >= next_procs:
+            s["procs"] = _gpu_procs(nv, handles, lost, seen_cmd)
+            next_procs = s["t"] + procs_every
+        event(s)
+        n += 1
+        if _time.monotonic() - t0 >= float(cfg.get("max_seconds", 86400.0)) or _stdin_closed(interval):
+            return n
 
 
 def main():

@@ -146,11 +146,7 @@ class Spawned:
 
 
 def spawn_python(
-    source: str,
-    *,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    python: str | None = None,
+    source: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, python: str | None = None,
     stdin: bool = False,
 ) -> Spawned | ChildResult:
     """Start ``python -c source`` (:func:`commands.start`); a :class:`ChildResult` with ``error``
@@ -163,16 +159,9 @@ def spawn_python(
 
 
 def run_python(
-    source: str,
-    *,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    python: str | None = None,
-    stdin_data: str | None = None,
-    step_timeout: float,
-    total_timeout: float | None = None,
-    max_events: int = 100_000,
-    max_stdout: int | None = None,
+    source: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, python: str | None = None,
+    stdin_data: str | None = None, step_timeout: float, total_timeout: float | None = None,
+    max_events: int = 100_000, max_stdout: int | None = None,
 ) -> ChildResult:
     """Run ``source`` with ``python -c`` and follow its protocol (see :func:`follow`)."""
     spawned = spawn_python(source, args=args, env=env, python=python, stdin=stdin_data is not None)
@@ -249,13 +238,8 @@ class _Pumps:
 
 
 def follow(
-    spawned: Spawned,
-    *,
-    step_timeout: float,
-    total_timeout: float | None = None,
-    stdin_data: str | None = None,
-    max_events: int = 100_000,
-    max_stdout: int | None = None,
+    spawned: Spawned, *, step_timeout: float, total_timeout: float | None = None,
+    stdin_data: str | None = None, max_events: int = 100_000, max_stdout: int | None = None,
 ) -> ChildResult:
     """Write ``stdin_data`` (then close stdin) and read the child's lines until it is done, dead
     or silent past its allowance (``max_stdout``: the most it may print). The total allowance
@@ -308,12 +292,8 @@ def _child_time(msg: Mapping[str, Any], spawned_at: float, now: float) -> float:
 
 
 def _read_protocol(
-    lines: queue.Queue[bytes | None],
-    result: ChildResult,
-    hard_deadline: float,
-    step_timeout: float,
-    max_events: int,
-    spawned_at: float,
+    lines: queue.Queue[bytes | None], result: ChildResult, hard_deadline: float, step_timeout: float,
+    max_events: int, spawned_at: float,
 ) -> float:
     """Apply the child's messages to ``result`` until its stdout ends or it is silent past its
     allowance (``result.timed_out``); the last allowance. A step's allowance runs from when the

@@ -108,8 +108,7 @@ def limit_reason(exc: BaseException) -> str | None:
 
 #: a child's last stderr lines when a limit of this box stopped it, not the GPU
 _LIMIT_TEXTS = (
-    ("can't start new thread", "can't start a new thread"),
-    ("memoryerror", "out of memory (MemoryError)"),
+    ("can't start new thread", "can't start a new thread"), ("memoryerror", "out of memory (MemoryError)"),
     ("cannot allocate memory", "cannot allocate memory"),
     ("resource temporarily unavailable", "resource temporarily unavailable (EAGAIN)"),
 )
@@ -185,13 +184,8 @@ def start(
     it; ``(error, resource limit or None)`` when it cannot start."""
     try:
         proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
+            list(argv), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=dict(env), cwd=cwd, start_new_session=True,
             preexec_fn=die_with_parent(),
         )
     except (OSError, subprocess.SubprocessError, MemoryError) as exc:

@@ -606,13 +606,8 @@ class _Search:
 
 
 def find_configs(
-    root: Path,
-    *,
-    max_depth: int = SEARCH_DEPTH,
-    max_files: int = SEARCH_FILES,
-    max_entries: int = SEARCH_ENTRIES,
-    deadline: float | None = None,
-    folder_entries: int = FOLDER_ENTRIES,
+    root: Path, *, max_depth: int = SEARCH_DEPTH, max_files: int = SEARCH_FILES,
+    max_entries: int = SEARCH_ENTRIES, deadline: float | None = None, folder_entries: int = FOLDER_ENTRIES,
     folder_files: int = FOLDER_FILES,
 ) -> Scan:
     """YAML/JSON/TOML files under ``root``, breadth first, skipping hidden and VCS folders, venvs

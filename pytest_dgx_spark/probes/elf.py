@@ -291,10 +291,7 @@ def iter_shared_objects(
 
 
 def scan(
-    roots: Iterable[str],
-    *,
-    reader: Callable[[str], Dynamic] = read_dynamic,
-    max_files: int = 50_000,
+    roots: Iterable[str], *, reader: Callable[[str], Dynamic] = read_dynamic, max_files: int = 50_000,
     budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Scan ``roots`` for CUDA-linked shared objects. ``linkers``: files (not toolkit libraries)
@@ -329,15 +326,9 @@ def scan(
         elif any(TORCH_LIBS.match(n) for n in dyn.needed):
             torch_linked.append({"path": path, "root": root})
     return {
-        "roots": roots,
-        "files": stats.files,
-        "dirs": stats.dirs,
-        "skipped": stats.skipped,
-        "skipped_samples": stats.samples,
-        "stopped": stats.stopped,
-        "linkers": linkers,
-        "providers": providers,
-        "torch_linked": torch_linked,
+        "roots": roots, "files": stats.files, "dirs": stats.dirs, "skipped": stats.skipped,
+        "skipped_samples": stats.samples, "stopped": stats.stopped, "linkers": linkers,
+        "providers": providers, "torch_linked": torch_linked,
         "duration_s": round(time.monotonic() - start, 4),
     }
 

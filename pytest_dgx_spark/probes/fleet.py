@@ -41,12 +41,9 @@ def in_job(env: Mapping[str, str]) -> bool:
 
 
 def fingerprint(
-    machine: MachineLike,
-    statuses: Mapping[str, str],
-    *,
+    machine: MachineLike, statuses: Mapping[str, str], *,
     results: Mapping[str, Mapping[str, Any]] | None = None,
-    interfaces: Mapping[str, int | None] | None = None,
-    image: str | None = None,
+    interfaces: Mapping[str, int | None] | None = None, image: str | None = None,
 ) -> dict[str, Any]:
     """What this node is: identity, versions, network settings, memory, and each check's status
     and G-line here (``results``). ``interfaces``: those NCCL's data goes over and their MTUs as
@@ -64,13 +61,9 @@ def fingerprint(
         "node_rank": env.get("GROUP_RANK") or env.get("SLURM_NODEID") or env.get("NODE_RANK"),
         "local_rank": env.get("LOCAL_RANK"),
         **{k: ident.get(k) for k in ("hostname", "gpu", "capability", "driver", "cuda_driver", "python")},
-        **_software(machine.packages().get("dists") or {}, env, image),
-        "nccl_ifname": ",".join(mtus) or None,
-        "mtu": min(known) if known else None,
-        "mtus": mtus,
-        "mem_available_kib": mem.get("MemAvailable"),
-        "mem_free_kib": mem.get("MemFree"),
-        "statuses": dict(statuses),
+        **_software(machine.packages().get("dists") or {}, env, image), "nccl_ifname": ",".join(mtus) or None,
+        "mtu": min(known) if known else None, "mtus": mtus, "mem_available_kib": mem.get("MemAvailable"),
+        "mem_free_kib": mem.get("MemFree"), "statuses": dict(statuses),
         "results": {cid: dict(r) for cid, r in (results or {}).items()},
     }
 
@@ -89,11 +82,8 @@ def exchange(machine: MachineLike, mine: Mapping[str, Any], timeout_s: float) ->
     (ranks that never arrived), ``store`` (``MASTER_ADDR:MASTER_PORT``), ``cause``: ``"torch"``
     (no torch.distributed with gloo) or ``"store"`` (rank 0 could not open it). Once per run."""
     child = machine.python_child(
-        "fleet",
-        ["_job_store.py", "fleet_child.py"],
-        {"fingerprint": dict(mine), "timeout_s": timeout_s},
-        step_timeout=max(timeout_s, machine.timeout),
-        total_timeout=timeout_s * 3 + machine.timeout * 6,
+        "fleet", ["_job_store.py", "fleet_child.py"], {"fingerprint": dict(mine), "timeout_s": timeout_s},
+        step_timeout=max(timeout_s, machine.timeout), total_timeout=timeout_s * 3 + machine.timeout * 6,
         env=launch.torchrun_env(machine.env),
     )
     out: dict[str, Any] = {k: child.data.get(k) for k in ("rank", "world_size", "fingerprints", "missing", "error", "cause", "store")}

@@ -260,13 +260,8 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 
 def get(
-    url: str,
-    *,
-    token: str | None = None,
-    timeout: float = 10.0,
-    max_bytes: int = MAX_BODY,
-    env: Mapping[str, str] | None = None,
-    accept: str = "application/vnd.github+json",
+    url: str, *, token: str | None = None, timeout: float = 10.0, max_bytes: int = MAX_BODY,
+    env: Mapping[str, str] | None = None, accept: str = "application/vnd.github+json",
     extra_headers: Mapping[str, str] | None = None,
 ) -> HttpAnswer:
     """GET ``url`` within ``timeout`` seconds in all; never raises. ``token`` goes as a Bearer
@@ -287,11 +282,8 @@ def get(
     box: dict[str, HttpAnswer] = {}
     redirects = _Redirects(token_header, (scheme, host, port))
     headers = {
-        "Accept": accept,
-        "Accept-Encoding": "identity",
-        "User-Agent": f"pytest-dgx-spark/{__version__}",
-        "X-GitHub-Api-Version": "2022-11-28",
-        **(extra_headers or {}),
+        "Accept": accept, "Accept-Encoding": "identity", "User-Agent": f"pytest-dgx-spark/{__version__}",
+        "X-GitHub-Api-Version": "2022-11-28", **(extra_headers or {}),
     }
     request = urllib.request.Request(url, headers=headers, method="GET")
     if token_header:
@@ -347,15 +339,8 @@ def _authorization(
 
 
 def _fetch(
-    proxies: dict[str, str],
-    request: urllib.request.Request,
-    redirects: _Redirects,
-    host: str,
-    timeout: float,
-    max_bytes: int,
-    tracker: _Tracker,
-    answer: HttpAnswer,
-    box: dict[str, HttpAnswer],
+    proxies: dict[str, str], request: urllib.request.Request, redirects: _Redirects, host: str,
+    timeout: float, max_bytes: int, tracker: _Tracker, answer: HttpAnswer, box: dict[str, HttpAnswer],
 ) -> None:
     """The request, in the worker thread; its answer lands in ``box``."""
     resp: Any = None

@@ -104,13 +104,8 @@ class MachineLike(Protocol):
     def processes(self) -> dict[str, Any]: ...
     def command(self, argv: Sequence[str], *, timeout: float | None = None) -> CommandResult: ...
     def python_child(
-        self,
-        key: str,
-        scripts: Sequence[str],
-        config: Mapping[str, Any] | None = None,
-        *,
-        step_timeout: float | None = None,
-        total_timeout: float | None = None,
+        self, key: str, scripts: Sequence[str], config: Mapping[str, Any] | None = None, *,
+        step_timeout: float | None = None, total_timeout: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> ChildResult: ...
     def nvml(self) -> NvmlSnapshot: ...
@@ -130,14 +125,8 @@ def spawn_early(scripts: Sequence[str], env: Mapping[str, str] | None = None, py
 
 class Machine:
     def __init__(
-        self,
-        *,
-        root: Path | str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float = 10.0,
-        store: MemoryStore | None = None,
-        python: str | None = None,
-        euid: int | None = None,
+        self, *, root: Path | str | None = None, env: Mapping[str, str] | None = None, timeout: float = 10.0,
+        store: MemoryStore | None = None, python: str | None = None, euid: int | None = None,
     ) -> None:
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self.root = Path(root if root is not None else self.env.get(ROOT_ENV) or "/")
@@ -243,13 +232,8 @@ class Machine:
         return CommandResult.from_dict(self.store.get_or_compute("cmd:" + "\x00".join(argv), run))
 
     def python_child(
-        self,
-        key: str,
-        scripts: Sequence[str],
-        config: Mapping[str, Any] | None = None,
-        *,
-        step_timeout: float | None = None,
-        total_timeout: float | None = None,
+        self, key: str, scripts: Sequence[str], config: Mapping[str, Any] | None = None, *,
+        step_timeout: float | None = None, total_timeout: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> ChildResult:
         """Run probe scripts in a child, once per key; ``env`` replaces this machine's environment
@@ -262,12 +246,8 @@ class Machine:
             if early is not None:  # started early: the request goes on its stdin
                 return follow(early, step_timeout=step, total_timeout=total_timeout, stdin_data=request).to_dict()
             return run_python(
-                script_source(*scripts),
-                args=[request],
-                step_timeout=step,
-                total_timeout=total_timeout,
-                env=self.env if env is None else dict(env),
-                python=self.python,
+                script_source(*scripts), args=[request], step_timeout=step, total_timeout=total_timeout,
+                env=self.env if env is None else dict(env), python=self.python,
             ).to_dict()
 
         return ChildResult.from_dict(self.store.get_or_compute(key, probe))
@@ -307,8 +287,7 @@ class Machine:
 
         def probe() -> NvmlSnapshot:
             child = self.python_child(
-                f"nvml:sample-child:{seconds}:{interval}",
-                ["nvml_child.py"],
+                f"nvml:sample-child:{seconds}:{interval}", ["nvml_child.py"],
                 {"mode": "sample", "seconds": seconds, "interval": interval},
                 total_timeout=seconds + self.timeout * 3,
             )
@@ -340,18 +319,14 @@ class Machine:
             names = [d.get("name") for d in devices if d.get("name")]
             caps = [d["capability"] for d in devices if d.get("capability")]
             return {
-                "hostname": platform.node(),
-                "arch": platform.machine(),
-                "kernel": platform.release(),
+                "hostname": platform.node(), "arch": platform.machine(), "kernel": platform.release(),
                 "os": procfs.parse_key_values(os_release or "").get("PRETTY_NAME"),
                 "python": platform.python_version(),
-                "gpu": ", ".join(sorted(set(map(str, names)))) if names else None,
-                "gpu_count": len(devices),
+                "gpu": ", ".join(sorted(set(map(str, names)))) if names else None, "gpu_count": len(devices),
                 "capability": ".".join(str(c) for c in caps[0]) if caps else None,
                 "driver": nv.get("driver_version"),
                 "cuda_driver": format_cuda_version(nv.get("cuda_driver_version")),
-                "gb10": any(is_gb10(d) for d in devices),
-                "nvml": "ok" if nv.get("ok") else nv.get("reason"),
+                "gb10": any(is_gb10(d) for d in devices), "nvml": "ok" if nv.get("ok") else nv.get("reason"),
             }
 
         return self.store.get_or_compute("identity", probe)
@@ -373,14 +348,9 @@ def nvml_snapshot(child: ChildResult, *, sampling: bool = False) -> NvmlSnapshot
     """The NVML child's output as a snapshot with one reason line."""
     d = child.data
     out: NvmlSnapshot = {
-        "ok": False,
-        "reason": None,
-        "hung": False,
-        "duration_s": round(child.duration_s, 4),
-        "driver_version": d.get("driver_version"),
-        "cuda_driver_version": d.get("cuda_driver_version"),
-        "nvml_version": d.get("nvml_version"),
-        "devices": d.get("devices") or [],
+        "ok": False, "reason": None, "hung": False, "duration_s": round(child.duration_s, 4),
+        "driver_version": d.get("driver_version"), "cuda_driver_version": d.get("cuda_driver_version"),
+        "nvml_version": d.get("nvml_version"), "devices": d.get("devices") or [],
         "system_errors": d.get("system_errors") or {},
     }
     init = d.get("init_error")

@@ -62,14 +62,8 @@ def job_env(env: Mapping[str, str]) -> dict[str, str]:
 def probe_config(timeout: float) -> dict[str, Any]:
     """The all-reduce child's request (``scripts/allreduce_child.py``)."""
     return {
-        "backend": "auto",
-        "size_bytes": PROBE_BYTES,
-        "iters": PROBE_ITERS,
-        "warmup": 3,
-        "import_scale": 6,
-        "rendezvous_scale": 3,
-        "rendezvous_timeout_s": timeout * 3 * 0.9,
-        "collective_timeout_s": timeout,
+        "backend": "auto", "size_bytes": PROBE_BYTES, "iters": PROBE_ITERS, "warmup": 3, "import_scale": 6,
+        "rendezvous_scale": 3, "rendezvous_timeout_s": timeout * 3 * 0.9, "collective_timeout_s": timeout,
     }
 
 
@@ -198,7 +192,6 @@ def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
     for dev in rdma.values():
         wanted += [n for n in dev["netdevs"] if n not in wanted]
     return {
-        "rdma": rdma,
-        "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
+        "rdma": rdma, "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
         "sysfs": bool(_listdir(machine, "/sys/class/net", 1)),
     }

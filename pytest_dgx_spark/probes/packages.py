@@ -52,9 +52,7 @@ def list_distributions(path: list[str] | None = None) -> dict[str, Any]:
             name = dist.metadata["Name"]
             if name and canonical(name) not in dists:
                 dists[canonical(name)] = {
-                    "name": name,
-                    "version": dist.version,
-                    "requires": list(dist.requires or []),
+                    "name": name, "version": dist.version, "requires": list(dist.requires or []),
                     "location": str(getattr(dist, "_path", "") or ""),
                 }
         except Exception:  # a corrupt METADATA file must not stop the scan

@@ -136,12 +136,8 @@ def _measure(torch, dist, cfg, rank, world, backend, device, plan):
     factor = 2.0 * (world - 1) / world
     bytes_ = numel * 4
     data(
-        times_s=[round(t, 6) for t in times],
-        time_s=own,
-        group_time_s=group,
-        algbw_gbps=bytes_ / own / 1e9,
-        busbw_gbps=bytes_ / own / 1e9 * factor,
-        group_algbw_gbps=bytes_ / group / 1e9,
+        times_s=[round(t, 6) for t in times], time_s=own, group_time_s=group, algbw_gbps=bytes_ / own / 1e9,
+        busbw_gbps=bytes_ / own / 1e9 * factor, group_algbw_gbps=bytes_ / group / 1e9,
         group_busbw_gbps=bytes_ / group / 1e9 * factor,
     )
 

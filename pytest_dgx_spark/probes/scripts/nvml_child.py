@@ -10,8 +10,7 @@ _PROCS = {
 _REASONS_FN = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 # key -> (NVML function, the NVML constant passed after the handle and its value when absent)
 _READINGS = {
-    "name": ("nvmlDeviceGetName", None),
-    "uuid": ("nvmlDeviceGetUUID", None),
+    "name": ("nvmlDeviceGetName", None), "uuid": ("nvmlDeviceGetUUID", None),
     "power_usage_mw": ("nvmlDeviceGetPowerUsage", None),
     "power_limit_mw": ("nvmlDeviceGetEnforcedPowerLimit", None),
     "temperature_c": ("nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU", 0)),
@@ -253,8 +252,7 @@ def main():
         data(
             driver_version=_call(errors, "driver_version", nv.nvmlSystemGetDriverVersion),
             nvml_version=_call(errors, "nvml_version", nv.nvmlSystemGetNVMLVersion),
-            cuda_driver_version=_call(errors, "cuda_driver_version", cuda),
-            device_count=count,
+            cuda_driver_version=_call(errors, "cuda_driver_version", cuda), device_count=count,
             system_errors=errors,
         )
         if cfg.get("mode") in ("sample", "stream"):

@@ -39,14 +39,9 @@ def _summary(engine, results, size, iters, t_start, **extra):
     if not results:
         return {"error": "CUDA events measured no time"}
     return {
-        "engine": engine,
-        "gbps": round(_median(results), 2),
-        "samples_gbps": [round(r, 2) for r in results],
-        "buffer_bytes": size,
-        "iters": iters,
-        "samples": len(results),
-        "wall_s": round(_bw_time.monotonic() - t_start, 4),
-        **extra,
+        "engine": engine, "gbps": round(_median(results), 2), "samples_gbps": [round(r, 2) for r in results],
+        "buffer_bytes": size, "iters": iters, "samples": len(results),
+        "wall_s": round(_bw_time.monotonic() - t_start, 4), **extra,
     }
 
 

@@ -52,11 +52,8 @@ def _version_without_import():
         value = m.group(1).strip() if m else "None"
         found[key] = None if value == "None" else value.strip("'\"")
     data(
-        torch_version=found["__version__"] or "",
-        torch_cuda=found["cuda"],
-        torch_file=_os.path.join(folder, "__init__.py"),
-        torch_imported=False,
-        cuda_available=False,
+        torch_version=found["__version__"] or "", torch_cuda=found["cuda"],
+        torch_file=_os.path.join(folder, "__init__.py"), torch_imported=False, cuda_available=False,
         device_count=0,
     )
 

@@ -52,9 +52,7 @@ def step_flash_attn(torch, cfg, cuda):
     if flash_attn is None:
         return failed
     fa = {
-        "found": True,
-        "importable": True,
-        "version": str(getattr(flash_attn, "__version__", "") or ""),
+        "found": True, "importable": True, "version": str(getattr(flash_attn, "__version__", "") or ""),
         "file": str(getattr(flash_attn, "__file__", "") or ""),
     }
     data(flash_attn=fa)

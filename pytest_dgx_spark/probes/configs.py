@@ -340,9 +340,9 @@ def _load(fmt: str, text: str) -> list[Any]:
     if fmt == "json":
         return [json.loads(text)]
     if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # lazy: on Python 3.10 pytest depends on tomli
-        import tomli as tomllib
+        import tomllib  # lazy: only when a TOML file is read
+    else:
+        import tomli as tomllib  # lazy: the same; on Python 3.10 pytest depends on tomli
     return [tomllib.loads(text)]
 
 

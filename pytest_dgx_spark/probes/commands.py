@@ -7,7 +7,6 @@ after its command exited cannot make a read wait past a deadline.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import select
@@ -161,6 +160,8 @@ def die_with_parent() -> Callable[[], None] | None:
     (or kills) its child before its thread ends."""
     global _PRCTL
     if _PRCTL is None:  # looked up once in the parent: between fork and exec the child only calls it
+        import ctypes  # lazy: importing ctypes dlopens libc, which a replay must not do
+
         try:
             _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if os.uname().sysname == "Linux" else False
         except (OSError, AttributeError):

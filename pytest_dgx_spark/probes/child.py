@@ -131,7 +131,8 @@ def child_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | 
     """The environment of a probe child: unbuffered, no startup file, not an xdist worker."""
     env = safe_env(os.environ if base is None else base)
     env["PYTHONUNBUFFERED"] = "1"
-    for key in [k for k in env if k.startswith("PYTEST_XDIST") or k in ("PYTEST_CURRENT_TEST", "PYTHONSTARTUP")]:
+    env.pop("PYTHONSTARTUP", None)
+    for key in [k for k in env if k.startswith("PYTEST_XDIST") or k == "PYTEST_CURRENT_TEST"]:
         del env[key]
     env.update(extra or {})
     return env

@@ -61,7 +61,8 @@ def fingerprint(
         "node_rank": env.get("GROUP_RANK") or env.get("SLURM_NODEID") or env.get("NODE_RANK"),
         "local_rank": env.get("LOCAL_RANK"),
         **{k: ident.get(k) for k in ("hostname", "gpu", "capability", "driver", "cuda_driver", "python")},
-        **_software(machine.packages().get("dists") or {}, env, image), "nccl_ifname": ",".join(mtus) or None,
+        **_software(machine.packages().get("dists") or {}, env, image),
+        "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)}, "nccl_ifname": ",".join(mtus) or None,
         "mtu": min(known) if known else None, "mtus": mtus, "mem_available_kib": mem.get("MemAvailable"),
         "mem_free_kib": mem.get("MemFree"), "statuses": dict(statuses),
         "results": {cid: dict(r) for cid, r in (results or {}).items()},
@@ -69,11 +70,10 @@ def fingerprint(
 
 
 def _software(found: Mapping[str, Any], env: Mapping[str, str], image: str | None) -> dict[str, Any]:
-    """The fingerprint's ``packages``, ``container`` and ``env``."""
+    """The fingerprint's ``packages`` and ``container``."""
     return {
         "packages": {name: found[name].get("version") for name in PACKAGES if isinstance(found.get(name), Mapping)},
         "container": {**({"image": image} if image else {}), **{k: env[k] for k in CONTAINER_ENV if env.get(k)}},
-        "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
     }
 
 

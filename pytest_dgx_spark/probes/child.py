@@ -1,19 +1,10 @@
 """Run a Python probe script in a child process, with a progress watchdog.
 
-Importing torch or flash-attn, initialising NVML and launching the first CUDA
-kernel can segfault, abort or hang on a broken machine. None of that may
-reach the pytest process, so each happens in a child that reports progress as
-JSON lines on stdout:
-
-* ``{"begin": "import torch", "scale": 3}`` — a step starts; the parent then
-  allows ``step_timeout * scale`` seconds for the next line;
-* ``{"data": {...}}`` — facts, merged into :attr:`ChildResult.data`;
-* ``{"event": {...}}`` — one item of a series (G4 samples).
-
-A child that prints nothing for its allowance is killed with its process
-group, and the result says which step it was in. A child killed by a signal
-says which signal, and which step it was in. Lines that are not JSON are
-counted, not fatal.
+Importing torch, initialising NVML or a first kernel can segfault, abort or hang; none of that
+may reach pytest. The child reports JSON lines: ``{"begin": step, "scale": n}`` (the next line
+is due within ``step_timeout * n`` s), ``{"data": {...}}`` (facts), ``{"event": {...}}`` (a
+series item), ``{"done": true}``. A silent child is killed with its group and the result names
+the step it was in; lines that are not JSON are counted, not fatal.
 """
 
 from __future__ import annotations
@@ -32,36 +23,32 @@ from typing import Any
 
 from pytest_dgx_spark.probes.commands import (
     close_pipes,
-    die_with_parent,
+    exit_signal,
+    finish,
     kill_group,
     killpg,
+    limit_in_stderr,
     limit_reason,
     pipe,
     safe_env,
-    signal_name,
-    track,
+    start,
     untrack,
 )
 
 SCRIPTS = Path(__file__).with_name("scripts")
-
-#: the most a child may print on stdout in all, and in one line; past either it
-#: is killed (a child printing without end must not fill the pytest process's memory)
+#: the most a child may print on stdout in all, and in one line; past either it is killed
 MAX_STDOUT = 16 << 20
 MAX_LINE = 1 << 20
 #: protocol lines read but not handled yet (bounds memory when the child outruns us)
 QUEUE_LINES = 256
-
-#: the prologue every child script starts with (see scripts/_protocol.py)
+#: the prologue every child script starts with
 PROTOCOL = "_protocol.py"
 
 
 def script_source(*names: str, main: str = "main()") -> str:
-    """Concatenate the protocol prologue and the named scripts into one source."""
-    parts = [(SCRIPTS / PROTOCOL).read_text(encoding="utf-8")]
-    parts += [(SCRIPTS / name).read_text(encoding="utf-8") for name in names]
-    parts.append(f"\n{main}\n")
-    return "\n".join(parts)
+    """The protocol prologue and the named scripts, as one source."""
+    parts = [(SCRIPTS / name).read_text(encoding="utf-8") for name in (PROTOCOL, *names)]
+    return "\n".join([*parts, f"\n{main}\n"])
 
 
 @dataclass
@@ -79,12 +66,11 @@ class ChildResult:
     stderr_tail: str = ""
     duration_s: float = 0.0
     finished: bool = False  # the script printed {"done": true}
-    #: why the child was killed for its output ("more than 64 MiB", "a line over 1 MiB")
+    #: why the child was killed for its output ("more than 16 MiB", "a line over 1 MiB")
     overflow: str | None = None
     #: seconds each step took, from its "begin" to the next "begin" or "done"
     step_seconds: dict[str, float] = field(default_factory=dict)
-    #: ``"resource limit: ..."`` when a limit of this box or user stopped the
-    #: child (no process or thread could start, it ran out of memory): no verdict on the GPU
+    #: ``"resource limit: ..."``: a limit of this box or user stopped the child, no verdict on the GPU
     resource_limit: str | None = None
 
     @property
@@ -118,78 +104,38 @@ class ChildResult:
 
 
 def capped_lines(stream: Any, total: int, line_cap: int) -> Iterator[bytes | str]:
-    """Yield ``stream``'s lines; past ``total`` bytes, or on a line longer than
-    ``line_cap`` (a child printing one endless line), yield the reason (a str)
+    """``stream``'s lines; past ``total`` bytes or on a line over ``line_cap``, the reason (a str)
     and stop. Memory stays within ``line_cap`` plus one read."""
     buf = b""
     seen = 0
     read = stream.read1 if hasattr(stream, "read1") else stream.read
-    while True:
-        chunk = read(65536)
-        if not chunk:
-            if buf:
-                yield buf
-            return
+    while chunk := read(65536):
         seen += len(chunk)
         if seen > total:
             yield f"more than {total >> 20} MiB"
             return
-        buf += chunk
-        *complete, buf = buf.split(b"\n")
-        for line in complete:
-            yield line + b"\n"
+        *complete, buf = (buf + chunk).split(b"\n")
+        yield from (line + b"\n" for line in complete)
         if len(buf) > line_cap:
             yield f"a line over {line_cap >> 20} MiB"
             return
+    if buf:
+        yield buf
 
 
 def last_line(text: str) -> str:
-    for line in reversed(text.splitlines()):
-        if line.strip():
-            return line.strip()[:300]
-    return ""
+    return next((line.strip()[:300] for line in reversed(text.splitlines()) if line.strip()), "")
 
 
-def child_env(
-    extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def child_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a probe child: unbuffered, no startup file, not an xdist worker."""
     env = safe_env(os.environ if base is None else base)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONSTARTUP", None)
-    # The child must not look like an xdist worker or pick up pytest state.
-    for key in list(env):
-        if key.startswith("PYTEST_XDIST") or key == "PYTEST_CURRENT_TEST":
-            env.pop(key)
-    if extra:
-        env.update(extra)
+    for key in [k for k in env if k.startswith("PYTEST_XDIST") or k == "PYTEST_CURRENT_TEST"]:
+        del env[key]
+    env.update(extra or {})
     return env
-
-
-def run_python(
-    source: str,
-    *,
-    args: Sequence[str] = (),
-    step_timeout: float,
-    total_timeout: float | None = None,
-    env: Mapping[str, str] | None = None,
-    python: str | None = None,
-    stdin_data: str | None = None,
-    max_events: int = 100_000,
-    max_stdout: int | None = None,
-) -> ChildResult:
-    """Run ``source`` with ``python -c`` and follow its JSON-lines protocol
-    (``max_stdout``: the most it may print in all; the process scan prints more)."""
-    spawned = spawn_python(source, args=args, env=env, python=python, stdin=stdin_data is not None)
-    if isinstance(spawned, ChildResult):
-        return spawned
-    return follow(
-        spawned,
-        step_timeout=step_timeout,
-        total_timeout=total_timeout,
-        stdin_data=stdin_data,
-        max_events=max_events,
-        max_stdout=max_stdout,
-    )
 
 
 @dataclass
@@ -201,56 +147,29 @@ class Spawned:
 
 
 def spawn_python(
-    source: str,
-    *,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    python: str | None = None,
+    source: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, python: str | None = None,
     stdin: bool = False,
 ) -> Spawned | ChildResult:
-    """Start ``python -c source`` in a session of its own, tracked so that an
-    early end of the run kills it; a :class:`ChildResult` with ``error`` when
-    it cannot start. :func:`follow` reads it later: the torch child is
-    started this way before its request is known, so ``import torch``
-    overlaps the rest of the run's start."""
-    argv = [python or sys.executable, "-c", source, *args]
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=child_env(base=env),
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-    except (OSError, subprocess.SubprocessError, MemoryError) as exc:
-        limited = limit_reason(exc)
-        return ChildResult(error=limited or getattr(exc, "strerror", None) or str(exc), resource_limit=limited)
-    track(proc)
-    return Spawned(proc, start)
+    """Start ``python -c source`` (:func:`commands.start`); a :class:`ChildResult` with ``error``
+    when it cannot. The torch child is started so before its request is known."""
+    begun = time.monotonic()
+    proc = start([python or sys.executable, "-c", source, *args], child_env(base=env), stdin=stdin)
+    if isinstance(proc, tuple):
+        return ChildResult(error=proc[0], resource_limit=proc[1])
+    return Spawned(proc, begun)
 
 
-def follow(
-    spawned: Spawned,
-    *,
-    step_timeout: float,
-    total_timeout: float | None = None,
-    stdin_data: str | None = None,
-    max_events: int = 100_000,
-    max_stdout: int | None = None,
+def run_python(
+    source: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, python: str | None = None,
+    stdin_data: str | None = None, step_timeout: float, total_timeout: float | None = None,
+    max_events: int = 100_000, max_stdout: int | None = None,
 ) -> ChildResult:
-    """Write ``stdin_data`` (then close stdin) and follow the child until it is
-    done, dead or silent past its allowance. The total allowance counts from
-    when following began, each step's from when the child says it began."""
-    total = total_timeout if total_timeout is not None else step_timeout * 12
-    try:
-        return _follow(
-            spawned.proc, ChildResult(), spawned.start, step_timeout, total, stdin_data, max_events, max_stdout
-        )
-    finally:
-        untrack(spawned.proc)
+    """Run ``source`` with ``python -c`` and follow its protocol (see :func:`follow`)."""
+    spawned = spawn_python(source, args=args, env=env, python=python, stdin=stdin_data is not None)
+    if isinstance(spawned, ChildResult):
+        return spawned
+    return follow(spawned, step_timeout=step_timeout, total_timeout=total_timeout, stdin_data=stdin_data,
+                  max_events=max_events, max_stdout=max_stdout)
 
 
 def abandon(spawned: Spawned) -> None:
@@ -261,24 +180,19 @@ def abandon(spawned: Spawned) -> None:
 
 
 class _Pumps:
-    """Two threads reading a child's pipes: stdout as capped protocol lines into
-    a bounded queue (``None`` at the end), stderr keeping its last 64 kB."""
+    """Two threads on a child's pipes: stdout as capped lines into a bounded queue (``None`` at
+    the end), stderr keeping its last 64 kB. Reads poll (commands.Pipe): never blocked on a writer."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], result: ChildResult, max_stdout: int | None = None) -> None:
-        # MAX_STDOUT read now, not when this was defined (a test lowers it)
+    def __init__(self, proc: subprocess.Popen[bytes], result: ChildResult, max_stdout: int | None) -> None:
         self.proc, self.result = proc, result
-        self.max_stdout = MAX_STDOUT if max_stdout is None else max_stdout
+        self.max_stdout = MAX_STDOUT if max_stdout is None else max_stdout  # read now: a test lowers it
         self.lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
         self.stderr_chunks: list[bytes] = []
         self.stop = threading.Event()  # set once nobody reads ``lines`` any more
-        # polled reads (commands.Pipe): stopped by close_pipes, never blocked on a writer
         self.out, self.err = pipe(proc, "stdout"), pipe(proc, "stderr")
-        self.threads = [
-            threading.Thread(target=self._stdout, daemon=True),
-            threading.Thread(target=self._stderr, daemon=True),
-        ]
+        self.threads = [threading.Thread(target=t, daemon=True) for t in (self._stdout, self._stderr)]
         for t in self.threads:
-            t.start()  # RuntimeError under a thread limit: _follow says "resource limit"
+            t.start()  # RuntimeError under a thread limit: follow says "resource limit"
 
     def _put(self, item: bytes | None) -> None:
         while not self.stop.is_set():
@@ -302,10 +216,9 @@ class _Pumps:
             self._put(None)
 
     def _stderr(self) -> None:
-        stream = self.err
         kept = 0
         try:
-            for chunk in iter(lambda: stream.read(4096), b""):
+            while chunk := self.err.read(4096):
                 self.stderr_chunks.append(chunk)
                 kept += len(chunk)
                 while kept > 65536 and len(self.stderr_chunks) > 1:
@@ -314,44 +227,33 @@ class _Pumps:
             pass
 
     def finish(self) -> str:
-        """Let the readers drain what is in the pipes (briefly), stop them
-        (bounded: a process that holds a pipe open is not waited for); the stderr tail."""
+        """Let the readers drain briefly, stop them (a pipe held open is not waited for); the stderr tail."""
         self.stop.set()
-        for t in self.threads:
-            if t.ident is not None:
-                t.join(timeout=0.5)
-        close_pipes(self.proc)
-        for t in self.threads:
-            if t.ident is not None:
-                t.join(timeout=0.5)
+        for closing in (False, True):
+            if closing:
+                close_pipes(self.proc)
+            for t in self.threads:
+                if t.ident is not None:
+                    t.join(timeout=0.5)
         return b"".join(self.stderr_chunks).decode("utf-8", errors="replace")[-4000:]
 
 
-def _follow(
-    proc: subprocess.Popen[bytes],
-    result: ChildResult,
-    start: float,
-    step_timeout: float,
-    total: float,
-    stdin_data: str | None,
-    max_events: int,
-    max_stdout: int | None = None,
+def follow(
+    spawned: Spawned, *, step_timeout: float, total_timeout: float | None = None,
+    stdin_data: str | None = None, max_events: int = 100_000, max_stdout: int | None = None,
 ) -> ChildResult:
-    """Read the child's JSON lines until it is done, dead or silent too long.
-
-    Bounded in every case: whatever holds the child's pipes open, and
-    whatever interrupts the follow (pytest-timeout, Ctrl-C), the child's group
-    is killed and the pipes are closed without waiting for a writer."""
-    finished = False
+    """Write ``stdin_data`` (then close stdin) and read the child's lines until it is done, dead
+    or silent past its allowance (``max_stdout``: the most it may print). The total allowance
+    counts from now, each step's from when the child says it began. Bounded however it ends."""
+    proc, result = spawned.proc, ChildResult()
+    total = total_timeout if total_timeout is not None else step_timeout * 12
     pumps: _Pumps | None = None
     try:
         try:
             pumps = _Pumps(proc, result, max_stdout)
         except (RuntimeError, MemoryError) as exc:  # can't start new thread (ulimit -u, -v)
-            limited = limit_reason(exc) or f"resource limit: {exc}"
-            result.error, result.resource_limit = limited, limited
+            result.error = result.resource_limit = limit_reason(exc) or f"resource limit: {exc}"
             kill_group(proc)
-            finished = True
             return result
         if stdin_data is not None and proc.stdin is not None:
             try:
@@ -359,63 +261,31 @@ def _follow(
                 proc.stdin.close()
             except OSError:
                 pass
-        allowance = _read_protocol(
-            pumps.lines, result, time.monotonic() + total, step_timeout, max_events, start
-        )
+        allowance = _read_protocol(pumps.lines, result, time.monotonic() + total, step_timeout, max_events, spawned.start)
         pumps.stop.set()
+        if not result.timed_out:
+            try:
+                proc.wait(timeout=max(1.0, step_timeout))
+            except subprocess.TimeoutExpired:  # stdout closed but the process lingers: hung
+                result.timed_out = True
         if result.timed_out:
             result.data["_allowance"] = round(allowance, 3)
             kill_group(proc)
-        else:
-            try:
-                proc.wait(timeout=max(1.0, step_timeout))
-            except subprocess.TimeoutExpired:
-                # stdout closed but the process lingers: treat as hung.
-                result.timed_out = True
-                result.data["_allowance"] = round(allowance, 3)
-                kill_group(proc)
         result.stderr_tail = pumps.finish()
         result.returncode = proc.returncode
-        if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
-            result.signal = signal_name(-proc.returncode)
+        result.signal = exit_signal(proc, result.overflow)
         if not result.ok and not result.timed_out:
             result.resource_limit = limit_in_stderr(result.stderr_tail)
-        finished = True
     finally:
-        if not finished and proc.poll() is None:  # interrupted mid-follow: nothing else will kill it
-            killpg(proc)
         if pumps is not None:
             pumps.stop.set()
-        close_pipes(proc)
-        result.duration_s = time.monotonic() - start
+        finish(proc)
+        result.duration_s = time.monotonic() - spawned.start
     return result
 
 
-#: the last lines of a child's stderr when a limit of this box stopped it, not the GPU
-_LIMIT_TEXTS = (
-    ("can't start new thread", "can't start a new thread"),
-    ("memoryerror", "out of memory (MemoryError)"),
-    ("cannot allocate memory", "cannot allocate memory"),
-    ("failed to map segment from shared object", "cannot map a shared library (address space limit)"),
-    ("resource temporarily unavailable", "resource temporarily unavailable (EAGAIN)"),
-)
-
-
-def limit_in_stderr(tail: str) -> str | None:
-    """``"resource limit: ..."`` when the child's last stderr lines say a
-    limit of this box stopped it (``ulimit -u``/``-v``): the same run then
-    gives the same verdict wherever the limit hit."""
-    text = "\n".join(tail.strip().splitlines()[-3:]).lower()
-    for needle, what in _LIMIT_TEXTS:
-        if needle in text:
-            return f"resource limit: {what}"
-    return None
-
-
 def _child_time(msg: Mapping[str, Any], spawned_at: float, now: float) -> float:
-    """When the child says a step began (its ``"t"``, on the shared monotonic
-    clock), if that is plausible: not before it was started, not after now.
-    Otherwise, and for children that send no ``t``, when we read the line."""
+    """When the child says a step began (its ``"t"``, same monotonic clock) if plausible, else now."""
     t = msg.get("t")
     if isinstance(t, (int, float)) and not isinstance(t, bool) and spawned_at - 0.5 <= t <= now + 0.05:
         return min(float(t), now)
@@ -423,33 +293,26 @@ def _child_time(msg: Mapping[str, Any], spawned_at: float, now: float) -> float:
 
 
 def _read_protocol(
-    lines: queue.Queue[bytes | None],
-    result: ChildResult,
-    hard_deadline: float,
-    step_timeout: float,
-    max_events: int,
-    spawned_at: float,
+    lines: queue.Queue[bytes | None], result: ChildResult, hard_deadline: float, step_timeout: float,
+    max_events: int, spawned_at: float,
 ) -> float:
-    """Apply the child's messages to ``result`` until its stdout ends or it is
-    silent past its allowance (``result.timed_out``); the last allowance.
-
-    A step's allowance runs from when the child began it: lines a child
-    wrote before we followed it (started early) are judged by their time."""
+    """Apply the child's messages to ``result`` until its stdout ends or it is silent past its
+    allowance (``result.timed_out``); the last allowance. A step's allowance runs from when the
+    child began it (lines of a child started early are judged by their time)."""
     allowance = step_timeout
     step_started: float | None = None
     deadline = time.monotonic() + allowance
     while True:
-        now = time.monotonic()
-        wait = min(deadline, hard_deadline) - now
+        wait = min(deadline, hard_deadline) - time.monotonic()
         if wait <= 0:
             result.timed_out = True
-            break
+            return allowance
         try:
             raw = lines.get(timeout=wait)
         except queue.Empty:
             continue
         if raw is None:  # stdout closed: the child is done or dead
-            break
+            return allowance
         text = raw.decode("utf-8", errors="replace").strip()
         if not text:
             continue
@@ -479,10 +342,6 @@ def _read_protocol(
         if isinstance(msg.get("event"), dict) and len(result.events) < max_events:
             result.events.append(msg["event"])
         if msg.get("done"):
-            result.finished = True
-            result.step = None
-        # the allowance of a step runs from its begin (a line read late, from a
-        # child started early, leaves less of it); any other line renews it
+            result.finished, result.step = True, None
+        # a step's allowance runs from its begin; any other line renews it
         deadline = (said if "begin" in msg else time.monotonic()) + allowance
-
-    return allowance

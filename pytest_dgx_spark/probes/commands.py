@@ -1,18 +1,8 @@
-"""Run an external command with a timeout, in its own process group.
+"""Who starts, reads, times out and kills a probe process: the one owner of that policy.
 
-A wedged driver leaves ``nvidia-smi`` hanging in the kernel; the only safe
-way to stop waiting is to kill the whole process group and not wait again
-for a child that may sit in D state (a process in D state cannot be killed until its kernel call returns).
-
-Nothing here blocks on a pipe without a deadline. A pipe can stay open long
-after its command was killed or exited: the wedged child itself (SIGKILL does
-not reach it yet), a daemon it started (``import torch`` can start one), a
-helper that left for a session of its own. A blocking ``read`` on such a pipe
-waits for the last writer, and closing a buffered reader that another thread
-is blocked in waits for that read. So every read polls (:class:`Pipe`, or the
-one-thread loop of :func:`run_command`) and checks, between polls, whether it
-was told to stop or whether its process exited and the pipe went quiet; only
-the reading side closes a pipe it is reading.
+Every probe runs in a session of its own (killed as a group; a process in D state is
+never waited for again) and every pipe read polls, so a daemon that holds a pipe open
+after its command exited cannot make a read wait past a deadline.
 """
 
 from __future__ import annotations
@@ -26,15 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import IO, Any, TypedDict
 
 #: output kept per stream; nvidia-smi -q is ~15 kB
 MAX_OUTPUT = 1 << 20
 #: the longest one poll of a pipe waits before checking whether to stop
 POLL_S = 0.05
-#: how long a pipe may stay quiet after its process exited before reading stops:
-#: what the process wrote is in the pipe by then; a process it started that
-#: still holds the pipe open (a daemon, a helper in another session) is not waited for
+#: how long a pipe may stay quiet after its process exited before reading stops
+#: (a process it started that still holds the pipe open is not waited for)
 HELD_GRACE_S = 0.25
 #: errno values that mean "a limit of this box or user" (``ulimit -u``/``-v``), not a fault
 LIMIT_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE})
@@ -45,6 +34,12 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+class CommandExtra(TypedDict, total=False):
+    timeout: float
+    resource_limit: str  # the command could not start for a limit of this box
+    pipes_held: str  # it exited, and a process it started held its output open
 
 
 @dataclass
@@ -59,7 +54,7 @@ class CommandResult:
     error: str | None = None  # could not start: "not found", permission, ...
     #: the stream that went past MAX_OUTPUT ("stdout"/"stderr"); the command was killed there
     overflow: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: CommandExtra = field(default_factory=lambda: CommandExtra())
 
     @property
     def ok(self) -> bool:
@@ -92,22 +87,13 @@ class CommandResult:
         return cls(**dict(data))
 
 
-def _decode(data: bytes | None) -> str:
-    if not data:
-        return ""
-    return data[:MAX_OUTPUT].decode("utf-8", errors="replace")
-
-
 class ResourceLimit(RuntimeError):
-    """A probe was stopped by a limit of this box or user; its message is
-    the ``"resource limit: ..."`` line."""
+    """A probe was stopped by a limit of this box or user; the message is the ``"resource limit: ..."`` line."""
 
 
 def limit_reason(exc: BaseException) -> str | None:
-    """``"resource limit: ..."`` when ``exc`` is a limit of this box or user
-    (a fork refused with EAGAIN under ``ulimit -u``, ``can't start new thread``,
-    memory refused under ``ulimit -v``), else None. Such a failure says nothing
-    about the GPU, so a check skips on it instead of calling the driver wedged."""
+    """``"resource limit: ..."`` when ``exc`` is a limit of this box or user (EAGAIN under
+    ``ulimit -u``, no new thread, memory refused): it says nothing about the GPU, so a check skips."""
     if isinstance(exc, ResourceLimit):
         return str(exc)
     if isinstance(exc, MemoryError):
@@ -119,15 +105,24 @@ def limit_reason(exc: BaseException) -> str | None:
     return None
 
 
-def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
-    """The absolute path of program ``name`` on ``env["PATH"]``, or None.
+#: a child's last stderr lines when a limit of this box stopped it, not the GPU
+_LIMIT_TEXTS = (
+    ("can't start new thread", "can't start a new thread"), ("memoryerror", "out of memory (MemoryError)"),
+    ("cannot allocate memory", "cannot allocate memory"),
+    ("resource temporarily unavailable", "resource temporarily unavailable (EAGAIN)"),
+)
 
-    Only absolute PATH entries count. An empty entry (``PATH="$PATH:"``), ``.``
-    or a relative one (``bin``) means the working folder, so a checkout's own
-    ``./nvidia-smi`` or ``./ldconfig`` would run, as root when the run is
-    root's. Every program the tool runs is found here, never by ``shutil.which``.
-    A name with a slash is not looked up (the caller chose that file).
-    """
+
+def limit_in_stderr(tail: str) -> str | None:
+    """``"resource limit: ..."`` when a child's last stderr lines say a limit of this box stopped it."""
+    text = "\n".join(tail.strip().splitlines()[-3:]).lower()
+    return next((f"resource limit: {what}" for needle, what in _LIMIT_TEXTS if needle in text), None)
+
+
+def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The absolute path of program ``name`` on ``env["PATH"]``, or None. Only absolute PATH
+    entries count (an empty, ``.`` or relative one is the working folder: a checkout's own
+    ``./nvidia-smi`` must never run); a name with a slash is not looked up."""
     if os.sep in name:
         return name if os.path.isabs(name) else None
     path = (env if env is not None else os.environ).get("PATH", os.defpath)
@@ -142,14 +137,12 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
 
 
 def absolute_path_entries(path: str) -> list[str]:
-    """The absolute entries of a PATH string, in order (see :func:`find_program`)."""
     return [e for e in path.split(os.pathsep) if e and os.path.isabs(e)]
 
 
 def safe_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with relative and empty PATH entries dropped: what the tool runs
-    (and what a probe child runs in turn, ``ctypes.util.find_library`` runs
-    ``gcc`` and ``ld`` from PATH) never comes from the working folder."""
+    """``env`` with relative and empty PATH entries dropped (what a probe runs, and what
+    ``ctypes.util.find_library`` runs in turn, never comes from the working folder)."""
     out = dict(env)
     if "PATH" in out:
         out["PATH"] = os.pathsep.join(absolute_path_entries(out["PATH"]))
@@ -160,38 +153,22 @@ _PR_SET_PDEATHSIG = 1
 _PRCTL: Any = None
 
 
-def _load_prctl() -> Any:
-    """libc's ``prctl``, looked up once in the parent: the child between fork
-    and exec only calls it (no import, no lookup there)."""
-    global _PRCTL
-    if _PRCTL is None:
-        _PRCTL = False
-        if os.uname().sysname == "Linux":
-            try:
-                import ctypes
-
-                _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-            except (OSError, AttributeError):
-                _PRCTL = False
-    return _PRCTL
-
-
 def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that sets ``PR_SET_PDEATHSIG`` to SIGKILL (Linux).
+    """A ``preexec_fn`` setting ``PR_SET_PDEATHSIG`` to SIGKILL (Linux; else None): when pytest
+    dies without its ``finally`` blocks (``os._exit``, a SIGKILL from CI) each probe dies with it.
+    The kernel signals when the *thread* that started the child ends: every caller waits for
+    (or kills) its child before its thread ends."""
+    global _PRCTL
+    if _PRCTL is None:  # looked up once in the parent: between fork and exec the child only calls it
+        import ctypes  # lazy: importing ctypes dlopens libc, which a replay must not do
 
-    Probes run in sessions of their own, so nothing of the parent's reaches
-    them; when pytest dies without running its ``finally`` blocks
-    (``--timeout-method=thread`` ends it with ``os._exit``, a SIGKILL from CI)
-    the kernel kills each probe with it. None where prctl is not there.
-
-    Note the kernel sends the signal when the *thread* that started the child
-    ends: every caller here waits for (or kills) its child before its thread
-    ends, and the early torch child is started by the thread that follows it.
-    """
-    prctl = _load_prctl()
-    if not prctl:
+        try:
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if os.uname().sysname == "Linux" else False
+        except (OSError, AttributeError):
+            _PRCTL = False
+    if not _PRCTL:
         return None
-    parent = os.getpid()
+    prctl, parent = _PRCTL, os.getpid()
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
@@ -201,18 +178,48 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+def start(
+    argv: Sequence[str], env: Mapping[str, str], *, stdin: bool = False, cwd: str | None = None
+) -> subprocess.Popen[bytes] | tuple[str, str | None]:
+    """Start a probe process in a session of its own, tracked so an early end of the run kills
+    it; ``(error, resource limit or None)`` when it cannot start."""
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=dict(env), cwd=cwd, start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
+    except (OSError, subprocess.SubprocessError, MemoryError) as exc:
+        limited = limit_reason(exc)
+        return limited or getattr(exc, "strerror", None) or str(exc), limited
+    track(proc)
+    return proc
+
+
+def finish(proc: subprocess.Popen[Any]) -> None:
+    """The end of every follow, however it ends (pytest-timeout, Ctrl-C included): the group is
+    killed if it still runs, and the pipes are closed without waiting for a writer."""
+    untrack(proc)
+    if proc.poll() is None:
+        killpg(proc)
+    close_pipes(proc)
+
+
+def exit_signal(proc: subprocess.Popen[Any], overflow: str | None) -> str | None:
+    """The signal that ended ``proc`` (not ours for an overflow), by name."""
+    code = proc.returncode
+    return signal_name(-code) if code is not None and code < 0 and not overflow else None
+
+
 class Pipe:
     """One pipe of a child, read without ever blocking past a poll.
 
-    :meth:`read` returns ``b""`` at the end of the pipe, once :meth:`close`
-    was called (from any thread), or once ``proc`` has exited and the pipe
-    stayed quiet for ``grace`` seconds (``held`` then says so: a process it
-    started still holds the pipe). :meth:`close` never waits for a writer: the
-    reader leaves its poll within :data:`POLL_S`, and if it has not yet, it
-    closes the pipe itself on its way out.
+    :meth:`read` returns ``b""`` at the end, once :meth:`close` was called (from any thread), or
+    once ``proc`` exited and the pipe stayed quiet for ``grace`` s (``held`` then says so).
+    :meth:`close` never waits for a writer; a reader still in its poll closes the pipe on its way out.
     """
 
-    def __init__(self, stream: Any, proc: subprocess.Popen[Any] | None = None, grace: float = HELD_GRACE_S) -> None:
+    def __init__(self, stream: IO[bytes], proc: subprocess.Popen[Any] | None = None, grace: float = HELD_GRACE_S):
         self.stream, self.proc, self.grace = stream, proc, grace
         self.fd = stream.fileno()
         self.stopped = threading.Event()
@@ -247,16 +254,14 @@ class Pipe:
                 except (OSError, ValueError):
                     return b""
             if self.proc is not None and self.proc.poll() is not None:
-                now = time.monotonic()
-                quiet_since = quiet_since if quiet_since is not None else now
-                if now - quiet_since >= self.grace:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= self.grace:
                     self.held = True
                     return b""
         return b""
 
     def close(self, wait: float = 1.0) -> None:
-        """Stop the reader and close the pipe, waiting at most ``wait`` for
-        the reader to leave its poll (it closes the pipe itself if later)."""
+        """Stop the reader and close the pipe, waiting at most ``wait`` for the reader to leave its poll."""
         self._close_when_done = True
         self.stopped.set()
         if self._lock.acquire(timeout=wait):
@@ -273,12 +278,26 @@ class Pipe:
 
 
 def pipe(proc: subprocess.Popen[Any], name: str, grace: float = HELD_GRACE_S) -> Pipe:
-    """The :class:`Pipe` reading ``proc.stdout``/``proc.stderr`` (``name``),
-    made once and kept on ``proc`` so that :func:`close_pipes` can stop it."""
+    """The :class:`Pipe` of ``proc.stdout``/``proc.stderr``, kept on ``proc`` for :func:`close_pipes`."""
     pipes: dict[str, Pipe] = proc.__dict__.setdefault("_spark_pipes", {})
     if name not in pipes:
         pipes[name] = Pipe(getattr(proc, name), proc, grace)
     return pipes[name]
+
+
+def close_pipes(proc: subprocess.Popen[Any]) -> None:
+    """Close a child's stdout/stderr without waiting for a writer (a killed child's pipes would
+    otherwise warn under ``-W error::ResourceWarning``); a :func:`pipe` is stopped first."""
+    pipes: dict[str, Pipe] = proc.__dict__.get("_spark_pipes", {})
+    for name in ("stdout", "stderr"):
+        stream = getattr(proc, name, None)
+        if name in pipes:
+            pipes[name].close()
+        elif stream is not None:
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
 
 
 def killpg(proc: subprocess.Popen[Any]) -> None:
@@ -289,8 +308,22 @@ def killpg(proc: subprocess.Popen[Any]) -> None:
         pass
 
 
-#: probe processes running now, so a run that ends early (``-x``, Ctrl-C, a
-#: background probe nobody waited for) can kill them instead of orphaning them
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL the child's process group; reap it if that is quick (never block on a D-state child)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+#: probe processes running now, so a run that ends early (``-x``, Ctrl-C) kills them
 _RUNNING: set[subprocess.Popen[Any]] = set()
 _RUNNING_LOCK = threading.Lock()
 
@@ -311,28 +344,21 @@ def kill_running() -> int:
         procs = [p for p in _RUNNING if p.poll() is None]
         _RUNNING.clear()
     for proc in procs:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        killpg(proc)
     return len(procs)
 
 
 class Interrupted(KeyboardInterrupt):
-    """A SIGINT, SIGTERM or SIGHUP arrived; every probe group was killed first.
-
-    A KeyboardInterrupt, so pytest ends the run as interrupted (running its
-    teardown) and the CLI ends with ``128 + signum``.
-    """
+    """SIGINT, SIGTERM or SIGHUP arrived and every probe group was killed: pytest ends the run
+    as interrupted, the CLI with ``128 + signum``."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"{signal_name(signum)}: every probe was killed")
         self.signum = signum
 
 
-#: signals that end a run; probes start in their own session (so a wedged one
-#: can be killed as a group), which also means a CI runner's kill of the
-#: pytest process group never reaches them: we kill them on the way out
+#: signals that end a run; probes live in sessions of their own, so a CI runner's kill of
+#: pytest's process group never reaches them: we kill them on the way out
 END_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 _PREVIOUS: dict[int, Any] = {}
 _HOOKS: list[Callable[[int], None]] = []
@@ -353,10 +379,8 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def install_signal_handlers(hook: Callable[[int], None] | None = None) -> bool:
-    """Kill every probe group on SIGINT, SIGTERM and SIGHUP, then raise
-    :class:`Interrupted`. ``hook(signum)`` runs too (the xdist controller
-    passes the signal on to its workers). An ignored signal stays ignored
-    (``nohup``). Only the main thread may set handlers: elsewhere, False."""
+    """Kill every probe group on SIGINT/SIGTERM/SIGHUP, run ``hook(signum)``, raise
+    :class:`Interrupted`. An ignored signal stays ignored (``nohup``); off the main thread: False."""
     if threading.current_thread() is not threading.main_thread():
         return False
     if hook is not None and hook not in _HOOKS:
@@ -366,10 +390,9 @@ def install_signal_handlers(hook: Callable[[int], None] | None = None) -> bool:
             continue
         try:
             previous = signal.getsignal(signum)
-            if previous is signal.SIG_IGN:
-                continue
-            signal.signal(signum, _on_signal)
-            _PREVIOUS[signum] = previous
+            if previous is not signal.SIG_IGN:
+                signal.signal(signum, _on_signal)
+                _PREVIOUS[signum] = previous
         except (ValueError, OSError):
             continue
     return True
@@ -388,56 +411,11 @@ def restore_signal_handlers() -> None:
     _HOOKS.clear()
 
 
-def close_pipes(proc: subprocess.Popen[Any]) -> None:
-    """Close a child's stdout/stderr without ever waiting for a writer: a
-    killed child's pipes are otherwise left to the garbage collector (and warn
-    under ``-W error::ResourceWarning``). A pipe a thread reads through
-    :func:`pipe` is stopped first; that thread closes it if it is mid-read."""
-    pipes: dict[str, Pipe] = proc.__dict__.get("_spark_pipes", {})
-    for name in ("stdout", "stderr"):
-        stream = getattr(proc, name, None)
-        if stream is None:
-            continue
-        if name in pipes:
-            pipes[name].close()
-            continue
-        try:
-            stream.close()
-        except (OSError, ValueError):
-            pass
-
-
-def kill_group(proc: subprocess.Popen[Any]) -> None:
-    """SIGKILL the child's process group; reap it if that is quick."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        try:
-            proc.kill()
-        except OSError:
-            pass
-    try:
-        proc.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        # A process in uninterruptible sleep (wedged driver) cannot be reaped;
-        # never block on it again.
-        pass
-
-
 def run_command(
-    argv: Sequence[str],
-    *,
-    timeout: float,
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
+    argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
 ) -> CommandResult:
-    """Run ``argv`` and capture its output; never raises, never hangs.
-
-    The executable is looked up on the absolute entries of ``env["PATH"]``
-    (:func:`find_program`: a test puts a fake ``nvidia-smi`` first on PATH; the
-    working folder never counts). The call returns within ``timeout`` plus the
-    2 s :func:`kill_group` allows for reaping, whoever holds the pipes open.
-    """
+    """Run ``argv`` and capture its output; never raises, returns within ``timeout`` plus the 2 s
+    :func:`kill_group` allows for reaping. The program is found by :func:`find_program`."""
     argv = [str(a) for a in argv]
     result = CommandResult(argv=argv, extra={"timeout": timeout})
     environ = safe_env(os.environ if env is None else env)
@@ -445,40 +423,24 @@ def run_command(
     if exe is None:
         result.error = "not found on PATH" if os.sep not in argv[0] else "not an absolute path"
         return result
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            [exe, *argv[1:]],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=environ,
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        limited = limit_reason(exc)
+    begun = time.monotonic()
+    proc = start([exe, *argv[1:]], environ, cwd=cwd)
+    if isinstance(proc, tuple):
+        result.error, limited = proc
         if limited:
             result.extra["resource_limit"] = limited
-        result.error = limited or getattr(exc, "strerror", None) or str(exc)
         return result
-    track(proc)
     try:
-        _collect(proc, result, start + timeout)
+        _collect(proc, result, begun + timeout)
     finally:
-        untrack(proc)
-        if proc.poll() is None:  # interrupted (pytest-timeout, Ctrl-C) before it ended
-            killpg(proc)
-        close_pipes(proc)
-    result.duration_s = time.monotonic() - start
+        finish(proc)
+    result.duration_s = time.monotonic() - begun
     return result
 
 
 def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: float) -> None:
-    """Read both pipes (capped) in this thread until they close, the command
-    overflows or runs out of time, or it has exited and a process it started
-    holds them open (then what it wrote is already read)."""
+    """Read both pipes (capped) in this thread until they close, the command overflows or runs out
+    of time, or it exited and a process it started holds them open."""
     assert proc.stdout is not None and proc.stderr is not None
     names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
     chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
@@ -517,9 +479,8 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
         if events:
             quiet_since = None
         elif proc.poll() is not None:
-            now = time.monotonic()
-            quiet_since = quiet_since if quiet_since is not None else now
-            if now - quiet_since >= HELD_GRACE_S:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since >= HELD_GRACE_S:
                 result.extra["pipes_held"] = "its output stayed open after it exited (a process it started holds it)"
                 break
     if result.overflow:
@@ -533,8 +494,6 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
             kill_group(proc)
             result.timed_out = True
             return
-    result.stdout = _decode(b"".join(chunks["stdout"]))
-    result.stderr = _decode(b"".join(chunks["stderr"]))
+    result.stdout, result.stderr = (b"".join(chunks[n])[:MAX_OUTPUT].decode("utf-8", "replace") for n in chunks)
     result.returncode = proc.returncode
-    if proc.returncode is not None and proc.returncode < 0 and not result.overflow:
-        result.signal = signal_name(-proc.returncode)
+    result.signal = exit_signal(proc, result.overflow)

@@ -1,29 +1,22 @@
-"""Which installed distribution put a given shared object on disk.
-
-"``flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so`` links CUDA 12" is a
-finding; "flash-attn 2.7.4 links CUDA 12" is a fix the user can act on
-(``pip uninstall flash-attn``). The answer is in each distribution's file list
-(``RECORD``, or ``installed-files.txt`` for eggs), read from metadata: nothing
-is imported.
-
-Only shared-object entries are kept, so the map stays small enough to share
-between xdist workers as JSON.
-"""
+"""Which installed distribution put a shared object on disk ("flash-attn 2.7.4 links CUDA 12" is
+a fix the user can act on), from each distribution's file list; nothing is imported. Only
+shared-object entries are kept, so the map stays small."""
 
 from __future__ import annotations
 
 import csv
 import os
 from collections.abc import Iterable, Iterator
+from importlib import metadata
 from typing import Any
 
 from pytest_dgx_spark.probes.elf import is_shared_object_name
+from pytest_dgx_spark.probes.machine import MachineLike
 from pytest_dgx_spark.probes.packages import not_regular, unsafe
 
 
 def _texts(dist: Any, names: tuple[str, ...]) -> Iterator[tuple[str, str]]:
-    """``(name, text)`` of each of ``names`` that the distribution's metadata
-    folder holds as a readable, non-empty regular file, in order."""
+    """``(name, text)`` of each of ``names`` the metadata folder holds as a readable, non-empty regular file."""
     for name in names:
         try:
             text = None if not_regular(dist, name) else dist.read_text(name)
@@ -39,55 +32,41 @@ def _entries(dist: Any) -> tuple[str, list[str]]:
     for name, text in _texts(dist, ("RECORD", "installed-files.txt")):
         lines = [ln for ln in text.splitlines() if ".so" in ln]
         if name == "RECORD":
-            rels = [
-                row[0] for row in csv.reader(lines) if row and is_shared_object_name(os.path.basename(row[0]))
-            ]
-        else:
-            # installed-files.txt paths are relative to the .egg-info folder
-            egg = str(getattr(dist, "_path", base))
-            rels = [
-                os.path.join(egg, ln.strip()) for ln in lines if is_shared_object_name(os.path.basename(ln))
-            ]
-        return base, rels
+            return base, [row[0] for row in csv.reader(lines) if row and is_shared_object_name(os.path.basename(row[0]))]
+        egg = str(getattr(dist, "_path", base))  # installed-files.txt is relative to the .egg-info folder
+        return base, [os.path.join(egg, ln.strip()) for ln in lines if is_shared_object_name(os.path.basename(ln))]
     if unsafe(dist, ("RECORD", "installed-files.txt", "SOURCES.txt")):
         return base, []  # dist.files would open the FIFO or read the huge file _texts refused
-    files = getattr(dist, "files", None) or []
-    return base, [str(f) for f in files if is_shared_object_name(os.path.basename(str(f)))]
+    return base, [str(f) for f in getattr(dist, "files", None) or [] if is_shared_object_name(os.path.basename(str(f)))]
 
 
 def name_version(dist: Any) -> tuple[str | None, str | None]:
-    """``Name`` and ``Version`` from the head of METADATA: parsing the whole file
-    as e-mail (``dist.metadata``) costs more than the rest of the scan."""
+    """``Name`` and ``Version`` from the head of METADATA (parsing it all as e-mail costs more than the scan)."""
     for _fname, text in _texts(dist, ("METADATA", "PKG-INFO")):
         name = version = None
         for line in text.splitlines():
-            if not line.strip():
+            if not line.strip() or (name and version):
                 break
             if name is None and line.startswith("Name:"):
                 name = line[5:].strip()
             elif version is None and line.startswith("Version:"):
                 version = line[8:].strip()
-            if name and version:
-                break
         return name, version
     return None, None
 
 
 def import_hint(rel: str) -> str | None:
-    """The top-level import name a file belongs to: ``vllm/_C.abi3.so`` -> ``vllm``,
+    """The top-level import name of a file: ``vllm/_C.abi3.so`` -> ``vllm``,
     ``flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so`` -> ``flash_attn_2_cuda``."""
-    first = rel.replace("\\", "/").split("/", 1)[0]
-    name = first.split(".", 1)[0] if "/" not in rel.replace("\\", "/") else first
+    rel = rel.replace("\\", "/")
+    first = rel.split("/", 1)[0]
+    name = first if "/" in rel else first.split(".", 1)[0]
     return name if name.isidentifier() else None
 
 
 def shared_object_owners(roots: Iterable[str]) -> dict[str, Any]:
-    """``{"owners": {realpath: {"name", "version", "hint"}}, "dists": n, "errors": n}``.
-
-    The first distribution on the path that lists a file owns it (as for imports).
-    """
-    from importlib import metadata
-
+    """``{"owners": {realpath: {"name", "version", "hint"}}, "dists": n, "errors": n}``; the first
+    distribution on the path that lists a file owns it (as for imports)."""
     owners: dict[str, dict[str, Any]] = {}
     count = errors = 0
     for dist in metadata.distributions(path=list(roots)):
@@ -100,14 +79,13 @@ def shared_object_owners(roots: Iterable[str]) -> dict[str, Any]:
             real_base = os.path.realpath(base)
             for rel in rels:
                 path = os.path.normpath(os.path.join(real_base, rel))
-                if path not in owners:
-                    owners[path] = {"name": name, "version": version, "hint": import_hint(rel)}
+                owners.setdefault(path, {"name": name, "version": version, "hint": import_hint(rel)})
         except Exception:  # one corrupt dist-info must not hide the others
             errors += 1
     return {"owners": owners, "dists": count, "errors": errors}
 
 
-def owners_for(machine: Any, roots: Iterable[str]) -> dict[str, Any]:
+def owners_for(machine: MachineLike, roots: Iterable[str]) -> dict[str, Any]:
     """:func:`shared_object_owners` once per run, through the machine's store."""
     roots = list(roots)
     return machine.store.get_or_compute("elf:owners", lambda: shared_object_owners(roots))

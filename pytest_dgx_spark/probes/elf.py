@@ -1,26 +1,11 @@
-"""Which shared objects link which CUDA runtime major — read from ELF headers.
+"""Which shared objects link which CUDA runtime major, read from ELF headers.
 
-G1 must name the extension module that links ``libcudart.so.12`` in a CUDA 13
-environment before that module is imported (and segfaults or fails with
-``cannot open shared object file`` mid-run). The answer is in each file's
-``DT_NEEDED`` entries. Reading them costs a few hundred bytes per file: the
-ELF header, the program headers, the ``PT_DYNAMIC`` segment and the needed
-names from the dynamic string table — never the whole file, which for
-``libtorch_cuda.so`` is over a gigabyte.
-
-The reader is a small ``struct``-based one rather than pyelftools:
-``benchmarks/bench_elf_scan.py`` measures both on the same trees; pyelftools
-builds Python objects for every header and section it touches, and the scan
-of a full ML environment has to stay well under half a second.
-
-Only the libraries whose major tracks the CUDA major are followed:
-``libcudart``, ``libcublas``, ``libcublasLt`` and ``libnvrtc``. ``libcufft``,
-``libcusparse``, ``libcusolver`` keep major 12 inside CUDA 13 (see
-``tests/data/h200-cu130/readelf_torch_cuda_needed.txt``), so their major says
-nothing about the CUDA major a module was built for.
-
-Bad files (truncated, not ELF, unreadable, a directory called ``x.so``, a
-symlink loop) are skipped and counted by reason, never raised.
+G1 names the extension that links ``libcudart.so.12`` in a CUDA 13 environment before it is
+imported. Reading ``DT_NEEDED`` costs a few hundred bytes a file (headers, ``PT_DYNAMIC``, the
+names), never the file (``libtorch_cuda.so`` is over a gigabyte); a small ``struct`` reader,
+since pyelftools is too slow for a whole ML environment (``benchmarks/bench_elf_scan.py``).
+Only libraries whose major tracks CUDA's are followed (cuFFT, cuSPARSE, cuSOLVER keep 12 in
+CUDA 13). Bad files are skipped and counted by reason, never raised.
 """
 
 from __future__ import annotations
@@ -35,53 +20,32 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-#: libcudart.so.12, libcublasLt.so.13, libnvrtc.so.12.8.93, and the hashed names
-#: auditwheel gives bundled copies (libcudart-9335f6a2.so.12)
+from pytest_dgx_spark.probes.machine import MachineLike
+
+#: libcudart.so.12, libcublasLt.so.13, libnvrtc.so.12.8.93, auditwheel's libcudart-9335f6a2.so.12
 TRACKED = re.compile(r"^(libcudart|libcublasLt|libcublas|libnvrtc)(?:-[0-9a-f]{8})?\.so\.(\d+)(?:\.|$)")
-
-#: CUDA toolkit libraries (pip ``nvidia-*`` wheels, bundled copies): they are
-#: providers of the runtime, not extension modules built against it; their
-#: own DT_NEEDED (libcublas -> libcublasLt) is internal to one toolkit release.
+#: CUDA toolkit libraries: providers of the runtime, not extensions built against it
 TOOLKIT_PREFIXES = (
-    "libcudart",
-    "libcublas",
-    "libnvrtc",
-    "libcufft",
-    "libcurand",
-    "libcusolver",
-    "libcusparse",
-    "libnvJitLink",
-    "libnvjitlink",
-    "libcudnn",
-    "libnccl",
-    "libnvshmem",
-    "libcufile",
-    "libcupti",
-    "libnvToolsExt",
-    "libnvperf",
-    "libnpp",
-    "libnvjpeg",
-    "libnvblas",
-    "libcuda.",
-    "libnvidia-",
-    "libcheckpoint",
-    "libpcsamplingutil",
+    "libcudart", "libcublas", "libnvrtc", "libcufft", "libcurand", "libcusolver", "libcusparse",
+    "libnvJitLink", "libnvjitlink", "libcudnn", "libnccl", "libnvshmem", "libcufile", "libcupti",
+    "libnvToolsExt", "libnvperf", "libnpp", "libnvjpeg", "libnvblas", "libcuda.", "libnvidia-",
+    "libcheckpoint", "libpcsamplingutil",
 )
-
 #: libtorch/libc10 (a module linking them must match the installed torch's C++ ABI)
 TORCH_LIBS = re.compile(r"^lib(torch|torch_cpu|torch_cuda|torch_python|c10|c10_cuda)\.so(\.|$)")
 
 ELF_MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME = 0, 1, 5, 10, 14
-#: dynamic segments and name reads are bounded: a corrupt header cannot make us read a gigabyte
+#: bounded reads: a corrupt header cannot make us read a gigabyte
 MAX_DYNAMIC = 1 << 20
 NAME_CHUNK = 512
 HEAD = 4096
+_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
 
 
 class ElfError(Exception):
-    """A file that is not a readable ELF shared object; ``reason`` is the skip bucket."""
+    """Not a readable ELF shared object; ``reason`` is the skip bucket."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -90,8 +54,6 @@ class ElfError(Exception):
 
 @dataclass(frozen=True)
 class Dynamic:
-    """What the dynamic section says: the libraries needed, and the file's own name."""
-
     needed: tuple[str, ...]
     soname: str | None = None
 
@@ -102,17 +64,8 @@ def tracked(name: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
-def is_toolkit_library(basename: str) -> bool:
-    """A CUDA toolkit library file (a provider), not an extension module."""
-    return basename.startswith(TOOLKIT_PREFIXES)
-
-
 def is_shared_object_name(name: str) -> bool:
-    """``*.so`` and ``*.so.*`` — what the dynamic loader and Python import."""
     return name.endswith(".so") or ".so." in name
-
-
-# ---------------------------------------------------------------------- the reader
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -122,19 +75,13 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 
 
 def read_dynamic(path: str) -> Dynamic:
-    """``DT_NEEDED`` and ``DT_SONAME`` of one ELF file, reading headers only.
-
-    Follows the dynamic loader's view (program headers, ``PT_DYNAMIC``,
-    ``DT_STRTAB`` mapped through the ``PT_LOAD`` segments), so stripped files
-    without section headers read the same. Raises :class:`ElfError`.
-    """
+    """``DT_NEEDED`` and ``DT_SONAME`` of one ELF file, as the dynamic loader sees them (program
+    headers, ``DT_STRTAB`` mapped through ``PT_LOAD``: stripped files read the same). Raises :class:`ElfError`."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         reason = "unreadable" if exc.errno in (errno.EACCES, errno.EPERM) else "os_error"
-        if exc.errno == errno.ELOOP:
-            reason = "symlink_loop"
-        raise ElfError(reason, exc.strerror or str(exc)) from None
+        raise ElfError("symlink_loop" if exc.errno == errno.ELOOP else reason, exc.strerror or str(exc)) from None
     try:
         return _read_fd(fd)
     except OSError as exc:
@@ -149,8 +96,8 @@ def read_dynamic(path: str) -> Dynamic:
         os.close(fd)
 
 
-def _read_fd(fd: int) -> Dynamic:
-    head = _pread(fd, HEAD, 0)
+def _segments(fd: int, head: bytes) -> tuple[str, int, list[tuple[int, int, int]], int, int]:
+    """``(byte order, class, PT_LOAD (vaddr, filesz, offset)s, PT_DYNAMIC offset (-1: none), its size)``."""
     if len(head) < 4 or head[:4] != ELF_MAGIC:
         raise ElfError("not_elf", "no ELF magic")
     if len(head) < 16:
@@ -159,98 +106,73 @@ def _read_fd(fd: int) -> Dynamic:
     if cls not in (1, 2) or data not in (1, 2):
         raise ElfError("malformed", f"unknown ELF class {cls} / data encoding {data}")
     e = "<" if data == 1 else ">"
-    if cls == 2:
-        ehdr, phdr_fmt, dyn_fmt = struct.Struct(e + "HHIQQQIHHHHHH"), e + "IIQQQQQQ", struct.Struct(e + "qQ")
-    else:
-        ehdr, phdr_fmt, dyn_fmt = struct.Struct(e + "HHIIIIIHHHHHH"), e + "IIIIIIII", struct.Struct(e + "iI")
+    ehdr = struct.Struct(e + ("HHIQQQIHHHHHH" if cls == 2 else "HHIIIIIHHHHHH"))
+    phdr_fmt = e + ("IIQQQQQQ" if cls == 2 else "IIIIIIII")
     if len(head) < 16 + ehdr.size:
         raise ElfError("truncated", "ELF header cut short")
     fields = ehdr.unpack_from(head, 16)
     phoff, phentsize, phnum = fields[4], fields[8], fields[9]
-    if phnum == 0:
-        return Dynamic(())  # a relocatable object or a core file: links nothing
+    loads: list[tuple[int, int, int]] = []
+    if phnum == 0:  # a relocatable object or a core file: links nothing
+        return e, cls, loads, -1, -1
     if phnum == 0xFFFF or phentsize < struct.calcsize(phdr_fmt):
         raise ElfError("malformed", "unsupported program header table")
-    table_size = phentsize * phnum
-    if table_size > MAX_DYNAMIC:
-        raise ElfError("malformed", f"program header table of {table_size} bytes")
-    table = head[phoff : phoff + table_size] if phoff + table_size <= len(head) else b""
-    if not table:
-        table = _pread(fd, table_size, phoff)
-        if len(table) < table_size:
-            raise ElfError("truncated", "program headers cut short")
-
-    loads, dyn_off, dyn_size = _segments(table, cls, phdr_fmt, phentsize, phnum)
-    if dyn_off < 0:
-        return Dynamic(())  # statically linked
-
-    raw = _pread(fd, min(dyn_size, MAX_DYNAMIC), dyn_off)
-    if len(raw) < min(dyn_size, MAX_DYNAMIC):
-        raise ElfError("truncated", "dynamic segment cut short")
-    needed_offsets: list[int] = []
-    soname_offset: int | None = None
-    strtab = strsz = None
-    for tag, val in dyn_fmt.iter_unpack(raw[: len(raw) - len(raw) % dyn_fmt.size]):
-        if tag == DT_NULL:
-            break
-        if tag == DT_NEEDED:
-            needed_offsets.append(val)
-        elif tag == DT_STRTAB:
-            strtab = val
-        elif tag == DT_STRSZ:
-            strsz = val
-        elif tag == DT_SONAME:
-            soname_offset = val
-    if not needed_offsets and soname_offset is None:
-        return Dynamic(())
-    if strtab is None:
-        raise ElfError("malformed", "DT_NEEDED without DT_STRTAB")
-    base = _file_offset(strtab, loads)
-    if base is None:
-        raise ElfError("malformed", "DT_STRTAB outside every PT_LOAD segment")
-
-    wanted = [*needed_offsets, *([soname_offset] if soname_offset is not None else [])]
-    if strsz is not None and any(o >= strsz for o in wanted):
-        raise ElfError("malformed", "string offset beyond DT_STRSZ")
-    lo, hi = min(wanted), max(wanted) + NAME_CHUNK
-    if hi - lo <= 65536:  # one read covers every name (the usual layout)
-        chunk = _pread(fd, hi - lo, base + lo)
-        names = [_cstr(chunk, o - lo) for o in wanted]
-    else:
-        names = [_cstr(_pread(fd, NAME_CHUNK, base + o), 0) for o in wanted]
-    if soname_offset is not None:
-        return Dynamic(tuple(names[:-1]), names[-1])
-    return Dynamic(tuple(names))
-
-
-def _segments(
-    table: bytes, cls: int, phdr_fmt: str, phentsize: int, phnum: int
-) -> tuple[list[tuple[int, int, int]], int, int]:
-    """The ``PT_LOAD`` segments ``(vaddr, filesz, offset)`` and the ``PT_DYNAMIC``
-    segment's offset and size (-1 when there is none) from the program headers."""
-    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
+    size = phentsize * phnum
+    if size > MAX_DYNAMIC:
+        raise ElfError("malformed", f"program header table of {size} bytes")
+    table = head[phoff : phoff + size] if phoff + size <= len(head) else _pread(fd, size, phoff)
+    if len(table) < size:
+        raise ElfError("truncated", "program headers cut short")
     dyn_off = dyn_size = -1
     for i in range(phnum):
-        if cls == 2:
-            p_type, _flags, p_offset, p_vaddr, _p, p_filesz, _m, _a = struct.unpack_from(
-                phdr_fmt, table, i * phentsize
-            )
-        else:
-            p_type, p_offset, p_vaddr, _p, p_filesz, _m, _flags, _a = struct.unpack_from(
-                phdr_fmt, table, i * phentsize
-            )
+        h = struct.unpack_from(phdr_fmt, table, i * phentsize)
+        # 64-bit: type flags offset vaddr paddr filesz ...; 32-bit: type offset vaddr paddr filesz ...
+        p_type, p_offset, p_vaddr, p_filesz = (h[0], h[2], h[3], h[5]) if cls == 2 else (h[0], h[1], h[2], h[4])
         if p_type == PT_LOAD:
             loads.append((p_vaddr, p_filesz, p_offset))
         elif p_type == PT_DYNAMIC:
             dyn_off, dyn_size = p_offset, p_filesz
-    return loads, dyn_off, dyn_size
+    return e, cls, loads, dyn_off, dyn_size
 
 
-def _file_offset(vaddr: int, loads: list[tuple[int, int, int]]) -> int | None:
-    for start, size, offset in loads:
-        if start <= vaddr < start + size:
-            return vaddr - start + offset
-    return None
+def _read_fd(fd: int) -> Dynamic:
+    e, cls, loads, dyn_off, dyn_size = _segments(fd, _pread(fd, HEAD, 0))
+    if dyn_off < 0:
+        return Dynamic(())  # statically linked, or no program headers
+    raw = _pread(fd, min(dyn_size, MAX_DYNAMIC), dyn_off)
+    if len(raw) < min(dyn_size, MAX_DYNAMIC):
+        raise ElfError("truncated", "dynamic segment cut short")
+    dyn_fmt = struct.Struct(e + ("qQ" if cls == 2 else "iI"))
+    needed: list[int] = []
+    tags: dict[int, int] = {}
+    for tag, val in dyn_fmt.iter_unpack(raw[: len(raw) - len(raw) % dyn_fmt.size]):
+        if tag == DT_NULL:
+            break
+        if tag == DT_NEEDED:
+            needed.append(val)
+        elif tag in (DT_STRTAB, DT_STRSZ, DT_SONAME):
+            tags[tag] = val
+    soname = tags.get(DT_SONAME)
+    if not needed and soname is None:
+        return Dynamic(())
+    if DT_STRTAB not in tags:
+        raise ElfError("malformed", "DT_NEEDED without DT_STRTAB")
+    base = next((tags[DT_STRTAB] - s + o for s, n, o in loads if s <= tags[DT_STRTAB] < s + n), None)
+    if base is None:
+        raise ElfError("malformed", "DT_STRTAB outside every PT_LOAD segment")
+    wanted = [*needed, *([soname] if soname is not None else [])]
+    if DT_STRSZ in tags and any(o >= tags[DT_STRSZ] for o in wanted):
+        raise ElfError("malformed", "string offset beyond DT_STRSZ")
+    names = _names(fd, base, wanted)
+    return Dynamic(tuple(names[:-1]), names[-1]) if soname is not None else Dynamic(tuple(names))
+
+
+def _names(fd: int, base: int, offsets: list[int]) -> list[str]:
+    lo, hi = min(offsets), max(offsets) + NAME_CHUNK
+    if hi - lo <= 65536:  # one read covers every name (the usual layout)
+        chunk = _pread(fd, hi - lo, base + lo)
+        return [_cstr(chunk, o - lo) for o in offsets]
+    return [_cstr(_pread(fd, NAME_CHUNK, base + o), 0) for o in offsets]
 
 
 def _cstr(buf: bytes, at: int) -> str:
@@ -263,23 +185,21 @@ def _cstr(buf: bytes, at: int) -> str:
 
 
 def read_dynamic_pyelftools(path: str) -> Dynamic:
-    """The same answer through pyelftools (kept for the benchmark and as a cross-check)."""
-    from elftools.common.exceptions import ELFError, ELFParseError
+    """The same answer through pyelftools (for the benchmark and as a cross-check)."""
+    from elftools.common.exceptions import ELFError, ELFParseError  # lazy: optional, benchmark only
+    from elftools.elf.dynamic import DynamicSegment
     from elftools.elf.elffile import ELFFile
 
     try:
         with open(path, "rb") as fh:
-            elf = ELFFile(fh)
             needed: list[str] = []
             soname = None
-            for seg in elf.iter_segments():
-                if seg["p_type"] != "PT_DYNAMIC":
-                    continue
-                for tag in seg.iter_tags():
+            for seg in ELFFile(fh).iter_segments():
+                for tag in seg.iter_tags() if isinstance(seg, DynamicSegment) else ():
                     if tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)
+                        needed.append(tag.needed)  # type: ignore[attr-defined]
                     elif tag.entry.d_tag == "DT_SONAME":
-                        soname = tag.soname
+                        soname = tag.soname  # type: ignore[attr-defined]
             return Dynamic(tuple(needed), soname)
     except IsADirectoryError:
         raise ElfError("directory", "is a directory") from None
@@ -288,15 +208,11 @@ def read_dynamic_pyelftools(path: str) -> Dynamic:
     except OSError as exc:
         raise ElfError("os_error", str(exc)) from None
     except ELFError as exc:
-        reason = "not_elf" if "Magic number" in str(exc) else "malformed"
-        raise ElfError(reason, str(exc)) from None
+        raise ElfError("not_elf" if "Magic number" in str(exc) else "malformed", str(exc)) from None
     except (ELFParseError, ValueError, struct.error, EOFError, KeyError, IndexError) as exc:
         raise ElfError("truncated", str(exc) or type(exc).__name__) from None
     except Exception as exc:  # construct raises its own StreamError and friends
         raise ElfError("truncated", f"{type(exc).__name__}: {exc}") from None
-
-
-# ---------------------------------------------------------------------- the walk
 
 
 @dataclass
@@ -316,19 +232,28 @@ class ScanStats:
             kept.append(path)
 
 
-def iter_shared_objects(
-    roots: Iterable[str],
-    stats: ScanStats,
-    *,
-    max_files: int = 50_000,
-    deadline: float | None = None,
-) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Yield ``(root, path, stat)`` for every distinct regular ``*.so``/``*.so.*`` file.
+def _file_stat(entry: os.DirEntry[str], stats: ScanStats) -> os.stat_result | None:
+    """The regular file behind a ``*.so`` entry (a file symlink followed), or None once skipped."""
+    try:
+        st = entry.stat(follow_symlinks=True)
+    except OSError as exc:
+        broken = "broken_symlink" if entry.is_symlink() else "os_error"
+        stats.skip("symlink_loop" if exc.errno == errno.ELOOP else broken, entry.path)
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        stats.skip("directory", entry.path)  # a symlink to a folder named x.so
+    elif not stat.S_ISREG(st.st_mode):
+        stats.skip("not_a_file", entry.path)
+    else:
+        return st
+    return None
 
-    Directory symlinks are not followed (no loops, no escaping the tree);
-    file symlinks are followed once and deduplicated by inode, so
-    ``libcudart.so.12 -> libcudart.so.12.8.90`` is read once.
-    """
+
+def iter_shared_objects(
+    roots: Iterable[str], stats: ScanStats, *, max_files: int = 50_000, deadline: float | None = None
+) -> Iterator[tuple[str, str, os.stat_result]]:
+    """``(root, path, stat)`` of every distinct regular ``*.so``/``*.so.*`` file. Folder symlinks
+    are not followed; file symlinks are, deduplicated by inode (``libcudart.so.12`` is read once)."""
     seen: set[tuple[int, int]] = set()
     for root in roots:
         stack = [root]
@@ -341,13 +266,10 @@ def iter_shared_objects(
             try:
                 entries = list(os.scandir(folder))
             except OSError as exc:
-                stats.skip(
-                    "unreadable_dir" if exc.errno in (errno.EACCES, errno.EPERM) else "os_error", folder
-                )
+                stats.skip("unreadable_dir" if exc.errno in (errno.EACCES, errno.EPERM) else "os_error", folder)
                 continue
             for entry in entries:
-                name = entry.name
-                so = is_shared_object_name(name)
+                so = is_shared_object_name(entry.name)
                 try:
                     is_dir = entry.is_dir(follow_symlinks=False)
                 except OSError:
@@ -355,31 +277,13 @@ def iter_shared_objects(
                 if is_dir:
                     if so:
                         stats.skip("directory", entry.path)
-                    if name != "__pycache__":
+                    if entry.name != "__pycache__":
                         stack.append(entry.path)
                     continue
-                if not so:
+                st = _file_stat(entry, stats) if so else None
+                if st is None or (st.st_dev, st.st_ino) in seen:
                     continue
-                try:
-                    st = entry.stat(follow_symlinks=True)
-                except OSError as exc:
-                    if exc.errno == errno.ELOOP:
-                        stats.skip("symlink_loop", entry.path)
-                    elif entry.is_symlink():
-                        stats.skip("broken_symlink", entry.path)
-                    else:
-                        stats.skip("os_error", entry.path)
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    stats.skip("directory", entry.path)  # a symlink to a folder named x.so
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    stats.skip("not_a_file", entry.path)
-                    continue
-                key = (st.st_dev, st.st_ino)
-                if key in seen:
-                    continue
-                seen.add(key)
+                seen.add((st.st_dev, st.st_ino))
                 if stats.files >= max_files:
                     stats.stopped = f"{max_files} files"
                     return
@@ -387,28 +291,19 @@ def iter_shared_objects(
 
 
 def scan(
-    roots: Iterable[str],
-    *,
-    reader: Callable[[str], Dynamic] = read_dynamic,
-    max_files: int = 50_000,
+    roots: Iterable[str], *, reader: Callable[[str], Dynamic] = read_dynamic, max_files: int = 50_000,
     budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """Scan ``roots`` for CUDA-linked shared objects; a JSON-compatible answer.
-
-    ``linkers``: files (not toolkit libraries) whose DT_NEEDED names a tracked
-    CUDA library, with those names. ``providers``: files that *are* a tracked
-    library (``nvidia/cuda_runtime/lib/libcudart.so.12``). ``torch_linked``:
-    the other modules that link libtorch/libc10 (G1 loads them too: a torch
-    C++ ABI mismatch is an ``undefined symbol``). ``files``: ELF
-    files read; ``skipped``: bad files by reason.
-    """
+    """Scan ``roots`` for CUDA-linked shared objects. ``linkers``: files (not toolkit libraries)
+    whose DT_NEEDED names a tracked library; ``providers``: files that *are* one; ``torch_linked``:
+    other modules linking libtorch (a torch C++ ABI mismatch is an ``undefined symbol``)."""
     roots = list(roots)
     start = time.monotonic()
     deadline = start + budget_s if budget_s else None
     stats = ScanStats()
     linkers: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
-    torch_linked: list[dict[str, Any]] = []
+    torch_linked: list[dict[str, str]] = []
     for root, path, _st in iter_shared_objects(roots, stats, max_files=max_files, deadline=deadline):
         base = os.path.basename(path)
         provided = tracked(base)
@@ -423,7 +318,7 @@ def scan(
         if deadline is not None and stats.files % 64 == 0 and time.monotonic() > deadline:
             stats.stopped = "time budget"
             break
-        if is_toolkit_library(base):
+        if base.startswith(TOOLKIT_PREFIXES):
             continue
         needs = sorted({n for n in dyn.needed if tracked(n)})
         if needs:
@@ -431,46 +326,20 @@ def scan(
         elif any(TORCH_LIBS.match(n) for n in dyn.needed):
             torch_linked.append({"path": path, "root": root})
     return {
-        "roots": roots,
-        "files": stats.files,
-        "dirs": stats.dirs,
-        "skipped": stats.skipped,
-        "skipped_samples": stats.samples,
-        "stopped": stats.stopped,
-        "linkers": linkers,
-        "providers": providers,
-        "torch_linked": torch_linked,
+        "roots": roots, "files": stats.files, "dirs": stats.dirs, "skipped": stats.skipped,
+        "skipped_samples": stats.samples, "stopped": stats.stopped, "linkers": linkers,
+        "providers": providers, "torch_linked": torch_linked,
         "duration_s": round(time.monotonic() - start, 4),
     }
 
 
-# ---------------------------------------------------------------------- ldconfig
-
-_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
-
-
 def parse_ldconfig(text: str) -> list[dict[str, Any]]:
-    """Tracked CUDA libraries in ``ldconfig -p`` output.
-
-    ``\\tlibcudart.so.12 (libc6,x86-64) => /usr/local/cuda-12.8/lib64/libcudart.so.12``
-    """
+    """Tracked CUDA libraries in ``ldconfig -p`` output (``\\tlibcudart.so.12 (libc6,x86-64) => /path``)."""
     out: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        m = _LDCONFIG_LINE.match(line)
-        if not m:
-            continue
+    for m in filter(None, map(_LDCONFIG_LINE.match, text.splitlines())):
         provided = tracked(m.group(1))
-        if provided is None:
-            continue
-        out.append(
-            {
-                "name": m.group(1),
-                "flags": m.group(2),
-                "path": m.group(3),
-                "lib": provided[0],
-                "major": provided[1],
-            }
-        )
+        if provided is not None:
+            out.append({"name": m.group(1), "flags": m.group(2), "path": m.group(3), "lib": provided[0], "major": provided[1]})
     return out
 
 
@@ -483,44 +352,31 @@ def list_library_dirs(dirs: Iterable[str]) -> list[dict[str, Any]]:
         except OSError:
             continue
         for name in names:
-            provided = tracked(name)
-            if provided is not None:
+            if (provided := tracked(name)) is not None:
                 out.append({"path": os.path.join(folder, name), "lib": provided[0], "major": provided[1]})
     return out
 
 
-# ---------------------------------------------------------------------- the environment
-
-
 def site_roots(entries: Iterable[str]) -> list[str]:
-    """The package folders of an import path: ``site-packages``/``dist-packages``
-    folders and any folder holding ``*.dist-info`` (a ``pip --target`` dir on
-    PYTHONPATH), resolved, without a folder that sits inside another one.
-
-    Other entries (the stdlib, ``lib-dynload``, a source checkout) hold no
-    installed CUDA extension and are not walked."""
+    """The package folders of an import path, resolved, none inside another: ``site-packages``/
+    ``dist-packages`` and any folder holding ``*.dist-info`` (``pip --target``; a stray
+    ``.egg-info`` in a project folder does not count). The stdlib or a checkout hold no CUDA extension."""
     roots: list[str] = []
     for entry in entries:
         try:
-            if not os.path.isdir(entry):
-                continue
             base = os.path.basename(entry.rstrip(os.sep))
-            # A project folder with a stray ``.egg-info`` is not a package folder
-            # (it may hold a whole venv); ``pip --target`` folders have ``.dist-info``.
-            holds = base in ("site-packages", "dist-packages") or any(
-                n.endswith(".dist-info") for n in os.listdir(entry)
+            holds = os.path.isdir(entry) and (
+                base in ("site-packages", "dist-packages") or any(n.endswith(".dist-info") for n in os.listdir(entry))
             )
         except OSError:
             continue
-        if holds:
-            real = os.path.realpath(entry)
-            if real not in roots:
-                roots.append(real)
+        if holds and (real := os.path.realpath(entry)) not in roots:
+            roots.append(real)
     nested = {r for r in roots for o in roots if r != o and r.startswith(o.rstrip(os.sep) + os.sep)}
     return [r for r in roots if r not in nested]
 
 
-def scan_environment(machine: Any, *, max_files: int = 50_000) -> dict[str, Any]:
+def scan_environment(machine: MachineLike, *, max_files: int = 50_000) -> dict[str, Any]:
     """The scan of the checked Python's package folders, once per run (``machine.store``)."""
 
     def probe() -> dict[str, Any]:

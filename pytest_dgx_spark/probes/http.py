@@ -1,26 +1,12 @@
 """One bounded HTTP GET through the standard library (G8's GitHub lookup).
 
-Why not ``requests``: one GET a run does not justify a dependency, and
-``urllib`` lets us control the three things that matter here:
-
-* **the secret.** ``GITHUB_TOKEN`` goes out as an *unredirected* header, so
-  urllib never copies it onto a redirect; our redirect handler adds it back
-  only when the redirect stays on the same scheme, host and port. It goes
-  only over https: over plain ``http://`` (a loopback host too: any local
-  process may listen there) it stays home, and the answer says so. It never
-  enters an answer, an error text or a log: every string leaving this module
-  has the token scrubbed, even one a server echoed back. A URL is shown only
-  through :func:`redact_url` (no userinfo, no query or fragment values).
-* **time.** ``urlopen(timeout=)`` bounds each socket operation, not the
-  request: a server that trickles one byte a second, or a DNS lookup that
-  hangs, would outlive it. The request runs in a daemon thread; at the
-  deadline the caller stops waiting and the sockets are shut down, which
-  wakes a blocked ``recv``.
-* **size.** The body is read in chunks up to a cap; a ``Content-Length``
-  over the cap is refused before a byte of it is read.
-
-The answer is a plain dict (:class:`HttpAnswer`), so the machine's store can
-share it between xdist workers.
+* **the secret**: ``GITHUB_TOKEN`` goes only over https, as an *unredirected* header re-added
+  only on a redirect to the same origin; every string leaving this module has it scrubbed (a
+  server may echo it), and a URL is shown only through :func:`redact_url`.
+* **time**: ``urlopen(timeout=)`` bounds each socket operation, not the request (a trickling
+  server, a hanging DNS lookup): the request runs in a daemon thread whose sockets are shut
+  down at the deadline.
+* **size**: the body is read in chunks up to a cap; a ``Content-Length`` over it is refused unread.
 """
 
 from __future__ import annotations
@@ -41,27 +27,21 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pytest_dgx_spark import __version__
 
-#: the most of a body we read; GitHub's 100 issues with 64 KiB bodies stay well under it
 MIB = 1 << 20
-MAX_BODY = 16 * MIB
+MAX_BODY = 16 * MIB  # GitHub's 100 issues with 64 KiB bodies stay well under it
 MAX_REDIRECTS = 5
 CHUNK = 64 * 1024
 #: response headers worth keeping (rate limits, pagination, type)
 KEEP_HEADERS = (
-    "content-type",
-    "content-length",
-    "link",
-    "retry-after",
-    "x-ratelimit-limit",
-    "x-ratelimit-remaining",
-    "x-ratelimit-reset",
-    "x-ratelimit-resource",
-    "x-github-request-id",
+    "content-type", "content-length", "link", "retry-after", "x-ratelimit-limit", "x-ratelimit-remaining",
+    "x-ratelimit-reset", "x-ratelimit-resource", "x-github-request-id",
 )
 SCRUBBED = "[GITHUB_TOKEN]"
 REDACTED = "<redacted>"
 #: the answer's ``token`` when GITHUB_TOKEN was set but the URL is plain http
 TOKEN_OVER_HTTP = "not sent: plain http (GITHUB_TOKEN goes only over https)"
+#: a Content-Length longer than this (1 TB and up) is said in digits, never turned into a number
+_LENGTH_DIGITS = 12
 
 
 @dataclass
@@ -75,13 +55,11 @@ class HttpAnswer:
     body: str | None = None
     body_bytes: int = 0
     error: str | None = None
-    #: the network could not be reached at all (DNS, refused, unreachable)
-    offline: bool = False
+    offline: bool = False  # the network could not be reached at all (DNS, refused, unreachable)
     timed_out: bool = False
     too_large: bool = False
     token: str = "not set"  # "sent" | "not set" | "not sent: <why>"
-    #: basic-auth credentials from the URL: "sent" | "none" | "not sent: <why>"
-    credentials: str = "none"
+    credentials: str = "none"  # basic auth from the URL: "sent" | "none" | "not sent: <why>"
     redirects: list[str] = field(default_factory=list)
     duration_s: float = 0.0
 
@@ -97,29 +75,13 @@ class HttpAnswer:
         return cls(**dict(data))
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _split_netloc(netloc: str) -> tuple[str, str]:
-    """``(userinfo, host[:port])`` of a netloc, without validating the port."""
-    userinfo, at, hostport = netloc.rpartition("@")
-    return (userinfo if at else ""), hostport
-
-
 def redact_url(url: str) -> str:
-    """A URL as it may be shown: no ``user:password@``, no query or fragment values.
-
-    Works on any text, however malformed (a port of 99999, a bad scheme, no
-    scheme at all: ``user:pw@host``, where :func:`urlsplit` sees no host and
-    would keep the password): a URL is redacted before it is validated, so
-    an error message that quotes it never carries a secret. Query values
-    (``?access_token=…``) and the fragment are secrets as often as not.
-    """
+    """A URL as it may be shown: no ``user:password@``, no query or fragment values. Works on any
+    text, however malformed (``user:pw@host`` has no host for :func:`urlsplit`): a URL is
+    redacted before it is validated, so an error quoting it never carries a secret."""
     text = str(url)
     scheme, sep, rest = text.partition("://")
-    head = scheme + sep if sep else ""
-    if not sep:
-        rest = text
+    head, rest = (scheme + sep, rest) if sep else ("", text)
     cut = min([i for i in (rest.find(c) for c in "/?#") if i >= 0] or [len(rest)])
     hostport = rest[:cut].rpartition("@")[2]
     path, hash_, fragment = rest[cut:].partition("#")
@@ -131,28 +93,21 @@ def redact_url(url: str) -> str:
 
 
 def credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``(url without user:password@, (user, password) or None)``.
-
-    urllib would take ``user:pass@127.0.0.1`` for a host name ("cannot
-    resolve"); the credentials go out as HTTP basic auth instead (see
-    :func:`get`)."""
+    """``(url without user:password@, (user, password) or None)``: they go as basic auth
+    (urllib would take ``user:pass@127.0.0.1`` for a host name)."""
     parts = urlsplit(url)
-    userinfo, hostport = _split_netloc(parts.netloc)
-    if not userinfo:
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at or not userinfo:
         return url, None
     user, _, password = userinfo.partition(":")
-    bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
-    return bare, (unquote(user), unquote(password))
+    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment)), (unquote(user), unquote(password))
 
 
 def check_url(text: str) -> str | None:
-    """Why ``text`` is not a usable http(s) base URL (None: it is).
-
-    Parses the port here, so 99999 is a reason and not a crash later; the
-    reason quotes the URL only through :func:`redact_url`."""
+    """Why ``text`` is not a usable http(s) base URL (None: it is); quotes it only redacted."""
     try:
         parts = urlsplit(text)
-        port = parts.port
+        port = parts.port  # 99999 is a reason here, not a crash later
     except ValueError as exc:
         return f"{exc} in {redact_url(text)!r}"
     if parts.scheme not in ("http", "https"):
@@ -161,9 +116,7 @@ def check_url(text: str) -> str | None:
         return f"no host in {redact_url(text)!r}"
     if port == 0:
         return f"port 0 in {redact_url(text)!r}"
-    if parts.query or parts.fragment:
-        # a query would have to be kept through the path join and into every
-        # request line, proxy log and redirect; GitHub took no token there since 2021
+    if parts.query or parts.fragment:  # it would travel into every request line, log and redirect
         return f"a base URL takes no query or fragment ({redact_url(text)!r}); put a token in GITHUB_TOKEN"
     return None
 
@@ -171,8 +124,7 @@ def check_url(text: str) -> str | None:
 def origin(url: str) -> tuple[str, str, int | None]:
     """``(scheme, host, port)`` with the scheme's default port filled in."""
     parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
 def is_loopback(host: str) -> bool:
@@ -186,40 +138,24 @@ def is_loopback(host: str) -> bool:
 
 def scrub(text: str, secret: str | None) -> str:
     """Remove ``secret`` from ``text`` (a server may echo the header back)."""
-    if secret and text:
-        return text.replace(secret, SCRUBBED)
-    return text
+    return text.replace(secret, SCRUBBED) if secret and text else text
 
 
 def _proxies(env: Mapping[str, str], host: str) -> dict[str, str]:
-    """Proxies from the machine's environment (not this process's), never for loopback."""
+    """Proxies from the machine's environment (not this process's), never for loopback;
+    ``no_proxy`` as curl reads it (``*``, exact hosts, domain suffixes)."""
     if is_loopback(host):
         return {}
-    proxies: dict[str, str] = {}
-    for key, value in env.items():
-        low = key.lower()
-        if low.endswith("_proxy") and value:
-            proxies[low[: -len("_proxy")]] = value
-    no_proxy = proxies.pop("no", None)
-    if no_proxy and _bypassed(host, no_proxy):
-        return {}
+    proxies = {k.lower()[: -len("_proxy")]: v for k, v in env.items() if k.lower().endswith("_proxy") and v}
+    for entry in proxies.pop("no", "").replace(" ", ",").split(","):
+        entry = entry.strip().lower().lstrip(".")
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return {}
     return {k: v for k, v in proxies.items() if k in ("http", "https")}
 
 
-def _bypassed(host: str, no_proxy: str) -> bool:
-    """``no_proxy`` as curl reads it: ``*``, exact hosts and domain suffixes."""
-    for entry in no_proxy.replace(" ", ",").split(","):
-        entry = entry.strip().lower().lstrip(".")
-        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
-            return True
-    return False
-
-
 def _first_line(text: str, limit: int = 200) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:limit]
-    return ""
+    return next((line.strip()[:limit] for line in text.splitlines() if line.strip()), "")
 
 
 def describe_oserror(exc: BaseException, host: str) -> tuple[str, bool]:
@@ -240,14 +176,11 @@ def describe_oserror(exc: BaseException, host: str) -> tuple[str, bool]:
     return f"network error talking to {host}: {_first_line(str(reason)) or type(reason).__name__}", False
 
 
-# --------------------------------------------------------------------------- urllib plumbing
-
-
 class _Tracker:
-    """Sockets opened for one request, so a deadline can shut them down."""
+    """Sockets opened for one request, so a deadline can shut them down (waking a blocked ``recv``)."""
 
     def __init__(self) -> None:
-        self._socks: list[socket.socket] = []
+        self._socks: list[Any] = []
         self._lock = threading.Lock()
         self.aborted = False
 
@@ -264,40 +197,36 @@ class _Tracker:
         for sock in socks:
             _shutdown(sock)
 
+    def handlers(self, context: ssl.SSLContext) -> list[urllib.request.BaseHandler]:
+        """urllib's http and https handlers, with connections that register their sockets here."""
+        tracker = self
+
+        class Http(http.client.HTTPConnection):
+            def connect(self) -> None:
+                super().connect()
+                tracker.add(self.sock)
+
+        class Https(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                super().connect()
+                tracker.add(self.sock)
+
+        class HttpHandler(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(Http, req)
+
+        class HttpsHandler(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(Https, req, context=context)
+
+        return [HttpHandler(), HttpsHandler(context=context)]
+
 
 def _shutdown(sock: Any) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except (OSError, ValueError, AttributeError):
         pass
-
-
-def _tracked(base: type[http.client.HTTPConnection], tracker: _Tracker) -> type[http.client.HTTPConnection]:
-    class Tracked(base):  # type: ignore[valid-type, misc]
-        def connect(self) -> None:
-            super().connect()
-            tracker.add(self.sock)
-
-    return Tracked
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, tracker: _Tracker) -> None:
-        super().__init__()
-        self._conn = _tracked(http.client.HTTPConnection, tracker)
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(self._conn, req)
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, tracker: _Tracker, context: ssl.SSLContext) -> None:
-        super().__init__(context=context)
-        self._ctx = context
-        self._conn = _tracked(http.client.HTTPSConnection, tracker)
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(self._conn, req, context=self._ctx)
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -307,27 +236,20 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
     def __init__(self, token_header: tuple[str, str] | None, token_origin: tuple[str, str, int | None]):
         super().__init__()
-        self.token_header = token_header
-        self.token_origin = token_origin
+        self.token_header, self.token_origin = token_header, token_origin
         self.hops: list[str] = []
         self.refused: str | None = None
 
     def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
     ) -> urllib.request.Request | None:
         parts = urlsplit(newurl)
         if parts.scheme not in ("http", "https"):
             self.refused = f"a redirect to a {parts.scheme}: URL"
             return None  # urllib then raises HTTPError(code): an answer we do not use
-        if "@" in parts.netloc:  # urllib would take "user:pass@host" for a host name
+        if "@" in parts.netloc:  # credentials a server hands out are sent nowhere
             self.refused = "a redirect to a URL with credentials in it"
-            return None  # credentials a server hands out are sent nowhere
+            return None
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is None:
             return None
@@ -337,71 +259,14 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
-def _read_capped(resp: Any, max_bytes: int, tracker: _Tracker) -> tuple[bytes, bool]:
-    """Read at most ``max_bytes`` (+1 to notice more); ``(data, too_large)``."""
-    chunks: list[bytes] = []
-    total = 0
-    read = getattr(resp, "read1", None) or resp.read
-    while not tracker.aborted:
-        chunk = read(CHUNK)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > max_bytes:
-            return b"".join(chunks)[:max_bytes], True
-    return b"".join(chunks), False
-
-
-#: a Content-Length longer than this (1 TB and up) is said in digits, never turned into a number
-_LENGTH_DIGITS = 12
-
-
-def _announced_over(length: str, max_bytes: int) -> bool:
-    """Whether a Content-Length says more than ``max_bytes``. A header is data:
-    thousands of digits pass Python's int() limit (ValueError) or a float's
-    range (OverflowError), so a long one is over the cap by its length alone."""
-    if not length.isdigit():
-        return False
-    return len(length) > _LENGTH_DIGITS or int(length) > max_bytes
-
-
-def _size_text(length: str) -> str:
-    if len(length) > _LENGTH_DIGITS:
-        return f"more than 1 TB (a Content-Length of {len(length)} digits)"
-    return f"{int(length) / MIB:.1f} MiB"
-
-
-def _keep_headers(headers: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if headers is None:
-        return out
-    for name in KEEP_HEADERS:
-        value = headers.get(name)
-        if value is not None:
-            out[name] = str(value)[:500]
-    return out
-
-
-# --------------------------------------------------------------------------- the GET
-
-
 def get(
-    url: str,
-    *,
-    token: str | None = None,
-    timeout: float = 10.0,
-    max_bytes: int = MAX_BODY,
-    env: Mapping[str, str] | None = None,
-    accept: str = "application/vnd.github+json",
+    url: str, *, token: str | None = None, timeout: float = 10.0, max_bytes: int = MAX_BODY,
+    env: Mapping[str, str] | None = None, accept: str = "application/vnd.github+json",
     extra_headers: Mapping[str, str] | None = None,
 ) -> HttpAnswer:
-    """GET ``url`` within ``timeout`` seconds in all; never raises.
-
-    ``token`` (if any) goes in ``Authorization: Bearer`` to ``url``'s own
-    origin only, and only over https; ``user:pass@`` in the URL goes as
-    ``Authorization: Basic`` instead, over https or to a loopback host.
-    """
+    """GET ``url`` within ``timeout`` seconds in all; never raises. ``token`` goes as a Bearer
+    header to ``url``'s own origin over https only; ``user:pass@`` goes as basic auth instead,
+    over https or to a loopback host."""
     shown = redact_url(url)
     start = time.monotonic()
     try:
@@ -411,18 +276,21 @@ def get(
         return HttpAnswer(url=shown, error=f"bad URL: {exc}")
     if scheme not in ("http", "https") or not host:
         return HttpAnswer(url=shown, error=f"not an http(s) URL: {shown}")
-
     answer = HttpAnswer(url=shown)
     token_header, secrets = _authorization(answer, token, basic, https=scheme == "https", local=is_loopback(host))
     tracker = _Tracker()
     box: dict[str, HttpAnswer] = {}
-    worker = threading.Thread(
-        target=_fetch,
-        args=(url, host, token_header, (scheme, host, port), timeout, max_bytes, env or {}, accept),
-        kwargs={"extra_headers": extra_headers, "tracker": tracker, "box": box, "base": answer},
-        name="spark-preflight-http",
-        daemon=True,
-    )
+    redirects = _Redirects(token_header, (scheme, host, port))
+    headers = {
+        "Accept": accept, "Accept-Encoding": "identity", "User-Agent": f"pytest-dgx-spark/{__version__}",
+        "X-GitHub-Api-Version": "2022-11-28", **(extra_headers or {}),
+    }
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    if token_header:
+        request.add_unredirected_header(*token_header)
+    base = HttpAnswer(url=shown, token=answer.token, credentials=answer.credentials)
+    args = (_proxies(env or {}, host), request, redirects, host, timeout, max_bytes, tracker, base, box)
+    worker = threading.Thread(target=_fetch, args=args, name="spark-preflight-http", daemon=True)
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
@@ -430,8 +298,6 @@ def get(
         worker.join(0.5)
         answer.timed_out = True
         answer.error = f"no complete answer from {host} within {timeout:g} s"
-        answer.status = None
-        answer.body = None
     else:
         answer = box.get("answer", answer)
         if answer.error is None and answer.status is None:
@@ -440,8 +306,7 @@ def get(
     for secret in secrets:
         answer.error = scrub(answer.error, secret) if answer.error else answer.error
         answer.reason = scrub(answer.reason, secret)
-        if answer.body is not None:
-            answer.body = scrub(answer.body, secret)
+        answer.body = scrub(answer.body, secret) if answer.body is not None else None
         answer.headers = {k: scrub(v, secret) for k, v in answer.headers.items()}
     return answer
 
@@ -449,15 +314,10 @@ def get(
 def _authorization(
     answer: HttpAnswer, token: str | None, basic: tuple[str, str] | None, *, https: bool, local: bool
 ) -> tuple[tuple[str, str] | None, list[str]]:
-    """The one ``Authorization`` header (or None) and the secrets to scrub.
-
-    Credentials in the URL (``http://user:pass@mirror``) are the user's
-    choice for that host and win over ``GITHUB_TOKEN``; they go over https
-    or to a loopback host, never in clear text across a network.
-    ``GITHUB_TOKEN`` comes from the environment, not from the URL the user
-    typed, so it goes only over https: a plain-http "mirror" on 127.0.0.1 is
-    whatever local process holds that port.
-    """
+    """The one ``Authorization`` header (or None) and the secrets to scrub. The URL's own
+    credentials win over ``GITHUB_TOKEN`` and go over https or to a loopback host; the token
+    (from the environment, not the URL typed) goes over https only: a plain-http "mirror" on
+    127.0.0.1 is whatever local process holds that port."""
     secrets = [s for s in (token, *(basic or ())) if s]
     if basic is not None:
         raw = base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode("ascii")
@@ -479,44 +339,18 @@ def _authorization(
 
 
 def _fetch(
-    url: str,
-    host: str,
-    token_header: tuple[str, str] | None,
-    token_origin: tuple[str, str, int | None],
-    timeout: float,
-    max_bytes: int,
-    env: Mapping[str, str],
-    accept: str,
-    *,
-    extra_headers: Mapping[str, str] | None,
-    tracker: _Tracker,
-    box: dict[str, HttpAnswer],
-    base: HttpAnswer,
+    proxies: dict[str, str], request: urllib.request.Request, redirects: _Redirects, host: str,
+    timeout: float, max_bytes: int, tracker: _Tracker, answer: HttpAnswer, box: dict[str, HttpAnswer],
 ) -> None:
-    answer = HttpAnswer(url=base.url, token=base.token, credentials=base.credentials)
-    redirects = _Redirects(token_header, token_origin)
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler(_proxies(env, host)),
-        _HTTPHandler(tracker),
-        _HTTPSHandler(tracker, ssl.create_default_context()),
-        redirects,
-    )
-    headers = {
-        "Accept": accept,
-        "Accept-Encoding": "identity",
-        "User-Agent": f"pytest-dgx-spark/{__version__}",
-        "X-GitHub-Api-Version": "2022-11-28",
-    }
-    headers.update(extra_headers or {})
-    req = urllib.request.Request(url, headers=headers, method="GET")
-    if token_header:
-        req.add_unredirected_header(*token_header)
+    """The request, in the worker thread; its answer lands in ``box``."""
     resp: Any = None
     try:
+        handlers = tracker.handlers(ssl.create_default_context())
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies), *handlers, redirects)
         try:
-            # each socket operation may take a little longer than the whole request: the
-            # deadline in get() ends it first and says so, not a racing socket timeout
-            resp = opener.open(req, timeout=timeout + 1.0)
+            # each socket operation may take a little longer than the whole request: get()'s
+            # deadline ends it first and says so, not a racing socket timeout
+            resp = opener.open(request, timeout=timeout + 1.0)
         except urllib.error.HTTPError as err:
             resp = err  # 4xx/5xx: still an answer, with headers and a body
         _read_answer(answer, resp, redirects, host, max_bytes, tracker)
@@ -541,32 +375,43 @@ def _fetch(
     box["answer"] = answer
 
 
-def _read_answer(
-    answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str, max_bytes: int, tracker: _Tracker
-) -> None:
-    """Fill ``answer`` from an opened response (a 4xx/5xx too): status,
-    kept headers, and the body unless it is a refused redirect or over the cap."""
+def _read_answer(answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str, max_bytes: int, tracker: _Tracker) -> None:
+    """Fill ``answer`` from an opened response (a 4xx/5xx too): status, kept headers, and the
+    body unless it is a refused redirect or over the cap."""
+    raw_headers = getattr(resp, "headers", None)
     answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
     answer.reason = str(getattr(resp, "reason", "") or "")[:200]
-    answer.headers = _keep_headers(getattr(resp, "headers", None))
+    if raw_headers is not None:
+        answer.headers = {n: str(v)[:500] for n in KEEP_HEADERS if (v := raw_headers.get(n)) is not None}
     answer.redirects = list(redirects.hops)
-    raw_headers = getattr(resp, "headers", None)
     length = str(raw_headers.get("content-length", "") if raw_headers is not None else "").strip()
     if answer.status is not None and 300 <= answer.status < 400:
         why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
         if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
             why = answer.reason
         answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
-    elif _announced_over(length, max_bytes):
+    elif length.isdigit() and (len(length) > _LENGTH_DIGITS or int(length) > max_bytes):
+        # a header is data: thousands of digits pass int()'s limit, so a long one is over by its length
+        long = len(length) > _LENGTH_DIGITS
+        size = f"more than 1 TB (a Content-Length of {len(length)} digits)" if long else f"{int(length) / MIB:.1f} MiB"
         answer.too_large = True
-        answer.error = f"{host} announced {_size_text(length)}, over the {max_bytes / MIB:g} MiB cap; not read"
+        answer.error = f"{host} announced {size}, over the {max_bytes / MIB:g} MiB cap; not read"
     else:
         raw, too_large = _read_capped(resp, max_bytes, tracker)
         answer.body_bytes = len(raw)
         if too_large:
             answer.too_large = True
-            answer.error = (
-                f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
-            )
+            answer.error = f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
         else:
             answer.body = raw.decode("utf-8", errors="replace")
+
+
+def _read_capped(resp: Any, max_bytes: int, tracker: _Tracker) -> tuple[bytes, bool]:
+    """At most ``max_bytes`` of the body (one chunk more to notice more); ``(data, too_large)``."""
+    chunks: list[bytes] = []
+    total = 0
+    read = getattr(resp, "read1", None) or resp.read
+    while not tracker.aborted and total <= max_bytes and (chunk := read(CHUNK)):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)[:max_bytes], total > max_bytes

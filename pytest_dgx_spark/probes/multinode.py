@@ -1,25 +1,13 @@
-"""What G10 reads about the job and the link, as plain data (``gather`` only).
+"""What G10 reads about the job and the link, as plain data.
 
-Three sources:
-
-* **the launcher's environment** (``WORLD_SIZE``/``LOCAL_WORLD_SIZE``,
-  ``NNODES``, ``SLURM_NNODES`` …) and the NCCL variables that pick the link
-  (``NCCL_IB_HCA``, ``NCCL_SOCKET_IFNAME``, ``NCCL_IB_DISABLE``);
-* **configs**: the ones named with ``--spark-config`` and *only* those when
-  any is named (a named config replaces the search), else the ones found
-  under the rootdir, never a file this tool wrote (``env-report.json``, a
-  pytest-json-report file, a capture): those hold our own TP=2 examples and
-  verdicts, not the user's job;
-* **the link** under the host root: ``/sys/class/infiniband`` (the RoCE
-  devices, their port state and the net device behind each) and the MTU of
-  the interfaces NCCL is told to use (``/sys/class/net/<if>/mtu``).
-
-The two-Spark facts behind the link part (issue 8): one QSFP port shows up as
-two RoCE "twins" on two PCIe roots (``rocep1s0f1`` and ``roceP2p1s0f1``,
-each a PCIe x4 link, ~100 Gb/s); NCCL reaches 20-24 GB/s bus bandwidth only
-with both in ``NCCL_IB_HCA`` and MTU 9000 (tests/data/gb10:
-nccl_two_spark_1.txt, nccl_two_spark_5.txt, two_spark_config_2.txt,
-link_two_spark_ib_write_bw_2.txt).
+* the launcher's environment (``WORLD_SIZE``, ``NNODES``, ``SLURM_NNODES`` …) and the NCCL
+  variables that pick the link;
+* configs: those named with ``--spark-config`` and only those when any is named, else those found
+  under the rootdir, never a file this tool wrote (its TP=2 examples and verdicts are not the job);
+* the link under the host root: ``/sys/class/infiniband`` (RoCE devices, port states, the net
+  devices behind them) and the MTU of the interfaces NCCL is told to use. One QSFP port shows up
+  as two RoCE "twins" (``rocep1s0f1``, ``roceP2p1s0f1``); NCCL reaches 20-24 GB/s only with both in
+  ``NCCL_IB_HCA`` and MTU 9000 (issue 8; tests/data/gb10).
 """
 
 from __future__ import annotations
@@ -30,59 +18,40 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import procfs
+from pytest_dgx_spark.probes.machine import MachineLike
 
-#: the environment variables that say how the job was launched
+#: how the job was launched (an srun task's rank and its step's size too: launch.py)
 LAUNCHER_ENV = (
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "GROUP_WORLD_SIZE",
-    "GROUP_RANK",
-    "NNODES",
-    "PET_NNODES",
-    "NODE_RANK",
-    "SLURM_NNODES",
-    "SLURM_JOB_NUM_NODES",
-    # an srun task's rank and its step's size (pytest_dgx_spark/launch.py)
-    "SLURM_STEP_ID",
-    "SLURM_STEPID",
-    "SLURM_PROCID",
-    "SLURM_STEP_NUM_TASKS",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
+    "WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK", "GROUP_WORLD_SIZE", "GROUP_RANK", "NNODES",
+    "PET_NNODES", "NODE_RANK", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_STEP_ID", "SLURM_STEPID",
+    "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
 )
-#: TP degree in the environment
 TP_ENV = ("VLLM_TENSOR_PARALLEL_SIZE", "PARALLELISM_CONFIG_TP_SIZE")
 #: the link NCCL is told to use (read, shown, and judged across nodes)
 NET_ENV = (
-    "NCCL_SOCKET_IFNAME",
-    "GLOO_SOCKET_IFNAME",
-    "NCCL_IB_HCA",
-    "NCCL_IB_DISABLE",
-    "NCCL_NET",
-    "UCX_NET_DEVICES",
-    "NCCL_DEBUG",
+    "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_NET",
+    "UCX_NET_DEVICES", "NCCL_DEBUG",
 )
 #: with ``--distributed-executor-backend ray``, these say the Ray cluster spans machines
-#: (NVIDIA's two-Spark vLLM playbook sets VLLM_HOST_IP on each node)
 RAY_HINT_ENV = ("VLLM_HOST_IP", "RAY_ADDRESS")
-
 #: all-reduce buffer per backend: NCCL 512 MiB (EVIDENCE: 512M-4G; 16 GB freezes UMA), gloo 8 MiB (CPU)
 PROBE_BYTES = {"nccl": 512 << 20, "gloo": 8 << 20}
 PROBE_ITERS = {"nccl": 20, "gloo": 8}
+MAX_DEVICES = 64  # RDMA devices read under /sys/class/infiniband (a Spark has four)
+#: top-level keys of a pytest-json-report file
+_JSON_REPORT_KEYS = {"created", "exitcode", "root", "summary"}
+#: the note that says the config search did not see every config (G10 reads it back from captures)
+INCOMPLETE_NOTE = "config search incomplete: "
 
-#: RDMA devices read under /sys/class/infiniband (a Spark has four)
-MAX_DEVICES = 64
+
+class Rdma(TypedDict):
+    states: dict[str, str | None]  # port -> state
+    netdevs: list[str]
 
 
 def job_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -93,31 +62,14 @@ def job_env(env: Mapping[str, str]) -> dict[str, str]:
 def probe_config(timeout: float) -> dict[str, Any]:
     """The all-reduce child's request (``scripts/allreduce_child.py``)."""
     return {
-        "backend": "auto",
-        "size_bytes": PROBE_BYTES,
-        "iters": PROBE_ITERS,
-        "warmup": 3,
-        "import_scale": 6,
-        "rendezvous_scale": 3,
-        "rendezvous_timeout_s": timeout * 3 * 0.9,
-        "collective_timeout_s": timeout,
+        "backend": "auto", "size_bytes": PROBE_BYTES, "iters": PROBE_ITERS, "warmup": 3, "import_scale": 6,
+        "rendezvous_scale": 3, "rendezvous_timeout_s": timeout * 3 * 0.9, "collective_timeout_s": timeout,
     }
 
 
-# --------------------------------------------------------------------------- our own outputs
-
-#: top-level keys of a pytest-json-report file (the plugin adds ``spark_preflight`` to it)
-_JSON_REPORT_KEYS = {"created", "exitcode", "root", "summary"}
-
-
 def own_output(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path`` is a file this tool wrote (None: it is not).
-
-    ``env-report.json`` (and its ``.rankN`` siblings), anything with our
-    ``schema`` (``pytest_dgx_spark/…``: env-report, ``--json``, a capture), a
-    pytest-json-report file. JUnit XML and ``*.json.gz`` captures never
-    match the search's suffixes in the first place.
-    """
+    """Why ``path`` is a file this tool wrote: ``env-report.json`` (and ``.rankN``), anything
+    with our ``schema`` or ``tool`` (``--json``, a capture), a pytest-json-report file; else None."""
     name = os.path.basename(path)
     if re.fullmatch(r"env-report(\.rank\d+)?\.json", name):
         return "an env-report this tool wrote"
@@ -130,17 +82,13 @@ def own_output(path: str | os.PathLike[str]) -> str | None:
         return None
     if not isinstance(doc, dict):
         return None
-    schema = doc.get("schema")
-    tool = doc.get("tool")
+    schema, tool = doc.get("schema"), doc.get("tool")
     ours = isinstance(tool, dict) and tool.get("name") == "pytest-dgx-spark"
     if ours or (isinstance(schema, str) and schema.startswith(("pytest_spark", "pytest-dgx-spark"))):
         return "a report or capture this tool wrote"
     if "spark_preflight" in doc or set(doc) >= _JSON_REPORT_KEYS:
         return "a pytest JSON report"
     return None
-
-
-# --------------------------------------------------------------------------- configs
 
 
 def _display(path: Path, root: Path) -> str:
@@ -154,35 +102,23 @@ def given_sources(paths: tuple[Path, ...], root: Path, deadline: float) -> list[
     """The configs named with ``--spark-config`` (a folder: every config in it)."""
     out: list[cfgs.Source] = []
     for path in paths:
-        if path.is_dir():  # --spark-config configs/: every config in it is the job's
-            scan = cfgs.find_configs(path, deadline=deadline)
-            found, _ = cfgs.read_found(path, scan, deadline=deadline)
-            for src in found:
-                src.kind = "given"
-                src.name = _display(path / src.name, root)
-            out.extend(found)
-            if not found:
-                out.append(cfgs.Source(_display(path, root), "given", error="no YAML/JSON/TOML config in it"))
+        if not path.is_dir():
+            out.append(cfgs.read_config(path, _display(path, root), "given"))
             continue
-        out.append(cfgs.read_config(path, _display(path, root), "given"))
+        found, _ = cfgs.read_found(path, cfgs.find_configs(path, deadline=deadline), deadline=deadline)
+        for src in found:
+            src.kind, src.name = "given", _display(path / src.name, root)
+        out += found or [cfgs.Source(_display(path, root), "given", error="no YAML/JSON/TOML config in it")]
     return out
 
 
-#: the note that says the config search did not see every config (G10 reads it
-#: back: a capture's facts keep their fields, so old captures replay as they ran)
-INCOMPLETE_NOTE = "config search incomplete: "
-
-
 def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, Any]:
-    """The configs G10 reads: the named ones only, else those found under ``root``.
-
-    Returns ``{"sources": [Source dicts], "given": bool, "found": n,
-    "own_outputs": [names], "notes": [...]}``, and ``"incomplete"``: why
-    the search did not see every config, when it did not.
-    """
+    """The configs G10 reads: ``{"sources": [Source dicts], "given": bool, "found": n,
+    "own_outputs": [names], "notes": [...]}``, and ``"incomplete"`` (why the search did not see
+    every config) when it did not. A named config replaces the search (issue 11)."""
     deadline = time.monotonic() + min(timeout, 5.0)
     out: dict[str, Any] = {"sources": [], "given": bool(given), "found": 0, "own_outputs": [], "notes": []}
-    if given:  # a named config replaces the search (issue 11)
+    if given:
         out["sources"] = [s.to_dict() for s in given_sources(tuple(given), root, deadline)]
         return out
     scan = cfgs.find_configs(root, deadline=deadline)
@@ -207,41 +143,33 @@ def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, A
     return out
 
 
-# --------------------------------------------------------------------------- the link (sysfs)
-
-
-def _listdir(path: Path) -> list[str]:
+def _listdir(machine: MachineLike, absolute: str, most: int) -> list[str]:
     try:
-        return sorted(os.listdir(path))
+        return sorted(os.listdir(machine.path(absolute)))[:most]
     except OSError:
         return []
 
 
-def _read(machine: Any, absolute: str) -> str | None:
+def _read(machine: MachineLike, absolute: str) -> str | None:
     text, _ = machine.read_text(absolute, limit=4096)
     return text.strip() if text is not None else None
 
 
-def _rdma_device(machine: Any, name: str) -> dict[str, Any]:
+def _rdma_device(machine: MachineLike, name: str) -> Rdma:
     """One ``/sys/class/infiniband/<name>``: port states and the net devices behind it."""
     base = f"/sys/class/infiniband/{name}"
     states: dict[str, str | None] = {}
     netdevs: list[str] = []
-    for port in _listdir(machine.path(f"{base}/ports"))[:8]:
+    for port in _listdir(machine, f"{base}/ports", 8):
         states[port] = _read(machine, f"{base}/ports/{port}/state")
-        for index in _listdir(machine.path(f"{base}/ports/{port}/gid_attrs/ndevs"))[:4]:
-            ndev = _read(machine, f"{base}/ports/{port}/gid_attrs/ndevs/{index}")
-            if ndev and ndev not in netdevs:
-                netdevs.append(ndev)
-    for ndev in _listdir(machine.path(f"{base}/device/net"))[:8]:
-        if ndev not in netdevs:
-            netdevs.append(ndev)
-    return {"states": states, "netdevs": netdevs}
+        for index in _listdir(machine, f"{base}/ports/{port}/gid_attrs/ndevs", 4):
+            netdevs.append(_read(machine, f"{base}/ports/{port}/gid_attrs/ndevs/{index}") or "")
+    netdevs += _listdir(machine, f"{base}/device/net", 8)
+    return {"states": states, "netdevs": list(dict.fromkeys(n for n in netdevs if n))}
 
 
-def interface_mtu(machine: Any, ifname: str) -> int | None:
-    """``/sys/class/net/<ifname>/mtu`` under the machine root (None: no such
-    interface, or a name that is not one)."""
+def interface_mtu(machine: MachineLike, ifname: str) -> int | None:
+    """``/sys/class/net/<ifname>/mtu`` under the machine root (None: no such interface, or not a name)."""
     if not re.fullmatch(r"[\w.:@-]{1,64}", ifname):
         return None
     text = _read(machine, f"/sys/class/net/{ifname}/mtu")
@@ -249,28 +177,21 @@ def interface_mtu(machine: Any, ifname: str) -> int | None:
 
 
 def socket_ifnames(value: str | None) -> list[str]:
-    """Interface names ``NCCL_SOCKET_IFNAME`` names exactly (``=a,b`` or ``a,b``;
-    an exclusion list ``^…`` names none)."""
+    """Interface names ``NCCL_SOCKET_IFNAME`` names exactly (``=a,b`` or ``a,b``; ``^…`` names none)."""
     text = (value or "").strip()
     if not text or text.startswith("^"):
         return []
     return [p.strip() for p in text.lstrip("=").split(",") if p.strip()]
 
 
-def read_link(machine: Any, env: Mapping[str, str]) -> dict[str, Any]:
-    """RDMA devices and the MTUs G10 judges, under the machine's root.
-
-    ``{"rdma": {dev: {"states", "netdevs"}}, "mtu": {ifname: int|None},
-    "sysfs": bool}``; ``sysfs`` is False where ``/sys/class/net`` cannot be
-    listed (then nothing about the link is judged).
-    """
-    devices = _listdir(machine.path("/sys/class/infiniband"))[:MAX_DEVICES]
-    rdma = {name: _rdma_device(machine, name) for name in devices}
+def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
+    """``{"rdma": {dev: Rdma}, "mtu": {ifname: int|None}, "sysfs": bool}`` under the machine's root;
+    ``sysfs`` is False where ``/sys/class/net`` cannot be listed (nothing about the link is judged)."""
+    rdma = {name: _rdma_device(machine, name) for name in _listdir(machine, "/sys/class/infiniband", MAX_DEVICES)}
     wanted = list(socket_ifnames(env.get("NCCL_SOCKET_IFNAME")))
     for dev in rdma.values():
         wanted += [n for n in dev["netdevs"] if n not in wanted]
     return {
-        "rdma": rdma,
-        "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
-        "sysfs": bool(_listdir(machine.path("/sys/class/net"))),
+        "rdma": rdma, "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
+        "sysfs": bool(_listdir(machine, "/sys/class/net", 1)),
     }

@@ -1,4 +1,4 @@
-"""Parsers for ``/proc`` text: pure functions, tested on recorded files."""
+"""``/proc`` parsers (pure functions) and reads/writes of regular files that never block."""
 
 from __future__ import annotations
 
@@ -9,33 +9,20 @@ import stat
 
 from pytest_dgx_spark.outfile import kind_of
 
-#: a minus sign is kept, not dropped with the line: a negative field is an
-#: impossible reading its check must see (G3 would estimate a dropped MemAvailable)
+#: a minus sign is kept: a negative field is an impossible reading its check must see
 _MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(-?\d+)(?:\s+kB)?\s*$")
+CONTAINER_CGROUP = re.compile(r"docker|containerd|kubepods|libpod|podman|lxc|crio|garden|buildkit")
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
-    """``/proc/meminfo`` -> ``{field: kB}`` (``HugePages_*`` counts are plain numbers).
-
-    Lines that do not parse are ignored; a caller checks for the fields it needs.
-    """
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        m = _MEMINFO_LINE.match(line.strip())
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
-
-
-CONTAINER_CGROUP = re.compile(r"docker|containerd|kubepods|libpod|podman|lxc|crio|garden|buildkit")
+    """``/proc/meminfo`` -> ``{field: kB}``; lines that do not parse are ignored."""
+    return {m.group(1): int(m.group(2)) for line in text.splitlines() if (m := _MEMINFO_LINE.match(line.strip()))}
 
 
 def cgroup_runtime(text: str) -> str | None:
-    """The container runtime named in ``/proc/1/cgroup``, or ``None``.
-
-    On cgroup v2 the file is just ``0::/`` inside most containers, so ``None``
-    does not prove a bare host (kardianos/service#363).
-    """
+    """The container runtime named in ``/proc/1/cgroup``, or ``None`` (on cgroup v2 the file is
+    just ``0::/`` inside most containers: ``None`` does not prove a bare host)."""
     m = CONTAINER_CGROUP.search(text)
     return m.group(0) if m else None
 
@@ -50,33 +37,44 @@ def parse_key_values(text: str) -> dict[str, str]:
     return out
 
 
-def read_regular(path: str | os.PathLike[str], limit: int = 1 << 20) -> bytes:
-    """Read at most ``limit`` bytes of a regular file, never blocking.
-
-    A FIFO, socket or device planted where ``/proc/meminfo`` or a pid's
-    ``cmdline`` should be would block a plain ``open()`` forever (a FIFO with
-    no writer) or never end (``/dev/zero``). The file is opened with
-    ``O_NONBLOCK`` (which makes opening a FIFO return at once) and refused
-    unless ``fstat`` says it is a regular file; ``/proc`` files are.
-    Raises :class:`OSError` with a reason a line can quote.
-    """
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
-    )
-    fd = os.open(path, flags)
+def _open_regular(path: str | os.PathLike[str], flags: int) -> int:
+    """An fd of the regular file at ``path``, opened with ``O_NONBLOCK`` (a FIFO opens at once,
+    or fails with ENXIO for writing) and refused unless ``fstat`` says it is a regular file:
+    a FIFO or device planted where ``/proc`` files should be would block or never end."""
+    try:
+        fd = os.open(path, flags | _NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # what O_NONBLOCK gives for a FIFO nobody reads
+            raise OSError(errno.ENXIO, "not a regular file (a FIFO)") from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = kind_of(mode)
-            raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+            raise OSError(errno.EINVAL, f"not a regular file ({kind_of(mode)})")
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | os.PathLike[str], limit: int = 1 << 20) -> bytes:
+    """At most ``limit`` bytes of a regular file, never blocking; :class:`OSError` with a quotable reason."""
+    fd = _open_regular(path, os.O_RDONLY)
+    try:
         chunks: list[bytes] = []
         left = limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 65536))
-            if not chunk:
-                break
+        while left > 0 and (chunk := os.read(fd, min(left, 65536))):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_regular(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` into an existing regular file (``/proc/sys`` files are), never blocking."""
+    fd = _open_regular(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
     finally:
         os.close(fd)

@@ -5,8 +5,7 @@ import os as _os
 import sys as _sys
 import time as _time
 
-# `python -c` puts the working directory first on sys.path; a checkout that
-# happens to contain a `torch/` folder must not shadow the installed package.
+# `python -c` puts the working folder first on sys.path: a checkout's `torch/` must not shadow torch
 _cwd = _os.getcwd()
 _sys.path[:] = [p for p in _sys.path if p not in ("", ".", _cwd)]
 
@@ -17,9 +16,7 @@ def emit(obj):
 
 
 def begin(name, scale=1):
-    # "t": when the step began, on the system-wide monotonic clock the parent
-    # reads too: a child started before the parent follows it (an early torch
-    # child) still reports where its seconds went
+    # "t": when the step began, on the monotonic clock the parent reads too (an early child's steps count)
     emit({"begin": name, "scale": scale, "t": _time.monotonic()})
 
 
@@ -42,18 +39,15 @@ def error_text(exc):
 
 
 def config():
-    if len(_sys.argv) > 1:
-        try:
-            return _json.loads(_sys.argv[1])
-        except ValueError:
-            return {}
-    return {}
+    try:
+        return _json.loads(_sys.argv[1]) if len(_sys.argv) > 1 else {}
+    except ValueError:
+        return {}
 
 
 def request(limit=1 << 20):
-    """The request a child started early reads on stdin (one JSON object).
-    Stdin closed with nothing on it means the parent no longer wants the
-    answer: leave at once, doing nothing more."""
+    """The request a child started early reads on stdin (one JSON object); stdin closed empty
+    means the parent no longer wants the answer: leave at once."""
     raw = _sys.stdin.buffer.read(limit)
     if not raw.strip():
         _os._exit(0)

@@ -1,20 +1,9 @@
-# G10 all-reduce probe child: one rank of a torchrun job measures all-reduce
-# bus bandwidth through torch.distributed (NCCL on GPUs, gloo on CPU).
-#
-# Why a child: a wrong NCCL_SOCKET_IFNAME or an unreachable peer hangs
-# rendezvous or the first collective forever. Every step announces itself
-# (begin), so the parent's watchdog kills this process group when a step
-# outlives its allowance; the store and the process group carry timeouts too,
-# so the usual failure is a clean error line rather than a kill.
-#
-# The store is the job's, under a prefix of this probe (_job_store.py says why).
-#
-# busbw follows nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time,
-# busbw = algbw * 2 (n - 1) / n for all-reduce. nccl-tests averages the time
-# over ranks by default; so does the "group" figure here, so every rank
-# reports the same group number and the verdict is the same on every rank.
-import datetime as _dt
-import time as _time
+# G10 all-reduce probe child: one rank of a torchrun job measures all-reduce bus bandwidth
+# (NCCL on GPUs, gloo on CPU). A wrong NCCL_SOCKET_IFNAME or a missing peer hangs rendezvous or
+# the first collective: every step begins, so the parent's watchdog kills a stuck one; the store
+# and the group carry timeouts too, so the usual failure is an error line. busbw follows
+# nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw * 2 (n - 1) / n; the
+# "group" figure averages the time over ranks as nccl-tests does, the same on every rank.
 
 
 def _median(values):
@@ -24,8 +13,7 @@ def _median(values):
 
 
 def _job():
-    """RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous point, or None once the
-    reason this process cannot take part is reported."""
+    """RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous point, or None once why not is reported."""
     rank = _env_int("RANK")
     world = _env_int("WORLD_SIZE")
     local_rank = _env_int("LOCAL_RANK", 0)
@@ -62,35 +50,26 @@ def _backend_and_device(torch, dist, cfg, local_rank):
     wanted = cfg.get("backend") or "auto"
     local_world = _env_int("LOCAL_WORLD_SIZE", 1) or 1
     try:
-        # NCCL needs a GPU of its own for every rank on this host: two ranks
-        # on one GPU fail with "invalid usage". Fewer GPUs than local ranks
-        # means gloo (the probe then measures the host path, and says so).
+        # NCCL needs a GPU of its own for every local rank ("invalid usage"): else gloo, the host path
         cuda = bool(torch.cuda.is_available()) and torch.cuda.device_count() >= local_world
     except Exception:
         cuda = False
-    if wanted == "auto":
-        backend = "nccl" if cuda and dist.is_nccl_available() else "gloo"
-    else:
-        backend = wanted
+    backend = wanted if wanted != "auto" else "nccl" if cuda and dist.is_nccl_available() else "gloo"
     if backend != "nccl":
         return backend, torch.device("cpu")
     device = torch.device("cuda", local_rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
-    try:
-        nccl = torch.cuda.nccl.version()
-        data(nccl_version=".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl))
-    except Exception:
-        pass
+    nccl = _torch_nccl(torch)
+    if nccl is not None:
+        data(nccl_version=nccl)
     data(device_name=torch.cuda.get_device_name(device))
     return backend, device
 
 
 def _plan(cfg, backend):
     """Elements per buffer, timed iterations and warm-ups for this backend."""
-    sizes = cfg.get("size_bytes") or {}
-    size = int(sizes.get(backend, 8 << 20))
-    size = max(1 << 20, min(size, 1 << 30))  # never above 1 GiB: 16 GB buffers can freeze a UMA box
-    numel = size // 4
+    size = int((cfg.get("size_bytes") or {}).get(backend, 8 << 20))
+    numel = max(1 << 20, min(size, 1 << 30)) // 4  # never above 1 GiB: 16 GB buffers can freeze a UMA box
     iters = int(cfg.get("iters", {}).get(backend, 10))
     warmup = int(cfg.get("warmup", 3))
     data(backend=backend, size_bytes=numel * 4, iters=iters)
@@ -105,13 +84,8 @@ def _rendezvous(dist, cfg, job, backend, device):
     begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
         prefixed = _job_store(dist, host, port, rank, world, rdzv_s, "pytest_spark_g10")
-        kwargs = {
-            "backend": backend,
-            "store": prefixed,
-            "rank": rank,
-            "world_size": world,
-            "timeout": _dt.timedelta(seconds=max(coll_s, rdzv_s)),
-        }
+        timeout = _dt.timedelta(seconds=max(coll_s, rdzv_s))
+        kwargs = {"backend": backend, "store": prefixed, "rank": rank, "world_size": world, "timeout": timeout}
         if backend == "nccl":
             kwargs["device_id"] = device  # eager communicator init: a bad link fails here
         try:
@@ -162,12 +136,8 @@ def _measure(torch, dist, cfg, rank, world, backend, device, plan):
     factor = 2.0 * (world - 1) / world
     bytes_ = numel * 4
     data(
-        times_s=[round(t, 6) for t in times],
-        time_s=own,
-        group_time_s=group,
-        algbw_gbps=bytes_ / own / 1e9,
-        busbw_gbps=bytes_ / own / 1e9 * factor,
-        group_algbw_gbps=bytes_ / group / 1e9,
+        times_s=[round(t, 6) for t in times], time_s=own, group_time_s=group, algbw_gbps=bytes_ / own / 1e9,
+        busbw_gbps=bytes_ / own / 1e9 * factor, group_algbw_gbps=bytes_ / group / 1e9,
         group_busbw_gbps=bytes_ / group / 1e9 * factor,
     )
 

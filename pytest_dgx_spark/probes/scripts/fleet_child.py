@@ -1,26 +1,12 @@
-# G10 fleet child: every rank of a multi-node job hands its fingerprint to
-# every other rank, over a gloo process group on the CPU.
-#
-# Why gloo on the CPU: the comparison must work when NCCL (or the GPU) is the
-# broken part. Why a child: a peer that never arrives would block rendezvous;
-# the store and the group carry the timeout, and the parent's watchdog kills
-# this process group if a step outlives its allowance anyway.
-#
-# Before the group forms, each rank writes "arrived/<rank>" to the store, so a
-# rendezvous that times out can name the ranks that never came. Keys live
-# under their own prefix ("pytest_spark_fleet/<seq>/"): the launcher's store is
-# shared with the training code that runs later in this same worker.
-import datetime as _dt
+# G10 fleet child: every rank of a multi-node job hands its fingerprint to every other rank over
+# gloo on the CPU (it must work when NCCL or the GPU is the broken part). A peer that never
+# arrives would block rendezvous: the store and the group carry the timeout, the parent's
+# watchdog kills a stuck step. Each rank writes "arrived/<rank>" before the group forms, so a
+# rendezvous that times out names the ranks that never came (keys under _job_store.py's prefix).
 
 
 def _versions(torch):
-    out = {"torch": str(torch.__version__), "torch_cuda": getattr(torch.version, "cuda", None)}
-    try:
-        nccl = torch.cuda.nccl.version()
-        out["nccl_torch"] = ".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl)
-    except Exception:
-        out["nccl_torch"] = None
-    return out
+    return {"torch": str(torch.__version__), "torch_cuda": getattr(torch.version, "cuda", None), "nccl_torch": _torch_nccl(torch)}
 
 
 def _loaded(prefix):
@@ -39,13 +25,9 @@ def _loaded(prefix):
 
 
 def _nccl_library():
-    """The version the NCCL library this process loads reports itself.
-
-    ``dlopen("libnccl.so.2")`` after ``import torch`` returns the copy torch
-    already loaded (its pip ``nvidia-nccl-*`` wheel, a system NCCL in an NGC
-    container or on DGX OS, or one in LD_PRELOAD), else the one the loader
-    finds (LD_LIBRARY_PATH, ld.so.cache): the library a collective would use,
-    which pip metadata cannot say."""
+    """The version the NCCL library this process loads reports itself: ``dlopen("libnccl.so.2")``
+    after ``import torch`` returns the copy torch loaded (pip wheel, NGC's, LD_PRELOAD's), else
+    the loader's pick: the library a collective would use, which pip metadata cannot say."""
     import ctypes
 
     try:
@@ -78,14 +60,10 @@ def _all_gather_json(torch, dist, world, obj):
 
 
 def _open_store(dist, host, port, rank, world, timeout_s):
-    """The job's store, reached within ``timeout_s``.
-
-    A client's TCPStore retries a failed connect once, after a random delay,
-    each try as long as its timeout: given ``timeout_s`` it can take three
-    times that, past the parent's allowance for the step. So a client tries
-    for at most a second at a time until ``timeout_s`` is spent, and only
-    then gets the full timeout for the store's waits; rank 0, when it hosts
-    the store, opens it at once."""
+    """The job's store, reached within ``timeout_s``. A client's TCPStore retries a failed connect
+    once after a random delay, each try as long as its timeout (three times ``timeout_s``, past the
+    parent's allowance): so a client tries a second at a time until ``timeout_s`` is spent, then
+    gets the full timeout for the store's waits; rank 0, hosting the store, opens it at once."""
     if rank == 0 and _os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return _job_store(dist, host, port, rank, world, timeout_s, "pytest_spark_fleet")
     deadline = _time.monotonic() + timeout_s

@@ -1,12 +1,8 @@
-# nvidia-smi sample child: G4's fallback series when NVML cannot be used from
-# Python but nvidia-smi exists. It runs the query the parent already proved to
-# work, every `interval` seconds for `seconds`, and sends each raw answer back;
-# the parent parses them (one parser for the snapshot and the series).
-# No timeout here on purpose: each call is a step, and the parent's progress
-# watchdog kills this child's whole process group (nvidia-smi included) when
-# one call hangs, which a timeout in here could not do for a grandchild.
+# nvidia-smi sample child: G4's fallback series when NVML cannot be used from Python. It runs the
+# query the parent proved to work every `interval` s for `seconds` and sends each raw answer back
+# (the parent parses them). No timeout here on purpose: each call is a step, and the parent's
+# watchdog kills this whole process group (nvidia-smi included) when one call hangs.
 import subprocess as _subprocess
-import time as _time
 
 
 def main():
@@ -24,14 +20,8 @@ def main():
         except OSError as exc:
             event({"t": t, "rc": None, "out": "", "err": error_text(exc)})
             break
-        event(
-            {
-                "t": t,
-                "rc": proc.returncode,
-                "out": proc.stdout[:65536].decode("utf-8", "replace"),
-                "err": proc.stderr[:4096].decode("utf-8", "replace"),
-            }
-        )
+        out, err = proc.stdout[:65536], proc.stderr[:4096]
+        event({"t": t, "rc": proc.returncode, "out": out.decode("utf-8", "replace"), "err": err.decode("utf-8", "replace")})
         n += 1
         if proc.returncode != 0 or _time.monotonic() - t0 >= seconds:
             break

@@ -1,7 +1,9 @@
-# torch probe child: torch is imported once per run, here, for G1, G2, G5 and G7.
-# Steps report as they go, so a crash in one (a SIGSEGV on the first kernel,
-# an `undefined symbol` in an extension) still leaves the facts gathered before it.
+# torch probe child: torch is imported once per run, here, for G1, G2, G5 and G7. Steps report
+# as they go, so a crash in one (a SIGSEGV on the first kernel) leaves the facts gathered before.
+import ctypes as _ctypes
 import importlib as _importlib
+import importlib.util as _util
+import re as _re
 
 
 def _cuda_facts(torch):
@@ -13,18 +15,14 @@ def _cuda_facts(torch):
     try:
         facts["cuda_available"] = bool(torch.cuda.is_available())
         facts["device_count"] = int(torch.cuda.device_count())
-    except Exception as exc:
-        facts["cuda_error"] = error_text(exc)
-        return facts
-    if facts["cuda_available"] and facts["device_count"]:
-        try:
+        if facts["cuda_available"] and facts["device_count"]:
             facts["capability"] = list(torch.cuda.get_device_capability(0))
             facts["device_name"] = torch.cuda.get_device_name(0)
             props = torch.cuda.get_device_properties(0)
             facts["is_integrated"] = bool(getattr(props, "is_integrated", False))
             facts["total_memory"] = int(getattr(props, "total_memory", 0))
-        except Exception as exc:
-            facts["cuda_error"] = error_text(exc)
+    except Exception as exc:
+        facts["cuda_error"] = error_text(exc)
     return facts
 
 
@@ -37,9 +35,6 @@ def _tiny_kernel(torch):
 
 def _version_without_import():
     """torch's version and CUDA from torch/version.py, without importing torch."""
-    import importlib.util as _util
-    import re as _re
-
     spec = _util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         data(torch_import_error="ModuleNotFoundError: No module named 'torch'")
@@ -57,11 +52,8 @@ def _version_without_import():
         value = m.group(1).strip() if m else "None"
         found[key] = None if value == "None" else value.strip("'\"")
     data(
-        torch_version=found["__version__"] or "",
-        torch_cuda=found["cuda"],
-        torch_file=_os.path.join(folder, "__init__.py"),
-        torch_imported=False,
-        cuda_available=False,
+        torch_version=found["__version__"] or "", torch_cuda=found["cuda"],
+        torch_file=_os.path.join(folder, "__init__.py"), torch_imported=False, cuda_available=False,
         device_count=0,
     )
 
@@ -79,10 +71,7 @@ def _import_torch():
 def main():
     cfg = config()
     imported = None
-    if cfg.get("early"):
-        # Started before the run knew what to ask (probes/child.py: spawn_python):
-        # import torch now, the slow part, while the parent reads NVML and scans
-        # the extensions; then the request comes on stdin.
+    if cfg.get("early"):  # started before the request: import torch (the slow part), then read it
         imported = _import_torch()
         begin("wait for the request")
         cfg = request()
@@ -117,23 +106,20 @@ def main():
             data(kernel={"ok": False, "error": error_text(exc)})
     if cfg.get("bandwidth"):
         step_bandwidth(torch, cfg["bandwidth"], cuda)
-    # Extension objects come last: they are the likeliest to kill the process
-    # (a constructor in a CUDA 12 module), and facts gathered before survive.
+    # extension objects last: the likeliest to kill the process (a constructor in a CUDA 12 module)
     if cfg.get("flash_attn"):
         step_flash_attn(torch, cfg["flash_attn"], cuda)
     _load_objects(cfg.get("load") or [], facts.get("torch_cuda"), cuda.get("capability"))
     done()
-    # Skip interpreter teardown: threads an extension started would keep the
-    # child alive past "done", and a CUDA context torn down on a broken driver
-    # can crash after every answer is in.
+    # no interpreter teardown: an extension's threads would outlive "done", and a CUDA context
+    # torn down on a broken driver can crash after every answer is in
     _sys.stdout.flush()
     _os._exit(0)
 
 
 def _pick_variant(members, torch_cuda):
-    """The build a per-CUDA-version package loads for torch's CUDA (bitsandbytes:
-    ``libbitsandbytes_cuda130.so`` for CUDA 13.0): the exact version, else the
-    newest of the same major not above it, else the newest of the same major."""
+    """The build a per-CUDA-version package loads for torch's CUDA (bitsandbytes' ``_cuda130``):
+    the exact version, else the newest of the same major not above it, else the newest of it."""
     try:
         major, minor = (int(x) for x in str(torch_cuda).split(".")[:2])
     except ValueError:
@@ -146,8 +132,7 @@ def _pick_variant(members, torch_cuda):
 
 
 def _pick_arch(members, capability):
-    """Of alternatives built per GPU arch (``sm90/``, ``sm100/``), the newest not
-    above the GPU's capability; without one, the first."""
+    """Of builds per GPU arch (``sm90/``, ``sm100/``), the newest not above the GPU's; else the first."""
     try:
         cap = int(capability[0]) * 10 + int(capability[1])
     except (TypeError, ValueError, IndexError):
@@ -158,9 +143,9 @@ def _pick_arch(members, capability):
     return members[0]
 
 
-def _dlopen(ctypes, path):
+def _dlopen(path):
     try:
-        ctypes.CDLL(path, mode=_os.RTLD_NOW | _os.RTLD_LOCAL)
+        _ctypes.CDLL(path, mode=_os.RTLD_NOW | _os.RTLD_LOCAL)
         return {"ok": True}
     except OSError as exc:
         return {"ok": False, "error": str(exc).strip()[:600]}
@@ -175,19 +160,10 @@ def _import(name):
 
 
 def _load_objects(entries, torch_cuda, capability=None):
-    """G1's dynamic half: ``dlopen(RTLD_NOW | RTLD_LOCAL)`` each CUDA- or
-    libtorch-linked extension object, after torch.
-
-    That resolves every DT_NEEDED library and every symbol, as an import
-    would (a missing ``libcudart.so.12``, a torch-ABI ``undefined symbol``),
-    without running the packages' Python. Of a package that ships one build
-    per CUDA version (or per GPU arch), only the one it would pick is loaded.
-    An object that fails is retried once its package is imported (a package
-    may preload a library its objects need); a segfault kills the child, and
-    the parent names this step.
-    """
-    import ctypes
-
+    """G1's dynamic half: ``dlopen(RTLD_NOW | RTLD_LOCAL)`` each CUDA- or libtorch-linked object
+    after torch: every DT_NEEDED library and symbol resolves as on import, without the packages'
+    Python. Of per-CUDA (or per-arch) builds only the one it would pick is loaded; a failure is
+    retried once its package is imported (it may preload a library); a segfault names this step."""
     groups, skip, variants = {}, set(), {}
     for e in entries:
         if e.get("group"):
@@ -206,7 +182,7 @@ def _load_objects(entries, torch_cuda, capability=None):
         if not isinstance(path, str) or path in skip:
             continue
         begin("load " + str(e.get("name") or path), scale=2)
-        outcome = _dlopen(ctypes, path)
+        outcome = _dlopen(path)
         module = e.get("module")
         if not outcome["ok"] and module:
             if module not in imported:
@@ -214,7 +190,7 @@ def _load_objects(entries, torch_cuda, capability=None):
                 imported[module] = _import(module)
             outcome["import"] = imported[module]
             if imported[module]["ok"]:
-                outcome["retry_ok"] = _dlopen(ctypes, path)["ok"]
+                outcome["retry_ok"] = _dlopen(path)["ok"]
         done_count += 1
         if outcome["ok"]:
             data(loaded=done_count)

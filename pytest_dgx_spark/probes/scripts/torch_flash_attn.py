@@ -1,11 +1,8 @@
-# G2 step of the torch child: does flash-attn import, does a tiny kernel run,
-# and would Unsloth switch it on?
-#
-# Unsloth (unsloth/models/_utils.py) sets HAS_FLASH_ATTENTION = True when the
-# device's CUDA capability major is >= 8, the flash_attn package is found, and
-# `from flash_attn.flash_attn_interface import flash_attn_gpu` (older builds:
-# `flash_attn_cuda`) imports. That predicate is computed here the same way,
-# without importing unsloth: importing it patches transformers and needs a GPU.
+# G2 step of the torch child: does flash-attn import, does a tiny kernel run, and would Unsloth
+# switch it on? Unsloth (unsloth/models/_utils.py) sets HAS_FLASH_ATTENTION when the capability
+# major is >= 8, flash_attn is found and `from flash_attn.flash_attn_interface import
+# flash_attn_gpu` (older: `flash_attn_cuda`) imports; computed here the same way, without
+# importing unsloth (it patches transformers and needs a GPU).
 
 
 def _fa_interface():
@@ -23,8 +20,7 @@ def _fa_interface():
 
 
 def _fa_kernel(torch, flash_attn):
-    # (batch, seqlen, nheads, headdim): the layout flash_attn_func takes
-    shape = (1, 16, 2, 64)
+    shape = (1, 16, 2, 64)  # (batch, seqlen, nheads, headdim): the layout flash_attn_func takes
     q = torch.randn(*shape, device="cuda", dtype=torch.float16)
     out = flash_attn.flash_attn_func(q, q, q, causal=True)
     torch.cuda.synchronize()
@@ -34,39 +30,38 @@ def _fa_kernel(torch, flash_attn):
     return {"ok": got == list(shape) and finite, "shape": got, "expected": list(shape), "finite": finite}
 
 
+def _fa_import():
+    """``(flash_attn module or None, None)`` or ``(None, the failure)``; reported either way."""
+    try:
+        if _util.find_spec("flash_attn") is None:
+            data(flash_attn={"found": False})
+            return None, None
+        begin("import flash_attn", scale=3)
+        import flash_attn
+
+        return flash_attn, None
+    except BaseException as exc:
+        data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
+        return None, {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
+
+
 def step_flash_attn(torch, cfg, cuda):
     """G2: import flash-attn (its behaviour is what G2 checks), run its kernel, evaluate
     Unsloth's predicate. Returns the import outcome, or None when absent."""
-    import importlib.util as _util
-
-    try:
-        found = _util.find_spec("flash_attn") is not None
-    except BaseException as exc:
-        data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
-        return {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
-    if not found:
-        data(flash_attn={"found": False})
-        return None
-    begin("import flash_attn", scale=3)
-    try:
-        import flash_attn
-    except BaseException as exc:
-        data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
-        return {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
+    flash_attn, failed = _fa_import()
+    if flash_attn is None:
+        return failed
     fa = {
-        "found": True,
-        "importable": True,
-        "version": str(getattr(flash_attn, "__version__", "") or ""),
+        "found": True, "importable": True, "version": str(getattr(flash_attn, "__version__", "") or ""),
         "file": str(getattr(flash_attn, "__file__", "") or ""),
     }
     data(flash_attn=fa)
     begin("flash_attn interface", scale=2)
     fa["interface"], fa["interface_error"] = _fa_interface()
     capability = cuda.get("capability")
-    if cuda.get("cuda_available") and capability:
-        fa["unsloth_has_flash_attention"] = bool(capability[0] >= 8 and fa["interface"])
-    else:
-        fa["unsloth_has_flash_attention"] = None  # Unsloth needs a CUDA device to decide
+    on_gpu = cuda.get("cuda_available") and capability
+    # Unsloth needs a CUDA device to decide
+    fa["unsloth_has_flash_attention"] = bool(capability[0] >= 8 and fa["interface"]) if on_gpu else None
     data(flash_attn=fa)
     if not (cuda.get("cuda_available") and cfg.get("kernel", True)):
         fa["kernel"] = {"ok": None, "skipped": "no CUDA device"}

@@ -736,7 +736,7 @@ def test_two_srun_tasks_compare_their_nodes(tmp_path: Path) -> None:
     la, lb = g10_of(a), g10_of(b)
     assert la.startswith("G10 WARN: rank 0 of 2: NCCL_IB_HCA differs: unset on rank 0"), la
     assert "rocep1s0f1 on rank 1" in la
-    assert lb.startswith("G10 WARN: rank 1 of 2 (per-rank detail; rank 0 reports for the job)"), lb
+    assert lb.startswith("G10 WARN: rank 1 of 2, this rank only"), lb
     merged = json.loads((tmp_path / "env-report.json").read_text())
     assert sorted(merged["nodes"]) == ["0", "1"]
     assert merged["nodes"]["1"]["node_rank"] == "1"  # SLURM_NODEID
@@ -752,7 +752,7 @@ def test_an_srun_task_without_a_rendezvous_point_is_told_how_to_give_one(tmp_pat
     line = g10_of(proc)
     assert time.monotonic() - started < 60
     assert line.startswith(
-        "G10 WARN: rank 1 of 2 (per-rank detail; rank 0 reports for the job): nodes not compared: "
+        "G10 WARN: rank 1 of 2, this rank only: nodes not compared: "
         "srun task 1 of 2 has no rendezvous point (MASTER_ADDR and MASTER_PORT unset)"
     ), line
     assert 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in line

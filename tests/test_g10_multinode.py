@@ -341,8 +341,13 @@ def test_nothing_multi_node_is_a_single_node_pass() -> None:
 
 def test_other_ranks_say_they_are_per_rank_detail() -> None:
     r = decide(source(NVIDIA_FSDP), env={"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "RANK": "1"})
-    assert r.summary.startswith("rank 1 of 2 (per-rank detail; rank 0 reports for the job): 2 nodes")
+    assert r.summary.startswith("rank 1 of 2, this rank only: 2 nodes")
     assert r.reading("rank").value == 1
+    # issue 24 item 4: the short line at any width keeps what the rank prefix means
+    for width in (60, 80, 120):
+        line = r.short_line(width)
+        assert line.startswith("G10 PASS: rank 1 of 2, this rank only:"), line
+        assert "(detail" not in line and len(line) <= width
 
 
 # --------------------------------------------------------------------------- evaluate(): the probe
@@ -619,7 +624,7 @@ def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path
     assert r0.summary.startswith("rank 0 of 2: all-reduce busbw ")
     assert "(measured with gloo on CPU; NCCL on the GPUs would differ)" in r0.summary
     assert r1.summary.startswith(
-        "rank 1 of 2 (per-rank detail; rank 0 reports for the job): all-reduce busbw"
+        "rank 1 of 2, this rank only: all-reduce busbw"
     )
     assert judge(facts[0], "fail", 0.0001).status is Status.PASS
 
@@ -687,7 +692,7 @@ def test_torchrun_two_processes_run_the_cli(tmp_path: Path) -> None:
     assert [r["readings"]["rank"]["value"] for r in results] == [0, 1]
     assert results[0]["status"] == results[1]["status"] == "PASS"
     assert results[0]["summary"].startswith("rank 0 of 2: single node (WORLD_SIZE=2, LOCAL_WORLD_SIZE=2)")
-    assert results[1]["summary"].startswith("rank 1 of 2 (per-rank detail; rank 0 reports for the job)")
+    assert results[1]["summary"].startswith("rank 1 of 2, this rank only")
     for r in results:
         assert r["readings"]["allreduce_backend"]["value"] == "gloo"
         assert r["readings"]["allreduce_busbw"]["value"] > 0

@@ -511,7 +511,7 @@ def _rank_prefix(env: dict[str, str]) -> str:
         return ""
     if rank == 0:
         return f"rank 0 of {world}: "
-    return f"rank {rank} of {world} (per-rank detail; rank 0 reports for the job): "
+    return f"rank {rank} of {world}, this rank only: "  # rank 0 reports for the job
 
 
 # --------------------------------------------------------------------------- evaluate: the probe

@@ -966,7 +966,7 @@ def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok
     prefix = _rank_prefix(f.env)
     r.summary = prefix + r.summary
     if prefix and not prefix.startswith("rank 0 "):
-        r.headline = f"{prefix.split(' (', 1)[0]} (detail): {r.headline}"
+        r.headline = prefix + r.headline
     incomplete = search_incomplete(f)
     if r.status is Status.PASS and incomplete:
         r.status = Status.INFO  # a search that did not finish is never a PASS

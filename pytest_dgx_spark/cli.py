@@ -287,11 +287,18 @@ def _main(argv: Sequence[str] | None) -> int:
         written.insert(0, f"replay of {settings.replay}: captured {when} on {cap_host.get('hostname', '?')} "
                        f"({cap_host.get('gpu') or 'no GPU'}); nothing of this machine was read")  # fmt: skip
     said = [n for n in written if not n.startswith(("cannot write", "could not write"))]
-    last = verdict_line(results, strict=settings.strict)
-    v = verdict(results, strict=settings.strict).value
-    if ns.json:
-        block = report.run_block(results, strict=settings.strict, host=host, settings=settings.to_dict(),
-                                 profile=profile)  # fmt: skip
+    last, v = verdict_line(results, strict=settings.strict), verdict(results, strict=settings.strict).value
+    block = report.run_block(results, strict=settings.strict, host=host, settings=settings.to_dict(),
+                             profile=profile) if ns.json else None  # fmt: skip
+    _show(ns, results, block, (last, v), said)
+    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
+
+
+def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | None, verdict: tuple[str, str],
+          said: list[str]) -> None:  # fmt: skip
+    """The results on stdout (JSON, or a line each and the verdict, coloured as
+    pytest colours them), then what was written where (stderr under --json)."""
+    if block is not None:
         say(json.dumps(block, indent=2, default=str))
         for note in said:
             say_error(note)
@@ -299,13 +306,11 @@ def _main(argv: Sequence[str] | None) -> int:
         paint = colour_wanted(ns.color, sys.stdout)
         for r in results:
             say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
-        say(last, COLOURS[v] if paint else None)
+        say(verdict[0], COLOURS[verdict[1]] if paint else None)
         for note in said:
             say(note)
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
-        say_error(f"stdout is closed: no check line printed; {last}")
-    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
-
+        say_error(f"stdout is closed: no check line printed; {verdict[0]}")
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

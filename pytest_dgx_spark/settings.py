@@ -198,9 +198,9 @@ def _parse_report_path(opt: Option, raw: Any, where: str, base: Path) -> Path:
 
 def _parse_input_file(opt: Option, raw: Any, where: str, base: Path) -> Path:
     text, path = _given_path(raw, where, base)
-    if not path.is_file():
-        raise OptionError(f"{where}: {text!r} is not a file")
-    return path
+    if path.is_file():
+        return path
+    raise OptionError(f"{where}: {text!r} is not a file")
 
 
 def _parse_config_paths(opt: Option, raw: Any, where: str, base: Path) -> tuple[Path, ...]:
@@ -216,14 +216,10 @@ def _parse_config_paths(opt: Option, raw: Any, where: str, base: Path) -> tuple[
 
 
 def _parse_bool(opt: Option, raw: Any, where: str, base: Path) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
-        return True
-    if text in ("0", "false", "no", "off", "n", "f"):
-        return False
-    raise OptionError(f"{where}: expected true or false, got {raw!r}")
+    try:
+        return raw if isinstance(raw, bool) else _truth(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"{where}: expected true or false, got {raw!r}") from None
 
 
 def _parse_choice(opt: Option, raw: Any, where: str, base: Path) -> str:
@@ -372,7 +368,7 @@ def settings_from_cli(ns: argparse.Namespace, ini: Mapping[str, Any], *, base: P
 
 
 def _truth(text: str) -> bool:
-    """pytest's ``_strtobool``."""
+    """pytest's ``_strtobool`` (its spellings, any case)."""
     low = text.lower()
     if low in ("y", "yes", "t", "true", "on", "1"):
         return True

@@ -308,7 +308,7 @@ def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | No
             say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
         say(verdict[0], COLOURS[verdict[1]] if paint else None)
         for note in said:
-            say(note)
+            say(visible(note))  # one line: a newline in a path is escaped, not printed
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
         say_error(f"stdout is closed: no check line printed; {verdict[0]}")
 

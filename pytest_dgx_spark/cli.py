@@ -256,15 +256,19 @@ def _main(argv: Sequence[str] | None) -> int:
     given = [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
     ignored = options.replay_ignores(given)
     replay: dict[str, Any] | None = None
-    if settings.replay is not None:
+    if (path := settings.replay) is not None:
         if ignored:
             say_error(f"note: {ignored}")
         try:
-            replay = capture.load(settings.replay)
+            replay = capture.load(path)
         except capture.CaptureError as exc:
             say_error(f"error: {exc}")
             return EXIT_USAGE
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
+        cap = replay.get("host") or {}
+        # stdout stays the captured run's own lines; that they are a replay's is said beside them
+        say_error(f"note: replay of {path.name} (captured {replay.get('created_at', '?')}, host "
+                  f"{cap.get('hostname', '?')}, {cap.get('gpu') or 'no GPU'}): this machine was not read")
         engine = Engine(settings, capture.ReplayMachine(replay), replay=replay)  # type: ignore[arg-type]  # no Protocol yet
     else:
         engine = Engine(settings, Machine(timeout=settings.timeout))
@@ -282,10 +286,6 @@ def _main(argv: Sequence[str] | None) -> int:
             say_error(f"{'error' if note in failed else 'warning'}: {note}")
     if failed:
         return EXIT_USAGE
-    if replay is not None:
-        when, cap_host = replay.get("created_at", "?"), replay.get("host") or {}
-        written.insert(0, f"replay of {settings.replay}: captured {when} on {cap_host.get('hostname', '?')} "
-                       f"({cap_host.get('gpu') or 'no GPU'}); nothing of this machine was read")  # fmt: skip
     said = [n for n in written if not n.startswith(("cannot write", "could not write"))]
     last, v = verdict_line(results, strict=settings.strict), verdict(results, strict=settings.strict).value
     block = report.run_block(results, strict=settings.strict, host=host, settings=settings.to_dict(),

@@ -147,10 +147,9 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
     """``(rootdir, spark_preflight_* values, notes)`` found by the installed
     pytest's own discovery, so both read the same file by the same rules;
     the values converted as its ``getini`` converts them."""
-    # lazy: pytest's config discovery (~0.1 s) is paid once the flags parsed, not by --help
-    from _pytest.config.exceptions import UsageError
-    from _pytest.config.findpaths import determine_setup
-    from _pytest.outcomes import Failed
+    from _pytest.config.exceptions import UsageError  # lazy: pytest's discovery (~50 ms), not for --help
+    from _pytest.config.findpaths import determine_setup  # lazy: as above
+    from _pytest.outcomes import Failed  # lazy: as above
 
     from pytest_dgx_spark.settings import ini_value  # lazy: the preflight's validation, not --help's
 
@@ -187,14 +186,10 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; never a traceback (exit 2 with one line instead)."""
-    from pytest_dgx_spark.probes.commands import (  # lazy: the probe machinery, not for --help
-        install_signal_handlers,
-        restore_signal_handlers,
-        signal_name,
-    )
+    from pytest_dgx_spark.probes import commands  # lazy: the probe machinery, not for --help
 
     # SIGTERM/SIGHUP end the run like Ctrl-C: every probe group is killed first
-    install_signal_handlers()
+    commands.install_signal_handlers()
     try:
         code = _main(argv)
         if sys.stdout is not None:
@@ -204,19 +199,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stdout_closed()
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        say_error(f"interrupted by {signal_name(signum)}; probes stopped")
+        say_error(f"interrupted by {commands.signal_name(signum)}; probes stopped")
         return 128 + signum
     except Exception as exc:  # a bug of ours must still end in one line
         say_error(f"error: internal error ({type(exc).__name__}: {exc})")
         return EXIT_USAGE
     finally:
-        restore_signal_handlers()
+        commands.restore_signal_handlers()
 
 
 def _stdout_closed() -> int:
-    """The reader went away (``| head -1``): no error of ours. As the signal
-    module's notes advise, stdout goes to devnull so the exit flush cannot
-    fail again, and the code is the shell's for a program SIGPIPE stopped."""
+    """The reader went away (``| head -1``): stdout to devnull (the signal module's advice), exit 141."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -228,12 +221,11 @@ def _stdout_closed() -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     ns = build_parser().parse_args(argv)
-    # lazy: the engine, checks and reports, once the flags parsed
-    from pytest_dgx_spark import capture, report
-    from pytest_dgx_spark.engine import Engine
-    from pytest_dgx_spark.model import Status, verdict, verdict_line
-    from pytest_dgx_spark.probes.machine import Machine
-    from pytest_dgx_spark.settings import OptionError, settings_from_cli
+    from pytest_dgx_spark import capture, report  # lazy: the preflight machinery, once the flags parsed
+    from pytest_dgx_spark.engine import Engine  # lazy: as above
+    from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
+    from pytest_dgx_spark.probes.machine import Machine  # lazy: as above
+    from pytest_dgx_spark.settings import OptionError, settings_from_cli  # lazy: as above
 
     pytest_only = [o.cli_flag for o in options.OPTIONS if o.name in options.PYTEST_ONLY and getattr(ns, o.dest)]
     if pytest_only:

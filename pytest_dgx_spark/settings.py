@@ -279,12 +279,9 @@ def _shown(text: Any, width: int = 80) -> str:
     return repr(text) if len(text) <= width else repr(text[: width - 1]) + "…"
 
 
-#: ``lookup(opt)``: ``(raw, source)`` or ``None`` for "not given"; source "flag", "cli" or "ini"
-Lookup = Callable[[Option], "tuple[Any, str] | None"]
-
-
-def build_settings(lookup: Lookup, *, base: Path, rootdir: Path | None = None) -> Settings:
-    """Validate every given option into :class:`Settings`."""
+def build_settings(lookup: Callable[[Option], tuple[Any, str] | None], *, base: Path, rootdir: Path | None = None) -> Settings:
+    """Validate every given option into :class:`Settings`; ``lookup(opt)``
+    is ``(raw, source: "flag", "cli" or "ini")`` or ``None`` (not given)."""
     root = rootdir or base
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -1,7 +1,5 @@
 """The ten gotchas as static data: id, title, area marker, implementing module.
-
-Kept free of imports beyond the standard library: ``plugin.py`` reads it at
-``pytest --markers`` time, on every run, so it must cost nothing.
+Every pytest run reads it (``--markers``): standard library only.
 """
 
 from __future__ import annotations
@@ -23,8 +21,6 @@ AREA_MARKERS: dict[str, str] = {
 
 
 class CheckSpec(NamedTuple):
-    """A NamedTuple rather than a dataclass: plain runs import this module."""
-
     id: str
     number: int
     title: str

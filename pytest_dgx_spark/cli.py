@@ -1,71 +1,31 @@
 """``spark-preflight``: the ten checks without pytest's output around them.
 
-Same engine, same options (but ``--gate``, which is pytest's), same lines as
-``pytest --spark-preflight``: exit 0 when nothing FAILs, 1 on a FAIL (or a
-WARN with ``--strict``), 2 when it could not run (a bad option, an unreadable
-config file), 128+N when signal N stopped it. Its help is its own (``--help``
-lists the exit codes and the threshold names).
+Same engine, options, configuration files and lines as ``pytest
+--spark-preflight``; the exit code is the gate (``--help`` lists the codes).
 """
 
 from __future__ import annotations
 
 import argparse
-import configparser
+import difflib
 import json
 import os
+import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TextIO
 
-import pytest_dgx_spark
-from pytest_dgx_spark import options
-
-__version__ = pytest_dgx_spark.__version__
+from pytest_dgx_spark import __version__, options
+from pytest_dgx_spark.redact import scrub
+from pytest_dgx_spark.safe_text import fit, visible, visible_lines
+from pytest_dgx_spark.thresholds import THRESHOLDS
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-class ConfigError(Exception):
-    """The project's pytest configuration could not be read."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, exit 2 (argparse's code too)
-        from pytest_dgx_spark.redact import scrub  # argparse quotes unknown arguments: `--token ghp_…`
-
-        say_error(f"error: {scrub(message)}")
-        self.exit(EXIT_USAGE)
-
-
-def say(text: str) -> None:
-    """Write our own lines to stdout: the CLI's one writer of results.
-
-    Every value in them was escaped already (``model.one_line``); this
-    escapes the block once more, keeping only its newlines, and fits it to
-    the terminal's encoding (an ASCII or latin-1 terminal gets "..." for
-    "…" instead of a UnicodeEncodeError and no line at all). A closed
-    stdout (``spark-preflight >&-``) takes nothing: :func:`_main` says the
-    verdict on stderr instead."""
-    from pytest_dgx_spark.safe_text import fit, visible_lines
-
-    if sys.stdout is not None:
-        sys.stdout.write(fit(visible_lines(text), getattr(sys.stdout, "encoding", None)) + "\n")
-
-
-def say_error(text: str) -> None:
-    """``spark-preflight: <text>`` on stderr, the CLI's one writer of
-    messages: always one line (a newline or control in a quoted path or
-    value is escaped, never acted on), fitted to the terminal's encoding,
-    nothing when stderr is closed."""
-    from pytest_dgx_spark.safe_text import fit, visible
-
-    if sys.stderr is not None:
-        sys.stderr.write(fit(f"spark-preflight: {visible(text)}", getattr(sys.stderr, "encoding", None)) + "\n")
-        sys.stderr.flush()
-
-
+#: 128 + SIGPIPE: the shell's code for a program stopped by a closed pipe
+EXIT_PIPE = 128 + signal.SIGPIPE
 EXIT_CODES = (
     ("0", "no check FAILed (WARN and SKIP allowed, unless --strict)"),
     ("1", "a check FAILed, or the verdict is blocked (a WARN under --strict)"),
@@ -73,132 +33,152 @@ EXIT_CODES = (
     ("128+N", "stopped by signal N (130: Ctrl-C, 143: SIGTERM); probes are killed first"),
     ("141", "the output was closed early (spark-preflight -v | head -1); nothing said"),
 )
-#: 128 + SIGPIPE: the shell's code for a program stopped by a closed pipe
-EXIT_PIPE = 128 + signal.SIGPIPE
+#: ANSI colours of a check line by status, and of the verdict, as pytest's terminal shows them
+COLOURS = {"PASS": "32", "INFO": "36", "WARN": "33", "FAIL": "31;1", "ready": "32",
+           "ready-with-warnings": "33", "blocked": "31;1"}  # fmt: skip
+HELP_WIDTH = 80
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
+class ConfigError(Exception):
+    """The project's pytest configuration could not be read."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2; argparse quotes arguments: `--token ghp_…`
+        say_error(f"error: {scrub(message)}")
+        self.exit(EXIT_USAGE)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Option help wrapped to the terminal, at most 80 columns; the epilog as written."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=min(HELP_WIDTH, shutil.get_terminal_size().columns))
+
+
+def say(text: str, colour: str | None = None) -> None:
+    """Our lines on stdout: escaped once more (newlines kept), fitted to the
+    terminal's encoding ("..." for "…" on ASCII), coloured when asked;
+    nothing when stdout is closed (``>&-``)."""
+    if sys.stdout is not None:
+        text = fit(visible_lines(text), getattr(sys.stdout, "encoding", None))
+        sys.stdout.write((f"\x1b[{colour}m{text}\x1b[0m" if colour else text) + "\n")
+
+
+def say_error(text: str) -> None:
+    """``spark-preflight: <text>`` on stderr, always one line."""
+    if sys.stderr is not None:
+        sys.stderr.write(fit(f"spark-preflight: {visible(text)}", getattr(sys.stderr, "encoding", None)) + "\n")
+        sys.stderr.flush()
+
+
+def colour_wanted(choice: str, stream: TextIO | None) -> bool:
+    """pytest's rule (``--color``, then PY_COLORS, NO_COLOR, FORCE_COLOR, a tty that is not dumb)."""
+    env = os.environ
+    if choice != "auto":
+        return choice == "yes"
+    if env.get("PY_COLORS") in ("0", "1"):
+        return env["PY_COLORS"] == "1"
+    if env.get("NO_COLOR") or env.get("FORCE_COLOR"):
+        return not env.get("NO_COLOR")
+    return stream is not None and stream.isatty() and env.get("TERM") != "dumb"
+
+
+def _wrapped(lead: str, text: str, indent: int) -> list[str]:
+    return textwrap.wrap(text, HELP_WIDTH - 2, initial_indent=lead, subsequent_indent=" " * indent)
 
 
 def epilog() -> str:
-    """Exit codes, the threshold names with their defaults, and where the
-    settings come from: what a user of the command needs and the pytest
-    options' help does not say."""
-    import re
-    import textwrap
-
-    from pytest_dgx_spark.thresholds import THRESHOLDS
-
+    """Exit codes and where the settings come from: what the options' help does not say."""
     lines = ["exit codes:"]
-    lines += [f"  {code:<6} {text}" for code, text in EXIT_CODES]
-    lines += ["", "thresholds for --threshold NAME=VALUE (default with the gb10 / the generic profile):"]
-    for t in THRESHOLDS.values():
-        check, _, what = t.help.partition(": ")
-        what = re.sub(r"\s*\([^()]*\)", "", what).split("; ")[0]
-        unit = f" {t.unit}" if t.unit else ""
-        lines.append(f"  {t.name} = {_number(t.gb10)} / {_number(t.generic)}{unit}")
-        lines += textwrap.wrap(f"{check}: {what}", 96, initial_indent=" " * 6, subsequent_indent=" " * 6)
-    lines += [
-        "",
-        *textwrap.wrap(
-            "Settings also come from the project's pytest configuration (spark_preflight_<name> keys in "
-            "pytest.ini, pyproject.toml, tox.ini or setup.cfg); flags win. Each --<name> is also accepted "
-            "as --spark-<name>, the pytest spelling that check lines quote. pytest's --spark-gate has no "
-            "CLI twin: here the exit code is the gate.",
-            100,
-        ),
-    ]
+    for code, text in EXIT_CODES:
+        lines += _wrapped(f"  {code:<6} ", text, 9)
+    lines += ["", *_wrapped("", "Settings also come from the project's pytest configuration, found as the "
+              "installed pytest finds it (pytest.toml, pytest.ini, pyproject.toml, tox.ini, setup.cfg): "
+              "spark_preflight_<name> keys; flags win. Each --<name> is also accepted as --spark-<name>, the "
+              "pytest spelling that check lines quote; pytest's --spark-gate has no twin: here the exit code "
+              "is the gate.", 0)]  # fmt: skip
     return "\n".join(lines)
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Wrapped option help, the epilog's table kept as written."""
+def thresholds_help() -> str:
+    """``--help-thresholds``: every name, its defaults and what it means."""
+    lines = ["thresholds for --threshold NAME=VALUE (default with the gb10 / the generic profile):"]
+    for t in THRESHOLDS.values():
+        lines.append(f"  {t.name} = {t.gb10:g} / {t.generic:g}{' ' + t.unit if t.unit else ''}")
+        lines += _wrapped(" " * 6, t.help, 6)
+    return "\n".join(lines)
+
+
+class _ThresholdsHelp(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        say(thresholds_help())
+        parser.exit(EXIT_OK)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="spark-preflight",
-        description="Run the ten DGX Spark preflight checks (G1..G10) on this machine and print one\n"
-        "line each, then the verdict: ready, ready-with-warnings or blocked.",
+        description="Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
+        "then the verdict: ready, ready-with-warnings or blocked.",
         epilog=epilog(),
-        formatter_class=_HelpFormatter,
+        formatter_class=_Formatter,
+        allow_abbrev=False,  # as pytest: --workload is no --workload-gb
     )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of lines")
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="print each check's whole line, its details and readings (default: one short line each)",
-    )
-    parser.add_argument(
-        "--rootdir",
-        metavar="DIR",
-        default=None,
-        help="where to look for pytest.ini / pyproject.toml / tox.ini / setup.cfg "
-        "(default: the current folder and its parents, as pytest does)",
-    )
+    parser.add_argument("--help-thresholds", nargs=0, action=_ThresholdsHelp, help="list the thresholds and exit")
     parser.add_argument("--version", action="version", version=f"pytest-dgx-spark {__version__}")
-    options.add_cli_options(parser)
+    groups = options.add_cli_options(parser)
+    out = groups["files"]
+    out.add_argument("--json", action="store_true", help="print the results as JSON instead of lines")
+    out.add_argument("-v", "--verbose", action="store_true",
+                     help="print each check's whole line, details and readings (default: one short line)")  # fmt: skip
+    out.add_argument("--color", choices=("yes", "no", "auto"), default="auto",
+                     help="colour the lines: yes, no or auto (default: on a terminal, as pytest)")  # fmt: skip
+    config = parser.add_argument_group("configuration (as pytest's)")
+    config.add_argument("-c", "--config-file", metavar="FILE", help="read this pytest configuration file")
+    config.add_argument("--rootdir", metavar="DIR", help="the project's folder (default: the config file's)")
     return parser
 
 
-# --------------------------------------------------------------------------- ini
+# --------------------------------------------------------------------------- configuration
 
 
-def _pyproject_ini(path: Path) -> dict[str, Any] | None:
+def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple[Path, dict[str, Any], list[str]]:
+    """``(rootdir, spark_preflight_* values, notes)`` found by the installed
+    pytest's own discovery, so both read the same file by the same rules;
+    the values converted as its ``getini`` converts them."""
+    from _pytest.config.exceptions import UsageError  # lazy: pytest's discovery (~50 ms), not for --help
+    from _pytest.config.findpaths import determine_setup  # lazy: as above
+    from _pytest.outcomes import Failed  # lazy: as above
+
+    from pytest_dgx_spark.settings import ini_value  # lazy: the preflight's validation, not --help's
+
     try:
-        import tomllib  # type: ignore[import-not-found]
-    except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        root, inipath, cfg, _ = determine_setup(
+            inifile=inifile, override_ini=None, args=[], rootdir_cmd_arg=rootdir, invocation_dir=cwd
+        )
+    except UsageError as exc:
+        cause = exc.__cause__
+        if cause is not None and type(cause).__name__ == "TOMLDecodeError":
+            from pytest_dgx_spark.probes.configs import parse_error  # lazy: only for a broken file
+
+            raise ConfigError(f"{str(exc).split(': ')[0]}: invalid TOML ({parse_error(cause)})") from None
+        raise ConfigError(str(exc).strip().splitlines()[0]) from None
+    except Failed as exc:  # setup.cfg's [pytest]: pytest.fail() in the discovery
+        raise ConfigError(str(exc.msg)) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        from pytest_dgx_spark.probes.configs import parse_error  # the position, never the file's text
-
-        raise ConfigError(f"{path}: invalid TOML ({parse_error(exc)})") from None
-    section = data.get("tool", {}).get("pytest", {})
-    if not isinstance(section, dict):
-        return None
-    ini = section.get("ini_options")
-    return ini if isinstance(ini, dict) else None
-
-
-def _ini_section(path: Path, section: str) -> dict[str, Any] | None:
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    except configparser.Error as exc:
-        raise ConfigError(f"{path}: {str(exc).splitlines()[0]}") from None
-    if not parser.has_section(section):
-        return None
-    return dict(parser.items(section))
-
-
-def find_ini(start: Path) -> tuple[Path | None, dict[str, Any]]:
-    """Find the pytest configuration the way pytest does (first match upward)."""
-    for folder in (start, *start.parents):
-        for name, section in (
-            ("pytest.ini", "pytest"),
-            (".pytest.ini", "pytest"),
-            ("pyproject.toml", None),
-            ("tox.ini", "pytest"),
-            ("setup.cfg", "tool:pytest"),
-        ):
-            path = folder / name
-            try:
-                if not path.is_file():
-                    continue
-            except OSError:  # a folder we may not enter: as pytest, look further up
-                continue
-            found = _pyproject_ini(path) if section is None else _ini_section(path, section)
-            if found is not None or name in ("pytest.ini", ".pytest.ini"):
-                return path, dict(found or {})
-    return None, {}
+        raise ConfigError(f"cannot read the pytest configuration: {exc}") from None
+    values: dict[str, Any] = {}
+    notes: list[str] = []
+    known = {o.ini: o for o in options.OPTIONS}
+    for key, found in cfg.items():
+        if key in known:
+            values[key] = ini_value(known[key], found.value, found.mode, inipath)
+        elif key.startswith("spark_preflight") and key != "spark_preflight_enabled":
+            near = difflib.get_close_matches(key, known, 1)
+            notes.append(f"unknown config option: {key} in {inipath}"
+                         + (f" (did you mean {near[0]}?)" if near else ""))  # fmt: skip
+    return root, values, notes
 
 
 # --------------------------------------------------------------------------- main
@@ -206,12 +186,10 @@ def find_ini(start: Path) -> tuple[Path | None, dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; never a traceback (exit 2 with one line instead)."""
-    from pytest_dgx_spark.probes.commands import install_signal_handlers, restore_signal_handlers, signal_name
+    from pytest_dgx_spark.probes import commands  # lazy: the probe machinery, not for --help
 
-    # SIGTERM/SIGHUP (a CI timeout, a closed terminal) end the run like Ctrl-C:
-    # every probe group is killed first (probes run in their own session, so
-    # a kill of our process group never reaches them).
-    install_signal_handlers()
+    # SIGTERM/SIGHUP end the run like Ctrl-C: every probe group is killed first
+    commands.install_signal_handlers()
     try:
         code = _main(argv)
         if sys.stdout is not None:
@@ -221,21 +199,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stdout_closed()
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        say_error(f"interrupted by {signal_name(signum)}; probes stopped")
+        say_error(f"interrupted by {commands.signal_name(signum)}; probes stopped")
         return 128 + signum
     except Exception as exc:  # a bug of ours must still end in one line
         say_error(f"error: internal error ({type(exc).__name__}: {exc})")
         return EXIT_USAGE
     finally:
-        restore_signal_handlers()
+        commands.restore_signal_handlers()
 
 
 def _stdout_closed() -> int:
-    """The reader of our stdout went away (``| head -1``): no error of ours.
-
-    Python's own advice (the ``signal`` module's notes on SIGPIPE): point
-    stdout at devnull, so the flush at exit does not fail a second time,
-    and leave quietly, with the code a shell gives a program SIGPIPE stopped."""
+    """The reader went away (``| head -1``): stdout to devnull (the signal module's advice), exit 141."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -246,94 +220,89 @@ def _stdout_closed() -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    ns = parser.parse_args(argv)
-    from pytest_dgx_spark import report
-    from pytest_dgx_spark.model import Status, verdict, verdict_line
-    from pytest_dgx_spark.settings import OptionError, settings_from_cli
+    ns = build_parser().parse_args(argv)
+    from pytest_dgx_spark import capture, report  # lazy: the preflight machinery, once the flags parsed
+    from pytest_dgx_spark.engine import Engine  # lazy: as above
+    from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
+    from pytest_dgx_spark.probes.machine import Machine  # lazy: as above
+    from pytest_dgx_spark.settings import OptionError, settings_from_cli  # lazy: as above
 
     pytest_only = [o.cli_flag for o in options.OPTIONS if o.name in options.PYTEST_ONLY and getattr(ns, o.dest)]
     if pytest_only:
-        say_error(
-            f"error: {', '.join(pytest_only)} is a pytest option (it skips pytest tests when "
-            "a check FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL"
-        )
+        say_error(f"error: {', '.join(pytest_only)} is a pytest option (it skips pytest tests when a check "
+                  "FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL")  # fmt: skip
         return EXIT_USAGE
     try:
         cwd = Path.cwd()
     except OSError as exc:  # the shell's folder was deleted under it
         say_error(f"error: the current folder is gone ({exc.strerror or exc}: deleted under this shell?); cd into one")
         return EXIT_USAGE
-    start = Path(ns.rootdir).resolve() if ns.rootdir else cwd
     try:
-        inipath, ini = find_ini(start)
-        rootdir = inipath.parent if inipath else start
+        rootdir, ini, notes = project_config(cwd, ns.config_file, ns.rootdir)
         settings = settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
     except (ConfigError, OptionError) as exc:
         say_error(f"error: {exc}")
         return EXIT_USAGE
-
-    ignored = options.replay_ignores(
-        [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
-    )
-    if settings.replay is not None and ignored:
-        say_error(f"note: {ignored}")
-    made = _engine(settings)
-    if isinstance(made, str):
-        say_error(f"error: {made}")
-        return EXIT_USAGE
-    engine = made
-    settings = engine.settings  # a replay's: with the captured run's checks and --strict
+    for note in notes:
+        say_error(f"warning: {note}")
+    given = [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
+    ignored = options.replay_ignores(given)
+    replay: dict[str, Any] | None = None
+    if (path := settings.replay) is not None:
+        if ignored:
+            say_error(f"note: {ignored}")
+        try:
+            replay = capture.load(path)
+        except capture.CaptureError as exc:
+            say_error(f"error: {exc}")
+            return EXIT_USAGE
+        settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
+        cap = replay.get("host") or {}
+        # stdout stays the captured run's own lines; that they are a replay's is said beside them
+        say_error(f"note: replay of {path.name} (captured {replay.get('created_at', '?')}, host "
+                  f"{cap.get('hostname', '?')}, {cap.get('gpu') or 'no GPU'}): this machine was not read")
+        engine = Engine(settings, capture.ReplayMachine(replay), replay=replay)  # type: ignore[arg-type]  # no Protocol yet
+    else:
+        engine = Engine(settings, Machine(timeout=settings.timeout))
     try:
         results = engine.run_many()
     finally:
         engine.close()
-    host = engine.machine.identity()
-    profile = engine.profile()
-    notes = report.write_run_files(
+    host, profile = engine.machine.identity(), engine.profile()
+    written = report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ
     )
-    failed_writes = [n for n in notes if n.startswith("cannot write")]
-    for note in failed_writes:
-        say_error(f"error: {note}")
-    for note in notes:  # an extra (G4's chart) not written: said, the run's outcome unchanged
-        if note.startswith("could not write"):
-            say_error(f"warning: {note}")
-    if failed_writes:
+    failed = [n for n in written if n.startswith("cannot write")]
+    for note in written:  # a report not written: exit 2; an extra (G4's chart): said, the outcome kept
+        if note.startswith(("cannot write", "could not write")):
+            say_error(f"{'error' if note in failed else 'warning'}: {note}")
+    if failed:
         return EXIT_USAGE
-    last = verdict_line(results, strict=settings.strict)
-    if ns.json:
-        block = report.run_block(
-            results, strict=settings.strict, host=host, settings=settings.to_dict(), profile=profile
-        )
+    said = [n for n in written if not n.startswith(("cannot write", "could not write"))]
+    last, v = verdict_line(results, strict=settings.strict), verdict(results, strict=settings.strict).value
+    block = report.run_block(results, strict=settings.strict, host=host, settings=settings.to_dict(),
+                             profile=profile) if ns.json else None  # fmt: skip
+    _show(ns, results, block, (last, v), said)
+    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
+
+
+def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | None, verdict: tuple[str, str],
+          said: list[str]) -> None:  # fmt: skip
+    """The results on stdout (JSON, or a line each and the verdict, coloured as
+    pytest colours them), then what was written where (stderr under --json)."""
+    if block is not None:
         say(json.dumps(block, indent=2, default=str))
+        for note in said:
+            say_error(note)
     else:
-        say("\n".join([*(r.report_text() if ns.verbose else r.short_line() for r in results), last]))
+        paint = colour_wanted(ns.color, sys.stdout)
+        for r in results:
+            say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+        say(verdict[0], COLOURS[verdict[1]] if paint else None)
+        for note in said:
+            say(visible(note))  # one line: a newline in a path is escaped, not printed
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
-        say_error(f"stdout is closed: no check line printed; {last}")
-    blocked = verdict(results, strict=settings.strict).value == "blocked"
-    if any(r.status is Status.FAIL for r in results) or blocked:
-        return EXIT_FAIL
-    return EXIT_OK
-
-
-def _engine(settings: Any) -> Any:
-    """The run's engine: over this machine, or over a capture for ``--replay``
-    (a string: why the capture cannot be replayed)."""
-    from pytest_dgx_spark.engine import Engine
-
-    if settings.replay is not None:
-        from pytest_dgx_spark import capture
-
-        try:
-            doc = capture.load(settings.replay)
-        except capture.CaptureError as exc:
-            return str(exc)
-        return Engine(capture.replay_settings(settings, doc), capture.ReplayMachine(doc), replay=doc)
-    from pytest_dgx_spark.probes.machine import Machine
-
-    return Engine(settings, Machine(timeout=settings.timeout))
-
+        say_error(f"stdout is closed: no check line printed; {verdict[0]}")
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,16 +1,10 @@
 """Which rank of a multi-process job this process is: torchrun's names, or srun's.
 
-torchrun (and ``torch.distributed.run``) gives every worker ``RANK``,
-``WORLD_SIZE``, ``LOCAL_RANK`` and the rendezvous point ``MASTER_ADDR`` /
-``MASTER_PORT``. ``srun`` gives every task of a job step ``SLURM_PROCID``,
-``SLURM_STEP_NUM_TASKS`` and ``SLURM_LOCALID``, but no rendezvous point: the
-job script exports ``MASTER_ADDR``/``MASTER_PORT`` (README, "Two Sparks").
-
-Only a task of a job *step* counts: a batch script itself also has
-``SLURM_PROCID=0`` and ``SLURM_NTASKS`` (the job's task count) but no step,
-and a preflight run there is one process, not rank 0 of a job that waits for
-the others. Standard library only: the report writers import this in every
-run that writes a file.
+torchrun gives every worker ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and
+``MASTER_ADDR``/``MASTER_PORT``; ``srun`` gives every task of a job step
+``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS`` and ``SLURM_LOCALID`` (the job script
+exports the rendezvous point). Only a task of a *step* counts: a batch script
+also has ``SLURM_PROCID=0`` but is one process, not rank 0 of a job.
 """
 
 from __future__ import annotations
@@ -29,17 +23,14 @@ def _int(value: str | None) -> int | None:
 
 
 def from_srun(env: Mapping[str, str]) -> bool:
-    """This process is a task of an srun step, and torchrun's names are unset
-    (``srun … torchrun …``: torchrun's workers have their own RANK)."""
+    """A task of an srun step, without torchrun's names (``srun … torchrun``: its workers have their own)."""
     if env.get("RANK") or env.get("WORLD_SIZE"):
         return False
     return any(env.get(k) for k in SRUN_STEP) and _int(env.get("SLURM_PROCID")) is not None
 
 
 def job_rank(env: Mapping[str, str]) -> tuple[int | None, int | None]:
-    """``(rank, world size)``: ``RANK``/``WORLD_SIZE``, else srun's
-    ``SLURM_PROCID`` and ``SLURM_STEP_NUM_TASKS`` (``SLURM_NTASKS`` when an
-    older srun leaves it out); ``None`` for what is not said."""
+    """``(rank, world size)``, ``None`` for what is not said (an older srun: ``SLURM_NTASKS``)."""
     if from_srun(env):
         world = _int(env.get("SLURM_STEP_NUM_TASKS")) or _int(env.get("SLURM_NTASKS"))
         return _int(env.get("SLURM_PROCID")), world
@@ -53,9 +44,8 @@ def rank(env: Mapping[str, str]) -> int:
 
 
 def torchrun_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with torchrun's ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``
-    filled in from srun's when this is an srun task: what the job children
-    (``scripts/fleet_child.py``, ``scripts/allreduce_child.py``) read."""
+    """``env`` with torchrun's ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` from
+    srun's in an srun task: what the job children read."""
     out = dict(env)
     if not from_srun(env):
         return out

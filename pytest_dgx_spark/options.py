@@ -1,14 +1,10 @@
 """One table of options, registered twice: as pytest options with ini twins
 (``--spark-<name>`` / ``spark_preflight_<name>``) and as ``spark-preflight``
-CLI flags (``--<name>``).
+flags (``--<name>``).
 
-This module is imported on every pytest run (for ``pytest_addoption``), so it
-holds only the table and the registration, and imports nothing of this
-package. The table is the one source of every option's default and kind;
-:mod:`pytest_dgx_spark.settings` (loaded only when the preflight runs) validates a
-value by its option's kind and builds :class:`~pytest_dgx_spark.settings.Settings`,
-whose defaults come from here. The dependency is one way: settings imports
-options, never the reverse.
+Every pytest run imports this module (``pytest_addoption``), so it holds the
+table and the registration only; :mod:`pytest_dgx_spark.settings` validates
+values by their option's kind.
 """
 
 from __future__ import annotations
@@ -17,56 +13,32 @@ import argparse
 from types import MappingProxyType
 from typing import Any
 
-PROFILES = ("auto", "gb10", "generic")
-TP_SEVERITIES = ("fail", "warn")
-PRECISIONS = ("nvfp4", "fp8", "bf16")
 DEFAULT_GITHUB_URL = "https://api.github.com"
-#: upper bounds of the number options: far past any real run, short of one
-#: that never ends (a probe timeout or G4 sample of an hour is already long)
+#: upper bounds: past any real run, short of one that never ends
 MAX_SECONDS = 3600.0
-#: 64 TiB: more memory than any single machine G3 could judge
-MAX_WORKLOAD_GIB = 65536.0
-#: 100 TB/s: some 20x the fastest GPU memory shipping (H200: 4.8 TB/s)
-MAX_BANDWIDTH_GBPS = 100000.0
+MAX_WORKLOAD_GIB = 65536.0  # 64 TiB: more than any one machine G3 could judge
+MAX_BANDWIDTH_GBPS = 100000.0  # some 20x the fastest GPU memory shipping
 
-#: the value an option has when it is not given, by kind (unless the Option says otherwise)
+#: the value of an option not given, by kind (unless the Option says otherwise)
 EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "pairs": MappingProxyType({})}
+#: option kind -> the pytest ini type of its ``spark_preflight_*`` key
+INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "pairs": "linelist"}
 
 
 class Option:
-    """One option: its kind, help, default and bounds. A plain class, not a
-    dataclass: this module is imported by every pytest run.
+    """One option. ``kind`` picks its parser (``settings.PARSERS``): bool,
+    float, str, name, url, choice, ids, path, infile, paths or pairs;
+    ``maximum`` refuses a duration or size past any sane run in one line."""
 
-    ``kind`` picks the parser that validates a given value
-    (``settings.PARSERS``); ``default`` is the value when none is given (the
-    kind's empty value from :data:`EMPTY` when left out) and passes that parser.
-    ``maximum`` bounds a number from above: a duration or size past any sane
-    run (``--spark-thermal-seconds 1e12`` would sample until killed) is refused
-    in one line instead."""
+    __slots__ = ("choices", "default", "exclusive_min", "group", "help", "kind", "maximum", "metavar",
+                 "minimum", "name")  # fmt: skip
 
-    __slots__ = ("choices", "default", "exclusive_min", "help", "kind", "maximum", "metavar", "minimum", "name")
-
-    def __init__(
-        self,
-        name: str,
-        kind: str,
-        help: str,
-        metavar: str | None = None,
-        default: Any = None,
-        choices: tuple[str, ...] = (),
-        minimum: float | None = None,
-        exclusive_min: bool = False,
-        maximum: float | None = None,
-    ) -> None:
-        self.name = name  # "thermal-seconds"
-        self.kind = kind  # bool | float | str | name | url | choice | ids | path | infile | paths | pairs
-        self.help = help
-        self.metavar = metavar
+    def __init__(self, name: str, kind: str, group: str, help: str, metavar: str | None = None,
+                 default: Any = None, choices: tuple[str, ...] = (), minimum: float | None = None,
+                 exclusive_min: bool = False, maximum: float | None = None) -> None:  # fmt: skip
+        self.name, self.kind, self.group, self.help, self.metavar = name, kind, group, help, metavar
         self.default = EMPTY.get(kind) if default is None else default
-        self.choices = choices
-        self.minimum = minimum
-        self.exclusive_min = exclusive_min
-        self.maximum = maximum
+        self.choices, self.minimum, self.exclusive_min, self.maximum = choices, minimum, exclusive_min, maximum
 
     @property
     def flag(self) -> str:
@@ -84,212 +56,101 @@ class Option:
     def ini(self) -> str:
         return "spark_preflight_" + self.name.replace("-", "_")
 
+    @property
+    def ini_type(self) -> str:
+        return INI_TYPES.get(self.kind, "string")
+
     def __repr__(self) -> str:
         return f"Option({self.name!r}, {self.kind!r})"
 
 
+#: the CLI's help groups, in order (``--help``)
+GROUPS = {
+    "run": "what to check",
+    "probe": "how the machine is probed",
+    "files": "output and files",
+}
+
+# fmt: off
 OPTIONS: tuple[Option, ...] = (
-    Option("strict", "bool", "WARN fails the test and blocks the verdict."),
-    Option(
-        "gate",
-        "bool",
-        "skip every non-preflight test with 'spark preflight G<n> failed' when a check FAILs.",
-    ),
-    Option(
-        "report",
-        "path",
-        "write env-report.json (the seed's schema plus readings, host, timings) to PATH.",
-        metavar="PATH",
-    ),
-    Option("only", "ids", "run only these checks, e.g. G1,G5.", metavar="IDS"),
-    Option(
-        "profile",
-        "choice",
-        "thresholds: GB10's when the GPU is GB10 (auto) or forced (gb10); "
-        "generic derives them from the GPU found.",
-        default="auto",
-        choices=PROFILES,
-    ),
-    Option(
-        "timeout",
-        "float",
-        "seconds every probe of the machine may take (default 10, at most 3600).",
-        metavar="SECONDS",
-        default=10.0,
-        minimum=0.0,
-        exclusive_min=True,
-        maximum=MAX_SECONDS,
-    ),
-    Option("offline", "bool", "G8: do not contact GitHub (SKIP)."),
-    Option(
-        "intrusive",
-        "bool",
-        "allow probes that load the machine: G5's bandwidth copy, G10's network all-reduce.",
-    ),
-    Option(
-        "thermal-seconds",
-        "float",
-        "G4: how long to sample temperature, power and clocks, in seconds (default 1, at most 3600).",
-        metavar="N",
-        default=1.0,
-        minimum=0.0,
-        maximum=MAX_SECONDS,
-    ),
-    Option(
-        "workload-gb",
-        "float",
-        "G3: memory the planned workload needs, in GiB (free -g units).",
-        metavar="N",
-        minimum=0.0,
-        exclusive_min=True,
-        maximum=MAX_WORKLOAD_GIB,
-    ),
-    Option(
-        "planned-bandwidth",
-        "float",
-        "G5: memory bandwidth the plan assumes, in GB/s.",
-        metavar="GBPS",
-        minimum=0.0,
-        exclusive_min=True,
-        maximum=MAX_BANDWIDTH_GBPS,
-    ),
-    Option(
-        "playbook",
-        "name",
-        "G8: the dgx-spark-playbooks playbook being followed (e.g. unsloth, vllm, nccl).",
-        metavar="NAME",
-    ),
-    Option(
-        "config",
-        "paths",
-        "G10: a training/serving config to inspect (repeatable).",
-        metavar="PATH",
-    ),
-    Option(
-        "drop-caches",
-        "bool",
-        "G3: as root, sync and drop the page cache before reading headroom (never implied).",
-    ),
-    Option(
-        "threshold",
-        "pairs",
-        "override a threshold, NAME=VALUE (repeatable); `spark-preflight --help` lists the names.",
-        metavar="NAME=VALUE",
-    ),
-    Option(
-        "github-url",
-        "url",
-        f"G8: GitHub REST base URL (a mirror or GitHub Enterprise; default {DEFAULT_GITHUB_URL}).",
-        metavar="URL",
-        default=DEFAULT_GITHUB_URL,
-    ),
-    Option(
-        "tp-across-nodes",
-        "choice",
-        "G10: status for tensor parallelism across nodes (default fail; NVIDIA's own "
-        "inference playbooks run TP=2 over two Sparks).",
-        default="fail",
-        choices=TP_SEVERITIES,
-    ),
-    Option(
-        "precision",
-        "choice",
-        "G7: the precision the run trains or serves in (nvfp4, fp8 or bf16); nvfp4 asks G7 "
-        "to find kernels built for sm_121a/sm_120f, fp8 and bf16 leave installed NVFP4 kernels unjudged.",
-        choices=PRECISIONS,
-    ),
-    Option(
-        "capture",
-        "path",
-        "write what the checks saw (facts, raw probe answers, options; secrets and user names "
-        "redacted) to PATH, gzip when it ends in .gz; attach it to a bug report.",
-        metavar="PATH",
-    ),
-    Option(
-        "replay",
-        "infile",
-        "decide the checks again from a capture file, reading nothing of this machine.",
-        metavar="PATH",
-    ),
+    Option("strict", "bool", "run", "WARN fails the test and blocks the verdict."),
+    Option("gate", "bool", "run", "skip every non-preflight test with 'spark preflight G<n> failed' when a "
+           "check FAILs."),
+    Option("report", "path", "files", "write env-report.json (the seed's schema plus readings, host, timings) "
+           "to PATH.", metavar="PATH"),
+    Option("only", "ids", "run", "run only these checks, e.g. G1,G5.", metavar="IDS"),
+    Option("profile", "choice", "run", "thresholds: GB10's when the GPU is GB10 (auto) or forced (gb10); "
+           "generic derives them from the GPU found.", default="auto", choices=("auto", "gb10", "generic")),
+    Option("timeout", "float", "probe", "seconds every probe of the machine may take (default 10, at most "
+           "3600).", metavar="SECONDS", default=10.0, minimum=0.0, exclusive_min=True, maximum=MAX_SECONDS),
+    Option("offline", "bool", "probe", "G8: do not contact GitHub (SKIP)."),
+    Option("intrusive", "bool", "probe", "allow probes that load the machine: G5's bandwidth copy, G10's "
+           "network all-reduce."),
+    Option("thermal-seconds", "float", "probe", "G4: how long to sample temperature, power and clocks, in "
+           "seconds (default 1, at most 3600).", metavar="N", default=1.0, minimum=0.0, maximum=MAX_SECONDS),
+    Option("workload-gb", "float", "run", "G3: memory the planned workload needs, in GiB (free -g units).",
+           metavar="N", minimum=0.0, exclusive_min=True, maximum=MAX_WORKLOAD_GIB),
+    Option("planned-bandwidth", "float", "run", "G5: memory bandwidth the plan assumes, in GB/s.",
+           metavar="GBPS", minimum=0.0, exclusive_min=True, maximum=MAX_BANDWIDTH_GBPS),
+    Option("playbook", "name", "run", "G8: the dgx-spark-playbooks playbook being followed (e.g. unsloth, "
+           "vllm, nccl).", metavar="NAME"),
+    Option("config", "paths", "run", "G10: a training/serving config to inspect (repeatable).",
+           metavar="PATH"),
+    Option("drop-caches", "bool", "probe", "G3: as root, sync and drop the page cache before reading "
+           "headroom (never implied)."),
+    Option("threshold", "pairs", "run", "override a threshold, NAME=VALUE (repeatable); "
+           "`spark-preflight --help-thresholds` lists the names.", metavar="NAME=VALUE"),
+    Option("github-url", "url", "probe", "G8: GitHub REST base URL (a mirror or GitHub Enterprise; default "
+           f"{DEFAULT_GITHUB_URL}).", metavar="URL", default=DEFAULT_GITHUB_URL),
+    Option("tp-across-nodes", "choice", "run", "G10: status for tensor parallelism across nodes (default "
+           "fail; NVIDIA's own inference playbooks run TP=2 over two Sparks).", default="fail",
+           choices=("fail", "warn")),
+    Option("precision", "choice", "run", "G7: the precision the run trains or serves in (nvfp4, fp8 or "
+           "bf16); nvfp4 asks G7 to find kernels built for sm_121a/sm_120f, fp8 and bf16 leave installed "
+           "NVFP4 kernels unjudged.", choices=("nvfp4", "fp8", "bf16")),
+    Option("capture", "path", "files", "write what the checks saw (facts, raw probe answers, options; "
+           "secrets and user names redacted) to PATH, gzip when it ends in .gz; attach it to a bug report.",
+           metavar="PATH"),
+    Option("replay", "infile", "files", "decide the checks again from a capture file, reading nothing of "
+           "this machine.", metavar="PATH"),
 )
+# fmt: on
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
-#: options that change only what the checks gather from the machine; a replay
-#: decides from facts gathered already, so they cannot change its lines
+#: options that change only what is gathered: a replay's facts were gathered already
 GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url")
 
 
 def replay_ignores(given: list[str]) -> str | None:
-    """One line naming the gathering options given to a replay (``given``:
-    option names, spelled as the user typed them), else ``None``."""
+    """One line naming the gathering options given to a replay, else ``None``."""
     if not given:
         return None
     verb = "has" if len(given) == 1 else "have"
-    return (
-        f"{', '.join(given)} {verb} no effect on a replay: "
-        "the capture's facts were gathered by the run that made it"
-    )
+    return f"{', '.join(given)} {verb} no effect on a replay: the capture's facts were gathered by the run that made it"
 
 
 # --------------------------------------------------------------------------- pytest
 
 
 def add_pytest_options(parser: Any) -> None:
-    """Register ``--spark-*`` options and ``spark_preflight_*`` ini keys."""
+    """Register ``--spark-*`` options and ``spark_preflight_*`` ini keys. A
+    pyproject.toml number or list is a value of its own type, so numbers are
+    "float" keys and ids "args" keys (a "string" key warns about them)."""
     group = parser.getgroup("dgx-spark", "DGX Spark preflight (pytest-dgx-spark)")
-    group.addoption(
-        "--spark-preflight",
-        action="store_true",
-        default=None,
-        dest="spark_preflight",
-        help="collect and run the ten DGX Spark preflight checks G1..G10.",
-    )
-    parser.addini(
-        "spark_preflight_enabled",
-        "run the DGX Spark preflight checks as if --spark-preflight was given",
-        type="bool",
-        default=False,
-    )
+    group.addoption("--spark-preflight", action="store_true", default=None, dest="spark_preflight",
+                    help="collect and run the ten DGX Spark preflight checks G1..G10.")  # fmt: skip
+    parser.addini("spark_preflight_enabled", "run the DGX Spark preflight checks as if --spark-preflight "
+                  "was given", type="bool", default=False)  # fmt: skip
     for opt in OPTIONS:
-        if opt.kind == "bool":
-            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=opt.help)
-            parser.addini(opt.ini, opt.help, type="bool", default=False)
-        elif opt.kind in ("paths", "pairs"):
-            group.addoption(
-                opt.flag,
-                action="append",
-                default=None,
-                dest=opt.dest,
-                metavar=opt.metavar,
-                help=opt.help,
-            )
-            parser.addini(opt.ini, opt.help + " (one per line)", type="linelist", default=[])
-        else:
-            group.addoption(
-                opt.flag,
-                action="store",
-                default=None,
-                dest=opt.dest,
-                metavar=opt.metavar or opt.name.upper(),
-                help=opt.help,
-            )
-            _add_value_ini(parser, opt)
-
-
-def _add_value_ini(parser: Any, opt: Option) -> None:
-    """A value key. pyproject.toml holds numbers and lists as such
-    (``spark_preflight_timeout = 5``, ``spark_preflight_only = ["G1"]``); a
-    "string" key warns about them on pytest 9 (an error from pytest 10), so
-    numbers are "float" keys and ids "args" keys where this pytest has them."""
-    kind = {"float": "float", "ids": "args"}.get(opt.kind)
-    if kind is not None:
-        try:
-            parser.addini(opt.ini, opt.help, type=kind, default=None)
-            return
-        except (AssertionError, ValueError, TypeError):  # a pytest without this ini type
-            pass
-    parser.addini(opt.ini, opt.help, type="string", default="")
+        kw: dict[str, Any] = {"action": "store_true"} if opt.kind == "bool" else {
+            "action": "append" if opt.kind in ("paths", "pairs") else "store",
+            "metavar": opt.metavar or opt.name.upper(),
+        }  # fmt: skip
+        group.addoption(opt.flag, default=None, dest=opt.dest, help=opt.help, **kw)
+        lines = " (one per line)" if opt.ini_type == "linelist" else ""
+        default = {"bool": False, "linelist": [], "string": ""}.get(opt.ini_type)
+        parser.addini(opt.ini, opt.help + lines, type=opt.ini_type, default=default)
 
 
 def preflight_enabled(config: Any) -> bool:
@@ -298,29 +159,29 @@ def preflight_enabled(config: Any) -> bool:
     return bad_ini(config, "spark_preflight_enabled") is None and bool(config.getini("spark_preflight_enabled"))
 
 
+def ini_error(name: str, exc: Exception) -> str:
+    """``exc`` from reading ini key ``name`` as one line naming the key
+    (pytest's own "invalid truth value 'maybe'" does not)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for prefix, expected in (("invalid truth value ", "true or false"),
+                             ("could not convert string to float: ", "a number")):  # fmt: skip
+        if text.startswith(prefix):
+            return f"{name} (ini): expected {expected}, got {text.removeprefix(prefix)}"
+    return f"{name} (ini): {text}"
+
+
 def bad_ini(config: Any, name: str) -> str | None:
-    """One line naming ``name`` when pytest cannot read its ini value (``maybe``
-    for a bool), else ``None``. pytest's own message ("invalid truth value
-    'maybe'") does not say which key; pytest 9 raises UsageError, older ValueError."""
+    """One line naming ``name`` when pytest cannot read its ini value, else ``None``."""
     try:
         config.getini(name)
     except Exception as exc:  # any unreadable value is the user's, reported by name
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        for prefix, expected in (
-            ("invalid truth value ", "true or false"),
-            ("could not convert string to float: ", "a number"),
-        ):
-            if text.startswith(prefix):
-                return f"{name} (ini): expected {expected}, got {text.removeprefix(prefix)}"
-        return f"{name} (ini): {text}"
+        return ini_error(name, exc)
     return None
 
 
 # --------------------------------------------------------------------------- CLI
 
-
-#: the CLI's own help where the pytest text does not fit a ``spark-preflight``
-#: user (no tests to fail or skip, choices listed); the rest is shared
+#: the CLI's own help where the pytest text does not fit a ``spark-preflight`` user
 CLI_HELP: dict[str, str] = {
     "strict": "a WARN counts as a failure: the verdict is blocked and the exit code 1.",
     "report": "also write env-report.json (the seed's schema plus readings, host, timings) to PATH.",
@@ -330,35 +191,30 @@ CLI_HELP: dict[str, str] = {
     "offline": "G8: do not contact GitHub (G8 then SKIPs: playbook issues not checked).",
     "config": "G10: a training/serving config to inspect (repeatable); named configs replace the "
     "search of the project folder.",
-    "threshold": "override a threshold, NAME=VALUE (repeatable); the names are listed below.",
+    "threshold": "override a threshold, NAME=VALUE (repeatable); --help-thresholds lists the names.",
     "tp-across-nodes": "G10: status for tensor parallelism across nodes: fail (default) or warn "
     "(NVIDIA's own inference playbooks run TP=2 over two Sparks).",
     "precision": "G7: the precision the run trains or serves in; nvfp4 asks G7 to find kernels built "
     "for sm_121a/sm_120f, fp8 and bf16 leave installed NVFP4 kernels unjudged.",
 }
 
-#: pytest-only options: the CLI refuses them with one line (see cli.py)
+#: pytest-only options: the CLI refuses them with one line
 PYTEST_ONLY = frozenset({"gate"})
 
 
-def add_cli_options(parser: argparse.ArgumentParser) -> None:
-    """The same options for ``spark-preflight``, spelled ``--<name>``
-    (``--spark-<name>`` is accepted too, so a flag quoted in a check's line
-    works as written). Pytest-only options are parsed but hidden, so the CLI
-    can refuse them by name."""
+def add_cli_options(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """The same options for ``spark-preflight``, spelled ``--<name>``, in their
+    help groups (returned). ``--spark-<name>`` is accepted too, unlisted, so a
+    flag quoted in a check's line works as written; pytest-only options are
+    parsed but hidden, so the CLI can refuse them by name."""
+    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
     for opt in OPTIONS:
         text = argparse.SUPPRESS if opt.name in PYTEST_ONLY else CLI_HELP.get(opt.name, opt.help)
+        kw: dict[str, Any] = {"action": "store_true"}
+        if opt.kind in ("paths", "pairs"):
+            kw = {"action": "append", "metavar": opt.metavar}
+        elif opt.kind != "bool":
+            kw = {"metavar": "{" + ",".join(opt.choices) + "}" if opt.choices else opt.metavar or opt.name.upper()}
         for flag, shown in ((opt.cli_flag, text), (opt.flag, argparse.SUPPRESS)):
-            _add_cli_flag(parser, opt, flag, shown)
-
-
-def _add_cli_flag(parser: argparse.ArgumentParser, opt: Option, flag: str, text: str) -> None:
-    """One spelling of an option; the ``--spark-`` twin is accepted, not listed."""
-    if opt.kind == "bool":
-        parser.add_argument(flag, action="store_true", default=None, dest=opt.dest, help=text)
-    elif opt.kind in ("paths", "pairs"):
-        parser.add_argument(flag, action="append", default=None, dest=opt.dest, metavar=opt.metavar, help=text)
-    else:
-        choices = "{" + ",".join(opt.choices) + "}" if opt.choices else None
-        metavar = choices or opt.metavar or opt.name.upper()
-        parser.add_argument(flag, default=None, dest=opt.dest, metavar=metavar, help=text)
+            groups[opt.group].add_argument(flag, default=None, dest=opt.dest, help=shown, **kw)
+    return groups

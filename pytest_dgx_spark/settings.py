@@ -1,12 +1,6 @@
-"""Validated options: one :class:`Settings` per run, built from pytest's
-command line and ini file, or from ``spark-preflight``'s flags and the
-project's pytest configuration. Every bad value becomes an
-:class:`OptionError` whose one-line message names the option.
-
-Defaults come from the option table (``Option.default`` in
-:mod:`pytest_dgx_spark.options`); :data:`PARSERS` maps each option kind to the one
-function that validates its values.
-
+"""Validated options: one :class:`Settings` per run, from pytest's command
+line and ini file or from ``spark-preflight``'s flags and the same file.
+Every bad value is an :class:`OptionError` whose one line names the option.
 Loaded only when the preflight runs (plain pytest runs never import it).
 """
 
@@ -16,47 +10,39 @@ import argparse
 import math
 import os
 import re
+import shlex
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dgx_spark import catalog
-from pytest_dgx_spark.options import BY_NAME, OPTIONS, Option, bad_ini
+from pytest_dgx_spark import catalog, outfile
+from pytest_dgx_spark.options import BY_NAME, OPTIONS, Option, bad_ini, ini_error
+from pytest_dgx_spark.redact import REDACTED, scrub
+from pytest_dgx_spark.safe_text import visible
 from pytest_dgx_spark.thresholds import THRESHOLDS, defaults
 
-#: ``scheme:/user:pass@`` with one slash or more: a path option collapses a
-#: pasted URL's ``//`` (``…/https:/u:pw@host``) before it is echoed
+#: ``scheme:/user:pass@``: a path option collapses a pasted URL's ``//`` before it is echoed
 _PATH_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*:/+)[^/\s@:]*(:[^/\s@]*)?@")
 
 
 class OptionError(ValueError):
-    """A bad option value; the message names the option and is one line.
-
-    The message echoes the value, so it is scrubbed of what looks like a
-    secret (URL credentials, tokens, secret flags and query values): a URL
-    with a password pasted into any option, not only ``--github-url``, must
-    not come back in the usage line. It is one line on a terminal too: a
-    control or newline in an ini value is escaped, never acted on."""
+    """A bad option value, in one line naming the option: scrubbed of what
+    looks like a secret (the value is echoed) and of terminal controls."""
 
     def __init__(self, message: object = "") -> None:
-        from pytest_dgx_spark.redact import REDACTED, scrub
-        from pytest_dgx_spark.safe_text import visible
-
         text = _PATH_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", str(message))
         super().__init__(visible(scrub(text)))
 
 
-#: option name -> its default, read from the table (the one source)
 _DEFAULT: dict[str, Any] = {o.name: o.default for o in OPTIONS}
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated options for one run, shared by the plugin and the CLI.
-
-    One field per option, named like its ``dest`` without ``spark_``; every
-    default is the option table's (tests/test_options.py holds them equal)."""
+    """Validated options for one run: one field per option (its ``dest``
+    without ``spark_``), each default the option table's."""
 
     strict: bool = _DEFAULT["strict"]
     gate: bool = _DEFAULT["gate"]
@@ -79,10 +65,9 @@ class Settings:
     capture: Path | None = _DEFAULT["capture"]
     replay: Path | None = _DEFAULT["replay"]
     rootdir: Path = field(default_factory=Path.cwd)
-    #: where ``github_url`` came from: ``"default"``, ``"ini"`` (a config
-    #: file: the checkout's own) or the command line (``"flag"``, ``"cli"``);
-    #: G8 sends ``GITHUB_TOKEN`` to a host other than GitHub's only when the
-    #: user gave it (issue 19, item 2)
+    #: where ``github_url`` came from: "default", "ini" (the checkout's own
+    #: config) or the command line ("flag", "cli"); G8 sends ``GITHUB_TOKEN``
+    #: to another host only when the user gave it (issue 19, item 2)
     github_url_source: str = "default"
 
     @property
@@ -92,11 +77,11 @@ class Settings:
 
     def thresholds(self, profile: str) -> dict[str, float]:
         """Defaults for the resolved profile, with the user's overrides on top."""
-        values = defaults(profile)
-        values.update(self.threshold)
-        return values
+        return {**defaults(profile), **self.threshold}
 
     def to_dict(self) -> dict[str, Any]:
+        from pytest_dgx_spark.probes.http import redact_url  # lazy: http.client, for reports only
+
         out: dict[str, Any] = {}
         for opt in OPTIONS:
             value = getattr(self, opt.dest[len("spark_") :])
@@ -107,8 +92,6 @@ class Settings:
             elif isinstance(value, Mapping):
                 value = dict(value)
             if opt.name == "github-url" and isinstance(value, str):
-                from pytest_dgx_spark.probes.http import redact_url
-
                 value = redact_url(value)  # credentials in a URL must never reach a report
             out[opt.name] = value
         return out
@@ -118,42 +101,33 @@ class Settings:
 
 
 def _where(opt: Option, source: str) -> str:
-    if source == "ini":
-        return f"{opt.ini} (ini)"
-    if source == "cli":
-        return opt.cli_flag
-    return opt.flag
+    return {"ini": f"{opt.ini} (ini)", "cli": opt.cli_flag}.get(source, opt.flag)
 
 
-def _parse_float(opt: Option, raw: Any, where: str) -> float:
+def _parse_float(opt: Option, raw: Any, where: str, base: Path) -> float:
     try:
         value = float(str(raw).strip())
     except ValueError:
         raise OptionError(f"{where}: expected a number, got {raw!r}") from None
     if math.isnan(value) or math.isinf(value):
         raise OptionError(f"{where}: expected a finite number, got {raw!r}")
-    if opt.minimum is not None:
-        if opt.exclusive_min and value <= opt.minimum:
-            raise OptionError(f"{where}: must be > {opt.minimum:g}, got {raw!r}")
-        if not opt.exclusive_min and value < opt.minimum:
-            raise OptionError(f"{where}: must be >= {opt.minimum:g}, got {raw!r}")
+    low = opt.minimum
+    if low is not None and (value <= low if opt.exclusive_min else value < low):
+        raise OptionError(f"{where}: must be {'>' if opt.exclusive_min else '>='} {low:g}, got {raw!r}")
     if opt.maximum is not None and value > opt.maximum:
         raise OptionError(f"{where}: must be <= {opt.maximum:g}, got {raw!r}")
     return value
 
 
-def _split_list(raw: Any) -> list[str]:
-    if isinstance(raw, (list, tuple)):
-        parts: list[str] = []
-        for item in raw:
-            parts.extend(_split_list(item))
-        return parts
-    return [p.strip() for p in str(raw).replace(",", " ").split() if p.strip()]
+def _items(raw: Any) -> list[str]:
+    """A value or a list of them, split at commas and blanks."""
+    parts = raw if isinstance(raw, (list, tuple)) else [raw]
+    return [p for part in parts for p in str(part).replace(",", " ").split()]
 
 
-def _parse_ids(raw: Any, where: str) -> tuple[str, ...]:
+def _parse_ids(opt: Option, raw: Any, where: str, base: Path) -> tuple[str, ...]:
     ids: list[str] = []
-    for part in _split_list(raw):
+    for part in _items(raw):
         cid = catalog.normalize_id(part)
         if cid is None:
             raise OptionError(f"{where}: {part!r} is not a check id (expected G1..G10, e.g. G1,G5)")
@@ -164,25 +138,21 @@ def _parse_ids(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(sorted(ids, key=lambda c: catalog.BY_ID[c].number))
 
 
-def _parse_pairs(raw: Any, where: str) -> dict[str, float]:
+def _parse_pairs(opt: Option, raw: Any, where: str, base: Path) -> dict[str, float]:
     out: dict[str, float] = {}
-    items = raw if isinstance(raw, (list, tuple)) else [raw]
-    for item in items:
-        for part in str(item).replace(",", " ").split():
-            name, sep, value = part.partition("=")
-            name = name.strip()
-            if not sep:
-                raise OptionError(f"{where}: expected NAME=VALUE, got {part!r}")
-            if name not in THRESHOLDS:
-                known = ", ".join(sorted(THRESHOLDS))
-                raise OptionError(f"{where}: unknown threshold {name!r} (known: {known})")
-            try:
-                number = float(value)
-            except ValueError:
-                raise OptionError(f"{where}: {name} needs a number, got {value!r}") from None
-            if math.isnan(number) or math.isinf(number) or number < 0:
-                raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
-            out[name] = number
+    for part in _items(raw):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise OptionError(f"{where}: expected NAME=VALUE, got {part!r}")
+        if name not in THRESHOLDS:
+            raise OptionError(f"{where}: unknown threshold {name!r} (known: {', '.join(sorted(THRESHOLDS))})")
+        try:
+            number = float(value)
+        except ValueError:
+            raise OptionError(f"{where}: {name} needs a number, got {value!r}") from None
+        if math.isnan(number) or math.isinf(number) or number < 0:
+            raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
+        out[name] = number
     return out
 
 
@@ -197,13 +167,12 @@ def _given_path(raw: Any, where: str, base: Path) -> tuple[str, Path]:
     return text, path if path.is_absolute() else base / path
 
 
-def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
+def _parse_report_path(opt: Option, raw: Any, where: str, base: Path) -> Path:
+    """A file to write: what the write would refuse is said before the run."""
     text, path = _given_path(raw, where, base)
     parent = path.parent
     if not parent.is_dir():
         raise OptionError(f"{where}: folder {str(parent)!r} does not exist")
-    from pytest_dgx_spark import outfile
-
     kind = outfile.not_a_file(path)
     if kind is not None:  # the report is renamed over the path: never over a device or FIFO
         raise OptionError(f"{where}: {text!r} is {kind}, not a regular file; give a file path")
@@ -213,32 +182,26 @@ def _parse_report_path(raw: Any, where: str, base: Path) -> Path:
         raise OptionError(f"{where}: {text!r} refused: {exc.strerror}") from None
     except OSError as exc:
         raise OptionError(f"{where}: {text!r} cannot be written: {exc.strerror or exc}") from None
-    # Try it: os.access() says yes to root on a read-only mount.
-    import tempfile  # here, not at the top: only a --report pays for it
-
-    try:
+    try:  # tried, not os.access(): that says yes to root on a read-only mount
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as exc:
-        raise OptionError(
-            f"{where}: folder {str(parent)!r} is not writable ({exc.strerror or exc})"
-        ) from None
+        raise OptionError(f"{where}: folder {str(parent)!r} is not writable ({exc.strerror or exc})") from None
     if path.exists() and not os.access(path, os.W_OK):
         raise OptionError(f"{where}: {text!r} is not writable")
     return path
 
 
-def _parse_input_file(raw: Any, where: str, base: Path) -> Path:
+def _parse_input_file(opt: Option, raw: Any, where: str, base: Path) -> Path:
     text, path = _given_path(raw, where, base)
-    if not path.is_file():
-        raise OptionError(f"{where}: {text!r} is not a file")
-    return path
+    if path.is_file():
+        return path
+    raise OptionError(f"{where}: {text!r} is not a file")
 
 
-def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
+def _parse_config_paths(opt: Option, raw: Any, where: str, base: Path) -> tuple[Path, ...]:
     paths: list[Path] = []
-    items = raw if isinstance(raw, (list, tuple)) else [raw]
-    for item in items:
+    for item in raw if isinstance(raw, (list, tuple)) else [raw]:
         if not str(item).strip():
             continue
         text, path = _given_path(item, where, base)
@@ -249,14 +212,10 @@ def _parse_config_paths(raw: Any, where: str, base: Path) -> tuple[Path, ...]:
 
 
 def _parse_bool(opt: Option, raw: Any, where: str, base: Path) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on", "y", "t"):  # pytest's own spellings too
-        return True
-    if text in ("0", "false", "no", "off", "n", "f"):
-        return False
-    raise OptionError(f"{where}: expected true or false, got {raw!r}")
+    try:
+        return raw if isinstance(raw, bool) else _truth(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"{where}: expected true or false, got {raw!r}") from None
 
 
 def _parse_choice(opt: Option, raw: Any, where: str, base: Path) -> str:
@@ -273,15 +232,10 @@ def _parse_str(opt: Option, raw: Any, where: str, base: Path) -> str:
     return text
 
 
-def _parse_name(opt: Option, raw: Any, where: str, base: Path) -> str:
-    """A name matched without regard to case (a playbook)."""
-    return _parse_str(opt, raw, where, base).lower()
-
-
 def _parse_url(opt: Option, raw: Any, where: str, base: Path) -> str:
-    text = _parse_str(opt, raw, where, base)
-    from pytest_dgx_spark.probes.http import check_url
+    from pytest_dgx_spark.probes.http import check_url  # lazy: http.client, only for a given URL
 
+    text = _parse_str(opt, raw, where, base)
     why = check_url(text)
     if why:  # never the raw value: it may hold user:password@
         raise OptionError(f"{where}: {why}")
@@ -291,25 +245,22 @@ def _parse_url(opt: Option, raw: Any, where: str, base: Path) -> str:
 #: option kind -> the one parser of its values: (option, raw value, where, base folder) -> value
 PARSERS: dict[str, Callable[[Option, Any, str, Path], Any]] = {
     "bool": _parse_bool,
-    "float": lambda opt, raw, where, base: _parse_float(opt, raw, where),
+    "float": _parse_float,
     "str": _parse_str,
-    "name": _parse_name,
+    "name": lambda opt, raw, where, base: _parse_str(opt, raw, where, base).lower(),
     "url": _parse_url,
     "choice": _parse_choice,
-    "ids": lambda opt, raw, where, base: _parse_ids(raw, where),
-    "path": lambda opt, raw, where, base: _parse_report_path(raw, where, base),
-    "paths": lambda opt, raw, where, base: _parse_config_paths(raw, where, base),
-    "infile": lambda opt, raw, where, base: _parse_input_file(raw, where, base),
-    "pairs": lambda opt, raw, where, base: _parse_pairs(raw, where),
+    "ids": _parse_ids,
+    "path": _parse_report_path,
+    "paths": _parse_config_paths,
+    "infile": _parse_input_file,
+    "pairs": _parse_pairs,
 }
 
 
 def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
-    """Validate one raw value (from argparse or ini) for ``opt``, by its kind.
-
-    Relative paths are relative to ``base``: the invocation folder for a flag,
-    the rootdir (where the ini file is) for an ini value.
-    """
+    """Validate one raw value for ``opt``; relative paths are relative to
+    ``base`` (the invocation folder for a flag, the rootdir for an ini value)."""
     where = _where(opt, source)
     try:
         return PARSERS[opt.kind](opt, raw, where, base)
@@ -319,20 +270,15 @@ def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
 
 
 def _shown(text: Any, width: int = 80) -> str:
-    """A given path as a usage line quotes it: repr'd, cut to ``width``
-    characters (a 300-character name is the point of the error, not its text)."""
+    """A path as a usage line quotes it: repr'd, cut to ``width`` characters."""
     text = str(text)
     return repr(text) if len(text) <= width else repr(text[: width - 1]) + "…"
 
 
-def build_settings(
-    lookup: Callable[[Option], tuple[Any, str] | None],
-    *,
-    base: Path,
-    rootdir: Path | None = None,
-) -> Settings:
-    """Build :class:`Settings`; ``lookup(opt)`` returns ``(raw, source)`` or ``None``
-    for "not given" (source is ``"flag"``, ``"cli"`` or ``"ini"``)."""
+def build_settings(lookup: Callable[[Option], tuple[Any, str] | None], *, base: Path, rootdir: Path | None = None) -> Settings:
+    """Validate every given option into :class:`Settings`; ``lookup(opt)``
+    is ``(raw, source: "flag", "cli" or "ini")`` or ``None`` (not given)."""
+    root = rootdir or base
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for opt in OPTIONS:
@@ -340,14 +286,11 @@ def build_settings(
         if found is None:
             continue
         raw, source = found
-        where = (rootdir or base) if source == "ini" else base
-        value = parse_value(opt, raw, source, where)
+        value = parse_value(opt, raw, source, root if source == "ini" else base)
         if source == "ini" and opt.kind == "path":
-            _inside_rootdir(opt, raw, value, rootdir or base)
+            _inside_rootdir(opt, raw, value, root)
         values[opt.dest[len("spark_") :]] = value
         sources[opt.name] = source
-    if "threshold" in values:
-        values["threshold"] = dict(values["threshold"])
     if values.get("capture") and values.get("replay"):
         raise OptionError(
             f"{BY_NAME['capture'].flag} and {BY_NAME['replay'].flag} together: a replay reads no machine to capture"
@@ -355,20 +298,15 @@ def build_settings(
     _one_file_each(values, sources)
     if "github-url" in sources:
         values["github_url_source"] = sources["github-url"]
-    return Settings(rootdir=rootdir or base, **values)
+    return Settings(rootdir=root, **values)
 
 
 def _inside_rootdir(opt: Option, raw: Any, path: Path, rootdir: Path) -> None:
-    """A report or capture path from a config file stays in the project.
-
-    The config is the checkout's own: a downloaded project's
-    ``spark_preflight_report = "~/.bashrc"`` replaced the user's ``.bashrc``
-    with a report quoting names the project chose (issue 19, item 2). The
-    folder is compared with symlinks resolved; a path elsewhere takes the
-    command line, which is the user's."""
+    """A report or capture path from a config file stays in the project: a
+    downloaded project's ``spark_preflight_report = "~/.bashrc"`` replaced the
+    user's ``.bashrc`` (issue 19, item 2). Elsewhere takes the command line."""
     root = os.path.realpath(rootdir)
-    folder = os.path.realpath(path.parent)
-    if os.path.commonpath([root, folder]) != root:
+    if os.path.commonpath([root, os.path.realpath(path.parent)]) != root:
         raise OptionError(
             f"{_where(opt, 'ini')}: {str(raw).strip()!r} is outside the project ({root}); a path from a "
             f"config file stays inside it: give {opt.flag} on the command line to write elsewhere"
@@ -376,8 +314,7 @@ def _inside_rootdir(opt: Option, raw: Any, path: Path, rootdir: Path) -> None:
 
 
 def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-    """``--report X --capture X``: the capture was written last and the
-    report silently lost (issue 19, item 11); refused in one line."""
+    """``--report X --capture X`` silently lost the report (issue 19, item 11)."""
     report, capture = values.get("report"), values.get("capture")
     if report is None or capture is None:
         return
@@ -391,48 +328,71 @@ def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> Non
         raise OptionError(f"{r} and {c} name the same file ({report}): give each its own path")
 
 
+def _from(opt: Option, given: Any, source: str, ini: Any) -> tuple[Any, str] | None:
+    """The one precedence rule: a flag, else the ini value as pytest's
+    ``getini`` gives it (an unset bool is False, an unset value empty)."""
+    if given is not None:
+        return given, source
+    if opt.kind == "bool":
+        return (True, "ini") if ini else None
+    return None if ini in (None, "", []) else (ini, "ini")
+
+
 def settings_from_pytest(config: Any) -> Settings:
-    """CLI > ini > default; raises :class:`OptionError`."""
-    base = Path(config.invocation_params.dir)
+    """Flag > ini > default; raises :class:`OptionError`."""
 
     def lookup(opt: Option) -> tuple[Any, str] | None:
-        cli = config.getoption(opt.dest, None)
-        if cli is not None:
-            return cli, "flag"
-        bad = bad_ini(config, opt.ini)  # pytest's own parsing of a bad ini value, with the key named
-        if bad:
+        given = config.getoption(opt.dest, None)
+        if given is None and (bad := bad_ini(config, opt.ini)):  # the key named, not pytest's bare text
             raise OptionError(bad)
-        ini = config.getini(opt.ini)
-        if opt.kind == "bool":
-            return (True, "ini") if ini else None
-        if ini in (None, "", []):
-            return None
-        return ini, "ini"
+        return _from(opt, given, "flag", None if given is not None else config.getini(opt.ini))
 
     bad = bad_ini(config, "spark_preflight_enabled")  # with --spark-preflight given, still refuse it
     if bad:
         raise OptionError(bad)
-    return build_settings(lookup, base=base, rootdir=Path(config.rootpath))
+    return build_settings(lookup, base=Path(config.invocation_params.dir), rootdir=Path(config.rootpath))
 
 
-def settings_from_cli(
-    ns: argparse.Namespace, ini: Mapping[str, Any], *, base: Path, rootdir: Path
-) -> Settings:
-    """CLI flags > ini values (read from the project's pytest config) > defaults."""
+def settings_from_cli(ns: argparse.Namespace, ini: Mapping[str, Any], *, base: Path, rootdir: Path) -> Settings:
+    """Flag > ini > default, ``ini`` holding what :func:`ini_value` read."""
+    return build_settings(
+        lambda opt: _from(opt, getattr(ns, opt.dest, None), "cli", ini.get(opt.ini)), base=base, rootdir=rootdir
+    )
 
-    def lookup(opt: Option) -> tuple[Any, str] | None:
-        cli = getattr(ns, opt.dest, None)
-        if cli is not None:
-            return cli, "cli"
-        raw = ini.get(opt.ini)
-        if raw is None or raw == []:
-            return None
-        if isinstance(raw, str) and not raw.strip() and opt.kind not in ("bool", "float"):
-            return None  # an empty text, list or path key is unset, as pytest reads it
-        # an empty bool or number key is refused, as pytest's own parsing refuses it
-        if opt.kind in ("paths", "pairs") and isinstance(raw, str):
-            raw = [line for line in raw.splitlines() if line.strip()]
-        return raw, "ini"
 
-    return build_settings(lookup, base=base, rootdir=rootdir)
+def _truth(text: str) -> bool:
+    """pytest's ``_strtobool`` (its spellings, any case)."""
+    low = text.lower()
+    if low in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if low in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise ValueError(f"invalid truth value {text!r}")
 
+
+def ini_value(opt: Option, value: Any, mode: str, inipath: Path | None) -> Any:
+    """A ``spark_preflight_*`` value as pytest's ``getini`` converts it for
+    the key's type: from text in "ini" mode, type-checked in "toml" mode
+    (``pytest.toml``, ``[tool.pytest]``). Raises :class:`OptionError`."""
+    kind = opt.ini_type
+    try:
+        if mode == "toml":
+            expected = {"bool": (bool,), "float": (float, int), "string": (str,)}.get(kind, (list,))
+            if not isinstance(value, expected) or (kind == "float" and isinstance(value, bool)):
+                what = {"args": "a list for type 'args'", "linelist": "a list for type 'linelist'"}
+                raise TypeError(f"{inipath}: config option '{opt.ini}' expects {what.get(kind, 'a ' + kind)}, "
+                                f"got {type(value).__name__}: {value!r}")  # fmt: skip
+            if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+                raise TypeError(f"{inipath}: config option '{opt.ini}' expects a list of strings")
+            return value
+        if kind == "bool":
+            return _truth(str(value).strip())
+        if kind == "float":
+            return float(value) if isinstance(value, str) else value
+        if kind == "args":
+            return shlex.split(value) if isinstance(value, str) else value
+        if kind == "linelist" and isinstance(value, str):
+            return [line.strip() for line in value.split("\n") if line.strip()]
+        return value
+    except (TypeError, ValueError) as exc:
+        raise OptionError(ini_error(opt.ini, exc)) from None

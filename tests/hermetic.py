@@ -48,6 +48,10 @@ NAMES = frozenset(
         # CI detection (pytest's and ours: lines are cut, or not)
         "CI",
         "BUILD_NUMBER",
+        # colour, as pytest decides it (the CLI follows the same rule): a test sets them
+        "PY_COLORS",
+        "NO_COLOR",
+        "FORCE_COLOR",
         # pytest options and plugins from the shell
         "PYTEST_ADDOPTS",
         "PYTEST_PLUGINS",
@@ -97,6 +101,7 @@ KEPT = {
     "HOME": "the redactor's home folder; a test about it sets it (pip, git and gcc need the real one)",
     "USER": "the redactor's user name; a test about it passes its own",
     "LOGNAME": "as USER",
+    "TERM": "colour on a terminal that is not dumb, as pytest; output to a pipe is never coloured",
     "PYTEST_XDIST": "the running xdist worker's own; the probes drop them from their children",
     "PYTEST_CURRENT_TEST": "pytest's own, set per test; the probes drop it from their children",
 }

@@ -1,9 +1,13 @@
-"""spark-preflight's own help (issue 11): texts for a CLI user, choices listed,
-exit codes and threshold names in the epilog, no pytest-only ``--gate``."""
+"""spark-preflight's own help (issue 11, issue 24 item 9): texts for a CLI user, choices listed,
+grouped, at most 80 columns, exit codes in the epilog, thresholds in ``--help-thresholds``,
+no pytest-only ``--gate``."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,12 +23,32 @@ def help_text() -> str:
     return cli.build_parser().format_help()
 
 
-def test_help_lists_exit_codes_and_every_threshold_name(help_text: str) -> None:
+def test_help_lists_exit_codes_and_help_thresholds_every_threshold_name(help_text: str) -> None:
+    """Issue 24, item 9: the thresholds moved from ``--help`` to ``--help-thresholds``."""
     section = help_text.split("exit codes:", 1)[1]
-    for code in ("0", "1", "2", "128+N"):
+    for code in ("0", "1", "2", "128+N", "141"):
         assert re.search(rf"^  {re.escape(code)} +\S", section, re.M), code
+    listed = subprocess.run([sys.executable, "-m", "pytest_dgx_spark.cli", "--help-thresholds"],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert listed.returncode == 0 and listed.stderr == ""
     for name, t in THRESHOLDS.items():
-        assert re.search(rf"^  {name} = {t.gb10:g} / {t.generic:g}\b", help_text, re.M), name
+        assert re.search(rf"^  {name} = {t.gb10:g} / {t.generic:g}\b", listed.stdout, re.M), name
+        assert name not in help_text.replace("NAME=VALUE", ""), name
+
+
+@pytest.mark.parametrize("columns", ["200", "80", "60"])
+def test_help_is_grouped_and_at_most_80_columns(columns: str) -> None:
+    """140 lines, one flat group of 20 options, 19 lines wider than 80 columns: now
+    grouped, and as wide as the terminal up to 80."""
+    shown = subprocess.run([sys.executable, "-m", "pytest_dgx_spark.cli", "--help"], capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "COLUMNS": columns})  # fmt: skip
+    assert shown.returncode == 0
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
+    for title in ("what to check:", "how the machine is probed:", "output and files:", "configuration (as pytest's):"):
+        assert title in lines, title
+    groups = shown.stdout.split("\n\n")
+    assert max(len(re.findall(r"^  --", g, re.M)) for g in groups) < 12
 
 
 def test_help_lists_the_choices(help_text: str) -> None:

@@ -261,7 +261,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # stdout stays the captured run's own lines; that they are a replay's is said beside them
         say_error(f"note: replay of {path.name} (captured {replay.get('created_at', '?')}, host "
                   f"{cap.get('hostname', '?')}, {cap.get('gpu') or 'no GPU'}): this machine was not read")
-        engine = Engine(settings, capture.ReplayMachine(replay), replay=replay)  # type: ignore[arg-type]  # no Protocol yet
+        engine = Engine(settings, capture.ReplayMachine(replay), replay=replay)
     else:
         engine = Engine(settings, Machine(timeout=settings.timeout))
     try:

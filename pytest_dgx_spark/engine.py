@@ -21,7 +21,7 @@ from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.child import ChildResult, limit_in_stderr
 from pytest_dgx_spark.probes.commands import kill_running, limit_reason
-from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.probes.machine import MachineLike
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thresholds import defaults
 
@@ -43,7 +43,7 @@ class Engine:
     """One run's checks on one machine (or a replayed capture)."""
 
     def __init__(
-        self, settings: Settings, machine: Machine, selected: Iterable[str] | None = None, *,
+        self, settings: Settings, machine: MachineLike, selected: Iterable[str] | None = None, *,
         background: bool = True, replay: Mapping[str, Any] | None = None,
     ) -> None:  # fmt: skip
         self.settings = settings

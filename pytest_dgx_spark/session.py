@@ -351,7 +351,7 @@ class SparkPreflight:
         engine.selected = tuple(ids)
         results = engine.run_many(ids)
         try:
-            host = engine.machine.identity()
+            host: dict[str, Any] = dict(engine.machine.identity())
         except Exception:  # identity is decoration; it never fails the run
             host = {}
         outside = [r.check_id for r in results if r.check_id not in selected]

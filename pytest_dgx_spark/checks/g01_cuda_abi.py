@@ -36,7 +36,7 @@ from pytest_dgx_spark.model import SHORT_WIDTH, Result, Status
 from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
-from pytest_dgx_spark.probes.machine import Machine, format_cuda_version
+from pytest_dgx_spark.probes.machine import MachineLike, format_cuda_version
 from pytest_dgx_spark.probes.packages import canonical
 
 #: distributions whose objects are never loaded (the static scan still covers their files)
@@ -224,7 +224,7 @@ def gather(ctx: CheckContext) -> Facts:
     )
 
 
-def _ldconfig(machine: Machine) -> tuple[list[Provider], str | None]:
+def _ldconfig(machine: MachineLike) -> tuple[list[Provider], str | None]:
     """``ldconfig -p``: on PATH (absolute entries only), else where Debian and RHEL keep it."""
     if find_program("ldconfig", machine.env):
         argv = ["ldconfig", "-p"]

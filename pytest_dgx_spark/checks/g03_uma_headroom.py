@@ -71,7 +71,7 @@ def gather(ctx: CheckContext) -> Facts:
     nv = machine.nvml()
     gpus: list[GpuMemory] = [
         {
-            "index": d.get("index"),
+            "index": int(d.get("index") or 0),
             "name": d.get("name"),
             "memory": d.get("memory"),
             "error": (d.get("errors") or {}).get("memory", {}).get("name"),

@@ -153,7 +153,7 @@ def _gather(ctx: CheckContext) -> Facts:
     facts = Facts(
         seconds=seconds,
         devices=[_static_from_snapshot(d) for d in nv.get("devices") or []],
-        samples=list(sample.get("samples") or []),
+        samples=list(sample.get("samples") or []),  # type: ignore[arg-type]  # the NVML child's JSON
         duration_s=sample.get("duration_s"),
         counters_before=list(sample.get("counters_before") or []),
         counters_after=list(sample.get("counters_after") or []),

@@ -25,7 +25,7 @@ from pytest_dgx_spark.thresholds import defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_dgx_spark.probes.child import ChildResult
-    from pytest_dgx_spark.probes.machine import Machine
+    from pytest_dgx_spark.probes.machine import MachineLike
     from pytest_dgx_spark.settings import Settings
 
 T = TypeVar("T", bound="FactsBase")
@@ -49,7 +49,7 @@ class CheckContext:
 
     check_id: str
     settings: Settings
-    machine: Machine
+    machine: MachineLike
     engine: _Engine
 
     @property

@@ -92,6 +92,7 @@ class MachineLike(Protocol):
     env: dict[str, str]
     timeout: float
     store: MemoryStore
+    python: str
 
     def identity(self) -> Mapping[str, Any]: ...
     def path(self, absolute: str) -> Path: ...

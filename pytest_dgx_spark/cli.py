@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from pytest_dgx_spark import __version__, options
+from pytest_dgx_spark import __version__, catalog, options
 from pytest_dgx_spark.redact import scrub
 from pytest_dgx_spark.safe_text import fit, visible, visible_lines
 from pytest_dgx_spark.thresholds import THRESHOLDS
@@ -269,8 +269,12 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         engine.close()
     host, profile = engine.machine.identity(), engine.profile()
+    ran = {r.check_id for r in results}
+    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
+    not_run = {cid: why for cid in catalog.IDS if cid not in ran}  # one rule with pytest's (issue 24 item 3)
     written = report.write_run_files(
-        settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ
+        settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ,
+        not_run=not_run,
     )
     failed = [n for n in written if n.startswith("cannot write")]
     for note in written:  # a report not written: exit 2; an extra (G4's chart): said, the outcome kept
@@ -279,15 +283,17 @@ def _main(argv: Sequence[str] | None) -> int:
     if failed:
         return EXIT_USAGE
     said = [n for n in written if not n.startswith(("cannot write", "could not write"))]
-    last, v = verdict_line(results, strict=settings.strict), verdict(results, strict=settings.strict).value
-    block = report.run_block(results, strict=settings.strict, host=host, settings=settings.to_dict(),
-                             profile=profile) if ns.json else None  # fmt: skip
-    _show(ns, results, block, (last, v), said)
+    strict = settings.strict
+    last, v = verdict_line(results, strict=strict, not_run=not_run), verdict(results, strict=strict, not_run=not_run).value
+    block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),
+                             profile=profile, not_run=not_run) if ns.json else None  # fmt: skip
+    skipped = [f"{', '.join(not_run)} not run: {why}"] if not_run else []
+    _show(ns, results, block, (last, v), said, skipped)
     return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
 
 
 def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | None, verdict: tuple[str, str],
-          said: list[str]) -> None:  # fmt: skip
+          said: list[str], not_run: list[str]) -> None:  # fmt: skip
     """The results on stdout (JSON, or a line each and the verdict, coloured as
     pytest colours them), then what was written where (stderr under --json)."""
     if block is not None:
@@ -298,6 +304,8 @@ def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | No
         paint = colour_wanted(ns.color, sys.stdout)
         for r in results:
             say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+        for line in not_run:  # as pytest's section says it
+            say(line, COLOURS.get("WARN") if paint else None)
         say(verdict[0], COLOURS[verdict[1]] if paint else None)
         for note in said:
             say(visible(note))  # one line: a newline in a path is escaped, not printed

@@ -237,7 +237,7 @@ def _evaluates(expr: str, option: str, matcher: Any) -> bool:
     try:
         return bool(Expression.compile(expr).evaluate(matcher))
     except Exception as exc:  # pytest says the same of its own -k/-m, as a usage error
-        raise pytest.UsageError(f"Wrong expression passed to '{option}': {expr}: {exc}") from None
+        raise pytest.UsageError(visible(f"Wrong expression passed to '{option}': {expr}: {exc}")) from None
 
 
 def why_deselected(item: SparkCheckItem, config: pytest.Config, settings: Settings) -> str | None:

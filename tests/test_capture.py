@@ -520,7 +520,7 @@ def test_a_capture_of_some_checks_under_strict_replays_to_the_same_verdict(
     run had not selected. Both now decide what the captured run decided."""
     target, original, code = make_capture(tmp_path, "--only", "G3", "--workload-gb", "100", "--strict", name="s.json")
     assert original[0].startswith("G3 WARN: workload 100 GiB fits MemAvailable"), original
-    assert original[-1] == "verdict: blocked (G3 WARN under --strict; 1 WARN)" and code == 1
+    assert original[-1] == "verdict: blocked (G3 WARN under --strict; 1 WARN, 9 not run)" and code == 1
     replay = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
     assert (lines(replay), replay.returncode) == (original, code)
     proc = subprocess.run(

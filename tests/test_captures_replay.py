@@ -37,7 +37,8 @@ def replay_note(stderr: str, capture: Path) -> bool:
     """stderr holds only the note that the lines are a replay's (issue 24, item 7):
     stdout stays the captured run's own lines."""
     note = rf"spark-preflight: note: replay of {re.escape(capture.name)} \(captured \S+, host .+\): this machine was not read"
-    return len(stderr.splitlines()) == 1 and re.fullmatch(note, stderr.strip()) is not None
+    said = [ln for ln in stderr.splitlines() if not re.match(r"spark-preflight: \S.* written to ", ln)]
+    return len(said) == 1 and re.fullmatch(note, said[0]) is not None
 
 
 def replay(path: Path, *args: str) -> tuple[str, int]:
@@ -76,6 +77,7 @@ def untouched(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.Complet
     cwd.mkdir(exist_ok=True)
     env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "NO_MACHINE_LOG": str(log), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env["COLUMNS"] = "120"  # pytest's section cuts lines to the terminal's width; the .lines files are 120 wide
     proc = subprocess.run(
         [sys.executable, str(NO_MACHINE), mode, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
     )

@@ -122,7 +122,7 @@ SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
     "hang": (
         f"G4 FAIL: driver not answering: nvidia-smi did not answer within {TIMEOUT} s (killed); fix: {DRIVER_FIX}",
         G6_BLIND,
-        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN)",
+        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN, 8 not run)",
     ),
     "exit-9": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate "
@@ -130,37 +130,37 @@ SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
         "NVML unavailable: NVML Shared Library Not Found (LibraryNotFound))",
         "G6 SKIP: no NVIDIA GPU to contend for (NVML unavailable: NVML Shared Library Not Found (LibraryNotFound)); "
         "the process table shows no inference server or trainer",
-        "verdict: ready-with-warnings (G4, G6 skipped; 2 SKIP)",
+        "verdict: ready-with-warnings (G4, G6 skipped; 2 SKIP, 8 not run)",
     ),
     "exit-255": (
         "G4 FAIL: GPU/driver not answering: nvidia-smi exited 255: Unable to determine the device handle for "
         f"GPU0000:0F:01.0: Unknown Error; fix: {DRIVER_FIX}",
         G6_BLIND,
-        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN)",
+        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN, 8 not run)",
     ),
     "n/a": (
         "G4 INFO: GPU 0 NVIDIA GB10: [N/A], [N/A] (limit [N/A]), SM [N/A]; clock-event reasons [N/A]; "
         "sampled 0.5 s (nvidia-smi)",
         SMI_G6_NA,
-        "verdict: ready-with-warnings (1 WARN, 1 INFO)",
+        "verdict: ready-with-warnings (1 WARN, 1 INFO, 8 not run)",
     ),
     "not-supported": (
         "G4 INFO: GPU 0 NVIDIA GB10: 45 C, [N/A] (limit [N/A]), SM 2405 MHz; clock-event reasons [N/A]; "
         "sampled 0.5 s (nvidia-smi)",
         SMI_G6_NA,
-        "verdict: ready-with-warnings (1 WARN, 1 INFO)",
+        "verdict: ready-with-warnings (1 WARN, 1 INFO, 8 not run)",
     ),
     "empty-line": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
         "Library Not Found (LibraryNotFound))",
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
-        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP)",
+        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP, 8 not run)",
     ),
     "header-only": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
         "Library Not Found (LibraryNotFound))",
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
-        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP)",
+        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP, 8 not run)",
     ),
 }
 

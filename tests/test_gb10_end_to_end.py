@@ -288,12 +288,13 @@ def test_a_blocked_spark_prints_these_fail_lines_through_plugin_and_cli(
     assert plugin.parseoutcomes() == {"failed": 3, "passed": 2, "warned": 5}
     # each FAIL is reported by its G-line alone (pytest.fail(pytrace=False)), never a traceback
     assert_clean(plugin_text, plugin.stderr.str(), cli.stderr)
-    # by default each FAIL is said once, in the section; the short summary points there
+    # by default each FAIL's whole line is in its FAILURES body (issue 24 item 1) and its
+    # short line in the section; the short summary names each failed check
     fails = blocked_fail_lines(vllm)
     for line in fails:
         cid = line.split(" ", 1)[0]
         assert [ln for ln in plugin.outlines if ln.startswith(f"{cid} FAIL")] == [
-            next(e for e in expected if e.startswith(f"{cid} FAIL"))
+            line, next(e for e in expected if e.startswith(f"{cid} FAIL"))
         ]
         assert any(ln.startswith(f"FAILED spark_preflight::{cid} - ") for ln in plugin.outlines)
     # under -rA each FAIL's report is its whole G-line alone (pytest.fail(pytrace=False)), never a traceback

@@ -229,7 +229,10 @@ def test_default_output_shows_each_fail_whole_once(blocked_run: Callable[..., py
     assert full, "the blocked scene has FAILs"
     for line in full:
         assert "; fix: " in line
-        assert out.count(line) == 1, (line, out)  # the whole line with its fix, once
+        failures = out.split("= FAILURES =", 1)[1].split("= spark preflight =", 1)[0]
+        assert failures.count(line) == 1, (line, out)  # the whole line with its fix, in its body, once
+        section_text = out.split("= spark preflight =", 1)[1].split("short test summary", 1)[0]
+        assert line not in section_text  # the section keeps the short line
     assert "see the spark preflight section" not in out
     # the short summary names each FAILed check with its finding
     result.stdout.fnmatch_lines(["FAILED spark_preflight::G1 - G1 FAIL: *"])

@@ -76,7 +76,7 @@ def test_cli_with_stdout_closed_says_the_verdict_on_stderr(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr  # G9 WARNs here: ready-with-warnings
     assert_no_crash(done.stderr)
     assert done.stderr.splitlines() == ["spark-preflight: stdout is closed: no check line printed; "
-                                        "verdict: ready-with-warnings (1 WARN)"]
+                                        "verdict: ready-with-warnings (1 WARN, 9 not run)"]
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "ready-with-warnings"
 
 
@@ -96,7 +96,7 @@ def test_cli_on_a_terminal_that_is_not_utf8_prints_every_line(
         out = done.stdout.decode(encoding)
         assert done.returncode == 0, out + done.stderr.decode(encoding, "replace")
         assert_no_crash(out)
-        assert out.startswith("G8 WARN: 1 open issue") and "verdict: ready-with-warnings (1 WARN)" in out
+        assert out.startswith("G8 WARN: 1 open issue") and "verdict: ready-with-warnings (1 WARN, 9 not run)" in out
         if extra:  # -v quotes the title: cut with "…", a dash, an accent and CJK in it
             assert "#7 vLLM serve crashes on GB10 - caf" in out and "..." in out, out
             assert ("caf\u00e9" if encoding == "latin-1" else "caf\\xe9") in out and "\\u4e2d" in out
@@ -120,7 +120,7 @@ def test_pytest_on_a_terminal_that_is_not_utf8_keeps_the_lines_readable(
     assert "G8 WARN: 1 open issue" in section and "#7 vLLM serve crashes on GB10 - caf" in section, section
     assert "..." in section
     assert "\\u2026" not in section and "\\u2014" not in section
-    assert "verdict: ready-with-warnings (1 WARN)" in section
+    assert "verdict: ready-with-warnings (1 WARN, 9 not run)" in section
 
 
 # ---------------------------------------------------------------------- lone surrogates

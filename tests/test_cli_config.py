@@ -146,8 +146,8 @@ def test_report_and_capture_say_where_they_went(tmp_path: Path) -> None:
     proc = cli("--only", "G3", "--report", "r.json", "--capture", "c.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[1].startswith("verdict: ")
-    assert lines[2:] == [f"env report written to {tmp_path / 'r.json'}", f"capture written to {tmp_path / 'c.json'}"]
+    assert lines[1].endswith(" not run: deselected (--only G3)") and lines[2].startswith("verdict: ")
+    assert lines[3:] == [f"env report written to {tmp_path / 'r.json'}", f"capture written to {tmp_path / 'c.json'}"]
     as_json = cli("--only", "G3", "--report", "r.json", "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout)["results"][0]["id"] == "G3"
     assert as_json.stderr.splitlines() == [f"spark-preflight: env report written to {tmp_path / 'r.json'}"]

@@ -219,51 +219,67 @@ def _stdout_closed() -> int:
     return EXIT_PIPE
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    ns = build_parser().parse_args(argv)
-    from pytest_dgx_spark import capture, report  # lazy: the preflight machinery, once the flags parsed
-    from pytest_dgx_spark.engine import Engine  # lazy: as above
-    from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
-    from pytest_dgx_spark.probes.machine import Machine  # lazy: as above
-    from pytest_dgx_spark.settings import OptionError, settings_from_cli  # lazy: as above
+class _Stop(Exception):
+    """A reason not to run, said in one line (exit 2)."""
+
+
+def _settings(ns: argparse.Namespace) -> Any:
+    """The run's settings, from the project's pytest configuration and the flags."""
+    from pytest_dgx_spark.settings import OptionError, settings_from_cli  # lazy: the preflight machinery
 
     pytest_only = [o.cli_flag for o in options.OPTIONS if o.name in options.PYTEST_ONLY and getattr(ns, o.dest)]
     if pytest_only:
-        say_error(f"error: {', '.join(pytest_only)} is a pytest option (it skips pytest tests when a check "
-                  "FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL")  # fmt: skip
-        return EXIT_USAGE
+        raise _Stop(f"{', '.join(pytest_only)} is a pytest option (it skips pytest tests when a check "
+                    "FAILs); spark-preflight has no tests to skip: its exit code is 1 on a FAIL")  # fmt: skip
     try:
         cwd = Path.cwd()
     except OSError as exc:  # the shell's folder was deleted under it
-        say_error(f"error: the current folder is gone ({exc.strerror or exc}: deleted under this shell?); cd into one")
-        return EXIT_USAGE
+        raise _Stop(f"the current folder is gone ({exc.strerror or exc}: deleted under this shell?); cd into one") from None
     try:
         rootdir, ini, notes = project_config(cwd, ns.config_file, ns.rootdir)
         settings = settings_from_cli(ns, ini, base=cwd, rootdir=rootdir)
     except (ConfigError, OptionError) as exc:
-        say_error(f"error: {exc}")
-        return EXIT_USAGE
+        raise _Stop(str(exc)) from None
     for note in notes:
         say_error(f"warning: {note}")
+    return settings
+
+
+def _engine(ns: argparse.Namespace, settings: Any) -> Any:
+    """The engine on this machine, or on a capture's (``--replay``: its checks and --strict)."""
+    from pytest_dgx_spark import capture  # lazy: the preflight machinery
+    from pytest_dgx_spark.engine import Engine  # lazy: as above
+    from pytest_dgx_spark.probes.machine import Machine  # lazy: as above
+
+    if (path := settings.replay) is None:
+        return Engine(settings, Machine(timeout=settings.timeout))
     given = [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
     ignored = options.replay_ignores(given)
-    replay: dict[str, Any] | None = None
-    if (path := settings.replay) is not None:
-        if ignored:
-            say_error(f"note: {ignored}")
-        try:
-            replay = capture.load(path)
-        except capture.CaptureError as exc:
-            say_error(f"error: {exc}")
-            return EXIT_USAGE
-        settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
-        cap = replay.get("host") or {}
-        # stdout stays the captured run's own lines; that they are a replay's is said beside them
-        say_error(f"note: replay of {path.name} (captured {replay.get('created_at', '?')}, host "
-                  f"{cap.get('hostname', '?')}, {cap.get('gpu') or 'no GPU'}): this machine was not read")
-        engine = Engine(settings, capture.ReplayMachine(replay), replay=replay)
-    else:
-        engine = Engine(settings, Machine(timeout=settings.timeout))
+    if ignored:
+        say_error(f"note: {ignored}")
+    try:
+        replay = capture.load(path)
+    except capture.CaptureError as exc:
+        raise _Stop(str(exc)) from None
+    settings = capture.replay_settings(settings, replay)
+    cap = replay.get("host") or {}
+    # stdout stays the captured run's own lines; that they are a replay's is said beside them
+    say_error(f"note: replay of {path.name} (captured {replay.get('created_at', '?')}, host "
+              f"{cap.get('hostname', '?')}, {cap.get('gpu') or 'no GPU'}): this machine was not read")
+    return Engine(settings, capture.ReplayMachine(replay), replay=replay)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    ns = build_parser().parse_args(argv)
+    from pytest_dgx_spark import report  # lazy: the preflight machinery, once the flags parsed
+    from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
+
+    try:
+        engine = _engine(ns, _settings(ns))
+    except _Stop as stop:
+        say_error(f"error: {stop}")
+        return EXIT_USAGE
+    settings = engine.settings
     try:
         results = engine.run_many()
     finally:

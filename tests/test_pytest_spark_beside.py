@@ -1,7 +1,7 @@
 """PySpark's ``pytest-spark`` installed beside us: both plugins load in one run.
 
 ``pytest-spark`` installs a top-level ``pytest_spark`` package, the name this
-project's import package had until 0.4.0; ours is ``pytest_dgx_spark`` now, so
+project's import package had in 0.3.0; ours is ``pytest_dgx_spark`` now, so
 a data team can have both (issue 21, item 6). The real ``pytest-spark`` is
 needed here (its report header imports ``pyspark``: ``pyspark-client`` is the
 small pure-Python one); CI's ML-image lane installs both, and elsewhere these

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -107,3 +109,16 @@ def test_the_scan_says_whose_each_process_is(tmp_path: Path) -> None:
     assert (planted[500]["uid"], planted[500]["sid"], planted[500]["mine"]) == (os.getuid(), 0, True)
     if os.geteuid() == 0:
         assert (planted[501]["uid"], planted[501]["mine"]) == (4242, False)
+
+
+def test_session_zero_is_no_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container started by root, getsid reports 0 for every process whose
+    session leader lives outside the pid namespace: another user's job there
+    shares 'session 0' with us and must not become ours (CI ran as root)."""
+    from pytest_dgx_spark.probes.processes import mark
+
+    monkeypatch.setattr(os, "getsid", lambda _pid: 0)
+    other = {"pid": 999_991, "ppid": 1, "uid": os.getuid() + 4242, "sid": 0}
+    assert mark([other])[0]["mine"] is False
+    monkeypatch.setattr(os, "getsid", lambda _pid: 77)
+    assert mark([{"pid": 999_993, "ppid": 1, "uid": os.getuid() + 4242, "sid": 77}])[0]["mine"] is True

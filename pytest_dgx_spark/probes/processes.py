@@ -77,12 +77,14 @@ def mark(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Flag ``self`` (this process and its ancestors, as far as the table shows
     them) and ``mine``: self, or run by this user, or in this session. Another
     user's job is not this run's to judge (issue 24); a table without owners
-    (an older capture) counts every process as mine."""
+    (an older capture) counts every process as mine. Session 0 is no match: it
+    is what getsid reports for a session led outside this pid namespace (a
+    container started by root), which every other such process shares."""
     by_pid = {p["pid"]: p for p in procs}
     uid, sid = os.getuid(), os.getsid(0)
     for p in procs:
         p["self"] = False
-        p["mine"] = p.get("uid") in (None, uid) or p.get("sid") == sid
+        p["mine"] = p.get("uid") in (None, uid) or (sid > 0 and p.get("sid") == sid)
     cur: int | None = os.getpid()
     while cur is not None and cur in by_pid and not by_pid[cur]["self"]:
         by_pid[cur]["self"] = by_pid[cur]["mine"] = True

@@ -20,14 +20,16 @@ MAX_WORKLOAD_GIB = 65536.0  # 64 TiB: more than any one machine G3 could judge
 MAX_BANDWIDTH_GBPS = 100000.0  # some 20x the fastest GPU memory shipping
 
 #: the value of an option not given, by kind (unless the Option says otherwise)
-EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "pairs": MappingProxyType({})}
+EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "datafiles": (), "pairs": MappingProxyType({})}
 #: option kind -> the pytest ini type of its ``spark_preflight_*`` key
-INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "pairs": "linelist"}
+INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "datafiles": "linelist", "pairs": "linelist"}
+#: kinds given once per value (``--spark-config=A --spark-config=B``)
+REPEATABLE = ("paths", "datafiles", "pairs")
 
 
 class Option:
     """One option. ``kind`` picks its parser (``settings.PARSERS``): bool,
-    float, str, name, url, choice, ids, path, infile, paths or pairs;
+    float, str, name, url, choice, ids, path, infile, paths, datafiles or pairs;
     ``maximum`` refuses a duration or size past any sane run in one line."""
 
     __slots__ = ("choices", "default", "exclusive_min", "group", "help", "kind", "maximum", "metavar",
@@ -108,6 +110,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("precision", "choice", "run", "G7: the precision the run trains or serves in (nvfp4, fp8 or "
            "bf16); nvfp4 asks G7 to find kernels built for sm_121a/sm_120f, fp8 and bf16 leave installed "
            "NVFP4 kernels unjudged.", choices=("nvfp4", "fp8", "bf16")),
+    Option("known-bad", "datafiles", "run", "G1: a JSON file of known-bad kernels, drivers or module flavours "
+           "to add to the shipped list (repeatable; docs/REFERENCE.md gives the format).", metavar="PATH"),
     Option("capture", "path", "files", "write what the checks saw (facts, raw probe answers, options; "
            "secrets and user names redacted) to PATH, gzip when it ends in .gz; attach it to a bug report.",
            metavar="PATH"),
@@ -119,7 +123,7 @@ OPTIONS: tuple[Option, ...] = (
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 #: options that change only what is gathered: a replay's facts were gathered already
-GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url")
+GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url", "known-bad")
 
 
 def replay_ignores(given: list[str]) -> str | None:
@@ -144,7 +148,7 @@ def add_pytest_options(parser: Any) -> None:
                   "was given", type="bool", default=False)  # fmt: skip
     for opt in OPTIONS:
         kw: dict[str, Any] = {"action": "store_true"} if opt.kind == "bool" else {
-            "action": "append" if opt.kind in ("paths", "pairs") else "store",
+            "action": "append" if opt.kind in REPEATABLE else "store",
             "metavar": opt.metavar or opt.name.upper(),
         }  # fmt: skip
         group.addoption(opt.flag, default=None, dest=opt.dest, help=opt.help, **kw)
@@ -211,7 +215,7 @@ def add_cli_options(parser: argparse.ArgumentParser) -> dict[str, argparse._Argu
     for opt in OPTIONS:
         text = argparse.SUPPRESS if opt.name in PYTEST_ONLY else CLI_HELP.get(opt.name, opt.help)
         kw: dict[str, Any] = {"action": "store_true"}
-        if opt.kind in ("paths", "pairs"):
+        if opt.kind in REPEATABLE:
             kw = {"action": "append", "metavar": opt.metavar}
         elif opt.kind != "bool":
             kw = {"metavar": "{" + ",".join(opt.choices) + "}" if opt.choices else opt.metavar or opt.name.upper()}

@@ -62,6 +62,7 @@ class Settings:
     github_url: str = _DEFAULT["github-url"]
     tp_across_nodes: str = _DEFAULT["tp-across-nodes"]
     precision: str | None = _DEFAULT["precision"]
+    known_bad: tuple[Path, ...] = _DEFAULT["known-bad"]
     capture: Path | None = _DEFAULT["capture"]
     replay: Path | None = _DEFAULT["replay"]
     rootdir: Path = field(default_factory=Path.cwd)
@@ -211,6 +212,26 @@ def _parse_config_paths(opt: Option, raw: Any, where: str, base: Path) -> tuple[
     return tuple(paths)
 
 
+def _parse_known_bad(opt: Option, raw: Any, where: str, base: Path) -> tuple[Path, ...]:
+    """Known-bad files (G1): each read and checked now, so a typo in one stops the run in one
+    line naming the file and the entry, not a G1 that silently ignores it."""
+    from pytest_dgx_spark.known_bad import KnownBadError, load  # lazy: only when the option is given
+
+    paths: list[Path] = []
+    for item in raw if isinstance(raw, (list, tuple)) else [raw]:
+        if not str(item).strip():
+            continue
+        text, path = _given_path(item, where, base)
+        if not path.is_file():
+            raise OptionError(f"{where}: {text!r} is not a file")
+        try:
+            load(path)
+        except KnownBadError as exc:
+            raise OptionError(f"{where}: {exc}") from None
+        paths.append(path)
+    return tuple(paths)
+
+
 def _parse_bool(opt: Option, raw: Any, where: str, base: Path) -> bool:
     try:
         return raw if isinstance(raw, bool) else _truth(str(raw).strip())
@@ -253,6 +274,7 @@ PARSERS: dict[str, Callable[[Option, Any, str, Path], Any]] = {
     "ids": _parse_ids,
     "path": _parse_report_path,
     "paths": _parse_config_paths,
+    "datafiles": _parse_known_bad,
     "infile": _parse_input_file,
     "pairs": _parse_pairs,
 }

@@ -10,6 +10,12 @@ tiny kernel, then ``dlopen``\\ s every CUDA- or libtorch-linked extension.
 Only cudart/cublas/cublasLt/nvrtc count (their major tracks CUDA's). The
 reference major is torch's, else the driver's, else the profile's; a tie never
 blames the newer major.
+
+Under CUDA, the driver stack (issue 22, N3): the kernel release, the loaded
+kernel module's version and flavour (open or proprietary), ``CmaTotal`` and
+``CmaFree``, and NVML's user-space version, against the known-bad list
+(:mod:`pytest_dgx_spark.known_bad`): a DGX OS update can bring a kernel or a
+driver that breaks a box that passed the day before.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
+from pytest_dgx_spark import known_bad
 from pytest_dgx_spark.checks.kit import (
     CheckContext,
     ChildFacts,
@@ -135,6 +142,25 @@ class Facts(FactsBase):
     torch: TorchData = field(default_factory=lambda: TorchData())
     child: ChildFacts = field(default_factory=lambda: ChildFacts())
     requested: list[Load] = field(default_factory=list)
+    # the driver stack (issue 22, N3); an older capture has none of it (``stack_read`` False)
+    stack_read: bool = False
+    kernel_release: str | None = None  # /proc/sys/kernel/osrelease
+    kernel_release_error: str | None = None
+    nvidia_module: str | None = None  # the NVRM line of /proc/driver/nvidia/version
+    nvidia_module_error: str | None = None
+    cma_kb: dict[str, int] = field(default_factory=dict)  # CmaTotal, CmaFree of /proc/meminfo
+    meminfo_error: str | None = None
+    nvml_init_error: str | None = None  # NVML's error name when nvmlInit failed
+    nvml_version: str | None = None  # "13.580.173.02": the user-space library's driver version after the CUDA major
+    known_bad: list[known_bad.Entry] = field(default_factory=list)  # the list this run decided with
+    known_bad_errors: list[str] = field(default_factory=list)
+
+    #: facts an older capture lacks: their defaults (``stack_read`` False) skip the stack stage,
+    #: so such a capture decides as its run did (``capture.facts_mismatch``)
+    ADDED_LATER: ClassVar[frozenset[str]] = frozenset(
+        ("stack_read", "kernel_release", "kernel_release_error", "nvidia_module", "nvidia_module_error", "cma_kb",
+         "meminfo_error", "nvml_init_error", "nvml_version", "known_bad", "known_bad_errors")
+    )  # fmt: skip
 
 
 FACTS = Facts
@@ -221,7 +247,40 @@ def gather(ctx: CheckContext) -> Facts:
         torch=dict(child.data),  # type: ignore[arg-type]
         child=child_facts(child),
         requested=load_list(scan, all_owners),
+        **_stack_facts(ctx),
     )
+
+
+def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
+    """The driver stack under CUDA, each file through the host root; a file that cannot be
+    read is said (never a verdict by itself)."""
+    machine = ctx.machine
+    release, release_error = machine.read_text("/proc/sys/kernel/osrelease", 4096)
+    module, module_error = machine.read_text("/proc/driver/nvidia/version", 65536)
+    nvrm = next((line.strip() for line in (module or "").splitlines() if line.startswith("NVRM version:")), None)
+    if module is not None and nvrm is None:
+        module_error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
+    mem = machine.meminfo()
+    nv = machine.nvml()
+    entries, errors = known_bad.shipped(), []
+    for path in ctx.settings.known_bad:
+        try:
+            entries += known_bad.load(path)
+        except known_bad.KnownBadError as exc:  # changed since the options were read
+            errors.append(str(exc))
+    return {
+        "stack_read": True,
+        "kernel_release": (release or "").strip()[:200] or None,
+        "kernel_release_error": release_error or (None if (release or "").strip() else "/proc/sys/kernel/osrelease is empty"),
+        "nvidia_module": nvrm[:300] if nvrm else None,
+        "nvidia_module_error": module_error,
+        "cma_kb": {k: v for k, v in (mem.get("fields") or {}).items() if k in ("CmaTotal", "CmaFree")},
+        "meminfo_error": mem.get("error"),
+        "nvml_init_error": nv.get("init_error"),
+        "nvml_version": nv.get("nvml_version") if isinstance(nv.get("nvml_version"), str) else None,
+        "known_bad": entries,
+        "known_bad_errors": errors,
+    }
 
 
 def _ldconfig(machine: MachineLike) -> tuple[list[Provider], str | None]:
@@ -795,6 +854,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     v = _view(facts, params)
     out = Findings("G1")
     _readings(v, out)
+    _stack(v, out)
     _torch_child(v, out)
     _mismatch(v, out)
     _torch_fits(v, out)
@@ -808,7 +868,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out.read("objects_loaded", loaded - len([1 for o in v.failed.values() if not o.get("retry_ok")]))
     if out.problems:
         return _short(out, out.result())
-    skip = _nothing_to_check(v)
+    skip = None if out.warnings else _nothing_to_check(v)  # a known-bad stack is said even without torch
     if skip is not None:
         skip.readings, skip.details = list(out.readings), list(out.details)
         return skip
@@ -881,3 +941,146 @@ def _short(out: Findings, result: Result) -> Result:
     if head:
         result.headline, result.short_fix = head, short
     return result
+
+
+# ---------------------------------------------------------------------- the driver stack (N3)
+
+#: ``NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build …`` (open) or
+#: ``NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.120  Fri Sep 13 …`` (proprietary)
+NVRM_LINE = re.compile(
+    r"NVIDIA UNIX\s+(?:(?P<open>Open)\s+Kernel Module for\s+\S+|\S+\s+Kernel Module)\s+(?P<version>\d+(?:\.\d+)+)"
+)
+RELOAD = (
+    "reboot (the driver was upgraded under the running module), or with nothing using the GPU reload it: "
+    "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia"
+)
+KHO_FIX = "boot 6.17.0-1032-nvidia (pin the 6.x line), or add kho=off to the kernel command line (safe when kexec_crash_size is 0)"
+
+
+@dataclass
+class Stack:
+    """The driver stack as read: the kernel, the module, the user-space library, CMA."""
+
+    kernel: str | None = None
+    module_version: str | None = None
+    flavour: str | None = None
+    userspace: str | None = None
+    cma_broken: bool = False
+    gb10: bool = False
+    gb10_guessed: bool = False
+
+
+def module_of(line: str | None) -> tuple[str | None, str | None]:
+    """``(version, "open"|"proprietary")`` from the NVRM line; ``(None, None)`` when unrecognised."""
+    m = NVRM_LINE.search(line or "")
+    return (m["version"], "open" if m["open"] else "proprietary") if m else (None, None)
+
+
+def userspace_version(nvml_version: str | None) -> str | None:
+    """NVML's ``13.580.173.02`` -> ``580.173.02`` (the CUDA major, then the driver's version)."""
+    parts = (nvml_version or "").strip().split(".")
+    return ".".join(parts[1:]) if len(parts) >= 3 and all(p.isdigit() for p in parts) else None
+
+
+def _stack_view(v: _View) -> Stack:
+    f = v.f
+    st = Stack(kernel=f.kernel_release)
+    st.module_version, st.flavour = module_of(f.nvidia_module)
+    st.userspace = userspace_version(f.nvml_version)
+    cma = f.cma_kb or {}
+    st.cma_broken = "CmaTotal" in cma and "CmaFree" in cma and cma["CmaFree"] > cma["CmaTotal"]
+    st.gb10 = v.params.gb10 or any("GB10" in g.upper() for g in f.gpus)
+    if not st.gb10 and not f.gpus and (f.arch or "").lower() in ("aarch64", "arm64") and (st.kernel or "").endswith("-nvidia"):
+        st.gb10 = st.gb10_guessed = True  # a GB10 whose GPU did not come up looks like this (F3b, F3c)
+    return st
+
+
+def _stack(v: _View, out: Findings) -> None:
+    """The kernel, the module and the library against each other and the known-bad list."""
+    f = v.f
+    if not f.stack_read:  # a capture made before these readings: decided as it was
+        return
+    st = _stack_view(v)
+    _stack_readings(v, st, out)
+    _version_mismatch(v, st, out)
+    reading: known_bad.Reading = {
+        "kernel": st.kernel, "driver": st.module_version or f.driver_version, "flavour": st.flavour,
+        "gb10": st.gb10, "cma_free_above_total": st.cma_broken, "no_gpu": not f.gpus,
+    }  # fmt: skip
+    hits = [e for e in f.known_bad if known_bad.matches(e, reading)]
+    for item in hits:
+        _known_bad_finding(item, reading, st, out)
+    if st.cma_broken and not any(e.get("fail_if") == "cma_free_above_total" for e in hits):
+        cma = f.cma_kb
+        out.warn(
+            f"CmaFree {cma['CmaFree']} kB > CmaTotal {cma['CmaTotal']} kB in /proc/meminfo: the kernel's KHO/CMA "
+            f"accounting bug (kernel {st.kernel or '?'}); NCCL's memory registration between Sparks fails with "
+            "'ibv_reg_mr_iova2 … Cannot allocate memory'",
+            KHO_FIX,
+            "CmaFree > CmaTotal: the kernel's CMA accounting bug",
+            "boot 6.17.0-1032-nvidia or add kho=off",
+        )
+
+
+def _stack_readings(v: _View, st: Stack, out: Findings) -> None:
+    f = v.f
+    out.read("kernel_release", st.kernel)
+    out.read("nvidia_module", f"{st.module_version} ({st.flavour})" if st.module_version else None)
+    if f.cma_kb:
+        out.read("cma_total", f.cma_kb.get("CmaTotal"), "kB")
+        out.read("cma_free", f.cma_kb.get("CmaFree"), "kB")
+    own = [e for e in f.known_bad if e.get("origin") != "shipped"]
+    out.note(
+        f"kernel release not read: {f.kernel_release_error}" if f.kernel_release_error else "",
+        f"NVIDIA kernel module not read: {f.nvidia_module_error}" if f.nvidia_module_error else "",
+        f"NVIDIA kernel module line not recognised: {f.nvidia_module}" if f.nvidia_module and not st.module_version else "",
+        f"CmaTotal/CmaFree not read: {f.meminfo_error}" if f.meminfo_error else "",
+        "no GPU visible: the known-bad entries for GB10 apply (an aarch64 '-nvidia' kernel)" if st.gb10_guessed else "",
+        f"known-bad list: {count(len(f.known_bad), 'entry', 'entries')}"
+        + (f", {len(own)} from {', '.join(sorted({str(e.get('origin')) for e in own}))}" if own else ""),
+        *(f"known-bad file not used: {e}" for e in f.known_bad_errors),
+    )
+
+
+def _version_mismatch(v: _View, st: Stack, out: Findings) -> None:
+    """NVML's ``Driver/library version mismatch``: the module loaded is not the library installed."""
+    f = v.f
+    module = st.module_version or "?"
+    if f.nvml_init_error == "LibRmVersionMismatch":
+        lib = f" (NVML library {st.userspace})" if st.userspace else ""
+        out.fail(
+            f"Driver/library version mismatch: NVML refuses the loaded NVIDIA kernel module {module}{lib} "
+            "('RM has detected an NVML/RM version mismatch'): the driver was upgraded and the old module still runs",
+            RELOAD,
+            f"Driver/library version mismatch: kernel module {module}",
+            "reboot (or reload the nvidia modules)",
+        )
+    elif st.module_version and st.userspace and st.module_version != st.userspace:
+        out.fail(
+            f"the loaded NVIDIA kernel module is {st.module_version} but the user-space driver (NVML) is {st.userspace}: "
+            "a Driver/library version mismatch",
+            RELOAD,
+            f"kernel module {st.module_version} != user-space driver {st.userspace}",
+            "reboot (or reload the nvidia modules)",
+        )
+
+
+def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: Stack, out: Findings) -> None:
+    rules = item.get("match") or {}
+    what = " with ".join(
+        {"kernel": f"kernel {st.kernel}", "driver": f"driver {reading.get('driver')}",
+         "flavour": f"{st.flavour} NVIDIA kernel modules {st.module_version or ''}".strip()}[k]
+        for k in rules
+    )  # fmt: skip
+    status = known_bad.status(item, reading)
+    cond = item.get("fail_if")
+    now = f"; on this boot: {known_bad.FAIL_IF[cond]}" if cond and status == "FAIL" else ""
+    sources = list(item.get("sources") or [])
+    origin = "" if item.get("origin") == "shipped" else f", from {item.get('origin')}"
+    out.flag(
+        Status(status),
+        f"{what} is known-bad ({item.get('id')}{origin}): breaks {item.get('breaks')}{now} (source: {first_n(sources, 1)})",
+        str(item.get("fix")),
+        f"{what}: known-bad ({item.get('id')})",
+        str(item.get("fix")).split(";", 1)[0].split(" (", 1)[0],
+    )

@@ -1,0 +1,169 @@
+"""The known-bad list: kernels, drivers and module flavours that broke real Sparks.
+
+A DGX OS update can bring a kernel or driver that breaks a box that passed
+yesterday (kernel ``7.0.0-1019-nvidia`` and NCCL's memory registration,
+``6.17.0-1008-nvidia`` and the GPU at boot, the proprietary modules on GB10).
+The list ships as data (``pytest_dgx_spark/data/known_bad.json``) so a new
+report becomes an entry, not a code change, and a user adds entries without a
+release (``--spark-known-bad=PATH``). G1 records the entries it read in its
+facts, so a replay decides with the list the run had; matching here is pure.
+
+An entry::
+
+    {"id": "kernel-7.0.0-1019-nvidia", "platform": "gb10",
+     "match": {"kernel": "7.0.0-1019-nvidia"},        # and/or "driver", "flavour"
+     "status": "WARN", "fail_if": "cma_free_above_total",
+     "breaks": "...", "fix": "...", "sources": ["https://..."]}
+
+``kernel`` and ``driver`` are shell patterns (``fnmatch``: ``7.0.0-*-nvidia``,
+``590.*``), exact when they hold no wildcard; ``flavour`` is ``open`` or
+``proprietary``. Every key of ``match`` must hold; a reading that could not be
+made matches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, TypedDict
+
+from pytest_dgx_spark.probes import procfs
+
+#: a known-bad file larger than this is refused (the shipped one is some 4 KiB)
+MAX_BYTES = 1 << 20
+STATUSES = ("FAIL", "WARN")
+PLATFORMS = ("gb10", "any")
+FLAVOURS = ("open", "proprietary")
+#: the conditions that turn an entry's WARN into a FAIL on this boot
+FAIL_IF = {
+    "cma_free_above_total": "CmaFree > CmaTotal in /proc/meminfo (the bug is active on this boot)",
+    "no_gpu": "NVML sees no GPU",
+}
+MATCH_KEYS = ("kernel", "driver", "flavour")
+KEYS = ("id", "platform", "match", "status", "fail_if", "breaks", "fix", "sources")
+
+
+class Entry(TypedDict, total=False):
+    id: str
+    platform: str
+    match: dict[str, str]
+    status: str
+    fail_if: str
+    breaks: str
+    fix: str
+    sources: list[str]
+    origin: str  # "shipped" or the user's file
+
+
+class KnownBadError(ValueError):
+    """A known-bad file that cannot be used, in one line."""
+
+
+class Reading(TypedDict, total=False):
+    """What an entry is matched against (``None``: not read)."""
+
+    kernel: str | None
+    driver: str | None
+    flavour: str | None
+    gb10: bool
+    cma_free_above_total: bool
+    no_gpu: bool
+
+
+def _text(entry: Mapping[str, Any], key: str, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise KnownBadError(f"{where}: {key!r} must be a non-empty string")
+    return value.strip()
+
+
+def _match(raw: Any, where: str) -> dict[str, str]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise KnownBadError(f"{where}: 'match' must be an object with one or more of {', '.join(MATCH_KEYS)}")
+    unknown = sorted(set(raw) - set(MATCH_KEYS))
+    if unknown:
+        raise KnownBadError(f"{where}: unknown match key {unknown[0]!r} (known: {', '.join(MATCH_KEYS)})")
+    out = {key: _text(raw, key, f"{where}: match") for key in raw}
+    if "flavour" in out and out["flavour"] not in FLAVOURS:
+        raise KnownBadError(f"{where}: match 'flavour' must be one of {', '.join(FLAVOURS)}, got {out['flavour']!r}")
+    return out
+
+
+def _choice(entry: Mapping[str, Any], key: str, choices: tuple[str, ...] | list[str], where: str) -> str:
+    value = _text(entry, key, where)
+    if value not in choices:
+        raise KnownBadError(f"{where}: {key!r} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def entry(raw: Any, where: str, origin: str) -> Entry:
+    """One validated entry; :class:`KnownBadError` names what is wrong."""
+    if not isinstance(raw, Mapping):
+        raise KnownBadError(f"{where}: an entry must be an object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise KnownBadError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
+    sources = raw.get("sources")
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise KnownBadError(f"{where}: 'sources' must be a non-empty list of strings (where the failure was reported)")
+    out: Entry = {
+        "id": _text(raw, "id", where),
+        "platform": _choice(raw, "platform", PLATFORMS, where) if "platform" in raw else "any",
+        "match": _match(raw.get("match"), where),
+        "status": _choice(raw, "status", STATUSES, where),
+        "breaks": _text(raw, "breaks", where),
+        "fix": _text(raw, "fix", where),
+        "sources": [s.strip() for s in sources],
+        "origin": origin,
+    }
+    if "fail_if" in raw:
+        out["fail_if"] = _choice(raw, "fail_if", list(FAIL_IF), where)
+    return out
+
+
+def parse(text: str, origin: str) -> list[Entry]:
+    """The entries of one file's text (``{"entries": [...]}``)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise KnownBadError(f"{origin}: not JSON ({exc})") from None
+    entries = data.get("entries") if isinstance(data, Mapping) else None
+    if not isinstance(entries, list):
+        raise KnownBadError(f'{origin}: expected an object {{"entries": [...]}}')
+    return [entry(raw, f"{origin}: entry {i + 1}", origin) for i, raw in enumerate(entries)]
+
+
+def load(path: Path) -> list[Entry]:
+    """A user's file: a regular file, at most :data:`MAX_BYTES`, read without blocking."""
+    try:
+        raw = procfs.read_regular(path, MAX_BYTES + 1)
+    except OSError as exc:
+        raise KnownBadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise KnownBadError(f"{path}: larger than {MAX_BYTES // 1024} KiB; a known-bad list is a few entries")
+    return parse(raw.decode("utf-8", errors="replace"), str(path))
+
+
+def shipped() -> list[Entry]:
+    """The list this release ships."""
+    return parse((Path(__file__).parent / "data" / "known_bad.json").read_text(encoding="utf-8"), "shipped")
+
+
+def _holds(pattern: str, value: object) -> bool:
+    return isinstance(value, str) and fnmatchcase(value, pattern)
+
+
+def matches(item: Entry, reading: Reading) -> bool:
+    """Every key of the entry's ``match`` holds for ``reading``, on its platform."""
+    if item.get("platform") == "gb10" and not reading.get("gb10"):
+        return False
+    rules, values = item.get("match") or {}, dict(reading)
+    return bool(rules) and all(_holds(pattern, values.get(key)) for key, pattern in rules.items())
+
+
+def status(item: Entry, reading: Reading) -> str:
+    """The entry's status on this boot: its ``fail_if`` condition turns a WARN into a FAIL."""
+    cond = item.get("fail_if")
+    return "FAIL" if cond and dict(reading).get(cond) else str(item.get("status") or "WARN")

@@ -26,6 +26,7 @@ from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
+from conftest import make_root
 from doubles import elfkit, gb10
 
 H200_SITE = "/opt/torch/.venv/lib/python3.12/site-packages"
@@ -477,7 +478,16 @@ def machine_for(
     doubles.tool("ldconfig", LDCONFIG.format(extra=ldconfig))
     doubles.extra["LD_LIBRARY_PATH"] = ""
     doubles.extra.update(env)
+    planted_root(doubles, {})
     return Machine(env=doubles.env, timeout=timeout)
+
+
+def planted_root(doubles, files: dict[str, str]) -> Path:
+    """The machine root G1 reads the driver stack under: what the test plants, never this box's
+    ``/proc`` (on a GPU image its real module next to the NVML double would read as a mismatch)."""
+    root = make_root(doubles.folder / "root", files)
+    doubles.extra.setdefault("SPARK_PREFLIGHT_HOST_ROOT", str(root))
+    return root
 
 
 def run_g1(machine: Machine) -> Result:
@@ -624,6 +634,7 @@ def test_without_torch_and_cuda_modules_skips(kit, isolated, doubles, tmp_path: 
     elfkit.install(site, "plain", "1.0", {"plainext" + elfkit.EXT_SUFFIX: kit.plain})
     doubles.pythonpath.append(str(site))
     doubles.tool("ldconfig", LDCONFIG.format(extra=""))
+    planted_root(doubles, {})
     machine = Machine(env=doubles.env, timeout=5, python=str(venv / "bin" / "python"))
     result = run_g1(machine)
     assert result.status is Status.SKIP, result.report_text()
@@ -716,6 +727,7 @@ def gb10_machine(doubles, site: Path, *, torch: dict | None = None, **env: str) 
     doubles.tool("ldconfig", LDCONFIG.format(extra=""))
     doubles.extra["LD_LIBRARY_PATH"] = ""
     doubles.extra.update(env)
+    planted_root(doubles, {"proc/meminfo": gb10.meminfo(), **gb10.stack_files()})
     return Machine(env=doubles.env, timeout=5.0)
 
 

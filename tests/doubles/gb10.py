@@ -14,6 +14,9 @@ Every value is taken from a capture that someone posted from a real DGX Spark
   ``sm_121`` and without a PTX entry, 48 SMs, 128452014080 bytes
   (``torch_arch_list_1.txt``, ``torch_arch_list_2.txt``).
 * ``/proc/meminfo``: MemTotal 127601452 kB (121.7 GiB) (``proc_meminfo_2.txt``).
+* the driver stack (G1): kernel ``6.17.0-1031-nvidia`` and the open kernel
+  module 580.173.02 (``proc_driver_nvidia_version_1.txt``, a Spark on driver
+  580.173.02, the same as NVML's ``13.580.173.02``).
 """
 
 from __future__ import annotations
@@ -69,6 +72,17 @@ TORCH: dict[str, Any] = {
     "is_integrated": True,
     "cudnn": 91300,
 }
+
+
+#: ``/proc/sys/kernel/osrelease`` and ``/proc/driver/nvidia/version`` of a healthy Spark
+#: (proc_driver_nvidia_version_1.txt: spark-0e68, Linux 6.17.0-1031-nvidia, driver 580.173.02)
+OSRELEASE = "6.17.0-1031-nvidia\n"
+NVIDIA_VERSION = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.173.02\n"
+
+
+def stack_files(osrelease: str = OSRELEASE, nvidia_version: str = NVIDIA_VERSION) -> dict[str, str]:
+    """The driver-stack files of a machine root (``make_root``), a healthy Spark's by default."""
+    return {"proc/sys/kernel/osrelease": osrelease, "proc/driver/nvidia/version": nvidia_version}
 
 
 #: MemTotal of a real Spark (proc_meminfo_2.txt), in kB

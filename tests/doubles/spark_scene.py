@@ -11,6 +11,8 @@ too, or a line depends on the host that runs the suite:
   interpreter's own site-packages from ``sys.path`` the way
   ``tests/test_g01_cuda_abi.py``'s ``isolated`` fixture does;
 * ``ldconfig -p`` (G1): a fake on PATH printing a DGX OS-like cache;
+* the driver stack (G1): ``/proc/sys/kernel/osrelease`` and
+  ``/proc/driver/nvidia/version`` of a healthy Spark under the machine root;
 * ``nvidia-smi`` (G4/G6 fallback): a fake on PATH printing what a GB10 prints
   (``[N/A]`` memory and power cap, docs/EVIDENCE.md G3/G4);
 * the process table (G6, G10): a fake ``/proc`` under the machine root that
@@ -332,6 +334,7 @@ class Scene:
         for folder in (self.root / "proc", self.site, self.bin, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         (self.root / "proc" / "meminfo").write_text(gb10.meminfo())
+        make_root(self.root, gb10.stack_files())  # kernel 6.17.0-1031-nvidia, the open module 580.173.02
         # the GPU's device nodes (their existence is what is read; plain files do)
         (self.root / "dev").mkdir(exist_ok=True)
         for node in ("nvidiactl", "nvidia0"):

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_root
 
 from pytest_dgx_spark import known_bad
 from pytest_dgx_spark.checks import g01_cuda_abi as g1
@@ -27,6 +26,7 @@ from pytest_dgx_spark.probes import procfs
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
+from conftest import make_root
 from doubles import gb10
 
 DATA = Path(__file__).parent / "data"

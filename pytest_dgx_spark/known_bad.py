@@ -42,7 +42,9 @@ FAIL_IF = {
     "no_gpu": "NVML sees no GPU",
 }
 MATCH_KEYS = ("kernel", "driver", "flavour")
-KEYS = ("id", "platform", "match", "status", "fail_if", "breaks", "fix", "sources")
+KEYS = ("id", "platform", "match", "status", "fail_if", "breaks", "fix", "sources", "short", "short_fix")
+#: the default line's room for an entry's ``short`` (what breaks) and ``short_fix``
+SHORT_MAX = 60
 
 
 class Entry(TypedDict, total=False):
@@ -54,6 +56,8 @@ class Entry(TypedDict, total=False):
     breaks: str
     fix: str
     sources: list[str]
+    short: str  # what breaks, in a few words, for the default line
+    short_fix: str
     origin: str  # "shipped" or the user's file
 
 
@@ -120,6 +124,11 @@ def entry(raw: Any, where: str, origin: str) -> Entry:
     }
     if "fail_if" in raw:
         out["fail_if"] = _choice(raw, "fail_if", list(FAIL_IF), where)
+    for key in ("short", "short_fix"):
+        if key in raw:
+            out[key] = _text(raw, key, where)
+            if len(out[key]) > SHORT_MAX:
+                raise KnownBadError(f"{where}: {key!r} is for the default line: at most {SHORT_MAX} characters")
     return out
 
 

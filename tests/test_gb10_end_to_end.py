@@ -27,7 +27,7 @@ import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
-from doubles import elfkit
+from doubles import elfkit, gb10
 from doubles.spark_scene import (
     DATA,
     GIB,
@@ -248,6 +248,58 @@ def test_a_healthy_spark_reads_ready_with_no_warn_and_no_skip(
         "G4 INFO: GPU 0 NVIDIA GB10: 35 C, 11.2 W (limit [N/A]), SM 2522 MHz; no clock-event reason; clock-event "
         "counters since boot: power cap 3.0 h, thermal 1.2 s, power brake 0 s; slowdown +0 s in the sample"
     )
+
+
+#: N3 (issue 22), one planted fault at a time on the healthy Spark: the files as the posts show them
+#: (tests/data/gb10/: proc_meminfo_4.txt's Cma lines on error_nccl_enomem_1.txt's kernel; dmesg_xid_5.txt's
+#: proprietary 580.173.02 modules, in the proprietary layout of tests/data/driver/nvidia_version_formats.txt)
+N3_FAULTS = {
+    "kernel 7.0.0-1019 with CmaFree > CmaTotal": (
+        {"proc/sys/kernel/osrelease": "7.0.0-1019-nvidia\n",
+         "proc/meminfo": gb10.meminfo() + "CmaTotal:              0 kB\nCmaFree:          940604 kB\n"},
+        "G1 FAIL: kernel 7.0.0-1019-nvidia: NCCL memory registration fails; fix: boot 6.17.0-1032-nvidia or add kho=off",
+    ),
+    "proprietary modules": (
+        {"proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX aarch64 Kernel Module  580.173.02  "
+                                       "Fri Sep 13 11:01:10 UTC 2024\n"},
+        "G1 FAIL: proprietary modules 580.173.02: Xid 169, the GPU never starts; fix: install "
+        "nvidia-driver-580-open, reboot",
+    ),
+    "a module older than the library": (
+        {"proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05\n"},
+        "G1 FAIL: kernel module 580.95.05 != user-space driver 580.173.02; fix: reboot (or reload the nvidia modules)",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", list(N3_FAULTS))
+def test_a_spark_with_a_known_bad_stack_reads_blocked_and_replays_so(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer, fault: str
+) -> None:
+    """The healthy Spark with one N3 fault planted: G1 names it with its fix, the other nine
+    lines stay the healthy ones, the verdict is blocked, and its capture replays to the same."""
+    files, g1_line = N3_FAULTS[fault]
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url]
+    scene.files(files)
+    capture = pytester.path / "n3.json"
+    cli = run_cli(scene, pytester.path, [*args, "--capture", str(capture)])
+    lines, healthy = cli.stdout.splitlines(), healthy_lines()
+    assert lines[0] == g1_line and len(lines[0]) <= 120, cli.stdout + cli.stderr
+    assert lines[1:10] == healthy[1:10]
+    assert lines[10].startswith("verdict: blocked (G1 failed") and cli.returncode == 1
+    replay = run_cli(scene, pytester.path, ["--replay", str(capture)])
+    assert replay.stdout.splitlines()[0] == g1_line, replay.stdout + replay.stderr
+
+
+def test_the_healthy_sparks_g1_reads_its_kernel_and_module(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer
+) -> None:
+    """The new readings are in --json (and so in the env-report): the double's healthy stack."""
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url, "--only", "G1", "--json"]
+    block = json.loads(run_cli(scene, pytester.path, args).stdout)
+    g1 = next(r for r in block["results"] if r["id"] == "G1")
+    text = json.dumps(g1)
+    assert g1["status"] == "PASS" and "6.17.0-1031-nvidia" in text and "580.173.02 (open)" in text, text
 
 
 def test_a_ready_spark_prints_these_ten_lines_through_plugin_and_cli(

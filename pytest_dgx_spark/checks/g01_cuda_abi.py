@@ -1067,11 +1067,12 @@ def _version_mismatch(v: _View, st: Stack, out: Findings) -> None:
 
 def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: Stack, out: Findings) -> None:
     rules = item.get("match") or {}
-    what = " with ".join(
-        {"kernel": f"kernel {st.kernel}", "driver": f"driver {reading.get('driver')}",
-         "flavour": f"{st.flavour} NVIDIA kernel modules {st.module_version or ''}".strip()}[k]
-        for k in rules
-    )  # fmt: skip
+    names = {"kernel": f"kernel {st.kernel}", "driver": f"driver {reading.get('driver')}"}
+
+    def named(flavour: str) -> str:
+        return " with ".join(names.get(k, f"{st.flavour} {flavour} {st.module_version or ''}".strip()) for k in rules)
+
+    what, tag = named("NVIDIA kernel modules"), named("modules")
     status = known_bad.status(item, reading)
     cond = item.get("fail_if")
     now = f"; on this boot: {known_bad.FAIL_IF[cond]}" if cond and status == "FAIL" else ""
@@ -1081,6 +1082,12 @@ def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: St
         Status(status),
         f"{what} is known-bad ({item.get('id')}{origin}): breaks {item.get('breaks')}{now} (source: {first_n(sources, 1)})",
         str(item.get("fix")),
-        f"{what}: known-bad ({item.get('id')})",
-        str(item.get("fix")).split(";", 1)[0].split(" (", 1)[0],
+        f"{tag}: {item['short']}" if item.get("short") else f"{tag} is known-bad ({item.get('id')})",
+        str(item.get("short_fix") or _shortened_fix(str(item.get("fix")))),
     )
+
+
+def _shortened_fix(fix: str) -> str:
+    """An entry's fix for the default line: its first clause, without parentheses."""
+    first = re.sub(r"\s*\([^)]*\)", "", fix).split(";", 1)[0].strip()
+    return first if len(first) <= known_bad.SHORT_MAX else first[: known_bad.SHORT_MAX - 1] + "…"

@@ -192,6 +192,18 @@ def test_newer_driver_branches_warn_naming_the_weak_source() -> None:
     assert "weak source" in result.summary
 
 
+def test_the_h200s_nvml_library_version_is_its_driver_version() -> None:
+    """tests/data/h200-cu130/nvml_sample_idle.json (the lent H200): NVML's ``13.580.159.04`` is the
+    library of driver 580.159.04, so that machine's own module reads as no mismatch."""
+    rec = json.loads((DATA / "h200-cu130" / "nvml_sample_idle.json").read_text())
+    nv = rec.get("nvml", rec)
+    assert g1.userspace_version(nv["nvml_version"]) == nv["driver_version"] == "580.159.04"
+    line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04"
+    h200 = stack(gpus=["NVIDIA H200"], arch="x86_64", kernel_release="6.18.44-fc-v657-gpu", nvidia_module=line,
+                 nvml_version=nv["nvml_version"], driver_version=nv["driver_version"])  # fmt: skip
+    assert decide(h200, GENERIC).status is Status.PASS
+
+
 def test_a_capture_without_the_stack_decides_as_before() -> None:
     old = {k: v for k, v in stack(kernel_release="7.0.0-1019-nvidia").to_dict().items() if k not in g1.Facts.ADDED_LATER}
     result = g1.evaluate(g1.Facts.from_dict(old), GB10)
@@ -269,6 +281,11 @@ def test_the_whole_check_reads_the_planted_root(isolated, doubles, tmp_path: Pat
     )
     result = Engine(Settings(only=("G1",), profile="gb10"), stack_machine(doubles, broken)).run("G1")
     assert result.status is Status.FAIL and "7.0.0-1019-nvidia" in result.summary, result.report_text()
+    garbled = make_root(tmp_path / "garbled", {"proc/meminfo": gb10.meminfo(), **gb10.stack_files(
+        "6.17.0-1031-nvidia\n\x00\x01junk\n" * 3, "NVRM version: ???\n")})  # fmt: skip
+    result = Engine(Settings(only=("G1",), profile="gb10"), stack_machine(doubles, garbled)).run("G1")
+    assert {r.name: r.value for r in result.readings}["kernel_release"] == "6.17.0-1031-nvidia"
+    assert "NVIDIA kernel module line not recognised: NVRM version: ???" in result.details, result.details
     bare = make_root(tmp_path / "bare", {"proc/meminfo": gb10.meminfo()})
     os.mkfifo(bare / "proc" / "version-fifo")
     (bare / "proc" / "sys" / "kernel").mkdir(parents=True)

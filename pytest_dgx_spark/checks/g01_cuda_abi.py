@@ -260,6 +260,7 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
     nvrm = next((line.strip() for line in (module or "").splitlines() if line.startswith("NVRM version:")), None)
     if module is not None and nvrm is None:
         module_error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
+    release = next(iter((release or "").strip().splitlines()), "")[:200]  # one line, however garbled
     mem = machine.meminfo()
     nv = machine.nvml()
     entries, errors = known_bad.shipped(), []
@@ -270,8 +271,8 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
             errors.append(str(exc))
     return {
         "stack_read": True,
-        "kernel_release": (release or "").strip()[:200] or None,
-        "kernel_release_error": release_error or (None if (release or "").strip() else "/proc/sys/kernel/osrelease is empty"),
+        "kernel_release": release or None,
+        "kernel_release_error": release_error or (None if release else "/proc/sys/kernel/osrelease is empty"),
         "nvidia_module": nvrm[:300] if nvrm else None,
         "nvidia_module_error": module_error,
         "cma_kb": {k: v for k, v in (mem.get("fields") or {}).items() if k in ("CmaTotal", "CmaFree")},

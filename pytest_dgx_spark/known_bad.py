@@ -13,7 +13,9 @@ An entry::
     {"id": "kernel-7.0.0-1019-nvidia", "platform": "gb10",
      "match": {"kernel": "7.0.0-1019-nvidia"},        # and/or "driver", "flavour"
      "status": "WARN", "fail_if": "cma_free_above_total",
-     "breaks": "...", "fix": "...", "sources": ["https://..."]}
+     "breaks": "...", "fix": "...", "sources": ["https://..."],
+     "short": "NCCL memory registration fails",           # optional, the default line's
+     "short_fix": "boot 6.17.0-1032-nvidia or add kho=off"}
 
 ``kernel`` and ``driver`` are shell patterns (``fnmatch``: ``7.0.0-*-nvidia``,
 ``590.*``), exact when they hold no wildcard; ``flavour`` is ``open`` or

@@ -315,3 +315,14 @@ def test_pytest_refuses_a_malformed_file_as_a_usage_error(pytester: pytest.Pytes
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--spark-known-bad" in result.stderr.str() and "expected an object" in result.stderr.str()
     assert "Traceback" not in result.stderr.str()
+
+
+def test_the_ini_twin_adds_a_users_entry_relative_to_the_rootdir(pytester: pytest.Pytester, spark_env) -> None:
+    """``spark_preflight_known_bad`` (lines) in the project's ini, on the GB10 double (kernel 6.17.0-1031-nvidia)."""
+    entry = dict(MINE["entries"][0], match={"kernel": "6.17.0-1031-*"}, status="WARN", short="our lab's NCCL hang")
+    (pytester.path / "lab").mkdir()
+    (pytester.path / "lab" / "known-bad.json").write_text(json.dumps({"entries": [entry]}))
+    pytester.makeini("[pytest]\nspark_preflight_known_bad =\n    lab/known-bad.json\n")
+    result = pytester.runpytest_subprocess("--spark-preflight", "--spark-only=G1", "--spark-timeout=5")
+    text = result.stdout.str()
+    assert "G1 WARN: kernel 6.17.0-1031-nvidia: our lab's NCCL hang; fix: boot 6.17.0-1031-nvidia" in text, text

@@ -144,7 +144,7 @@ def test_kernel_6_17_0_1008_warns_and_fails_when_the_gpu_is_gone() -> None:
     gone = decide(stack(kernel_release="6.17.0-1008-nvidia", gpus=[], nvml_version=None), GENERIC)
     assert gone.status is Status.FAIL, gone.line()
     assert "NVML sees no GPU" in gone.summary
-    assert any("taken" in d or "apply" in d for d in gone.details), gone.details  # GB10 inferred, and said
+    assert "no GPU visible: the known-bad entries for GB10 apply (an aarch64 '-nvidia' kernel)" in gone.details
 
 
 def test_proprietary_modules_on_gb10_fail_as_start9_posted() -> None:

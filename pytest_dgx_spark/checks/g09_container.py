@@ -112,9 +112,8 @@ def parse_constraints(text: str) -> dict[str, str]:
     return pins
 
 
-def gather(ctx: CheckContext) -> Facts:
-    m = ctx.machine
-    facts = Facts()
+def _gather_markers(m: MachineLike, facts: Facts) -> None:
+    """The container markers: files under the root, PID 1's cgroup and name, the environment."""
     facts.dockerenv = m.exists("/.dockerenv")
     if m.exists("/run/.containerenv"):
         text, _ = m.read_text("/run/.containerenv", 65536)
@@ -124,11 +123,25 @@ def gather(ctx: CheckContext) -> Facts:
     facts.pid1 = comm.strip() if comm else None
     keep = (*NGC_ENV, "container", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
     facts.env = {k: m.env[k] for k in keep if m.env.get(k)}
+    facts.singularity = m.exists("/.singularity.d")
+
+
+def container_of(m: MachineLike) -> tuple[str | None, str]:
+    """``(name, evidence)`` of the container this runs in, or ``(None, "")``: G9's markers,
+    for a check that needs to know (G10: a container needs ``/dev/infiniband`` passed in)."""
+    facts = Facts()
+    _gather_markers(m, facts)
+    return container_name(facts)
+
+
+def gather(ctx: CheckContext) -> Facts:
+    m = ctx.machine
+    facts = Facts()
+    _gather_markers(m, facts)
     facts.pip_constraint = m.exists("/etc/pip/constraint.txt")
     if facts.pip_constraint:
         text, _ = m.read_text("/etc/pip/constraint.txt", 1 << 20)
         facts.constraint_pins = parse_constraints(text or "")
-    facts.singularity = m.exists("/.singularity.d")
     pk = m.packages()
     facts.dists = dict(pk.get("dists") or {})
     facts.metadata_errors = int(pk.get("errors") or 0)

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -94,6 +94,13 @@ class Facts(FactsBase):
     compat_lib: str | None = None
     #: ``mode`` of the NVIDIA container runtime's config.toml, when readable
     runtime_mode: str | None = None
+
+    #: issue 22 (N2): a capture of an earlier version has none of them; their defaults compare nothing
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("cuda_env", "host_driver", "host_driver_error", "nvml_driver", "nvml_cuda", "nvml_error", "compat_lib",
+         "runtime_mode"),
+        "issue 22: the image's CUDA floor",
+    )
 
 
 FACTS = Facts
@@ -445,7 +452,8 @@ def _driver_floor(facts: Facts, out: Findings) -> bool:
         return False
     host = f"{have[0]}.{have[1]}" if have else "?"
     if not (too_new or driver_low):
-        out.note(f"image CUDA {by or need_driver} within what host driver {driver} supports (CUDA {host}, {how})")
+        floor = f"CUDA {need[0]}.{need[1]} ({by})" if need else f"driver {need_driver}"
+        out.note(f"image built for {floor}, within what host driver {driver} supports (CUDA {host}, {how})")
         return False
     if compat_in_use(facts):
         out.note(

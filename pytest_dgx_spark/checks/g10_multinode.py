@@ -19,9 +19,10 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, cast, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, cast, runtime_checkable
 
 from pytest_dgx_spark import launch
 from pytest_dgx_spark.checks import g09_container, nodes
@@ -149,6 +150,11 @@ class Facts(FactsBase):
     dev_infiniband: list[str] | None = None
     #: probes.multinode.read_memlock(): RLIMIT_MEMLOCK of this process
     memlock: dict[str, Any] | None = None
+
+    #: issue 22 (G10+): a capture of an earlier version has none of them; their defaults judge nothing
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("container", "dev_infiniband", "memlock"), "issue 22: RDMA access in a container"
+    )
 
 
 FACTS = Facts
@@ -672,7 +678,7 @@ def _judge_rdma_access(f: Facts, params: Params, out: Findings) -> None:
             + f" while the host has RoCE devices ({first_n(sorted(rdma), 2, sep=', ')}): NCCL cannot open them "
             "('NET/IB : No device found') and falls back to TCP sockets (a few GB/s)",
             FIX_DEVICES,
-            "container without /dev/infiniband: NCCL falls back to sockets",
+            "no /dev/infiniband in this container",
             "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
         )
     elif f.container and not rdma and not verbs:

@@ -336,8 +336,9 @@ def test_an_image_whose_driver_floor_is_590_48_fails_on_580() -> None:
 def test_a_cuda_13_0_image_on_the_580_driver_is_a_reading_not_a_finding() -> None:
     result = decide(floor_facts(cuda_env={"CUDA_VERSION": "13.0.2"}))
     assert result.status is Status.PASS
-    assert "image CUDA CUDA_VERSION=13.0.2 within what host driver 580.159.03 supports (CUDA 13.0, NVML)" in (
-        result.details
+    assert (
+        "image built for CUDA 13.0 (CUDA_VERSION=13.0.2), within what host driver 580.159.03 supports (CUDA 13.0, "
+        "NVML)" in result.details
     )
     assert result.reading("image_cuda").value == "13.0"
 

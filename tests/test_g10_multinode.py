@@ -1435,7 +1435,7 @@ def test_on_the_host_dev_infiniband_is_not_asked_for() -> None:
 
 
 def test_a_small_memlock_limit_warns_on_a_multi_node_rdma_job() -> None:
-    """Docker's default 8 MiB memlock: ibv_reg_mr fails with 'Cannot allocate memory' (FIELD-2026-12 S31,
+    """The kernel's default 8 MiB memlock (Linux 5.16+): ibv_reg_mr fails with 'Cannot allocate memory' (FIELD-2026-12 S31,
     NVIDIA/nccl-tests#206)."""
     memlock = {"soft": 8 << 20, "hard": 8 << 20, "error": None}
     r = decide(source(NVIDIA_FSDP), env=LINK_ENV, link=LINK_200G, memlock=memlock)
@@ -1471,7 +1471,11 @@ def test_gather_reads_speed_rate_dev_infiniband_and_memlock_through_the_root(tmp
     assert facts.container and facts.container.startswith("Docker container")
     r = eng.run("G10")
     assert r.status is Status.FAIL, r.line()
-    assert r.headline.endswith("container without /dev/infiniband: NCCL falls back to sockets")
+    assert r.headline == "no /dev/infiniband in this container"
+    assert r.short_line() == (
+        "G10 FAIL: no /dev/infiniband in this container; fix: --device /dev/infiniband --cap-add IPC_LOCK "
+        "--ulimit memlock=-1:-1"
+    )
     assert any("memlock limit 8 MiB" in t for t in [r.summary, *r.details])
 
 

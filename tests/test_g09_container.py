@@ -349,14 +349,25 @@ def test_an_older_image_passes() -> None:
     )
 
 
-def test_forward_compatibility_in_use_is_said_not_failed() -> None:
-    """NGC's ENTRYPOINT puts the image's cuda-compat driver on LD_LIBRARY_PATH (langX101 PR #409,
-    container_error_driver_1.txt (c)): then a newer image runs, and G9 only says so."""
+def test_forward_compatibility_in_use_warns_on_gb10_and_is_a_note_elsewhere() -> None:
+    """NGC's ENTRYPOINT switches the image's cuda-compat driver on (langX101 PR #409,
+    container_error_driver_1.txt (c)); where forward compatibility is supported the newer image
+    runs, and G9 only says so. On GB10 NGC's entrypoint reported "compatibility mode is
+    UNAVAILABLE" (container_error_driver_1.txt (a)): a WARN, not a silent PASS."""
     env = {"CUDA_VERSION": "13.2.0", "LD_LIBRARY_PATH": "/usr/local/cuda/compat/lib:/usr/local/lib"}
-    result = decide(floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04"))
-    assert result.status is Status.PASS
+    facts = floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04")
+    result = decide(facts)
+    assert result.status is Status.WARN, result.line()
     assert result.reading("forward_compat").value == "in use: libcuda.so.595.45.04"
-    assert any("forward-compatibility driver libcuda.so.595.45.04 is on LD_LIBRARY_PATH" in d for d in result.details)
+    assert "GB10 may not support forward compatibility" in result.summary
+    assert result.short_line() == (
+        "G9 WARN: image needs CUDA 13.2, host gives CUDA 13.0: forward compat on GB10; fix: a CUDA 13.0 image"
+    )
+    generic = g9.evaluate(facts, Params(profile="generic"))
+    assert generic.status is Status.PASS, generic.line()
+    assert any("forward-compatibility driver libcuda.so.595.45.04 is switched on" in d for d in generic.details)
+    linked = floor_facts(cuda_env={"CUDA_VERSION": "13.2.0"}, compat_lib="libcuda.so.1", compat_linked=True)
+    assert g9.evaluate(linked, Params(profile="generic")).status is Status.PASS
 
 
 def test_forward_compatibility_present_but_bypassed_fails() -> None:

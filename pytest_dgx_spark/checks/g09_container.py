@@ -49,7 +49,13 @@ NGC_ENV = (
 CUDA_ENV = ("CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "CUDA_DRIVER_VERSION", "NV_CUDA_COMPAT_PACKAGE", "LD_LIBRARY_PATH")
 #: the forward-compatibility driver of an image (the cuda-compat package; NGC's entrypoint
 #: puts it on LD_LIBRARY_PATH when the GPU and driver allow it)
-COMPAT_LIB = "/usr/local/cuda/compat/libcuda.so.1"
+COMPAT_LIBS = (
+    "/usr/local/cuda/compat/libcuda.so.1",
+    "/usr/local/cuda/compat/lib.real/libcuda.so.1",
+    "/usr/local/cuda/compat/lib/libcuda.so.1",
+)
+#: a link an entrypoint makes to turn the compat driver on (``compat/lib -> lib.real``)
+COMPAT_LINK = "/usr/local/cuda/compat/lib"
 #: the lowest Linux driver of each CUDA minor, from NVIDIA's CUDA Toolkit release notes
 #: ("CUDA Toolkit and Corresponding Driver Versions"; a driver without NVML is mapped by it)
 DRIVER_FLOORS = (
@@ -90,15 +96,17 @@ class Facts(FactsBase):
     nvml_driver: str | None = None
     nvml_cuda: int | None = None  # NVML's cuda_driver_version: 13000 = 13.0
     nvml_error: str | None = None
-    #: where COMPAT_LIB points (``libcuda.so.590.48.01``), None when the image has none
+    #: where the image's compat ``libcuda.so.1`` points (``libcuda.so.590.48.01``), None when it has none
     compat_lib: str | None = None
+    #: COMPAT_LINK is a symbolic link (made by an entrypoint to turn the compat driver on)
+    compat_linked: bool = False
     #: ``mode`` of the NVIDIA container runtime's config.toml, when readable
     runtime_mode: str | None = None
 
     #: issue 22 (N2): a capture of an earlier version has none of them; their defaults compare nothing
     ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
         ("cuda_env", "host_driver", "host_driver_error", "nvml_driver", "nvml_cuda", "nvml_error", "compat_lib",
-         "runtime_mode"),
+         "compat_linked", "runtime_mode"),
         "issue 22: the image's CUDA floor",
     )
 
@@ -157,6 +165,18 @@ def gather(ctx: CheckContext) -> Facts:
     return facts
 
 
+def _compat_lib(m: MachineLike) -> str | None:
+    """The file name the image's forward-compatibility ``libcuda.so.1`` points to (its driver
+    version is in it), the first of :data:`COMPAT_LIBS` that exists."""
+    for path in COMPAT_LIBS:
+        try:
+            return os.path.basename(os.readlink(m.path(path)))
+        except OSError:
+            if m.exists(path):
+                return os.path.basename(path)
+    return None
+
+
 def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
     """The image's CUDA/driver floor and the host driver (issue 22, N2); NVML only when
     the image names a floor (a bare run costs no NVML child here)."""
@@ -167,12 +187,11 @@ def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
         facts.host_driver = found.group(1) if found else None
         if not found:
             facts.host_driver_error = "/proc/driver/nvidia/version names no kernel module version"
-    target: str | None
+    facts.compat_lib = _compat_lib(m)
     try:
-        target = os.readlink(m.path(COMPAT_LIB))
+        facts.compat_linked = m.path(COMPAT_LINK).is_symlink()
     except OSError:
-        target = COMPAT_LIB if m.exists(COMPAT_LIB) else None
-    facts.compat_lib = os.path.basename(target) if target else None
+        facts.compat_linked = False
     if m.exists(RUNTIME_CONFIG):
         config, _ = m.read_text(RUNTIME_CONFIG, 65536)
         mode = _MODE.search(config or "")
@@ -402,10 +421,10 @@ def driver_cuda(driver: str | None) -> tuple[int, int] | None:
 
 
 def compat_in_use(facts: Facts) -> bool:
-    """The image's forward-compatibility driver is on ``LD_LIBRARY_PATH`` (NGC's entrypoint
-    puts it there when it can be used)."""
+    """The image's forward-compatibility driver is switched on: a compat folder on
+    ``LD_LIBRARY_PATH``, or the ``compat/lib`` link an entrypoint makes."""
     path = facts.cuda_env.get("LD_LIBRARY_PATH", "")
-    return bool(facts.compat_lib) and any("/compat" in p for p in path.split(":"))
+    return bool(facts.compat_lib) and (facts.compat_linked or any("/compat" in p for p in path.split(":")))
 
 
 def _host_cuda(facts: Facts) -> tuple[tuple[int, int] | None, str | None, str]:
@@ -416,7 +435,12 @@ def _host_cuda(facts: Facts) -> tuple[tuple[int, int] | None, str | None, str]:
     return driver_cuda(driver), driver, "the release notes' driver table"
 
 
-def _driver_floor(facts: Facts, out: Findings) -> bool:
+def _needs(need: tuple[int, int] | None, need_driver: str | None) -> str:
+    """``CUDA 13.2``, else ``driver 590.48.01``: what the image needs, for a headline."""
+    return f"CUDA {need[0]}.{need[1]}" if need else f"driver {need_driver}"
+
+
+def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
     """FAIL when the image needs a newer CUDA (or driver) than the host driver gives and no
     forward-compatibility driver is in use (container_error_driver_1.txt); returns whether it FAILed."""
     if facts.runtime_mode:
@@ -456,9 +480,19 @@ def _driver_floor(facts: Facts, out: Findings) -> bool:
         out.note(f"image built for {floor}, within what host driver {driver} supports (CUDA {host}, {how})")
         return False
     if compat_in_use(facts):
-        out.note(
+        text = (
             f"image needs more than host driver {driver} (CUDA {host}) gives; its forward-compatibility "
-            f"driver {facts.compat_lib} is on LD_LIBRARY_PATH"
+            f"driver {facts.compat_lib} is switched on"
+        )
+        if not gb10:
+            out.note(text)
+            return False
+        out.warn(  # CUDA's compat package ships for datacenter GPUs and Jetson, not GB10 (NGC: "UNAVAILABLE")
+            f"{text}, but GB10 may not support forward compatibility (NGC's entrypoint reports 'compatibility "
+            "mode is UNAVAILABLE' on 580 Sparks): JIT kernels can still fail (cudaErrorUnsupportedPtxVersion)",
+            FLOOR_FIX.format(host=host),
+            f"image needs {_needs(need, need_driver)}, host gives CUDA {host}: forward compat on GB10",
+            f"a CUDA {host} image",
         )
         return False
     wants = f"CUDA {need[0]}.{need[1]} ({by})" if too_new and need else f"driver {need_driver}"
@@ -467,11 +501,10 @@ def _driver_floor(facts: Facts, out: Findings) -> bool:
         "forward-compatibility driver is in use: it fails at start ('This container was built for NVIDIA "
         "Driver Release … or later') or on its first JIT kernel (cudaErrorUnsupportedPtxVersion)"
     )
-    head_need = f"CUDA {need[0]}.{need[1]}" if too_new and need else f"driver {need_driver}"
     out.fail(
         text,
         FLOOR_FIX.format(host=host),
-        f"image needs {head_need}, host driver {driver or '?'} gives CUDA {host}",
+        f"image needs {_needs(need if too_new else None, need_driver)}, host driver {driver or '?'} gives CUDA {host}",
         f"a CUDA {host} image; keep the NGC ENTRYPOINT",
     )
     return True
@@ -484,7 +517,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out = Findings("G9")
     name, evidence = container_name(facts)
     stack_text = _readings(facts, name, evidence, out)
-    floor_failed = _driver_floor(facts, out)
+    floor_failed = _driver_floor(facts, params.gb10, out)
     broken = _requirements(facts, out)
     if floor_failed:
         return out.result()
@@ -495,7 +528,10 @@ def evaluate(facts: Facts, params: Params) -> Result:
         result.headline = f"{count(broken, 'broken requirement')}: {first_n(list(dict.fromkeys(firsts)), 2)}"
         result.short_fix = BROKEN_SHORT
         return result
+    floor_warned = bool(out.warnings)
     headline, short_fix = _replaced_stage(facts, out)
+    if floor_warned:
+        return out.result()
     if headline:
         return out.result(headline=headline, short_fix=short_fix)
     if name:

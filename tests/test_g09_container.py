@@ -372,9 +372,11 @@ def test_forward_compatibility_in_use_warns_on_gb10_and_is_a_note_elsewhere() ->
 
 def test_forward_compatibility_present_but_bypassed_fails() -> None:
     """A `command:` that bypasses NGC's ENTRYPOINT leaves the compat driver unused (PR #409)."""
-    result = decide(floor_facts(cuda_env={"CUDA_VERSION": "13.2.0"}, compat_lib="libcuda.so.595.45.04"))
+    env = {"CUDA_VERSION": "13.2.0", "NV_CUDA_COMPAT_PACKAGE": "cuda-compat-13-2"}
+    result = decide(floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04"))
     assert result.status is Status.FAIL
     assert result.reading("forward_compat").value == "present, not in use: libcuda.so.595.45.04"
+    assert result.reading("image_compat_package").value == "cuda-compat-13-2"
 
 
 def test_an_unreadable_host_driver_is_said_and_decides_nothing() -> None:

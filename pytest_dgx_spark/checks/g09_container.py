@@ -464,6 +464,8 @@ def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
         out.read("image_cuda", f"{need[0]}.{need[1]}")
     if need_driver:
         out.read("image_driver_floor", need_driver)
+    if facts.cuda_env.get("NV_CUDA_COMPAT_PACKAGE"):
+        out.read("image_compat_package", facts.cuda_env["NV_CUDA_COMPAT_PACKAGE"])
     if facts.compat_lib:
         out.read("forward_compat", ("in use: " if compat_in_use(facts) else "present, not in use: ") + facts.compat_lib)
     too_new = bool(need and have and need > have)

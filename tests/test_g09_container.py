@@ -434,3 +434,15 @@ def test_cdi_mode_of_the_container_runtime_is_a_note(fake_root) -> None:
     result = decide(facts)
     assert result.reading("container_runtime_mode").value == "cdi"
     assert any("--device nvidia.com/gpu=all" in d for d in result.details)
+
+
+def test_a_garbled_driver_version_file_is_a_reason_not_a_verdict(fake_root, doubles) -> None:
+    root = fake_root({".dockerenv": "", "proc/driver/nvidia/version": "\x00\xff NVRM ???\n" * 100})
+    doubles.nvml({"init_error": "LibraryNotFound"})
+    env = {**doubles.env, **ONLY_PLANTED, "CUDA_VERSION": "13.2.0"}
+    facts = g9.gather(CheckContext("G9", Settings(), Machine(root=root, env=env), None))  # type: ignore[arg-type]
+    assert facts.host_driver is None
+    assert facts.host_driver_error == "/proc/driver/nvidia/version names no kernel module version"
+    result = decide(facts)
+    assert result.status is Status.PASS
+    assert any(d.startswith("image CUDA floor (CUDA_VERSION=13.2.0) not compared: NVML unavailable") for d in result.details)

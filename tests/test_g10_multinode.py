@@ -1488,3 +1488,31 @@ def test_expected_gdr_lines_are_not_findings() -> None:
     healthy, _ = posted_busbw()
     r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(healthy), intrusive=True, link=LINK_200G)
     assert not any("GPU Direct" in t or "dlvsym" in t for t in [r.summary, r.fix, *r.details])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Max locked memory         unlimited            unlimited            bytes\n", ("unlimited", "unlimited", None)),
+        ("Max locked memory         65536                65536                bytes\n", (65536, 65536, None)),
+        ("\x00\xffgarbage\n" * 50, (None, None, "/proc/self/limits has no readable 'Max locked memory' line")),
+        ("Max locked memory         lots\n", (None, None, "/proc/self/limits has no readable 'Max locked memory' line")),
+    ],
+)
+def test_memlock_is_read_defensively(tmp_path: Path, text: str, expected: tuple[Any, Any, Any]) -> None:
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/limits").write_text(text)
+    got = g10.mn.read_memlock(Machine(root=tmp_path, env={}))
+    assert (got["soft"], got["hard"], got["error"]) == expected
+
+
+def test_a_fifo_for_limits_and_speed_never_blocks(tmp_path: Path) -> None:
+    """A FIFO planted where /proc/self/limits and a sysfs speed file should be: refused, not read."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    os.mkfifo(tmp_path / "proc/self/limits")
+    (tmp_path / "sys/class/net/enp1s0f1np1").mkdir(parents=True)
+    os.mkfifo(tmp_path / "sys/class/net/enp1s0f1np1/speed")
+    machine = Machine(root=tmp_path, env={})
+    got = g10.mn.read_memlock(machine)
+    assert got["soft"] is None and got["error"].startswith("cannot read /proc/self/limits")
+    assert g10.mn.interface_speed(machine, "enp1s0f1np1") is None

@@ -473,7 +473,7 @@ def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
         need_driver and driver and (driver_tuple(driver) or ()) < (driver_tuple(need_driver) or ())
     )
     if not have and not driver_low:
-        why = facts.nvml_error or facts.host_driver_error or "no driver version read"
+        why = "; ".join(e for e in (facts.nvml_error, facts.host_driver_error) if e) or "no driver version read"
         out.note(f"image CUDA floor ({by or 'CUDA_DRIVER_VERSION=' + str(need_driver)}) not compared: {why}")
         return False
     host = f"{have[0]}.{have[1]}" if have else "?"

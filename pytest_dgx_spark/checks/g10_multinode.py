@@ -11,6 +11,14 @@ multi-node job the link NCCL is told to use (both RoCE twins, MTU 9000, RoCE on)
 Nothing multi-node is a PASS ("single node"); SKIP is "could not check". Under
 torchrun, ranks compare fingerprints, and with ``--spark-intrusive`` measure an
 all-reduce (``scripts/allreduce_child.py``).
+
+A link can report 200 G and still move a few GB/s (issue 22, G10+): a re-cabled
+ConnectX-7 stays near 2.8 GB/s until reboot (``nccl_two_spark_7.txt``), so a
+bus bandwidth below ``g10_busbw_fail_gbps`` FAILs, beside the speed the link
+reports. A container without ``/dev/infiniband`` makes NCCL fall back to sockets,
+and a small memlock limit fails its RDMA registration: both judged for a
+multi-node job only. G10 reads no NCCL log, so GB10's expected
+``GPU Direct RDMA Disabled`` lines are never findings.
 """
 
 from __future__ import annotations

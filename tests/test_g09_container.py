@@ -389,8 +389,8 @@ def test_an_unreadable_host_driver_is_said_and_decides_nothing() -> None:
     result = decide(facts)
     assert result.status is Status.PASS
     assert (
-        "image CUDA floor (CUDA_VERSION=13.2.0) not compared: NVML unavailable: Driver Not Loaded (DriverNotLoaded)"
-        in result.details
+        "image CUDA floor (CUDA_VERSION=13.2.0) not compared: NVML unavailable: Driver Not Loaded (DriverNotLoaded); "
+        "cannot read /proc/driver/nvidia/version: No such file or directory" in result.details
     )
 
 

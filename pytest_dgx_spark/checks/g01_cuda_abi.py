@@ -157,9 +157,10 @@ class Facts(FactsBase):
 
     #: facts an older capture lacks: their defaults (``stack_read`` False) skip the stack stage,
     #: so such a capture decides as its run did (``capture.facts_mismatch``)
-    ADDED_LATER: ClassVar[frozenset[str]] = frozenset(
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
         ("stack_read", "kernel_release", "kernel_release_error", "nvidia_module", "nvidia_module_error", "cma_kb",
-         "meminfo_error", "nvml_init_error", "nvml_version", "known_bad", "known_bad_errors")
+         "meminfo_error", "nvml_init_error", "nvml_version", "known_bad", "known_bad_errors"),
+        "issue 22: the driver stack and the known-bad list",
     )  # fmt: skip
 
 

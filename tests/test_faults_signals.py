@@ -160,3 +160,26 @@ def test_xdist_controller_signalled_while_its_probe_hangs(tmp_path: Path, scene:
     assert "INTERNALERROR" not in out, out
     assert survivors(pids) == [], f"probe processes survived {sig}: {pids}\n{out}"
     assert survivors(children) == [], f"children of the controller survived {sig}: {children}\n{out}"
+
+
+def test_a_probe_started_as_the_run_ends_is_killed_when_tracked() -> None:
+    """The race CI hit (a SIGHUP while another thread's Popen had not returned:
+    the probe was not tracked yet, its sleep lived on): once an end signal
+    arrived, a probe tracked afterwards is killed with its group at once."""
+    from pytest_dgx_spark.probes import commands
+
+    assert commands.install_signal_handlers()
+    try:
+        with pytest.raises(commands.Interrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+        proc = commands.start(["/bin/sh", "-c", "sleep 30 & wait"], {"PATH": "/usr/bin:/bin"})
+        assert isinstance(proc, subprocess.Popen)
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+        commands.close_pipes(proc)
+    finally:
+        commands.restore_signal_handlers()
+    proc = commands.start(["/bin/sh", "-c", "exit 3"], {"PATH": "/usr/bin:/bin"})
+    assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=5) == 3  # a later run starts probes again
+    commands.untrack(proc)
+    commands.close_pipes(proc)

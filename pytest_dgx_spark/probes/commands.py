@@ -326,11 +326,17 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
 #: probe processes running now, so a run that ends early (``-x``, Ctrl-C) kills them
 _RUNNING: set[subprocess.Popen[Any]] = set()
 _RUNNING_LOCK = threading.Lock()
+#: set when an end signal arrived: a probe another thread was starting at that moment (its
+#: Popen had not returned, so it was not tracked yet) is killed as soon as it is tracked
+_ENDING = threading.Event()
 
 
 def track(proc: subprocess.Popen[Any]) -> None:
     with _RUNNING_LOCK:
-        _RUNNING.add(proc)
+        if not _ENDING.is_set():
+            _RUNNING.add(proc)
+            return
+    killpg(proc)
 
 
 def untrack(proc: subprocess.Popen[Any]) -> None:
@@ -365,6 +371,7 @@ _HOOKS: list[Callable[[int], None]] = []
 
 
 def _on_signal(signum: int, frame: Any) -> None:
+    _ENDING.set()
     kill_running()
     for hook in list(_HOOKS):
         try:
@@ -383,6 +390,7 @@ def install_signal_handlers(hook: Callable[[int], None] | None = None) -> bool:
     :class:`Interrupted`. An ignored signal stays ignored (``nohup``); off the main thread: False."""
     if threading.current_thread() is not threading.main_thread():
         return False
+    _ENDING.clear()
     if hook is not None and hook not in _HOOKS:
         _HOOKS.append(hook)
     for signum in END_SIGNALS:
@@ -409,6 +417,7 @@ def restore_signal_handlers() -> None:
             pass
     _PREVIOUS.clear()
     _HOOKS.clear()
+    _ENDING.clear()
 
 
 def run_command(

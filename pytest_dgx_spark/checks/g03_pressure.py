@@ -124,7 +124,7 @@ def fragmentation(facts: Any, params: Any, out: Findings) -> None:
     text = (f"zone Normal has {what} free blocks of {block:g} MiB or more (want >= {minimum:g}; largest free "
             f"{largest:g} MiB): physical memory is fragmented, so large driver allocations stall or fail "
             "(NV_ERR_NO_MEMORY) and can livelock the host although MemAvailable looks fine (sparkring #173)")
-    fix = (f"between runs, as root: {COMPACT_CMD}, then check again; if still below {minimum:g}, reboot{reboot}; "
+    fix = (f"between runs: {COMPACT_CMD}, then check again; if still below {minimum:g}, reboot{reboot}; "
            "do not start a large load right after killing a large process")
     out.flag(Status.FAIL if blocks == 0 else Status.WARN, text, fix,
              f"memory fragmented: {blocks} free {block:g} MiB blocks in zone Normal (want >= {minimum:g})",

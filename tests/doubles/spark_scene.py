@@ -332,6 +332,9 @@ class Scene:
         for folder in (self.root / "proc", self.site, self.bin, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         (self.root / "proc" / "meminfo").write_text(gb10.meminfo())
+        for rel, text in gb10.memory_files().items():  # G3's buddyinfo, vmstat, cgroup, mounts
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / rel).write_text(text)
         # the GPU's device nodes (their existence is what is read; plain files do)
         (self.root / "dev").mkdir(exist_ok=True)
         for node in ("nvidiactl", "nvidia0"):

@@ -391,3 +391,14 @@ def test_every_reading_reaches_the_env_report(fake_root, doubles) -> None:
     assert readings["compact_fail"]["value"] == SPARKRING_FAIL
     assert any("kernel OOM kills" in d for d in env["details"]["G3"])
 
+
+
+def test_a_capture_from_before_these_readings_replays_them_as_not_read() -> None:
+    """The H200 and GB10 captures in tests/data/captures predate them: G3 still decides from
+    their meminfo (test_captures_replay.py keeps their lines), a core field missing still SKIPs."""
+    from pytest_dgx_spark.capture import facts_mismatch
+
+    old = {"meminfo": _meminfo(), "meminfo_error": None, "gpus": [], "nvml_reason": None, "drop": None}
+    assert facts_mismatch("G3", g3.Facts, old, {}) is None
+    skipped = facts_mismatch("G3", g3.Facts, {k: v for k, v in old.items() if k != "meminfo"}, {})
+    assert skipped is not None and skipped.status is Status.SKIP and "meminfo" in skipped.summary

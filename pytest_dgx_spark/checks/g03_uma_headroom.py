@@ -15,7 +15,7 @@ them in :mod:`pytest_dgx_spark.checks.g03_pressure`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 from pytest_dgx_spark.checks import g03_pressure as pressure
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
@@ -84,6 +84,8 @@ class Facts(FactsBase):
     #: the kernel's OOM kills since boot, oldest first ({pid, name, anon_rss_kb, text}, parsed by
     #: memory_pressure.parse_oom_kill); None until the kernel log reader fills it (:func:`_oom_kills`)
     oom_kills: list[OomKill] | None = None
+
+    NEWER_READINGS: ClassVar[frozenset[str]] = frozenset({"buddyinfo", "vmstat", "cgroup", "ray", "dev_shm", "oom_kills"})
 
 
 FACTS = Facts

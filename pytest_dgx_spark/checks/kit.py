@@ -16,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
 
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.options import BY_NAME
@@ -171,6 +171,10 @@ def plain(value: Any) -> Any:
 
 class FactsBase:
     """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data)."""
+
+    #: fields an older capture may lack: each defaults to None, which its ``evaluate`` reads as
+    #: "not read" (a line in the details, no verdict), so a replay decides as the run did
+    NEWER_READINGS: ClassVar[frozenset[str]] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return dict(plain(self))

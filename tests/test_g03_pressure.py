@@ -10,6 +10,7 @@ the healthy GB10 double keeps its line.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -402,3 +403,20 @@ def test_a_capture_from_before_these_readings_replays_them_as_not_read() -> None
     assert facts_mismatch("G3", g3.Facts, old, {}) is None
     skipped = facts_mismatch("G3", g3.Facts, {k: v for k, v in old.items() if k != "meminfo"}, {})
     assert skipped is not None and skipped.status is Status.SKIP and "meminfo" in skipped.summary
+
+
+def test_fifos_at_every_new_file_are_lines_not_a_hang(fake_root, doubles) -> None:
+    """A FIFO where a /proc or cgroup file should be would block a plain open(): each is refused
+    with its reason (procfs.read_regular), and G3 keeps the headroom's line."""
+    root = fake_root(files())
+    for rel in ("proc/buddyinfo", "proc/vmstat", "sys/fs/cgroup/memory.max", "proc/mounts"):
+        (root / rel).unlink()
+        os.mkfifo(root / rel)
+    machine = Machine(root=root, env=doubles.nvml(gb10.nvml()).env)
+    result = Engine(Settings(), machine).run("G3")
+    assert result.status is Status.INFO and result.headline == HEALTHY_G3
+    fifo = "not a regular file (a FIFO)"
+    assert detail(result, f"free-block check not made: cannot read /proc/buddyinfo: {fifo}")
+    assert detail(result, f"compaction counters: cannot read /proc/vmstat: {fifo}")
+    assert detail(result, f"cgroup memory limit: cannot read (cannot read /sys/fs/cgroup/memory.max: {fifo})")
+    assert detail(result, f"/dev/shm: cannot read its size (cannot read /proc/mounts: {fifo}")

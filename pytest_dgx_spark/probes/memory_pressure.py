@@ -188,11 +188,11 @@ def cgroup_limit(machine: MachineLike) -> CgroupLimit:
             continue
         raw, why = machine.read_text(file, VALUE_LIMIT)
         try:
-            if raw is None:
-                raise ValueError(why or "unreadable")
-            limit = _limit_value(raw, version)
+            limit = _limit_value(raw, version) if raw is not None else None
         except ValueError as exc:
-            return {"version": version, "cgroup": path, "limit_bytes": None, "file": file, "error": f"{file} {exc}"}
+            why = f"{file} {exc}"
+        if why:
+            return {"version": version, "cgroup": path, "limit_bytes": None, "file": file, "error": why}
         if limit is not None and (best is None or limit < best[0]):
             best = (limit, file)
     return {"version": version, "cgroup": path, "limit_bytes": best[0] if best else None,

@@ -29,6 +29,7 @@ from doubles import gb10
 DATA = Path(__file__).resolve().parent / "data" / "gb10"
 GB10 = Params(profile="gb10")
 GENERIC = Params(profile="generic")
+PMD = "sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
 HEALTHY_G3 = "MemAvailable 112.8 of 121.7 GiB; no workload declared"
 #: FujitsuPolycom/sparkring #173's two ranks after ~7 days: compact_stall 2.7 M, compact_fail 1.35 M
 SPARKRING_STALL, SPARKRING_FAIL = 2_700_000, 1_350_000
@@ -69,7 +70,7 @@ def fragmented_64k(order9: int = 0) -> dict[str, str]:
     pages = gb10.free_pages(buddy)
     meminfo = gb10.meminfo(free_gib=pages * 64 / gb10.GIB_KB, cache_gib=17.5)
     vmstat = gb10.vmstat(pages, SPARKRING_STALL, SPARKRING_FAIL, SPARKRING_STALL - SPARKRING_FAIL)
-    return {"proc/meminfo": meminfo, "proc/buddyinfo": buddy, "proc/vmstat": vmstat}
+    return {"proc/meminfo": meminfo, "proc/buddyinfo": buddy, "proc/vmstat": vmstat, PMD: "536870912\n"}
 
 
 # ----------------------------------------------------------------------------- the posted text
@@ -214,8 +215,14 @@ def test_missing_buddyinfo_and_vmstat_say_so(fake_root, doubles) -> None:
 
 
 def test_a_page_size_that_fits_no_kernel_is_no_verdict(fake_root, doubles) -> None:
-    root = files({"proc/vmstat": gb10.vmstat(1000)})  # 96 GiB free in 1000 pages
-    assert detail(run_g3(fake_root, doubles, root), "free-block check not made: page size unknown")
+    """No PMD size to go by, and MemFree / nr_free_pages 19.9 KiB (what a Firecracker VM's balloon
+    showed on a 4 KiB-page box): no page size, no verdict."""
+    root = files({PMD: "garbage\n", "proc/vmstat": gb10.vmstat(int(96 * gb10.GIB_KB / 19.9))})
+    said = detail(run_g3(fake_root, doubles, root), "free-block check not made: page size unknown (")
+    assert "hpage_pmd_size holds 'garbage'" in said
+    # MemFree / nr_free_pages decides when they agree (4 KiB here)
+    root["proc/vmstat"] = gb10.vmstat(gb10.free_pages(root["proc/buddyinfo"]))
+    assert run_g3(fake_root, doubles, root).reading("page_size").value == 4
 
 
 def test_a_capture_replays_to_the_same_decision_and_an_old_one_to_not_read(fake_root, doubles) -> None:

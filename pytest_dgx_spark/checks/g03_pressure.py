@@ -23,10 +23,9 @@ from typing import Any
 
 from pytest_dgx_spark.checks.kit import Findings, first_n, plus_more
 from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.memory_pressure import PAGE_SIZES_KIB
 
 KIB_PER_GIB = 1024 * 1024
-#: Linux base page sizes (KiB) a machine can run: x86-64 4, arm64 4/16/64
-PAGE_SIZES_KIB = (4, 16, 64)
 #: compaction failing this often (compact_fail / compact_stall) makes a reboot the fix:
 #: sparkring #173's ranks failed 50 % and 40 %, and compacting recovered 55 and 0 blocks
 COMPACT_FAIL_REBOOT = 0.4
@@ -42,17 +41,18 @@ def gib(kib: float) -> float:
     return round(kib / KIB_PER_GIB, 1)
 
 
-def page_size_kib(meminfo: Mapping[str, int], counters: Mapping[str, int], zones: list[Any]) -> int | None:
-    """The base page size, from MemFree (kB) over the free pages the kernel counts
-    (``nr_free_pages``, else the pages in buddyinfo): the same memory in two units."""
-    pages = counters.get("nr_free_pages") or sum(
-        c << order for z in zones for order, c in enumerate(z.get("counts") or []))
-    free = meminfo.get("MemFree")
+def page_size_kib(facts: Any, counters: Mapping[str, int]) -> int | None:
+    """The base page size: the kernel's (THP's PMD size, :func:`memory_pressure.page_size`), else
+    MemFree (kB) over ``nr_free_pages`` when they agree within 10 % (the same memory in two units
+    on a plain kernel; a VM's balloon breaks it, hence the tolerance)."""
+    known = (facts.page_size or {}).get("kib")
+    if known:
+        return int(known)
+    pages, free = counters.get("nr_free_pages"), facts.meminfo.get("MemFree")
     if not pages or not free or pages <= 0 or free <= 0:
         return None
     ratio = free / pages
-    best = min(PAGE_SIZES_KIB, key=lambda p: abs(math.log2(ratio / p)))
-    return best if abs(math.log2(ratio / best)) < 0.5 else None
+    return next((p for p in PAGE_SIZES_KIB if abs(ratio / p - 1) <= 0.1), None)
 
 
 def normal_counts(zones: list[Any]) -> list[int]:
@@ -105,9 +105,11 @@ def fragmentation(facts: Any, params: Any, out: Findings) -> None:
         out.note(f"free-block check not made: {buddy['error']}")
         return
     zones = buddy.get("zones") or []
-    counts, page = normal_counts(zones), page_size_kib(facts.meminfo, counters, zones)
+    counts, page = normal_counts(zones), page_size_kib(facts, counters)
     if not counts or page is None:
-        why = "no zone Normal in /proc/buddyinfo" if not counts else "page size unknown (MemFree / nr_free_pages)"
+        size_error = (facts.page_size or {}).get("error")
+        why = "no zone Normal in /proc/buddyinfo" if not counts else (
+            f"page size unknown ({size_error or 'no THP PMD size'}; MemFree / nr_free_pages fits no page size)")
         out.note(f"free-block check not made: {why}")
         return
     block, minimum = params.threshold("g3_contig_block_mib"), params.threshold("g3_contig_blocks_min")

@@ -21,7 +21,7 @@ from pytest_dgx_spark.checks import g03_pressure as pressure
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes import memory_pressure as probe
-from pytest_dgx_spark.probes.memory_pressure import Buddy, CgroupLimit, OomKill, ShmMount, Vmstat
+from pytest_dgx_spark.probes.memory_pressure import Buddy, CgroupLimit, OomKill, PageSize, ShmMount, Vmstat
 
 KIB_PER_GIB = 1024 * 1024
 DROP_CMD = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
@@ -77,6 +77,7 @@ class Facts(FactsBase):
     drop: Drop | None = None
     # issue 22 (N4, N6): None = not read (a capture made before them)
     buddyinfo: Buddy | None = None
+    page_size: PageSize | None = None
     vmstat: Vmstat | None = None
     cgroup: CgroupLimit | None = None
     ray: RayMonitor | None = None
@@ -85,7 +86,7 @@ class Facts(FactsBase):
     #: memory_pressure.parse_oom_kill); None until the kernel log reader fills it (:func:`_oom_kills`)
     oom_kills: list[OomKill] | None = None
 
-    NEWER_READINGS: ClassVar[frozenset[str]] = frozenset({"buddyinfo", "vmstat", "cgroup", "ray", "dev_shm", "oom_kills"})
+    NEWER_READINGS: ClassVar[frozenset[str]] = frozenset({"buddyinfo", "page_size", "vmstat", "cgroup", "ray", "dev_shm", "oom_kills"})
 
 
 FACTS = Facts
@@ -108,7 +109,7 @@ def gather(ctx: CheckContext) -> Facts:
     reason = None if nv.get("ok") else nv.get("reason")
     return Facts(
         meminfo=dict(mem.get("fields") or {}), meminfo_error=mem.get("error"), gpus=gpus, nvml_reason=reason, drop=drop,
-        buddyinfo=probe.buddyinfo(machine), vmstat=probe.vmstat(machine), cgroup=probe.cgroup_limit(machine),
+        buddyinfo=probe.buddyinfo(machine), page_size=probe.page_size(machine), vmstat=probe.vmstat(machine), cgroup=probe.cgroup_limit(machine),
         ray=_ray(ctx), dev_shm=probe.dev_shm(machine), oom_kills=_oom_kills(ctx),
     )
 

@@ -20,7 +20,7 @@ Every value is taken from a capture that someone posted from a real DGX Spark
   as after a reboot (``memory_fragmentation_1.txt``: "your fresh boot … 24" order-10 blocks with
   an engine loaded, thousands of them without), no compaction failures. Not a posted capture:
   no Spark owner posted a whole buddyinfo.
-* the container's cgroup (v2, no memory limit: ``memory.max`` is ``max``) and ``/proc/mounts``
+* THP's PMD size (2 MiB: 4 KiB pages), the container's cgroup (v2, no memory limit: ``memory.max`` is ``max``) and ``/proc/mounts``
   with Docker's default 64 MiB ``/dev/shm``.
 """
 
@@ -212,4 +212,6 @@ def memory_files(free_gib: float = 96.0) -> dict[str, str]:
         "proc/self/cgroup": "0::/\n",
         "sys/fs/cgroup/memory.max": "max\n",
         "proc/mounts": PROC_MOUNTS,
+        # THP's PMD size: 2 MiB = 4 KiB pages (a 64 KiB-page kernel says 536870912)
+        "sys/kernel/mm/transparent_hugepage/hpage_pmd_size": "2097152\n",
     }

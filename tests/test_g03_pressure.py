@@ -152,7 +152,9 @@ def test_no_4mib_block_in_zone_normal_fails_with_the_fix(fake_root, doubles) -> 
     """MiaAI DeepSeek-v4.1 #23: order 10+ = 0 on all four ranks; the box livelocked."""
     result = run_g3(fake_root, doubles, files(fragmented_4k()))
     assert result.status is Status.FAIL
-    assert result.summary.startswith("zone Normal has no free blocks of 32 MiB or more (want >= 200; largest free 2 MiB)")
+    assert result.summary.startswith(
+        "zone Normal has no free blocks of 32 MiB or more (want >= 200; 0.8 GiB free, largest block 2 MiB): what is "
+        "free is in small pieces and the rest must be reclaimed and compacted first")
     assert "MemAvailable 117.5 GiB of 121.7 GiB" in result.summary  # the headroom, still there
     assert "echo 1 > /proc/sys/vm/compact_memory" in result.fix and "reboot" in result.fix
     assert result.headline == "memory fragmented: 0 free 32 MiB blocks in zone Normal (want >= 200)"
@@ -175,7 +177,9 @@ def test_after_compaction_55_blocks_warn(fake_root, doubles) -> None:
     """sparkring #173: drop_caches + compact_memory "recovered only to 55": under sparkring's 200."""
     result = run_g3(fake_root, doubles, files(fragmented_64k(order9=55)))
     assert result.status is Status.WARN
-    assert result.summary.startswith("zone Normal has 55 x 32 MiB worth of free blocks of 32 MiB or more (want >= 200")
+    assert result.summary.startswith(
+        "zone Normal has 55 x 32 MiB worth of free blocks of 32 MiB or more (want >= 200; 101.7 GiB free, largest "
+        "block 32 MiB): physical memory is fragmented")
     assert result.reading("normal_free_blocks").value == 55
     # the threshold is the user's: 50 accepts this box
     assert run_g3(fake_root, doubles, files(fragmented_64k(order9=55)),

@@ -123,8 +123,12 @@ def fragmentation(facts: Any, params: Any, out: Findings) -> None:
     if minimum <= 0 or blocks >= minimum:
         return
     what = "no" if blocks == 0 else f"{blocks} x {block:g} MiB worth of"
-    text = (f"zone Normal has {what} free blocks of {block:g} MiB or more (want >= {minimum:g}; largest free "
-            f"{largest:g} MiB): physical memory is fragmented, so large driver allocations stall or fail "
+    free_gib = round(sum(page * (c << o) for o, c in enumerate(counts)) / KIB_PER_GIB, 1)
+    out.read("normal_free", free_gib, "GiB")
+    state = "physical memory is fragmented" if free_gib * 1024 >= minimum * block else (
+        "what is free is in small pieces and the rest must be reclaimed and compacted first")
+    text = (f"zone Normal has {what} free blocks of {block:g} MiB or more (want >= {minimum:g}; {free_gib:g} GiB "
+            f"free, largest block {largest:g} MiB): {state}, so large driver allocations stall or fail "
             "(NV_ERR_NO_MEMORY) and can livelock the host although MemAvailable looks fine (sparkring #173)")
     fix = (f"between runs: {COMPACT_CMD}, then check again; if still below {minimum:g}, reboot{reboot}; "
            "do not start a large load right after killing a large process")

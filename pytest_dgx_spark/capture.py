@@ -171,11 +171,11 @@ def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
 def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
     """That check's SKIP when the capture's facts do not have exactly the fields of
     this version's ``Facts`` (``None`` when they do): another version wrote them,
-    and a missing field's default would change the verdict silently. A field in
-    ``Facts.NEWER_READINGS`` may be missing: its default says "not read"."""
+    and a missing field's default would change the verdict silently. A field the
+    ``Facts`` names in ``ADDED`` may be missing: its default is "not read"."""
     fields = [f.name for f in dataclasses.fields(kind)]
-    newer: frozenset[str] = getattr(kind, "NEWER_READINGS", frozenset())  # absent from an older capture: "not read"
-    missing = [name for name in fields if name not in facts and name not in newer]
+    added = getattr(kind, "ADDED", {})
+    missing = [name for name in fields if name not in facts and name not in added]
     unknown = [str(name) for name in facts if name not in fields]
     if not missing and not unknown:
         return None

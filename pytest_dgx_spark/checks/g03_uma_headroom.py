@@ -14,6 +14,7 @@ them in :mod:`pytest_dgx_spark.checks.g03_pressure`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
@@ -86,7 +87,10 @@ class Facts(FactsBase):
     #: memory_pressure.parse_oom_kill); None until the kernel log reader fills it (:func:`_oom_kills`)
     oom_kills: list[OomKill] | None = None
 
-    NEWER_READINGS: ClassVar[frozenset[str]] = frozenset({"buddyinfo", "page_size", "vmstat", "cgroup", "ray", "dev_shm", "oom_kills"})
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("buddyinfo", "page_size", "vmstat", "cgroup", "ray", "dev_shm", "oom_kills"),
+        "issue 22: what ends a job before the pool is empty (N4, N6)",
+    )
 
 
 FACTS = Facts

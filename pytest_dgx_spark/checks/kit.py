@@ -170,11 +170,14 @@ def plain(value: Any) -> Any:
 
 
 class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data)."""
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data).
 
-    #: fields an older capture may lack: each defaults to None, which its ``evaluate`` reads as
-    #: "not read" (a line in the details, no verdict), so a replay decides as the run did
-    NEWER_READINGS: ClassVar[frozenset[str]] = frozenset()
+    ``ADDED`` names fields added after captures of earlier versions were written, each with
+    why: a capture without one replays on the field's default, which must mean "not read"
+    and decide nothing (a missing field not named here is a SKIP: ``capture.facts_mismatch``).
+    """
+
+    ADDED: ClassVar[Mapping[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(plain(self))

@@ -22,6 +22,12 @@ class Threshold(NamedTuple):
 _TABLE = (
     ("g1_cuda_major", 13, 0, "", "G1: the CUDA major torch must be built for (0: the driver's)"),
     ("g3_margin_gb", 0, 0, "GiB", "G3: headroom to keep free beyond the declared workload"),
+    ("g3_contig_block_mib", 32, 32, "MiB", "G3: the free block size zone Normal is counted in (larger blocks count "
+     "proportionally)"),
+    ("g3_contig_blocks_min", 200, 0, "blocks", "G3: fewer free g3_contig_block_mib blocks in zone Normal warns, none "
+     "fails (0: off)"),
+    ("g3_cgroup_limit_fraction", 0.9, 0.9, "", "G3: with no workload declared, a cgroup memory limit below this "
+     "fraction of MemTotal warns"),
     ("g4_flat_power_w", 100, 0, "W", "G4: power that counts as flat well under the limit while temperature "
      "climbs (0: the enforced limit x g4_flat_power_fraction)"),
     ("g4_flat_power_fraction", 0.5, 0.5, "", "G4: with an enforced power limit, 'well under' is below this "

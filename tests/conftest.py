@@ -241,7 +241,7 @@ class SparkEnv:
         self.gb10 = gb10
         self.root = make_root(
             tmp_path / "spark-root",
-            {"proc/meminfo": gb10.meminfo(), "proc/1/cgroup": "0::/\n", ".dockerenv": "", **gb10.stack_files()},
+            {"proc/meminfo": gb10.meminfo(), "proc/1/cgroup": "0::/\n", ".dockerenv": "", **gb10.stack_files(), **gb10.memory_files()},
         )
         self.nvml_log = tmp_path / "nvml.log"
         self.torch_log = tmp_path / "torch.log"

@@ -536,3 +536,53 @@ def test_a_two_spark_container_without_dev_infiniband_is_named_with_its_fix(
     expected = [g10 if line.startswith("G10 ") else line for line in ready_lines(vllm)[:-1]]
     expected.append("verdict: blocked (G10 failed; 7 PASS, 1 FAIL, 1 WARN, 1 INFO)")
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+
+
+def g3_fragmented_4k(scene: Scene) -> list[str]:
+    """Worker 1 of MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks #23 (memory_fragmentation_1.txt): zone
+    Normal without a free block of 4 MiB, MemAvailable ~118 GiB in page cache, compaction failing."""
+    buddy = gb10.buddyinfo_fragmented_4k()
+    pages = gb10.free_pages(buddy)
+    scene.files({
+        "proc/meminfo": gb10.meminfo(free_gib=pages * 4 / gb10.GIB_KB, cache_gib=114.0),
+        "proc/buddyinfo": buddy,
+        "proc/vmstat": gb10.vmstat(pages, 912_004, 401_733, 2_117),
+    })
+    return []
+
+
+def g3_cgroup_limit(scene: Scene) -> list[str]:
+    """A container limited to 69 GiB (AEON-7/vllm-ultimate-dgx-spark#9) for an 80 GiB job."""
+    scene.files({"sys/fs/cgroup/memory.max": str(69 << 30) + "\n"})
+    return ["--workload-gb", "80"]
+
+
+def g3_ray(scene: Scene) -> list[str]:
+    """Ray installed with its memory monitor on (MiaAI-Lab/GLM-5.3-Flash-NVFP4-Dual-DGX-Spark PR #2)."""
+    scene.install("ray", "2.49.2")
+    return []
+
+
+@pytest.mark.parametrize(
+    ("plant", "g3", "verdict"),
+    [
+        (g3_fragmented_4k, "G3 FAIL: memory fragmented: 0 free 32 MiB blocks in zone Normal (want >= 200); fix: reboot",
+         "verdict: blocked (G3 failed; 7 PASS, 1 FAIL, 2 INFO)"),
+        (g3_cgroup_limit, "G3 FAIL: cgroup memory limit 69 GiB < workload 80 GiB; fix: raise the container's memory limit",
+         "verdict: blocked (G3 failed; 7 PASS, 1 FAIL, 2 INFO)"),
+        (g3_ray, "G3 WARN: Ray's memory monitor kills workers at 0.95 of node memory; fix: RAY_memory_monitor_refresh_ms=0 "
+         "on every node", "verdict: ready-with-warnings (7 PASS, 1 WARN, 2 INFO)"),
+    ],
+    ids=["fragmented", "cgroup-limit", "ray-monitor"],
+)
+def test_one_planted_memory_fault_names_itself_in_g3(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer, plant, g3: str, verdict: str
+) -> None:
+    """Issue 22 N4/N6, one fault at a time on the healthy Spark: G3 names it with its fix, the
+    other nine lines stay the healthy ones."""
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url, *plant(scene)]
+    cli = run_cli(scene, pytester.path, args)
+    expected = [g3 if line.startswith("G3 ") else line for line in healthy_lines()[:-1]]
+    lines = cli.stdout.splitlines()
+    assert lines[:2] + lines[3:-1] == expected[:2] + expected[3:], cli.stdout + cli.stderr
+    assert (lines[2], lines[-1]) == (g3, verdict), cli.stdout + cli.stderr

@@ -5,15 +5,24 @@ On GB10 NVML's memory query answers ``NotSupported``, so headroom is read from
 ``MemAvailable`` (unsloth PR #10704, cudaMemGetInfo_1.txt): a workload that fits
 only once the page cache is dropped WARNs; one larger than the whole machine
 FAILs saying so; an impossible reading is a SKIP, never a PASS.
+
+MemAvailable alone does not say the job will live (issue 22): G3 also reads what ends a
+job before the pool is empty — a fragmented zone Normal (``/proc/buddyinfo``), a cgroup
+memory limit, Ray's memory monitor, ``/dev/shm`` and the kernel's OOM kills — and decides
+them in :mod:`pytest_dgx_spark.checks.g03_pressure`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
+from pytest_dgx_spark.checks import g03_pressure as pressure
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.probes import memory_pressure as probe
+from pytest_dgx_spark.probes.memory_pressure import Buddy, CgroupLimit, OomKill, PageSize, ShmMount, Vmstat
 
 KIB_PER_GIB = 1024 * 1024
 DROP_CMD = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
@@ -52,6 +61,14 @@ class Drop(TypedDict, total=False):
     after: dict[str, Any]
 
 
+class RayMonitor(TypedDict, total=False):
+    """Ray's memory monitor as the checked environment sets it (raw values: evaluate parses)."""
+
+    version: str | None  # the installed ray distribution, None when not installed
+    threshold: str | None  # RAY_memory_usage_threshold (Ray's default 0.95)
+    refresh_ms: str | None  # RAY_memory_monitor_refresh_ms (0 disables the monitor)
+
+
 @dataclass
 class Facts(FactsBase):
     meminfo: dict[str, int]
@@ -59,6 +76,21 @@ class Facts(FactsBase):
     gpus: list[GpuMemory] = field(default_factory=list)
     nvml_reason: str | None = None
     drop: Drop | None = None
+    # issue 22 (N4, N6): None = not read (a capture made before them)
+    buddyinfo: Buddy | None = None
+    page_size: PageSize | None = None
+    vmstat: Vmstat | None = None
+    cgroup: CgroupLimit | None = None
+    ray: RayMonitor | None = None
+    dev_shm: ShmMount | None = None
+    #: the kernel's OOM kills since boot, oldest first ({pid, name, anon_rss_kb, text}, parsed by
+    #: memory_pressure.parse_oom_kill); None until the kernel log reader fills it (:func:`_oom_kills`)
+    oom_kills: list[OomKill] | None = None
+
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("buddyinfo", "page_size", "vmstat", "cgroup", "ray", "dev_shm", "oom_kills"),
+        "issue 22: what ends a job before the pool is empty (N4, N6)",
+    )
 
 
 FACTS = Facts
@@ -79,12 +111,40 @@ def gather(ctx: CheckContext) -> Facts:
         for d in nv.get("devices") or []
     ]
     reason = None if nv.get("ok") else nv.get("reason")
-    return Facts(meminfo=dict(mem.get("fields") or {}), meminfo_error=mem.get("error"), gpus=gpus, nvml_reason=reason, drop=drop)
+    return Facts(
+        meminfo=dict(mem.get("fields") or {}), meminfo_error=mem.get("error"), gpus=gpus, nvml_reason=reason, drop=drop,
+        buddyinfo=probe.buddyinfo(machine), page_size=probe.page_size(machine), vmstat=probe.vmstat(machine), cgroup=probe.cgroup_limit(machine),
+        ray=_ray(ctx), dev_shm=probe.dev_shm(machine), oom_kills=_oom_kills(ctx),
+    )
+
+
+def _ray(ctx: CheckContext) -> RayMonitor:
+    dist = (ctx.machine.packages().get("dists") or {}).get("ray") or {}
+    env = ctx.machine.env
+    return {"version": dist.get("version"), "threshold": env.get("RAY_memory_usage_threshold"),
+            "refresh_ms": env.get("RAY_memory_monitor_refresh_ms")}
+
+
+def _oom_kills(ctx: CheckContext) -> list[OomKill] | None:
+    """The kernel's OOM kills since boot: the spot the kernel log reader fills (issue 22 N7's
+    ``Machine.kernel_log()``, built elsewhere) with ``probe.parse_oom_kills(<its lines>)``.
+    None until then: "not read", never "none"."""
+    return None
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G3 from ``/proc/meminfo`` fields (kB) and NVML memory answers."""
-    return decide(facts, params.option("workload_gb"), params.threshold("g3_margin_gb"))
+    """Decide G3 from ``/proc/meminfo`` fields (kB) and NVML memory answers, then what ends
+    a job before the pool is empty (:mod:`g03_pressure`)."""
+    workload = params.option("workload_gb")
+    head = decide(facts, workload, params.threshold("g3_margin_gb"))
+    total = facts.meminfo.get("MemTotal") if head.status is not Status.SKIP else None
+    out = Findings("G3")
+    pressure.fragmentation(facts, params, out)
+    pressure.cgroup(facts, workload, total, params, out)
+    pressure.ray(facts, total, params, out)
+    pressure.shm(facts, total, out)
+    pressure.oom_kills(facts, out)
+    return pressure.merge(head, out)
 
 
 @dataclass

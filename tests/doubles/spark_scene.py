@@ -335,6 +335,9 @@ class Scene:
             folder.mkdir(parents=True, exist_ok=True)
         (self.root / "proc" / "meminfo").write_text(gb10.meminfo())
         make_root(self.root, gb10.stack_files())  # kernel 6.17.0-1031-nvidia, the open module 580.173.02
+        for rel, text in gb10.memory_files().items():  # G3's buddyinfo, vmstat, cgroup, mounts
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / rel).write_text(text)
         # the GPU's device nodes (their existence is what is read; plain files do)
         (self.root / "dev").mkdir(exist_ok=True)
         for node in ("nvidiactl", "nvidia0"):

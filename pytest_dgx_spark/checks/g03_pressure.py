@@ -1,0 +1,274 @@
+"""G3's second question: what ends the job before the pool is empty (issue 22, N4 and N6).
+
+Pure decisions on the readings of :mod:`pytest_dgx_spark.probes.memory_pressure`, each
+written into a :class:`Findings`, then merged with the headroom verdict (:func:`merge`):
+
+* fragmentation (N4): free memory in zone Normal held in blocks of at least
+  ``g3_contig_block_mib`` (32 MiB), counted as that many 32 MiB blocks (a 64 MiB block is 2),
+  the rule of sparkring PR #202 ("at least 96 GiB available RAM plus 200 equivalent 32 MiB
+  Normal-zone blocks"). None at all FAILs: every report of the livelock had none
+  (sparkring #173: "zero of 32 MiB"; MiaAI DeepSeek-v4.1 #23: order 10+ = 0 on all four
+  ranks, power cycle to recover). Fewer than ``g3_contig_blocks_min`` WARNs: sparkring's
+  gate refuses the launch there, but a box just under it may still load.
+* a cgroup memory limit below the workload (FAIL) or, with no workload declared, well
+  under MemTotal (WARN); Ray's memory monitor on unified memory (WARN, GB10 profile);
+  ``/dev/shm`` (a note); kernel OOM kills (WARN naming the victim).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_dgx_spark.checks.kit import Findings, first_n, plus_more
+from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.memory_pressure import PAGE_SIZES_KIB
+
+KIB_PER_GIB = 1024 * 1024
+#: compaction failing this often (compact_fail / compact_stall) makes a reboot the fix:
+#: sparkring #173's ranks failed 50 % and 40 %, and compacting recovered 55 and 0 blocks
+COMPACT_FAIL_REBOOT = 0.4
+#: a /dev/shm that may grow past this is worth a note (F6: `shm_size: 64gb` against `10g`)
+SHM_NOTE_GIB = 16.0
+RAY_DEFAULT_THRESHOLD = 0.95
+RAY_DEFAULT_REFRESH_MS = 250
+COMPACT_CMD = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory'"
+KERNEL_LOG_PENDING = "kernel OOM kills: not read (no kernel log reader in this build)"
+
+
+def gib(kib: float) -> float:
+    return round(kib / KIB_PER_GIB, 1)
+
+
+def page_size_kib(facts: Any, counters: Mapping[str, int]) -> int | None:
+    """The base page size: the kernel's (THP's PMD size, :func:`memory_pressure.page_size`), else
+    MemFree (kB) over ``nr_free_pages`` when they agree within 10 % (the same memory in two units
+    on a plain kernel; a VM's balloon breaks it, hence the tolerance)."""
+    known = (facts.page_size or {}).get("kib")
+    if known:
+        return int(known)
+    pages, free = counters.get("nr_free_pages"), facts.meminfo.get("MemFree")
+    if not pages or not free or pages <= 0 or free <= 0:
+        return None
+    ratio = free / pages
+    return next((p for p in PAGE_SIZES_KIB if abs(ratio / p - 1) <= 0.1), None)
+
+
+def normal_counts(zones: list[Any]) -> list[int]:
+    """Free blocks per order in zone Normal, summed over NUMA nodes (as sparkring does)."""
+    total: list[int] = []
+    for zone in zones:
+        if zone.get("zone") != "Normal":
+            continue
+        counts = list(zone.get("counts") or [])
+        total += [0] * (len(counts) - len(total))
+        for order, count in enumerate(counts):
+            total[order] += count
+    return total
+
+
+def contiguous(counts: list[int], page_kib: int, block_mib: float) -> tuple[int, float, bool]:
+    """``(equivalent blocks, largest free block MiB, capped)``: the free memory in blocks of at
+    least ``block_mib`` as that many ``block_mib`` blocks. ``capped``: this kernel's largest
+    block is smaller (4 KiB pages: 4 MiB), so the largest order's memory is counted instead."""
+    sizes = [page_kib * (1 << order) / 1024 for order in range(len(counts))]  # MiB per block
+    largest = max((s for s, c in zip(sizes, counts, strict=True) if c), default=0.0)
+    capped = bool(sizes) and sizes[-1] < block_mib
+    floor = sizes[-1] if capped else block_mib
+    free_mib = sum(s * c for s, c in zip(sizes, counts, strict=True) if s >= floor)
+    return int(free_mib // block_mib), largest, capped
+
+
+def _compaction(counters: Mapping[str, int], out: Findings) -> str:
+    """The compaction readings; the reboot advice when compaction mostly fails here."""
+    for key in ("compact_stall", "compact_fail", "compact_success"):
+        if key in counters:
+            out.read(key, counters[key])
+    stall, fail = counters.get("compact_stall", 0), counters.get("compact_fail", 0)
+    if stall and fail / stall >= COMPACT_FAIL_REBOOT:
+        return f"; compaction fails here ({fail} of {stall} direct compactions since boot), so reboot rather than compact"
+    return ""
+
+
+def fragmentation(facts: Any, params: Any, out: Findings) -> None:
+    """N4: flag a zone Normal without enough free high-order blocks."""
+    buddy, vm = facts.buddyinfo, facts.vmstat
+    if buddy is None:
+        out.note("/proc/buddyinfo: not read")
+        return
+    counters = (vm or {}).get("counters") or {}
+    reboot = _compaction(counters, out)
+    if vm and vm.get("error"):
+        out.note(f"compaction counters: {vm['error']}")
+    if buddy.get("error"):
+        out.note(f"free-block check not made: {buddy['error']}")
+        return
+    zones = buddy.get("zones") or []
+    counts, page = normal_counts(zones), page_size_kib(facts, counters)
+    if not counts or page is None:
+        size_error = (facts.page_size or {}).get("error")
+        why = "no zone Normal in /proc/buddyinfo" if not counts else (
+            f"page size unknown ({size_error or 'no THP PMD size'}; MemFree / nr_free_pages fits no page size)")
+        out.note(f"free-block check not made: {why}")
+        return
+    block, minimum = params.threshold("g3_contig_block_mib"), params.threshold("g3_contig_blocks_min")
+    blocks, largest, capped = contiguous(counts, page, block)
+    out.read("page_size", page, "KiB")
+    out.read("normal_free_blocks", blocks, f"x {block:g} MiB")
+    out.read("largest_free_block", round(largest, 3), "MiB")
+    if capped:
+        out.note(f"this kernel's largest buddy block is {page * (1 << (len(counts) - 1)) // 1024} MiB ({page} KiB "
+                 f"pages): zone Normal's free memory in blocks of that size counts as {block:g} MiB blocks")
+    if minimum <= 0 or blocks >= minimum:
+        return
+    what = "no" if blocks == 0 else f"{blocks} x {block:g} MiB worth of"
+    free_gib = round(sum(page * (c << o) for o, c in enumerate(counts)) / KIB_PER_GIB, 1)
+    out.read("normal_free", free_gib, "GiB")
+    state = "physical memory is fragmented" if free_gib * 1024 >= minimum * block else (
+        "what is free is in small pieces and the rest must be reclaimed and compacted first")
+    text = (f"zone Normal has {what} free blocks of {block:g} MiB or more (want >= {minimum:g}; {free_gib:g} GiB "
+            f"free, largest block {largest:g} MiB): {state}, so large driver allocations stall or fail "
+            "(NV_ERR_NO_MEMORY) and can livelock the host although MemAvailable looks fine (sparkring #173)")
+    fix = (f"between runs: {COMPACT_CMD}, then check again; if still below {minimum:g}, reboot{reboot}; "
+           "do not start a large load right after killing a large process")
+    out.flag(Status.FAIL if blocks == 0 else Status.WARN, text, fix,
+             f"memory fragmented: {blocks} free {block:g} MiB blocks in zone Normal (want >= {minimum:g})",
+             "reboot" if reboot else "compact memory as root (drop_caches, compact_memory) or reboot")
+
+
+def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: Any, out: Findings) -> None:
+    """N6: a container/cgroup memory limit, an OOM killer that fires before the pool is empty."""
+    cg = facts.cgroup
+    if cg is None:
+        out.note("cgroup memory limit: not read")
+        return
+    if cg.get("error"):
+        out.note(f"cgroup memory limit: cannot read ({cg['error']})")
+        return
+    limit = cg.get("limit_bytes")
+    if limit is None:
+        out.read("cgroup_memory_limit", "max")
+        return
+    limit_g, where = round(limit / (1 << 30), 1), cg.get("file") or "the cgroup"
+    out.read("cgroup_memory_limit", limit_g, "GiB")
+    raise_it = "raise or remove the container's memory limit (docker run --memory, compose mem_limit, Kubernetes " \
+               "resources.limits.memory)"
+    if workload is not None and limit < workload * (1 << 30):
+        out.fail(f"this process's cgroup limits memory to {limit_g:g} GiB ({where}), below the workload "
+                 f"{workload:g} GiB: the cgroup's OOM killer ends the job there, whatever MemAvailable says",
+                 f"{raise_it} above the workload, or shrink the workload",
+                 f"cgroup memory limit {limit_g:g} GiB < workload {workload:g} GiB", "raise the container's memory limit")
+        return
+    fraction = params.threshold("g3_cgroup_limit_fraction")
+    if workload is None and total_kib and limit < fraction * total_kib * 1024:
+        out.warn(f"this process's cgroup limits memory to {limit_g:g} GiB of {gib(total_kib):g} GiB ({where}): a job "
+                 "above it is OOM-killed while the pool still has room",
+                 f"declare --spark-workload-gb to check the job fits under it, or {raise_it}",
+                 f"cgroup memory limit {limit_g:g} of {gib(total_kib):g} GiB", "declare --spark-workload-gb, or raise it")
+        return
+    out.note(f"cgroup memory limit {limit_g:g} GiB ({where})")
+
+
+def _number(raw: Any, default: float) -> float | None:
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def ray(facts: Any, total_kib: int | None, params: Any, out: Findings) -> None:
+    """N6: Ray's memory monitor kills workers at 95 % of node memory; on unified memory the
+    GPU's allocations are node memory (MiaAI-Lab GLM-5.3-Flash-NVFP4-Dual-DGX-Spark PR #2)."""
+    info = facts.ray
+    if not info or not info.get("version"):
+        return
+    refresh = _number(info.get("refresh_ms"), RAY_DEFAULT_REFRESH_MS)
+    threshold = _number(info.get("threshold"), RAY_DEFAULT_THRESHOLD)
+    if refresh is None or threshold is None:
+        out.note(f"Ray's memory monitor: unreadable RAY_memory_monitor_refresh_ms={info.get('refresh_ms')!r} or "
+                 f"RAY_memory_usage_threshold={info.get('threshold')!r}")
+        return
+    out.read("ray_memory_threshold", threshold if refresh > 0 else "off")
+    if refresh <= 0:
+        out.note("Ray's memory monitor is off (RAY_memory_monitor_refresh_ms=0)")
+        return
+    at = f" ({gib(threshold * total_kib):g} of {gib(total_kib):g} GiB)" if total_kib else ""
+    text = f"Ray {info['version']} kills workers once node memory passes {threshold:g}{at}"
+    if not params.gb10:
+        out.note(text + " (counts host memory; a discrete GPU's memory is not in it)")
+        return
+    out.warn(text + ", and on unified memory the GPU's allocations count as node memory "
+             "(ray.exceptions.OutOfMemoryError at 0.950345 on a Spark)",
+             "export RAY_memory_monitor_refresh_ms=0 on every node before ray start",
+             f"Ray's memory monitor kills workers at {threshold:g} of node memory",
+             "RAY_memory_monitor_refresh_ms=0 on every node")
+
+
+def shm(facts: Any, total_kib: int | None, out: Findings) -> None:
+    """``/dev/shm`` is tmpfs in the same pool: what is written there is not free for CUDA."""
+    mount = facts.dev_shm
+    if mount is None:
+        return
+    if mount.get("error"):
+        out.note(f"/dev/shm: cannot read its size ({mount['error']})")
+        return
+    if mount.get("fstype") != "tmpfs":
+        return
+    size, percent = mount.get("size_kib"), mount.get("percent")
+    share = 50.0 if size is None and percent is None else percent
+    if share is not None:
+        size = int(total_kib * share / 100) if total_kib else None
+    if size is None:
+        return
+    out.read("dev_shm_size", gib(size), "GiB")
+    if gib(size) >= SHM_NOTE_GIB:
+        out.note(f"/dev/shm (tmpfs) may grow to {gib(size):g} GiB, out of the same memory pool: what is written "
+                 "there is not free for CUDA (size it small, docker --shm-size)")
+
+
+def oom_kills(facts: Any, out: Findings) -> None:
+    """The kernel's recent OOM kills (filled by the kernel log reader): the victim is often not
+    the engine but the biggest process beside it (LMCache #4759)."""
+    kills = facts.oom_kills
+    if kills is None:
+        out.note(KERNEL_LOG_PENDING)
+        return
+    out.read("oom_kills", len(kills))
+    if not kills:
+        return
+    last = kills[-1]
+    rss = f", anon-rss {gib(last['anon_rss_kb']):g} GiB" if last.get("anon_rss_kb") is not None else ""
+    earlier = first_n([f"pid {k['pid']} ({k['name']})" for k in reversed(kills[:-1])], 3, sep=", ")
+    out.warn(f"the kernel's OOM killer killed {len(kills)} process{'es' if len(kills) > 1 else ''} since boot, "
+             f"the latest pid {last['pid']} ({last['name']}{rss})" + (f", before it {earlier}" if earlier else "") + ": on unified memory a load spike "
+             "drives the global watermark and the biggest process beside the engine dies",
+             "leave headroom for the load spike (a lower --gpu-memory-utilization or an explicit KV cache size), "
+             "add swap, or lower the victim's oom_score_adj; G6 lists what holds the pool",
+             f"kernel OOM-killed pid {last['pid']} ({last['name']})", "leave headroom for the load spike; add swap")
+
+
+_RANK = {Status.FAIL: 0, Status.WARN: 1}
+
+
+def merge(head: Result, extra: Findings) -> Result:
+    """The headroom verdict and these findings as one G3 result: the worst status wins, the
+    findings come first (FAIL before WARN, the headroom's own first among equals)."""
+    readings, details = [*head.readings, *extra.readings], [*head.details, *extra.details]
+    if extra.status is None:
+        return Result(head.check_id, head.status, head.summary, head.fix, readings, details=details,
+                      headline=head.headline, short_fix=head.short_fix, by_choice=head.by_choice)
+    items = [(head.status, head.summary, head.fix, head.headline, head.short_fix)] if head.status in _RANK else []
+    items += [(Status.FAIL, t, f, *extra.short.get(t, (t, f))) for t, f in extra.problems]
+    items += [(Status.WARN, t, f, *extra.short.get(t, (t, f))) for t, f in extra.warnings]
+    items.sort(key=lambda item: _RANK[item[0]])
+    texts = [item[1] for item in items]
+    context = [] if head.status in _RANK else [head.summary]
+    fixes = list(dict.fromkeys(item[2] for item in items if item[2]))
+    first = items[0]
+    return Result(head.check_id, first[0], "; ".join([*texts[:3], *context]), "; ".join(fixes[:3]), readings,
+                  details=[*texts[3:], *details], headline=plus_more(first[3] or first[1], len(items)),
+                  short_fix=first[4])

@@ -1,0 +1,279 @@
+"""What ends a job on a unified-memory box before the pool is empty (G3, issue 22 N4/N6).
+
+Readings, each through the machine's root (``SPARK_PREFLIGHT_HOST_ROOT``) and bounded:
+
+* ``/proc/buddyinfo`` and ``/proc/vmstat``: free blocks per order and the compaction
+  counters. After days of uptime a Spark shows ~118 GiB MemAvailable and no free block
+  of 32 MiB; loads stall and the driver logs ``NV_ERR_NO_MEMORY`` (sparkring #173).
+* the memory limit of this process's cgroup (v2 ``memory.max``, v1
+  ``memory.limit_in_bytes``): a container limit is an OOM killer of its own.
+* ``/dev/shm`` from ``/proc/mounts``: a tmpfs carved out of the same pool.
+* kernel OOM-kill lines (``Out of memory: Killed process …``), parsed here; reading
+  the kernel log is the kernel log reader's job, not this module's.
+
+Every function returns plain data (a check's Facts) and never raises on bad input:
+what cannot be read comes back as an ``error`` line.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any, Protocol, TypedDict
+
+#: a ``/proc`` file of this kind is a few KiB; more is not a real one
+PROC_LIMIT = 256 * 1024
+#: ``memory.max`` and friends hold one number
+VALUE_LIMIT = 4096
+#: cgroup levels walked up from this process's cgroup (real ones are < 10 deep)
+MAX_CGROUP_DEPTH = 32
+#: v1's "no limit" is PAGE_COUNTER_MAX pages (~2^63 bytes); anything this large is none
+V1_UNLIMITED = 1 << 62
+#: the vmstat counters G3 keeps
+VMSTAT_KEYS = ("nr_free_pages", "compact_stall", "compact_fail", "compact_success")
+#: Linux base page sizes (KiB): x86-64 4, arm64 4, 16 or 64
+PAGE_SIZES_KIB = (4, 16, 64)
+PMD_SIZE_FILE = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
+#: at most this many OOM kills are kept (the latest); a kernel log may hold thousands
+MAX_OOM_KILLS = 20
+
+_BUDDY = re.compile(r"^Node\s+(\d{1,4}),\s+zone\s+(\w{1,16})((?:\s+\d{1,19}){1,32})\s*$")
+_VMSTAT = re.compile(r"^(\w{1,64})\s+(-?\d{1,20})\s*$")
+_OOM = re.compile(
+    r"(?P<cg>Memory cgroup )?[Oo]ut of memory(?: \([\w ]{1,40}\))?: Killed process (?P<pid>\d{1,10}) "
+    r"\((?P<name>.{0,64}?)\)(?=[ ,]|$)(?:.*?\banon-rss:(?P<anon>\d{1,20})kB)?"
+)
+_SIZE = re.compile(r"^(\d{1,20})([kKmMgGtTpPeE%]?)$")
+
+
+class MachineLike(Protocol):
+    """The part of :class:`~pytest_dgx_spark.probes.machine.MachineLike` read here."""
+
+    def read_text(self, absolute: str, limit: int = ...) -> tuple[str | None, str | None]: ...
+    def exists(self, absolute: str) -> bool: ...
+
+
+class PageSize(TypedDict, total=False):
+    kib: int | None
+    error: str | None
+
+
+class BuddyZone(TypedDict):
+    node: int
+    zone: str
+    counts: list[int]  # free blocks of order 0, 1, 2, …
+
+
+class Buddy(TypedDict, total=False):
+    zones: list[BuddyZone]
+    error: str | None
+
+
+class Vmstat(TypedDict, total=False):
+    counters: dict[str, int]
+    error: str | None
+
+
+class CgroupLimit(TypedDict, total=False):
+    version: int | None  # 2, 1, or None when no memory cgroup was found
+    cgroup: str | None  # this process's cgroup path
+    limit_bytes: int | None  # the smallest limit on the way to the root; None: no limit
+    file: str | None  # the file that set it
+    error: str | None
+
+
+class ShmMount(TypedDict, total=False):
+    fstype: str | None  # None: nothing is mounted on /dev/shm
+    size_kib: int | None  # None with a tmpfs: no size= option, the kernel's default (half of RAM)
+    percent: float | None  # size=N% of RAM
+    error: str | None
+
+
+class OomKill(TypedDict):
+    """One kernel OOM kill, from its ``Killed process`` line."""
+
+    pid: int
+    name: str
+    anon_rss_kb: int | None
+    text: str
+
+
+def parse_buddyinfo(text: str) -> list[BuddyZone]:
+    """``Node 0, zone   Normal  15 66 …`` lines -> zones; lines that do not parse are ignored."""
+    zones: list[BuddyZone] = []
+    for line in text.splitlines():
+        m = _BUDDY.match(line.strip())
+        if m:
+            zones.append({"node": int(m.group(1)), "zone": m.group(2), "counts": [int(c) for c in m.group(3).split()]})
+    return zones
+
+
+def parse_vmstat(text: str, keys: tuple[str, ...] = VMSTAT_KEYS) -> dict[str, int]:
+    """``/proc/vmstat`` -> ``{name: value}`` for ``keys`` (all of them when ``keys`` is empty)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _VMSTAT.match(line.strip())
+        if m and (not keys or m.group(1) in keys):
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def buddyinfo(machine: MachineLike) -> Buddy:
+    text, error = machine.read_text("/proc/buddyinfo", PROC_LIMIT)
+    if text is None:
+        return {"zones": [], "error": error}
+    zones = parse_buddyinfo(text)
+    if not zones:
+        return {"zones": [], "error": "/proc/buddyinfo has no readable 'Node N, zone NAME counts' line"}
+    return {"zones": zones, "error": None}
+
+
+def vmstat(machine: MachineLike) -> Vmstat:
+    text, error = machine.read_text("/proc/vmstat", PROC_LIMIT)
+    if text is None:
+        return {"counters": {}, "error": error}
+    counters = parse_vmstat(text)
+    if not counters:
+        return {"counters": {}, "error": "/proc/vmstat has none of " + ", ".join(VMSTAT_KEYS)}
+    return {"counters": counters, "error": None}
+
+
+def page_size(machine: MachineLike) -> PageSize:
+    """The base page size from THP's PMD size (``/sys/kernel/mm/transparent_hugepage/hpage_pmd_size``):
+    a PMD maps PAGE_SIZE / 8 pages, so 2 MiB means 4 KiB pages, 32 MiB 16 KiB, 512 MiB 64 KiB.
+    Read through the root like /proc, and planted by a test; the kernel's own figure, where the
+    ratio MemFree / ``nr_free_pages`` is not (a VM's balloon made it 19.9 on a 4 KiB box)."""
+    text, error = machine.read_text(PMD_SIZE_FILE, VALUE_LIMIT)
+    if text is None:
+        return {"kib": None, "error": error}
+    value = text.strip()
+    pmd = int(value) if re.fullmatch(r"\d{1,20}", value) else 0
+    kib = next((p for p in PAGE_SIZES_KIB if (p * 1024) * (p * 1024 // 8) == pmd), None)
+    return {"kib": kib, "error": None if kib else f"{PMD_SIZE_FILE} holds {value[:40]!r}, no page size's PMD"}
+
+
+def parse_cgroup(text: str) -> tuple[int, str] | None:
+    """``(version, path)`` of the memory cgroup in ``/proc/self/cgroup``: v1's ``N:memory:/p``
+    (or ``memory`` among joined controllers) wins, else v2's ``0::/p``; None without either."""
+    v2 = None
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        if "memory" in parts[1].split(","):
+            return 1, parts[2]
+        if parts[0] == "0" and parts[1] == "":
+            v2 = (2, parts[2])
+    return v2
+
+
+def _limit_value(raw: str, version: int) -> int | None:
+    """Bytes, or None for no limit; ValueError for anything else."""
+    value = raw.strip()
+    if value == "max":
+        return None
+    if not re.fullmatch(r"\d{1,20}", value):
+        raise ValueError(f"holds {value[:40]!r}, not a number of bytes or 'max'")
+    number = int(value)
+    return None if version == 1 and number >= V1_UNLIMITED else number
+
+
+def _levels(path: str) -> list[str]:
+    """``/a/b`` -> ``["/a/b", "/a", "/"]`` (at most :data:`MAX_CGROUP_DEPTH`)."""
+    path = posixpath.normpath("/" + path.strip().lstrip("/"))
+    levels = [path]
+    while path != "/" and len(levels) < MAX_CGROUP_DEPTH:
+        path = posixpath.dirname(path)
+        levels.append(path)
+    return levels
+
+
+def cgroup_limit(machine: MachineLike) -> CgroupLimit:
+    """The smallest memory limit from this process's cgroup up to the root of what
+    ``/sys/fs/cgroup`` shows (inside a container that root is the container's own cgroup)."""
+    text, error = machine.read_text("/proc/self/cgroup", PROC_LIMIT)
+    if text is None:
+        return {"version": None, "cgroup": None, "limit_bytes": None, "file": None, "error": error}
+    found = parse_cgroup(text)
+    if found is None:
+        return {"version": None, "cgroup": None, "limit_bytes": None, "file": None,
+                "error": "/proc/self/cgroup names no memory cgroup (neither v2 '0::/…' nor v1 'memory')"}
+    version, path = found
+    base, name = ("/sys/fs/cgroup", "memory.max") if version == 2 else ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")
+    if not machine.exists(base):
+        return {"version": version, "cgroup": path, "limit_bytes": None, "file": None,
+                "error": f"{base} is not mounted: the cgroup's memory limit cannot be read"}
+    best: tuple[int, str] | None = None
+    for level in _levels(path):
+        file = posixpath.join(base + level.rstrip("/"), name) if level != "/" else f"{base}/{name}"
+        if not machine.exists(file):
+            continue
+        raw, why = machine.read_text(file, VALUE_LIMIT)
+        try:
+            limit = _limit_value(raw, version) if raw is not None else None
+        except ValueError as exc:
+            why = f"{file} {exc}"
+        if why:
+            return {"version": version, "cgroup": path, "limit_bytes": None, "file": file, "error": why}
+        if limit is not None and (best is None or limit < best[0]):
+            best = (limit, file)
+    return {"version": version, "cgroup": path, "limit_bytes": best[0] if best else None,
+            "file": best[1] if best else None, "error": None}
+
+
+def _mount_size(options: str) -> tuple[int | None, float | None]:
+    """tmpfs ``size=`` as (KiB, None) or (None, percent of RAM); (None, None) without one."""
+    for opt in options.split(","):
+        if not opt.startswith("size="):
+            continue
+        m = _SIZE.match(opt[5:])
+        if not m:
+            raise ValueError(f"size option {opt[:40]!r} is not a size")
+        number, unit = int(m.group(1)), m.group(2).lower()
+        if unit == "%":
+            return None, float(number)
+        shift = {"": -10, "k": 0, "m": 10, "g": 20, "t": 30, "p": 40, "e": 50}[unit]
+        return (number << shift if shift >= 0 else number >> -shift), None
+    return None, None
+
+
+def dev_shm(machine: MachineLike) -> ShmMount:
+    """What is mounted on ``/dev/shm`` (the last mount there wins) and its size limit."""
+    text, error = machine.read_text("/proc/mounts", 1 << 20)
+    if text is None:
+        return {"fstype": None, "size_kib": None, "percent": None, "error": error}
+    entry = None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "/dev/shm":
+            entry = fields
+    if entry is None:
+        return {"fstype": None, "size_kib": None, "percent": None, "error": None}
+    try:
+        size, percent = _mount_size(entry[3])
+    except ValueError as exc:
+        return {"fstype": entry[2], "size_kib": None, "percent": None, "error": f"/proc/mounts: /dev/shm {exc}"}
+    return {"fstype": entry[2], "size_kib": size, "percent": percent, "error": None}
+
+
+def parse_oom_kill(line: str) -> OomKill | None:
+    """The victim of one kernel line ``Out of memory: Killed process 3742074 (lmcache)
+    total-vm:81306880kB, anon-rss:1058560kB, …`` (also ``Memory cgroup out of memory: …``
+    and a dmesg/kmsg prefix before it), or None for any other line."""
+    m = _OOM.search(line)
+    if not m:
+        return None
+    anon = m.group("anon")
+    return {"pid": int(m.group("pid")), "name": m.group("name"), "anon_rss_kb": int(anon) if anon else None,
+            "text": line.strip()[:400]}
+
+
+def parse_oom_kills(lines: Any, keep: int = MAX_OOM_KILLS) -> list[OomKill]:
+    """The last ``keep`` OOM kills among ``lines`` (an iterable of kernel log lines, oldest first)."""
+    kills: list[OomKill] = []
+    for line in lines:
+        kill = parse_oom_kill(str(line))
+        if kill is not None:
+            kills.append(kill)
+            del kills[:-keep]
+    return kills

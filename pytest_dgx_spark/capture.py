@@ -32,8 +32,9 @@ OLDEST = 1
 #: store keys that are not raw probe answers (the engine's own bookkeeping)
 _NOT_PROBES = ("facts:", "result:")
 #: raw answers left out: the process table holds every command line on the box;
-#: G6's facts keep what G6 read of it, already cut to programs and flags
-_LEFT_OUT = ("processes",)
+#: G6's facts keep what G6 read of it, already cut to programs and flags; the kernel
+#: log holds up to 100,000 lines of anything (G4's facts keep its Xid lines)
+_LEFT_OUT = ("processes", "kernel_log")
 
 
 class CaptureError(Exception):
@@ -173,7 +174,8 @@ def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Map
     this version's ``Facts`` (``None`` when they do): another version wrote them,
     and a missing field's default would change the verdict silently."""
     fields = [f.name for f in dataclasses.fields(kind)]
-    missing = [name for name in fields if name not in facts]
+    later = getattr(kind, "NOT_CAPTURED", {})  # added since: their absence says "not read", no silent verdict
+    missing = [name for name in fields if name not in facts and name not in later]
     unknown = [str(name) for name in facts if name not in fields]
     if not missing and not unknown:
         return None

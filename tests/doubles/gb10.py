@@ -117,3 +117,22 @@ def torch(**changes: Any) -> dict[str, Any]:
     scenario = copy.deepcopy(TORCH)
     scenario.update(changes)
     return scenario
+
+
+#: lines a real Spark's kernel logged: the GPU found at GB10's bus id (dmesg_xid_5.txt)
+GPU_FOUND = "NVRM: GPU at PCI:000f:01:00: GPU-0f059bf0-a212-94c1-44a7-1068a6c6be66"
+
+
+def kmsg(lines: list[str], *, first_seq: int = 1, first_usec: int = 5_123_456, step_usec: int = 1_000_000) -> str:
+    """``/dev/kmsg`` records (``pri,seq,usec,flags;text``, the kernel's format: Documentation/ABI/
+    testing/dev-kmsg) holding ``lines``, one second apart; a plain file under a test root is
+    read line by line. Priority 3 (err) for NVRM lines, as the driver logs Xids, else 6 (info)."""
+    out = []
+    for n, text in enumerate(lines):
+        pri = 3 if text.startswith("NVRM:") and "Xid" in text else 6
+        out.append(f"{pri},{first_seq + n},{first_usec + n * step_usec},-;{text}\n")
+    return "".join(out)
+
+
+#: a healthy Spark's kernel log: the GPU found, no Xid
+HEALTHY_KMSG = kmsg([GPU_FOUND])

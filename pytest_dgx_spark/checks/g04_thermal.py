@@ -597,9 +597,9 @@ def _xid_stage(facts: Facts, out: Findings) -> list[Reading]:
     else:
         per = ", ".join(f"{k} {sum(c.values())}" for k, c in counts.items() if c)
         out.note(f"{where}: {total} Xid events ({per}); latest first:")
-        out.note(*(f"  {_xid_line(x)}" for x in facts.xids[:XID_SHOWN]))
-        if len(facts.xids) > XID_SHOWN:
-            out.note(f"  … {total - XID_SHOWN} earlier")
+        out.note(*(_xid_line(x) for x in facts.xids[:XID_SHOWN]))
+        if total > XID_SHOWN:
+            out.note(f"and {total - XID_SHOWN} earlier Xid events")
     for klass in ("hardware", "application", "other"):
         if counts[klass]:
             _xid_finding(klass, counts[klass], facts, out)

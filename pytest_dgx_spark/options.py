@@ -20,14 +20,16 @@ MAX_WORKLOAD_GIB = 65536.0  # 64 TiB: more than any one machine G3 could judge
 MAX_BANDWIDTH_GBPS = 100000.0  # some 20x the fastest GPU memory shipping
 
 #: the value of an option not given, by kind (unless the Option says otherwise)
-EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "pairs": MappingProxyType({})}
+EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "pairs": MappingProxyType({}),
+                         "xid-classes": MappingProxyType({})}
 #: option kind -> the pytest ini type of its ``spark_preflight_*`` key
-INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "pairs": "linelist"}
+INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "pairs": "linelist",
+             "xid-classes": "linelist"}
 
 
 class Option:
     """One option. ``kind`` picks its parser (``settings.PARSERS``): bool,
-    float, str, name, url, choice, ids, path, infile, paths or pairs;
+    float, str, name, url, choice, ids, path, infile, paths, pairs or xid-classes;
     ``maximum`` refuses a duration or size past any sane run in one line."""
 
     __slots__ = ("choices", "default", "exclusive_min", "group", "help", "kind", "maximum", "metavar",
@@ -100,6 +102,9 @@ OPTIONS: tuple[Option, ...] = (
            "headroom (never implied)."),
     Option("threshold", "pairs", "run", "override a threshold, NAME=VALUE (repeatable); "
            "`spark-preflight --help-thresholds` lists the names.", metavar="NAME=VALUE"),
+    Option("xid-class", "xid-classes", "run", "G4: put Xid codes in a class, CODE=hardware|application|ignore "
+           "(repeatable): hardware FAILs, application WARNs naming the process, ignore leaves it listed only.",
+           metavar="CODE=CLASS"),
     Option("github-url", "url", "probe", "G8: GitHub REST base URL (a mirror or GitHub Enterprise; default "
            f"{DEFAULT_GITHUB_URL}).", metavar="URL", default=DEFAULT_GITHUB_URL),
     Option("tp-across-nodes", "choice", "run", "G10: status for tensor parallelism across nodes (default "
@@ -144,7 +149,7 @@ def add_pytest_options(parser: Any) -> None:
                   "was given", type="bool", default=False)  # fmt: skip
     for opt in OPTIONS:
         kw: dict[str, Any] = {"action": "store_true"} if opt.kind == "bool" else {
-            "action": "append" if opt.kind in ("paths", "pairs") else "store",
+            "action": "append" if opt.kind in ("paths", "pairs", "xid-classes") else "store",
             "metavar": opt.metavar or opt.name.upper(),
         }  # fmt: skip
         group.addoption(opt.flag, default=None, dest=opt.dest, help=opt.help, **kw)
@@ -211,7 +216,7 @@ def add_cli_options(parser: argparse.ArgumentParser) -> dict[str, argparse._Argu
     for opt in OPTIONS:
         text = argparse.SUPPRESS if opt.name in PYTEST_ONLY else CLI_HELP.get(opt.name, opt.help)
         kw: dict[str, Any] = {"action": "store_true"}
-        if opt.kind in ("paths", "pairs"):
+        if opt.kind in ("paths", "pairs", "xid-classes"):
             kw = {"action": "append", "metavar": opt.metavar}
         elif opt.kind != "bool":
             kw = {"metavar": "{" + ",".join(opt.choices) + "}" if opt.choices else opt.metavar or opt.name.upper()}

@@ -223,3 +223,31 @@ def test_nvml_utilisation_reaches_the_rule_through_the_child(tmp_path: Path, dou
     result = run_g4(spark_root(tmp_path, [gb10.GPU_FOUND]), gb10.nvml(device={"samples": samples}), doubles)
     assert result.status is Status.FAIL, result.line()
     assert result.headline == "stuck low-power state: 799 MHz, 19.5 W at 96 % load"
+
+
+# ---------------------------------------------------------------------- --spark-xid-class
+
+
+def _one(code: int) -> g4.Facts:
+    return facts(loaded(0, 2522, 11), xids=[{"code": code, "pci": "PCI:000f:01:00", "pid": 7, "name": "python",
+                                             "message": "m", "seq": 1, "t": 1.0}], xid_counts={str(code): 1})
+
+
+@pytest.mark.parametrize(("code", "chosen", "status"), [(13, "ignore", Status.INFO), (109, "hardware", Status.FAIL),
+                                                        (120, "application", Status.WARN), (120, None, Status.FAIL)])
+def test_an_xid_class_given_replaces_the_shipped_one(code: int, chosen: str | None, status: Status) -> None:
+    params = GB10_T.replace(options={"xid_class": {str(code): chosen}} if chosen else {})
+    result = g4.evaluate(_one(code), params)
+    assert result.status is status, result.line()
+    assert any(d.startswith(f"Xid {code} at 1.0 s") for d in result.details)
+
+
+def test_the_xid_class_option_reaches_g4_through_settings_and_ini(spark_env: Any) -> None:
+    from pytest_dgx_spark.options import BY_NAME
+    from pytest_dgx_spark.settings import parse_value
+
+    given = parse_value(BY_NAME["xid-class"], ["119=application 43=IGNORE", "0109=hardware"], "ini", Path("."))
+    assert given == {"119": "application", "43": "ignore", "109": "hardware"}
+    params = Params.from_settings(Settings(xid_class=given), "gb10")
+    assert g4.evaluate(_one(119), params).status is Status.WARN
+    assert Params.from_dict(json.loads(json.dumps(params.to_dict()))).option("xid_class") == given

@@ -493,7 +493,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G4 from a sample series and the clock-event counters (pure)."""
     early = _unreachable(facts)
     if early is not None:
-        return _with_xids(early, facts)
+        return _with_xids(early, facts, params)
     series = summarise(facts.samples)
     static = {int(d.get("index", 0)): d for d in facts.devices}
     out = Findings("G4")
@@ -505,7 +505,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     counters = _counters_stage(facts, params, out)
     driver_lost = bool(out.problems or facts.broken)
     low_power = _low_power_stage(facts, params, out)
-    xid = _xid_stage(facts, out)
+    xid = _xid_stage(facts, params, out)
     out.readings.extend(_readings(facts, series, static, ceilings) + counters + per_gpu + low_power + xid)
     # count and duration stay out of the line (they jitter; the readings carry them)
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
@@ -543,11 +543,11 @@ def _unreachable(facts: Facts) -> Result | None:
     return None
 
 
-def _with_xids(early: Result, facts: Facts) -> Result:
+def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
     """A G4 that could not sample still says what the kernel log holds; with no GPU to sample,
     a GSP/hardware Xid since boot (169: proprietary modules on GB10) is the reason, so it FAILs."""
     out = Findings("G4")
-    _xid_stage(facts, out)
+    _xid_stage(facts, params, out)
     early.details = [*early.details, *out.details]
     if early.status is Status.SKIP and out.problems and not (facts.missing or "").startswith(LIMITED):
         text, fix = out.problems[0]
@@ -557,8 +557,12 @@ def _with_xids(early: Result, facts: Facts) -> Result:
     return early
 
 
-def xid_class(code: int) -> str:
-    """``hardware`` (GSP or the GPU itself: FAIL), ``application`` (a process's kernel: WARN) or ``other``."""
+def xid_class(code: int, chosen: Mapping[str, str] | None = None) -> str:
+    """``hardware`` (GSP or the GPU itself: FAIL), ``application`` (a process's kernel: WARN),
+    ``other`` (WARN) or ``ignore`` (listed only); ``--spark-xid-class CODE=CLASS`` (``chosen``) first."""
+    given = (chosen or {}).get(str(code))
+    if given:
+        return given
     return "hardware" if code in XID_HARDWARE else "application" if code in XID_APPLICATION else "other"
 
 
@@ -579,16 +583,17 @@ def _xid_fix(codes: set[int]) -> tuple[str, str]:
     return XID_HW_FIX, "reboot; nvidia-bug-report.sh if it recurs"
 
 
-def _xid_stage(facts: Facts, out: Findings) -> list[Reading]:
+def _xid_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
     """N7: Xid events since boot, latest first, counted per class; GSP/hardware FAIL, the rest WARN."""
     if facts.kernel_log_source is None:
         if facts.kernel_log_problem:
             out.note(f"Xid events since boot not read: {facts.kernel_log_problem}")
         return [Reading("kernel_log_source", "none")]
-    counts: dict[str, dict[int, int]] = {"hardware": {}, "application": {}, "other": {}}
+    chosen = params.option("xid_class")
+    counts: dict[str, dict[int, int]] = {"hardware": {}, "application": {}, "other": {}, "ignore": {}}
     for code_text, n in facts.xid_counts.items():
         code = int(code_text) if str(code_text).isdigit() else -1
-        counts[xid_class(code)][code] = n
+        counts[xid_class(code, chosen)][code] = n
     total = sum(sum(c.values()) for c in counts.values())
     cut = f"; {facts.kernel_log_cut}" if facts.kernel_log_cut else ""
     where = f"kernel log ({facts.kernel_log_source}, {facts.kernel_log_records} records since boot{cut})"
@@ -602,7 +607,7 @@ def _xid_stage(facts: Facts, out: Findings) -> list[Reading]:
             out.note(f"and {total - XID_SHOWN} earlier Xid events")
     for klass in ("hardware", "application", "other"):
         if counts[klass]:
-            _xid_finding(klass, counts[klass], facts, out)
+            _xid_finding(klass, counts[klass], facts, chosen, out)
     return [
         Reading("kernel_log_source", facts.kernel_log_source),
         Reading("xid_events", total),
@@ -611,8 +616,8 @@ def _xid_stage(facts: Facts, out: Findings) -> list[Reading]:
     ]
 
 
-def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, out: Findings) -> None:
-    latest = next((x for x in facts.xids if xid_class(int(x.get("code") or -1)) == klass), None)
+def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Mapping[str, str], out: Findings) -> None:
+    latest = next((x for x in facts.xids if xid_class(int(x.get("code") or -1), chosen) == klass), None)
     named = ", ".join(f"Xid {c} x{n}" for c, n in sorted(codes.items(), key=lambda p: -p[1]))
     tail = f"; latest: {_xid_line(latest)}" if latest else ""
     first = int(latest["code"]) if latest else next(iter(codes))
@@ -627,7 +632,7 @@ def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, out: Findin
             who = f"pid {latest.get('pid')} {latest.get('name') or ''}".strip()
         out.warn(f"a GPU kernel faulted since boot ({who}): {named}{tail}", XID_APP_FIX,
                  f"Xid {first} since boot ({who})", "update/patch the faulting kernel path")
-    else:
+    elif klass == "other":
         out.warn(f"Xid events in the kernel log since boot: {named}{tail}", XID_OTHER_FIX,
                  f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue")
 

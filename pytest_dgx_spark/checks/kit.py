@@ -80,6 +80,7 @@ PARAM_OPTIONS = (
     "offline",
     "strict",
     "precision",
+    "xid_class",
 )
 
 

@@ -6,7 +6,7 @@ Every value is taken from a capture that someone posted from a real DGX Spark
 * NVML: ``NVIDIA GB10``, capability (12, 1), driver 580.173.02, CUDA 13.0;
   ``nvmlDeviceGetMemoryInfo`` and ``_v2`` answer ``NOT_SUPPORTED``; 35 C and
   11.17 W idle (``nvml_memory_1.txt``); power limit ``[N/A]``, SM clock 2522 of
-  3003 MHz, and the cumulative clock-event counters of a healthy box: ~3 h of
+  3003 MHz, 0 % utilisation (``nvidia-smi_3.txt``), and the cumulative clock-event counters of a healthy box: ~3 h of
   SW power capping, ~1.2 s of HW thermal slowdown since boot
   (``nvidia-smi_clocks_power_1.txt``); per-process memory works
   (``nvml_process_memory_1.txt``).
@@ -43,6 +43,7 @@ NVML: dict[str, Any] = {
             "max_clock_sm_mhz": 3003,
             "mem_bus_width_bits": "NotSupported",
             "clock_event_reasons": 0,
+            "utilization_gpu": 0,  # idle: GPU-Util 0% (nvidia-smi_3.txt)
             # cumulative clock-event counters, us (nvidia-smi_clocks_power_1.txt, a healthy node)
             "counters": {
                 "sw_power_cap": 10800240649,

@@ -241,17 +241,22 @@ def _from_command(name: str, res: CommandResult, *, limit: int) -> KernelLog:
 
 
 def read_kernel_log(
-    kmsg_path: str, command: Callable[[Sequence[str]], CommandResult], *, timeout: float = 10.0, limit: int = MAX_RECORDS
+    kmsg_path: str, command: Callable[[Sequence[str], float], CommandResult], *, timeout: float = 10.0, limit: int = MAX_RECORDS
 ) -> KernelLog:
     """The first readable of ``/dev/kmsg``, ``journalctl -k -b``, ``dmesg``; never raises.
-    ``command`` runs a program bounded in time and output (:func:`~pytest_dgx_spark.probes.commands.run_command`)."""
+    ``command(argv, seconds)`` runs a program bounded in time and output
+    (:func:`~pytest_dgx_spark.probes.commands.run_command`); the sources share ``timeout``."""
     begun = time.monotonic()
     problems: list[str] = []
     denied: list[str] = []
+
+    def left() -> float:  # the three sources share one time budget: the whole read is bounded by it
+        return round(max(0.5, timeout - (time.monotonic() - begun)), 1)
+
     attempts: list[Callable[[], KernelLog]] = [
         lambda: read_kmsg(kmsg_path, limit=limit, timeout=timeout),
-        lambda: _from_command("journalctl", command(JOURNALCTL), limit=limit),
-        lambda: _from_command("dmesg", command(DMESG), limit=limit),
+        lambda: _from_command("journalctl", command(JOURNALCTL, left()), limit=limit),
+        lambda: _from_command("dmesg", command(DMESG, left()), limit=limit),
     ]
     for attempt in attempts:
         try:

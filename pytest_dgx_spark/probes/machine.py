@@ -286,8 +286,8 @@ class Machine:
         The two programs run as :meth:`command` runs them, but their output is not kept in the
         store (a capture would record a MiB of kernel log; the store keeps the parsed records)."""
 
-        def run(argv: Sequence[str]) -> CommandResult:
-            return run_command(argv, timeout=self.timeout, env=self.env)
+        def run(argv: Sequence[str], seconds: float) -> CommandResult:
+            return run_command(argv, timeout=seconds, env=self.env)
 
         return self.store.get_or_compute("kernel_log", lambda: read_kernel_log(str(self.path(KMSG)), run, timeout=self.timeout))
 

@@ -504,8 +504,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
         per_gpu += _gpu_stage(s, static.get(index, {}), len(series) > 1, params, out, ceilings)
     counters = _counters_stage(facts, params, out)
     driver_lost = bool(out.problems or facts.broken)
+    xid = _xid_stage(facts, params, out)  # first: a GSP/hardware fault may be what holds the clocks down
     low_power = _low_power_stage(facts, params, out)
-    xid = _xid_stage(facts, params, out)
     out.readings.extend(_readings(facts, series, static, ceilings) + counters + per_gpu + low_power + xid)
     # count and duration stay out of the line (they jitter; the readings carry them)
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"

@@ -210,6 +210,7 @@ def test_dmesg_is_read_when_journalctl_has_nothing(tmp_path: Path, doubles: Any)
     tool(doubles, "dmesg", f"cat <<'EOF'\n[    5.123456] {XID_169[0]}\n[    5.223456] {XID_169[1]}\nEOF")
     log = machine(tmp_path, env=doubles.env).kernel_log()
     assert log["source"] == "dmesg" and [x.code for x in kl.xids(kl.records(log))] == [169]
+    assert log["problems"][1] == "journalctl: no journal files were found"  # a container: no permission asked
 
 
 def test_none_readable_as_this_user_says_so_and_how_to_allow_it(tmp_path: Path, doubles: Any) -> None:

@@ -54,7 +54,9 @@ _KMSG_HEAD = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
 #: ``[    5.123456] text`` (dmesg) and ``[    5.123456] host kernel: text`` (journalctl short-monotonic)
 _BRACKETED = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]\s?(.*)$")
 _JOURNAL_KERNEL = re.compile(r"^\S+\s+kernel:\s?(.*)$")
-_DENIED_WORDS = ("operation not permitted", "permission denied", "not seeing messages from other users", "no journal files")
+#: what journalctl and dmesg print when this user may not read the log ("No journal files were found"
+#: is a container without the host's journal: not a permission)
+_DENIED_WORDS = ("operation not permitted", "permission denied", "not seeing messages from other users")
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,8 @@ def _from_command(name: str, res: CommandResult, *, limit: int) -> KernelLog:
     if res.error:
         return {"source": None, "records": [], "problems": [res.describe()], "denied": None}
     found = parse_text_log(res.stdout)
+    if not found and "no journal files" in text:
+        return {"source": None, "records": [], "problems": [f"{name}: no journal files were found"], "denied": None}
     if name == "journalctl":
         found.reverse()  # it printed newest first
     if res.overflow and found:  # the runner kept the first MiB: journalctl's newest, dmesg's oldest

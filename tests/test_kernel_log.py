@@ -11,8 +11,13 @@ first on PATH print the real formats.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -148,6 +153,52 @@ def test_an_unreadable_kmsg_says_how_to_allow_it(tmp_path: Path) -> None:
     log = machine(tmp_path, env={"PATH": str(tmp_path / "nothing")}).kernel_log()
     assert log["source"] is None
     assert "sudo sysctl kernel.dmesg_restrict=0" in str(log["denied"]) and "systemd-journal" in str(log["denied"])
+
+
+def _runs_as_nobody(python: str, drop: Any) -> bool:
+    try:
+        return subprocess.run([python, "-c", "pass"], preexec_fn=drop, cwd="/", timeout=30, capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user; the chmod 000 test covers a user")
+def test_an_unreadable_kmsg_as_another_user_says_how_to_allow_it(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Root reads a file of mode 000, so the probe runs in a real child that dropped to ``nobody``:
+    ``/dev/kmsg`` answers EACCES as it answers EPERM under ``kernel.dmesg_restrict=1``."""
+    base = Path(tempfile.mkdtemp(prefix="kmsg-denied-"))
+    try:
+        base.chmod(0o755)
+        path = plant(base, gb10.kmsg(XID_119_120))
+        (base / "dev").chmod(0o755)
+        path.chmod(0)
+        code = (
+            "import json, sys\n"
+            "from pytest_dgx_spark.probes import kernel_log as kl\n"
+            "from pytest_dgx_spark.probes.commands import run_command\n"
+            "log = kl.read_kernel_log(sys.argv[1], lambda argv, s: run_command(argv, timeout=s, env={'PATH': '/nonexistent'}), timeout=5)\n"
+            "print(json.dumps(log))\n"
+        )
+        package = str(Path(kl.__file__).resolve().parents[2])
+
+        def drop() -> None:
+            os.setgid(65534)
+            os.setuid(65534)
+
+        # this interpreter may sit under root's home, out of nobody's reach: the system's then
+        python = next((p for p in (sys.executable, "/usr/bin/python3") if _runs_as_nobody(p, drop)), None)
+        if python is None:
+            pytest.skip("no Python interpreter that user nobody may run")
+        done = subprocess.run([python, "-c", code, str(path)], capture_output=True, text=True, timeout=30,
+                              env={"PYTHONPATH": package, "PATH": os.defpath}, preexec_fn=drop, cwd="/")
+        assert done.returncode == 0, done.stderr
+        log = json.loads(done.stdout)
+        assert log["source"] is None
+        assert log["denied"].startswith("the kernel log is not readable as this user (/dev/kmsg: Permission denied)")
+        assert "`sudo sysctl kernel.dmesg_restrict=0`" in log["denied"]
+    finally:
+        path.chmod(0o600)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_garbage_in_kmsg_gives_no_record_and_no_traceback(tmp_path: Path) -> None:

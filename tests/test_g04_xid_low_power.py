@@ -251,3 +251,11 @@ def test_the_xid_class_option_reaches_g4_through_settings_and_ini(spark_env: Any
     params = Params.from_settings(Settings(xid_class=given), "gb10")
     assert g4.evaluate(_one(119), params).status is Status.WARN
     assert Params.from_dict(json.loads(json.dumps(params.to_dict()))).option("xid_class") == given
+
+
+def test_a_user_clock_cap_under_load_is_not_the_stuck_state() -> None:
+    """nvidia-smi_clocks_power_2.txt: a GB10 capped with ``-lgc 300,2000`` runs 1989 MHz at
+    36-37 W under 95 % load: above both gates, no FAIL."""
+    result = g4.evaluate(facts(loaded(95, 1989, 36.5)), GB10_T)
+    assert result.status is Status.INFO, result.line()
+    assert any(d.endswith("SM clock median 1989 MHz, power median 36.5 W: no stuck low-power state") for d in result.details)

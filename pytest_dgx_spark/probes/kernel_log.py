@@ -50,7 +50,6 @@ DMESG = ["dmesg"]
 ALLOW_KMSG = "allow it: `sudo sysctl kernel.dmesg_restrict=0`, or run as root"
 ALLOW_JOURNAL = "or add the user to the `adm` or `systemd-journal` group for journalctl"
 
-_KMSG_HEAD = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
 #: ``[    5.123456] text`` (dmesg) and ``[    5.123456] host kernel: text`` (journalctl short-monotonic)
 _BRACKETED = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]\s?(.*)$")
 _JOURNAL_KERNEL = re.compile(r"^\S+\s+kernel:\s?(.*)$")
@@ -89,17 +88,14 @@ def _text(raw: bytes) -> str:
 
 
 def parse_kmsg_record(raw: bytes) -> dict[str, Any] | None:
-    """``b"6,1234,5123456,-;NVRM: …\\n SUBSYSTEM=pci\\n"`` -> ``{"seq", "t", "text"}``; the
-    continuation lines (the record's dictionary) are dropped; None for what is no record."""
-    first = raw.split(b"\n", 1)[0]
-    m = _KMSG_HEAD.match(_text(first))
-    if m is None:
+    """``b"6,1234,5123456,-;NVRM: …\n SUBSYSTEM=pci\n"`` -> ``{"seq", "t", "text"}``; the
+    continuation lines (the record's dictionary) are dropped; None for what is no record.
+    Split, not a regular expression: a log of 100,000 records goes through here."""
+    head, sep, text = raw.split(b"\n", 1)[0].partition(b";")
+    fields = head.split(b",")
+    if not sep or len(fields) < 4 or not all(f.isdigit() and len(f) <= 20 for f in fields[:3]):
         return None
-    try:
-        seq, usec = int(m.group(2)), int(m.group(3))
-    except ValueError:  # digits past what int() takes
-        return None
-    return {"seq": seq, "t": round(usec / 1e6, 6), "text": m.group(4)}
+    return {"seq": int(fields[1]), "t": round(int(fields[2]) / 1e6, 6), "text": _text(text)}
 
 
 def parse_text_log(text: str) -> list[dict[str, Any]]:
@@ -326,7 +322,7 @@ def xids(recs: Iterable[KernelRecord]) -> list[Xid]:
     """Every Xid line, in log order (the process is named when the driver named it)."""
     out: list[Xid] = []
     for r in recs:
-        m = _XID.search(r.text)
+        m = _XID.search(r.text) if "Xid" in r.text else None  # the cheap test first: 100,000 records
         if m is None:
             continue
         rest = m.group(3)
@@ -363,7 +359,7 @@ def oom_kills(recs: Iterable[KernelRecord]) -> list[OomKill]:
     """Every OOM kill the kernel logged, in log order."""
     out: list[OomKill] = []
     for r in recs:
-        m = _OOM.search(r.text)
+        m = _OOM.search(r.text) if "Killed process" in r.text else None
         if m is None:
             continue
         sizes = {k: int(v) for k, v in _KB.findall(m.group(4))}

@@ -259,3 +259,13 @@ def test_a_user_clock_cap_under_load_is_not_the_stuck_state() -> None:
     result = g4.evaluate(facts(loaded(95, 1989, 36.5)), GB10_T)
     assert result.status is Status.INFO, result.line()
     assert any(d.endswith("SM clock median 1989 MHz, power median 36.5 W: no stuck low-power state") for d in result.details)
+
+
+def test_no_gpu_and_no_device_node_reads_no_kernel_log(tmp_path: Path, doubles: Any) -> None:
+    """A machine without NVIDIA's driver has no Xid to read, and journalctl would cost it up to a second."""
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    (root / "dev" / "kmsg").write_text(gb10.kmsg(XID_169))
+    result = run_g4(root, {"init_error": "DriverNotLoaded"}, doubles)
+    assert result.status is Status.SKIP, result.line()
+    assert not any("Xid" in d or "kernel log" in d for d in result.details)

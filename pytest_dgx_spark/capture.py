@@ -32,8 +32,9 @@ OLDEST = 1
 #: store keys that are not raw probe answers (the engine's own bookkeeping)
 _NOT_PROBES = ("facts:", "result:")
 #: raw answers left out: the process table holds every command line on the box;
-#: G6's facts keep what G6 read of it, already cut to programs and flags
-_LEFT_OUT = ("processes",)
+#: G6's facts keep what G6 read of it, already cut to programs and flags; the kernel
+#: log holds up to 100,000 lines of anything (G4's facts keep its Xid lines)
+_LEFT_OUT = ("processes", "kernel_log")
 
 
 class CaptureError(Exception):
@@ -174,7 +175,7 @@ def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Map
     and a missing field's default would change the verdict silently. A field the
     ``Facts`` names in ``ADDED`` may be missing: its default is "not read"."""
     fields = [f.name for f in dataclasses.fields(kind)]
-    added = getattr(kind, "ADDED", {})
+    added = {**getattr(kind, "ADDED", {}), **getattr(kind, "NOT_CAPTURED", {})}  # absent means "not read"
     missing = [name for name in fields if name not in facts and name not in added]
     unknown = [str(name) for name in facts if name not in fields]
     if not missing and not unknown:

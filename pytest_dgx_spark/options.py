@@ -20,16 +20,18 @@ MAX_WORKLOAD_GIB = 65536.0  # 64 TiB: more than any one machine G3 could judge
 MAX_BANDWIDTH_GBPS = 100000.0  # some 20x the fastest GPU memory shipping
 
 #: the value of an option not given, by kind (unless the Option says otherwise)
-EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "datafiles": (), "pairs": MappingProxyType({})}
+EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "datafiles": (), "pairs": MappingProxyType({}),
+                         "xid-classes": MappingProxyType({})}
 #: option kind -> the pytest ini type of its ``spark_preflight_*`` key
-INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "datafiles": "linelist", "pairs": "linelist"}
+INI_TYPES = {"bool": "bool", "float": "float", "ids": "args", "paths": "linelist", "datafiles": "linelist",
+             "pairs": "linelist", "xid-classes": "linelist"}
 #: kinds given once per value (``--spark-config=A --spark-config=B``)
-REPEATABLE = ("paths", "datafiles", "pairs")
+REPEATABLE = ("paths", "datafiles", "pairs", "xid-classes")
 
 
 class Option:
     """One option. ``kind`` picks its parser (``settings.PARSERS``): bool,
-    float, str, name, url, choice, ids, path, infile, paths, datafiles or pairs;
+    float, str, name, url, choice, ids, path, infile, paths, datafiles, pairs or xid-classes;
     ``maximum`` refuses a duration or size past any sane run in one line."""
 
     __slots__ = ("choices", "default", "exclusive_min", "group", "help", "kind", "maximum", "metavar",
@@ -102,6 +104,9 @@ OPTIONS: tuple[Option, ...] = (
            "headroom (never implied)."),
     Option("threshold", "pairs", "run", "override a threshold, NAME=VALUE (repeatable); "
            "`spark-preflight --help-thresholds` lists the names.", metavar="NAME=VALUE"),
+    Option("xid-class", "xid-classes", "run", "G4: put Xid codes in a class, CODE=hardware|application|ignore "
+           "(repeatable): hardware FAILs, application WARNs naming the process, ignore leaves it listed only.",
+           metavar="CODE=CLASS"),
     Option("github-url", "url", "probe", "G8: GitHub REST base URL (a mirror or GitHub Enterprise; default "
            f"{DEFAULT_GITHUB_URL}).", metavar="URL", default=DEFAULT_GITHUB_URL),
     Option("tp-across-nodes", "choice", "run", "G10: status for tensor parallelism across nodes (default "

@@ -59,6 +59,7 @@ class Settings:
     config: tuple[Path, ...] = _DEFAULT["config"]
     drop_caches: bool = _DEFAULT["drop-caches"]
     threshold: Mapping[str, float] = field(default_factory=lambda: dict(_DEFAULT["threshold"]))
+    xid_class: Mapping[str, str] = field(default_factory=lambda: dict(_DEFAULT["xid-class"]))
     github_url: str = _DEFAULT["github-url"]
     tp_across_nodes: str = _DEFAULT["tp-across-nodes"]
     precision: str | None = _DEFAULT["precision"]
@@ -154,6 +155,23 @@ def _parse_pairs(opt: Option, raw: Any, where: str, base: Path) -> dict[str, flo
         if math.isnan(number) or math.isinf(number) or number < 0:
             raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
         out[name] = number
+    return out
+
+
+#: the classes ``--spark-xid-class`` puts an Xid code in (G4 decides hardware FAIL, application WARN)
+XID_CLASS_NAMES = ("hardware", "application", "ignore")
+
+
+def _parse_xid_classes(opt: Option, raw: Any, where: str, base: Path) -> dict[str, str]:
+    """``119=hardware 43=ignore`` -> ``{"119": "hardware", "43": "ignore"}`` (string keys: JSON)."""
+    out: dict[str, str] = {}
+    for part in _items(raw):
+        code, sep, klass = part.partition("=")
+        if not sep or not code.strip().isdigit() or len(code.strip()) > 6:
+            raise OptionError(f"{where}: expected CODE=CLASS with an Xid number, got {part!r}")
+        if klass.strip().lower() not in XID_CLASS_NAMES:
+            raise OptionError(f"{where}: Xid {code} class must be one of {', '.join(XID_CLASS_NAMES)}, got {klass!r}")
+        out[str(int(code))] = klass.strip().lower()
     return out
 
 
@@ -277,6 +295,7 @@ PARSERS: dict[str, Callable[[Option, Any, str, Path], Any]] = {
     "datafiles": _parse_known_bad,
     "infile": _parse_input_file,
     "pairs": _parse_pairs,
+    "xid-classes": _parse_xid_classes,
 }
 
 

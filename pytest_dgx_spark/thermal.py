@@ -20,6 +20,7 @@ class GpuReading(TypedDict, total=False):
     power_usage_mw: float | None
     clock_sm_mhz: float | None
     tlimit_c: float | None
+    utilization_gpu: float | None  # %, NVML's nvmlDeviceGetUtilizationRates().gpu
     clock_event_reasons: int | str | None
     lost: bool
     errors: dict[str, dict[str, str]]

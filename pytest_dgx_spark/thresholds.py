@@ -42,6 +42,12 @@ _TABLE = (
     ("g4_slowdown_growth_s", 0, 0, "s", "G4: slowdown that grew by more than this during the sample warns"),
     ("g4_hot_c", 85, 0, "C", "G4: a GPU temperature at or above this warns (0: off)"),
     ("g4_tlimit_margin_c", 3, 3, "C", "G4: a T.Limit margin at or below this warns"),
+    ("g4_low_power_util_pct", 80, 80, "%", "G4: the low-power rule judges only samples at or above this GPU "
+     "utilisation (below: not under load, cannot tell)"),
+    ("g4_low_power_clock_mhz", 1400, 0, "MHz", "G4: under load, an SM clock below this with power under "
+     "g4_low_power_w and no throttle reason is a stuck low-power state (0: off)"),
+    ("g4_low_power_w", 30, 0, "W", "G4: under load, power below this with the SM clock under "
+     "g4_low_power_clock_mhz is a stuck low-power state (0: off)"),
     ("g5_hardware_low_gbps", 218, 0, "GB/s", "G5: low end of microbenchmark bandwidth, the copy probe's "
      "healthy reference (generic: from NVML)"),
     ("g5_hardware_high_gbps", 234, 0, "GB/s", "G5: high end of microbenchmark bandwidth; a plan above it "

@@ -117,8 +117,9 @@ SET = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SPARK_PREFLIGHT_PYTHON_PATH": "",
 
 
 #: the machine's GPU tools the checks run: a test sees one only where it plants it
-#: (G4/G6 fall back to nvidia-smi when NVML says NotSupported; G7 runs cuobjdump)
-GPU_TOOLS = ("nvidia-smi", "cuobjdump", "nvcc", "ptxas")
+#: (G4/G6 fall back to nvidia-smi when NVML says NotSupported; G7 runs cuobjdump; G4 reads
+#: the kernel log with journalctl or dmesg when the root has no dev/kmsg: this machine's log is not a test's)
+GPU_TOOLS = ("nvidia-smi", "cuobjdump", "nvcc", "ptxas", "journalctl", "dmesg")
 
 
 def tool_free_path(path: str, shadows: Path) -> str:

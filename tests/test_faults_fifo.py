@@ -4,7 +4,7 @@ A FIFO with no writer blocks a plain ``open()`` for reading forever, and one
 with no reader blocks an ``open()`` for writing; ``--spark-timeout`` bounds
 probes, not file reads. Planted for real: under ``SPARK_PREFLIGHT_HOST_ROOT``
 (``/proc/meminfo``, ``/proc/1/cgroup``, ``/proc/1/comm``,
-``/run/.containerenv``, ``/etc/os-release``, ``/proc/sys/vm/drop_caches``)
+``/run/.containerenv``, ``/etc/os-release``, ``/proc/sys/vm/drop_caches``, ``/dev/kmsg``)
 and in the checked site-packages (a dist-info whose ``METADATA`` and
 ``RECORD`` are FIFOs: ``importlib.metadata`` would open them; behind a
 readable ``METADATA``, each file importlib may open, and sparse ones of
@@ -60,7 +60,7 @@ def test_fifos_under_the_host_root_and_in_site_packages_through_pytest(tmp_path:
     """The whole preflight with FIFOs at five host files and at a dist-info's
     METADATA and RECORD: ten results within seconds, G3 SKIPs with the
     reason, G9's details say why ``/proc/1/cgroup`` was not read."""
-    fifos(scene.root, "proc/meminfo", "proc/1/cgroup", "proc/1/comm", "run/.containerenv", "etc/os-release")
+    fifos(scene.root, "proc/meminfo", "proc/1/cgroup", "proc/1/comm", "run/.containerenv", "etc/os-release", "dev/kmsg")
     fifos(scene.site, "fifo_dist-1.0.dist-info/METADATA", "fifo_dist-1.0.dist-info/RECORD", "fifo_dist/x.so")
     project = tmp_path / "project"
     project.mkdir()
@@ -76,6 +76,7 @@ def test_fifos_under_the_host_root_and_in_site_packages_through_pytest(tmp_path:
     assert {ln.split()[0] for ln in lines} == {f"G{n}" for n in range(1, 11)}
     assert "G3 SKIP: cannot read memory headroom: cannot read /proc/meminfo: not a regular file (a FIFO)" in lines
     assert "cannot read /proc/1/cgroup: not a regular file (a FIFO)" in out
+    assert any(ln.startswith("G4 INFO: GB10") for ln in lines), lines  # a kmsg that is a FIFO is no verdict
     assert took < RUN_LIMIT / 2, f"{took:.1f} s"
 
 

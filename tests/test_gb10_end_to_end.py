@@ -586,3 +586,62 @@ def test_one_planted_memory_fault_names_itself_in_g3(
     lines = cli.stdout.splitlines()
     assert lines[:2] + lines[3:-1] == expected[:2] + expected[3:], cli.stdout + cli.stderr
     assert (lines[2], lines[-1]) == (g3, verdict), cli.stdout + cli.stderr
+
+
+# --------------------------------------------------------------------------- issue 22: N5 and N7 planted, one at a time
+
+#: the posted kernel lines (tests/data/gb10/dmesg_xid_1.txt, dmesg_xid_2.txt), as /dev/kmsg records
+_XID_GSP = [
+    "NVRM: Xid (PCI:000f:01:00): 119, pid=3849, name=KMS thread, Timeout after 45s of waiting for RPC response from GPU0 GSP!",
+    "NVRM: Xid (PCI:000f:01:00): 120, pid=9111, name=python, GSP task exception: load access fault",
+]
+_XID_APP = ["NVRM: Xid (PCI:000f:01:00): 13, Graphics SM Global Exception on (GPC 0, TPC 1, SM 0): Multiple Warp Errors"]
+#: nvidia-smi_clocks_power_4.txt: 96 % utilisation at 799 MHz and 19.5 W, no throttle reason
+_STUCK = [{"temperature_c": 52, "power_usage_mw": 19500, "clock_sm_mhz": 799, "clock_event_reasons": 0, "utilization_gpu": 96}]
+#: the same box after pulling AC power: 2281 MHz, 92.5 W
+_UNSTUCK = [{"temperature_c": 52, "power_usage_mw": 92500, "clock_sm_mhz": 2281, "clock_event_reasons": 0, "utilization_gpu": 96}]
+
+
+@pytest.mark.parametrize(
+    ("kmsg", "samples", "g4_line", "verdict"),
+    [
+        (
+            _XID_GSP,
+            None,
+            "G4 FAIL: Xid 120 since boot (GSP fault); fix: NVreg_EnableHotplugDetection=0; disable nvidia-suspend; reboot",
+            "verdict: blocked (G4 failed; 7 PASS, 1 FAIL, 2 INFO)",
+        ),
+        (
+            _XID_APP * 91,
+            None,
+            "G4 WARN: Xid 13 since boot (the process not named in the line); fix: update/patch the faulting kernel path",
+            "verdict: ready-with-warnings (7 PASS, 1 WARN, 2 INFO)",
+        ),
+        (
+            [],
+            _STUCK,
+            "G4 FAIL: stuck low-power state: 799 MHz, 19.5 W at 96 % load; fix: unplug the power brick (wall + Spark), wait 60 s",
+            "verdict: blocked (G4 failed; 7 PASS, 1 FAIL, 2 INFO)",
+        ),
+        ([], _UNSTUCK, "G4 INFO: GB10 52 C, 92.5 W, SM 2281 MHz; since boot: power cap 3.0 h, thermal 1.2 s, brake 0 s (+0 s in sample)",
+         "verdict: ready (7 PASS, 3 INFO)"),
+    ],
+    ids=["xid-gsp-119-120", "xid-13-vllm", "stuck-low-power", "after-ac-power-removal"],
+)
+def test_a_healthy_spark_with_one_planted_kernel_or_power_fault_names_it_with_its_fix(
+    scene: Scene, server: LocalServer, tmp_path: Path, kmsg: list[str], samples: list[dict[str, object]] | None,
+    g4_line: str, verdict: str,
+) -> None:
+    """Issue 22's bar for N7 and N5: the healthy Spark with one fault planted as users posted it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = [*healthy_spark(scene, run_dir), "--github-url", server.url]
+    scene.files({"dev/kmsg": gb10.kmsg([gb10.GPU_FOUND, *kmsg])})
+    if samples is not None:
+        scene.nvml["devices"][0]["samples"] = samples
+    cli = run_cli(scene, run_dir, args)
+    lines = cli.stdout.splitlines()
+    assert lines[3] == g4_line, cli.stdout + cli.stderr
+    assert lines[-1] == verdict
+    assert all(line == want for line, want in zip(lines, healthy_lines(), strict=True) if not line.startswith(("G4", "verdict")))
+    assert_clean(cli.stderr)

@@ -36,6 +36,8 @@ BAD = [
         "--spark-tp-across-nodes: expected one of fail, warn, got 'maybe'",
     ),
     (["--spark-precision", "fp4"], "--spark-precision: expected one of nvfp4, fp8, bf16, got 'fp4'"),
+    (["--spark-xid-class", "13"], "--spark-xid-class: expected CODE=CLASS with an Xid number, got '13'"),
+    (["--spark-xid-class", "13=fatal"], "--spark-xid-class: Xid 13 class must be one of hardware, application, ignore, got 'fatal'"),
 ]
 
 #: a duration or size past any sane run (issue 11: ``--spark-thermal-seconds 1e12`` ran until killed)

@@ -9,6 +9,14 @@ else ``nvidia-smi``; and the cumulative clock-event counters before and after
 of capping: nvidia-smi-q_1.txt). WARN on thermal/brake reasons or counters,
 a temperature at the trip, power flat under the limit while the chip heats;
 FAIL when the driver does not answer or the GPU is lost; SKIP without a GPU.
+
+Two faults the clocks and counters do not show (issue 22): GPU faults in the
+kernel log since boot (``NVRM: Xid``, N7: a vLLM service killed by Xid 13 exits
+``status=0/SUCCESS``; a GSP crash, Xid 119/120, leaves the GPU needing a
+reboot) — GSP/hardware classes FAIL, application classes WARN naming the
+process; and a stuck low-power state (N5: 96 % utilisation at 799 MHz and
+19.5 W with no throttle reason, cured only by pulling AC power) — judged on
+the samples taken under load.
 """
 
 from __future__ import annotations
@@ -17,13 +25,15 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import SHORT_WIDTH, Reading, Result, Status
+from pytest_dgx_spark.probes import kernel_log
 from pytest_dgx_spark.thermal import (
     COUNTERS,
     SLOWDOWN_COUNTERS,
+    WARN_MASK,
     CounterSet,
     GpuReading,
     GpuSeries,
@@ -83,6 +93,37 @@ SMI_Q_AFTER = ["nvidia-smi", "-q", "-d", "TEMPERATURE,PERFORMANCE"]
 #: how ``Facts.missing`` starts when a resource limit, not the GPU, stopped the probe
 LIMITED = "resource limit: "
 
+#: Xid classes (awdemos/spark-doctor's ``gpu.xid_error`` rule: {48,61,62,63,64,74,79,92,94,95,
+#: 119,120} critical "hardware", the rest "application"; 154 and 169 from NVIDIA's Xid catalogue
+#: and tests/data/gb10/dmesg_xid_1.txt, dmesg_xid_5.txt: "GPU reset required", proprietary modules on GB10)
+XID_APPLICATION = frozenset({13, 31, 43, 45})
+XID_HARDWARE = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154, 169})
+#: the Xid lines a capture keeps (latest first); the counts cover them all
+XID_KEEP = 200
+#: the Xid lines ``-v`` lists
+XID_SHOWN = 10
+XID_GSP_FIX = (
+    "GSP firmware hang (display hotplug polling, suspend): add `options nvidia NVreg_EnableHotplugDetection=0` "
+    "to /etc/modprobe.d/, disable nvidia-suspend, nvidia-hibernate and nvidia-resume (`sudo systemctl disable "
+    "nvidia-suspend nvidia-hibernate nvidia-resume`; driver updates re-enable them), `sudo update-initramfs -u`, reboot"
+)
+XID_OPEN_FIX = (
+    "the proprietary kernel modules cannot drive GB10 (Blackwell is supported by the open kernel modules only): "
+    "install the open flavour of the same driver (nvidia-driver-<ver>-open / nvidia-open) and reboot"
+)
+XID_RESET_FIX = "the GPU needs a reset: reboot; if it comes back, a full power cycle (unplug the power brick, wait 60 s)"
+XID_HW_FIX = "reboot; if the Xid comes back, collect `sudo nvidia-bug-report.sh` and contact NVIDIA support (possible RMA)"
+XID_APP_FIX = (
+    "a GPU kernel of that process faulted and the process most likely died (a service may still exit 0): update "
+    "or patch the kernel path it ran (nightly NVFP4/FP8 kernels, attention backends), then re-run it"
+)
+XID_OTHER_FIX = "look the Xid up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors)"
+LOW_POWER_FIX = (
+    "a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the Spark, wait 60 s, "
+    "plug it back in (`nvidia-smi -lgc` does not lift it); if it persists, try another 240 W supply, then RMA"
+)
+LOW_POWER_SHORT = "unplug the power brick (wall + Spark), wait 60 s"
+
 
 class Device(TypedDict, total=False):
     index: int
@@ -108,6 +149,25 @@ class Facts(FactsBase):
     counters_after: list[CounterSet] = field(default_factory=list)
     counters_source: str | None = None  # "nvml" (field values), "nvidia-smi -q", or None
     temps_q: list[dict[str, int | None]] = field(default_factory=list)  # -q Temperature per GPU
+    #: where the kernel log came from ("/dev/kmsg", "journalctl", "dmesg"); None: not readable / not read
+    kernel_log_source: str | None = None
+    kernel_log_records: int = 0
+    #: why the kernel log was not read (how to allow it when it is a permission); None when read
+    kernel_log_problem: str | None = None
+    kernel_log_cut: str | None = None  # which bound ended the read
+    #: Xid lines since boot, latest first (at most XID_KEEP), and every Xid's count by code
+    xids: list[dict[str, Any]] = field(default_factory=list)
+    xid_counts: dict[str, int] = field(default_factory=dict)
+
+    #: captures written before the kernel log was read replay as they did, saying so in -v
+    NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {
+        "kernel_log_source": None,
+        "kernel_log_records": 0,
+        "kernel_log_problem": "not in this capture (written before G4 read the kernel log)",
+        "kernel_log_cut": None,
+        "xids": [],
+        "xid_counts": {},
+    }
 
 
 FACTS = Facts
@@ -124,13 +184,34 @@ def sample_interval(seconds: float, timeout: float) -> float:
 def gather(ctx: CheckContext) -> Facts:
     """The facts; a driver is said not to answer only with an NVIDIA device node there."""
     facts = _gather(ctx)
-    if facts.missing or ctx.machine.has_gpu_device_node():
+    node = ctx.machine.has_gpu_device_node()
+    # no GPU and no NVIDIA device node: no driver to log an Xid, and journalctl costs a
+    # machine without a GPU up to a second; a node with a silent driver (Xid 169) is read
+    if not (facts.missing and (facts.missing.startswith(LIMITED) or not node)):
+        gather_kernel_log(ctx, facts)
+    if facts.missing or node:
         return facts
     if facts.hung:
         facts.missing, facts.hung = f"no NVIDIA device node, and the driver did not answer: {facts.hung}", None
     elif not _answered(facts):
         facts.missing, facts.broken = f"no NVIDIA device node; {facts.broken or 'no GPU answered a sample'}", None
     return facts
+
+
+def gather_kernel_log(ctx: CheckContext, facts: Facts) -> None:
+    """The Xid lines of the kernel log since boot (the machine reads it once, bounded)."""
+    log = ctx.machine.kernel_log()
+    facts.kernel_log_source = log.get("source")
+    if not facts.kernel_log_source:
+        tried = "; ".join(log.get("problems") or []) or "no source answered"
+        facts.kernel_log_problem = log.get("denied") or f"kernel log not read ({tried})"
+        return
+    recs = kernel_log.records(log)
+    facts.kernel_log_records, facts.kernel_log_cut = len(recs), log.get("cut")
+    found = kernel_log.xids(recs)
+    for x in found:
+        facts.xid_counts[str(x.code)] = facts.xid_counts.get(str(x.code), 0) + 1
+    facts.xids = [x.to_dict() for x in list(kernel_log.latest_first(found))[:XID_KEEP]]
 
 
 def _answered(facts: Facts) -> bool:
@@ -415,7 +496,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G4 from a sample series and the clock-event counters (pure)."""
     early = _unreachable(facts)
     if early is not None:
-        return early
+        return _with_xids(early, facts, params)
     series = summarise(facts.samples)
     static = {int(d.get("index", 0)): d for d in facts.devices}
     out = Findings("G4")
@@ -425,10 +506,13 @@ def evaluate(facts: Facts, params: Params) -> Result:
     for index, s in series.items():
         per_gpu += _gpu_stage(s, static.get(index, {}), len(series) > 1, params, out, ceilings)
     counters = _counters_stage(facts, params, out)
-    out.readings.extend(_readings(facts, series, static, ceilings) + counters + per_gpu)
+    driver_lost = bool(out.problems or facts.broken)
+    xid = _xid_stage(facts, params, out)  # first: a GSP/hardware fault may be what holds the clocks down
+    low_power = _low_power_stage(facts, params, out)
+    out.readings.extend(_readings(facts, series, static, ceilings) + counters + per_gpu + low_power + xid)
     # count and duration stay out of the line (they jitter; the readings carry them)
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
-    if out.problems or facts.broken:
+    if driver_lost:
         if facts.broken:
             out.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT)
         result = out.result(Status.INFO)
@@ -436,7 +520,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     else:
         overview, headline = _overview(series, static, facts, how)
         result = out.result(Status.INFO, overview, headline=headline)
-        if not out.warnings:
+        if not out.warnings and not out.problems:
             return result
         result.summary += f" ({how}, {facts.source})"
     result.headline, result.short_fix = out.first_short()
@@ -460,6 +544,156 @@ def _unreachable(facts: Facts) -> Result | None:
         why = facts.broken or "no GPU answered a sample"
         return stop(Status.FAIL, f"GPU/driver not answering: {why}", "GPU/driver not answering", DRIVER_FIX, DRIVER_SHORT)
     return None
+
+
+def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
+    """A G4 that could not sample still says what the kernel log holds; with no GPU to sample,
+    a GSP/hardware Xid since boot (169: proprietary modules on GB10) is the reason, so it FAILs."""
+    out = Findings("G4")
+    _xid_stage(facts, params, out)
+    early.details = [*early.details, *out.details]
+    if early.status is Status.SKIP and out.problems and not (facts.missing or "").startswith(LIMITED):
+        text, fix = out.problems[0]
+        head, short = out.short.get(text, (text, fix))
+        early.status, early.summary = Status.FAIL, f"{early.summary}; {text}"
+        early.fix, early.headline, early.short_fix = fix, head, short
+    return early
+
+
+def xid_class(code: int, chosen: Mapping[str, str] | None = None) -> str:
+    """``hardware`` (GSP or the GPU itself: FAIL), ``application`` (a process's kernel: WARN),
+    ``other`` (WARN) or ``ignore`` (listed only); ``--spark-xid-class CODE=CLASS`` (``chosen``) first."""
+    given = (chosen or {}).get(str(code))
+    if given:
+        return given
+    return "hardware" if code in XID_HARDWARE else "application" if code in XID_APPLICATION else "other"
+
+
+def _xid_line(x: Mapping[str, Any]) -> str:
+    """``Xid 120 at 1234.5 s (PCI:000f:01:00), pid 9111 python: GSP task exception: load access fault``."""
+    when = f" at {x['t']:.1f} s" if isinstance(x.get("t"), (int, float)) else ""
+    who = (f", pid {x['pid']}" if x.get("pid") is not None else "") + (f" {x['name']}" if x.get("name") else "")
+    return f"Xid {x.get('code')}{when} ({x.get('pci')}){who}: {x.get('message') or '(no message)'}"
+
+
+def _xid_fix(codes: set[int]) -> tuple[str, str]:
+    if codes & {119, 120}:
+        return XID_GSP_FIX, "NVreg_EnableHotplugDetection=0; disable nvidia-suspend; reboot"
+    if 169 in codes:
+        return XID_OPEN_FIX, "install the open kernel modules; reboot"
+    if codes & {79, 154}:
+        return XID_RESET_FIX, "reboot; if it persists, full AC power cycle"
+    return XID_HW_FIX, "reboot; nvidia-bug-report.sh if it recurs"
+
+
+def _xid_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
+    """N7: Xid events since boot, latest first, counted per class; GSP/hardware FAIL, the rest WARN."""
+    if facts.kernel_log_source is None:
+        if facts.kernel_log_problem:
+            out.note(f"Xid events since boot not read: {facts.kernel_log_problem}")
+        return [Reading("kernel_log_source", "none")]
+    chosen = params.option("xid_class")
+    counts: dict[str, dict[int, int]] = {"hardware": {}, "application": {}, "other": {}, "ignore": {}}
+    for code_text, n in facts.xid_counts.items():
+        code = int(code_text) if str(code_text).isdigit() else -1
+        counts[xid_class(code, chosen)][code] = n
+    total = sum(sum(c.values()) for c in counts.values())
+    cut = f"; {facts.kernel_log_cut}" if facts.kernel_log_cut else ""
+    where = f"kernel log ({facts.kernel_log_source}, {facts.kernel_log_records} records since boot{cut})"
+    if not total:
+        out.note(f"{where}: no Xid")
+    else:
+        per = ", ".join(f"{k} {sum(c.values())}" for k, c in counts.items() if c)
+        out.note(f"{where}: {total} Xid events ({per}); latest first:")
+        out.note(*(_xid_line(x) for x in facts.xids[:XID_SHOWN]))
+        if total > XID_SHOWN:
+            out.note(f"and {total - XID_SHOWN} earlier Xid events")
+    for klass in ("hardware", "application", "other"):
+        if counts[klass]:
+            _xid_finding(klass, counts[klass], facts, chosen, out)
+    return [
+        Reading("kernel_log_source", facts.kernel_log_source),
+        Reading("xid_events", total),
+        *(Reading(f"xid_{k}", sum(c.values())) for k, c in counts.items()),
+        Reading("xid_latest", _xid_line(facts.xids[0]) if facts.xids else None),
+    ]
+
+
+def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Mapping[str, str], out: Findings) -> None:
+    latest = next((x for x in facts.xids if xid_class(int(x.get("code") or -1), chosen) == klass), None)
+    named = ", ".join(f"Xid {c} x{n}" for c, n in sorted(codes.items(), key=lambda p: -p[1]))
+    tail = f"; latest: {_xid_line(latest)}" if latest else ""
+    first = int(latest["code"]) if latest else next(iter(codes))
+    if klass == "hardware":
+        fix, short = _xid_fix(set(codes))
+        kind = "GSP" if set(codes) & {119, 120} else "hardware/GSP"
+        out.fail(f"GPU faults in the kernel log since boot ({kind}): {named}{tail}", fix,
+                 f"Xid {first} since boot ({kind} fault)", short)
+    elif klass == "application":
+        who = "the process not named in the line"
+        if latest and (latest.get("pid") is not None or latest.get("name")):
+            who = f"pid {latest.get('pid')} {latest.get('name') or ''}".strip()
+        out.warn(f"a GPU kernel faulted since boot ({who}): {named}{tail}", XID_APP_FIX,
+                 f"Xid {first} since boot ({who})", "update/patch the faulting kernel path")
+    elif klass == "other":
+        out.warn(f"Xid events in the kernel log since boot: {named}{tail}", XID_OTHER_FIX,
+                 f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue")
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _low_power_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
+    """N5: under load (utilisation at the gate), an SM clock and power both low with no
+    heat or brake reason is a stuck low-power state; without load it cannot be told."""
+    gate, clock_max, watts_max = (params.threshold(n) for n in ("g4_low_power_util_pct", "g4_low_power_clock_mhz", "g4_low_power_w"))
+    if clock_max <= 0 or watts_max <= 0:
+        return []
+    by_gpu: dict[int, list[GpuReading]] = {}
+    for sample in facts.samples:
+        for gpu in sample.get("gpus") or []:
+            if isinstance(gpu, Mapping):
+                by_gpu.setdefault(int(gpu.get("index", 0)), []).append(gpu)
+    readings: list[Reading] = []
+    for index, gpus in sorted(by_gpu.items()):
+        label = f"GPU {index}" if len(by_gpu) > 1 else "GPU"
+        utils = [float(u) for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and not isinstance(u, bool)]
+        loaded = [g for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and u >= gate]
+        if index == min(by_gpu):
+            readings += [Reading("utilization_max", max(utils) if utils else None, "%"), Reading("loaded_samples", len(loaded))]
+        if not utils:
+            out.note(f"{label}: utilisation not read ({facts.source}): a stuck low-power state was not judged")
+            continue
+        if not loaded:
+            out.note(f"{label}: not under load (utilisation max {max(utils):g} % < g4_low_power_util_pct = {gate:g} %): "
+                     "cannot tell a stuck low-power state from an idle GPU")
+            continue
+        clocks = [float(c) for g in loaded if isinstance(c := g.get("clock_sm_mhz"), (int, float))]
+        watts = [float(w) / 1000.0 for g in loaded if isinstance(w := g.get("power_usage_mw"), (int, float))]
+        masks = [m for g in loaded if (m := parse_mask(g.get("clock_event_reasons"))) is not None]
+        if not clocks or not watts:
+            out.note(f"{label}: under load but the SM clock or power was not read: a stuck low-power state was not judged")
+            continue
+        clock, power = _median(clocks), _median(watts)
+        throttled = any(m & WARN_MASK for m in masks)
+        seen = (f"{label} under load ({len(loaded)} samples at >= {gate:g} % utilisation): SM clock median "
+                f"{_fmt(clock, 'MHz')}, power median {_fmt(power, 'W')}")
+        if index == min(by_gpu):
+            readings += [Reading("loaded_sm_clock_median", _rnd(clock, 0), "MHz"), Reading("loaded_power_median", _rnd(power), "W")]
+        if clock < clock_max and power < watts_max and not throttled:
+            out.fail(
+                f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no throttle "
+                "reason: a stuck low-power state",
+                LOW_POWER_FIX,
+                f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
+                LOW_POWER_SHORT,
+            )
+        else:
+            out.note(f"{seen}: no stuck low-power state" + (" (a throttle reason explains the clock)" if throttled else ""))
+    return readings
 
 
 def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findings, ceilings: list[float]) -> list[Reading]:

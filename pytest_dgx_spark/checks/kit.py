@@ -12,6 +12,7 @@ Facts travel as JSON and parameters are rebuilt from the options, so
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -79,6 +80,7 @@ PARAM_OPTIONS = (
     "offline",
     "strict",
     "precision",
+    "xid_class",
 )
 
 
@@ -182,11 +184,16 @@ class FactsBase:
     def to_dict(self) -> dict[str, Any]:
         return dict(plain(self))
 
+    #: facts added after captures already existed, with the value that says "not in this capture":
+    #: an older capture without them still replays (:func:`pytest_dgx_spark.capture.facts_mismatch`)
+    NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {}
+
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
         known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         # a newer capture's extra fact is ignored, not an error
-        return cls(**{name: value for name, value in dict(data or {}).items() if name in known})
+        given = {**copy.deepcopy(dict(getattr(cls, "NOT_CAPTURED", {}))), **dict(data or {})}
+        return cls(**{name: value for name, value in given.items() if name in known})
 
 
 def shortened(items: Sequence[str], n: int = 3) -> list[str]:

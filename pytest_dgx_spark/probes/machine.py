@@ -28,6 +28,7 @@ from pytest_dgx_spark.probes.child import (
     spawn_python,
 )
 from pytest_dgx_spark.probes.commands import CommandResult, run_command
+from pytest_dgx_spark.probes.kernel_log import KMSG, KernelLog, read_kernel_log
 from pytest_dgx_spark.probes.packages import list_distributions
 from pytest_dgx_spark.probes.processes import list_processes
 from pytest_dgx_spark.probes.store import MemoryStore
@@ -115,6 +116,7 @@ class MachineLike(Protocol):
     def start_torch_early(self, ready: Callable[[], Spawned | None] | None = None) -> bool: ...
     def drop_early(self) -> int: ...
     def has_gpu_device_node(self) -> bool: ...
+    def kernel_log(self) -> KernelLog: ...
 
 
 def spawn_early(scripts: Sequence[str], env: Mapping[str, str] | None = None, python: str | None = None) -> Spawned | None:
@@ -277,6 +279,17 @@ class Machine:
         for spawned in left:
             abandon(spawned)
         return len(left)
+
+    def kernel_log(self) -> KernelLog:
+        """The kernel log since boot (``<root>/dev/kmsg``, else ``journalctl -k -b``, else
+        ``dmesg``), bounded; once per run. Xid lines (G4) and OOM kills (G3) come from it.
+        The two programs run as :meth:`command` runs them, but their output is not kept in the
+        store (a capture would record a MiB of kernel log; the store keeps the parsed records)."""
+
+        def run(argv: Sequence[str], seconds: float) -> CommandResult:
+            return run_command(argv, timeout=seconds, env=self.env)
+
+        return self.store.get_or_compute("kernel_log", lambda: read_kernel_log(str(self.path(KMSG)), run, timeout=self.timeout))
 
     def nvml(self) -> NvmlSnapshot:
         """A snapshot of every GPU through NVML, in a child."""

@@ -6,7 +6,7 @@ Every value is taken from a capture that someone posted from a real DGX Spark
 * NVML: ``NVIDIA GB10``, capability (12, 1), driver 580.173.02, CUDA 13.0;
   ``nvmlDeviceGetMemoryInfo`` and ``_v2`` answer ``NOT_SUPPORTED``; 35 C and
   11.17 W idle (``nvml_memory_1.txt``); power limit ``[N/A]``, SM clock 2522 of
-  3003 MHz, and the cumulative clock-event counters of a healthy box: ~3 h of
+  3003 MHz, 0 % utilisation (``nvidia-smi_3.txt``), and the cumulative clock-event counters of a healthy box: ~3 h of
   SW power capping, ~1.2 s of HW thermal slowdown since boot
   (``nvidia-smi_clocks_power_1.txt``); per-process memory works
   (``nvml_process_memory_1.txt``).
@@ -54,6 +54,7 @@ NVML: dict[str, Any] = {
             "max_clock_sm_mhz": 3003,
             "mem_bus_width_bits": "NotSupported",
             "clock_event_reasons": 0,
+            "utilization_gpu": 0,  # idle: GPU-Util 0% (nvidia-smi_3.txt)
             # cumulative clock-event counters, us (nvidia-smi_clocks_power_1.txt, a healthy node)
             "counters": {
                 "sw_power_cap": 10800240649,
@@ -229,3 +230,22 @@ def memory_files(free_gib: float = 96.0) -> dict[str, str]:
         # THP's PMD size: 2 MiB = 4 KiB pages (a 64 KiB-page kernel says 536870912)
         "sys/kernel/mm/transparent_hugepage/hpage_pmd_size": "2097152\n",
     }
+
+
+#: lines a real Spark's kernel logged: the GPU found at GB10's bus id (dmesg_xid_5.txt)
+GPU_FOUND = "NVRM: GPU at PCI:000f:01:00: GPU-0f059bf0-a212-94c1-44a7-1068a6c6be66"
+
+
+def kmsg(lines: list[str], *, first_seq: int = 1, first_usec: int = 5_123_456, step_usec: int = 1_000_000) -> str:
+    """``/dev/kmsg`` records (``pri,seq,usec,flags;text``, the kernel's format: Documentation/ABI/
+    testing/dev-kmsg) holding ``lines``, one second apart; a plain file under a test root is
+    read line by line. Priority 3 (err) for NVRM lines, as the driver logs Xids, else 6 (info)."""
+    out = []
+    for n, text in enumerate(lines):
+        pri = 3 if text.startswith("NVRM:") and "Xid" in text else 6
+        out.append(f"{pri},{first_seq + n},{first_usec + n * step_usec},-;{text}\n")
+    return "".join(out)
+
+
+#: a healthy Spark's kernel log: the GPU found, no Xid
+HEALTHY_KMSG = kmsg([GPU_FOUND])

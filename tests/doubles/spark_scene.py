@@ -342,6 +342,9 @@ class Scene:
         (self.root / "dev").mkdir(exist_ok=True)
         for node in ("nvidiactl", "nvidia0"):
             (self.root / "dev" / node).write_text("")
+        # the kernel log as /dev/kmsg records (a plain file is read line by line): a healthy
+        # Spark's GPU line (dmesg_xid_5.txt), no Xid
+        (self.root / "dev" / "kmsg").write_text(gb10.HEALTHY_KMSG)
         (self.root / "proc" / "stat").symlink_to("/proc/stat")  # psutil's boot time
         self.tool("nvidia-smi", NVIDIA_SMI_GB10)
         self.tool("ldconfig", LDCONFIG_GB10)

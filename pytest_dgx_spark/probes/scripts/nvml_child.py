@@ -127,6 +127,7 @@ def _sample(nv, handles, t0, lost):
     out = {"t": round(_time.monotonic() - t0, 4), "gpus": []}
     reasons = _fn(nv, *_REASONS_FN)
     margin = _fn(nv, "nvmlDeviceGetMarginTemperature")
+    util = _fn(nv, "nvmlDeviceGetUtilizationRates")
     for i, h in handles:
         if i in lost:
             out["gpus"].append({"index": i, "lost": True})
@@ -134,6 +135,11 @@ def _sample(nv, handles, t0, lost):
         errors = {}
         s = _read(nv, h, ("temperature_c", "power_usage_mw", "clock_sm_mhz"), {"index": i, "errors": errors})
         s["clock_event_reasons"] = _call(errors, "clock_event_reasons", reasons, h) if reasons else None
+        if util is not None:  # G4's low-power rule gates on load; NotSupported is only an absent reading
+            u_err = {}
+            rates = _call(u_err, "utilization_gpu", util, h)
+            s["utilization_gpu"] = getattr(rates, "gpu", None)
+            errors.update({k: e for k, e in u_err.items() if e.get("name") not in ("NotSupported", "FunctionNotFound")})
         if margin is not None:  # "GPU T.Limit Temp": degrees left before the slowdown limit
             s["tlimit_c"] = _call(errors, "tlimit_c", margin, h)
         if any(e.get("name") == "GpuIsLost" for e in errors.values()):

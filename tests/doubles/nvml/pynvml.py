@@ -19,7 +19,7 @@ Scenario keys (all optional):
             clock_sm_mhz, clock_mem_mhz, max_clock_mem_mhz, max_clock_sm_mhz,
             mem_bus_width_bits, clock_event_reasons, compute_procs [{pid, used_bytes}],
             graphics_procs, samples [{temperature_c, power_usage_mw, clock_sm_mhz,
-            clock_event_reasons, tlimit_c}], lost_after (GpuIsLost after N sample reads),
+            clock_event_reasons, tlimit_c, utilization_gpu}], utilization_gpu (%), lost_after (GpuIsLost after N sample reads),
             tlimit_c (the "GPU T.Limit Temp" margin, C),
             counters {sw_power_cap, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
                       hw_power_brake_slowdown: microseconds, or a list read one per call
@@ -207,6 +207,14 @@ def _sampled(h, key, where):
 
 def nvmlDeviceGetTemperature(h, sensor=0):
     return _sampled(h, "temperature_c", "nvmlDeviceGetTemperature")
+
+
+def nvmlDeviceGetUtilizationRates(h):
+    """``c_nvmlUtilization_t`` (``.gpu``, ``.memory`` in %) from ``utilization_gpu``; NotSupported without it."""
+    rates = _real.c_nvmlUtilization_t()
+    rates.gpu = _sampled(h, "utilization_gpu", "nvmlDeviceGetUtilizationRates")
+    rates.memory = 0
+    return rates
 
 
 def nvmlDeviceGetPowerUsage(h):

@@ -71,6 +71,7 @@ class Option:
 #: the CLI's help groups, in order (``--help``)
 GROUPS = {
     "run": "what to check",
+    "rules": "what counts as bad",
     "probe": "how the machine is probed",
     "files": "output and files",
 }
@@ -102,20 +103,20 @@ OPTIONS: tuple[Option, ...] = (
            metavar="PATH"),
     Option("drop-caches", "bool", "probe", "G3: as root, sync and drop the page cache before reading "
            "headroom (never implied)."),
-    Option("threshold", "pairs", "run", "override a threshold, NAME=VALUE (repeatable); "
+    Option("threshold", "pairs", "rules", "override a threshold, NAME=VALUE (repeatable); "
            "`spark-preflight --help-thresholds` lists the names.", metavar="NAME=VALUE"),
-    Option("xid-class", "xid-classes", "run", "G4: put Xid codes in a class, CODE=hardware|application|ignore "
+    Option("xid-class", "xid-classes", "rules", "G4: put Xid codes in a class, CODE=hardware|application|ignore "
            "(repeatable): hardware FAILs, application WARNs naming the process, ignore leaves it listed only.",
            metavar="CODE=CLASS"),
     Option("github-url", "url", "probe", "G8: GitHub REST base URL (a mirror or GitHub Enterprise; default "
            f"{DEFAULT_GITHUB_URL}).", metavar="URL", default=DEFAULT_GITHUB_URL),
-    Option("tp-across-nodes", "choice", "run", "G10: status for tensor parallelism across nodes (default "
+    Option("tp-across-nodes", "choice", "rules", "G10: status for tensor parallelism across nodes (default "
            "fail; NVIDIA's own inference playbooks run TP=2 over two Sparks).", default="fail",
            choices=("fail", "warn")),
     Option("precision", "choice", "run", "G7: the precision the run trains or serves in (nvfp4, fp8 or "
            "bf16); nvfp4 asks G7 to find kernels built for sm_121a/sm_120f, fp8 and bf16 leave installed "
            "NVFP4 kernels unjudged.", choices=("nvfp4", "fp8", "bf16")),
-    Option("known-bad", "datafiles", "run", "G1: a JSON file of known-bad kernels, drivers or module flavours "
+    Option("known-bad", "datafiles", "rules", "G1: a JSON file of known-bad kernels, drivers or module flavours "
            "to add to the shipped list (repeatable; docs/REFERENCE.md gives the format).", metavar="PATH"),
     Option("capture", "path", "files", "write what the checks saw (facts, raw probe answers, options; "
            "secrets and user names redacted) to PATH, gzip when it ends in .gz; attach it to a bug report.",

@@ -270,7 +270,12 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    ns = build_parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["diagnose"]:  # the one subcommand; without it the argv is the preflight's, as before
+        from pytest_dgx_spark import diagnose_cli  # lazy: the log reader, only for diagnose
+
+        return diagnose_cli.run(args[1:])
+    ns = build_parser().parse_args(args)
     from pytest_dgx_spark import report  # lazy: the preflight machinery, once the flags parsed
     from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
 

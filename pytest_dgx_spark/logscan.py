@@ -1,0 +1,429 @@
+"""Failure-log signatures and the bounded reader that finds them (issue 23).
+
+The signatures are data (``signatures.json``: pattern, gotcha, weight, fix,
+public source), so a user file can add to them and each is tested on the line
+Spark owners posted. Logs are untrusted input: they are read in 1 MiB blocks
+(a 10 GB log in flat memory), a line is matched on its first 4 KiB only, a
+pipe or FIFO that stops writing is given up after ``idle_s`` seconds, a
+regular file is read up to the size it had when opened (a log that grows while
+read ends), and what is quoted has its terminal escapes and control
+characters stripped and its secrets redacted.
+
+Speed: one alternation of literal substrings (each signature names the text
+its line must hold) finds candidate lines inside whole blocks; only those
+lines are decoded and matched against the full patterns.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import select
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pytest_dgx_spark.redact import Redactor
+
+BLOCK = 1 << 20
+#: a line longer than this is matched and quoted on its first MAX_LINE bytes
+MAX_LINE = 4096
+#: quoted text of a hit, at most
+QUOTE_CHARS = 200
+#: seconds a pipe, FIFO or stdin may stay silent before the reader gives up
+IDLE_S = 10.0
+#: kept per signature per file (the rest are counted)
+KEEP_HITS = 20
+#: a signature file bigger than this is no signature file
+MAX_TABLE_BYTES = 1 << 20
+WEIGHTS = ("strong", "medium", "weak")
+GOTCHAS = tuple(f"G{n}" for n in range(1, 11))
+#: facts a gate may name (:class:`pytest_dgx_spark.diagnose.MachineFacts` keys, true when they hold)
+GATES = ("kernel_7_0_0_1019", "cma_free_over_total", "high_order_blocks_empty", "image_cuda_newer_than_driver",
+         "other_gpu_process")  # fmt: skip
+
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: 2026-12-05T11:49:04.123 / 2026-12-05 11:49:04,123 (sortable), and vLLM's ``12-05 11:49:04``
+ISO_TS = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)")
+SHORT_TS = re.compile(r"\b(\d\d-\d\d) (\d\d:\d\d:\d\d)\b")
+
+
+class TableError(Exception):
+    """A signature file that cannot be used, said in one line."""
+
+
+class LogError(Exception):
+    """A log that cannot be read, said in one line."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known failure line: what it means for which check, how much it says alone, the fix."""
+
+    id: str
+    pattern: re.Pattern[str]
+    gotcha: str | None  # None: a healthy (whitelisted) or secondary line
+    weight: str = "weak"
+    means: str = ""
+    fix: str = ""
+    source: str = ""
+    row: str | None = None
+    literals: tuple[str, ...] = ()
+    gate: tuple[str, ...] = ()
+    gated_weight: str | None = None
+    ungated_gotcha: str | None = None
+    kind: str = "signature"  # signature | healthy | secondary
+
+
+@dataclass
+class Table:
+    """The signatures, the healthy lines and the secondary (follow-on) lines, in order."""
+
+    signatures: list[Signature]
+
+    def by_id(self, sid: str) -> Signature:
+        return next(s for s in self.signatures if s.id == sid)
+
+
+def _text(entry: dict[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise TableError(f"{where}: '{key}' must be a non-empty string")
+    return value
+
+
+def _signature(entry: Any, kind: str, where: str) -> Signature:
+    """One entry of the table, checked: a user file's mistakes are named, never a traceback."""
+    if not isinstance(entry, dict):
+        raise TableError(f"{where}: expected an object, got {type(entry).__name__}")
+    sid = _text(entry, "id", where) or ""
+    where = f"{where} ({sid})"
+    raw = _text(entry, "pattern", where) or ""
+    try:
+        pattern = re.compile(raw)
+    except re.error as exc:
+        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
+    literals = entry.get("literal") or []
+    if isinstance(literals, str):
+        literals = [literals]
+    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
+        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
+    gotcha = entry.get("gotcha") if kind == "signature" else None
+    weight = str(entry.get("weight", "weak")) if kind == "signature" else "weak"
+    if kind == "signature":
+        if gotcha not in GOTCHAS:
+            raise TableError(f"{where}: 'gotcha' must be one of G1..G10, got {gotcha!r}")
+        if weight not in WEIGHTS:
+            raise TableError(f"{where}: 'weight' must be strong, medium or weak, got {weight!r}")
+        _text(entry, "fix", where)
+    gate = entry.get("gate") or []
+    if not isinstance(gate, list) or any(g not in GATES for g in gate):
+        raise TableError(f"{where}: 'gate' must list facts among {', '.join(GATES)}")
+    return Signature(
+        id=sid, pattern=pattern, gotcha=gotcha, weight=weight, means=str(entry.get("means") or entry.get("why") or ""),
+        fix=str(entry.get("fix") or ""), source=str(entry.get("source") or ""), row=entry.get("row"),
+        literals=tuple(literals), gate=tuple(gate), gated_weight=entry.get("gated_weight"),
+        ungated_gotcha=entry.get("ungated_gotcha"), kind=kind,
+    )  # fmt: skip
+
+
+def parse_table(doc: Any, where: str) -> list[Signature]:
+    """The entries of one signature document (``signatures``, ``healthy``, ``secondary`` lists)."""
+    if not isinstance(doc, dict):
+        raise TableError(f"{where}: expected a JSON object with a 'signatures' list")
+    out: list[Signature] = []
+    for key, kind in (("signatures", "signature"), ("healthy", "healthy"), ("secondary", "secondary")):
+        entries = doc.get(key, [])
+        if not isinstance(entries, list):
+            raise TableError(f"{where}: '{key}' must be a list")
+        out += [_signature(e, kind, f"{where}: {key}[{i}]") for i, e in enumerate(entries)]
+    if not out:
+        raise TableError(f"{where}: no signatures (expected 'signatures', 'healthy' or 'secondary' lists)")
+    return out
+
+
+def builtin_table() -> list[Signature]:
+    """The package's own table."""
+    text = resources.files("pytest_dgx_spark").joinpath("signatures.json").read_text(encoding="utf-8")
+    return parse_table(json.loads(text), "signatures.json")
+
+
+def load_table(extra: Path | None = None) -> Table:
+    """The built-in signatures, then a user file's (``--signatures PATH``), which are tried first."""
+    table = builtin_table()
+    if extra is None:
+        return Table(table)
+    try:
+        with open(extra, "rb") as fh:
+            data = fh.read(MAX_TABLE_BYTES + 1)
+    except OSError as exc:
+        raise TableError(f"cannot read signature file {extra}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TABLE_BYTES:
+        raise TableError(f"signature file {extra}: larger than {MAX_TABLE_BYTES >> 20} MiB")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TableError(f"signature file {extra}: not JSON ({exc})") from None
+    return Table(parse_table(doc, f"signature file {extra.name}") + table)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Source:
+    """Raw bytes of a log with every read bounded: by the size a regular file had
+    when opened, and by ``idle_s`` of silence on a pipe, FIFO or terminal."""
+
+    def __init__(self, name: str, idle_s: float) -> None:
+        self.name, self.idle_s = name, idle_s
+        self.notes: list[str] = []
+        if name == "-":
+            self.fd = sys.stdin.fileno() if sys.stdin is not None else -1
+            if self.fd < 0:
+                raise LogError("-: stdin is closed")
+        else:
+            try:
+                self.fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            except OSError as exc:
+                raise LogError(f"{name}: cannot open ({exc.strerror or exc})") from None
+        st = os.fstat(self.fd)
+        if stat.S_ISDIR(st.st_mode):
+            self.close()
+            raise LogError(f"{name}: is a folder, not a log")
+        self.regular = stat.S_ISREG(st.st_mode)
+        self.left = st.st_size if self.regular else -1
+        if self.regular:
+            os.set_blocking(self.fd, True)
+
+    def read(self, n: int = BLOCK) -> bytes:
+        if self.regular:
+            if self.left <= 0:
+                return b""
+            data = os.read(self.fd, min(n, self.left))
+            self.left -= len(data)
+            if not data and self.left > 0:
+                self.notes.append("the file shrank while read")
+                self.left = 0
+            return data
+        ready, _, _ = select.select([self.fd], [], [], self.idle_s)
+        if not ready:
+            self.notes.append(f"no data for {self.idle_s:g} s: stopped reading (a pipe or FIFO nobody writes?)")
+            return b""
+        try:
+            return os.read(self.fd, n)
+        except BlockingIOError:
+            return b""
+
+    def grew(self) -> bool:
+        try:
+            return self.regular and os.fstat(self.fd).st_size > os.lseek(self.fd, 0, os.SEEK_CUR)
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        if self.name != "-":
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+class _RawIO:
+    """The file-object face :class:`gzip.GzipFile` reads through."""
+
+    def __init__(self, src: _Source) -> None:
+        self.src = src
+
+    def read(self, n: int = -1) -> bytes:
+        return self.src.read(BLOCK if n is None or n < 0 else n)
+
+
+def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None) -> Iterator[bytes]:
+    """The log's bytes in blocks of about 1 MiB (decompressed when the name ends in ``.gz``)."""
+    src = _Source(name, idle_s)
+    try:
+        if name.endswith(".gz"):
+            gz = gzip.GzipFile(fileobj=_RawIO(src), mode="rb")  # type: ignore[call-overload]
+            try:
+                while chunk := gz.read(BLOCK):
+                    yield chunk
+            except (OSError, EOFError, zlib.error) as exc:
+                raise LogError(f"{name}: not a readable gzip file ({exc})") from None
+        else:
+            while chunk := src.read(BLOCK):
+                yield chunk
+        if src.grew():
+            src.notes.append("the log grew while read: read up to the size it had when opened")
+    finally:
+        if notes is not None:
+            notes.extend(src.notes)
+        src.close()
+
+
+def binary_reason(head: bytes) -> str | None:
+    """Why the first bytes of a log are no text (NULs, or mostly undecodable), else ``None``."""
+    if not head:
+        return None
+    sample = head[:65536]
+    nul = sample.count(0)
+    if nul > len(sample) // 100:
+        return f"not a text log ({nul} NUL bytes in the first {len(sample)} bytes: binary?)"
+    text = sample.decode("utf-8", "replace")
+    bad = text.count("\ufffd")
+    if bad > len(text) // 10:
+        return f"not a text log ({bad} undecodable bytes in the first {len(sample)}: binary or another encoding?)"
+    return None
+
+
+def clean(raw: bytes, redactor: Redactor) -> str:
+    """A log line as it may be quoted: UTF-8 (undecodable bytes replaced), terminal
+    escapes and control characters stripped, secrets redacted."""
+    text = raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
+    text = CONTROL.sub("", ANSI.sub("", text)).replace("\t", " ")
+    return redactor.text(text)
+
+
+def timestamp(text: str) -> tuple[str, str] | None:
+    """``(kind, sortable)`` of the first timestamp in a line; only the same kinds compare."""
+    if m := ISO_TS.search(text):
+        return "iso", f"{m.group(1)} {m.group(2).replace(',', '.')}"
+    if m := SHORT_TS.search(text):
+        return "short", f"{m.group(1)} {m.group(2)}"
+    return None
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@dataclass
+class Hit:
+    """One line that matched a signature (or a healthy/secondary line)."""
+
+    file: str
+    line: int
+    sig: str
+    text: str
+    ts: tuple[str, str] | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def quoted(self) -> str:
+        text = self.text if len(self.text) <= QUOTE_CHARS else self.text[: QUOTE_CHARS - 1] + "…"
+        return f'{self.where}: "{text}"'
+
+
+@dataclass
+class FileScan:
+    """What one log held: its line count, hits in order, what was ignored, and why reading stopped."""
+
+    name: str
+    path: str = ""
+    kernel: bool = False
+    lines: int = 0
+    hits: list[Hit] = field(default_factory=list)
+    healthy: list[Hit] = field(default_factory=list)
+    secondary: list[Hit] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    cut_lines: int = 0
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+class Matcher:
+    """The table compiled once: the literal prefilter over whole blocks, then each entry's pattern."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        alternatives: list[bytes] = []
+        for sig in table.signatures:
+            if sig.literals:
+                alternatives += [re.escape(lit.encode()) for lit in sig.literals]
+            else:  # a user pattern without a literal: the pattern itself prefilters
+                alternatives.append(b"(?:" + sig.pattern.pattern.encode() + b")")
+        unique = sorted(set(alternatives), key=lambda a: (-len(a), a))
+        self.prefilter = re.compile(b"|".join(unique))
+
+    def classify(self, text: str) -> list[Signature]:
+        """The entries a line matches: a healthy line matches nothing else; one signature per gotcha."""
+        found: list[Signature] = []
+        gotchas: set[str | None] = set()
+        for sig in self.table.signatures:
+            if sig.gotcha in gotchas and sig.kind == "signature":
+                continue
+            if sig.pattern.search(text):
+                if sig.kind == "healthy":
+                    return [sig]
+                found.append(sig)
+                gotchas.add(sig.gotcha)
+        return found
+
+    def _line(self, scan: FileScan, raw: bytes, number: int, redactor: Redactor) -> None:
+        text = clean(raw, redactor)
+        for sig in self.classify(text):
+            scan.counts[sig.id] = scan.counts.get(sig.id, 0) + 1
+            if scan.counts[sig.id] > KEEP_HITS:
+                continue
+            hit = Hit(scan.name, number, sig.id, text, timestamp(text))
+            {"healthy": scan.healthy, "secondary": scan.secondary}.get(sig.kind, scan.hits).append(hit)
+
+    def _block(self, scan: FileScan, block: bytes, redactor: Redactor) -> None:
+        """Every complete line of ``block`` (which ends in a newline) that holds a literal."""
+        base, pos, counted = scan.lines, 0, 0
+        search = self.prefilter.search
+        while m := search(block, pos):
+            start = block.rfind(b"\n", 0, m.start()) + 1
+            end = block.find(b"\n", m.end())
+            end = len(block) if end < 0 else end
+            base += block.count(b"\n", counted, start)
+            counted = start
+            if m.start() - start < MAX_LINE:  # beyond a line's first 4 KiB nothing is read
+                self._line(scan, block[start:end], base + 1, redactor)
+            pos = end + 1
+        scan.lines += block.count(b"\n")
+
+    def scan(self, name: str, redactor: Redactor, *, kernel: bool = False, idle_s: float = IDLE_S,
+             label: str | None = None) -> FileScan:  # fmt: skip
+        """Read one log to its end (bounded as :func:`blocks` says); a read error is ``scan.error``.
+        ``label`` is how its lines are cited (``train.log:1834``; default: ``name``)."""
+        scan = FileScan(label or name, path=name, kernel=kernel)
+        carry, skipping, first = b"", False, True
+        try:
+            for chunk in blocks(name, idle_s, scan.notes):
+                if first and (why := binary_reason(chunk)):
+                    scan.error = f"{scan.name}: {why}"
+                    return scan
+                first = False
+                if skipping:  # the rest of an over-long line
+                    nl = chunk.find(b"\n")
+                    if nl < 0:
+                        continue
+                    chunk, skipping = chunk[nl + 1 :], False
+                    self._block(scan, carry + b"\n", redactor)  # its first 4 KiB, as one line
+                    carry = b""
+                buf = carry + chunk
+                last = buf.rfind(b"\n")
+                carry = buf[last + 1 :]
+                if last >= 0:
+                    self._block(scan, buf[: last + 1], redactor)
+                if len(carry) > MAX_LINE:
+                    carry, skipping = carry[:MAX_LINE], True
+                    scan.cut_lines += 1
+            if carry:
+                self._block(scan, carry + b"\n", redactor)
+        except LogError as exc:
+            scan.error = str(exc)
+        except OSError as exc:
+            scan.error = f"{name}: read failed ({exc.strerror or exc})"
+        return scan

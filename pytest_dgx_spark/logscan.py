@@ -185,7 +185,7 @@ class _Source:
     when opened, and by ``idle_s`` of silence on a pipe, FIFO or terminal."""
 
     def __init__(self, name: str, idle_s: float) -> None:
-        self.name, self.idle_s = name, idle_s
+        self.name, self.idle_s, self.total = name, idle_s, 0
         self.notes: list[str] = []
         if name == "-":
             self.fd = sys.stdin.fileno() if sys.stdin is not None else -1
@@ -217,12 +217,16 @@ class _Source:
             return data
         ready, _, _ = select.select([self.fd], [], [], self.idle_s)
         if not ready:
-            self.notes.append(f"no data for {self.idle_s:g} s: stopped reading (a pipe or FIFO nobody writes?)")
+            if not self.total:
+                raise LogError(f"{self.name}: no data in {self.idle_s:g} s (a pipe or FIFO nobody writes?)")
+            self.notes.append(f"no data for {self.idle_s:g} s: stopped reading after {self.total:,} bytes")
             return b""
         try:
-            return os.read(self.fd, n)
-        except BlockingIOError:
-            return b""
+            data = os.read(self.fd, n)
+        except BlockingIOError:  # a FIFO's writer not there yet: select said readable, nothing came
+            data = b""
+        self.total += len(data)
+        return data
 
     def grew(self) -> bool:
         try:

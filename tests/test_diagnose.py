@@ -206,3 +206,105 @@ def test_a_malformed_signature_file_is_one_line_and_exit_2(tmp_path, capsys, con
     extra.write_text(content)
     code, out, err = diagnose(tmp_path, capsys, "x\n", args=("--spark-signatures", str(extra)))
     assert code == 2 and out == [] and len(err.splitlines()) == 1 and reason in err
+
+
+# --------------------------------------------------------------------------- untrusted input, bounded
+
+
+def test_a_gzip_log_and_stdin_are_read(tmp_path, capsys, monkeypatch) -> None:
+    import gzip
+    import io
+
+    gz = tmp_path / "rank0.log.gz"
+    gz.write_bytes(gzip.compress(buried(POSTED["failure"]["S40"]).encode()))
+    assert cli.main(["diagnose", "--no-machine", str(gz)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "diagnosis: G7 (first failure at rank0.log.gz:41)"
+    stdin = tmp_path / "stdin.txt"
+    stdin.write_text(buried(POSTED["failure"]["S9"]))
+    with open(stdin, "rb") as fh:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(fh))
+        assert cli.main(["diagnose", "--no-machine", "-"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "diagnosis: G9 (first failure at -:41)"
+
+
+def test_quoted_text_has_no_escapes_no_controls_and_no_secrets(tmp_path, capsys) -> None:
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUv"
+    line = f"\x1b[31;1m{POSTED['failure']['S1']}\x1b[0m \x07\x1b]0;title\x07 HF_TOKEN={token}\r"
+    code, out, _ = diagnose(tmp_path, capsys, buried(line), args=("-v",))
+    text = "\n".join(out)
+    assert code == 1 and token not in text and "<redacted>" in text
+    assert "\x1b" not in text and "\\x1b" not in text and "\x07" not in text and "title" not in text
+
+
+def test_lines_over_4_kib_are_cut_and_a_huge_line_streams_in_flat_memory(tmp_path) -> None:
+    import tracemalloc
+
+    log = tmp_path / "huge.log"
+    with open(log, "wb") as fh:  # 48 MiB without a newline, then a failure line
+        for _ in range(48):
+            fh.write(b"x" * (1 << 20))
+        fh.write(b"\n" + POSTED["failure"]["S17"].encode() + b"\n" + b"y" * 5000 + b" NV_ERR_NO_MEMORY\n")
+    tracemalloc.start()
+    scan = logscan.Matcher(TABLE).scan(str(log), REDACT)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert scan.error is None and scan.lines == 3 and scan.cut_lines == 1
+    assert [(h.sig, h.line) for h in scan.hits] == [("S17", 2)]  # NV_ERR past 4 KiB: not read
+    assert peak < 8 * logscan.BLOCK
+
+
+def test_binary_junk_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    junk = tmp_path / "core"
+    junk.write_bytes(bytes(range(256)) * 400)
+    code = cli.main(["diagnose", "--no-machine", str(junk)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out.splitlines()[-1].startswith("diagnosis: unknown")
+    assert err.splitlines() == ["spark-preflight: error: core: not a text log (32768 undecodable bytes in the first "
+                                "65536: binary or another encoding?)"]  # fmt: skip
+    nul = tmp_path / "nul.bin"
+    nul.write_bytes(b"\0" * 4096 + POSTED["failure"]["S1"].encode())
+    assert cli.main(["diagnose", "--no-machine", str(nul)]) == 2
+    assert "not a text log (4096 NUL bytes in the first 4182 bytes: binary?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("what", ["missing", "folder"])
+def test_a_log_that_cannot_be_opened_is_one_line_and_exit_2(tmp_path, capsys, what: str) -> None:
+    path = tmp_path / what
+    if what == "folder":
+        path.mkdir()
+    code = cli.main(["diagnose", "--no-machine", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1
+    assert ("is a folder" if what == "folder" else "cannot open (No such file or directory)") in err
+
+
+def test_a_fifo_nobody_writes_is_given_up_after_the_timeout(tmp_path, capsys) -> None:
+    import os
+    import time
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    code = cli.main(["diagnose", "--no-machine", "--timeout", "0.5", str(fifo)])
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 2 and took < 5 and "no data in 0.5 s (a pipe or FIFO nobody writes?)" in err
+
+
+def test_a_log_that_grows_while_read_ends_at_its_size_when_opened(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    log = tmp_path / "growing.log"
+    log.write_text(buried(POSTED["failure"]["S48"]))
+    writer = subprocess.Popen([sys.executable, "-c", "import sys\nwith open(sys.argv[1], 'a') as f:\n"
+                               "    while True: f.write('step loss 2.1\\n' * 1000); f.flush()", str(log)])  # fmt: skip
+    try:
+        while log.stat().st_size < 4 * logscan.BLOCK:
+            pass
+        scan = logscan.Matcher(TABLE).scan(str(log), REDACT, idle_s=0.5)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert scan.error is None and [h.sig for h in scan.hits] == ["S48"]
+    assert any("grew while read" in n for n in scan.notes)

@@ -44,10 +44,13 @@ def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], *logs: str, arg
     return code, out.splitlines(), err
 
 
-def scan_text(tmp_path: Path, text: str, name: str = "train.log") -> logscan.FileScan:
+def scan_text(tmp_path: Path, text: str, name: str = "train.log", grep: bool = True) -> logscan.FileScan:
     p = tmp_path / name
     p.write_text(text, encoding="utf-8")
-    return logscan.Matcher(TABLE).scan(str(p), REDACT)
+    found = logscan.Matcher(TABLE).scan(str(p), REDACT, grep=grep)
+    alone = logscan.Matcher(TABLE).scan(str(p), REDACT, grep=False)  # the two readers find the same lines
+    assert (found.lines, found.hits, found.counts) == (alone.lines, alone.hits, alone.counts)
+    return found
 
 
 # --------------------------------------------------------------------------- the table
@@ -236,7 +239,8 @@ def test_quoted_text_has_no_escapes_no_controls_and_no_secrets(tmp_path, capsys)
     assert "\x1b" not in text and "\\x1b" not in text and "\x07" not in text and "title" not in text
 
 
-def test_lines_over_4_kib_are_cut_and_a_huge_line_streams_in_flat_memory(tmp_path) -> None:
+@pytest.mark.parametrize("grep", [True, False], ids=["grep", "python"])
+def test_lines_over_4_kib_are_cut_and_a_huge_line_streams_in_flat_memory(tmp_path, grep: bool) -> None:
     import tracemalloc
 
     log = tmp_path / "huge.log"
@@ -245,10 +249,10 @@ def test_lines_over_4_kib_are_cut_and_a_huge_line_streams_in_flat_memory(tmp_pat
             fh.write(b"x" * (1 << 20))
         fh.write(b"\n" + POSTED["failure"]["S17"].encode() + b"\n" + b"y" * 5000 + b" NV_ERR_NO_MEMORY\n")
     tracemalloc.start()
-    scan = logscan.Matcher(TABLE).scan(str(log), REDACT)
+    scan = logscan.Matcher(TABLE).scan(str(log), REDACT, grep=grep)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert scan.error is None and scan.lines == 3 and scan.cut_lines == 1
+    assert scan.error is None and scan.lines == 3 and scan.cut_lines == (0 if grep else 1)
     assert [(h.sig, h.line) for h in scan.hits] == [("S17", 2)]  # NV_ERR past 4 KiB: not read
     assert peak < 8 * logscan.BLOCK
 
@@ -291,7 +295,8 @@ def test_a_fifo_nobody_writes_is_given_up_after_the_timeout(tmp_path, capsys) ->
     assert code == 2 and took < 5 and "no data in 0.5 s (a pipe or FIFO nobody writes?)" in err
 
 
-def test_a_log_that_grows_while_read_ends_at_its_size_when_opened(tmp_path) -> None:
+@pytest.mark.parametrize("grep", [True, False], ids=["grep", "python"])
+def test_a_log_that_grows_while_read_ends_at_its_size_when_opened(tmp_path, grep: bool) -> None:
     import subprocess
     import sys
 
@@ -302,7 +307,7 @@ def test_a_log_that_grows_while_read_ends_at_its_size_when_opened(tmp_path) -> N
     try:
         while log.stat().st_size < 4 * logscan.BLOCK:
             pass
-        scan = logscan.Matcher(TABLE).scan(str(log), REDACT, idle_s=0.5)
+        scan = logscan.Matcher(TABLE).scan(str(log), REDACT, idle_s=0.5, grep=grep)
     finally:
         writer.kill()
         writer.wait()

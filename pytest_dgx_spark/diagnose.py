@@ -25,6 +25,7 @@ from typing import Any, TypedDict
 from pytest_dgx_spark import catalog
 from pytest_dgx_spark.logscan import FileScan, Hit, Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.safe_text import shortened
 
 RANK = {"strong": 0, "medium": 1, "weak": 2}
 
@@ -177,11 +178,9 @@ def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
     best = evs[0]
     sig, hit = best.sig, best.hit
     row = f" ({sig.row})" if sig.row else ""
-    details = [f"{e.weight}: {e.hit.quoted()} [{e.sig.id}{', gated by ' + ', '.join(e.gated_by) if e.gated_by else ''}]"
-               for e in evs[:5]]  # fmt: skip
-    if len(evs) > 5:
-        details.append(f"and {len(evs) - 5} more line(s)")
-    details.append(f"source: {sig.source}")
+    quoted = [f"{e.weight}: {e.hit.quoted()} [{e.sig.id}{', gated by ' + ', '.join(e.gated_by) if e.gated_by else ''}]"
+              for e in evs]  # fmt: skip
+    details = [*shortened(quoted, 5), f"source: {sig.source}"]
     if best.weight == "strong":
         why = " — the first failure" if diag.cause is best else (" — after the first failure" if diag.cause else "")
         gated = f" (with {', '.join(GATE_WORDS[g] for g in best.gated_by)})" if best.gated_by else ""
@@ -208,9 +207,30 @@ def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = N
         elif now is not None:
             r = Result(cid, now.status, f"the logs show no sign of {cid}; this machine now: {now.summary}",
                        fix=now.fix, readings=list(now.readings), details=list(now.details),
-                       short_fix=now.short_fix, by_choice=now.by_choice)  # fmt: skip
+                       headline=now.headline or now.summary, short_fix=now.short_fix,
+                       by_choice=now.by_choice)  # fmt: skip
         else:
             r = Result(cid, Status.INFO, f"the logs show no sign of {cid} ({catalog.BY_ID[cid].title})")
         r.readings.append(Reading("log_evidence", len(evs)))
         out.append(r)
     return out
+
+
+def machine_facts(host: Mapping[str, Any], live: Mapping[str, Result]) -> MachineFacts:
+    """The facts the gates read, from the run's identity and today's check readings; the rest stay None."""
+    g6 = live.get("G6")
+    other = g6.reading("other_gpu_processes") if g6 is not None else None
+    return MachineFacts(
+        kernel_release=str(host.get("kernel")) if host.get("kernel") else None,
+        cma_free_over_total=None,
+        high_order_blocks_empty=None,
+        image_cuda_newer_than_driver=None,
+        other_gpu_process=None if other is None or other.value is None else bool(other.value),
+    )
+
+
+def diagnose_run(scans: list[FileScan], table: Table, live: Mapping[str, Result],
+                 host: Mapping[str, Any]) -> tuple[list[Result], Diagnosis]:  # fmt: skip
+    """The ten results and the diagnosis, from the logs and (when given) the machine's live results."""
+    diag = decide(scans, table, machine_facts(host, live))
+    return results(diag, table, live or None), diag

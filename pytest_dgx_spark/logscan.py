@@ -25,14 +25,14 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pytest_dgx_spark.probes import commands
-from pytest_dgx_spark.redact import Redactor
+from pytest_dgx_spark.redact import Redactor, outgoing
 
 BLOCK = 1 << 20
 #: a line longer than this is matched and quoted on its first MAX_LINE bytes
@@ -513,3 +513,17 @@ def whole_lines(chunks: Iterator[bytes], scan: FileScan | None) -> Iterator[byte
                 scan.cut_lines += 1
     if carry:
         yield carry + b"\n"
+
+
+def scan_logs(logs: Sequence[str], kernel_logs: Sequence[str], table: Table,
+              idle_s: float = IDLE_S) -> list[FileScan]:  # fmt: skip
+    """Each log read once, its lines cited by base name (``train.log:1834``) unless two share one."""
+    if list(logs).count("-") > 1:
+        raise LogError("- (stdin) may be given once")
+    matcher = Matcher(table)
+    redactor = outgoing(os.environ)
+    names = [*logs, *kernel_logs]
+    bases = [os.path.basename(n) or n for n in names]
+    labels = bases if len(set(bases)) == len(bases) else names
+    return [matcher.scan(name, redactor, kernel=i >= len(logs), idle_s=idle_s, label=label)
+            for i, (name, label) in enumerate(zip(names, labels, strict=True))]  # fmt: skip

@@ -64,6 +64,8 @@ class Settings:
     precision: str | None = _DEFAULT["precision"]
     capture: Path | None = _DEFAULT["capture"]
     replay: Path | None = _DEFAULT["replay"]
+    diagnose: tuple[Path, ...] = _DEFAULT["diagnose"]
+    signatures: Path | None = _DEFAULT["signatures"]
     rootdir: Path = field(default_factory=Path.cwd)
     #: where ``github_url`` came from: "default", "ini" (the checkout's own
     #: config) or the command line ("flag", "cli"); G8 sends ``GITHUB_TOKEN``

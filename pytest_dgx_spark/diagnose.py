@@ -173,6 +173,15 @@ def ignored(files: Sequence[FileScan], table: Table) -> list[str]:
     return out
 
 
+def _first_clause(fix: str) -> str:
+    """The fix in a few words for the default line (up to its first parenthesis, semicolon or "or")."""
+    for sep in (" (", "; ", ", or ", " or "):
+        at = fix.find(sep)
+        if at > 20:
+            fix = fix[:at]
+    return fix
+
+
 def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
     """One check's outcome from its best log evidence."""
     best = evs[0]
@@ -185,11 +194,13 @@ def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
         why = " — the first failure" if diag.cause is best else (" — after the first failure" if diag.cause else "")
         gated = f" (with {', '.join(GATE_WORDS[g] for g in best.gated_by)})" if best.gated_by else ""
         summary = f"{hit.quoted()} — {sig.means}{gated}{row}{why}"
-        return Result(cid, Status.FAIL, summary, fix=sig.fix, details=details)
+        return Result(cid, Status.FAIL, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
+                      headline=f"{hit.quoted()} — {sig.means}")
     confirm = [GATE_WORDS[g] for g in sig.gate]
     tail = f"; {', '.join(confirm)} would confirm it" if confirm else ""
     summary = f"{hit.quoted()} — {best.weight} sign: {sig.means}{row}{tail}"
-    return Result(cid, Status.WARN, summary, fix=sig.fix, details=details, headline=f"{hit.where}: {best.weight} sign")
+    return Result(cid, Status.WARN, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
+                  headline=f"{hit.quoted()} — {best.weight} sign")
 
 
 def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = None) -> list[Result]:

@@ -62,6 +62,7 @@ GATE_WORDS = {
     "high_order_blocks_empty": "no free high-order blocks in /proc/buddyinfo",
     "image_cuda_newer_than_driver": "an image CUDA newer than the driver's",
     "other_gpu_process": "another process holding GPU memory",
+    "same_second:EXIT0": "a service's 'clean' stop (status=0/SUCCESS) at the same second",
 }
 
 
@@ -78,6 +79,8 @@ class Evidence:
 
 def weigh(hit: Hit, sig: Signature, gates: Mapping[str, bool | None]) -> Evidence:
     """A hit's check and weight once its gates are read: a gate that holds raises it to ``gated_weight``."""
+    if sig.same_second and hit.ts is not None and (sig.same_second, hit.ts[0], hit.ts[1].split('.')[0]) in gates:
+        return Evidence(hit, sig, sig.gotcha or "", "strong", [f"same_second:{sig.same_second}"])
     held = [g for g in sig.gate if gates.get(g)]
     if held and sig.gated_weight:
         return Evidence(hit, sig, sig.gotcha or "", sig.gated_weight, held)
@@ -132,7 +135,9 @@ def _first_failing(strong: dict[int, Evidence]) -> int:
 
 def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None = None) -> Diagnosis:
     """The diagnosis of one job's logs (pure: reads only its arguments)."""
-    gates = gate_facts(facts or {})
+    gates: dict[Any, bool | None] = dict(gate_facts(facts or {}))
+    for scan in files:  # context lines by second: an Xid at the second a service stopped "cleanly"
+        gates.update({(h.sig, h.ts[0], h.ts[1].split(".")[0]): True for h in scan.context if h.ts is not None})
     per_check: dict[str, list[Evidence]] = {cid: [] for cid in catalog.IDS}
     first_strong: dict[int, Evidence] = {}
     for i, scan in enumerate(files):
@@ -192,7 +197,7 @@ def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
     details = [*shortened(quoted, 5), f"source: {sig.source}"]
     if best.weight == "strong":
         why = " — the first failure" if diag.cause is best else (" — after the first failure" if diag.cause else "")
-        gated = f" (with {', '.join(GATE_WORDS[g] for g in best.gated_by)})" if best.gated_by else ""
+        gated = f" (with {', '.join(GATE_WORDS.get(g, g) for g in best.gated_by)})" if best.gated_by else ""
         summary = f"{hit.quoted()} — {sig.means}{gated}{row}{why}"
         return Result(cid, Status.FAIL, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
                       headline=f"{hit.quoted()} — {sig.means}")

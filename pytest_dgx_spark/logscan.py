@@ -56,6 +56,9 @@ CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: 2026-12-05T11:49:04.123 / 2026-12-05 11:49:04,123 (sortable), and vLLM's ``12-05 11:49:04``
 ISO_TS = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 SHORT_TS = re.compile(r"\b(\d\d-\d\d) (\d\d:\d\d:\d\d)\b")
+#: journalctl/syslog's ``Aug 28 11:55:08`` (no year: compared only with its own kind)
+SYSLOG_TS = re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d:\d\d:\d\d)\b")
+MONTHS = {m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
 
 
 class TableError(Exception):
@@ -82,7 +85,9 @@ class Signature:
     gate: tuple[str, ...] = ()
     gated_weight: str | None = None
     ungated_gotcha: str | None = None
-    kind: str = "signature"  # signature | healthy | secondary
+    #: a context entry's id: a line of it at the same second makes this one strong (an Xid and a "clean" stop)
+    same_second: str | None = None
+    kind: str = "signature"  # signature | healthy | secondary | context
 
 
 @dataclass
@@ -135,7 +140,7 @@ def _signature(entry: Any, kind: str, where: str) -> Signature:
         id=sid, pattern=pattern, gotcha=gotcha, weight=weight, means=str(entry.get("means") or entry.get("why") or ""),
         fix=str(entry.get("fix") or ""), source=str(entry.get("source") or ""), row=entry.get("row"),
         literals=tuple(literals), gate=tuple(gate), gated_weight=entry.get("gated_weight"),
-        ungated_gotcha=entry.get("ungated_gotcha"), kind=kind,
+        ungated_gotcha=entry.get("ungated_gotcha"), same_second=entry.get("same_second"), kind=kind,
     )  # fmt: skip
 
 
@@ -144,7 +149,8 @@ def parse_table(doc: Any, where: str) -> list[Signature]:
     if not isinstance(doc, dict):
         raise TableError(f"{where}: expected a JSON object with a 'signatures' list")
     out: list[Signature] = []
-    for key, kind in (("signatures", "signature"), ("healthy", "healthy"), ("secondary", "secondary")):
+    for key, kind in (("signatures", "signature"), ("healthy", "healthy"), ("secondary", "secondary"),
+                      ("context", "context")):  # fmt: skip
         entries = doc.get(key, [])
         if not isinstance(entries, list):
             raise TableError(f"{where}: '{key}' must be a list")
@@ -307,6 +313,8 @@ def timestamp(text: str) -> tuple[str, str] | None:
         return "iso", f"{m.group(1)} {m.group(2).replace(',', '.')}"
     if m := SHORT_TS.search(text):
         return "short", f"{m.group(1)} {m.group(2)}"
+    if m := SYSLOG_TS.search(text):
+        return "syslog", f"{MONTHS[m.group(1)]:02d}-{int(m.group(2)):02d} {m.group(3)}"
     return None
 
 
@@ -343,6 +351,7 @@ class FileScan:
     hits: list[Hit] = field(default_factory=list)
     healthy: list[Hit] = field(default_factory=list)
     secondary: list[Hit] = field(default_factory=list)
+    context: list[Hit] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     cut_lines: int = 0
     notes: list[str] = field(default_factory=list)
@@ -397,7 +406,8 @@ class Matcher:
                 continue
             quoted = redactor.text(text) if quoted is None else quoted
             hit = Hit(scan.name, number, sig.id, quoted, timestamp(quoted))
-            {"healthy": scan.healthy, "secondary": scan.secondary}.get(sig.kind, scan.hits).append(hit)
+            {"healthy": scan.healthy, "secondary": scan.secondary, "context": scan.context}.get(
+                sig.kind, scan.hits).append(hit)
 
     def _block(self, scan: FileScan, block: bytes, redactor: Redactor) -> None:
         """Every complete line of ``block`` (which ends in a newline) that holds a literal."""

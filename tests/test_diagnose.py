@@ -313,3 +313,42 @@ def test_a_log_that_grows_while_read_ends_at_its_size_when_opened(tmp_path, grep
         writer.wait()
     assert scan.error is None and [h.sig for h in scan.hits] == ["S48"]
     assert any("grew while read" in n for n in scan.notes)
+
+
+#: journalctl -k at the second the service deactivated, as the 2026-08-28 postmortem quotes it
+#: (public code file, id 62165934712); the systemd line in systemd's own format
+XID_13 = "Aug 28 11:55:08 spark-0d93 kernel: NVRM: Xid (PCI:000f:01:00): 13,\n  Graphics SM Global Exception on (GPC 0, TPC 1, SM 0): Multiple Warp Errors"
+CLEAN_STOP = "Aug 28 11:55:08 spark-0d93 systemd[1]: vllm-nemotron.service: Main process exited, code=exited, status=0/SUCCESS"
+
+
+@pytest.mark.parametrize("stop_second", [None, "11:55:08", "11:55:20"])
+def test_an_xid_at_the_second_a_service_stopped_cleanly_is_the_cause(tmp_path, capsys, stop_second) -> None:
+    kern = tmp_path / "kern.log"
+    kern.write_text(buried(XID_13, at=10))
+    service = buried(CLEAN_STOP.replace("11:55:08", stop_second or "")) if stop_second else buried("started")
+    code, out, _ = diagnose(tmp_path, capsys, service, args=("--kernel-log", str(kern)))
+    g4 = next(ln for ln in out if ln.startswith("G4 "))
+    if stop_second == "11:55:08":
+        assert code == 1 and g4.startswith('G4 FAIL: kern.log:11: "Aug 28 11:55:08 spark-0d93 kernel: NVRM: Xid')
+        assert out[-1] == "diagnosis: G4 (first failure at kern.log:11)"
+    else:  # an Xid alone says the GPU faulted, not that it ended the run
+        assert code == 0 and g4.startswith("G4 WARN: ") and out[-1].startswith("diagnosis: unknown")
+
+
+def test_the_gates_read_the_machine_the_run_knows() -> None:
+    from pytest_dgx_spark.diagnose import machine_facts
+    from pytest_dgx_spark.model import Reading, Result
+
+    g6 = Result("G6", Status.FAIL, "a vLLM server holds 104 GiB", readings=[Reading("other_gpu_processes", 1)])
+    facts = machine_facts({"kernel": "7.0.0-1019-nvidia"}, {"G6": g6})
+    assert facts["kernel_release"] == "7.0.0-1019-nvidia" and facts["other_gpu_process"] is True
+    assert facts["cma_free_over_total"] is None and facts["high_order_blocks_empty"] is None  # not read today
+    assert machine_facts({}, {}) == {"kernel_release": None, "cma_free_over_total": None,
+                                     "high_order_blocks_empty": None, "image_cuda_newer_than_driver": None,
+                                     "other_gpu_process": None}  # fmt: skip
+
+
+def test_vllm_free_memory_with_another_process_holding_it_is_g6_too(tmp_path) -> None:
+    scan = scan_text(tmp_path, buried(POSTED["failure"]["S22"]))
+    diag = decide([scan], TABLE, {"other_gpu_process": True})
+    assert diag.per_check["G6"][0].weight == "strong" and diag.per_check["G3"][0].weight == "strong"

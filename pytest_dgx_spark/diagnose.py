@@ -200,7 +200,7 @@ def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
         gated = f" (with {', '.join(GATE_WORDS.get(g, g) for g in best.gated_by)})" if best.gated_by else ""
         summary = f"{hit.quoted()} — {sig.means}{gated}{row}{why}"
         return Result(cid, Status.FAIL, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
-                      headline=f"{hit.quoted()} — {sig.means}")
+                      headline=hit.quoted())
     confirm = [GATE_WORDS[g] for g in sig.gate]
     tail = f"; {', '.join(confirm)} would confirm it" if confirm else ""
     summary = f"{hit.quoted()} — {best.weight} sign: {sig.means}{row}{tail}"

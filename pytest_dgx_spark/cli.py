@@ -14,14 +14,19 @@ import shutil
 import signal
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from pytest_dgx_spark import __version__, catalog, options
 from pytest_dgx_spark.redact import scrub
 from pytest_dgx_spark.safe_text import fit, visible, visible_lines
 from pytest_dgx_spark.thresholds import THRESHOLDS
+
+if TYPE_CHECKING:  # pragma: no cover - the diagnose types; --help imports none of them
+    from pytest_dgx_spark.diagnose import Diagnosis
+    from pytest_dgx_spark.logscan import Table
+    from pytest_dgx_spark.model import Result
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: 128 + SIGPIPE: the shell's code for a program stopped by a closed pipe
@@ -270,7 +275,13 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    ns = build_parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["diagnose"]:  # the one subcommand; without it the argv is the preflight's, as before
+        return _diagnose(args[1:])
+    ns = build_parser().parse_args(args)
+    if ns.spark_diagnose or ns.spark_signatures:
+        say_error("error: --diagnose and --signatures read logs: spark-preflight diagnose LOG [LOG ...]")
+        return EXIT_USAGE
     from pytest_dgx_spark import report  # lazy: the preflight machinery, once the flags parsed
     from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
 
@@ -327,6 +338,114 @@ def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | No
             say(visible(note))  # one line: a newline in a path is escaped, not printed
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
         say_error(f"stdout is closed: no check line printed; {verdict[0]}")
+
+
+# --------------------------------------------------------------------------- diagnose (issue 23)
+
+DIAGNOSE_EXIT_CODES = (
+    ("0", "no known failure in the logs"),
+    ("1", "a cause is named (diagnosis: G<n>)"),
+    ("2", "a log, the signature file or an option could not be read"),
+)
+
+
+def build_diagnose_parser() -> argparse.ArgumentParser:
+    """The preflight's parser (its options drive the live checks) with the logs and diagnose's flags."""
+    parser = build_parser()
+    parser.prog = "spark-preflight diagnose"
+    parser.description = ("Name the gotcha (G1..G10) that a failed run's logs show: each check reads the logs,\n"
+                          "then one line: diagnosis: G<n> (first failure at FILE:LINE) or diagnosis: unknown.")  # fmt: skip
+    parser.epilog = "exit codes:\n" + "\n".join(f"  {c:<6} {t}" for c, t in DIAGNOSE_EXIT_CODES)
+    parser.add_argument("logs", nargs="+", metavar="LOG",
+                        help="a log of the failed run (- for stdin, .gz read as gzip); several are ranks or nodes "
+                        "of one job")  # fmt: skip
+    group = parser.add_argument_group("diagnose")
+    group.add_argument("--no-machine", action="store_true", help="decide from the logs alone; read no machine")
+    group.add_argument("--kernel-log", action="append", default=[], metavar="PATH",
+                       help="the kernel log of the failure's window (dmesg, journalctl -k), read with the logs")  # fmt: skip
+    return parser
+
+
+def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[str, Any], Any, str]:
+    """The ten checks on this machine or a capture's, as the preflight runs them."""
+    engine = _engine(ns, _settings(ns))
+    try:
+        found = engine.run_many()
+    finally:
+        engine.close()
+    return {r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile()
+
+
+def _diagnose(argv: Sequence[str]) -> int:
+    """``spark-preflight diagnose …``: the logs, then the machine (the caller, :func:`main`, turns exceptions into one line)."""
+    ns = build_diagnose_parser().parse_args(argv)
+    from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
+    from pytest_dgx_spark.diagnose import diagnose_run  # lazy: as above
+
+    try:
+        table = logscan.load_table(Path(ns.spark_signatures) if ns.spark_signatures else None)
+        ns.logs += ns.spark_diagnose or []
+        if ns.no_machine and ns.spark_replay:
+            raise _Stop("--no-machine and --replay: choose one (--replay names whose machine it was)")
+        idle = float(ns.spark_timeout) if ns.spark_timeout else logscan.IDLE_S
+        scans = logscan.scan_logs(ns.logs, ns.kernel_log, table, idle)
+        live: dict[str, Result] = {}
+        host: Mapping[str, Any] = {}
+        settings, profile = None, "auto"
+        if not ns.no_machine:
+            live, host, settings, profile = _diagnose_live(ns)
+    except (logscan.TableError, logscan.LogError, _Stop) as exc:
+        say_error(f"error: {exc}")
+        return EXIT_USAGE
+    except ValueError:  # --timeout not a number: the preflight's own check says it below
+        say_error(f"error: --timeout: expected a number, got {ns.spark_timeout!r}")
+        return EXIT_USAGE
+    lines, diag = diagnose_run(scans, table, live, host)
+    written = _diagnose_write(settings, lines, host, profile, diag)
+    _diagnose_show(ns, diag, lines, table, host)
+    for note in written:
+        (say_error if note.startswith(("cannot write", "could not write")) else say)(note)
+    for error in diag.errors:
+        say_error(f"error: {error}")
+    for scan in scans:
+        for note in scan.notes:
+            say_error(f"note: {scan.name}: {note}")
+    if diag.errors or any(n.startswith("cannot write") for n in written):
+        return EXIT_USAGE
+    return EXIT_FAIL if diag.cause is not None else EXIT_OK
+
+
+def _diagnose_write(settings: Any, lines: list[Result], host: Mapping[str, Any], profile: str, diag: Diagnosis) -> list[str]:
+    """``--report`` / ``--capture`` as the preflight writes them, with the ``diagnosis`` key."""
+    if settings is None:
+        return []
+    from pytest_dgx_spark import report  # lazy: the report machinery
+
+    return report.write_run_files(settings, lines, host=host, profile=profile, store_items=lambda: {},
+                                  env=os.environ, extra={"diagnosis": diag.to_dict()})  # fmt: skip
+
+
+def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result], table: Table,
+                   host: Mapping[str, Any]) -> None:  # fmt: skip
+    """The ten lines and the diagnosis (or the JSON block), as the preflight prints its lines."""
+    from pytest_dgx_spark.diagnose import ignored  # lazy: as above
+    if ns.json:
+        from pytest_dgx_spark import report  # lazy: as above
+
+        block = report.run_block(lines, strict=False, host=host, extra={"diagnosis": diag.to_dict()})
+        say(json.dumps(block, indent=2, default=str))
+        return
+    paint = colour_wanted(ns.color, sys.stdout)
+    for r in lines:
+        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+    if ns.verbose:
+        for note in ignored(diag.files, table):
+            say(f"  {note}")
+    for note in diag.secondary:
+        say(f"  {note}")
+    colour = COLOURS["FAIL"] if diag.cause else COLOURS["ready"]
+    say(diag.line(), colour if paint else None)
+
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

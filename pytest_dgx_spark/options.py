@@ -123,6 +123,11 @@ OPTIONS: tuple[Option, ...] = (
            metavar="PATH"),
     Option("replay", "infile", "files", "decide the checks again from a capture file, reading nothing of "
            "this machine.", metavar="PATH"),
+    Option("diagnose", "paths", "files", "a failed run's log (repeatable; .gz read as gzip): each check also "
+           "reads it, a FAIL quotes the line that shows its gotcha, and a diagnosis line follows the verdict.",
+           metavar="LOG"),
+    Option("signatures", "infile", "files", "a JSON file of more failure-log signatures (pattern, gotcha, "
+           "weight, fix, source) for the logs --spark-diagnose reads.", metavar="PATH"),
 )
 # fmt: on
 
@@ -204,6 +209,9 @@ CLI_HELP: dict[str, str] = {
     "threshold": "override a threshold, NAME=VALUE (repeatable); --help-thresholds lists the names.",
     "tp-across-nodes": "G10: status for tensor parallelism across nodes: fail (default) or warn "
     "(NVIDIA's own inference playbooks run TP=2 over two Sparks).",
+    "diagnose": "a log to read with the checks: use the diagnose subcommand (spark-preflight diagnose LOG); "
+    "here it adds a log to diagnose's.",
+    "signatures": "diagnose: a JSON file of more failure-log signatures, tried before the built-in ones.",
     "precision": "G7: the precision the run trains or serves in; nvfp4 asks G7 to find kernels built "
     "for sm_121a/sm_120f, fp8 and bf16 leave installed NVFP4 kernels unjudged.",
 }

@@ -63,8 +63,9 @@ def headroom_gb(results: Iterable[Result]) -> float | None:
 
 def run_block(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
               settings: Mapping[str, Any] | None = None, profile: str | None = None,
-              not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The versioned block for pytest-json-report and ``spark-preflight --json``."""
+              not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The versioned block for pytest-json-report and ``spark-preflight --json``
+    (``extra``: keys of a diagnose run, ``diagnosis``)."""
     rs = ordered(results)
     block = {
         "schema": SCHEMA,
@@ -79,20 +80,23 @@ def run_block(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any
     }
     if not_run:
         block["not_run"] = not_run_values(not_run)
+    block.update(extra or {})
     return block
 
 
 def env_report(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
                workload_gb: float | None = None, settings: Mapping[str, Any] | None = None,
-               profile: str | None = None, not_run: Mapping[str, str] | None = None) -> dict[str, Any]:
+               profile: str | None = None, not_run: Mapping[str, str] | None = None,
+               extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``env-report.json`` in the seed's schema (platform, checks, headroom_gb,
-    verdict) plus our own keys; blocked when the headroom is short of ``workload_gb``."""
+    verdict) plus our own keys (``extra``: a diagnose run's ``diagnosis``); blocked
+    when the headroom is short of ``workload_gb``."""
     rs = ordered(results)
     v = verdict(rs, strict=strict, not_run=not_run)
     headroom = headroom_gb(rs)
     if workload_gb is not None and headroom is not None and headroom < workload_gb:
         v = Verdict.BLOCKED
-    return {
+    return {**(extra or {}),
         "platform": platform_name(host),
         "checks": checks_entry(rs, not_run),
         "headroom_gb": headroom,
@@ -184,7 +188,7 @@ def case_properties(result: Result) -> list[tuple[str, str]]:
 
 def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, Any], profile: str,
                     store_items: Callable[[], Mapping[str, Any]], env: Mapping[str, str],
-                    not_run: Mapping[str, str] | None = None) -> list[str]:
+                    not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None) -> list[str]:
     """Write ``--spark-report`` (with G4's chart beside it) and ``--spark-capture``
     for the plugin and the CLI. One line per file: where it went, or ``cannot write …``."""
     notes: list[str] = []
@@ -194,7 +198,7 @@ def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, 
     items = store_items()  # once: under xdist it reads every answer file of the run
     if settings.report is not None:
         doc = env_report(results, strict=settings.strict, host=host, workload_gb=settings.workload_gb,
-                         settings=settings.to_dict(), profile=profile, not_run=not_run)
+                         settings=settings.to_dict(), profile=profile, not_run=not_run, extra=extra)
         fingerprints = fleet_nodes(items)
         if fingerprints and launch.rank(env) == 0:  # rank 0 writes the merged report
             doc.update(nodes_section(fingerprints, results))

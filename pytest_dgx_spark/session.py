@@ -34,6 +34,7 @@ from pytest_dgx_spark import capture, catalog, launch, outfile, report, report_p
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.hooks import PLUGIN_NAME
 from pytest_dgx_spark.model import PreflightResults, Result, Status, verdict
+from pytest_dgx_spark.options import BY_NAME
 from pytest_dgx_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.probes.store import MemoryStore
@@ -66,6 +67,8 @@ class RunResults:
     ran_for: str = ""
     #: the checks this run set out to run (a worker's item outside it was not foreseen)
     planned: list[str] = field(default_factory=list)
+    #: ``--spark-diagnose``: the diagnosis of the logs (:meth:`Diagnosis.to_dict`), else empty
+    diagnosis: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -305,6 +308,15 @@ class SparkPreflight:
             install_signal_handlers()  # (workers run no probe)
         config.pluginmanager.register(ChecksFirst(), "dgx_spark_checks_first")
         report_plugins.register(config, self)
+        #: ``--spark-diagnose``'s signature table, read at configure: a bad --spark-signatures is a usage error
+        self.signatures: Any = None
+        if settings.diagnose and not self.is_worker:
+            from pytest_dgx_spark import logscan  # lazy: only with --spark-diagnose
+
+            try:
+                self.signatures = logscan.load_table(settings.signatures)
+            except logscan.TableError as exc:
+                raise pytest.UsageError(f"{BY_NAME['signatures'].flag}: {exc}") from None
 
     # ------------------------------------------------------------------ the results object
 
@@ -354,6 +366,9 @@ class SparkPreflight:
             host: dict[str, Any] = dict(engine.machine.identity())
         except Exception:  # identity is decoration; it never fails the run
             host = {}
+        diagnosis: dict[str, Any] = {}
+        if self.signatures is not None:  # --spark-diagnose: the logs decide each check's outcome first
+            results, diagnosis = self.diagnose(results, host)
         outside = [r.check_id for r in results if r.check_id not in selected]
         self.run = RunResults(
             {r.check_id: r for r in results},
@@ -362,9 +377,23 @@ class SparkPreflight:
             outside,
             wants_all if outside else "",
             ids,
+            diagnosis,
         )
         for result in results:
             self.config.hook.pytest_spark_preflight_result(config=self.config, result=result)
+
+    def diagnose(self, live: list[Result], host: dict[str, Any]) -> tuple[list[Result], dict[str, Any]]:
+        """The checks' results with the logs' evidence (``--spark-diagnose``), and the diagnosis."""
+        from pytest_dgx_spark.diagnose import diagnose_run  # lazy: only with --spark-diagnose
+        from pytest_dgx_spark.logscan import scan_logs  # lazy: as above
+
+        ran = {r.check_id: r for r in live}
+        scans = scan_logs([str(p) for p in self.settings.diagnose], [], self.signatures, self.settings.timeout)
+        lines, diag = diagnose_run(scans, self.signatures, ran, host)
+        for scan in scans:
+            self._notes += [f"note: {scan.name}: {n}" for n in scan.notes]
+        self._notes += [f"cannot read log {e}" for e in diag.errors]
+        return [r for r in lines if r.check_id in ran], diag.to_dict()
 
     def result_for(self, check_id: str) -> Result:
         """A check item's result; a SKIP saying why when the preflight did not run it."""
@@ -528,7 +557,7 @@ class SparkPreflight:
     def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
         json_report["spark_preflight"] = report.run_block(
             self.results.values(), strict=self.settings.strict, host=self.host, settings=self.settings.to_dict(),
-            profile=self._profile_label(), not_run=self.not_run(),
+            profile=self._profile_label(), not_run=self.not_run(), extra=self._extra(),
         )  # fmt: skip
 
     def _profile_label(self) -> str:
@@ -592,17 +621,24 @@ class SparkPreflight:
             props = report.suite_properties(results, strict=strict, host=self.host, not_run=not_run)
             if launch.rank(os.environ) == 0:  # rank 0 speaks for every node
                 props += report.node_properties(report.fleet_nodes(self.store_items()))
+            if self.run.diagnosis:
+                props += [("spark.diagnosis", str(self.run.diagnosis["line"])),
+                          ("spark.diagnosis.gotcha", str(self.run.diagnosis["gotcha"] or "unknown"))]  # fmt: skip
             for name, value in props:
                 xml.add_global_property(name, value)
         if not self.config.option.collectonly:  # --co runs nothing by design: no report claims a verdict
-            self._notes = report.write_run_files(
+            self._notes += report.write_run_files(
                 self.settings, results, host=self.host, profile=self._profile_label(),
-                store_items=self.store_items, env=os.environ, not_run=not_run,
+                store_items=self.store_items, env=os.environ, not_run=not_run, extra=self._extra(),
             )  # fmt: skip
-            if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot write") for n in self._notes):
+            if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot") for n in self._notes):
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR  # the CLI's exit 2: no report, no green run
         v = report.run_verdict(results, strict=strict, not_run=not_run)
         self.config.hook.pytest_spark_preflight_finished(config=self.config, results=results, verdict=v.value)
+
+    def _extra(self) -> dict[str, Any] | None:
+        """The reports' ``diagnosis`` key under ``--spark-diagnose``."""
+        return {"diagnosis": self.run.diagnosis} if self.run.diagnosis else None
 
     def store_items(self) -> dict[str, Any]:
         """Every probe answer and fact of the run (what ``--spark-capture`` records)."""
@@ -632,6 +668,11 @@ class SparkPreflight:
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run).value
         text = report.verdict_text(results, strict=self.settings.strict, not_run=not_run)
         write_line(tr, text, **VERDICT_COLORS.get(v, {"green": True}))
+        if self.run.diagnosis:
+            for line in self.run.diagnosis["secondary"]:
+                write_line(tr, line)
+            named = bool(self.run.diagnosis["gotcha"])
+            write_line(tr, self.run.diagnosis["line"], red=named, bold=named)
         for note in self._notes:
             write_line(tr, note)
 

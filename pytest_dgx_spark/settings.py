@@ -66,6 +66,8 @@ class Settings:
     known_bad: tuple[Path, ...] = _DEFAULT["known-bad"]
     capture: Path | None = _DEFAULT["capture"]
     replay: Path | None = _DEFAULT["replay"]
+    diagnose: tuple[Path, ...] = _DEFAULT["diagnose"]
+    signatures: Path | None = _DEFAULT["signatures"]
     rootdir: Path = field(default_factory=Path.cwd)
     #: where ``github_url`` came from: "default", "ini" (the checkout's own
     #: config) or the command line ("flag", "cli"); G8 sends ``GITHUB_TOKEN``

@@ -1,0 +1,252 @@
+"""Diagnose: a failed run's logs name the gotcha that killed it (issue 23).
+
+:mod:`pytest_dgx_spark.logscan` finds the known lines; this module decides,
+purely, from those hits and a few facts of the machine (:class:`MachineFacts`):
+
+- **primacy over frequency**: the earliest strong line on the rank (file) that
+  failed first is the cause; strong lines of the other files, and their
+  floods of NCCL errors, are secondary and said so;
+- the files are ranks or nodes of one job: the first to fail is the one whose
+  first strong line has the earliest timestamp (when every candidate has one
+  of the same kind), else the first given;
+- per check: a strong line is a FAIL quoting ``file:line: "…"`` and the fix; a
+  medium or weak one a WARN saying what would confirm it; healthy
+  (whitelisted) lines never count and ``-v`` lists them;
+- ambiguous lines are gated on facts (FIELD-2026-12 §4.3): ``NV_ERR_NO_MEMORY``
+  is weak alone, strong with kernel 7.0.0-1019 or empty high-order buddyinfo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from pytest_dgx_spark import catalog
+from pytest_dgx_spark.logscan import FileScan, Hit, Signature, Table
+from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.safe_text import shortened
+
+RANK = {"strong": 0, "medium": 1, "weak": 2}
+
+
+class MachineFacts(TypedDict, total=False):
+    """What the gates read of the machine whose run failed; ``None``/absent is "not read"."""
+
+    kernel_release: str | None
+    #: ``CmaFree > CmaTotal`` in /proc/meminfo (the kernel 7.0 KHO/CMA bug)
+    cma_free_over_total: bool | None
+    #: /proc/buddyinfo zone Normal has no free block of order >= 9
+    high_order_blocks_empty: bool | None
+    #: the image's CUDA is newer than the driver's
+    image_cuda_newer_than_driver: bool | None
+    #: another process holds GPU memory (G6's reading)
+    other_gpu_process: bool | None
+
+
+def gate_facts(facts: MachineFacts) -> dict[str, bool | None]:
+    """Each gate name of the table -> whether it holds (``None``: not read)."""
+    kernel = facts.get("kernel_release")
+    return {
+        "kernel_7_0_0_1019": None if not kernel else kernel.startswith("7.0.0-1019"),
+        "cma_free_over_total": facts.get("cma_free_over_total"),
+        "high_order_blocks_empty": facts.get("high_order_blocks_empty"),
+        "image_cuda_newer_than_driver": facts.get("image_cuda_newer_than_driver"),
+        "other_gpu_process": facts.get("other_gpu_process"),
+    }
+
+
+GATE_WORDS = {
+    "kernel_7_0_0_1019": "kernel 7.0.0-1019",
+    "cma_free_over_total": "CmaFree > CmaTotal",
+    "high_order_blocks_empty": "no free high-order blocks in /proc/buddyinfo",
+    "image_cuda_newer_than_driver": "an image CUDA newer than the driver's",
+    "other_gpu_process": "another process holding GPU memory",
+    "same_second:EXIT0": "a service's 'clean' stop (status=0/SUCCESS) at the same second",
+}
+
+
+@dataclass
+class Evidence:
+    """One hit as weighed: its signature, the check it points at, its weight and why."""
+
+    hit: Hit
+    sig: Signature
+    gotcha: str
+    weight: str
+    gated_by: list[str] = field(default_factory=list)
+
+
+def weigh(hit: Hit, sig: Signature, gates: Mapping[str, bool | None]) -> Evidence:
+    """A hit's check and weight once its gates are read: a gate that holds raises it to ``gated_weight``."""
+    if sig.same_second and hit.ts is not None and (sig.same_second, hit.ts[0], hit.ts[1].split('.')[0]) in gates:
+        return Evidence(hit, sig, sig.gotcha or "", "strong", [f"same_second:{sig.same_second}"])
+    held = [g for g in sig.gate if gates.get(g)]
+    if held and sig.gated_weight:
+        return Evidence(hit, sig, sig.gotcha or "", sig.gated_weight, held)
+    gotcha = sig.ungated_gotcha if sig.gate and sig.ungated_gotcha else sig.gotcha
+    return Evidence(hit, sig, gotcha or "", sig.weight)
+
+
+@dataclass
+class Diagnosis:
+    """The decision over all logs: per check its best evidence, the cause, and what was read."""
+
+    files: list[FileScan]
+    per_check: dict[str, list[Evidence]]
+    cause: Evidence | None
+    secondary: list[str]
+    errors: list[str]
+
+    @property
+    def lines(self) -> int:
+        return sum(f.lines for f in self.files)
+
+    def line(self) -> str:
+        """``diagnosis: G1 (first failure at train.log:1834)`` or ``diagnosis: unknown — …``."""
+        if self.cause is not None:
+            return f"diagnosis: {self.cause.gotcha} (first failure at {self.cause.hit.where})"
+        n = len(self.files)
+        return f"diagnosis: unknown — no known failure in {self.lines:,} lines ({n} file{'s' if n != 1 else ''})"
+
+    def to_dict(self) -> dict[str, Any]:
+        cause = self.cause
+        return {
+            "gotcha": cause.gotcha if cause else None,
+            "line": self.line(),
+            "at": cause.hit.where if cause else None,
+            "quote": cause.hit.text if cause else None,
+            "signature": cause.sig.id if cause else None,
+            "fix": cause.sig.fix if cause else None,
+            "secondary": list(self.secondary),
+            "files": [{"name": f.name, "path": f.path, "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
+                       "notes": list(f.notes)} for f in self.files],
+            "errors": list(self.errors),
+        }
+
+
+def _first_failing(strong: dict[int, Evidence]) -> int:
+    """The file whose first strong line came first: by timestamp when all have one of one kind, else by order."""
+    stamps = {i: e.hit.ts for i, e in strong.items() if e.hit.ts is not None}
+    if len(stamps) == len(strong) and len({ts[0] for ts in stamps.values()}) == 1:
+        return min(stamps, key=lambda i: (stamps[i][1], i))
+    return min(strong)
+
+
+def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None = None) -> Diagnosis:
+    """The diagnosis of one job's logs (pure: reads only its arguments)."""
+    gates: dict[Any, bool | None] = dict(gate_facts(facts or {}))
+    for scan in files:  # context lines by second: an Xid at the second a service stopped "cleanly"
+        gates.update({(h.sig, h.ts[0], h.ts[1].split(".")[0]): True for h in scan.context if h.ts is not None})
+    per_check: dict[str, list[Evidence]] = {cid: [] for cid in catalog.IDS}
+    first_strong: dict[int, Evidence] = {}
+    for i, scan in enumerate(files):
+        for hit in scan.hits:
+            ev = weigh(hit, table.by_id(hit.sig), gates)
+            per_check[ev.gotcha].append(ev)
+            if ev.weight == "strong" and i not in first_strong:
+                first_strong[i] = ev
+    for evs in per_check.values():
+        evs.sort(key=lambda e: RANK[e.weight])  # stable: within a weight, file then line order
+    cause = first_strong[_first_failing(first_strong)] if first_strong else None
+    secondary: list[str] = []
+    if cause is not None:
+        for _, ev in sorted(first_strong.items()):
+            if ev is not cause:
+                secondary.append(f"{ev.hit.where} ({ev.gotcha}, {ev.sig.id}) came after the first failure: secondary")
+        for scan in files:
+            n = sum(v for k, v in scan.counts.items() if table.by_id(k).kind == "secondary")
+            if n:
+                secondary.append(f"{n:,} NCCL error line(s) in {scan.name} (first at {scan.secondary[0].where}): "
+                                 "follow-on errors of the failure, secondary")  # fmt: skip
+    errors = [f.error for f in files if f.error]
+    return Diagnosis(list(files), per_check, cause, secondary, errors)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def ignored(files: Sequence[FileScan], table: Table) -> list[str]:
+    """The healthy lines that were read and set aside (``-v``): a whitelist that says what it hid."""
+    out = []
+    for scan in files:
+        for sid, n in scan.counts.items():
+            sig = table.by_id(sid)
+            if sig.kind == "healthy":
+                first = next(h for h in scan.healthy if h.sig == sid)
+                out.append(f"ignored {n:,} healthy line(s) {sid} in {scan.name} (first at {first.line}): {sig.means}")
+    return out
+
+
+def _first_clause(fix: str) -> str:
+    """The fix in a few words for the default line (up to its first parenthesis, semicolon or "or")."""
+    for sep in (" (", "; ", ", or ", " or "):
+        at = fix.find(sep)
+        if at > 20:
+            fix = fix[:at]
+    return fix
+
+
+def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
+    """One check's outcome from its best log evidence."""
+    best = evs[0]
+    sig, hit = best.sig, best.hit
+    row = f" ({sig.row})" if sig.row else ""
+    quoted = [f"{e.weight}: {e.hit.quoted()} [{e.sig.id}{', gated by ' + ', '.join(e.gated_by) if e.gated_by else ''}]"
+              for e in evs]  # fmt: skip
+    details = [*shortened(quoted, 5), f"source: {sig.source}"]
+    if best.weight == "strong":
+        why = " — the first failure" if diag.cause is best else (" — after the first failure" if diag.cause else "")
+        gated = f" (with {', '.join(GATE_WORDS.get(g, g) for g in best.gated_by)})" if best.gated_by else ""
+        summary = f"{hit.quoted()} — {sig.means}{gated}{row}{why}"
+        return Result(cid, Status.FAIL, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
+                      headline=hit.quoted())
+    confirm = [GATE_WORDS[g] for g in sig.gate]
+    tail = f"; {', '.join(confirm)} would confirm it" if confirm else ""
+    summary = f"{hit.quoted()} — {best.weight} sign: {sig.means}{row}{tail}"
+    return Result(cid, Status.WARN, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
+                  headline=f"{hit.quoted()} — {best.weight} sign")
+
+
+def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = None) -> list[Result]:
+    """The ten lines: each check's log evidence, with this machine's live result beside it when given."""
+    out = []
+    for cid in catalog.IDS:
+        evs = diag.per_check[cid]
+        now = (live or {}).get(cid)
+        if evs:
+            r = _log_result(cid, evs, diag)
+            if now is not None and now.status in (Status.FAIL, Status.WARN):
+                r.summary += f"; this machine confirms it now ({now.status.value}: {now.headline or now.summary})"
+            elif now is not None:
+                r.details.append(f"this machine now: {now.status.value}: {now.summary}")
+        elif now is not None:
+            r = Result(cid, now.status, f"the logs show no sign of {cid}; this machine now: {now.summary}",
+                       fix=now.fix, readings=list(now.readings), details=list(now.details),
+                       headline=now.headline or now.summary, short_fix=now.short_fix,
+                       by_choice=now.by_choice)  # fmt: skip
+        else:
+            r = Result(cid, Status.INFO, f"the logs show no sign of {cid} ({catalog.BY_ID[cid].title})")
+        r.readings.append(Reading("log_evidence", len(evs)))
+        out.append(r)
+    return out
+
+
+def machine_facts(host: Mapping[str, Any], live: Mapping[str, Result]) -> MachineFacts:
+    """The facts the gates read, from the run's identity and today's check readings; the rest stay None."""
+    g6 = live.get("G6")
+    other = g6.reading("other_gpu_processes") if g6 is not None else None
+    return MachineFacts(
+        kernel_release=str(host.get("kernel")) if host.get("kernel") else None,
+        cma_free_over_total=None,
+        high_order_blocks_empty=None,
+        image_cuda_newer_than_driver=None,
+        other_gpu_process=None if other is None or other.value is None else bool(other.value),
+    )
+
+
+def diagnose_run(scans: list[FileScan], table: Table, live: Mapping[str, Result],
+                 host: Mapping[str, Any]) -> tuple[list[Result], Diagnosis]:  # fmt: skip
+    """The ten results and the diagnosis, from the logs and (when given) the machine's live results."""
+    diag = decide(scans, table, machine_facts(host, live))
+    return results(diag, table, live or None), diag

@@ -162,7 +162,7 @@ def parse_table(doc: Any, where: str) -> list[Signature]:
 
 def builtin_table() -> list[Signature]:
     """The package's own table."""
-    text = resources.files("pytest_dgx_spark").joinpath("data", "signatures.json").read_text(encoding="utf-8")
+    text = resources.files("pytest_dgx_spark").joinpath("data").joinpath("signatures.json").read_text(encoding="utf-8")
     return parse_table(json.loads(text), "signatures.json")
 
 

@@ -431,3 +431,16 @@ def test_fifos_at_every_new_file_are_lines_not_a_hang(fake_root, doubles) -> Non
     assert detail(result, f"compaction counters: cannot read /proc/vmstat: {fifo}")
     assert detail(result, f"cgroup memory limit: cannot read (cannot read /sys/fs/cgroup/memory.max: {fifo})")
     assert detail(result, f"/dev/shm: cannot read its size (cannot read /proc/mounts: {fifo}")
+
+
+def test_the_oom_kill_is_read_from_the_kernel_log_under_the_root(fake_root, doubles) -> None:
+    """The whole path: LMCache #4759's kernel lines as /dev/kmsg records under the machine root
+    (the log G4 reads for Xids) make G3 name the victim; a root with no readable kernel log
+    reads "not read", not "no kill"."""
+    from pytest_dgx_spark.checks import g03_pressure as g3p
+
+    posted = [ln.split("] ", 1)[1] for ln in (DATA / "dmesg_oom_1.txt").read_text().splitlines() if "] " in ln]
+    result = run_g3(fake_root, doubles, files({"dev/kmsg": gb10.kmsg(posted)}))
+    assert result.status is Status.WARN and result.headline == "kernel OOM-killed pid 3742074 (lmcache)"
+    unread = run_g3(fake_root, doubles, files())  # no dev/kmsg; journalctl and dmesg are off the test PATH
+    assert unread.reading("oom_kills") is None and g3p.KERNEL_LOG_PENDING in unread.details

@@ -34,7 +34,7 @@ SHM_NOTE_GIB = 16.0
 RAY_DEFAULT_THRESHOLD = 0.95
 RAY_DEFAULT_REFRESH_MS = 250
 COMPACT_CMD = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory'"
-KERNEL_LOG_PENDING = "kernel OOM kills: not read (no kernel log reader in this build)"
+KERNEL_LOG_PENDING = "kernel OOM kills: not read (no readable kernel log; G4's details say how to allow it)"
 
 
 def gib(kib: float) -> float:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypedDict
 from pytest_dgx_spark.checks import g03_pressure as pressure
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.probes import kernel_log
 from pytest_dgx_spark.probes import memory_pressure as probe
 from pytest_dgx_spark.probes.memory_pressure import Buddy, CgroupLimit, OomKill, PageSize, ShmMount, Vmstat
 
@@ -126,10 +127,12 @@ def _ray(ctx: CheckContext) -> RayMonitor:
 
 
 def _oom_kills(ctx: CheckContext) -> list[OomKill] | None:
-    """The kernel's OOM kills since boot: the spot the kernel log reader fills (issue 22 N7's
-    ``Machine.kernel_log()``, built elsewhere) with ``probe.parse_oom_kills(<its lines>)``.
-    None until then: "not read", never "none"."""
-    return None
+    """The kernel's OOM kills since boot, from the kernel log G4 reads too (``Machine.kernel_log()``).
+    None when no kernel log was readable: "not read", never "none"."""
+    log = ctx.machine.kernel_log()
+    if not log.get("source"):
+        return None
+    return probe.parse_oom_kills(r.text for r in kernel_log.records(log))
 
 
 def evaluate(facts: Facts, params: Params) -> Result:

@@ -440,7 +440,7 @@ def test_the_oom_kill_is_read_from_the_kernel_log_under_the_root(fake_root, doub
     from pytest_dgx_spark.checks import g03_pressure as g3p
 
     posted = [ln.split("] ", 1)[1] for ln in (DATA / "dmesg_oom_1.txt").read_text().splitlines() if "] " in ln]
-    result = run_g3(fake_root, doubles, files({"dev/kmsg": gb10.kmsg(posted)}))
-    assert result.status is Status.WARN and result.headline == "kernel OOM-killed pid 3742074 (lmcache)"
     unread = run_g3(fake_root, doubles, files())  # no dev/kmsg; journalctl and dmesg are off the test PATH
     assert unread.reading("oom_kills") is None and g3p.KERNEL_LOG_PENDING in unread.details
+    result = run_g3(fake_root, doubles, files({"dev/kmsg": gb10.kmsg(posted)}))  # the same root, planted
+    assert result.status is Status.WARN and result.headline == "kernel OOM-killed pid 3742074 (lmcache)"

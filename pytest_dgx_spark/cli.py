@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -366,14 +367,35 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[str, Any], Any, str]:
-    """The ten checks on this machine or a capture's, as the preflight runs them."""
+def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[str]]:
+    """The ten checks on this machine or a capture's, as the preflight runs them, and this
+    machine's kernel log since boot (G3 and G4 read it; a replay has none)."""
     engine = _engine(ns, _settings(ns))
     try:
         found = engine.run_many()
+        kernel: list[str] = []
+        if not ns.spark_replay and not ns.kernel_log:
+            from pytest_dgx_spark.probes import kernel_log  # lazy: the reader G4 loads for its Xids
+
+            log = engine.machine.kernel_log()
+            kernel = [str(log.get("source") or "")] + [r.text for r in kernel_log.records(log)]
     finally:
         engine.close()
-    return {r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile()
+    return {r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile(), kernel
+
+
+def _scan_kernel_log(kernel: list[str], table: Any, idle: float) -> list[Any]:
+    """This machine's kernel log (from :func:`_diagnose_live`), scanned as a ``--kernel-log`` file
+    named after its source (``kmsg:12``, ``journalctl:40``); nothing when none was readable."""
+    if len(kernel) < 2 or not kernel[0]:
+        return []
+    from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
+
+    name = "kmsg" if kernel[0].endswith("kmsg") else os.path.basename(kernel[0].split()[0]) or "kernel-log"
+    with tempfile.TemporaryDirectory(prefix="spark-diagnose-") as folder:
+        path = Path(folder) / name
+        path.write_text("\n".join(kernel[1:]) + "\n", encoding="utf-8", errors="replace")
+        return logscan.scan_logs([], [str(path)], table, idle)
 
 
 def _diagnose(argv: Sequence[str]) -> int:
@@ -393,7 +415,8 @@ def _diagnose(argv: Sequence[str]) -> int:
         host: Mapping[str, Any] = {}
         settings, profile = None, "auto"
         if not ns.no_machine:
-            live, host, settings, profile = _diagnose_live(ns)
+            live, host, settings, profile, kernel = _diagnose_live(ns)
+            scans += _scan_kernel_log(kernel, table, idle)
     except (logscan.TableError, logscan.LogError, _Stop) as exc:
         say_error(f"error: {exc}")
         return EXIT_USAGE

@@ -232,16 +232,34 @@ def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = N
     return out
 
 
+def _value(live: Mapping[str, Result], check: str, name: str) -> Any:
+    """A reading's value from today's results; None when the check or the reading is absent."""
+    result = live.get(check)
+    found = result.reading(name) if result is not None else None
+    return None if found is None else found.value
+
+
+def _cuda(text: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(p) for p in str(text).split(".")[:2])
+    except ValueError:
+        return None
+
+
 def machine_facts(host: Mapping[str, Any], live: Mapping[str, Result]) -> MachineFacts:
-    """The facts the gates read, from the run's identity and today's check readings; the rest stay None."""
-    g6 = live.get("G6")
-    other = g6.reading("other_gpu_processes") if g6 is not None else None
+    """The facts the gates read, from the run's identity and today's check readings (G1's
+    kernel and CMA, G3's free 32 MiB blocks, G9's image and driver CUDA, G6's other processes)."""
+    other = _value(live, "G6", "other_gpu_processes")
+    kernel = _value(live, "G1", "kernel_release") or host.get("kernel")
+    cma_total, cma_free = _value(live, "G1", "cma_total"), _value(live, "G1", "cma_free")
+    blocks = _value(live, "G3", "normal_free_blocks")
+    image, driver = _cuda(_value(live, "G9", "image_cuda")), _cuda(_value(live, "G9", "host_driver_cuda"))
     return MachineFacts(
-        kernel_release=str(host.get("kernel")) if host.get("kernel") else None,
-        cma_free_over_total=None,
-        high_order_blocks_empty=None,
-        image_cuda_newer_than_driver=None,
-        other_gpu_process=None if other is None or other.value is None else bool(other.value),
+        kernel_release=str(kernel) if kernel else None,
+        cma_free_over_total=cma_free > cma_total if isinstance(cma_total, int) and isinstance(cma_free, int) else None,
+        high_order_blocks_empty=blocks == 0 if isinstance(blocks, (int, float)) else None,
+        image_cuda_newer_than_driver=image > driver if image and driver else None,
+        other_gpu_process=None if other is None else bool(other),
     )
 
 

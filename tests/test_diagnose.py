@@ -342,7 +342,16 @@ def test_the_gates_read_the_machine_the_run_knows() -> None:
     g6 = Result("G6", Status.FAIL, "a vLLM server holds 104 GiB", readings=[Reading("other_gpu_processes", 1)])
     facts = machine_facts({"kernel": "7.0.0-1019-nvidia"}, {"G6": g6})
     assert facts["kernel_release"] == "7.0.0-1019-nvidia" and facts["other_gpu_process"] is True
-    assert facts["cma_free_over_total"] is None and facts["high_order_blocks_empty"] is None  # not read today
+    assert facts["cma_free_over_total"] is None and facts["high_order_blocks_empty"] is None  # not read
+    # G1's driver stack (proc_meminfo_4.txt: CmaTotal 0 kB, CmaFree 940604 kB), G3's free 32 MiB
+    # blocks (memory_fragmentation_1.txt: none), G9's CUDA floor (container_error_driver_1.txt)
+    g1 = Result("G1", Status.FAIL, "kernel 7.0.0-1019-nvidia", readings=[
+        Reading("kernel_release", "7.0.0-1019-nvidia"), Reading("cma_total", 0, "kB"), Reading("cma_free", 940604, "kB")])
+    g3 = Result("G3", Status.FAIL, "fragmented", readings=[Reading("normal_free_blocks", 0)])
+    g9 = Result("G9", Status.FAIL, "image newer", readings=[Reading("image_cuda", "13.2"), Reading("host_driver_cuda", "13.0")])
+    facts = machine_facts({"kernel": "6.8.0-host"}, {"G1": g1, "G3": g3, "G9": g9})
+    assert facts == {"kernel_release": "7.0.0-1019-nvidia", "cma_free_over_total": True, "high_order_blocks_empty": True,
+                     "image_cuda_newer_than_driver": True, "other_gpu_process": None}  # fmt: skip
     assert machine_facts({}, {}) == {"kernel_release": None, "cma_free_over_total": None,
                                      "high_order_blocks_empty": None, "image_cuda_newer_than_driver": None,
                                      "other_gpu_process": None}  # fmt: skip

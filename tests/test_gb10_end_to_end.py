@@ -645,3 +645,22 @@ def test_a_healthy_spark_with_one_planted_kernel_or_power_fault_names_it_with_it
     assert lines[-1] == verdict
     assert all(line == want for line, want in zip(lines, healthy_lines(), strict=True) if not line.startswith(("G4", "verdict")))
     assert_clean(cli.stderr)
+
+
+def test_diagnose_reads_this_machines_kernel_log_with_the_training_log(
+    scene: Scene, server: LocalServer, tmp_path: Path
+) -> None:
+    """Issue 23 on a live machine: the training log shows nothing known, the Spark's own kernel
+    log (its /dev/kmsg under the root) holds the GSP Xids of dmesg_xid_1.txt: diagnose reads
+    it without --kernel-log, cites it as ``kmsg:LINE``, and G4's live reading confirms it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = [*healthy_spark(scene, run_dir), "--github-url", server.url]
+    scene.files({"dev/kmsg": gb10.kmsg([gb10.GPU_FOUND, *_XID_GSP])})
+    (run_dir / "train.log").write_text("step 100 loss 2.31\nstep 200 loss 2.02\n")
+    cli = run_cli(scene, run_dir, ["diagnose", "train.log", *args])
+    lines = cli.stdout.splitlines()
+    g4 = next(line for line in lines if line.startswith("G4 "))
+    assert g4.startswith('G4 FAIL: kmsg:2: "NVRM: Xid (PCI:000f:01:00): 119'), cli.stdout + cli.stderr
+    assert lines[-1] == "diagnosis: G4 (first failure at kmsg:2)", cli.stdout + cli.stderr
+    assert cli.returncode == 1

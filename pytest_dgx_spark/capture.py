@@ -173,7 +173,10 @@ def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Map
     this version's ``Facts`` (``None`` when they do): another version wrote them,
     and a missing field's default would change the verdict silently."""
     fields = [f.name for f in dataclasses.fields(kind)]
-    missing = [name for name in fields if name not in facts]
+    # facts a later version added (``ADDED_FACTS``), whose default reads "not gathered": the
+    # rules that read them decide nothing on an older capture, the others decide as before
+    added = set(getattr(kind, "ADDED_FACTS", ()))
+    missing = [name for name in fields if name not in facts and name not in added]
     unknown = [str(name) for name in facts if name not in fields]
     if not missing and not unknown:
         return None

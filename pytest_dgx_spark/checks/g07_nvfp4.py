@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, ClassVar, NamedTuple, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
@@ -248,6 +248,9 @@ class Facts(FactsBase):
     #: the cuBLAS FP8 GEMMs use: source (a distribution or a library file) and release [major, minor]
     cublas: dict[str, Any] | None = None
     vllm: str | None = None  # the installed vLLM's version
+    #: facts added after the recorded captures (issue 22): a capture without them replays the
+    #: rules before (the ptxas release, not the compile; no FP8 reading)
+    ADDED_FACTS: ClassVar[tuple[str, ...]] = ("triton_compile", "torch_dist", "native_jit", "cublas", "vllm")
 
 
 FACTS = Facts

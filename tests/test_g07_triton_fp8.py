@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import sysconfig
 import time
 from pathlib import Path
 
 import pytest
-from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, fake_triton, gb10_facts
+from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, gb10_facts
 
 from pytest_dgx_spark.checks import g07_nvfp4 as g7
 from pytest_dgx_spark.engine import Engine
@@ -25,28 +24,9 @@ from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
-from doubles import elfkit, gb10
+from doubles import elfkit, gb10, tritonkit
 
-TRITON_DOUBLE = Path(__file__).parent / "doubles" / "triton" / "triton"
 SM121A_FATAL = "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'"
-
-#: a ptxas that prints its release and, like the real ones, rejects sm_121a before 12.9
-PTXAS = """#!/bin/sh
-echo "$0 $@" >> "{log}"
-if [ "$1" = "--version" ]; then
-  printf 'ptxas: NVIDIA (R) Ptx optimizing assembler\\nCopyright (c) 2005-2025 NVIDIA Corporation\\n'
-  printf 'Cuda compilation tools, release {release}, V{release}.93\\nBuild cuda_{release}.r{release}/compiler\\n'
-  exit 0
-fi
-case "{release}" in
-  12.[0-8])
-    echo "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'" >&2
-    exit 255 ;;
-esac
-for last; do :; done
-: > "$last"
-"""
-
 
 def triton_site(
     tmp_path: Path, release: str, name: str = "pytorch-triton", version: str = "3.5.0+git7416ffcb"
@@ -54,10 +34,7 @@ def triton_site(
     """A site-packages folder holding the triton double as ``name`` ``version`` with its
     bundled ``ptxas`` of CUDA ``release``."""
     site = tmp_path / "site-packages"
-    shutil.copytree(TRITON_DOUBLE, site / "triton")
-    bin_dir = fake_triton(site, tmp_path / "ptxas.log", name, version, {})
-    (bin_dir / "ptxas").write_text(PTXAS.format(log=tmp_path / "ptxas.log", release=release))
-    (bin_dir / "ptxas").chmod(0o755)
+    tritonkit.install(site, name, version, {"ptxas": release}, tmp_path / "ptxas.log")
     return site
 
 
@@ -113,8 +90,7 @@ def test_triton_ptxas_path_to_cuda_13_compiles(isolated, doubles, tmp_path: Path
     assert "export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" in capture("error_triton_ptxas_1.txt")
     cuda13 = tmp_path / "cuda" / "bin"
     cuda13.mkdir(parents=True)
-    (cuda13 / "ptxas").write_text(PTXAS.format(log=tmp_path / "ptxas.log", release="13.0"))
-    (cuda13 / "ptxas").chmod(0o755)
+    tritonkit.ptxas(cuda13 / "ptxas", "13.0", tmp_path / "ptxas.log")
     site = triton_site(tmp_path, "12.8")
     result = run(doubles, tmp_path, site, env={"TRITON_PTXAS_PATH": str(cuda13 / "ptxas")})
     assert result.status is Status.PASS, result.report_text()

@@ -1,4 +1,4 @@
-"""G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4 or
+"""G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4, FP8 or
 Triton, does it know SM121?
 
 Stock cu130 torch wheels list ``sm_80 … sm_120`` and no ``sm_121``: healthy, as
@@ -6,7 +6,12 @@ sm_120 cubins run on 12.1 (pytorch PR #178891), so G7 FAILs only when torch can 
 nothing on SM121. NVFP4 needs ``sm_121a`` or ``sm_120f`` targets, judged only where
 the stack uses it (``--spark-precision nvfp4`` or an installed NVFP4 kernel library,
 its cubins listed by ``cuobjdump``). Triton's bundled ptxas older than CUDA 12.9
-rejects ``sm_121a`` (triton #8539), breaking ``torch.compile``.
+rejects ``sm_121a`` (triton #8539), breaking ``torch.compile``: where Triton is
+installed, one trivial kernel is compiled for ``cuda`` capability 121 in a child
+(not launched, so any GPU or none exercises the ptxas a Spark would run), and its
+outcome decides; Triton's launcher also needs CPython's ``Python.h``. FP8 breaks on
+SM12x too (issue 22, G7+): under ``--spark-precision fp8`` the cuBLAS release
+(block-scaled FP8 TN-only before 13.6) and vLLM's cubins are judged, from versions.
 """
 
 from __future__ import annotations

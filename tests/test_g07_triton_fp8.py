@@ -28,6 +28,7 @@ from doubles import elfkit, gb10, tritonkit
 
 SM121A_FATAL = "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'"
 
+
 def triton_site(
     tmp_path: Path, release: str, name: str = "pytorch-triton", version: str = "3.5.0+git7416ffcb"
 ) -> Path:
@@ -235,7 +236,7 @@ def test_compile_outcomes_on_recorded_facts() -> None:
     other = decide(
         compile_facts(ok=False, error_type="triton.compiler.errors.CompilationError", error="at 1:4")
     )
-    assert other.status is Status.WARN and other.short_fix == "pip install -U triton"
+    assert other.status is Status.WARN and other.short_fix == "pip install -U torch triton"
 
 
 def test_a_passing_compile_overrides_the_release_rule() -> None:
@@ -394,3 +395,54 @@ def test_a_capture_before_these_facts_replays_the_old_rules() -> None:
     del old["triton"]
     skipped = facts_mismatch("G7", g7.Facts, old, {})
     assert skipped is not None and "lack 'triton'" in skipped.summary
+
+
+TRITON_DATA = Path(__file__).parent / "data" / "triton"
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "short"),
+    [
+        (
+            "triton320",
+            Status.FAIL,
+            "triton's ptxas rejects sm_121 (torch.compile); fix: pip install -U torch triton (3.5+)",
+        ),
+        (
+            "triton331",
+            Status.FAIL,
+            "triton's ptxas rejects sm_121a (torch.compile); fix: pip install -U torch triton (3.5+)",
+        ),
+        (
+            "triton340",
+            Status.FAIL,
+            "triton's ptxas rejects sm_121a (torch.compile); fix: pip install -U torch triton (3.5+)",
+        ),
+        (
+            "triton340_cuda13_ptxas",
+            Status.FAIL,
+            "triton 3.4.0 refuses CUDA 13's ptxas; fix: pip install -U torch triton (3.5+)",
+        ),
+        (
+            "triton350",
+            Status.FAIL,
+            "triton's ptxas rejects sm_121a (torch.compile); fix: export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas",
+        ),
+        ("triton350_cuda13_ptxas", Status.PASS, ""),
+        ("triton360", Status.PASS, ""),
+        ("triton390", Status.PASS, ""),
+    ],
+)
+def test_real_triton_compiles_recorded(name: str, status: Status, short: str) -> None:
+    """tests/data/triton/: the compile child run with Triton 3.2.0-3.9.0 from PyPI (no GPU): 3.2-3.5
+    bundle a ptxas (12.4/12.8) that rejects SM121, as triton #8539 posted; 3.5 takes the posted fix
+    (TRITON_PTXAS_PATH to CUDA 13's ptxas) and 3.4 refuses it; 3.6 (ptxas-blackwell 12.9) and 3.9
+    (13.4) compile. Each took about a second or two."""
+    recorded = json.loads((TRITON_DATA / f"compile_sm121_{name}.json").read_text())
+    assert recorded["took_s"] < 10
+    result = decide(gb10_facts(triton_compile=recorded["facts"]))
+    assert result.status is status, result.line()
+    if short:
+        assert result.short_line() == f"G7 FAIL: {short}"
+    else:
+        assert result.reading("triton_sm121_compile").value == "ok"

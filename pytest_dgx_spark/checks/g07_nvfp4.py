@@ -62,7 +62,11 @@ NVFP4_FIX = (
 NVFP4_SHORT = "use FP8, or NVFP4 builds for sm_121a"
 PTXAS_SHORT = "export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas"
 #: ptxas's line when it does not know GB10's target (triton #8539, #9181; vllm #29469)
-SM121A_UNKNOWN = "Value 'sm_121a' is not defined"
+_REJECTED = re.compile(r"Value '(sm_\d+[a-z]?)' is not defined for option 'gpu-name'")
+#: what Triton 3.2-3.4 say when pointed at CUDA 13's ptxas (tests/data/triton/)
+TRITON_OLD_CUDA = "Triton only support CUDA 10.0 or higher"
+#: the first Triton release that runs CUDA 13's ptxas (tests/data/triton/: 3.4.0 refuses it)
+TRITON_RUNS_CUDA13_PTXAS = (3, 5)
 #: the torch release whose ``_native`` ops run backward passes through Triton, so a missing
 #: Python.h kills the first backward pass (error_triton_pythonh_1.txt)
 NATIVE_TRITON_TORCH = (2, 14)
@@ -658,12 +662,31 @@ def _triton_stage(f: Facts, floor: float, out: Findings, compiled: bool = False)
 
 
 def _ptxas_env(f: Facts) -> str:
-    """The variable that overrides the ptxas Triton uses for SM121."""
+    """The variable that overrides the ptxas Triton uses for SM121 (3.6+ compiles sm >= 100
+    with ``ptxas-blackwell``, overridden by ``TRITON_PTXAS_BLACKWELL_PATH``)."""
     tc, t = f.triton_compile or {}, f.triton or {}
     if t.get("env"):
         return str(t["env"])
     blackwell = t.get("binary") == "ptxas-blackwell" or str(tc.get("ptxas") or "").endswith("ptxas-blackwell")
     return "TRITON_PTXAS_BLACKWELL_PATH" if blackwell else "TRITON_PTXAS_PATH"
+
+
+def _ptxas_fix(f: Facts, tc: TritonCompile) -> tuple[str, str]:
+    """``(fix, short fix)`` for a ptxas that does not know SM121: CUDA 13's ptxas, where this
+    Triton can run it; Triton before 3.5 cannot (tests/data/triton/), so upgrade it first."""
+    version = _version_tuple(str(tc.get("version") or ""))
+    if version and version < TRITON_RUNS_CUDA13_PTXAS:
+        return (
+            f"upgrade to Triton 3.5 or newer with the torch that pins it (pip install -U torch triton): triton "
+            f"{tc.get('version')} refuses CUDA 13's ptxas ('{TRITON_OLD_CUDA}'), and 3.6 or newer bundles a "
+            "ptxas that knows sm_121a",
+            "pip install -U torch triton (3.5+)",
+        )
+    env = _ptxas_env(f)
+    return (
+        f"export {env}=/usr/local/cuda/bin/ptxas (CUDA 13's ptxas knows sm_121a; triton #8539, #9181, vllm #29469)",
+        f"export {env}=/usr/local/cuda/bin/ptxas",
+    )
 
 
 def _key_line(text: str) -> str:
@@ -674,34 +697,32 @@ def _key_line(text: str) -> str:
 
 
 def _compile_failed(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) -> str:
-    """The compile for 121 raised: ptxas's rejection FAILs; another Triton error WARNs; a
-    Python error (an API this check does not know) is a note."""
+    """The compile for 121 raised: ptxas's rejection (``PTXASError``; a ``RuntimeError`` with
+    ptxas's stderr before Triton 3.3) or a Triton that refuses CUDA 13's ptxas FAILs; another
+    Triton error WARNs; a Python error (an API this check does not know) is a note."""
     kind, dist = str(tc.get("error_type") or "?"), tc.get("dist", "triton")
     short = kind.rsplit(".", 1)[-1]
     error = str(tc.get("error") or "")
     ptxas = f"ptxas {tc.get('ptxas_version') or '?'} ({tc.get('ptxas') or 'path unknown'})"
-    env = _ptxas_env(f)
-    fix = f"export {env}=/usr/local/cuda/bin/ptxas (CUDA 13's ptxas knows sm_121a; triton #8539, #9181, vllm #29469)"
-    if short == "PTXASError":
-        what = "rejects sm_121a" if SM121A_UNKNOWN in error else "failed"
+    fix, short_fix = _ptxas_fix(f, tc)
+    rejected = _REJECTED.search(error)
+    if rejected or short == "PTXASError" or "`ptxas` stderr" in error or TRITON_OLD_CUDA in error:
+        if TRITON_OLD_CUDA in error:
+            what, headline = "is refused by Triton", f"{dist} refuses CUDA 13's ptxas"
+            reading = "Triton refuses its ptxas"
+        else:
+            what = f"rejects {rejected.group(1)}" if rejected else "failed"
+            headline, reading = f"triton's ptxas {what} (torch.compile)", f"ptxas {what}"
         text = (
             f"{dist} could not compile a kernel for sm_121a: {ptxas} {what} "
             f"({_key_line(error)}): Triton kernels and torch.compile fail on the GB10"
         )
         out.note(f"{short}: " + " | ".join(x.strip() for x in error.splitlines() if x.strip())[:600])
-        out.read("triton_sm121_compile", f"ptxas {what}")
+        out.read("triton_sm121_compile", reading)
         if not on_spark:
             out.note(f"on a Spark: {text}; fix: {fix}")
             return ""
-        headline = "triton's ptxas " + (
-            "rejects sm_121a" if what == "rejects sm_121a" else "fails for sm_121a"
-        )
-        out.fail(
-            text,
-            fix,
-            headline=f"{headline} (torch.compile)",
-            short_fix=f"export {env}=/usr/local/cuda/bin/ptxas",
-        )
+        out.fail(text, fix, headline=headline, short_fix=short_fix)
         return ""
     out.read("triton_sm121_compile", f"failed ({short})")
     if not kind.startswith("triton.") or not on_spark:
@@ -712,9 +733,9 @@ def _compile_failed(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) 
         return ""
     out.warn(
         f"{dist} could not compile a trivial kernel for sm_121a with {ptxas}: {short}: {_key_line(error)}",
-        f"upgrade Triton (pip install -U triton), or {fix}",
+        f"upgrade Triton (pip install -U torch triton), or {fix}",
         headline=f"triton cannot compile for sm_121a ({short})",
-        short_fix="pip install -U triton",
+        short_fix="pip install -U torch triton",
     )
     return ""
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -21,7 +23,7 @@ from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, gb10_facts
 from pytest_dgx_spark.checks import g07_nvfp4 as g7
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
-from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.probes.machine import PYTHON_PATH_ENV, Machine
 from pytest_dgx_spark.settings import Settings
 
 from doubles import elfkit, gb10, tritonkit
@@ -365,7 +367,10 @@ def test_real_triton_compiles_for_121(tmp_path: Path) -> None:
     """On a machine with Triton (the GPU image), the child compiles for real for cuda 121: an
     outcome (compiled, or a Triton/ptxas error), within a few seconds, and never this
     check's API guess failing."""
-    machine = Machine(timeout=30)
+    # this interpreter's packages are what is tested here (the suite's default hides them)
+    here = os.pathsep.join(p for p in sys.path if p)
+    env = {**os.environ, PYTHON_PATH_ENV: here, "PYTHONPATH": here}
+    machine = Machine(env=env, timeout=30)
 
     class Ctx:
         pass

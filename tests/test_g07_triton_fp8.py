@@ -451,3 +451,24 @@ def test_real_triton_compiles_recorded(name: str, status: Status, short: str) ->
         assert result.short_line() == f"G7 FAIL: {short}"
     else:
         assert result.reading("triton_sm121_compile").value == "ok"
+
+
+def test_the_compile_starts_beside_the_torch_import(isolated, doubles, tmp_path: Path) -> None:
+    """engine.prefetch runs G7's ``prefetch`` in its own thread while the torch child imports:
+    the compile child is in the store before G7's gather asks, and the verdict is the same."""
+    site = triton_site(tmp_path, "12.8")
+    doubles.nvml(gb10.nvml()).torch(gb10.torch())
+    doubles.pythonpath.append(str(site))
+    machine = Machine(env=doubles.env, timeout=5)
+    engine = Engine(Settings(only=("G7",)), machine)
+    engine.prefetch()
+    names = [t.name for t in engine._threads]
+    assert "spark-prefetch-probes" in names, names
+    for t in engine._threads:
+        t.join(20)
+    assert machine.store.peek("triton:compile") is not None, "the compile did not run in the prefetch"
+    result = engine.run("G7")
+    engine.close()
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.reading("triton_sm121_compile").value == "ptxas rejects sm_121a"
+    assert (tmp_path / "ptxas.log").read_text().count("--gpu-name=sm_121a") == 1  # compiled once

@@ -444,6 +444,13 @@ def _gather_libraries(ctx: CheckContext, facts: Facts) -> None:
         facts.libs.append(entry)
 
 
+def prefetch(ctx: CheckContext) -> None:
+    """Compile for 121 while the run imports torch (engine.prefetch), where NVML lists a GPU (as
+    :func:`gather` does): G7 runs after the torch child and finds the answer in the store."""
+    if any(d.get("capability") for d in ctx.machine.nvml().get("devices") or []):
+        _triton_compile(ctx)
+
+
 def gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
     nv = machine.nvml()

@@ -472,3 +472,22 @@ def test_the_compile_starts_beside_the_torch_import(isolated, doubles, tmp_path:
     assert result.status is Status.FAIL, result.report_text()
     assert result.reading("triton_sm121_compile").value == "ptxas rejects sm_121a"
     assert (tmp_path / "ptxas.log").read_text().count("--gpu-name=sm_121a") == 1  # compiled once
+
+
+def test_triton_3_6_compiles_with_its_ptxas_blackwell(isolated, doubles, tmp_path: Path) -> None:
+    """compile_sm121_triton360.json: Triton 3.6.0 bundles ptxas 12.8 and ptxas-blackwell 12.9 and
+    compiles sm >= 100 with the latter, so sm_121a compiles; the double does the same."""
+    recorded = json.loads((TRITON_DATA / "compile_sm121_triton360.json").read_text())["facts"]
+    assert (
+        recorded["ok"]
+        and recorded["ptxas"].endswith("ptxas-blackwell")
+        and recorded["ptxas_version"] == "12.9"
+    )
+    site = tmp_path / "site-packages"
+    tritonkit.install(
+        site, "triton", "3.6.0", {"ptxas": "12.8", "ptxas-blackwell": "12.9"}, tmp_path / "ptxas.log"
+    )
+    result = run(doubles, tmp_path, site)
+    assert result.status is Status.PASS, result.report_text()
+    assert result.reading("triton_sm121_compile").value == "ok"
+    assert "ptxas-blackwell -lineinfo -v --gpu-name=sm_121a" in (tmp_path / "ptxas.log").read_text()

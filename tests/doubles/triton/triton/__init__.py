@@ -1,10 +1,11 @@
-"""A ``triton`` double for the G7 compile child: Triton 3.5's public compile interface
+"""A ``triton`` double for the G7 compile child: Triton 3.5/3.6's public compile interface
 (``triton.jit``, ``triton.compile``, ``triton.compiler.ASTSource``,
 ``triton.backends.compiler.GPUTarget``, ``triton.backends.nvidia.compiler.get_ptxas``,
 ``triton.runtime.errors.PTXASError``) over a real ptxas subprocess.
 
 Like Triton, ``compile`` runs the ptxas named by ``TRITON_PTXAS_PATH`` (else the bundled
-``backends/nvidia/bin/ptxas``) with ``--gpu-name=sm_<arch>a`` on a PTX file written under
+``backends/nvidia/bin/ptxas``; for capability 100 and up a bundled ``ptxas-blackwell``, as 3.6
+does, overridden by ``TRITON_PTXAS_BLACKWELL_PATH``) with ``--gpu-name=sm_<arch>a`` on a PTX file written under
 ``TRITON_CACHE_DIR``, and raises ``PTXASError`` with Triton's message when ptxas fails
 (triton-lang/triton#8539). ``SPARK_FAKE_TRITON`` (JSON) may add ``{"sleep": s}`` before
 the compile (a hang) or ``{"abort": true}`` (a crash).

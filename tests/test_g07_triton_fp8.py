@@ -161,12 +161,21 @@ def test_h200_compiles_for_121_and_still_skips(isolated, doubles, tmp_path: Path
 
 
 def test_python_h_reading_is_the_checked_interpreters(isolated, doubles, tmp_path: Path) -> None:
-    """The child reads ``sysconfig.get_paths()['include']`` of the checked Python (here: this one)."""
+    """The child reads ``sysconfig.get_paths()['include']`` of the checked Python (here: this one),
+    then gcc's ``CPATH``: where ``#include <Python.h>`` resolves in Triton's launcher build."""
     site = triton_site(tmp_path, "13.0")
-    result = run(doubles, tmp_path, site)
+    result = run(doubles, tmp_path, site, env={"CPATH": "", "C_INCLUDE_PATH": ""})
     include = sysconfig.get_paths()["include"]
     found = (Path(include) / "Python.h").is_file()
     assert result.reading("python_h").value == ("found" if found else "missing"), result.report_text()
+    headers = tmp_path / "headers"
+    headers.mkdir()
+    (headers / "Python.h").write_text("/* planted */\n")
+    doubles.extra["CPATH"] = str(headers)
+    engine = Engine(Settings(only=("G7",)), Machine(env=doubles.env, timeout=5))
+    assert engine.run("G7").reading("python_h").value == "found"
+    facts = engine.facts("G7")["facts"]["triton_compile"]
+    assert facts["python_h_dir"] == (include if found else str(headers))
 
 
 # ---------------------------------------------------------------------- N1 on recorded facts

@@ -152,6 +152,8 @@ def healthy_spark(scene: Scene, run_dir: Path) -> list[str]:
     scene.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
     scene.env_vars.update(NGC_CUDA_ENV)
     scene.cuda13_stack()
+    scene.triton()  # its bundled ptxas-blackwell compiles sm_121a
+    scene.python_headers()  # Triton builds its launcher with them
     scene.install("transformers", "4.57.1")
     (run_dir / "pytest.ini").write_text("[pytest]\n")
     return ["--thermal-seconds", THERMAL, "--playbook", "pytorch-fine-tune", "--timeout", "5"]
@@ -242,8 +244,11 @@ def test_a_healthy_spark_reads_ready_with_no_warn_and_no_skip(
     assert full["G7"] == (
         "G7 PASS: NVIDIA GB10 is SM121 (12.1); torch 2.11.0+cu130 arch list sm_80, sm_90, sm_100, sm_110, sm_120: "
         "its sm_120 cubins run on 12.1; TORCH_CUDA_ARCH_LIST unset; no NVFP4 kernel library installed (vLLM, "
-        "FlashInfer, TensorRT-LLM)"
+        "FlashInfer, TensorRT-LLM); triton 3.6.0 compiles for sm_121a"
     )
+    g7 = next(r for r in block["results"] if r["id"] == "G7")
+    assert g7["readings"]["triton_sm121_compile"]["value"] == "ok"
+    assert g7["readings"]["python_h"]["value"] == "found"
     assert full["G4"].startswith(
         "G4 INFO: GPU 0 NVIDIA GB10: 35 C, 11.2 W (limit [N/A]), SM 2522 MHz; no clock-event reason; clock-event "
         "counters since boot: power cap 3.0 h, thermal 1.2 s, power brake 0 s; slowdown +0 s in the sample"

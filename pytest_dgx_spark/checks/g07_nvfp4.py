@@ -218,6 +218,7 @@ class TritonCompile(TypedDict, total=False):
     ptxas_version: str | None
     python_include: str | None
     python_h: bool
+    python_h_dir: str | None
     child: str
 
 

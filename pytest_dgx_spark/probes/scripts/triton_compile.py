@@ -29,12 +29,17 @@ def _ptxas(compiler, arch):
 
 
 def _headers():
+    """Where ``#include <Python.h>`` resolves when Triton builds its launcher: the interpreter's
+    include folder (Triton's ``-I``), else a folder of gcc's ``CPATH`` / ``C_INCLUDE_PATH``."""
     try:
         include = _sysconfig.get_paths().get("include")
     except Exception:
         include = None
-    found = bool(include) and _os.path.isfile(_os.path.join(include, "Python.h"))
-    data(python_include=include, python_h=found)
+    folders = [include] + [
+        p for name in ("CPATH", "C_INCLUDE_PATH") for p in (_os.environ.get(name) or "").split(_os.pathsep)
+    ]
+    found = next((f for f in folders if f and _os.path.isfile(_os.path.join(f, "Python.h"))), None)
+    data(python_include=include, python_h=found is not None, python_h_dir=found)
 
 
 def _source(triton, compiler, fn):

@@ -20,6 +20,7 @@ change a Spark owner sees, so it must show up here as a failing test.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -443,5 +444,31 @@ def test_nvfp4_declared_in_the_ini_warns_on_the_healthy_spark_through_plugin_and
     )
     expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
     expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    assert section(plugin.outlines) == expected, plugin.stdout.str()
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+
+
+def test_triton_with_a_ptxas_that_rejects_sm_121a_blocks_the_healthy_spark(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, server: LocalServer
+) -> None:
+    """N1 (issue 22), one fault planted: the healthy Spark with pytorch-triton 3.5.0, whose bundled
+    ptxas 12.8 rejects sm_121a (error_triton_ptxas_1.txt, triton #8539; measured with triton 3.5.0
+    in tests/data/triton/compile_sm121_triton350.json). G7's compile child meets ptxas's error
+    and FAILs with the posted fix; every other line stays healthy."""
+    posted = (DATA / "gb10" / "error_triton_ptxas_1.txt").read_text()
+    assert "ptxas fatal   : Value 'sm_121a' is not defined" in posted
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url]
+    for info in scene.site.glob("triton-*.dist-info"):  # the healthy one's Triton 3.6.0 goes
+        shutil.rmtree(info)
+    shutil.rmtree(scene.site / "triton" / "backends" / "nvidia" / "bin")
+    scene.triton("3.5.0+git7416ffcb", {"ptxas": "12.8"})
+    plugin = run_plugin(pytester, monkeypatch, scene, args)
+    cli = run_cli(scene, pytester.path, args)
+    g7 = (
+        "G7 FAIL: triton's ptxas rejects sm_121a (torch.compile); "
+        "fix: export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas"
+    )
+    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: blocked (G7 failed; 6 PASS, 1 FAIL, 3 INFO)")
     assert section(plugin.outlines) == expected, plugin.stdout.str()
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr

@@ -839,7 +839,8 @@ def _fp8_stage(f: Facts, precision: str | None, floor: float, out: Findings) -> 
         out.warn(
             f"--spark-precision fp8 with cuBLAS {shown} ({cublas.get('source')}): block-scaled and per-row FP8 "
             f"GEMMs (torch._scaled_mm) are TN-only on cc 12.x before cuBLAS {floor:g}, so training's dgrad/wgrad "
-            "GEMMs fail with CUBLAS_STATUS_NOT_SUPPORTED (pytorch PR #198188, #192707; measured on sm_120)",
+            "GEMMs fail with CUBLAS_STATUS_NOT_SUPPORTED (pytorch PR #198188, #192707, reported on sm_120; "
+            "read from the installed version, not run)",
             "train FP8 with per-tensor scaling, or in BF16, until cuBLAS 13.6 or newer is installed (a newer "
             "nvidia-cublas wheel or CUDA toolkit); inference GEMMs (TN) are not affected",
             headline=f"cuBLAS {shown}: FP8 training GEMMs are TN-only on SM12x (< {floor:g})",

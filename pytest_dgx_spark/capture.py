@@ -171,11 +171,10 @@ def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
 def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
     """That check's SKIP when the capture's facts do not have exactly the fields of
     this version's ``Facts`` (``None`` when they do): another version wrote them,
-    and a missing field's default would change the verdict silently."""
+    and a missing field's default would change the verdict silently. A field the
+    ``Facts`` names in ``ADDED`` may be missing: its default is "not read"."""
     fields = [f.name for f in dataclasses.fields(kind)]
-    # facts a later version added (``ADDED_FACTS``), whose default reads "not gathered": the
-    # rules that read them decide nothing on an older capture, the others decide as before
-    added = set(getattr(kind, "ADDED_FACTS", ()))
+    added = getattr(kind, "ADDED", {})
     missing = [name for name in fields if name not in facts and name not in added]
     unknown = [str(name) for name in facts if name not in fields]
     if not missing and not unknown:

@@ -166,28 +166,39 @@ def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, in
     return out
 
 
-def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Mapping[int, str] | None = None,
-                 counters_before: Any = None, counters_after: Any = None) -> ChartData | None:
-    """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
-    read around them; ``None`` with fewer than two samples with a reading."""
+def _per_gpu(samples: Iterable[Mapping[str, Any]]) -> dict[int, list[tuple[float, Mapping[str, Any]]]]:
+    """The samples' readings by GPU index, each with its time."""
     per_gpu: dict[int, list[tuple[float, Mapping[str, Any]]]] = {}
     for n, sample in enumerate(s for s in samples if isinstance(s, Mapping)):
         t = _time(sample, float(n))
         for pos, gpu in enumerate(g for g in sample.get("gpus") or [] if isinstance(g, Mapping)):
             index = gpu.get("index", pos)
             per_gpu.setdefault(int(index) if isinstance(index, int) else pos, []).append((t, gpu))
+    return per_gpu
+
+
+def _trace(index: int, name: str | None, points: list[tuple[float, Mapping[str, Any]]]) -> Trace | None:
+    """One GPU's trace; None with fewer than two samples with a reading."""
+    trace = Trace(index, f"GPU {index}" + (f" {name}" if name else ""))
+    for t, gpu in points:
+        trace.t.append(t)
+        trace.temp_c.append(_number(gpu, TEMP_KEYS))
+        trace.power_w.append(_number(gpu, POWER_KEYS))
+        trace.sm_mhz.append(_number(gpu, CLOCK_KEYS))
+    rows = zip(trace.temp_c, trace.power_w, trace.sm_mhz, strict=True)
+    return trace if sum(any(v is not None for v in row) for row in rows) >= 2 else None
+
+
+def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Mapping[int, str] | None = None,
+                 counters_before: Any = None, counters_after: Any = None) -> ChartData | None:
+    """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
+    read around them; ``None`` with fewer than two samples with a reading."""
     data = ChartData(title=title)
     before, after = counters_by_gpu(counters_before), counters_by_gpu(counters_after)
     counter_notes = []
-    for index, points in sorted(per_gpu.items()):
-        name = (names or {}).get(index)
-        trace = Trace(index, f"GPU {index}" + (f" {name}" if name else ""))
-        for t, gpu in points:
-            trace.t.append(t)
-            trace.temp_c.append(_number(gpu, TEMP_KEYS))
-            trace.power_w.append(_number(gpu, POWER_KEYS))
-            trace.sm_mhz.append(_number(gpu, CLOCK_KEYS))
-        if sum(any(v is not None for v in row) for row in zip(trace.temp_c, trace.power_w, trace.sm_mhz, strict=True)) < 2:
+    for index, points in sorted(_per_gpu(samples).items()):
+        trace = _trace(index, (names or {}).get(index), points)
+        if trace is None:
             continue
         data.traces.append(trace)
         data.spans.extend(_reason_spans(index, points))

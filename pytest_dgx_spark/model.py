@@ -226,21 +226,27 @@ def _ids(ids: list[str]) -> str:
     return ", ".join(shortened(ids, 4))
 
 
+def _causes(v: Verdict, by: Mapping[Status, list[str]], results: list[Result], strict: bool) -> list[str]:
+    """What made the verdict so where the counts alone do not say it."""
+    if v is Verdict.BLOCKED:
+        causes = [f"{_ids(by[Status.FAIL])} failed"] if by[Status.FAIL] else []
+        if strict and by[Status.WARN]:
+            causes.append(f"{_ids(by[Status.WARN])} WARN under --strict")
+        return causes
+    if by[Status.WARN]:
+        return []
+    # no WARN: a SKIP made it so, or the user's own choice left it ready
+    skipped = [r.check_id for r in results if _skipped(r)]
+    chosen = [r.check_id for r in results if r.status is Status.SKIP and r.by_choice]
+    return [f"{_ids(ids)} {why}" for ids, why in ((skipped, "skipped"), (chosen, "skipped by choice")) if ids]
+
+
 def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> str:
     """``verdict: blocked (G1, G6 failed; 1 PASS, 2 FAIL)``: the verdict, what
     made it so where the counts alone do not say it, then the counts."""
     v = verdict(results, strict=strict, not_run=not_run)
     by = {s: [r.check_id for r in results if r.status is s] for s in Status}
-    causes = []
-    if v is Verdict.BLOCKED:
-        causes = [f"{_ids(by[Status.FAIL])} failed"] if by[Status.FAIL] else []
-        if strict and by[Status.WARN]:
-            causes.append(f"{_ids(by[Status.WARN])} WARN under --strict")
-    elif not by[Status.WARN]:  # a SKIP made it so, or the user's own choice left it ready
-        if skipped := [r.check_id for r in results if _skipped(r)]:
-            causes.append(f"{_ids(skipped)} skipped")
-        if chosen := [r.check_id for r in results if r.status is Status.SKIP and r.by_choice]:
-            causes.append(f"{_ids(chosen)} skipped by choice")
+    causes = _causes(v, by, results, strict)
     tally = [f"{len(ids)} {s.value}" for s, ids in by.items() if ids]
     if not_run:
         tally.append(f"{len(not_run)} not run")

@@ -248,27 +248,27 @@ class GpuSampler:
         with self._lock:
             return [dict(p) for p in self._points]
 
-    def summary(self) -> dict[str, Any]:
-        """What was recorded so far (the sampler may still be running)."""
-        with self._lock:
-            data = dict(self._data)
-            series = dict(self._series)
-            points = list(self._points)
-            procs = [dict(p) for p in self._procs.values()]
-        end = self._stopped or time.monotonic()
-        reason = None
+    def _reason(self, data: Mapping[str, Any], has_series: bool) -> str | None:
+        """Why nothing (or not everything) was sampled, in one line; None when sampling ran."""
         if data.get("import_error"):
-            reason = f"nvidia-ml-py (pynvml) not importable: {data['import_error']}"
-        elif data.get("init_error"):
+            return f"nvidia-ml-py (pynvml) not importable: {data['import_error']}"
+        if data.get("init_error"):
             init = data["init_error"]
-            reason = f"NVML unavailable: {init.get('message') or init.get('name')} ({init.get('name')})"
-        elif self._stop_note and not series:
-            reason = self._stop_note
-        elif self._proc is not None and self._proc.poll() not in (None, 0) and not series:
+            return f"NVML unavailable: {init.get('message') or init.get('name')} ({init.get('name')})"
+        if has_series:
+            return None
+        if self._stop_note:
+            return self._stop_note
+        if self._proc is not None and self._proc.poll() not in (None, 0):
             tail = b"".join(self._stderr).decode("utf-8", "replace").strip().splitlines()[-1:]
-            reason = f"the sampler child exited {self._proc.returncode}" + (f": {tail[0]}" if tail else "")
+            return f"the sampler child exited {self._proc.returncode}" + (f": {tail[0]}" if tail else "")
+        return None
+
+    def _gpus(
+        self, data: Mapping[str, Any], series: Mapping[int, Any], thinned: Mapping[int, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, int], list[str]]:
+        """Per GPU: its series summary, the throttle reasons seen, and flat-power notes."""
         static = {int(d.get("index", 0)): d for d in data.get("sample_devices") or []}
-        thinned = summarise(points)
         gpus = []
         throttle: dict[str, int] = {}
         flat_notes = []
@@ -280,18 +280,36 @@ class GpuSampler:
             entry["power_limit_w"] = limit / 1000.0 if isinstance(limit, (int, float)) else None
             for name, count in s.warn_reasons.items():
                 throttle[name] = throttle.get(name, 0) + count
-            t = defaults("gb10" if "GB10" in str(dev.get("name") or "").upper() else "generic")
-            ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
-            if ceiling is None and entry["power_limit_w"]:
-                ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
-            flat = flat_power_climb(thinned.get(index, s), ceiling_w=ceiling, band_fraction=t["g4_flat_power_band_fraction"],
-                                    rise_c=t["g4_temp_rise_c"], idle_w=t["g4_idle_power_w"])
-            if flat is not None:
-                flat_notes.append(
-                    f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
-                    f"while the temperature rose {flat.rise:.1f} C"
-                )
+            if note := self._flat_note(index, entry, dev, thinned.get(index, s)):
+                flat_notes.append(note)
             gpus.append(entry)
+        return gpus, throttle, flat_notes
+
+    def _flat_note(self, index: int, entry: Mapping[str, Any], dev: Mapping[str, Any], series: Any) -> str | None:
+        """A note when the power stayed flat while the temperature rose (a cap the reasons do not name)."""
+        t = defaults("gb10" if "GB10" in str(dev.get("name") or "").upper() else "generic")
+        ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
+        if ceiling is None and entry["power_limit_w"]:
+            ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
+        flat = flat_power_climb(series, ceiling_w=ceiling, band_fraction=t["g4_flat_power_band_fraction"],
+                                rise_c=t["g4_temp_rise_c"], idle_w=t["g4_idle_power_w"])
+        if flat is None:
+            return None
+        return (
+            f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
+            f"while the temperature rose {flat.rise:.1f} C"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """What was recorded so far (the sampler may still be running)."""
+        with self._lock:
+            data = dict(self._data)
+            series = dict(self._series)
+            points = list(self._points)
+            procs = [dict(p) for p in self._procs.values()]
+        end = self._stopped or time.monotonic()
+        reason = self._reason(data, bool(series))
+        gpus, throttle, flat_notes = self._gpus(data, series, summarise(points))
         slowdown = counter_slowdown(data)
         stalled = None
         if self.running and time.monotonic() - self._last_event > self.interval + self.timeout:

@@ -61,6 +61,10 @@ _TABLE = (
     ("g7_cublas_fp8_min", 13.6, 13.6, "cuBLAS release", "G7: with --spark-precision fp8 on SM12x, cuBLAS older "
      "than this runs block-scaled FP8 GEMMs in the TN layout only (training's dgrad/wgrad fail)"),
     ("g10_busbw_floor_gbps", 20, 20, "GB/s", "G10: NCCL all-reduce bus bandwidth below this warns"),
+    ("g10_busbw_fail_gbps", 5, 5, "GB/s", "G10: NCCL all-reduce bus bandwidth below this fails (a degraded "
+     "link or TCP sockets)"),
+    ("g10_memlock_min_mib", 1024, 1024, "MiB", "G10: a memlock limit (RLIMIT_MEMLOCK) below this, not "
+     "unlimited, warns on a multi-node RDMA job"),
 )
 THRESHOLDS: dict[str, Threshold] = {
     row[0]: Threshold(row[0], float(row[1]), float(row[2]), row[3], row[4]) for row in _TABLE

@@ -76,6 +76,7 @@ PREFIXES = (
     "GLOO_",
     "NVIDIA_",
     "CUDA_",
+    "NV_CUDA_",  # nvidia/cuda images: NV_CUDA_COMPAT_PACKAGE (G9's CUDA floor)
     "PYTORCH_",
     "TRITON_",
     "VLLM_",

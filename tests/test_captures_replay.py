@@ -78,6 +78,12 @@ def untouched(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.Complet
     env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "NO_MACHINE_LOG": str(log), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env["COLUMNS"] = "120"  # pytest's section cuts lines to the terminal's width; the .lines files are 120 wide
+    # matplotlib (G4's chart from the captured samples) builds its font list on first use with
+    # fc-list and a walk of the system's fonts: the drawing library's cache, warmed here without
+    # the audit, as any machine that drew once has it (a fresh CI machine did not: issue ci)
+    env["MPLCONFIGDIR"] = str(tmp_path / "mplconfig")
+    warm = "import importlib.util as u\nif u.find_spec('matplotlib'): import matplotlib.font_manager"
+    subprocess.run([sys.executable, "-c", warm], env=env, timeout=120, check=True, capture_output=True)
     proc = subprocess.run(
         [sys.executable, str(NO_MACHINE), mode, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
     )

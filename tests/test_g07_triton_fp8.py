@@ -400,10 +400,10 @@ def test_real_triton_compiles_for_121(tmp_path: Path) -> None:
 
 def test_a_capture_before_these_facts_replays_the_old_rules() -> None:
     """The recorded captures (tests/data/captures/) predate the compile and FP8 facts: they
-    replay as before (``ADDED_FACTS``), while a capture lacking an older fact still SKIPs."""
+    replay as before (``Facts.ADDED``), while a capture lacking an older fact still SKIPs."""
     from pytest_dgx_spark.capture import facts_mismatch
 
-    old = {k: v for k, v in gb10_facts().to_dict().items() if k not in g7.Facts.ADDED_FACTS}
+    old = {k: v for k, v in gb10_facts().to_dict().items() if k not in g7.Facts.ADDED}
     assert facts_mismatch("G7", g7.Facts, old, {}) is None
     assert decide(g7.Facts.from_dict(old)).status is Status.PASS
     del old["triton"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dgx_spark.checks import g09_container as g9
-from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -269,3 +269,180 @@ def test_ngc_pre_release_torch_meets_a_plain_specifier_of_accelerate_and_passes(
     assert result.status is Status.PASS, result.line()
     assert result.reading("broken_requirements").value == 0
     assert g9.broken_requirements(dists) == ([], [])
+
+
+# --------------------------------------------------------------------------- the image's CUDA floor (issue 22, N2)
+
+#: /proc/driver/nvidia/version of a Spark on DGX OS's 580 driver, the version of
+#: container_error_driver_1.txt ("version 580.159.03 was detected")
+DRIVER_580 = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.159.03  Release Build  "
+    "(dvs-builder@U22-I3-H10-02-1)  Tue Mar  3 19:08:06 UTC 2026\n"
+    "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04.1)\n"
+)
+
+
+def posted_driver_error() -> tuple[str, str]:
+    """``(the image's driver floor, the host driver)`` as container_error_driver_1.txt posted them."""
+    text = (GB10 / "container_error_driver_1.txt").read_text()
+    assert text.startswith("# source:")
+    m = re.search(r"built for NVIDIA Driver Release (\S+) or later, but\s+version (\S+) was detected", text)
+    assert m and "compatibility mode is UNAVAILABLE" in text
+    return m.group(1), m.group(2)
+
+
+def floor_facts(**changes: object) -> g9.Facts:
+    """An NGC container on a 580 Spark (NVML: driver 580.159.03, CUDA 13.0)."""
+    base = {
+        "dockerenv": True,
+        "env": {"NVIDIA_PRODUCT_NAME": "vLLM"},
+        "nvml_driver": posted_driver_error()[1],
+        "nvml_cuda": 13000,
+        "host_driver": posted_driver_error()[1],
+    }
+    return g9.Facts(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def test_a_cuda_13_2_image_on_the_580_driver_fails_naming_both_versions() -> None:
+    """container_error_driver_1.txt (b): a CUDA 13.2-toolchain image on the 13.0 driver dies
+    with cudaErrorUnsupportedPtxVersion; G9 says so before the job starts."""
+    assert "CUDA 13.2" in (GB10 / "container_error_driver_1.txt").read_text()
+    facts = floor_facts(cuda_env={"CUDA_VERSION": "13.2.0", "NVIDIA_REQUIRE_CUDA": "cuda>=13.2 brand=unknown"})
+    result = decide(facts)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith(
+        "image built for CUDA 13.2 (CUDA_VERSION=13.2.0), but host driver 580.159.03 supports CUDA 13.0 (NVML)"
+    )
+    assert "cudaErrorUnsupportedPtxVersion" in result.summary
+    assert "on a 13.0 driver, run an image built with a CUDA 13.0 toolchain" in result.fix
+    assert "keep the NGC ENTRYPOINT" in result.fix
+    assert result.short_line() == (
+        "G9 FAIL: image needs CUDA 13.2, host driver 580.159.03 gives CUDA 13.0; fix: a CUDA 13.0 image; keep "
+        "the NGC ENTRYPOINT"
+    )
+    assert result.reading("image_cuda").value == "13.2"
+    assert result.reading("host_driver_cuda").value == "13.0"
+
+
+def test_an_image_whose_driver_floor_is_590_48_fails_on_580() -> None:
+    """container_error_driver_1.txt (a): NGC's entrypoint refused a 590.48 image on 580.159.03."""
+    need, have = posted_driver_error()
+    result = decide(floor_facts(cuda_env={"CUDA_DRIVER_VERSION": f"{need}.01"}))
+    assert result.status is Status.FAIL
+    assert result.headline == f"image needs driver {need}.01, host driver {have} gives CUDA 13.0"
+    assert result.reading("image_driver_floor").value == f"{need}.01"
+
+
+def test_a_cuda_13_0_image_on_the_580_driver_is_a_reading_not_a_finding() -> None:
+    result = decide(floor_facts(cuda_env={"CUDA_VERSION": "13.0.2"}))
+    assert result.status is Status.PASS
+    assert (
+        "image built for CUDA 13.0 (CUDA_VERSION=13.0.2), within what host driver 580.159.03 supports (CUDA 13.0, "
+        "NVML)" in result.details
+    )
+    assert result.reading("image_cuda").value == "13.0"
+
+
+def test_an_older_image_passes() -> None:
+    assert decide(floor_facts(cuda_env={"NVIDIA_REQUIRE_CUDA": "cuda>=12.8 brand=tesla,driver>=470"})).status is (
+        Status.PASS
+    )
+
+
+def test_forward_compatibility_in_use_warns_on_gb10_and_is_a_note_elsewhere() -> None:
+    """NGC's ENTRYPOINT switches the image's cuda-compat driver on (langX101 PR #409,
+    container_error_driver_1.txt (c)); where forward compatibility is supported the newer image
+    runs, and G9 only says so. On GB10 NGC's entrypoint reported "compatibility mode is
+    UNAVAILABLE" (container_error_driver_1.txt (a)): a WARN, not a silent PASS."""
+    env = {"CUDA_VERSION": "13.2.0", "LD_LIBRARY_PATH": "/usr/local/cuda/compat/lib:/usr/local/lib"}
+    facts = floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04")
+    result = decide(facts)
+    assert result.status is Status.WARN, result.line()
+    assert result.reading("forward_compat").value == "in use: libcuda.so.595.45.04"
+    assert "GB10 may not support forward compatibility" in result.summary
+    assert result.short_line() == (
+        "G9 WARN: image needs CUDA 13.2, host gives CUDA 13.0: forward compat on GB10; fix: a CUDA 13.0 image"
+    )
+    generic = g9.evaluate(facts, Params(profile="generic"))
+    assert generic.status is Status.PASS, generic.line()
+    assert any("forward-compatibility driver libcuda.so.595.45.04 is switched on" in d for d in generic.details)
+    linked = floor_facts(cuda_env={"CUDA_VERSION": "13.2.0"}, compat_lib="libcuda.so.1", compat_linked=True)
+    assert g9.evaluate(linked, Params(profile="generic")).status is Status.PASS
+
+
+def test_forward_compatibility_present_but_bypassed_fails() -> None:
+    """A `command:` that bypasses NGC's ENTRYPOINT leaves the compat driver unused (PR #409)."""
+    env = {"CUDA_VERSION": "13.2.0", "NV_CUDA_COMPAT_PACKAGE": "cuda-compat-13-2"}
+    result = decide(floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04"))
+    assert result.status is Status.FAIL
+    assert result.reading("forward_compat").value == "present, not in use: libcuda.so.595.45.04"
+    assert result.reading("image_compat_package").value == "cuda-compat-13-2"
+
+
+def test_an_unreadable_host_driver_is_said_and_decides_nothing() -> None:
+    facts = g9.Facts(
+        dockerenv=True,
+        cuda_env={"CUDA_VERSION": "13.2.0"},
+        host_driver_error="cannot read /proc/driver/nvidia/version: No such file or directory",
+        nvml_error="NVML unavailable: Driver Not Loaded (DriverNotLoaded)",
+    )
+    result = decide(facts)
+    assert result.status is Status.PASS
+    assert (
+        "image CUDA floor (CUDA_VERSION=13.2.0) not compared: NVML unavailable: Driver Not Loaded (DriverNotLoaded); "
+        "cannot read /proc/driver/nvidia/version: No such file or directory" in result.details
+    )
+
+
+@pytest.mark.parametrize(
+    ("driver", "cuda"),
+    [("580.65.06", (13, 0)), ("580.142", (13, 0)), ("590.48.01", (13, 1)), ("595.45.04", (13, 2)), ("575.57.08", None)],
+)
+def test_the_driver_table_maps_a_driver_to_its_cuda(driver: str, cuda: tuple[int, int] | None) -> None:
+    assert g9.driver_cuda(driver) == cuda
+
+
+def test_gather_reads_the_floor_from_the_environment_and_the_driver_through_the_root(
+    fake_root, doubles
+) -> None:
+    """The host driver from <root>/proc/driver/nvidia/version, NVML not loadable (a container
+    without the driver's libraries): the release notes' table gives its CUDA; the
+    cuda-compat link in the image names the compat driver."""
+    root = fake_root({".dockerenv": "", "proc/driver/nvidia/version": DRIVER_580, "proc/1/cgroup": "0::/\n"})
+    (root / "usr/local/cuda/compat").mkdir(parents=True)
+    (root / "usr/local/cuda/compat/libcuda.so.595.45.04").write_text("")
+    (root / "usr/local/cuda/compat/libcuda.so.1").symlink_to("libcuda.so.595.45.04")
+    doubles.nvml({"init_error": "LibraryNotFound"})
+    env = {**doubles.env, **ONLY_PLANTED, "CUDA_VERSION": "13.2.0", "NVIDIA_PRODUCT_NAME": "vLLM"}
+    env.pop("LD_LIBRARY_PATH", None)
+    result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
+    assert result.status is Status.FAIL, result.report_text()
+    assert result.reading("host_driver").value == "580.159.03"
+    assert "supports CUDA 13.0 (the release notes' driver table)" in result.summary
+    assert result.reading("forward_compat").value == "present, not in use: libcuda.so.595.45.04"
+
+
+def test_cdi_mode_of_the_container_runtime_is_a_note(fake_root) -> None:
+    """container_error_cdi_1.txt: after `nvidia-ctk config --set nvidia-container-runtime.mode=cdi`,
+    `docker --gpus` is refused; the runtime's config.toml says the mode."""
+    text = (GB10 / "container_error_cdi_1.txt").read_text()
+    assert "nvidia-container-runtime.mode=cdi" in text and "--device nvidia.com/gpu=all" in text
+    config = '[nvidia-container-runtime]\nlog-level = "info"\nmode = "cdi"\n'
+    root = fake_root({"etc/nvidia-container-runtime/config.toml": config, "proc/1/comm": "systemd\n"})
+    facts = g9.gather(CheckContext("G9", Settings(), Machine(root=root, env=dict(ONLY_PLANTED)), None))  # type: ignore[arg-type]
+    assert facts.runtime_mode == "cdi"
+    result = decide(facts)
+    assert result.reading("container_runtime_mode").value == "cdi"
+    assert any("--device nvidia.com/gpu=all" in d for d in result.details)
+
+
+def test_a_garbled_driver_version_file_is_a_reason_not_a_verdict(fake_root, doubles) -> None:
+    root = fake_root({".dockerenv": "", "proc/driver/nvidia/version": "\x00\xff NVRM ???\n" * 100})
+    doubles.nvml({"init_error": "LibraryNotFound"})
+    env = {**doubles.env, **ONLY_PLANTED, "CUDA_VERSION": "13.2.0"}
+    facts = g9.gather(CheckContext("G9", Settings(), Machine(root=root, env=env), None))  # type: ignore[arg-type]
+    assert facts.host_driver is None
+    assert facts.host_driver_error == "/proc/driver/nvidia/version names no kernel module version"
+    result = decide(facts)
+    assert result.status is Status.PASS
+    assert any(d.startswith("image CUDA floor (CUDA_VERSION=13.2.0) not compared: NVML unavailable") for d in result.details)

@@ -382,11 +382,12 @@ def test_probe_above_the_floor_rides_on_pass() -> None:
 
 
 def test_probe_below_the_floor_across_nodes_warns_first() -> None:
-    slow = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 3.1, "busbw_gbps": 3.0}}
+    """Between the FAIL and the WARN floor (5 and 20 GB/s): one twin only, MTU 1500 (issue 8)."""
+    slow = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 12.1, "busbw_gbps": 12.0}}
     r = decide(source(NVIDIA_FSDP), env=MULTI, probe=slow, intrusive=True)
     assert r.status is Status.WARN
     assert r.summary.startswith(
-        "rank 0 of 2: all-reduce busbw 3.1 GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor "
+        "rank 0 of 2: all-reduce busbw 12.1 GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor "
         "for a two-Spark link (20-24 GB/s is healthy); 2 nodes"
     )
     assert "NCCL_SOCKET_IFNAME=enp1s0f1np1" in r.fix
@@ -1323,3 +1324,195 @@ def test_a_running_job_of_another_user_is_only_a_note(tmp_path: Path) -> None:
     assert not any("evil.py" in t for t in (r.summary, r.headline, r.fix)), r.line()
     notes = [d for d in r.details if d.startswith("not judged, another user's job (uid 4242): pid ")]
     assert len(notes) == 1 and "(evil.py): --tensor-parallel-size = 2, --nnodes = 2" in notes[0], r.details
+
+
+# --------------------------------------------------------------------------- issue 22, G10+: a degraded link, a container without RDMA
+
+
+def posted_busbw() -> tuple[float, float]:
+    """nccl_two_spark_7.txt: ``Avg bus bandwidth`` after a reboot, then after moving the QSFP cable
+    (it stays there until the next reboot)."""
+    text = (GB10 / "nccl_two_spark_7.txt").read_text()
+    assert text.startswith("# source:")
+    healthy, degraded = (float(x) for x in re.findall(r"# Avg bus bandwidth\s*:\s*([\d.]+)", text))
+    return healthy, degraded
+
+
+def posted_speed_mbps() -> int:
+    """nccl_debug_two_spark_1.txt: NCCL's view of the RoCE port, ``speed=200000`` (Mb/s)."""
+    text = (GB10 / "nccl_debug_two_spark_1.txt").read_text()
+    speeds = set(re.findall(r"name=rocep1s0f1 speed=(\d+)", text))
+    assert speeds == {"200000"}
+    return int(speeds.pop())
+
+
+#: the link as read_link() reads a Spark whose outer port is up at 200 G
+LINK_200G = {
+    "rdma": {
+        "rocep1s0f1": {"states": {"1": "4: ACTIVE"}, "netdevs": ["enp1s0f1np1"], "rates": {"1": "200 Gb/sec (4X HDR)"}},
+        "rocep1s0f0": {"states": {"1": "1: DOWN"}, "netdevs": ["enp1s0f0np0"], "rates": {"1": "40 Gb/sec (4X QDR)"}},
+    },
+    "mtu": {"enp1s0f1np1": 9000, "enp1s0f0np0": 1500},
+    "speed": {"enp1s0f1np1": 200000, "enp1s0f0np0": None},
+    "sysfs": True,
+}
+LINK_ENV = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
+
+
+def probe_of(busbw: float, backend: str = "nccl") -> dict[str, Any]:
+    return {**PROBE_OK, "data": {**PROBE_OK["data"], "backend": backend, "group_busbw_gbps": busbw, "busbw_gbps": busbw}}
+
+
+def test_a_re_cabled_links_busbw_fails_and_says_the_link_reports_200g() -> None:
+    """nccl_two_spark_7.txt: 2.82151 GB/s after re-cabling, over a port that still reports 200 G."""
+    assert posted_speed_mbps() == LINK_200G["speed"]["enp1s0f1np1"]
+    _, degraded = posted_busbw()
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(degraded), intrusive=True, link=LINK_200G)
+    assert r.status is Status.FAIL, r.line()
+    assert r.summary.startswith(
+        "rank 0 of 2: all-reduce busbw 2.8 GB/s (nccl, 2 ranks, 512 MiB) while the link reports enp1s0f1np1 "
+        "200 Gb/s, below the 5 GB/s a working two-Spark link never falls to"
+    )
+    assert "reboot both Sparks" in r.fix and "PR #108" in r.fix
+    assert r.short_line() == (
+        "G10 FAIL: all-reduce 2.8 GB/s, below 5 GB/s (enp1s0f1np1 200 Gb/s); fix: reboot both Sparks; re-seat "
+        "the cable"
+    )
+    assert r.reading("link_speed").value == "enp1s0f1np1 200 Gb/s"
+    assert r.reading("busbw_fail_below").value == 5.0
+
+
+def test_the_same_link_after_a_reboot_passes() -> None:
+    healthy, _ = posted_busbw()
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(healthy), intrusive=True, link=LINK_200G)
+    assert r.status is Status.PASS, r.line()
+    assert r.summary.endswith("; all-reduce busbw 21.4 GB/s (nccl, 2 ranks, 512 MiB)")
+
+
+def test_the_fail_floor_is_a_threshold() -> None:
+    _, degraded = posted_busbw()
+    facts = g10.Facts(env=LINK_ENV, sources=[source(NVIDIA_FSDP)], probe=probe_of(degraded), intrusive=True)
+    params = Params(profile="gb10", thresholds={"g10_busbw_fail_gbps": 2.0})
+    assert g10.evaluate(facts, params).status is Status.WARN
+
+
+def test_a_slow_gloo_figure_only_warns() -> None:
+    """gloo measures the CPU path: it never FAILs the link."""
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(1.0, "gloo"), intrusive=True, link=LINK_200G)
+    assert r.status is Status.WARN
+    assert "measured with gloo on CPU" in r.summary
+
+
+def test_a_degraded_figure_within_one_node_is_not_judged() -> None:
+    _, degraded = posted_busbw()
+    single = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "RANK": "0"}
+    r = decide(env=single, probe=probe_of(degraded), intrusive=True, link=LINK_200G, container="Docker container")
+    assert r.status is Status.PASS, r.line()
+    assert r.reading("dev_infiniband") is None
+
+
+def test_a_container_without_dev_infiniband_fails_on_a_multi_node_job() -> None:
+    """FIELD-2026-12 F9 (S46): in a container without /dev/infiniband NCCL logs ``NET/IB : No device
+    found`` and falls back to TCP sockets; the host's RoCE devices still show in /sys."""
+    facts = dict(link=LINK_200G, container="Docker container (/.dockerenv)", dev_infiniband=None)
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, **facts)
+    assert r.status is Status.FAIL, r.line()
+    assert "a multi-node job in a container (Docker container (/.dockerenv)) without /dev/infiniband" in r.summary
+    assert "NET/IB : No device found" in r.summary
+    assert "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1" in r.fix
+    assert r.reading("dev_infiniband").value == "absent"
+    with_devices = decide(
+        source(NVIDIA_FSDP), env=LINK_ENV, **{**facts, "dev_infiniband": ["rdma_cm", "uverbs1", "uverbs3"]},
+        memlock={"soft": "unlimited", "hard": "unlimited", "error": None},
+    )
+    assert with_devices.status is Status.PASS, with_devices.line()
+    assert with_devices.reading("memlock").value == "unlimited"
+
+
+def test_on_the_host_dev_infiniband_is_not_asked_for() -> None:
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, link=LINK_200G, dev_infiniband=None)
+    assert r.status is Status.PASS, r.line()
+
+
+def test_a_small_memlock_limit_warns_on_a_multi_node_rdma_job() -> None:
+    """The kernel's default 8 MiB memlock (Linux 5.16+): ibv_reg_mr fails with 'Cannot allocate memory' (FIELD-2026-12 S31,
+    NVIDIA/nccl-tests#206)."""
+    memlock = {"soft": 8 << 20, "hard": 8 << 20, "error": None}
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, link=LINK_200G, memlock=memlock)
+    assert r.status is Status.WARN, r.line()
+    assert r.summary.startswith("rank 0 of 2: memlock limit 8 MiB (RLIMIT_MEMLOCK of this process), below 1024 MiB")
+    assert "--ulimit memlock=-1:-1" in r.fix
+    assert decide(env=dict(TWO_NODES), memlock=memlock).reading("memlock") is None  # no RDMA: not judged
+
+
+def test_gather_reads_speed_rate_dev_infiniband_and_memlock_through_the_root(tmp_path: Path) -> None:
+    """The planted host root: a Docker container whose host shows RoCE devices at 200 G, no
+    /dev/infiniband, an 8 MiB memlock limit (/proc/self/limits as Linux prints it)."""
+    root = sys_tree(tmp_path / "host")
+    port = root / "sys/class/infiniband/rocep1s0f1/ports/1"
+    (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
+    (root / "sys/class/net/enp1s0f1np1/speed").write_text(f"{posted_speed_mbps()}\n")
+    (root / ".dockerenv").write_text("")
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/limits").write_text(
+        "Limit                     Soft Limit           Hard Limit           Units     \n"
+        "Max locked memory         8388608              8388608              bytes     \n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    full = {k: v for k, v in clean_env().items() if not k.startswith("NCCL_")}
+    full.update(LINK_ENV, NCCL_IB_HCA="rocep1s0f1,roceP2p1s0f1", SPARK_PREFLIGHT_HOST_ROOT=str(root))
+    eng, machine = engine(work, env=full)
+    facts = g10.gather(CheckContext("G10", eng.settings, machine, eng))
+    assert facts.link["speed"]["enp1s0f1np1"] == 200000
+    assert facts.link["rdma"]["rocep1s0f1"]["rates"] == {"1": "200 Gb/sec (4X HDR)"}
+    assert facts.dev_infiniband is None
+    assert facts.memlock == {"soft": 8388608, "hard": 8388608, "error": None}
+    assert facts.container and facts.container.startswith("Docker container")
+    r = eng.run("G10")
+    assert r.status is Status.FAIL, r.line()
+    assert r.headline == "no /dev/infiniband in this container"
+    assert r.short_line() == (
+        "G10 FAIL: no /dev/infiniband in this container; fix: --device /dev/infiniband --cap-add IPC_LOCK "
+        "--ulimit memlock=-1:-1"
+    )
+    assert any("memlock limit 8 MiB" in t for t in [r.summary, *r.details])
+
+
+def test_expected_gdr_lines_are_not_findings() -> None:
+    """nccl_debug_two_spark_1.txt: on GB10 NCCL always says ``GPU Direct RDMA Disabled`` and
+    ``dlvsym failed on mlx5dv_reg_dmabuf_mr`` (no GDR on GB10). G10 reads no NCCL log: a probe
+    whose error carries them is judged on its outcome, and a healthy run names neither."""
+    text = (GB10 / "nccl_debug_two_spark_1.txt").read_text()
+    assert "GPU Direct RDMA Disabled" in text and "dlvsym failed on mlx5dv_reg_dmabuf_mr" in text
+    healthy, _ = posted_busbw()
+    r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(healthy), intrusive=True, link=LINK_200G)
+    assert not any("GPU Direct" in t or "dlvsym" in t for t in [r.summary, r.fix, *r.details])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Max locked memory         unlimited            unlimited            bytes\n", ("unlimited", "unlimited", None)),
+        ("Max locked memory         65536                65536                bytes\n", (65536, 65536, None)),
+        ("\x00\xffgarbage\n" * 50, (None, None, "/proc/self/limits has no readable 'Max locked memory' line")),
+        ("Max locked memory         lots\n", (None, None, "/proc/self/limits has no readable 'Max locked memory' line")),
+    ],
+)
+def test_memlock_is_read_defensively(tmp_path: Path, text: str, expected: tuple[Any, Any, Any]) -> None:
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/limits").write_text(text)
+    got = g10.mn.read_memlock(Machine(root=tmp_path, env={}))
+    assert (got["soft"], got["hard"], got["error"]) == expected
+
+
+def test_a_fifo_for_limits_and_speed_never_blocks(tmp_path: Path) -> None:
+    """A FIFO planted where /proc/self/limits and a sysfs speed file should be: refused, not read."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    os.mkfifo(tmp_path / "proc/self/limits")
+    (tmp_path / "sys/class/net/enp1s0f1np1").mkdir(parents=True)
+    os.mkfifo(tmp_path / "sys/class/net/enp1s0f1np1/speed")
+    machine = Machine(root=tmp_path, env={})
+    got = g10.mn.read_memlock(machine)
+    assert got["soft"] is None and got["error"].startswith("cannot read /proc/self/limits")
+    assert g10.mn.interface_speed(machine, "enp1s0f1np1") is None

@@ -448,6 +448,50 @@ def test_nvfp4_declared_in_the_ini_warns_on_the_healthy_spark_through_plugin_and
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
 
 
+def test_an_image_built_for_a_newer_cuda_blocks_the_healthy_spark(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer
+) -> None:
+    """Issue 22, N2 (container_error_driver_1.txt): the healthy Spark's container, but the image
+    was built with a CUDA 13.2 toolchain while DGX OS's 580 driver gives CUDA 13.0 and no
+    forward-compatibility driver is in use. One planted fault: only G9's line changes."""
+    assert "cudaErrorUnsupportedPtxVersion" in (DATA / "gb10" / "container_error_driver_1.txt").read_text()
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url]
+    scene.env_vars.update({"CUDA_VERSION": "13.2.0", "NVIDIA_REQUIRE_CUDA": "cuda>=13.2 brand=unknown"})
+    cli = run_cli(scene, pytester.path, args)
+    g9 = (
+        "G9 FAIL: image needs CUDA 13.2, host driver 580.173.02 gives CUDA 13.0; fix: a CUDA 13.0 image; keep the "
+        "NGC ENTRYPOINT"
+    )
+    expected = [g9 if line.startswith("G9 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: blocked (G9 failed; 6 PASS, 1 FAIL, 3 INFO)")
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+
+
+def test_a_two_spark_container_without_dev_infiniband_is_named_with_its_fix(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer
+) -> None:
+    """Issue 22, G10+ (FIELD-2026-12 F9): the ready two-Spark FSDP job, in a container started
+    without ``--device /dev/infiniband`` while the host's RoCE port shows in /sys
+    (link_two_spark_ib_write_bw_2.txt: rocep1s0f1 ==> enp1s0f1np1, Up). One planted fault."""
+    args, vllm = ready_spark(scene, pytester.path)
+    port = "sys/class/infiniband/rocep1s0f1/ports/1"
+    scene.files({
+        f"{port}/state": "4: ACTIVE\n",
+        f"{port}/rate": "200 Gb/sec (4X HDR)\n",
+        f"{port}/gid_attrs/ndevs/0": "enp1s0f1np1\n",
+        "sys/class/net/enp1s0f1np1/mtu": "9000\n",
+        "sys/class/net/enp1s0f1np1/speed": "200000\n",
+    })
+    cli = run_cli(scene, pytester.path, [*args, "--github-url", server.url])
+    g10 = (
+        "G10 FAIL: no /dev/infiniband in this container; fix: --device /dev/infiniband --cap-add IPC_LOCK "
+        "--ulimit memlock=-1:-1"
+    )
+    expected = [g10 if line.startswith("G10 ") else line for line in ready_lines(vllm)[:-1]]
+    expected.append("verdict: blocked (G10 failed; 7 PASS, 1 FAIL, 1 WARN, 1 INFO)")
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+
+
 def test_triton_with_a_ptxas_that_rejects_sm_121a_blocks_the_healthy_spark(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, server: LocalServer
 ) -> None:

@@ -258,9 +258,13 @@ class Facts(FactsBase):
     #: the cuBLAS FP8 GEMMs use: source (a distribution or a library file) and release [major, minor]
     cublas: dict[str, Any] | None = None
     vllm: str | None = None  # the installed vLLM's version
-    #: facts added after the recorded captures (issue 22): a capture without them replays the
-    #: rules before (the ptxas release, not the compile; no FP8 reading)
-    ADDED_FACTS: ClassVar[tuple[str, ...]] = ("triton_compile", "torch_dist", "native_jit", "cublas", "vllm")
+    ADDED: ClassVar[Mapping[str, str]] = {
+        "triton_compile": "issue 22 (N1): the compile for 121; without it the ptxas release decides, as before",
+        "torch_dist": "issue 22 (N1): torch's version for the Python.h rule, which needs triton_compile",
+        "native_jit": "issue 22 (N1): TORCH_DISABLE_NATIVE_JIT for the Python.h rule",
+        "cublas": "issue 22 (G7+): the cuBLAS release; None: not read, the FP8 layout rule says so",
+        "vllm": "issue 22 (G7+): vLLM's version; None: no vLLM FP8 finding",
+    }
 
 
 FACTS = Facts

@@ -5,14 +5,20 @@ container pins them. G9 names the container it finds (markers, cgroup, NGC
 environment, torch's ``.nvYY.MM`` suffix) and checks, pip-check style, that every
 installed training-stack package's requirements hold. On cgroup v2 a container often
 shows no marker, so "none found" is "unknown" unless PID 1 is an init system.
+
+An image can also need a newer driver than DGX OS's 580 branch (issue 22, N2): its
+CUDA floor (``CUDA_VERSION``, ``NVIDIA_REQUIRE_CUDA``, NGC's ``CUDA_DRIVER_VERSION``)
+is compared with the CUDA version the host driver supports; a newer image with no
+forward-compatibility driver in use FAILs (``container_error_driver_1.txt``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -21,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import procfs
+from pytest_dgx_spark.probes.machine import MachineLike
 from pytest_dgx_spark.probes.packages import canonical
 
 #: the packages whose drift breaks training (their requirements are verified)
@@ -38,6 +45,26 @@ NGC_ENV = (
     "NVIDIA_PRODUCT_NAME",
     "NVIDIA_BUILD_ID",
 )
+#: what an image says it needs of the driver (nvidia/cuda and NGC images set them)
+CUDA_ENV = ("CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "CUDA_DRIVER_VERSION", "NV_CUDA_COMPAT_PACKAGE", "LD_LIBRARY_PATH")
+#: the forward-compatibility driver of an image (the cuda-compat package; NGC's entrypoint
+#: puts it on LD_LIBRARY_PATH when the GPU and driver allow it)
+COMPAT_LIBS = (
+    "/usr/local/cuda/compat/libcuda.so.1",
+    "/usr/local/cuda/compat/lib.real/libcuda.so.1",
+    "/usr/local/cuda/compat/lib/libcuda.so.1",
+)
+#: a link an entrypoint makes to turn the compat driver on (``compat/lib -> lib.real``)
+COMPAT_LINK = "/usr/local/cuda/compat/lib"
+#: the lowest Linux driver of each CUDA minor, from NVIDIA's CUDA Toolkit release notes
+#: ("CUDA Toolkit and Corresponding Driver Versions"; a driver without NVML is mapped by it)
+DRIVER_FLOORS = (
+    ((13, 2), "595.45.04"),
+    ((13, 1), "590.44.01"),
+    ((13, 0), "580.65.06"),
+)
+#: the container runtime's configuration (CDI mode refuses ``docker --gpus``: container_error_cdi_1.txt)
+RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 INIT_SYSTEMS = {"systemd", "init", "launchd", "openrc-init", "runit", "s6-svscan"}
 NV_SUFFIX = re.compile(r"\.nv\d{2}\.\d{1,2}\b")
 
@@ -60,9 +87,33 @@ class Facts(FactsBase):
     #: the PEP 508 marker environment of the checked Python (python_version,
     #: platform_machine, ...): requirement markers are evaluated against it
     markers: dict[str, str] = field(default_factory=dict)
+    #: CUDA_ENV as set in the checked environment (the image's CUDA and driver floor)
+    cuda_env: dict[str, str] = field(default_factory=dict)
+    #: the host driver: /proc/driver/nvidia/version's, and NVML's driver and CUDA version
+    #: (NVML read only when the image names a CUDA floor)
+    host_driver: str | None = None
+    host_driver_error: str | None = None
+    nvml_driver: str | None = None
+    nvml_cuda: int | None = None  # NVML's cuda_driver_version: 13000 = 13.0
+    nvml_error: str | None = None
+    #: where the image's compat ``libcuda.so.1`` points (``libcuda.so.590.48.01``), None when it has none
+    compat_lib: str | None = None
+    #: COMPAT_LINK is a symbolic link (made by an entrypoint to turn the compat driver on)
+    compat_linked: bool = False
+    #: ``mode`` of the NVIDIA container runtime's config.toml, when readable
+    runtime_mode: str | None = None
+
+    #: issue 22 (N2): a capture of an earlier version has none of them; their defaults compare nothing
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("cuda_env", "host_driver", "host_driver_error", "nvml_driver", "nvml_cuda", "nvml_error", "compat_lib",
+         "compat_linked", "runtime_mode"),
+        "issue 22: the image's CUDA floor",
+    )
 
 
 FACTS = Facts
+_DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+_MODE = re.compile(r'^\s*mode\s*=\s*"([^"]*)"', re.MULTILINE)
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
 
@@ -76,9 +127,8 @@ def parse_constraints(text: str) -> dict[str, str]:
     return pins
 
 
-def gather(ctx: CheckContext) -> Facts:
-    m = ctx.machine
-    facts = Facts()
+def _gather_markers(m: MachineLike, facts: Facts) -> None:
+    """The container markers: files under the root, PID 1's cgroup and name, the environment."""
     facts.dockerenv = m.exists("/.dockerenv")
     if m.exists("/run/.containerenv"):
         text, _ = m.read_text("/run/.containerenv", 65536)
@@ -88,16 +138,73 @@ def gather(ctx: CheckContext) -> Facts:
     facts.pid1 = comm.strip() if comm else None
     keep = (*NGC_ENV, "container", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
     facts.env = {k: m.env[k] for k in keep if m.env.get(k)}
+    facts.singularity = m.exists("/.singularity.d")
+
+
+def container_of(m: MachineLike) -> tuple[str | None, str]:
+    """``(name, evidence)`` of the container this runs in, or ``(None, "")``: G9's markers,
+    for a check that needs to know (G10: a container needs ``/dev/infiniband`` passed in)."""
+    facts = Facts()
+    _gather_markers(m, facts)
+    return container_name(facts)
+
+
+def gather(ctx: CheckContext) -> Facts:
+    m = ctx.machine
+    facts = Facts()
+    _gather_markers(m, facts)
     facts.pip_constraint = m.exists("/etc/pip/constraint.txt")
     if facts.pip_constraint:
         text, _ = m.read_text("/etc/pip/constraint.txt", 1 << 20)
         facts.constraint_pins = parse_constraints(text or "")
-    facts.singularity = m.exists("/.singularity.d")
     pk = m.packages()
     facts.dists = dict(pk.get("dists") or {})
     facts.metadata_errors = int(pk.get("errors") or 0)
     facts.markers = {k: str(v) for k, v in default_environment().items()}
+    _gather_driver_floor(m, facts)
     return facts
+
+
+def _compat_lib(m: MachineLike) -> str | None:
+    """The file name the image's forward-compatibility ``libcuda.so.1`` points to (its driver
+    version is in it), the first of :data:`COMPAT_LIBS` that exists."""
+    for path in COMPAT_LIBS:
+        try:
+            return os.path.basename(os.readlink(m.path(path)))
+        except OSError:
+            if m.exists(path):
+                return os.path.basename(path)
+    return None
+
+
+def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
+    """The image's CUDA/driver floor and the host driver (issue 22, N2); NVML only when
+    the image names a floor (a bare run costs no NVML child here)."""
+    facts.cuda_env = {k: str(m.env[k])[:512] for k in CUDA_ENV if m.env.get(k)}
+    text, facts.host_driver_error = m.read_text("/proc/driver/nvidia/version", 65536)
+    if text is not None:
+        found = _DRIVER.search(text)
+        facts.host_driver = found.group(1) if found else None
+        if not found:
+            facts.host_driver_error = "/proc/driver/nvidia/version names no kernel module version"
+    facts.compat_lib = _compat_lib(m)
+    try:
+        facts.compat_linked = m.path(COMPAT_LINK).is_symlink()
+    except OSError:
+        facts.compat_linked = False
+    if m.exists(RUNTIME_CONFIG):
+        config, _ = m.read_text(RUNTIME_CONFIG, 65536)
+        mode = _MODE.search(config or "")
+        facts.runtime_mode = mode.group(1) if mode else None
+    if image_cuda(facts.cuda_env)[0] is None and not facts.cuda_env.get("CUDA_DRIVER_VERSION"):
+        return
+    nv = m.nvml()
+    if nv.get("ok"):
+        facts.nvml_driver = nv.get("driver_version")
+        cuda = nv.get("cuda_driver_version")
+        facts.nvml_cuda = cuda if isinstance(cuda, int) and not isinstance(cuda, bool) else None
+    else:
+        facts.nvml_error = str(nv.get("reason") or "NVML unavailable")
 
 
 def _markers(f: Facts) -> list[tuple[str, str]]:
@@ -270,13 +377,152 @@ def _readings(facts: Facts, name: str | None, evidence: str, out: Findings) -> s
     return ", ".join(f"{d['name']} {d['version']}" for d in stack) or "no training stack installed"
 
 
+_CUDA_REQ = re.compile(r"\bcuda\s*>=\s*(\d+)\.(\d+)")
+_MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)")
+FLOOR_FIX = (
+    "on a {host} driver, run an image built with a CUDA {host} toolchain (or update the driver through "
+    "DGX OS when it offers one); keep the NGC ENTRYPOINT (it turns on forward compatibility where the GPU "
+    "allows) and set no `command:` that bypasses it"
+)
+
+
+def image_cuda(env: Mapping[str, str]) -> tuple[tuple[int, int] | None, str]:
+    """``((major, minor), evidence)`` of the CUDA the image was built for: ``CUDA_VERSION``
+    (``13.2.0``) or ``NVIDIA_REQUIRE_CUDA``'s ``cuda>=13.2``, the higher; the ``brand=…,driver>=…``
+    clauses there are alternatives for older drivers, not a floor."""
+    best: tuple[int, int] | None = None
+    by = ""
+    m = _MAJOR_MINOR.match(env.get("CUDA_VERSION", ""))
+    if m:
+        best, by = (int(m[1]), int(m[2])), f"CUDA_VERSION={env['CUDA_VERSION']}"
+    for r in _CUDA_REQ.finditer(env.get("NVIDIA_REQUIRE_CUDA", "")):
+        v = (int(r[1]), int(r[2]))
+        if best is None or v > best:
+            best, by = v, f"NVIDIA_REQUIRE_CUDA cuda>={r[1]}.{r[2]}"
+    return best, by
+
+
+def driver_tuple(text: str | None) -> tuple[int, ...] | None:
+    """``580.159.03`` -> ``(580, 159, 3)``; None when it is no driver version."""
+    parts = str(text or "").strip().split(".")
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
+
+
+def driver_cuda(driver: str | None) -> tuple[int, int] | None:
+    """The newest CUDA minor a driver runs natively, by NVIDIA's release-notes table
+    (:data:`DRIVER_FLOORS`); None below the table."""
+    have = driver_tuple(driver)
+    if have is None:
+        return None
+    for cuda, floor in DRIVER_FLOORS:
+        if have >= (driver_tuple(floor) or ()):
+            return cuda
+    return None
+
+
+def compat_in_use(facts: Facts) -> bool:
+    """The image's forward-compatibility driver is switched on: a compat folder on
+    ``LD_LIBRARY_PATH``, or the ``compat/lib`` link an entrypoint makes."""
+    path = facts.cuda_env.get("LD_LIBRARY_PATH", "")
+    return bool(facts.compat_lib) and (facts.compat_linked or any("/compat" in p for p in path.split(":")))
+
+
+def _host_cuda(facts: Facts) -> tuple[tuple[int, int] | None, str | None, str]:
+    """``(CUDA the driver supports, the driver version, how it was read)``."""
+    driver = facts.nvml_driver or facts.host_driver
+    if isinstance(facts.nvml_cuda, int) and facts.nvml_cuda > 0:
+        return (facts.nvml_cuda // 1000, (facts.nvml_cuda % 1000) // 10), driver, "NVML"
+    return driver_cuda(driver), driver, "the release notes' driver table"
+
+
+def _needs(need: tuple[int, int] | None, need_driver: str | None) -> str:
+    """``CUDA 13.2``, else ``driver 590.48.01``: what the image needs, for a headline."""
+    return f"CUDA {need[0]}.{need[1]}" if need else f"driver {need_driver}"
+
+
+def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
+    """FAIL when the image needs a newer CUDA (or driver) than the host driver gives and no
+    forward-compatibility driver is in use (container_error_driver_1.txt); returns whether it FAILed."""
+    if facts.runtime_mode:
+        out.read("container_runtime_mode", facts.runtime_mode)
+        if facts.runtime_mode == "cdi":
+            out.note(
+                "NVIDIA container runtime in CDI mode: `docker run --gpus` fails ('invoking the NVIDIA "
+                "Container Runtime Hook directly … is not supported'); start containers with "
+                "--device nvidia.com/gpu=all or --runtime=nvidia"
+            )
+    need, by = image_cuda(facts.cuda_env)
+    need_driver = facts.cuda_env.get("CUDA_DRIVER_VERSION")
+    have, driver, how = _host_cuda(facts)
+    if driver:
+        out.read("host_driver", driver)
+    if have:
+        out.read("host_driver_cuda", f"{have[0]}.{have[1]}")
+    if need is None and not need_driver:
+        return False
+    if need:
+        out.read("image_cuda", f"{need[0]}.{need[1]}")
+    if need_driver:
+        out.read("image_driver_floor", need_driver)
+    if facts.cuda_env.get("NV_CUDA_COMPAT_PACKAGE"):
+        out.read("image_compat_package", facts.cuda_env["NV_CUDA_COMPAT_PACKAGE"])
+    if facts.compat_lib:
+        out.read("forward_compat", ("in use: " if compat_in_use(facts) else "present, not in use: ") + facts.compat_lib)
+    too_new = bool(need and have and need > have)
+    driver_low = bool(
+        need_driver and driver and (driver_tuple(driver) or ()) < (driver_tuple(need_driver) or ())
+    )
+    if not have and not driver_low:
+        why = "; ".join(e for e in (facts.nvml_error, facts.host_driver_error) if e) or "no driver version read"
+        out.note(f"image CUDA floor ({by or 'CUDA_DRIVER_VERSION=' + str(need_driver)}) not compared: {why}")
+        return False
+    host = f"{have[0]}.{have[1]}" if have else "?"
+    if not (too_new or driver_low):
+        floor = f"CUDA {need[0]}.{need[1]} ({by})" if need else f"driver {need_driver}"
+        out.note(f"image built for {floor}, within what host driver {driver} supports (CUDA {host}, {how})")
+        return False
+    if compat_in_use(facts):
+        text = (
+            f"image needs more than host driver {driver} (CUDA {host}) gives; its forward-compatibility "
+            f"driver {facts.compat_lib} is switched on"
+        )
+        if not gb10:
+            out.note(text)
+            return False
+        out.warn(  # CUDA's compat package ships for datacenter GPUs and Jetson, not GB10 (NGC: "UNAVAILABLE")
+            f"{text}, but GB10 may not support forward compatibility (NGC's entrypoint reports 'compatibility "
+            "mode is UNAVAILABLE' on 580 Sparks): JIT kernels can still fail (cudaErrorUnsupportedPtxVersion)",
+            FLOOR_FIX.format(host=host),
+            f"image needs {_needs(need, need_driver)}, host gives CUDA {host}: forward compat on GB10",
+            f"a CUDA {host} image",
+        )
+        return False
+    wants = f"CUDA {need[0]}.{need[1]} ({by})" if too_new and need else f"driver {need_driver}"
+    text = (
+        f"image built for {wants}, but host driver {driver or '?'} supports CUDA {host} ({how}) and no "
+        "forward-compatibility driver is in use: it fails at start ('This container was built for NVIDIA "
+        "Driver Release … or later') or on its first JIT kernel (cudaErrorUnsupportedPtxVersion)"
+    )
+    out.fail(
+        text,
+        FLOOR_FIX.format(host=host),
+        f"image needs {_needs(need if too_new else None, need_driver)}, host driver {driver or '?'} gives CUDA {host}",
+        f"a CUDA {host} image; keep the NGC ENTRYPOINT",
+    )
+    return True
+
+
 def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G9 (pure): broken requirements FAIL; an NGC build pip replaced, or
-    no container, WARN; a container with a consistent stack PASSes."""
+    """Decide G9 (pure): an image that needs a newer driver than the host's FAILs, and
+    so do broken requirements; an NGC build pip replaced, or no container, WARN; a
+    container with a consistent stack PASSes."""
     out = Findings("G9")
     name, evidence = container_name(facts)
     stack_text = _readings(facts, name, evidence, out)
+    floor_failed = _driver_floor(facts, params.gb10, out)
     broken = _requirements(facts, out)
+    if floor_failed:
+        return out.result()
     if broken:
         result = out.result()
         firsts = [" ".join(t.split()[:2]) for t, _ in out.problems]
@@ -284,7 +530,10 @@ def evaluate(facts: Facts, params: Params) -> Result:
         result.headline = f"{count(broken, 'broken requirement')}: {first_n(list(dict.fromkeys(firsts)), 2)}"
         result.short_fix = BROKEN_SHORT
         return result
+    floor_warned = bool(out.warnings)
     headline, short_fix = _replaced_stage(facts, out)
+    if floor_warned:
+        return out.result()
     if headline:
         return out.result(headline=headline, short_fix=short_fix)
     if name:

@@ -11,6 +11,14 @@ multi-node job the link NCCL is told to use (both RoCE twins, MTU 9000, RoCE on)
 Nothing multi-node is a PASS ("single node"); SKIP is "could not check". Under
 torchrun, ranks compare fingerprints, and with ``--spark-intrusive`` measure an
 all-reduce (``scripts/allreduce_child.py``).
+
+A link can report 200 G and still move a few GB/s (issue 22, G10+): a re-cabled
+ConnectX-7 stays near 2.8 GB/s until reboot (``nccl_two_spark_7.txt``), so a
+bus bandwidth below ``g10_busbw_fail_gbps`` FAILs, beside the speed the link
+reports. A container without ``/dev/infiniband`` makes NCCL fall back to sockets,
+and a small memlock limit fails its RDMA registration: both judged for a
+multi-node job only. G10 reads no NCCL log, so GB10's expected
+``GPU Direct RDMA Disabled`` lines are never findings.
 """
 
 from __future__ import annotations
@@ -19,12 +27,13 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, cast, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, cast, runtime_checkable
 
 from pytest_dgx_spark import launch
-from pytest_dgx_spark.checks import nodes
+from pytest_dgx_spark.checks import g09_container, nodes
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, shortened
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as cfgs
@@ -71,6 +80,19 @@ FIX_SERVE = (
 FIX_LINK = (
     "put NCCL on the ConnectX-7 port: NCCL_SOCKET_IFNAME=enp1s0f1np1 (and GLOO_SOCKET_IFNAME, "
     "UCX_NET_DEVICES), NCCL_IB_HCA naming both halves, MTU 9000; ~3 GB/s means the wrong interface"
+)
+FIX_DEGRADED = (
+    "reboot both Sparks (a re-cabled or hot-plugged ConnectX-7 link stays slow until then; re-seat the QSFP "
+    "cable first), then re-run; check NCCL_DEBUG=INFO says NET/IB, not NET/Socket (NVIDIA dgx-spark-playbooks "
+    "PR #108)"
+)
+FIX_DEVICES = (
+    "start the container with --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1 on every node "
+    "(compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE"
+)
+FIX_MEMLOCK = (
+    "raise the memlock limit: --ulimit memlock=-1:-1 for a container, or `* - memlock unlimited` in "
+    "/etc/security/limits.conf (LimitMEMLOCK=infinity for a systemd service) on the host"
 )
 FIX_IB_DISABLE = (
     "unset NCCL_IB_DISABLE (or set it to 0) so NCCL uses RoCE on the ConnectX-7 port; over TCP sockets "
@@ -130,6 +152,17 @@ class Facts(FactsBase):
     link: dict[str, Any] | None = None
     #: probes.fleet.exchange(): every rank's fingerprint, or the error and the missing ranks
     fleet: dict[str, Any] | None = None
+    #: the container this runs in (G9's markers) and its evidence; None on the host
+    container: str | None = None
+    #: the entries of /dev/infiniband under the host root; None when it is absent
+    dev_infiniband: list[str] | None = None
+    #: probes.multinode.read_memlock(): RLIMIT_MEMLOCK of this process
+    memlock: dict[str, Any] | None = None
+
+    #: issue 22 (G10+): a capture of an earlier version has none of them; their defaults judge nothing
+    ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("container", "dev_infiniband", "memlock"), "issue 22: RDMA access in a container"
+    )
 
 
 FACTS = Facts
@@ -229,6 +262,10 @@ def gather(ctx: CheckContext) -> Facts:
         if nv.get("ok"):
             facts.gpu_count = len(nv.get("devices") or [])
     facts.link = mn.read_link(m, m.env)
+    name, evidence = g09_container.container_of(m)
+    facts.container = f"{name} ({evidence})" if name else None
+    facts.dev_infiniband = mn.infiniband_devices(m)
+    facts.memlock = mn.read_memlock(m)
 
     world = launch.job_rank(m.env)[1] or 0
     facts.fleet = _fleet(ctx, facts)
@@ -528,8 +565,9 @@ def _probe_readings(d: dict[str, Any], out: Findings) -> None:
         out.read("nccl_version", d["nccl_version"])
 
 
-def _judge_probe(probe: Probe | None, multi_node: bool, floor: float, out: Findings) -> str:
-    """Add the all-reduce probe's findings; returns the text a PASS line carries."""
+def _judge_probe(probe: Probe | None, multi_node: bool, params: Params, speed: str, out: Findings) -> str:
+    """Add the all-reduce probe's findings; returns the text a PASS line carries.
+    ``speed``: what the link reports it negotiated (said beside a low figure)."""
     if probe is None:
         return ""
     if not probe.get("ran"):
@@ -564,29 +602,120 @@ def _judge_probe(probe: Probe | None, multi_node: bool, floor: float, out: Findi
     group = d.get("group_busbw_gbps")
     if not isinstance(group, (int, float)):
         return "all-reduce gave no timing"
-    out.read("allreduce_busbw", round(float(group), 2), "GB/s")
+    return _judge_busbw(d, float(group), multi_node, params, speed, out)
+
+
+def _judge_busbw(
+    d: dict[str, Any], group: float, multi_node: bool, params: Params, speed: str, out: Findings
+) -> str:
+    """The bus bandwidth against the two floors (issue 22, G10+): below ``g10_busbw_fail_gbps``
+    over NCCL FAILs (a degraded link: nccl_two_spark_7.txt's 2.82 GB/s after a re-cable, 21.4
+    after a reboot), below ``g10_busbw_floor_gbps`` WARNs; a single node is not judged."""
+    floor, fail = params.threshold("g10_busbw_floor_gbps"), params.threshold("g10_busbw_fail_gbps")
+    out.read("allreduce_busbw", round(group, 2), "GB/s")
     out.read("allreduce_algbw", round(float(d.get("group_algbw_gbps") or 0.0), 2), "GB/s")
     out.read("allreduce_busbw_this_rank", round(float(d.get("busbw_gbps") or 0.0), 2), "GB/s")
     out.read("busbw_floor", floor, "GB/s")
+    out.read("busbw_fail_below", fail, "GB/s")
     size_mib = round((d.get("size_bytes") or 0) / (1 << 20))
-    text = (
-        f"all-reduce busbw {group:.1f} GB/s ({d.get('backend')}, {d.get('world_size')} ranks, {size_mib} MiB)"
-    )
-    if multi_node and group < floor:
-        cpu = (
-            " (measured with gloo on CPU; NCCL on the GPUs would differ)"
-            if d.get("backend") == "gloo"
-            else ""
+    text = f"all-reduce busbw {group:.1f} GB/s ({d.get('backend')}, {d.get('world_size')} ranks, {size_mib} MiB)"
+    if not multi_node:
+        return text + " within one node (the two-Spark floor does not apply)"
+    reports = f" while the link reports {speed}" if speed else ""
+    gloo = d.get("backend") == "gloo"
+    if group < fail and not gloo:
+        out.flag(
+            Status.FAIL,
+            f"{text}{reports}, below the {fail:g} GB/s a working two-Spark link never falls to (20-24 GB/s "
+            "is healthy): a degraded ConnectX-7 link (after a re-cable or hot-plug it stays near 2.8 GB/s "
+            "until reboot) or NCCL on TCP sockets",
+            FIX_DEGRADED,
+            f"all-reduce {group:.1f} GB/s, below {fail:g} GB/s" + (f" ({speed})" if speed else ""),
+            "reboot both Sparks; re-seat the cable",
         )
+        return ""
+    if group < floor:
+        cpu = " (measured with gloo on CPU; NCCL on the GPUs would differ)" if gloo else ""
         out.flag(
             Status.WARN,
-            f"{text} is below the {floor:g} GB/s floor for a two-Spark link (20-24 GB/s is healthy){cpu}",
+            f"{text}{reports} is below the {floor:g} GB/s floor for a two-Spark link (20-24 GB/s is healthy){cpu}",
             FIX_LINK,
             f"all-reduce {group:.1f} GB/s, below the {floor:g} GB/s floor",
             "both RoCE twins in NCCL_IB_HCA, MTU 9000",
         )
         return ""
-    return text if multi_node else text + " within one node (the two-Spark floor does not apply)"
+    return text
+
+
+def link_speed(env: dict[str, str], link: dict[str, Any] | None) -> str:
+    """What the interfaces NCCL's data goes over report they negotiated: ``enp1s0f1np1 200 Gb/s``
+    from ``/sys/class/net/<if>/speed``, else the RoCE ports' ``rate``; "" when unreadable."""
+    if not link:
+        return ""
+    speeds = link.get("speed") or {}
+    parts = [f"{n} {speeds[n] / 1000:g} Gb/s" for n in fleet_interfaces(env, link) if isinstance(speeds.get(n), int)]
+    if parts:
+        return ", ".join(parts)
+    rdma = link.get("rdma") or {}
+    rates = [
+        f"{name} {rate}"
+        for name, dev in sorted(rdma.items())
+        if not _down(dev)
+        for rate in (dev.get("rates") or {}).values()
+        if rate
+    ]
+    return ", ".join(rates[:2])
+
+
+def _judge_rdma_access(f: Facts, params: Params, out: Findings) -> None:
+    """A multi-node job in a container needs the RDMA devices passed in, and NCCL needs to pin
+    memory (issue 22, G10+): no ``/dev/infiniband`` while the host's RoCE devices show in sysfs
+    FAILs (NCCL: ``NET/IB : No device found``, then TCP sockets); a small ``RLIMIT_MEMLOCK`` WARNs."""
+    if f.env.get("NCCL_IB_DISABLE", "").strip() == "1":
+        return
+    rdma = (f.link or {}).get("rdma") or {}
+    verbs = [e for e in f.dev_infiniband or [] if e.startswith("uverbs")]
+    out.read("dev_infiniband", ", ".join(f.dev_infiniband) if f.dev_infiniband else "absent")
+    if f.container:
+        out.read("container", f.container)
+    if f.container and rdma and not verbs:
+        out.flag(
+            Status.FAIL,
+            f"a multi-node job in a container ({f.container}) without /dev/infiniband"
+            + ("" if f.dev_infiniband is None else " uverbs devices")
+            + f" while the host has RoCE devices ({first_n(sorted(rdma), 2, sep=', ')}): NCCL cannot open them "
+            "('NET/IB : No device found') and falls back to TCP sockets (a few GB/s)",
+            FIX_DEVICES,
+            "no /dev/infiniband in this container",
+            "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
+        )
+    elif f.container and not rdma and not verbs:
+        out.note("no RoCE device under /sys/class/infiniband and no /dev/infiniband here: RDMA access not judged")
+    if rdma or verbs:
+        _judge_memlock(f.memlock, params, out)
+
+
+def _judge_memlock(memlock: dict[str, Any] | None, params: Params, out: Findings) -> None:
+    """WARN when RLIMIT_MEMLOCK is neither unlimited nor at least ``g10_memlock_min_mib``."""
+    if not memlock:
+        return
+    soft = memlock.get("soft")
+    if soft is None:
+        out.note(f"memlock limit not read: {memlock.get('error') or 'no value'}")
+        return
+    out.read("memlock", soft if soft == "unlimited" else round(int(soft) / (1 << 20), 1), "" if soft == "unlimited" else "MiB")
+    least = params.threshold("g10_memlock_min_mib")
+    if soft == "unlimited" or int(soft) >= least * (1 << 20):
+        return
+    mib = int(soft) / (1 << 20)
+    out.flag(
+        Status.WARN,
+        f"memlock limit {mib:g} MiB (RLIMIT_MEMLOCK of this process), below {least:g} MiB: NCCL's RDMA "
+        "registration (ibv_reg_mr) can fail with 'Cannot allocate memory'",
+        FIX_MEMLOCK,
+        f"memlock limit {mib:g} MiB, below {least:g} MiB",
+        "--ulimit memlock=-1:-1 (or limits.conf memlock unlimited)",
+    )
 
 
 # --------------------------------------------------------------------------- evaluate: the link
@@ -1070,10 +1199,15 @@ def _evaluate(facts: Facts, params: Params) -> Result:
     bad = violations(job, others)
     _judge_tp(bad, str(params.option("tp_across_nodes")), out)
     out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.evidence()}" for b in bad]
+    speed = ""
     if job.nodes > 1 or any(v.nodes > 1 for v in others):
         _judge_link(f.env, f.link, out)
+        _judge_rdma_access(f, params, out)
+        speed = link_speed(f.env, f.link)
+        if speed:
+            out.read("link_speed", speed)
     alike = _judge_fleet(f.fleet, out)
-    p_text = _judge_probe(f.probe, job.nodes > 1, params.threshold("g10_busbw_floor_gbps"), out)
+    p_text = _judge_probe(f.probe, job.nodes > 1, params, speed, out)
     if f.intrusive is False and world and world > 1:
         out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
     if not out.status and not _has_evidence(f, env_findings, views):

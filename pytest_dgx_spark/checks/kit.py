@@ -16,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
 
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.options import BY_NAME
@@ -170,7 +170,14 @@ def plain(value: Any) -> Any:
 
 
 class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data)."""
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data).
+
+    ``ADDED`` names fields added after captures of earlier versions were written, each with
+    why: a capture without one replays on the field's default, which must mean "not read"
+    and decide nothing (a missing field not named here is a SKIP: ``capture.facts_mismatch``).
+    """
+
+    ADDED: ClassVar[Mapping[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(plain(self))

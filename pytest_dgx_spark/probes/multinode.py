@@ -52,6 +52,7 @@ INCOMPLETE_NOTE = "config search incomplete: "
 class Rdma(TypedDict):
     states: dict[str, str | None]  # port -> state
     netdevs: list[str]
+    rates: dict[str, str | None]  # port -> ``ports/<n>/rate`` ("200 Gb/sec (4X HDR)"): what it negotiated
 
 
 def job_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -159,13 +160,15 @@ def _rdma_device(machine: MachineLike, name: str) -> Rdma:
     """One ``/sys/class/infiniband/<name>``: port states and the net devices behind it."""
     base = f"/sys/class/infiniband/{name}"
     states: dict[str, str | None] = {}
+    rates: dict[str, str | None] = {}
     netdevs: list[str] = []
     for port in _listdir(machine, f"{base}/ports", 8):
         states[port] = _read(machine, f"{base}/ports/{port}/state")
+        rates[port] = _read(machine, f"{base}/ports/{port}/rate")
         for index in _listdir(machine, f"{base}/ports/{port}/gid_attrs/ndevs", 4):
             netdevs.append(_read(machine, f"{base}/ports/{port}/gid_attrs/ndevs/{index}") or "")
     netdevs += _listdir(machine, f"{base}/device/net", 8)
-    return {"states": states, "netdevs": list(dict.fromkeys(n for n in netdevs if n))}
+    return {"states": states, "netdevs": list(dict.fromkeys(n for n in netdevs if n)), "rates": rates}
 
 
 def interface_mtu(machine: MachineLike, ifname: str) -> int | None:
@@ -174,6 +177,44 @@ def interface_mtu(machine: MachineLike, ifname: str) -> int | None:
         return None
     text = _read(machine, f"/sys/class/net/{ifname}/mtu")
     return int(text) if text and text.isdigit() else None
+
+
+def interface_speed(machine: MachineLike, ifname: str) -> int | None:
+    """``/sys/class/net/<ifname>/speed`` in Mb/s (200000 on a ConnectX-7 port at 200 G); None when
+    unreadable, not a name, or -1 (link down: the kernel's "unknown")."""
+    if not re.fullmatch(r"[\w.:@-]{1,64}", ifname):
+        return None
+    text = _read(machine, f"/sys/class/net/{ifname}/speed")
+    return int(text) if text and text.isdigit() and int(text) > 0 else None
+
+
+def infiniband_devices(machine: MachineLike) -> list[str] | None:
+    """The entries of ``/dev/infiniband`` under the machine root (``uverbs0``, ``rdma_cm`` …), None when
+    it is absent: a container started without ``--device /dev/infiniband`` has none, and NCCL falls
+    back to TCP sockets (``NET/IB : No device found``)."""
+    if not machine.exists("/dev/infiniband"):
+        return None
+    return _listdir(machine, "/dev/infiniband", MAX_DEVICES)
+
+
+def read_memlock(machine: MachineLike) -> dict[str, Any]:
+    """``RLIMIT_MEMLOCK`` of this process from ``/proc/self/limits`` (through the root):
+    ``{"soft": bytes | "unlimited" | None, "hard": …, "error": str | None}``. NCCL pins its
+    buffers with ``ibv_reg_mr``; a small limit fails it with ``Cannot allocate memory``."""
+    text, error = machine.read_text("/proc/self/limits", 65536)
+    out: dict[str, Any] = {"soft": None, "hard": None, "error": error}
+    if text is None:
+        return out
+    for line in text.splitlines():
+        if line.startswith("Max locked memory"):
+            parts = line[len("Max locked memory") :].split()
+            values = [p if p == "unlimited" else int(p) if p.isdigit() else None for p in parts[:2]]
+            if len(values) == 2:
+                out["soft"], out["hard"] = values
+            break
+    if out["soft"] is None:
+        out["error"] = "/proc/self/limits has no readable 'Max locked memory' line"
+    return out
 
 
 def socket_ifnames(value: str | None) -> list[str]:
@@ -185,7 +226,8 @@ def socket_ifnames(value: str | None) -> list[str]:
 
 
 def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
-    """``{"rdma": {dev: Rdma}, "mtu": {ifname: int|None}, "sysfs": bool}`` under the machine's root;
+    """``{"rdma": {dev: Rdma}, "mtu": {ifname: int|None}, "speed": {ifname: Mb/s|None}, "sysfs": bool}``
+    under the machine's root;
     ``sysfs`` is False where ``/sys/class/net`` cannot be listed (nothing about the link is judged)."""
     rdma = {name: _rdma_device(machine, name) for name in _listdir(machine, "/sys/class/infiniband", MAX_DEVICES)}
     wanted = list(socket_ifnames(env.get("NCCL_SOCKET_IFNAME")))
@@ -193,5 +235,6 @@ def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
         wanted += [n for n in dev["netdevs"] if n not in wanted]
     return {
         "rdma": rdma, "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
+        "speed": {name: interface_speed(machine, name) for name in wanted[:MAX_DEVICES]},
         "sysfs": bool(_listdir(machine, "/sys/class/net", 1)),
     }

@@ -60,7 +60,6 @@ NVFP4_FIX = (
     "sm_120f (a vLLM/FlashInfer build listing them, TORCH_CUDA_ARCH_LIST=12.1a) and measure it yourself"
 )
 NVFP4_SHORT = "use FP8, or NVFP4 builds for sm_121a"
-PTXAS_SHORT = "export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas"
 #: ptxas's line when it does not know GB10's target (triton #8539, #9181; vllm #29469)
 _REJECTED = re.compile(r"Value '(sm_\d+[a-z]?)' is not defined for option 'gpu-name'")
 #: what Triton 3.2-3.4 say when pointed at CUDA 13's ptxas (tests/data/triton/)
@@ -73,7 +72,7 @@ NATIVE_TRITON_TORCH = (2, 14)
 FP8_TRAIN_SHORT = "train FP8 per-tensor scaled or BF16, or cuBLAS >= 13.6"
 SMEM_NOTE = (
     "SM12x gives a kernel 99 KiB (101376 bytes) of shared memory: CUTLASS tiles tuned for SM100 fail with "
-    "'102400 bytes required but device supports 101376' (NVIDIA/cutlass#3144); that is a kernel's, not this box's"
+    "'102400 bytes required but device supports 101376' (NVIDIA/cutlass#3144): a kernel's tile choice, not this box's fault"
 )
 
 #: torch's TORCH_CUDA_ARCH_LIST names (torch/utils/cpp_extension.py)

@@ -345,6 +345,9 @@ def test_fp8_findings_do_not_apply_off_sm12x() -> None:
     result = decide(facts, P.replace(options={"precision": "fp8"}))
     assert result.status is Status.SKIP
     assert "the FP8 and NVFP4 findings are SM12x's: they do not apply here" in result.details
+    plain = decide(g7.Facts(devices=facts.devices), P.replace(options={"precision": "fp8"}))
+    assert "the FP8 and NVFP4 findings are SM12x's: they do not apply here" in plain.details
+    assert not decide(g7.Facts(devices=facts.devices)).details  # nothing planned, nothing compiled
 
 
 def test_vllm_kernels_through_the_machine_with_fp8(kit, isolated, doubles, tmp_path: Path) -> None:

@@ -889,7 +889,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     NVFP4 or Triton, do its kernels and ptxas know SM121?"""
     skip, caps, _source = _gpu(facts)
     if skip is not None:
-        if facts.triton_compile is not None:  # another GPU: what this Triton would do on a Spark
+        if caps and (facts.triton_compile is not None or params.option("precision")):
+            # another GPU: what this Triton would do on a Spark; SM12x's FP8/NVFP4 rules do not apply
             aside = Findings("G7")
             _compile_stage(facts, False, aside)
             skip.readings.extend(aside.readings)

@@ -516,3 +516,20 @@ def test_triton_with_a_ptxas_that_rejects_sm_121a_blocks_the_healthy_spark(
     expected.append("verdict: blocked (G7 failed; 6 PASS, 1 FAIL, 3 INFO)")
     assert section(plugin.outlines) == expected, plugin.stdout.str()
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+
+
+def test_fp8_planned_on_the_healthy_spark_names_cublas_tn_only(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer
+) -> None:
+    """G7+ (issue 22, FIELD-2026-12 F11), one change: the healthy Spark's owner plans FP8. Its
+    pip torch brings nvidia-cublas 13.1.0.3, and block-scaled FP8 GEMMs are TN-only on cc 12.x
+    before cuBLAS 13.6 (pytorch PR #198188, #192707): G7 WARNs, read from the version."""
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url, "--precision", "fp8"]
+    cli = run_cli(scene, pytester.path, args)
+    g7 = (
+        "G7 WARN: cuBLAS 13.1 < 13.6: FP8 training GEMMs TN-only on SM12x; fix: FP8 per-tensor or BF16 for "
+        "training"
+    )
+    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr

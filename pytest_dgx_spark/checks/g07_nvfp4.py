@@ -69,7 +69,7 @@ TRITON_RUNS_CUDA13_PTXAS = (3, 5)
 #: the torch release whose ``_native`` ops run backward passes through Triton, so a missing
 #: Python.h kills the first backward pass (error_triton_pythonh_1.txt)
 NATIVE_TRITON_TORCH = (2, 14)
-FP8_TRAIN_SHORT = "train FP8 per-tensor scaled or BF16, or cuBLAS >= 13.6"
+FP8_TRAIN_SHORT = "FP8 per-tensor or BF16 for training"
 SMEM_NOTE = (
     "SM12x gives a kernel 99 KiB (101376 bytes) of shared memory: CUTLASS tiles tuned for SM100 fail with "
     "'102400 bytes required but device supports 101376' (NVIDIA/cutlass#3144): a kernel's tile choice, not this box's fault"
@@ -846,7 +846,7 @@ def _fp8_stage(f: Facts, precision: str | None, floor: float, out: Findings) -> 
             "read from the installed version, not run)",
             "train FP8 with per-tensor scaling, or in BF16, until cuBLAS 13.6 or newer is installed (a newer "
             "nvidia-cublas wheel or CUDA toolkit); inference GEMMs (TN) are not affected",
-            headline=f"cuBLAS {shown}: FP8 training GEMMs are TN-only on SM12x (< {floor:g})",
+            headline=f"cuBLAS {shown} < {floor:g}: FP8 training GEMMs TN-only on SM12x",
             short_fix=FP8_TRAIN_SHORT,
         )
     _vllm_fp8(f, out)

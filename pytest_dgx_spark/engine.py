@@ -141,9 +141,25 @@ class Engine:
                     return
                 self.run(cid)  # run() turns any failure into that check's result
 
+        # a check's own slow probe that needs no torch (G7's Triton compile): its ``prefetch(ctx)``
+        # runs beside the torch import, and its answer waits in the store for its gather
+        prefetchers = [(cid, check_module(cid)) for cid in self.selected]
+        prefetchers = [(cid, module) for cid, module in prefetchers if hasattr(module, "prefetch")]
+
+        def run_prefetch() -> None:
+            for cid, module in prefetchers:
+                if self._closed.is_set():
+                    return
+                try:
+                    module.prefetch(CheckContext(cid, self.settings, self.machine, self))
+                except Exception:  # its gather computes it again and says why
+                    pass
+
         threads = []
         if torch_work:
             threads.append(threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True))
+        if prefetchers and torch_work:
+            threads.append(threading.Thread(target=run_prefetch, name="spark-prefetch-probes", daemon=True))
         if others and torch_work:  # with nothing slow to hide, no need for a thread
             threads.append(threading.Thread(target=run_others, name="spark-prefetch-checks", daemon=True))
         self._threads = threads

@@ -70,6 +70,8 @@ _TABLE = (
      "listed, not contention"),
     ("g7_triton_ptxas_min", 12.9, 12.9, "CUDA release", "G7: Triton's ptxas older than this rejects sm_121a "
      "and breaks torch.compile"),
+    ("g7_cublas_fp8_min", 13.6, 13.6, "cuBLAS release", "G7: with --spark-precision fp8 on SM12x, cuBLAS older "
+     "than this runs block-scaled FP8 GEMMs in the TN layout only (training's dgrad/wgrad fail)"),
     ("g10_busbw_floor_gbps", 20, 20, "GB/s", "G10: NCCL all-reduce bus bandwidth below this warns"),
     ("g10_busbw_fail_gbps", 5, 5, "GB/s", "G10: NCCL all-reduce bus bandwidth below this fails (a degraded "
      "link or TCP sockets)"),

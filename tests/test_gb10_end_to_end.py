@@ -20,6 +20,7 @@ change a Spark owner sees, so it must show up here as a failing test.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,6 +153,8 @@ def healthy_spark(scene: Scene, run_dir: Path) -> list[str]:
     scene.files({".dockerenv": "", "proc/1/cgroup": "0::/\n"})
     scene.env_vars.update(NGC_CUDA_ENV)
     scene.cuda13_stack()
+    scene.triton()  # its bundled ptxas-blackwell compiles sm_121a
+    scene.python_headers()  # Triton builds its launcher with them
     scene.install("transformers", "4.57.1")
     (run_dir / "pytest.ini").write_text("[pytest]\n")
     return ["--thermal-seconds", THERMAL, "--playbook", "pytorch-fine-tune", "--timeout", "5"]
@@ -242,8 +245,11 @@ def test_a_healthy_spark_reads_ready_with_no_warn_and_no_skip(
     assert full["G7"] == (
         "G7 PASS: NVIDIA GB10 is SM121 (12.1); torch 2.11.0+cu130 arch list sm_80, sm_90, sm_100, sm_110, sm_120: "
         "its sm_120 cubins run on 12.1; TORCH_CUDA_ARCH_LIST unset; no NVFP4 kernel library installed (vLLM, "
-        "FlashInfer, TensorRT-LLM)"
+        "FlashInfer, TensorRT-LLM); triton 3.6.0 compiles for sm_121a"
     )
+    g7 = next(r for r in block["results"] if r["id"] == "G7")
+    assert g7["readings"]["triton_sm121_compile"]["value"] == "ok"
+    assert g7["readings"]["python_h"]["value"] == "found"
     assert full["G4"].startswith(
         "G4 INFO: GPU 0 NVIDIA GB10: 35 C, 11.2 W (limit [N/A]), SM 2522 MHz; no clock-event reason; clock-event "
         "counters since boot: power cap 3.0 h, thermal 1.2 s, power brake 0 s; slowdown +0 s in the sample"
@@ -664,3 +670,46 @@ def test_diagnose_reads_this_machines_kernel_log_with_the_training_log(
     assert g4.startswith('G4 FAIL: kmsg:2: "NVRM: Xid (PCI:000f:01:00): 119'), cli.stdout + cli.stderr
     assert lines[-1] == "diagnosis: G4 (first failure at kmsg:2)", cli.stdout + cli.stderr
     assert cli.returncode == 1
+
+
+def test_triton_with_a_ptxas_that_rejects_sm_121a_blocks_the_healthy_spark(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scene: Scene, server: LocalServer
+) -> None:
+    """N1 (issue 22), one fault planted: the healthy Spark with pytorch-triton 3.5.0, whose bundled
+    ptxas 12.8 rejects sm_121a (error_triton_ptxas_1.txt, triton #8539; measured with triton 3.5.0
+    in tests/data/triton/compile_sm121_triton350.json). G7's compile child meets ptxas's error
+    and FAILs with the posted fix; every other line stays healthy."""
+    posted = (DATA / "gb10" / "error_triton_ptxas_1.txt").read_text()
+    assert "ptxas fatal   : Value 'sm_121a' is not defined" in posted
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url]
+    for info in scene.site.glob("triton-*.dist-info"):  # the healthy one's Triton 3.6.0 goes
+        shutil.rmtree(info)
+    shutil.rmtree(scene.site / "triton" / "backends" / "nvidia" / "bin")
+    scene.triton("3.5.0+git7416ffcb", {"ptxas": "12.8"})
+    plugin = run_plugin(pytester, monkeypatch, scene, args)
+    cli = run_cli(scene, pytester.path, args)
+    g7 = (
+        "G7 FAIL: triton's ptxas rejects sm_121a (torch.compile); "
+        "fix: export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas"
+    )
+    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: blocked (G7 failed; 6 PASS, 1 FAIL, 3 INFO)")
+    assert section(plugin.outlines) == expected, plugin.stdout.str()
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+
+
+def test_fp8_planned_on_the_healthy_spark_names_cublas_tn_only(
+    pytester: pytest.Pytester, scene: Scene, server: LocalServer
+) -> None:
+    """G7+ (issue 22, FIELD-2026-12 F11), one change: the healthy Spark's owner plans FP8. Its
+    pip torch brings nvidia-cublas 13.1.0.3, and block-scaled FP8 GEMMs are TN-only on cc 12.x
+    before cuBLAS 13.6 (pytorch PR #198188, #192707): G7 WARNs, read from the version."""
+    args = [*healthy_spark(scene, pytester.path), "--github-url", server.url, "--precision", "fp8"]
+    cli = run_cli(scene, pytester.path, args)
+    g7 = (
+        "G7 WARN: cuBLAS 13.1 < 13.6: FP8 training GEMMs TN-only on SM12x; fix: FP8 per-tensor or BF16 for "
+        "training"
+    )
+    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
+    expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr

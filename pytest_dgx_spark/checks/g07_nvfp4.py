@@ -1,4 +1,4 @@
-"""G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4 or
+"""G7 — SM121: can the installed stack run on GB10, and where it uses NVFP4, FP8 or
 Triton, does it know SM121?
 
 Stock cu130 torch wheels list ``sm_80 … sm_120`` and no ``sm_121``: healthy, as
@@ -6,17 +6,23 @@ sm_120 cubins run on 12.1 (pytorch PR #178891), so G7 FAILs only when torch can 
 nothing on SM121. NVFP4 needs ``sm_121a`` or ``sm_120f`` targets, judged only where
 the stack uses it (``--spark-precision nvfp4`` or an installed NVFP4 kernel library,
 its cubins listed by ``cuobjdump``). Triton's bundled ptxas older than CUDA 12.9
-rejects ``sm_121a`` (triton #8539), breaking ``torch.compile``.
+rejects ``sm_121a`` (triton #8539), breaking ``torch.compile``: where Triton is
+installed, one trivial kernel is compiled for ``cuda`` capability 121 in a child
+(not launched, so any GPU or none exercises the ptxas a Spark would run), and its
+outcome decides; Triton's launcher also needs CPython's ``Python.h``. FP8 breaks on
+SM12x too (issue 22, G7+): under ``--spark-precision fp8`` the cuBLAS release
+(block-scaled FP8 TN-only before 13.6) and vLLM's cubins are judged, from versions.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, ClassVar, NamedTuple, TypedDict
 
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
@@ -36,6 +42,8 @@ NVFP4_DISTS = (
     "sgl-kernel",
     "sglang-kernel",  # sgl-kernel's name from 0.4 (error_nvfp4_2.txt: sglang-kernel 0.4.2.post2 on a GB10)
 )
+#: distributions that install cuBLAS (CUDA 13's wheel, then the suffixed ones)
+CUBLAS_DISTS = ("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12")
 MAX_LIBS = 8
 MAX_LIBS_PER_DIST = 3
 #: distributions that install ``triton/backends/nvidia/bin/ptxas``
@@ -52,6 +60,20 @@ NVFP4_FIX = (
     "sm_120f (a vLLM/FlashInfer build listing them, TORCH_CUDA_ARCH_LIST=12.1a) and measure it yourself"
 )
 NVFP4_SHORT = "use FP8, or NVFP4 builds for sm_121a"
+#: ptxas's line when it does not know GB10's target (triton #8539, #9181; vllm #29469)
+_REJECTED = re.compile(r"Value '(sm_\d+[a-z]?)' is not defined for option 'gpu-name'")
+#: what Triton 3.2-3.4 say when pointed at CUDA 13's ptxas (tests/data/triton/)
+TRITON_OLD_CUDA = "Triton only support CUDA 10.0 or higher"
+#: the first Triton release that runs CUDA 13's ptxas (tests/data/triton/: 3.4.0 refuses it)
+TRITON_RUNS_CUDA13_PTXAS = (3, 5)
+#: the torch release whose ``_native`` ops run backward passes through Triton, so a missing
+#: Python.h kills the first backward pass (error_triton_pythonh_1.txt)
+NATIVE_TRITON_TORCH = (2, 14)
+FP8_TRAIN_SHORT = "FP8 per-tensor or BF16 for training"
+SMEM_NOTE = (
+    "SM12x gives a kernel 99 KiB (101376 bytes) of shared memory: CUTLASS tiles tuned for SM100 fail with "
+    "'102400 bytes required but device supports 101376' (NVIDIA/cutlass#3144): a kernel's tile choice, not this box's fault"
+)
 
 #: torch's TORCH_CUDA_ARCH_LIST names (torch/utils/cpp_extension.py)
 NAMED_ARCHS = {
@@ -176,6 +198,29 @@ class Lib(TypedDict, total=False):
     error: str
 
 
+class TritonCompile(TypedDict, total=False):
+    """What the Triton compile child found (probes/scripts/triton_compile.py): the compile of one
+    trivial kernel for ``cuda`` capability 121 (``ok``, else ``error_type``/``error``), the ptxas
+    Triton picked, whether ``Python.h`` is there (``python_h``), or why nothing was compiled
+    (``import_error``, ``api_error``, ``child``: the child hung or died)."""
+
+    dist: str
+    version: str | None
+    import_error: str
+    api_error: str
+    api: str
+    ok: bool
+    error_type: str
+    error: str
+    seconds: float
+    ptxas: str | None
+    ptxas_version: str | None
+    python_include: str | None
+    python_h: bool
+    python_h_dir: str | None
+    child: str
+
+
 class TritonPtxas(TypedDict, total=False):
     """The ptxas Triton compiles SM121 kernels with; ``env``: the override variable when one is set."""
 
@@ -205,6 +250,20 @@ class Facts(FactsBase):
     #: the ptxas Triton compiles SM121 kernels with: dist, path, binary, env (the
     #: override variable when one is set), release [major, minor] | error
     triton: TritonPtxas | None = None
+    #: the compile of one Triton kernel for cuda capability 121, in a child (N1)
+    triton_compile: TritonCompile | None = None
+    torch_dist: str | None = None  # the installed torch's version (dist metadata)
+    native_jit: str | None = None  # TORCH_DISABLE_NATIVE_JIT as set
+    #: the cuBLAS FP8 GEMMs use: source (a distribution or a library file) and release [major, minor]
+    cublas: dict[str, Any] | None = None
+    vllm: str | None = None  # the installed vLLM's version
+    ADDED: ClassVar[Mapping[str, str]] = {
+        "triton_compile": "issue 22 (N1): the compile for 121; without it the ptxas release decides, as before",
+        "torch_dist": "issue 22 (N1): torch's version for the Python.h rule, which needs triton_compile",
+        "native_jit": "issue 22 (N1): TORCH_DISABLE_NATIVE_JIT for the Python.h rule",
+        "cublas": "issue 22 (G7+): the cuBLAS release; None: not read, the FP8 layout rule says so",
+        "vllm": "issue 22 (G7+): vLLM's version; None: no vLLM FP8 finding",
+    }
 
 
 FACTS = Facts
@@ -282,6 +341,69 @@ def _triton_ptxas(ctx: CheckContext) -> TritonPtxas | None:
     return out
 
 
+def _triton_compile(ctx: CheckContext) -> TritonCompile | None:
+    """Compile one Triton kernel for cuda capability 121 in a child, with a throwaway cache
+    (``TRITON_CACHE_DIR``), bounded by the machine's timeout; ``None`` without Triton."""
+    machine = ctx.machine
+    dists = machine.packages().get("dists") or {}
+    dist = next((dists[k] for k in TRITON_DISTS if k in dists), None)
+    if dist is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="spark-preflight-triton-") as work:
+        env = {**machine.env, "TRITON_CACHE_DIR": os.path.join(work, "cache")}
+        child = machine.python_child(
+            "triton:compile",
+            ["triton_compile.py"],
+            {"capability": 121, "workdir": work},
+            step_timeout=machine.timeout,
+            total_timeout=machine.timeout * 6,
+            env=env,
+        )
+    d = child.data
+    out = TritonCompile(dist=f"{dist['name']} {dist['version']}")
+    for key in TritonCompile.__annotations__:
+        if key in d and key != "dist":
+            out[key] = d[key]  # type: ignore[literal-required]
+    if not child.ok:
+        out["child"] = child.describe("the Triton compile child")
+    return out
+
+
+def _cublas_release(text: str) -> list[int] | None:
+    """``[13, 1]`` from ``13.1.0.3`` or ``libcublasLt.so.13.1.0.3``."""
+    m = re.search(r"(?:^|\.so\.)(\d+)\.(\d+)", text or "")
+    return [int(m.group(1)), int(m.group(2))] if m else None
+
+
+def _cublas(machine: Any, dists: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The cuBLAS FP8 GEMMs load: a pip ``nvidia-cublas`` wheel (what torch wheels use), else the
+    ``libcublasLt.so.X.Y`` of the CUDA toolkit (an NGC image)."""
+    for key in CUBLAS_DISTS:
+        if key in dists:
+            version = str(dists[key]["version"])
+            return {"source": f"{dists[key]['name']} {version}", "release": _cublas_release(version)}
+    for home in (machine.env.get("CUDA_HOME"), machine.env.get("CUDA_PATH"), "/usr/local/cuda"):
+        if not home or not os.path.isabs(home):
+            continue
+        folder = os.path.join(home, "lib64")
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.startswith("libcublasLt.so."))
+        except OSError:
+            continue
+        releases = [(r, n) for n in names if (r := _cublas_release(n))]
+        if releases:
+            release, name = max(releases)
+            return {"source": os.path.join(folder, name), "release": release}
+    return None
+
+
+def _gather_fp8(ctx: CheckContext, facts: Facts) -> None:
+    """What FP8 on SM12x depends on, from versions: cuBLAS, vLLM (its cubins: the libraries)."""
+    dists = ctx.machine.packages().get("dists") or {}
+    facts.cublas = _cublas(ctx.machine, dists)
+    facts.vllm = str(dists["vllm"]["version"]) if "vllm" in dists else None
+
+
 def _gather_torch(ctx: CheckContext, facts: Facts) -> None:
     child = ctx.torch()  # the run's one torch child; it already exists when G1/G2 ran
     d = child.data
@@ -326,6 +448,13 @@ def _gather_libraries(ctx: CheckContext, facts: Facts) -> None:
         facts.libs.append(entry)
 
 
+def prefetch(ctx: CheckContext) -> None:
+    """Compile for 121 while the run imports torch (engine.prefetch), where NVML lists a GPU (as
+    :func:`gather` does): G7 runs after the torch child and finds the answer in the store."""
+    if any(d.get("capability") for d in ctx.machine.nvml().get("devices") or []):
+        _triton_compile(ctx)
+
+
 def gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
     nv = machine.nvml()
@@ -340,9 +469,17 @@ def gather(ctx: CheckContext) -> Facts:
     nvml_broken = not caps and not nv.get("missing") and not nv.get("no_gpu")
     if SM121 in caps or nvml_broken:
         _gather_torch(ctx, facts)
-    if SM121 in caps or (not caps and tuple(facts.torch_capability or ()) == SM121):
+    sm121 = SM121 in caps or (not caps and tuple(facts.torch_capability or ()) == SM121)
+    if sm121:
         _gather_libraries(ctx, facts)
         facts.triton = _triton_ptxas(ctx)
+        _gather_fp8(ctx, facts)
+    if sm121 or caps:
+        # on another GPU too: the compile targets 121, so it tells what this Triton does on a Spark
+        dists = machine.packages().get("dists") or {}
+        facts.torch_dist = str(dists["torch"]["version"]) if "torch" in dists else None
+        facts.native_jit = machine.env.get("TORCH_DISABLE_NATIVE_JIT")
+        facts.triton_compile = _triton_compile(ctx)
     return facts
 
 
@@ -502,8 +639,9 @@ def _release_floor(value: float) -> tuple[int, int]:
     return major, round((value - major) * 10)
 
 
-def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
-    """Triton's ptxas for SM121 must know ``sm_121a`` (triton #8539)."""
+def _triton_stage(f: Facts, floor: float, out: Findings, compiled: bool = False) -> str:
+    """Triton's ptxas for SM121 must know ``sm_121a`` (triton #8539); where the compile child
+    compiled for 121 (``compiled``), its outcome decides and the release is a reading."""
     t = f.triton
     if t is None:
         return ""
@@ -515,6 +653,9 @@ def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
     shown = f"{release[0]}.{release[1]}"
     out.read("triton_ptxas_release", shown)
     where = f"{t['env']}={t['path']}" if t.get("env") else f"its bundled {t['binary']}"
+    if compiled:
+        out.note(f"{t['dist']} ptxas {shown} ({where}); the compile for sm_121a decided")
+        return ""
     if release >= _release_floor(floor):
         out.note(f"{t['dist']} compiles SM121 kernels with ptxas {shown} ({where})")
         return f"{t['dist']} ptxas {shown}"
@@ -531,11 +672,231 @@ def _triton_stage(f: Facts, floor: float, out: Findings) -> str:
     return ""
 
 
+def _ptxas_env(f: Facts) -> str:
+    """The variable that overrides the ptxas Triton uses for SM121 (3.6+ compiles sm >= 100
+    with ``ptxas-blackwell``, overridden by ``TRITON_PTXAS_BLACKWELL_PATH``)."""
+    tc, t = f.triton_compile or {}, f.triton or {}
+    if t.get("env"):
+        return str(t["env"])
+    blackwell = t.get("binary") == "ptxas-blackwell" or str(tc.get("ptxas") or "").endswith("ptxas-blackwell")
+    return "TRITON_PTXAS_BLACKWELL_PATH" if blackwell else "TRITON_PTXAS_PATH"
+
+
+def _ptxas_fix(f: Facts, tc: TritonCompile) -> tuple[str, str]:
+    """``(fix, short fix)`` for a ptxas that does not know SM121: CUDA 13's ptxas, where this
+    Triton can run it; Triton before 3.5 cannot (tests/data/triton/), so upgrade it first."""
+    version = _version_tuple(str(tc.get("version") or ""))
+    if version and version < TRITON_RUNS_CUDA13_PTXAS:
+        return (
+            f"upgrade to Triton 3.5 or newer with the torch that pins it (pip install -U torch triton): triton "
+            f"{tc.get('version')} refuses CUDA 13's ptxas ('{TRITON_OLD_CUDA}'), and 3.6 or newer bundles a "
+            "ptxas that knows sm_121a",
+            "pip install -U torch triton (3.5+)",
+        )
+    env = _ptxas_env(f)
+    return (
+        f"export {env}=/usr/local/cuda/bin/ptxas (CUDA 13's ptxas knows sm_121a; triton #8539, #9181, vllm #29469)",
+        f"export {env}=/usr/local/cuda/bin/ptxas",
+    )
+
+
+def _key_line(text: str) -> str:
+    """The line of an error that says what went wrong: ptxas's ``fatal`` line, else the first."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    fatal = [line for line in lines if "fatal" in line]
+    return (fatal or lines or ["no message"])[0][:240]
+
+
+def _compile_failed(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) -> str:
+    """The compile for 121 raised: ptxas's rejection (``PTXASError``; a ``RuntimeError`` with
+    ptxas's stderr before Triton 3.3) or a Triton that refuses CUDA 13's ptxas FAILs; another
+    Triton error WARNs; a Python error (an API this check does not know) is a note."""
+    kind, dist = str(tc.get("error_type") or "?"), tc.get("dist", "triton")
+    short = kind.rsplit(".", 1)[-1]
+    error = str(tc.get("error") or "")
+    ptxas = f"ptxas {tc.get('ptxas_version') or '?'} ({tc.get('ptxas') or 'path unknown'})"
+    fix, short_fix = _ptxas_fix(f, tc)
+    rejected = _REJECTED.search(error)
+    if rejected or short == "PTXASError" or "`ptxas` stderr" in error or TRITON_OLD_CUDA in error:
+        if TRITON_OLD_CUDA in error:
+            what, headline = "is refused by Triton", f"{dist} refuses CUDA 13's ptxas"
+            reading = "Triton refuses its ptxas"
+        else:
+            what = f"rejects {rejected.group(1)}" if rejected else "failed"
+            headline, reading = f"triton's ptxas {what} (torch.compile)", f"ptxas {what}"
+        text = (
+            f"{dist} could not compile a kernel for sm_121a: {ptxas} {what} "
+            f"({_key_line(error)}): Triton kernels and torch.compile fail on the GB10"
+        )
+        out.note(f"{short}: " + " | ".join(x.strip() for x in error.splitlines() if x.strip())[:600])
+        out.read("triton_sm121_compile", reading)
+        if not on_spark:
+            out.note(f"on a Spark: {text}; fix: {fix}")
+            return ""
+        out.fail(text, fix, headline=headline, short_fix=short_fix)
+        return ""
+    out.read("triton_sm121_compile", f"failed ({short})")
+    if not kind.startswith("triton.") or not on_spark:
+        out.note(
+            f"{dist}: compiling a kernel for sm_121a raised {short}: {_key_line(error)}"
+            + (" (not decided: an API this check does not know)" if not kind.startswith("triton.") else "")
+        )
+        return ""
+    out.warn(
+        f"{dist} could not compile a trivial kernel for sm_121a with {ptxas}: {short}: {_key_line(error)}",
+        f"upgrade Triton (pip install -U torch triton), or {fix}",
+        headline=f"triton cannot compile for sm_121a ({short})",
+        short_fix="pip install -U torch triton",
+    )
+    return ""
+
+
+def _python_h(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) -> None:
+    """Triton builds its launcher (``driver.c``) with the C compiler and CPython's headers on
+    first use: without ``Python.h`` every Triton kernel fails, and torch 2.14's ``_native`` ops
+    run the first backward pass through Triton (error_triton_pythonh_1.txt)."""
+    if "python_h" not in tc:
+        return
+    include = tc.get("python_include") or "?"
+    if tc.get("python_h"):
+        out.read("python_h", "found")
+        return
+    out.read("python_h", "missing")
+    m = re.search(r"python(3\.\d+)", include)
+    package = f"python{m.group(1)}-dev" if m else "python3-dev"
+    torch_version = f.torch_version or f.torch_dist or ""
+    native = _version_tuple(torch_version) >= NATIVE_TRITON_TORCH and (f.native_jit or "") != "1"
+    text = (
+        f"no Python.h in {include}: Triton compiles its launcher (driver.c) with the C compiler on first use "
+        "and stops at 'fatal error: Python.h: No such file or directory'"
+    )
+    if native:
+        text += f"; torch {torch_version} runs backward ops through Triton, so the first backward pass dies"
+    fix = (
+        f"sudo apt install {package} (the CPython headers), or export TORCH_DISABLE_NATIVE_JIT=1 (eager ops)"
+    )
+    if not on_spark:
+        out.note(f"{text}; fix: {fix}")
+        return
+    status = Status.FAIL if native else Status.WARN
+    headline = "no Python.h: Triton cannot build its launcher"
+    out.flag(status, text, fix, headline=headline, short_fix=f"apt install {package}")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    m = re.match(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else ()
+
+
+def _compile_stage(f: Facts, on_spark: bool, out: Findings) -> tuple[str, bool]:
+    """``(text, decided)``: the compile of one Triton kernel for cuda 121 (N1); ``decided`` when
+    it ran to an outcome (then the ptxas release is only a reading)."""
+    tc = f.triton_compile
+    if tc is None:
+        return "", False
+    dist = tc.get("dist", "triton")
+    if tc.get("import_error"):
+        out.note(
+            f"{dist} installed but not importable in the checked Python ({tc['import_error']}): nothing compiled"
+        )
+        return "", False
+    _python_h(f, tc, on_spark, out)
+    if "ok" not in tc:
+        why = tc.get("api_error") or tc.get("child") or "the child gave no outcome"
+        out.note(f"{dist}: no compile for sm_121a ({why})")
+        return "", False
+    if tc.get("child"):
+        out.note(tc["child"])
+    if not tc["ok"]:
+        return _compile_failed(f, tc, on_spark, out), True
+    out.read("triton_sm121_compile", "ok")
+    ptxas = f"ptxas {tc.get('ptxas_version') or '?'} ({tc.get('ptxas') or 'path unknown'})"
+    out.note(f"{dist} compiled a kernel for sm_121a in {tc.get('seconds', '?')} s with {ptxas}, not launched")
+    return f"{dist} compiles for sm_121a", True
+
+
+def _fp8_stage(f: Facts, precision: str | None, floor: float, out: Findings) -> None:
+    """What FP8 needs on SM12x, from the installed versions and cubins (a reading, not a run):
+    cuBLASLt block-scaled FP8 is TN-only on cc 12.x below cuBLAS 13.6 (pytorch PR #198188,
+    #192707), and vLLM's FP8 CUTLASS kernels need a cubin that runs on 12.1."""
+    cublas = f.cublas or {}
+    release = cublas.get("release")
+    shown = f"{release[0]}.{release[1]}" if release else None
+    out.read("cublas_release", shown)
+    out.read("vllm_version", f.vllm)
+    below = bool(release) and tuple(release or ()) < _release_floor(floor)
+    if precision != "fp8":
+        if below:
+            out.note(
+                f"cuBLAS {shown}: block-scaled FP8 GEMMs are TN-only on SM12x below {floor:g} "
+                "(judged with --spark-precision fp8)"
+            )
+        return
+    out.note(SMEM_NOTE)
+    if not release:
+        out.note(
+            "cuBLAS version not found (no nvidia-cublas wheel, no libcublasLt in the CUDA toolkit): "
+            "its FP8 layouts not judged"
+        )
+    elif below:
+        out.warn(
+            f"--spark-precision fp8 with cuBLAS {shown} ({cublas.get('source')}): block-scaled and per-row FP8 "
+            f"GEMMs (torch._scaled_mm) are TN-only on cc 12.x before cuBLAS {floor:g}, so training's dgrad/wgrad "
+            "GEMMs fail with CUBLAS_STATUS_NOT_SUPPORTED (pytorch PR #198188, #192707, reported on sm_120; "
+            "read from the installed version, not run)",
+            "train FP8 with per-tensor scaling, or in BF16, until cuBLAS 13.6 or newer is installed (a newer "
+            "nvidia-cublas wheel or CUDA toolkit); inference GEMMs (TN) are not affected",
+            headline=f"cuBLAS {shown} < {floor:g}: FP8 training GEMMs TN-only on SM12x",
+            short_fix=FP8_TRAIN_SHORT,
+        )
+    _vllm_fp8(f, out)
+
+
+def _vllm_fp8(f: Facts, out: Findings) -> None:
+    """vLLM's FP8 CUTLASS kernels on 12.1: none without a cubin that runs there (``Not building
+    scaled_mm_c3x_120``, vllm PR #38126); with sm_121 cubins the ``enable_sm120_only`` guard
+    traps unless the build is patched (eugr/spark-vllm-docker#143)."""
+    if not f.vllm:
+        return
+    libs = [x for x in f.libs if x.get("dist", "").startswith("vllm ") and x.get("targets")]
+    if not libs:
+        out.note(f"vllm {f.vllm}: its cubins were not listed, its FP8 kernels not judged")
+        return
+    archs = [a for x in libs for t in x["targets"] for a in parse_arch(t)]
+    sm121 = [a for a in archs if (a.major, a.minor) == SM121]
+    if sm121:
+        out.note(
+            f"vllm {f.vllm} carries {_names(sm121)} cubins: its FP8 kernels are built for 12.1; if they stop with "
+            "'This kernel only supports sm120.', the build guards with enable_sm120_only (eugr/spark-vllm-docker#143)"
+        )
+    elif any(runs_on_sm121(a) for a in archs):
+        out.note(
+            f"vllm {f.vllm}: FP8 kernels run through its {_names([a for a in archs if runs_on_sm121(a)])} cubins"
+        )
+    else:
+        out.warn(
+            f"--spark-precision fp8, but vllm {f.vllm} has no cubin that runs on SM121 ({_names(archs)}): its FP8 "
+            "CUTLASS GEMMs were not built for 12.x ('Not building scaled_mm_c3x_120 as no compatible archs found')",
+            "install a vLLM built for 12.0/12.1 (TORCH_CUDA_ARCH_LIST=12.1a when building; vllm PR #38484), or an "
+            "NGC vLLM container",
+            headline=f"vllm {f.vllm} has no FP8 kernel for SM121",
+            short_fix="a vLLM built for 12.1",
+        )
+
+
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G7 (pure): can torch run on SM121, and, where the stack uses
     NVFP4 or Triton, do its kernels and ptxas know SM121?"""
     skip, caps, _source = _gpu(facts)
     if skip is not None:
+        if caps and (facts.triton_compile is not None or params.option("precision")):
+            # another GPU: what this Triton would do on a Spark; SM12x's FP8/NVFP4 rules do not apply
+            aside = Findings("G7")
+            _compile_stage(facts, False, aside)
+            skip.readings.extend(aside.readings)
+            skip.details.extend(
+                [*aside.details, "the FP8 and NVFP4 findings are SM12x's: they do not apply here"]
+            )
         return skip
     out = Findings("G7")
     gpu = f"{next(n for n, c in caps if c == SM121)} is SM121 (12.1)"
@@ -556,8 +917,10 @@ def evaluate(facts: Facts, params: Params) -> Result:
     env_text = _env_stage(facts, env_archs, out)
     precision = params.option("precision")
     lib_text = _nvfp4_stage(facts, precision, [*torch_archs, *env_archs], out)
-    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min"), out)
-    parts = [gpu, torch_text, env_text, lib_text, ptxas_text]
+    compile_text, compiled = _compile_stage(facts, True, out)
+    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min"), out, compiled)
+    _fp8_stage(facts, precision, params.threshold("g7_cublas_fp8_min"), out)
+    parts = [gpu, torch_text, env_text, lib_text, compile_text or ptxas_text]
     if precision:
         parts.append(f"precision {precision}")
     summary = "; ".join(p for p in parts if p)

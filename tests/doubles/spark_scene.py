@@ -45,7 +45,7 @@ import pytest
 
 import hermetic
 from conftest import isolated_path, make_root
-from doubles import elfkit, gb10
+from doubles import elfkit, gb10, tritonkit
 
 TESTS = Path(__file__).resolve().parent.parent
 DOUBLES = TESTS / "doubles"
@@ -374,6 +374,21 @@ class Scene:
         if reqs:
             info = self.site / f"{dist.replace('-', '_')}-{version}.dist-info" / "METADATA"
             info.write_text(info.read_text() + "".join(f"Requires-Dist: {r}\n" for r in reqs))
+
+    def triton(self, version: str = "3.6.0", tools: Mapping[str, str] | None = None) -> None:
+        """Triton as torch's cu130 wheels bring it: 3.6.0 bundles ptxas 12.8 and ptxas-blackwell
+        12.9 and compiles sm_121a with the latter (tests/data/triton/compile_sm121_triton360.json),
+        planted as the triton double (tests/doubles/tritonkit.py)."""
+        tools = dict(tools or {"ptxas": "12.8", "ptxas-blackwell": "12.9"})
+        tritonkit.install(self.site, "triton", version, tools, self.logs / "ptxas.log")
+
+    def python_headers(self) -> None:
+        """CPython's headers (``python3.12-dev``), which Triton's launcher build includes: a
+        ``Python.h`` on gcc's ``CPATH`` (error_triton_pythonh_1.txt is a box without them)."""
+        folder = self.base / "include" / "python3.12"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "Python.h").write_text("/* CPython's header, as python3.12-dev installs it */\n")
+        self.env_vars["CPATH"] = str(folder)
 
     def cuda13_stack(self) -> None:
         """torch 2.11.0+cu130 as pip installs it: its CUDA 13 runtime and cuBLAS

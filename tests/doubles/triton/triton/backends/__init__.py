@@ -1,0 +1,1 @@
+from . import compiler, nvidia  # noqa: F401

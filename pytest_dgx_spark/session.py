@@ -316,7 +316,7 @@ class SparkPreflight:
             try:
                 self.signatures = logscan.load_table(settings.signatures)
             except logscan.TableError as exc:
-                raise pytest.UsageError(f"{BY_NAME['signatures'].flag}: {exc}") from None
+                raise pytest.UsageError(visible(f"{BY_NAME['signatures'].flag}: {exc}")) from None
 
     # ------------------------------------------------------------------ the results object
 

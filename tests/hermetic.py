@@ -43,6 +43,10 @@ NAMES = frozenset(
         "LD_PRELOAD",
         "PYTHONPATH",
         "PYTHONSTARTUP",
+        # where gcc finds Python.h for Triton's launcher build (G7), and torch's switch around it
+        "CPATH",
+        "C_INCLUDE_PATH",
+        "TORCH_DISABLE_NATIVE_JIT",
         # container markers in the environment (the files are under the machine root)
         "container",
         # CI detection (pytest's and ours: lines are cut, or not)

@@ -104,14 +104,10 @@ def fragmentation(facts: Any, params: Any, out: Findings) -> None:
     if buddy.get("error"):
         out.note(f"free-block check not made: {buddy['error']}")
         return
-    zones = buddy.get("zones") or []
-    counts, page = normal_counts(zones), page_size_kib(facts, counters)
-    if not counts or page is None:
-        size_error = (facts.page_size or {}).get("error")
-        why = "no zone Normal in /proc/buddyinfo" if not counts else (
-            f"page size unknown ({size_error or 'no THP PMD size'}; MemFree / nr_free_pages fits no page size)")
-        out.note(f"free-block check not made: {why}")
+    read = _counts_and_page(facts, buddy, counters, out)
+    if read is None:
         return
+    counts, page = read
     block, minimum = params.threshold("g3_contig_block_mib"), params.threshold("g3_contig_blocks_min")
     blocks, largest, capped = contiguous(counts, page, block)
     out.read("page_size", page, "KiB")
@@ -122,6 +118,29 @@ def fragmentation(facts: Any, params: Any, out: Findings) -> None:
                  f"pages): zone Normal's free memory in blocks of that size counts as {block:g} MiB blocks")
     if minimum <= 0 or blocks >= minimum:
         return
+    _flag_fragmented(counts, page, (block, minimum), (blocks, largest), reboot, out)
+
+
+def _counts_and_page(facts: Any, buddy: Mapping[str, Any], counters: Mapping[str, int], out: Findings) -> tuple[list[int], int] | None:
+    """Zone Normal's free-block counts per order and the page size (KiB); None, with a note
+    saying why, when either is missing and the free-block check cannot be made."""
+    zones = buddy.get("zones") or []
+    counts, page = normal_counts(zones), page_size_kib(facts, counters)
+    if not counts or page is None:
+        size_error = (facts.page_size or {}).get("error")
+        why = "no zone Normal in /proc/buddyinfo" if not counts else (
+            f"page size unknown ({size_error or 'no THP PMD size'}; MemFree / nr_free_pages fits no page size)")
+        out.note(f"free-block check not made: {why}")
+        return None
+    return counts, page
+
+
+def _flag_fragmented(
+    counts: list[int], page: int, want: tuple[float, float], found: tuple[int, float], reboot: str, out: Findings
+) -> None:
+    """Too few free ``block``-sized pieces: FAIL at none, else WARN, telling fragmentation from
+    memory that is simply not free (so compacting or reclaiming is the right advice)."""
+    (block, minimum), (blocks, largest) = want, found
     what = "no" if blocks == 0 else f"{blocks} x {block:g} MiB worth of"
     free_gib = round(sum(page * (c << o) for o, c in enumerate(counts)) / KIB_PER_GIB, 1)
     out.read("normal_free", free_gib, "GiB")

@@ -652,47 +652,77 @@ def _low_power_stage(facts: Facts, params: Params, out: Findings) -> list[Readin
     gate, clock_max, watts_max = (params.threshold(n) for n in ("g4_low_power_util_pct", "g4_low_power_clock_mhz", "g4_low_power_w"))
     if clock_max <= 0 or watts_max <= 0:
         return []
-    by_gpu: dict[int, list[GpuReading]] = {}
-    for sample in facts.samples:
-        for gpu in sample.get("gpus") or []:
-            if isinstance(gpu, Mapping):
-                by_gpu.setdefault(int(gpu.get("index", 0)), []).append(gpu)
+    by_gpu = _gpus_by_index(facts.samples)
     readings: list[Reading] = []
     for index, gpus in sorted(by_gpu.items()):
         label = f"GPU {index}" if len(by_gpu) > 1 else "GPU"
-        utils = [float(u) for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and not isinstance(u, bool)]
-        loaded = [g for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and u >= gate]
-        if index == min(by_gpu):
-            readings += [Reading("utilization_max", max(utils) if utils else None, "%"), Reading("loaded_samples", len(loaded))]
-        if not utils:
-            out.note(f"{label}: utilisation not read ({facts.source}): a stuck low-power state was not judged")
-            continue
-        if not loaded:
-            out.note(f"{label}: not under load (utilisation max {max(utils):g} % < g4_low_power_util_pct = {gate:g} %): "
-                     "cannot tell a stuck low-power state from an idle GPU")
-            continue
-        clocks = [float(c) for g in loaded if isinstance(c := g.get("clock_sm_mhz"), (int, float))]
-        watts = [float(w) / 1000.0 for g in loaded if isinstance(w := g.get("power_usage_mw"), (int, float))]
-        masks = [m for g in loaded if (m := parse_mask(g.get("clock_event_reasons"))) is not None]
-        if not clocks or not watts:
-            out.note(f"{label}: under load but the SM clock or power was not read: a stuck low-power state was not judged")
-            continue
-        clock, power = _median(clocks), _median(watts)
-        throttled = any(m & WARN_MASK for m in masks)
-        seen = (f"{label} under load ({len(loaded)} samples at >= {gate:g} % utilisation): SM clock median "
-                f"{_fmt(clock, 'MHz')}, power median {_fmt(power, 'W')}")
-        if index == min(by_gpu):
-            readings += [Reading("loaded_sm_clock_median", _rnd(clock, 0), "MHz"), Reading("loaded_power_median", _rnd(power), "W")]
-        if clock < clock_max and power < watts_max and not throttled:
-            out.fail(
-                f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no throttle "
-                "reason: a stuck low-power state",
-                LOW_POWER_FIX,
-                f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
-                LOW_POWER_SHORT,
-            )
-        else:
-            out.note(f"{seen}: no stuck low-power state" + (" (a throttle reason explains the clock)" if throttled else ""))
+        readings += _low_power_gpu(label, gpus, index == min(by_gpu), (gate, clock_max, watts_max), facts.source, out)
+    return readings
+
+
+def _gpus_by_index(samples: Sequence[Sample]) -> dict[int, list[GpuReading]]:
+    """Each GPU's readings across the samples, so each GPU is judged on its own load."""
+    by_gpu: dict[int, list[GpuReading]] = {}
+    for sample in samples:
+        for gpu in sample.get("gpus") or []:
+            if isinstance(gpu, Mapping):
+                by_gpu.setdefault(int(gpu.get("index", 0)), []).append(gpu)
+    return by_gpu
+
+
+def _utilisation(gpus: Sequence[GpuReading], gate: float) -> tuple[list[float], list[GpuReading]]:
+    """``(utilisations read, samples at or above the gate)``: the load the low-power rule needs."""
+    utils = [float(u) for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and not isinstance(u, bool)]
+    loaded = [g for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and u >= gate]
+    return utils, loaded
+
+
+def _loaded_medians(loaded: Sequence[GpuReading]) -> tuple[float, float, bool] | None:
+    """``(SM clock median MHz, power median W, a throttle reason seen)`` under load; None
+    when the clock or power was not read, so the state cannot be judged."""
+    clocks = [float(c) for g in loaded if isinstance(c := g.get("clock_sm_mhz"), (int, float))]
+    watts = [float(w) / 1000.0 for g in loaded if isinstance(w := g.get("power_usage_mw"), (int, float))]
+    masks = [m for g in loaded if (m := parse_mask(g.get("clock_event_reasons"))) is not None]
+    if not clocks or not watts:
+        return None
+    return _median(clocks), _median(watts), any(m & WARN_MASK for m in masks)
+
+
+def _low_power_gpu(
+    label: str, gpus: Sequence[GpuReading], first: bool, gates: tuple[float, float, float], source: str, out: Findings
+) -> list[Reading]:
+    """One GPU's stuck low-power verdict; its readings only for the first GPU (the run's row)."""
+    gate, clock_max, watts_max = gates
+    utils, loaded = _utilisation(gpus, gate)
+    readings: list[Reading] = []
+    if first:
+        readings += [Reading("utilization_max", max(utils) if utils else None, "%"), Reading("loaded_samples", len(loaded))]
+    if not utils:
+        out.note(f"{label}: utilisation not read ({source}): a stuck low-power state was not judged")
+        return readings
+    if not loaded:
+        out.note(f"{label}: not under load (utilisation max {max(utils):g} % < g4_low_power_util_pct = {gate:g} %): "
+                 "cannot tell a stuck low-power state from an idle GPU")
+        return readings
+    medians = _loaded_medians(loaded)
+    if medians is None:
+        out.note(f"{label}: under load but the SM clock or power was not read: a stuck low-power state was not judged")
+        return readings
+    clock, power, throttled = medians
+    seen = (f"{label} under load ({len(loaded)} samples at >= {gate:g} % utilisation): SM clock median "
+            f"{_fmt(clock, 'MHz')}, power median {_fmt(power, 'W')}")
+    if first:
+        readings += [Reading("loaded_sm_clock_median", _rnd(clock, 0), "MHz"), Reading("loaded_power_median", _rnd(power), "W")]
+    if clock < clock_max and power < watts_max and not throttled:
+        out.fail(
+            f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no throttle "
+            "reason: a stuck low-power state",
+            LOW_POWER_FIX,
+            f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
+            LOW_POWER_SHORT,
+        )
+    else:
+        out.note(f"{seen}: no stuck low-power state" + (" (a throttle reason explains the clock)" if throttled else ""))
     return readings
 
 

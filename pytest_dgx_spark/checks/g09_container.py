@@ -443,14 +443,7 @@ def _needs(need: tuple[int, int] | None, need_driver: str | None) -> str:
 def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
     """FAIL when the image needs a newer CUDA (or driver) than the host driver gives and no
     forward-compatibility driver is in use (container_error_driver_1.txt); returns whether it FAILed."""
-    if facts.runtime_mode:
-        out.read("container_runtime_mode", facts.runtime_mode)
-        if facts.runtime_mode == "cdi":
-            out.note(
-                "NVIDIA container runtime in CDI mode: `docker run --gpus` fails ('invoking the NVIDIA "
-                "Container Runtime Hook directly … is not supported'); start containers with "
-                "--device nvidia.com/gpu=all or --runtime=nvidia"
-            )
+    _runtime_mode(facts, out)
     need, by = image_cuda(facts.cuda_env)
     need_driver = facts.cuda_env.get("CUDA_DRIVER_VERSION")
     have, driver, how = _host_cuda(facts)
@@ -460,6 +453,39 @@ def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
         out.read("host_driver_cuda", f"{have[0]}.{have[1]}")
     if need is None and not need_driver:
         return False
+    _image_readings(facts, need, need_driver, out)
+    too_new = bool(need and have and need > have)
+    driver_low = _driver_below(driver, need_driver)
+    if not have and not driver_low:
+        _floor_not_compared(facts, by, need_driver, out)
+        return False
+    host = f"{have[0]}.{have[1]}" if have else "?"
+    if not (too_new or driver_low):
+        floor = f"CUDA {need[0]}.{need[1]} ({by})" if need else f"driver {need_driver}"
+        out.note(f"image built for {floor}, within what host driver {driver} supports (CUDA {host}, {how})")
+        return False
+    if compat_in_use(facts):
+        _floor_with_compat(facts, gb10, driver, host, _needs(need, need_driver), out)
+        return False
+    _floor_fail(need if too_new else None, by, need_driver, (driver, host, how), out)
+    return True
+
+
+def _runtime_mode(facts: Facts, out: Findings) -> None:
+    """The container runtime's mode; CDI mode breaks `docker run --gpus`, so say how to start instead."""
+    if not facts.runtime_mode:
+        return
+    out.read("container_runtime_mode", facts.runtime_mode)
+    if facts.runtime_mode == "cdi":
+        out.note(
+            "NVIDIA container runtime in CDI mode: `docker run --gpus` fails ('invoking the NVIDIA "
+            "Container Runtime Hook directly … is not supported'); start containers with "
+            "--device nvidia.com/gpu=all or --runtime=nvidia"
+        )
+
+
+def _image_readings(facts: Facts, need: tuple[int, int] | None, need_driver: str | None, out: Findings) -> None:
+    """What the image asks for and brings (CUDA, driver floor, compat package and driver), for the record."""
     if need:
         out.read("image_cuda", f"{need[0]}.{need[1]}")
     if need_driver:
@@ -468,36 +494,44 @@ def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
         out.read("image_compat_package", facts.cuda_env["NV_CUDA_COMPAT_PACKAGE"])
     if facts.compat_lib:
         out.read("forward_compat", ("in use: " if compat_in_use(facts) else "present, not in use: ") + facts.compat_lib)
-    too_new = bool(need and have and need > have)
-    driver_low = bool(
-        need_driver and driver and (driver_tuple(driver) or ()) < (driver_tuple(need_driver) or ())
+
+
+def _driver_below(driver: str | None, need_driver: str | None) -> bool:
+    """The host driver is older than the image's ``CUDA_DRIVER_VERSION`` (both read)."""
+    return bool(need_driver and driver and (driver_tuple(driver) or ()) < (driver_tuple(need_driver) or ()))
+
+
+def _floor_not_compared(facts: Facts, by: str, need_driver: str | None, out: Findings) -> None:
+    """No host CUDA read: say the image's floor went unjudged and why, rather than pass it."""
+    why = "; ".join(e for e in (facts.nvml_error, facts.host_driver_error) if e) or "no driver version read"
+    out.note(f"image CUDA floor ({by or 'CUDA_DRIVER_VERSION=' + str(need_driver)}) not compared: {why}")
+
+
+def _floor_with_compat(facts: Facts, gb10: bool, driver: str | None, host: str, needs: str, out: Findings) -> None:
+    """Over the floor with forward compat on: fine elsewhere, a WARN on GB10 where compat may be unavailable."""
+    text = (
+        f"image needs more than host driver {driver} (CUDA {host}) gives; its forward-compatibility "
+        f"driver {facts.compat_lib} is switched on"
     )
-    if not have and not driver_low:
-        why = "; ".join(e for e in (facts.nvml_error, facts.host_driver_error) if e) or "no driver version read"
-        out.note(f"image CUDA floor ({by or 'CUDA_DRIVER_VERSION=' + str(need_driver)}) not compared: {why}")
-        return False
-    host = f"{have[0]}.{have[1]}" if have else "?"
-    if not (too_new or driver_low):
-        floor = f"CUDA {need[0]}.{need[1]} ({by})" if need else f"driver {need_driver}"
-        out.note(f"image built for {floor}, within what host driver {driver} supports (CUDA {host}, {how})")
-        return False
-    if compat_in_use(facts):
-        text = (
-            f"image needs more than host driver {driver} (CUDA {host}) gives; its forward-compatibility "
-            f"driver {facts.compat_lib} is switched on"
-        )
-        if not gb10:
-            out.note(text)
-            return False
-        out.warn(  # CUDA's compat package ships for datacenter GPUs and Jetson, not GB10 (NGC: "UNAVAILABLE")
-            f"{text}, but GB10 may not support forward compatibility (NGC's entrypoint reports 'compatibility "
-            "mode is UNAVAILABLE' on 580 Sparks): JIT kernels can still fail (cudaErrorUnsupportedPtxVersion)",
-            FLOOR_FIX.format(host=host),
-            f"image needs {_needs(need, need_driver)}, host gives CUDA {host}: forward compat on GB10",
-            f"a CUDA {host} image",
-        )
-        return False
-    wants = f"CUDA {need[0]}.{need[1]} ({by})" if too_new and need else f"driver {need_driver}"
+    if not gb10:
+        out.note(text)
+        return
+    out.warn(  # CUDA's compat package ships for datacenter GPUs and Jetson, not GB10 (NGC: "UNAVAILABLE")
+        f"{text}, but GB10 may not support forward compatibility (NGC's entrypoint reports 'compatibility "
+        "mode is UNAVAILABLE' on 580 Sparks): JIT kernels can still fail (cudaErrorUnsupportedPtxVersion)",
+        FLOOR_FIX.format(host=host),
+        f"image needs {needs}, host gives CUDA {host}: forward compat on GB10",
+        f"a CUDA {host} image",
+    )
+
+
+def _floor_fail(
+    need: tuple[int, int] | None, by: str, need_driver: str | None, host_side: tuple[str | None, str, str], out: Findings
+) -> None:
+    """The FAIL: the image needs more than the host driver gives and nothing bridges it.
+    ``need`` is the image's CUDA only when that is what is too new (else the driver floor is)."""
+    driver, host, how = host_side
+    wants = f"CUDA {need[0]}.{need[1]} ({by})" if need else f"driver {need_driver}"
     text = (
         f"image built for {wants}, but host driver {driver or '?'} supports CUDA {host} ({how}) and no "
         "forward-compatibility driver is in use: it fails at start ('This container was built for NVIDIA "
@@ -506,10 +540,9 @@ def _driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
     out.fail(
         text,
         FLOOR_FIX.format(host=host),
-        f"image needs {_needs(need if too_new else None, need_driver)}, host driver {driver or '?'} gives CUDA {host}",
+        f"image needs {_needs(need, need_driver)}, host driver {driver or '?'} gives CUDA {host}",
         f"a CUDA {host} image; keep the NGC ENTRYPOINT",
     )
-    return True
 
 
 def evaluate(facts: Facts, params: Params) -> Result:

@@ -275,6 +275,25 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
     return Engine(settings, capture.ReplayMachine(replay), replay=replay)
 
 
+def _not_run(results: list[Any]) -> tuple[str, dict[str, str]]:
+    """Why checks were not run, and the checks --only left out, by one rule with pytest's (issue 24 item 3)."""
+    ran = {r.check_id for r in results}
+    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
+    return why, {cid: why for cid in catalog.IDS if cid not in ran}
+
+
+def _said(written: list[str]) -> list[str] | None:
+    """The files written, to say; a report not written is an error (None: exit 2), an extra
+    not written (G4's chart) a warning that keeps the outcome; both on stderr."""
+    failed = [n for n in written if n.startswith("cannot write")]
+    for note in written:
+        if note.startswith(("cannot write", "could not write")):
+            say_error(f"{'error' if note in failed else 'warning'}: {note}")
+    if failed:
+        return None
+    return [n for n in written if not n.startswith(("cannot write", "could not write"))]
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["diagnose"]:  # the one subcommand; without it the argv is the preflight's, as before
@@ -297,20 +316,13 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         engine.close()
     host, profile = engine.machine.identity(), engine.profile()
-    ran = {r.check_id for r in results}
-    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
-    not_run = {cid: why for cid in catalog.IDS if cid not in ran}  # one rule with pytest's (issue 24 item 3)
-    written = report.write_run_files(
+    why, not_run = _not_run(results)
+    said = _said(report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ,
         not_run=not_run,
-    )
-    failed = [n for n in written if n.startswith("cannot write")]
-    for note in written:  # a report not written: exit 2; an extra (G4's chart): said, the outcome kept
-        if note.startswith(("cannot write", "could not write")):
-            say_error(f"{'error' if note in failed else 'warning'}: {note}")
-    if failed:
+    ))  # fmt: skip
+    if said is None:
         return EXIT_USAGE
-    said = [n for n in written if not n.startswith(("cannot write", "could not write"))]
     strict = settings.strict
     last, v = verdict_line(results, strict=strict, not_run=not_run), verdict(results, strict=strict, not_run=not_run).value
     block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),

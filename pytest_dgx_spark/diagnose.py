@@ -133,11 +133,17 @@ def _first_failing(strong: dict[int, Evidence]) -> int:
     return min(strong)
 
 
-def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None = None) -> Diagnosis:
-    """The diagnosis of one job's logs (pure: reads only its arguments)."""
+def _gates(files: Sequence[FileScan], facts: MachineFacts | None) -> dict[Any, bool | None]:
+    """The machine's facts and the logs' context lines, keyed by second: the gates a weak sign needs."""
     gates: dict[Any, bool | None] = dict(gate_facts(facts or {}))
     for scan in files:  # context lines by second: an Xid at the second a service stopped "cleanly"
         gates.update({(h.sig, h.ts[0], h.ts[1].split(".")[0]): True for h in scan.context if h.ts is not None})
+    return gates
+
+
+def _weigh_files(files: Sequence[FileScan], table: Table,
+                 gates: dict[Any, bool | None]) -> tuple[dict[str, list[Evidence]], dict[int, Evidence]]:  # fmt: skip
+    """Every hit weighed, by check (strongest first), and each file's first strong one."""
     per_check: dict[str, list[Evidence]] = {cid: [] for cid in catalog.IDS}
     first_strong: dict[int, Evidence] = {}
     for i, scan in enumerate(files):
@@ -148,17 +154,29 @@ def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None =
                 first_strong[i] = ev
     for evs in per_check.values():
         evs.sort(key=lambda e: RANK[e.weight])  # stable: within a weight, file then line order
-    cause = first_strong[_first_failing(first_strong)] if first_strong else None
+    return per_check, first_strong
+
+
+def _secondary(files: Sequence[FileScan], table: Table, first_strong: dict[int, Evidence],
+               cause: Evidence) -> list[str]:  # fmt: skip
+    """What came after the cause: the other files' strong lines and the follow-on NCCL errors."""
     secondary: list[str] = []
-    if cause is not None:
-        for _, ev in sorted(first_strong.items()):
-            if ev is not cause:
-                secondary.append(f"{ev.hit.where} ({ev.gotcha}, {ev.sig.id}) came after the first failure: secondary")
-        for scan in files:
-            n = sum(v for k, v in scan.counts.items() if table.by_id(k).kind == "secondary")
-            if n:
-                secondary.append(f"{n:,} NCCL error line(s) in {scan.name} (first at {scan.secondary[0].where}): "
-                                 "follow-on errors of the failure, secondary")  # fmt: skip
+    for _, ev in sorted(first_strong.items()):
+        if ev is not cause:
+            secondary.append(f"{ev.hit.where} ({ev.gotcha}, {ev.sig.id}) came after the first failure: secondary")
+    for scan in files:
+        n = sum(v for k, v in scan.counts.items() if table.by_id(k).kind == "secondary")
+        if n:
+            secondary.append(f"{n:,} NCCL error line(s) in {scan.name} (first at {scan.secondary[0].where}): "
+                             "follow-on errors of the failure, secondary")  # fmt: skip
+    return secondary
+
+
+def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None = None) -> Diagnosis:
+    """The diagnosis of one job's logs (pure: reads only its arguments)."""
+    per_check, first_strong = _weigh_files(files, table, _gates(files, facts))
+    cause = first_strong[_first_failing(first_strong)] if first_strong else None
+    secondary = _secondary(files, table, first_strong, cause) if cause is not None else []
     errors = [f.error for f in files if f.error]
     return Diagnosis(list(files), per_check, cause, secondary, errors)
 

@@ -109,30 +109,48 @@ def _text(entry: dict[str, Any], key: str, where: str, *, required: bool = True)
     return value
 
 
+def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
+    """An entry's pattern, compiled: a bad regular expression is named, never a traceback."""
+    raw = _text(entry, "pattern", where) or ""
+    try:
+        return re.compile(raw)
+    except re.error as exc:
+        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
+
+
+def _literals(entry: dict[str, Any], where: str) -> list[str]:
+    """An entry's literal prefilters: one string or a list of them, each non-empty."""
+    literals = entry.get("literal") or []
+    if isinstance(literals, str):
+        literals = [literals]
+    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
+        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
+    return literals
+
+
+def _gotcha_weight(entry: dict[str, Any], kind: str, where: str) -> tuple[str | None, str]:
+    """A signature's gotcha and weight, checked (with its fix); other kinds have none and weigh weak."""
+    if kind != "signature":
+        return None, "weak"
+    gotcha = entry.get("gotcha")
+    weight = str(entry.get("weight", "weak"))
+    if gotcha not in GOTCHAS:
+        raise TableError(f"{where}: 'gotcha' must be one of G1..G10, got {gotcha!r}")
+    if weight not in WEIGHTS:
+        raise TableError(f"{where}: 'weight' must be strong, medium or weak, got {weight!r}")
+    _text(entry, "fix", where)
+    return gotcha, weight
+
+
 def _signature(entry: Any, kind: str, where: str) -> Signature:
     """One entry of the table, checked: a user file's mistakes are named, never a traceback."""
     if not isinstance(entry, dict):
         raise TableError(f"{where}: expected an object, got {type(entry).__name__}")
     sid = _text(entry, "id", where) or ""
     where = f"{where} ({sid})"
-    raw = _text(entry, "pattern", where) or ""
-    try:
-        pattern = re.compile(raw)
-    except re.error as exc:
-        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
-    literals = entry.get("literal") or []
-    if isinstance(literals, str):
-        literals = [literals]
-    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
-        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
-    gotcha = entry.get("gotcha") if kind == "signature" else None
-    weight = str(entry.get("weight", "weak")) if kind == "signature" else "weak"
-    if kind == "signature":
-        if gotcha not in GOTCHAS:
-            raise TableError(f"{where}: 'gotcha' must be one of G1..G10, got {gotcha!r}")
-        if weight not in WEIGHTS:
-            raise TableError(f"{where}: 'weight' must be strong, medium or weak, got {weight!r}")
-        _text(entry, "fix", where)
+    pattern = _pattern(entry, where)
+    literals = _literals(entry, where)
+    gotcha, weight = _gotcha_weight(entry, kind, where)
     gate = entry.get("gate") or []
     if not isinstance(gate, list) or any(g not in GATES for g in gate):
         raise TableError(f"{where}: 'gate' must list facts among {', '.join(GATES)}")

@@ -890,16 +890,41 @@ def evaluate(facts: Facts, params: Params) -> Result:
     skip, caps, _source = _gpu(facts)
     if skip is not None:
         if caps and (facts.triton_compile is not None or params.option("precision")):
-            # another GPU: what this Triton would do on a Spark; SM12x's FP8/NVFP4 rules do not apply
-            aside = Findings("G7")
-            _compile_stage(facts, False, aside)
-            skip.readings.extend(aside.readings)
-            skip.details.extend(
-                [*aside.details, "the FP8 and NVFP4 findings are SM12x's: they do not apply here"]
-            )
+            _off_spark_compile(facts, skip)
         return skip
     out = Findings("G7")
     gpu = f"{next(n for n, c in caps if c == SM121)} is SM121 (12.1)"
+    torch_archs, env_archs = _arch_lists(facts, caps, out)
+    torch_text, runs = _torch_stage(facts, torch_archs, out)
+    env_text = _env_stage(facts, env_archs, out)
+    precision = params.option("precision")
+    lib_text = _nvfp4_stage(facts, precision, [*torch_archs, *env_archs], out)
+    compile_text, compiled = _compile_stage(facts, True, out)
+    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min"), out, compiled)
+    _fp8_stage(facts, precision, params.threshold("g7_cublas_fp8_min"), out)
+    parts = [gpu, torch_text, env_text, lib_text, compile_text or ptxas_text]
+    if precision:
+        parts.append(f"precision {precision}")
+    headline, short_fix = out.first_short()
+    if not headline:
+        headline = _ok_headline(facts, torch_archs, runs)
+    result = out.result(Status.PASS if runs else Status.INFO, "; ".join(p for p in parts if p), headline=headline,
+                        short_fix=short_fix)  # fmt: skip
+    if result.status in (Status.FAIL, Status.WARN):
+        result.summary = f"{gpu}: {result.summary}"
+    return result
+
+
+def _off_spark_compile(facts: Facts, skip: Result) -> None:
+    """On another GPU, what this Triton would do on a Spark, beside the SKIP; SM12x's FP8/NVFP4 rules do not apply."""
+    aside = Findings("G7")
+    _compile_stage(facts, False, aside)
+    skip.readings.extend(aside.readings)
+    skip.details.extend([*aside.details, "the FP8 and NVFP4 findings are SM12x's: they do not apply here"])
+
+
+def _arch_lists(facts: Facts, caps: list[tuple[str, tuple[int, ...]]], out: Findings) -> tuple[list[Arch], list[Arch]]:
+    """Torch's arch list and TORCH_CUDA_ARCH_LIST, parsed and read (what did not parse, and family targets, noted)."""
     torch_archs, torch_bad = parse_arch_list(facts.arch_list)
     env_archs, env_bad = parse_arch_list(facts.env_arch_list)
     for bad, where in ((torch_bad, "torch arch list"), (env_bad, "TORCH_CUDA_ARCH_LIST")):
@@ -913,24 +938,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
         out.note(
             f"family targets {_names(family)} run on SM121; whether FP4 conversion is native there is contested"
         )
-    torch_text, runs = _torch_stage(facts, torch_archs, out)
-    env_text = _env_stage(facts, env_archs, out)
-    precision = params.option("precision")
-    lib_text = _nvfp4_stage(facts, precision, [*torch_archs, *env_archs], out)
-    compile_text, compiled = _compile_stage(facts, True, out)
-    ptxas_text = _triton_stage(facts, params.threshold("g7_triton_ptxas_min"), out, compiled)
-    _fp8_stage(facts, precision, params.threshold("g7_cublas_fp8_min"), out)
-    parts = [gpu, torch_text, env_text, lib_text, compile_text or ptxas_text]
-    if precision:
-        parts.append(f"precision {precision}")
-    summary = "; ".join(p for p in parts if p)
-    headline, short_fix = out.first_short()
-    if not headline:
-        headline = _ok_headline(facts, torch_archs, runs)
-    result = out.result(Status.PASS if runs else Status.INFO, summary, headline=headline, short_fix=short_fix)
-    if result.status in (Status.FAIL, Status.WARN):
-        result.summary = f"{gpu}: {result.summary}"
-    return result
+    return torch_archs, env_archs
 
 
 def _ok_headline(f: Facts, archs: list[Arch], runs: bool | None) -> str:

@@ -1180,6 +1180,30 @@ def _mine_only(facts: Facts, out: Findings) -> Facts:
     return dataclasses.replace(facts, sources=[s for s in facts.sources if not s.get("owner")])
 
 
+def _infer_all_nodes(job: View, others: list[View], f: Facts) -> None:
+    """Each view's node count where it does not say one; a config's own count stands beside the launcher's."""
+    for v in [job, *others]:
+        if v.kind in CONFIG_KINDS and job.nodes:  # the launcher's count is this run's: believed
+            continue
+        _infer_nodes(v, f.gpu_count, f.env)
+
+
+def _judge_links(f: Facts, params: Params, out: Findings) -> str:
+    """A job over several nodes: its link and RDMA access judged; the link's speed, read (empty when unknown)."""
+    _judge_link(f.env, f.link, out)
+    _judge_rdma_access(f, params, out)
+    speed = link_speed(f.env, f.link)
+    if speed:
+        out.read("link_speed", speed)
+    return speed
+
+
+def _intrusive_hint(f: Facts, world: int | None, out: Findings) -> None:
+    """A job of several ranks run without --spark-intrusive: the flag that would measure them, said."""
+    if f.intrusive is False and world and world > 1:
+        out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
+
+
 def _evaluate(facts: Facts, params: Params) -> Result:
     out = Findings("G10")
     f = _mine_only(facts, out)
@@ -1189,27 +1213,17 @@ def _evaluate(facts: Facts, params: Params) -> Result:
     # the job is what launched this run; every config, named or found, is judged on its own (issue 11)
     job = _merge([env_view] + [v for v in views if v.kind == "launcher"], "job")
     others = [v for v in views if v.kind != "launcher"]
-    for v in [job, *others]:
-        if v.kind in CONFIG_KINDS and job.nodes:  # the launcher's count is this run's: believed
-            continue
-        _infer_nodes(v, f.gpu_count, f.env)
+    _infer_all_nodes(job, others, f)
     out.note(*f.notes)
     _readings(f, job, views, [job, *others], errors, out)
 
     bad = violations(job, others)
     _judge_tp(bad, str(params.option("tp_across_nodes")), out)
     out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.evidence()}" for b in bad]
-    speed = ""
-    if job.nodes > 1 or any(v.nodes > 1 for v in others):
-        _judge_link(f.env, f.link, out)
-        _judge_rdma_access(f, params, out)
-        speed = link_speed(f.env, f.link)
-        if speed:
-            out.read("link_speed", speed)
+    speed = _judge_links(f, params, out) if job.nodes > 1 or any(v.nodes > 1 for v in others) else ""
     alike = _judge_fleet(f.fleet, out)
     p_text = _judge_probe(f.probe, job.nodes > 1, params, speed, out)
-    if f.intrusive is False and world and world > 1:
-        out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
+    _intrusive_hint(f, world, out)
     if not out.status and not _has_evidence(f, env_findings, views):
         r = _nothing_to_go_on(f, out, p_text)
         r.details = _bounded(r.details)

@@ -660,7 +660,7 @@ def test_nvfp4_with_the_stock_torch_through_the_engine(
     no NVFP4 kernel library: --spark-precision nvfp4 WARNs, fp8 and bf16 do not."""
     assert "Failed to run cutlass FP4 gemm on sm120" in capture("error_nvfp4_1.txt")
     doubles.nvml(gb10.nvml()).torch(torch_from_capture("torch_arch_list_1.txt"))
-    machine = Machine(env=doubles.env, timeout=5)
+    machine = Machine(root=tmp_path, env=doubles.env, timeout=5)  # no CUDA toolkit's cuBLAS: none planted
     result = Engine(Settings(only=("G7",), precision=precision), machine).run("G7")
     assert result.status is status, result.report_text()
     if status is Status.WARN:

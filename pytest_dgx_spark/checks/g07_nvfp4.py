@@ -20,7 +20,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, TypedDict
 
@@ -360,6 +360,8 @@ def _triton_compile(ctx: CheckContext) -> TritonCompile | None:
             env=env,
         )
     d = child.data
+    if _imported_elsewhere(d.get("triton_file"), machine.python_path()):
+        return None  # the child found another Triton than the checked environment's: no verdict from it
     out = TritonCompile(dist=f"{dist['name']} {dist['version']}")
     for key in TritonCompile.__annotations__:
         if key in d and key != "dist":
@@ -367,6 +369,16 @@ def _triton_compile(ctx: CheckContext) -> TritonCompile | None:
     if not child.ok:
         out["child"] = child.describe("the Triton compile child")
     return out
+
+
+def _imported_elsewhere(triton_file: Any, paths: Sequence[str]) -> bool:
+    """Whether the child's ``import triton`` came from outside the checked import path (the
+    interpreter's own site-packages shadowing a checked environment that holds only Triton's
+    metadata): the package list and the compile would then speak of two Tritons."""
+    if not isinstance(triton_file, str) or not paths:
+        return False
+    where = os.path.realpath(triton_file)
+    return not any(where.startswith(os.path.realpath(p).rstrip(os.sep) + os.sep) for p in paths if p)
 
 
 def _cublas_release(text: str) -> list[int] | None:
@@ -386,8 +398,8 @@ def _cublas(machine: Any, dists: Mapping[str, Any]) -> dict[str, Any] | None:
         if not home or not os.path.isabs(home):
             continue
         folder = os.path.join(home, "lib64")
-        try:
-            names = sorted(n for n in os.listdir(folder) if n.startswith("libcublasLt.so."))
+        try:  # through the host root, as every reading of the machine's files
+            names = sorted(n for n in os.listdir(machine.path(folder)) if n.startswith("libcublasLt.so."))
         except OSError:
             continue
         releases = [(r, n) for n in names if (r := _cublas_release(n))]

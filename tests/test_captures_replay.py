@@ -56,7 +56,7 @@ def replay(path: Path, *args: str) -> tuple[str, int]:
 
 
 def test_there_are_five_captures() -> None:
-    assert NAMES == ["gb10-public-healthy", "h200-cu12", "h200-healthy", "h200-load", "h200-vllm"]
+    assert NAMES == ["gb10-public-healthy", "h100-field", "h200-cu12", "h200-healthy", "h200-load", "h200-vllm"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -304,3 +304,21 @@ def test_a_capture_keeps_what_the_run_wrote_about_a_token() -> None:
                                                           "api_token": REDACTED}
     sent = {"token": "sent", "credentials": "not sent: plain http (GITHUB_TOKEN goes only over https)"}
     assert Redactor({})(sent) == sent
+
+
+def test_the_field_readings_recorded_on_a_real_gpu_are_decided_again(tmp_path: Path) -> None:
+    """h100-field: the live run of 2026-12-05 on a lent H100 (driver 580.159.04, Triton 3.6.0)
+    with issue 22's readings. The replay decides them again from the capture: the loaded open
+    module (G1), the buddy blocks and the cgroup limit (G3, not judged off a Spark), 358 kernel
+    log records from /dev/kmsg without an Xid (G4), Triton 3.6.0 compiling for sm_121a (G7,
+    listed under the SKIP), the image's CUDA 13.0 within the driver's (G9)."""
+    proc, touched = untouched(tmp_path, "cli", "--replay", str(CAPTURES / "h100-field.json.gz"), "--json")
+    assert touched == [] and proc.returncode == 0, proc.stderr
+    block = json.loads(proc.stdout)
+    got = {r["id"]: {k: v["value"] for k, v in r["readings"].items()} for r in block["results"]}
+    assert got["G1"]["nvidia_module"] == "580.159.04 (open)" and got["G1"]["kernel_release"].endswith("-gpu")
+    assert (got["G3"]["normal_free_blocks"], got["G3"]["page_size"], got["G3"]["oom_kills"]) == (44, 4, 0)
+    assert (got["G4"]["kernel_log_source"], got["G4"]["xid_events"]) == ("/dev/kmsg", 0)
+    assert got["G7"]["triton_sm121_compile"] == "ok"
+    assert (got["G9"]["image_cuda"], got["G9"]["host_driver_cuda"]) == ("13.0", "13.0")
+    assert block["verdict"] == "ready-with-warnings"

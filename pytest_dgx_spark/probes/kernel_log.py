@@ -34,6 +34,7 @@ from typing import Any, TypedDict
 
 from pytest_dgx_spark.outfile import kind_of
 from pytest_dgx_spark.probes.commands import CommandResult
+from pytest_dgx_spark.probes.memory_pressure import oom_kill_match
 
 KMSG = "/dev/kmsg"
 #: the latest records kept of a longer log (a box up for weeks logs millions)
@@ -351,21 +352,17 @@ class OomKill:
     seconds: float | None
 
 
-_OOM = re.compile(r"(Memory cgroup out of memory|Out of memory): Killed process (\d{1,10}) \(([^)]*)\)(.*)$")
-_KB = re.compile(r"\b(total-vm|anon-rss):(\d{1,20})kB")
-
-
 def oom_kills(recs: Iterable[KernelRecord]) -> list[OomKill]:
-    """Every OOM kill the kernel logged, in log order."""
+    """Every OOM kill the kernel logged, in log order (the line as G3 reads it: one pattern)."""
     out: list[OomKill] = []
     for r in recs:
-        m = _OOM.search(r.text) if "Killed process" in r.text else None
+        m = oom_kill_match(r.text)
         if m is None:
             continue
-        sizes = {k: int(v) for k, v in _KB.findall(m.group(4))}
+        vm, anon = m.group("vm"), m.group("anon")
         out.append(
-            OomKill(int(m.group(2)), m.group(3), sizes.get("anon-rss"), sizes.get("total-vm"),
-                    m.group(1).startswith("Memory cgroup"), r.seq, r.seconds)
+            OomKill(int(m.group("pid")), m.group("name"), int(anon) if anon else None, int(vm) if vm else None,
+                    bool(m.group("cg")), r.seq, r.seconds)
         )
     return out
 

@@ -41,7 +41,7 @@ _BUDDY = re.compile(r"^Node\s+(\d{1,4}),\s+zone\s+(\w{1,16})((?:\s+\d{1,19}){1,3
 _VMSTAT = re.compile(r"^(\w{1,64})\s+(-?\d{1,20})\s*$")
 _OOM = re.compile(
     r"(?P<cg>Memory cgroup )?[Oo]ut of memory(?: \([\w ]{1,40}\))?: Killed process (?P<pid>\d{1,10}) "
-    r"\((?P<name>.{0,64}?)\)(?=[ ,]|$)(?:.*?\banon-rss:(?P<anon>\d{1,20})kB)?"
+    r"\((?P<name>.{0,64}?)\)(?=[ ,]|$)(?:.*?\btotal-vm:(?P<vm>\d{1,20})kB)?(?:.*?\banon-rss:(?P<anon>\d{1,20})kB)?"
 )
 _SIZE = re.compile(r"^(\d{1,20})([kKmMgGtTpPeE%]?)$")
 
@@ -260,12 +260,18 @@ def parse_oom_kill(line: str) -> OomKill | None:
     """The victim of one kernel line ``Out of memory: Killed process 3742074 (lmcache)
     total-vm:81306880kB, anon-rss:1058560kB, …`` (also ``Memory cgroup out of memory: …``
     and a dmesg/kmsg prefix before it), or None for any other line."""
-    m = _OOM.search(line)
+    m = oom_kill_match(line)
     if not m:
         return None
     anon = m.group("anon")
     return {"pid": int(m.group("pid")), "name": m.group("name"), "anon_rss_kb": int(anon) if anon else None,
             "text": line.strip()[:400]}
+
+
+def oom_kill_match(line: str) -> re.Match[str] | None:
+    """The kernel's ``Killed process`` line matched (groups ``cg``, ``pid``, ``name``, ``vm``,
+    ``anon``), for a reader that keeps more of it than :func:`parse_oom_kill` (the kernel log's)."""
+    return _OOM.search(line) if "Killed process" in line else None
 
 
 def parse_oom_kills(lines: Any, keep: int = MAX_OOM_KILLS) -> list[OomKill]:

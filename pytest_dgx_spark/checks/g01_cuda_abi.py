@@ -45,6 +45,7 @@ from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
 from pytest_dgx_spark.probes.machine import MachineLike, format_cuda_version
 from pytest_dgx_spark.probes.packages import canonical
+from pytest_dgx_spark.probes.procfs import module_of
 
 #: distributions whose objects are never loaded (the static scan still covers their files)
 NOT_LOADED = {
@@ -947,11 +948,6 @@ def _short(out: Findings, result: Result) -> Result:
 
 # ---------------------------------------------------------------------- the driver stack (N3)
 
-#: ``NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build …`` (open) or
-#: ``NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.120  Fri Sep 13 …`` (proprietary)
-NVRM_LINE = re.compile(
-    r"NVIDIA UNIX\s+(?:(?P<open>Open)\s+Kernel Module for\s+\S+|\S+\s+Kernel Module)\s+(?P<version>\d+(?:\.\d+)+)"
-)
 RELOAD = (
     "reboot (the driver was upgraded under the running module), or with nothing using the GPU reload it: "
     "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia"
@@ -970,12 +966,6 @@ class Stack:
     cma_broken: bool = False
     gb10: bool = False
     gb10_guessed: bool = False
-
-
-def module_of(line: str | None) -> tuple[str | None, str | None]:
-    """``(version, "open"|"proprietary")`` from the NVRM line; ``(None, None)`` when unrecognised."""
-    m = NVRM_LINE.search(line or "")
-    return (m["version"], "open" if m["open"] else "proprietary") if m else (None, None)
 
 
 def userspace_version(nvml_version: str | None) -> str | None:

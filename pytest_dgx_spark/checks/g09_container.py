@@ -112,7 +112,6 @@ class Facts(FactsBase):
 
 
 FACTS = Facts
-_DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)")
 _MODE = re.compile(r'^\s*mode\s*=\s*"([^"]*)"', re.MULTILINE)
 _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
@@ -183,9 +182,8 @@ def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
     facts.cuda_env = {k: str(m.env[k])[:512] for k in CUDA_ENV if m.env.get(k)}
     text, facts.host_driver_error = m.read_text("/proc/driver/nvidia/version", 65536)
     if text is not None:
-        found = _DRIVER.search(text)
-        facts.host_driver = found.group(1) if found else None
-        if not found:
+        facts.host_driver = procfs.module_of(text)[0]
+        if facts.host_driver is None:
             facts.host_driver_error = "/proc/driver/nvidia/version names no kernel module version"
     facts.compat_lib = _compat_lib(m)
     try:

@@ -27,6 +27,20 @@ def cgroup_runtime(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+#: ``NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build …`` (open) or
+#: ``NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.120  Fri Sep 13 …`` (proprietary)
+NVRM_LINE = re.compile(
+    r"NVIDIA UNIX\s+(?:(?P<open>Open)\s+Kernel Module for\s+\S+|\S+\s+Kernel Module)\s+(?P<version>\d+(?:\.\d+)+)"
+)
+
+
+def module_of(text: str | None) -> tuple[str | None, str | None]:
+    """``(version, "open"|"proprietary")`` of the loaded NVIDIA module, from ``/proc/driver/nvidia/version``
+    (or its NVRM line); ``(None, None)`` when unrecognised. G1 (the stack) and G9 (the driver floor) read it."""
+    m = NVRM_LINE.search(text or "")
+    return (m["version"], "open" if m["open"] else "proprietary") if m else (None, None)
+
+
 def parse_key_values(text: str) -> dict[str, str]:
     """``key="value"`` lines, as in ``/run/.containerenv`` and ``/etc/os-release``."""
     out: dict[str, str] = {}

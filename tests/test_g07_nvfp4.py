@@ -17,6 +17,7 @@ from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
 from doubles import elfkit, gb10
+from doubles.tritonkit import ptxas
 
 A = g7.Arch
 GB10 = Path(__file__).parent / "data" / "gb10"
@@ -497,18 +498,6 @@ def test_a_cuda_torch_that_cannot_reach_the_gpu_is_not_called_unimportable(
     )
 
 
-PTXAS = """#!/bin/sh
-echo "$0 $@" >> "{log}"
-if [ "$1" = "--version" ]; then
-  printf 'ptxas: NVIDIA (R) Ptx optimizing assembler\\nCopyright (c) 2005-2025 NVIDIA Corporation\\n'
-  printf 'Cuda compilation tools, release {release}, V{release}.93\\nBuild cuda_{release}.r{release}/compiler\\n'
-  exit 0
-fi
-echo "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'" >&2
-exit 255
-"""
-
-
 def fake_triton(site: Path, log: Path, name: str, version: str, tools: dict[str, str]) -> Path:
     """A triton distribution on disk: dist-info metadata and ``bin/<tool>`` scripts
     printing ``ptxas --version`` for the given release."""
@@ -518,9 +507,7 @@ def fake_triton(site: Path, log: Path, name: str, version: str, tools: dict[str,
     bin_dir = site / "triton" / "backends" / "nvidia" / "bin"
     bin_dir.mkdir(parents=True)
     for tool, release in tools.items():
-        path = bin_dir / tool
-        path.write_text(PTXAS.format(log=log, release=release))
-        path.chmod(0o755)
+        ptxas(bin_dir / tool, release, log)
     return bin_dir
 
 
@@ -554,9 +541,7 @@ def test_triton_bundled_ptxas_12_8_warns(isolated, doubles, tmp_path: Path) -> N
 
 def test_triton_ptxas_override_to_cuda_13_passes(isolated, doubles, tmp_path: Path) -> None:
     cuda13 = tmp_path / "cuda" / "bin"
-    cuda13.mkdir(parents=True)
-    (cuda13 / "ptxas").write_text(PTXAS.format(log=tmp_path / "ptxas.log", release="13.0"))
-    (cuda13 / "ptxas").chmod(0o755)
+    ptxas(cuda13 / "ptxas", "13.0", tmp_path / "ptxas.log")
     result = run_triton(doubles, tmp_path, {"ptxas": "12.8"}, {"TRITON_PTXAS_PATH": str(cuda13 / "ptxas")})
     assert result.status is Status.PASS, result.report_text()
     assert result.reading("triton_ptxas_release").value == "13.0"

@@ -54,6 +54,13 @@ G7_PASS = "G7 PASS: torch 2.11.0+cu130 runs on SM121 through its sm_120 cubins"
 G9_NGC_CUDA = "G9 PASS: container: NGC CUDA image in a Docker container; declared requirements hold"
 
 
+def one_line_changed(lines: list[str], changed: str, verdict: str) -> list[str]:
+    """``lines`` (a run's check lines and its verdict) with the line of ``changed``'s check
+    replaced by it and the verdict by ``verdict``: one planted fault, one line moves."""
+    check = changed.split(" ", 1)[0] + " "
+    return [changed if line.startswith(check) else line for line in lines[:-1]] + [verdict]
+
+
 def healthy_lines() -> list[str]:
     """What the owner of a healthy Spark reads by default (see :func:`healthy_spark`):
     one short line per check, and ``ready``: nothing to warn about, nothing unchecked."""
@@ -494,8 +501,7 @@ def test_nvfp4_declared_in_the_ini_warns_on_the_healthy_spark_through_plugin_and
         "G7 WARN: NVFP4 planned, but no installed kernel targets sm_121a/sm_120f; fix: use FP8, or NVFP4 "
         "builds for sm_121a"
     )
-    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
-    expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    expected = one_line_changed(healthy_lines(), g7, "verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
     assert section(plugin.outlines) == expected, plugin.stdout.str()
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
 
@@ -514,8 +520,7 @@ def test_an_image_built_for_a_newer_cuda_blocks_the_healthy_spark(
         "G9 FAIL: image needs CUDA 13.2, host driver 580.173.02 gives CUDA 13.0; fix: a CUDA 13.0 image; keep the "
         "NGC ENTRYPOINT"
     )
-    expected = [g9 if line.startswith("G9 ") else line for line in healthy_lines()[:-1]]
-    expected.append("verdict: blocked (G9 failed; 6 PASS, 1 FAIL, 3 INFO)")
+    expected = one_line_changed(healthy_lines(), g9, "verdict: blocked (G9 failed; 6 PASS, 1 FAIL, 3 INFO)")
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
 
 
@@ -539,8 +544,7 @@ def test_a_two_spark_container_without_dev_infiniband_is_named_with_its_fix(
         "G10 FAIL: no /dev/infiniband in this container; fix: --device /dev/infiniband --cap-add IPC_LOCK "
         "--ulimit memlock=-1:-1"
     )
-    expected = [g10 if line.startswith("G10 ") else line for line in ready_lines(vllm)[:-1]]
-    expected.append("verdict: blocked (G10 failed; 7 PASS, 1 FAIL, 1 WARN, 1 INFO)")
+    expected = one_line_changed(ready_lines(vllm), g10, "verdict: blocked (G10 failed; 7 PASS, 1 FAIL, 1 WARN, 1 INFO)")
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
 
 
@@ -692,8 +696,7 @@ def test_triton_with_a_ptxas_that_rejects_sm_121a_blocks_the_healthy_spark(
         "G7 FAIL: triton's ptxas rejects sm_121a (torch.compile); "
         "fix: export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas"
     )
-    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
-    expected.append("verdict: blocked (G7 failed; 6 PASS, 1 FAIL, 3 INFO)")
+    expected = one_line_changed(healthy_lines(), g7, "verdict: blocked (G7 failed; 6 PASS, 1 FAIL, 3 INFO)")
     assert section(plugin.outlines) == expected, plugin.stdout.str()
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
 
@@ -710,6 +713,5 @@ def test_fp8_planned_on_the_healthy_spark_names_cublas_tn_only(
         "G7 WARN: cuBLAS 13.1 < 13.6: FP8 training GEMMs TN-only on SM12x; fix: FP8 per-tensor or BF16 for "
         "training"
     )
-    expected = [g7 if line.startswith("G7 ") else line for line in healthy_lines()[:-1]]
-    expected.append("verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
+    expected = one_line_changed(healthy_lines(), g7, "verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
     assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr

@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,12 +220,16 @@ def _parse_input_file(opt: Option, raw: Any, where: str, base: Path) -> Path:
     raise OptionError(f"{where}: {text!r} is not a file")
 
 
+def _given_paths(raw: Any, where: str, base: Path) -> Iterator[tuple[str, Path]]:
+    """Each non-empty path of a repeatable path option (one value or a list), resolved as given."""
+    for item in raw if isinstance(raw, (list, tuple)) else [raw]:
+        if str(item).strip():
+            yield _given_path(item, where, base)
+
+
 def _parse_config_paths(opt: Option, raw: Any, where: str, base: Path) -> tuple[Path, ...]:
     paths: list[Path] = []
-    for item in raw if isinstance(raw, (list, tuple)) else [raw]:
-        if not str(item).strip():
-            continue
-        text, path = _given_path(item, where, base)
+    for text, path in _given_paths(raw, where, base):
         if not path.exists():
             raise OptionError(f"{where}: {text!r} does not exist")
         paths.append(path)
@@ -238,10 +242,7 @@ def _parse_known_bad(opt: Option, raw: Any, where: str, base: Path) -> tuple[Pat
     from pytest_dgx_spark.known_bad import KnownBadError, load  # lazy: only when the option is given
 
     paths: list[Path] = []
-    for item in raw if isinstance(raw, (list, tuple)) else [raw]:
-        if not str(item).strip():
-            continue
-        text, path = _given_path(item, where, base)
+    for text, path in _given_paths(raw, where, base):
         if not path.is_file():
             raise OptionError(f"{where}: {text!r} is not a file")
         try:

@@ -29,6 +29,11 @@ from typing import Any
 
 import pytest
 
+# imported before pytester's first in-process run takes its sys.modules snapshot: the runs then
+# share one engine module, the one the forcing conftest patches (imported first by a run, it was
+# dropped after that run while the plugin's modules kept it, so later runs were not forced)
+import pytest_dgx_spark.engine  # noqa: F401
+
 from conftest import MATPLOTLIB, PYTEST_ARGS, REPORT_PLUGINS
 
 FORCING_CONFTEST = textwrap.dedent(

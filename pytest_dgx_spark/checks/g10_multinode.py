@@ -67,23 +67,6 @@ FIX_LINK = (
     "put NCCL on the ConnectX-7 port: NCCL_SOCKET_IFNAME=enp1s0f1np1 (and GLOO_SOCKET_IFNAME, "
     "UCX_NET_DEVICES), NCCL_IB_HCA naming both halves, MTU 9000; ~3 GB/s means the wrong interface"
 )
-FIX_DEGRADED = (
-    "reboot both Sparks (a re-cabled or hot-plugged ConnectX-7 link stays slow until then; re-seat the "
-    "QSFP cable first), then re-run; check NCCL_DEBUG=INFO says NET/IB, not NET/Socket (NVIDIA "
-    "dgx-spark-playbooks PR #108)"
-)
-FIX_DEVICES = (
-    "start the container with --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1 on "
-    "every node (compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE"
-)
-FIX_MEMLOCK = (
-    "raise the memlock limit: --ulimit memlock=-1:-1 for a container, or `* - memlock unlimited` in "
-    "/etc/security/limits.conf (LimitMEMLOCK=infinity for a systemd service) on the host"
-)
-FIX_IB_DISABLE = (
-    "unset NCCL_IB_DISABLE (or set it to 0) so NCCL uses RoCE on the ConnectX-7 port; over TCP sockets "
-    "the link gives a few GB/s"
-)
 
 #: ``configs.Finding`` and ``configs.Source`` as data (``what``, ``value``, ``key``, ``raw``; ``name``,
 #: ``kind``, ``findings``, ``error``, ``notes``, ``role``, ``owner``: "uid N" for another user's job)
@@ -118,9 +101,6 @@ class Facts(FactsBase):
 
 
 FACTS = Facts
-
-
-# --------------------------------------------------------------------------- gather
 
 
 def summarize_probe(child: ChildResult) -> Probe:
@@ -270,9 +250,6 @@ def _fleet_blocks(exchanged: dict[str, Any] | None) -> bool:
     return bool(out.problems)
 
 
-# --------------------------------------------------------------------------- evaluate
-
-
 @dataclass
 class View:
     """What one source (or the job as a whole) says, with the finding behind each number."""
@@ -396,34 +373,24 @@ def _merge(views: list[View], name: str) -> View:
     return job
 
 
-@dataclass
-class Violation:
-    """One TP degree > 1 that spans nodes > 1, with its evidence and the job's role."""
-
-    tp: int
-    tp_by: str
-    nodes: int
-    nodes_by: str
-    role: str
-
-    def evidence(self) -> str:
-        """Both pieces of evidence, each said once (the GPU-count inference repeats its TP finding)."""
-        if self.nodes_by.startswith(self.tp_by + " "):
-            return f"{self.tp_by}; {self.nodes_by[len(self.tp_by) + 1 :]}"
-        return f"{self.tp_by}; {self.nodes_by}"
+def _evidence(b: View) -> str:
+    """A violation's two pieces of evidence, each said once (the GPU-count inference repeats its TP)."""
+    if b.nodes_by.startswith(b.tp_by + " "):
+        return f"{b.tp_by}; {b.nodes_by[len(b.tp_by) + 1 :]}"
+    return f"{b.tp_by}; {b.nodes_by}"
 
 
-def violations(job: View, others: list[View]) -> list[Violation]:
-    """Every TP > 1 that spans nodes > 1 (a config pairs with the job's own count)."""
-    out: list[Violation] = []
+def violations(job: View, others: list[View]) -> list[View]:
+    """Every TP > 1 that spans nodes > 1 (a config pairs with the job's own count), as a view of the pair."""
+    out: list[View] = []
     for v in [job, *others]:  # the job's kind is never a config's
         role = _pick_role(v.role, job.role)
         if v.tp > 1 and v.nodes > 1:
-            out.append(Violation(v.tp, v.tp_by, v.nodes, v.nodes_by, v.role))
+            out.append(v)
         elif v.kind in CONFIG_KINDS and v.tp > 1 and job.nodes > 1:
-            out.append(Violation(v.tp, v.tp_by, job.nodes, job.nodes_by, role))
+            out.append(View(v.name, v.kind, v.tp, v.tp_by, job.nodes, job.nodes_by, role=role))
         elif v.kind in CONFIG_KINDS and v.nodes > 1 and job.tp > 1:
-            out.append(Violation(job.tp, job.tp_by, v.nodes, v.nodes_by, role))
+            out.append(View(v.name, v.kind, job.tp, job.tp_by, v.nodes, v.nodes_by, role=role))
     return out
 
 
@@ -432,9 +399,6 @@ def _rank_prefix(env: dict[str, str]) -> str:
     if rank is None or not world or world < 2:
         return ""
     return f"rank 0 of {world}: " if rank == 0 else f"rank {rank} of {world}, this rank only: "  # 0 speaks
-
-
-# --------------------------------------------------------------------------- evaluate: the probe
 
 
 def _probe_readings(d: dict[str, Any], out: Findings) -> None:
@@ -503,7 +467,9 @@ def _judge_busbw(
             f"{text}{reports}, below the {fail:g} GB/s a working two-Spark link never falls to (20-24 GB/s "
             "is healthy): a degraded ConnectX-7 link (after a re-cable or hot-plug it stays near 2.8 GB/s "
             "until reboot) or NCCL on TCP sockets",
-            FIX_DEGRADED,
+            "reboot both Sparks (a re-cabled or hot-plugged ConnectX-7 link stays slow until then; re-seat "
+            "the QSFP cable first), then re-run; check NCCL_DEBUG=INFO says NET/IB, not NET/Socket (NVIDIA "
+            "dgx-spark-playbooks PR #108)",
             f"all-reduce {group:.1f} GB/s, below {fail:g} GB/s" + (f" ({speed})" if speed else ""),
             "reboot both Sparks; re-seat the cable",
         )
@@ -555,7 +521,9 @@ def _judge_rdma_access(f: Facts, params: Params, out: Findings) -> None:
             + ("" if f.dev_infiniband is None else " uverbs devices")
             + f" while the host has RoCE devices ({first_n(sorted(rdma), 2, sep=', ')}): NCCL cannot open "
             "them ('NET/IB : No device found') and falls back to TCP sockets (a few GB/s)",
-            FIX_DEVICES, "no /dev/infiniband in this container",
+            "start the container with --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1 on "
+            "every node (compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE",
+            "no /dev/infiniband in this container",
             "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
         )
     elif f.container and not rdma and not verbs:
@@ -583,12 +551,12 @@ def _judge_memlock(memlock: dict[str, Any] | None, params: Params, out: Findings
                 Status.WARN,
                 f"memlock limit {mib:g} MiB (RLIMIT_MEMLOCK of this process), below {least:g} MiB: NCCL's "
                 "RDMA registration (ibv_reg_mr) can fail with 'Cannot allocate memory'",
-                FIX_MEMLOCK, f"memlock limit {mib:g} MiB, below {least:g} MiB",
+                "raise the memlock limit: --ulimit memlock=-1:-1 for a container, or `* - memlock unlimited` "
+                "in /etc/security/limits.conf (LimitMEMLOCK=infinity for a systemd service) on the host",
+                f"memlock limit {mib:g} MiB, below {least:g} MiB",
                 "--ulimit memlock=-1:-1 (or limits.conf memlock unlimited)",
             )
 
-
-# --------------------------------------------------------------------------- evaluate: the link
 
 _TWIN = re.compile(r"^(?P<kind>[a-z]+?)(?:P(?P<domain>\d+))?p(?P<bus>\d+)s(?P<slot>\d+)f(?P<fn>\d+)$")
 
@@ -673,7 +641,9 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
             Status.WARN,
             "NCCL_IB_DISABLE=1 on a multi-node job: NCCL sends over TCP sockets, not RoCE "
             "(a few GB/s where the two-Spark link gives 20-24)",
-            FIX_IB_DISABLE, "NCCL_IB_DISABLE=1 across nodes: TCP, not RoCE", "unset NCCL_IB_DISABLE",
+            "unset NCCL_IB_DISABLE (or set it to 0) so NCCL uses RoCE on the ConnectX-7 port; over TCP "
+            "sockets the link gives a few GB/s",
+            "NCCL_IB_DISABLE=1 across nodes: TCP, not RoCE", "unset NCCL_IB_DISABLE",
         )
     if not link or not link.get("sysfs"):
         return
@@ -698,8 +668,6 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
         )
 
 
-# --------------------------------------------------------------------------- evaluate: the job
-
 ROLE_TEXT = {
     "training": (
         "a training job: TP over the two-Spark link is fragile and slow for training (NCCL hangs, "
@@ -716,7 +684,7 @@ ROLE_TEXT = {
 }
 
 
-def _judge_tp(bad: list[Violation], option: str, out: Findings) -> None:
+def _judge_tp(bad: list[View], option: str, out: Findings) -> None:
     """One finding per kind of job (training, serving, not said), each judged on its own:
     training by ``--spark-tp-across-nodes`` (default FAIL), serving WARN."""
     for role in ("training", "", "serving"):
@@ -725,7 +693,7 @@ def _judge_tp(bad: list[Violation], option: str, out: Findings) -> None:
             continue
         b = mine[0]
         more = f"; {len(mine) - 1} more in the details" if len(mine) > 1 else ""
-        text = f"tensor parallel {b.tp} across {b.nodes} nodes ({b.evidence()}){more}, {ROLE_TEXT[role]}"
+        text = f"tensor parallel {b.tp} across {b.nodes} nodes ({_evidence(b)}){more}, {ROLE_TEXT[role]}"
         head = f"{role or 'job'}: TP {b.tp} across {b.nodes} nodes ({b.tp_by.split(': ', 1)[0]})"
         if role == "serving":
             out.flag(Status.WARN, text, FIX_SERVE, head, "serve with DGX OS's system NCCL (vLLM #42354)")
@@ -1033,7 +1001,7 @@ def _evaluate(facts: Facts, params: Params) -> Result:
     _readings(f, job, others, errors, out)
     bad = violations(job, others)
     _judge_tp(bad, str(params.option("tp_across_nodes")), out)
-    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {b.evidence()}" for b in bad]
+    out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {_evidence(b)}" for b in bad]
     speed = _judge_links(f, params, out) if job.nodes > 1 or any(v.nodes > 1 for v in others) else ""
     alike = _judge_fleet(f.fleet, out)
     p_text = _judge_probe(f.probe, job.nodes > 1, params, speed, out)

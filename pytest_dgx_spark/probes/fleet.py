@@ -55,21 +55,27 @@ def fingerprint(
     if interfaces is None:
         named = mn.socket_ifnames(env.get("NCCL_SOCKET_IFNAME"))
         interfaces = {n: mn.interface_mtu(machine, n) for n in named}
-    dists = machine.packages().get("dists") or {}
-    container = {**({"image": image} if image else {}), **{k: env[k] for k in CONTAINER_ENV if env.get(k)}}
     known = [v for v in interfaces.values() if isinstance(v, int)]
     return {
         "rank": env.get("RANK"),
         "node_rank": env.get("GROUP_RANK") or env.get("SLURM_NODEID") or env.get("NODE_RANK"),
         "local_rank": env.get("LOCAL_RANK"),
         **{k: ident.get(k) for k in ("hostname", "gpu", "capability", "driver", "cuda_driver", "python")},
-        "packages": {n: dists[n].get("version") for n in PACKAGES if isinstance(dists.get(n), Mapping)},
-        "container": container,
+        **_software(machine.packages().get("dists") or {}, env, image),
         "env": {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)},
         "nccl_ifname": ",".join(interfaces) or None, "mtu": min(known) if known else None,
         "mtus": dict(interfaces), "mem_available_kib": mem.get("MemAvailable"),
         "mem_free_kib": mem.get("MemFree"), "statuses": dict(statuses),
         "results": {cid: dict(r) for cid, r in (results or {}).items()},
+    }
+
+
+def _software(found: Mapping[str, Any], env: Mapping[str, str], image: str | None) -> dict[str, Any]:
+    """The fingerprint's ``packages`` and ``container``."""
+    container = {k: env[k] for k in CONTAINER_ENV if env.get(k)}
+    return {
+        "packages": {n: found[n].get("version") for n in PACKAGES if isinstance(found.get(n), Mapping)},
+        "container": {"image": image, **container} if image else container,
     }
 
 

@@ -127,9 +127,8 @@ def _runs(wrapper: dict[str, Any], child: dict[str, Any]) -> bool:
 
 
 def process_sources(procs: list[dict[str, Any]]) -> list[Source]:
-    """Running processes with G10's flags, each a source: a wrapper and the command it runs are one
-    job, named by the program behind the wrapper (the child's pid); another user's job carries its
-    ``owner`` (issue 24)."""
+    """Running processes with G10's flags as sources: a wrapper and its command are one job, with the
+    command's pid; another user's job carries its ``owner`` (issue 24)."""
     by_pid = {p.get("pid"): p for p in procs}
     inner = {w["pid"]: p for p in procs if (w := by_pid.get(p.get("ppid"))) is not None and _runs(w, p)}
     wrapped = {c.get("pid") for c in inner.values()}
@@ -188,9 +187,8 @@ def gather(ctx: CheckContext) -> Facts:
 
 
 def _fleet(ctx: CheckContext, facts: Facts) -> dict[str, Any] | None:
-    """The node comparison's exchange, when this process is one rank of a job with a rendezvous
-    point. An srun task without one is told how to give it (srun never sets MASTER_ADDR/MASTER_PORT);
-    a hand-set RANK/WORLD_SIZE without one is only a note."""
+    """The node comparison's exchange for a rank of a job with a rendezvous point; an srun task
+    without one is told how to give it, a hand-set RANK/WORLD_SIZE without one is a note."""
     env = ctx.machine.env
     if fleet.in_job(env):
         return _exchange(ctx, facts)
@@ -205,8 +203,7 @@ def _fleet(ctx: CheckContext, facts: Facts) -> dict[str, Any] | None:
 
 
 def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
-    """Run the other selected checks first, then hand this node's fingerprint (with each check's
-    status and G-line) to every rank."""
+    """Run the other selected checks, then hand this node's fingerprint (with their G-lines) to every rank."""
     run = getattr(ctx.engine, "run", None)  # an engine without run(): no other check's status
     results = {cid: run(cid) for cid in ctx.selected if cid != "G10"} if callable(run) else {}
     local = evaluate(facts, ctx.params())
@@ -230,8 +227,7 @@ def _chosen(env: dict[str, str], rdma: dict[str, Any]) -> tuple[list[str], bool]
 
 
 def fleet_interfaces(env: dict[str, str], link: dict[str, Any] | None) -> dict[str, int | None]:
-    """The interfaces NCCL's data goes over, and their MTUs, by G10's own link rules
-    (:func:`_data_ifnames`)."""
+    """The interfaces NCCL's data goes over (:func:`_data_ifnames`), and their MTUs."""
     if not link:
         return {}
     chosen, roce = _chosen(env, link.get("rdma") or {})
@@ -413,8 +409,7 @@ def _probe_readings(d: dict[str, Any], out: Findings) -> None:
 
 
 def _judge_probe(probe: Probe | None, multi_node: bool, params: Params, speed: str, out: Findings) -> str:
-    """Add the all-reduce probe's findings; returns the text a PASS line carries.
-    ``speed``: what the link reports it negotiated (said beside a low figure)."""
+    """Add the all-reduce probe's findings; returns the text a PASS line carries."""
     if probe is None:
         return ""
     if not probe.get("ran"):
@@ -488,8 +483,7 @@ def _judge_busbw(
 
 
 def link_speed(env: dict[str, str], link: dict[str, Any] | None) -> str:
-    """What the interfaces NCCL's data goes over report they negotiated: ``enp1s0f1np1 200 Gb/s``
-    from ``/sys/class/net/<if>/speed``, else the RoCE ports' ``rate``; "" when unreadable."""
+    """What NCCL's interfaces negotiated (``enp1s0f1np1 200 Gb/s``), else the RoCE ports' ``rate``."""
     if not link:
         return ""
     speeds = link.get("speed") or {}
@@ -562,15 +556,13 @@ _TWIN = re.compile(r"^(?P<kind>[a-z]+?)(?:P(?P<domain>\d+))?p(?P<bus>\d+)s(?P<sl
 
 
 def twin_key(device: str) -> tuple[tuple[str, str, str, str], str] | None:
-    """``rocep1s0f1`` -> ``(("roce", "1", "0", "1"), "0")``: the port, and the
-    PCIe domain it hangs off. ``roceP2p1s0f1`` is the same port on domain 2."""
+    """``rocep1s0f1`` -> ``(("roce", "1", "0", "1"), "0")``: the port, its PCIe domain (``roceP2…``: 2)."""
     m = _TWIN.match(device)
     return ((m["kind"], m["bus"], m["slot"], m["fn"]), m["domain"] or "0") if m else None
 
 
 def hca_selection(value: str, devices: list[str]) -> list[str]:
-    """The devices ``NCCL_IB_HCA`` selects, as NCCL reads it: comma list of
-    ``dev[:port]``, prefix match unless it starts with ``=``, ``^`` excludes."""
+    """What ``NCCL_IB_HCA`` selects: ``dev[:port]`` list, prefixes unless ``=``, ``^`` excludes."""
     text = value.strip()
     exclude, text = text.startswith("^"), text.lstrip("^")
     exact = text.startswith("=")
@@ -685,8 +677,7 @@ ROLE_TEXT = {
 
 
 def _judge_tp(bad: list[View], option: str, out: Findings) -> None:
-    """One finding per kind of job (training, serving, not said), each judged on its own:
-    training by ``--spark-tp-across-nodes`` (default FAIL), serving WARN."""
+    """One finding per kind of job: training by ``--spark-tp-across-nodes`` (FAIL), serving WARN."""
     for role in ("training", "", "serving"):
         mine = [b for b in bad if b.role == role]
         if not mine:
@@ -765,8 +756,7 @@ def _configs_read(f: Facts) -> list[str]:
 
 
 def search_incomplete(f: Facts) -> str:
-    """Why the config search did not see every config under the rootdir, from its note; then
-    "nothing multi-node" is at most INFO, never "no config found" (issue 19, item 5)."""
+    """Why the config search missed configs, from its note: then "nothing multi-node" is INFO (issue 19)."""
     if f.configs_given:
         return ""
     notes = (n for n in f.notes if isinstance(n, str) and n.startswith(mn.INCOMPLETE_NOTE))
@@ -789,8 +779,7 @@ def _configs_said(root: str, read: list[Source], broken: list[Source], partial: 
 
 
 def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
-    """No launcher, no TP, no node count: a single node (PASS), unless the
-    configs the user named could not be read (SKIP: could not check)."""
+    """No launcher, TP or node count: a single node (PASS); SKIP when the named configs are unreadable."""
     tried = [src for src in f.sources if src["kind"] in CONFIG_KINDS]
     read = [src for src in tried if not src.get("error")]  # a FIFO or a broken file is not "read"
     broken = [src for src in tried if src.get("error")]
@@ -873,8 +862,7 @@ def _files_read(head: str, files: list[str]) -> str:
 
 
 def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok: bool, alike: int) -> Result:
-    """One Result: the problem first, then what the job is; the rank in front.
-    ``alike``: ranks the node comparison found alike (0: none compared, or they differ)."""
+    """One Result: the problem, then what the job is (``alike``: ranks found alike); the rank in front."""
     pairs = out.problems or out.warnings
     if out.problems and out.warnings:  # said in the details, with their fixes
         out.note(*(f"also: {t} (fix: {x})" for t, x in out.warnings))
@@ -901,8 +889,7 @@ def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok
 
 
 def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
-    """The node comparison (``checks/nodes.py``): a missing rank, a difference.
-    Returns how many ranks it found alike (0: none compared, or they differ)."""
+    """The node comparison (``checks/nodes.py``); how many ranks it found alike (0: none, or they differ)."""
     if exchanged is None:
         return 0
     fps = exchanged.get("fingerprints") or []
@@ -945,8 +932,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G10 from what gather() read (pure). A process scan that did not finish (or read
-    command lines only in part) is never a PASS: the launcher or TP flags it did not read may be the job's."""
+    """Decide G10 (pure); an unfinished process scan is never a PASS: what it missed may be the job's."""
     result = _evaluate(facts, params)
     stopped = next((n for n in facts.notes if n.startswith(SCAN_STOPPED)), None)
     if stopped and result.status is Status.PASS:

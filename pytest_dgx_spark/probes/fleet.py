@@ -45,10 +45,9 @@ def fingerprint(
     results: Mapping[str, Mapping[str, Any]] | None = None,
     interfaces: Mapping[str, int | None] | None = None, image: str | None = None,
 ) -> dict[str, Any]:
-    """What this node is: identity, versions, network settings, memory, and each check's status
-    and G-line here (``results``). ``interfaces``: those NCCL's data goes over and their MTUs as
-    G10 resolves them (else the ``NCCL_SOCKET_IFNAME`` ones); ``mtu`` is the lowest, the link's.
-    ``image``: the container G9 found (a node outside it, or in another image, differs)."""
+    """What this node is: identity, versions, network settings, memory, each check's status and G-line.
+    ``interfaces``: NCCL's and their MTUs as G10 resolves them (else ``NCCL_SOCKET_IFNAME``'s); ``mtu``
+    is the lowest, the link's. ``image``: the container G9 found."""
     env = launch.torchrun_env(machine.env)
     ident = machine.identity()
     mem = machine.meminfo().get("fields") or {}

@@ -101,9 +101,8 @@ def given_sources(paths: tuple[Path, ...], root: Path, deadline: float) -> list[
 
 
 def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, Any]:
-    """The configs G10 reads: ``{"sources": [Source dicts], "given": bool, "found": n,
-    "own_outputs": [names], "notes": [...]}``, and ``"incomplete"`` (why the search did not see
-    every config) when it did not. A named config replaces the search (issue 11)."""
+    """The configs G10 reads (``sources``, ``given``, ``found``, ``own_outputs``, ``notes``, ``incomplete``
+    when the search missed some); a named config replaces the search (issue 11)."""
     deadline = time.monotonic() + min(timeout, 5.0)
     out: dict[str, Any] = {"sources": [], "given": bool(given), "found": 0, "own_outputs": [], "notes": []}
     if given:
@@ -207,9 +206,8 @@ def socket_ifnames(value: str | None) -> list[str]:
 
 
 def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
-    """``{"rdma": {dev: _rdma_device()}, "mtu": {ifname: int|None}, "speed": {ifname: Mb/s|None},
-    "sysfs": bool}`` under the machine's root; ``sysfs`` is False where ``/sys/class/net`` cannot be
-    listed (nothing about the link is judged)."""
+    """``rdma``, ``mtu`` and ``speed`` (Mb/s) per interface, and ``sysfs``: False where ``/sys/class/net``
+    cannot be listed (then nothing about the link is judged)."""
     names = _listdir(machine, "/sys/class/infiniband", MAX_DEVICES)
     rdma = {name: _rdma_device(machine, name) for name in names}
     wanted = list(socket_ifnames(env.get("NCCL_SOCKET_IFNAME")))

@@ -156,19 +156,17 @@ def gather(ctx: CheckContext) -> Facts:
     m, s = ctx.machine, ctx.settings
     found = mn.discover(Path(s.rootdir), tuple(s.config), s.timeout)
     procs = m.processes()
+    name, evidence = g09_container.container_of(m)
     facts = Facts(
         intrusive=s.intrusive, env=mn.job_env(m.env), root=str(s.rootdir), configs_given=found["given"],
         configs_found=found["found"], own_outputs=found["own_outputs"],
         notes=[*found["notes"], *([procs["error"]] if procs.get("error") else [])],
         sources=[*found["sources"], *process_sources(procs.get("processes") or [])],
+        link=mn.read_link(m, m.env), container=f"{name} ({evidence})" if name else None,
+        dev_infiniband=mn.infiniband_devices(m), memlock=mn.read_memlock(m),
     )
     if _wants_gpus(facts) and (nv := m.nvml()).get("ok"):
         facts.gpu_count = len(nv.get("devices") or [])
-    facts.link = mn.read_link(m, m.env)
-    name, evidence = g09_container.container_of(m)
-    facts.container = f"{name} ({evidence})" if name else None
-    facts.dev_infiniband = mn.infiniband_devices(m)
-    facts.memlock = mn.read_memlock(m)
     world = launch.job_rank(m.env)[1] or 0
     facts.fleet = _fleet(ctx, facts)
     if not s.intrusive:

@@ -55,14 +55,9 @@ FIX_TP = (
     "parallelism_config_tp_size: 1, as NVIDIA's pytorch-fine-tune playbook) and keep TP inside one node"
 )
 FIX_TP_UNKNOWN = FIX_TP + "; for a TP=2 server as in NVIDIA's vLLM playbook, --spark-tp-across-nodes warn"
-FIX_TP_WARN = (
-    "prefer DDP/FSDP across Sparks; for TP=2 inference use DGX OS's system NCCL, not a pip-bundled one "
-    "(the fix in vLLM #42354)"
-)
-FIX_SERVE = (
-    "serve with DGX OS's system NCCL, not a pip-bundled one (the fix in vLLM #42354), and keep TP "
-    "inside one Spark when the model fits"
-)
+_SYSTEM_NCCL = "DGX OS's system NCCL, not a pip-bundled one (the fix in vLLM #42354)"
+FIX_TP_WARN = f"prefer DDP/FSDP across Sparks; for TP=2 inference use {_SYSTEM_NCCL}"
+FIX_SERVE = f"serve with {_SYSTEM_NCCL}, and keep TP inside one Spark when the model fits"
 FIX_LINK = (
     "put NCCL on the ConnectX-7 port: NCCL_SOCKET_IFNAME=enp1s0f1np1 (and GLOO_SOCKET_IFNAME, "
     "UCX_NET_DEVICES), NCCL_IB_HCA naming both halves, MTU 9000; ~3 GB/s means the wrong interface"
@@ -658,19 +653,14 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
         )
 
 
+_FRAGILE = "TP over the two-Spark link is fragile and slow for training (NCCL hangs, vLLM #42354)"
 ROLE_TEXT = {
-    "training": (
-        "a training job: TP over the two-Spark link is fragile and slow for training (NCCL hangs, "
-        "vLLM #42354)"
-    ),
+    "training": f"a training job: {_FRAGILE}",
     "serving": (
         "a serving job: NVIDIA's vLLM playbook runs TP=2 over two Sparks, but NCCL all-reduce over the link "
         "can hang (vLLM #42354)"
     ),
-    "": (
-        "a job not marked as training or serving: TP over the two-Spark link is fragile and slow for "
-        "training (NCCL hangs, vLLM #42354); NVIDIA's playbooks run it only to serve"
-    ),
+    "": f"a job not marked as training or serving: {_FRAGILE}; NVIDIA's playbooks run it only to serve",
 }
 
 

@@ -104,8 +104,11 @@ def summarize_probe(child: ChildResult) -> Probe:
     if d.get("torch_import_error"):
         reason = f"torch not importable ({d['torch_import_error']})"
         return {"ran": False, "data": d, "error": None, "hung": False, "reason": reason}
-    own = None if child.timed_out else d.get("error")
-    error = own or (child.describe("all-reduce probe") if child.timed_out or not child.ok else None)
+    error: str | None = None
+    if child.timed_out:
+        error = child.describe("all-reduce probe")
+    else:
+        error = d.get("error") or (None if child.ok else child.describe("all-reduce probe"))
     return {"ran": True, "data": d, "error": error, "hung": bool(child.timed_out)}
 
 
@@ -214,9 +217,10 @@ def _exchange(ctx: CheckContext, facts: Facts) -> dict[str, Any]:
 
 def _chosen(env: dict[str, str], rdma: dict[str, Any]) -> tuple[list[str], bool]:
     """The RoCE devices ``NCCL_IB_HCA`` selects (all when unset), and whether RoCE is on at all."""
-    roce = bool(rdma) and env.get("NCCL_IB_DISABLE", "").strip() != "1"
+    if not rdma or env.get("NCCL_IB_DISABLE", "").strip() == "1":
+        return [], False
     value = env.get("NCCL_IB_HCA", "")
-    return (hca_selection(value, sorted(rdma)) if value.strip() else sorted(rdma)) if roce else [], roce
+    return (hca_selection(value, sorted(rdma)) if value.strip() else sorted(rdma)), True
 
 
 def fleet_interfaces(env: dict[str, str], link: dict[str, Any] | None) -> dict[str, int | None]:

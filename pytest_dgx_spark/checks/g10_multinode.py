@@ -391,7 +391,9 @@ def _rank_prefix(env: dict[str, str]) -> str:
     rank, world = launch.job_rank(env)
     if rank is None or not world or world < 2:
         return ""
-    return f"rank 0 of {world}: " if rank == 0 else f"rank {rank} of {world}, this rank only: "  # 0 speaks
+    if rank == 0:  # rank 0 reports for the job
+        return f"rank 0 of {world}: "
+    return f"rank {rank} of {world}, this rank only: "
 
 
 def _probe_readings(d: dict[str, Any], out: Findings) -> None:

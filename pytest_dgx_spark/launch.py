@@ -1,10 +1,6 @@
-"""Which rank of a multi-process job this process is: torchrun's names, or srun's.
-
-torchrun gives every worker ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and
-``MASTER_ADDR``/``MASTER_PORT``; ``srun`` gives every task of a job step
-``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS`` and ``SLURM_LOCALID`` (the job script
-exports the rendezvous point). Only a task of a *step* counts: a batch script
-also has ``SLURM_PROCID=0`` but is one process, not rank 0 of a job.
+"""Which rank of a multi-process job this process is: torchrun's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``,
+or srun's ``SLURM_PROCID``/``SLURM_STEP_NUM_TASKS``/``SLURM_LOCALID``. Only a task of a *step* counts:
+a batch script also has ``SLURM_PROCID=0`` but is one process, not rank 0 of a job.
 """
 
 from __future__ import annotations
@@ -18,12 +14,12 @@ SRUN_STEP = ("SLURM_STEP_ID", "SLURM_STEPID")
 def _int(value: str | None) -> int | None:
     try:
         return int(str(value).strip())
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
 def from_srun(env: Mapping[str, str]) -> bool:
-    """A task of an srun step, without torchrun's names (``srun … torchrun``: its workers have their own)."""
+    """A task of an srun step, without torchrun's names (``srun … torchrun``: its workers have theirs)."""
     if env.get("RANK") or env.get("WORLD_SIZE"):
         return False
     return any(env.get(k) for k in SRUN_STEP) and _int(env.get("SLURM_PROCID")) is not None
@@ -44,15 +40,14 @@ def rank(env: Mapping[str, str]) -> int:
 
 
 def torchrun_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with torchrun's ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` from
-    srun's in an srun task: what the job children read."""
+    """``env`` with torchrun's ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` from srun's in an srun
+    task: what the job children read."""
     out = dict(env)
-    if not from_srun(env):
-        return out
-    found, world = job_rank(env)
-    out["RANK"] = str(found)
-    if world is not None:
-        out["WORLD_SIZE"] = str(world)
-    if env.get("SLURM_LOCALID") and not env.get("LOCAL_RANK"):
-        out["LOCAL_RANK"] = str(env["SLURM_LOCALID"])
+    if from_srun(env):
+        found, world = job_rank(env)
+        out["RANK"] = str(found)
+        if world is not None:
+            out["WORLD_SIZE"] = str(world)
+        if env.get("SLURM_LOCALID") and not env.get("LOCAL_RANK"):
+            out["LOCAL_RANK"] = str(env["SLURM_LOCALID"])
     return out

@@ -1,14 +1,13 @@
 """G10's comparison of the nodes of one job: pure decisions on fingerprints.
 
-What breaks collectives FAILs (GPU model, driver/CUDA major, torch, NCCL
-major.minor); what often does WARNs (NCCL/UCX/GLOO variables, container,
-MTU, package minors, Python, much less free memory). A FAIL of any check on
-any node blocks the job too.
+What breaks collectives FAILs (GPU model, driver/CUDA major, torch, NCCL major.minor); what often does
+WARNs (NCCL/UCX/GLOO variables, container, MTU, package minors, Python, much less free memory). A FAIL
+of any check on any node blocks the job too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pytest_dgx_spark.checks.kit import Findings, first_n
@@ -17,11 +16,11 @@ from pytest_dgx_spark.model import Status
 #: a fingerprint as G10 exchanges it (JSON from each rank)
 Fingerprint = Mapping[str, Any]
 Read = Callable[[Fingerprint], object]
+#: (whole text, short text, how to read it, whole fix, short fix) of one comparison
+Row = tuple[str, str, Read, str, str]
 
 #: one node with less than this fraction of the best node's MemAvailable warns
 MEMORY_SPREAD = 0.8
-FIX_SAME_IMAGE = "give every node the same container image and driver (pin the image by digest)"
-FIX_SAME_ENV = "set the same NCCL/UCX/GLOO variables on every node"
 
 
 def label(fp: Fingerprint) -> str:
@@ -56,11 +55,12 @@ BREAKING: tuple[tuple[str, Read], ...] = (
 )
 #: section of a fingerprint -> (what differs, whole fix, short fix); a difference WARNs
 SECTIONS = {
-    "env": ("{key} differs", FIX_SAME_ENV, "the same on every node"),
-    "container": ("container {key} differs", "run the same container tag on every node", "same container on every node"),
+    "env": ("{key} differs", "set the same NCCL/UCX/GLOO variables on every node", "the same on every node"),
+    "container": (
+        "container {key} differs", "run the same container tag on every node", "same container on every node",
+    ),
     "packages": (
-        "{key} differs",
-        "install the same package versions on every node",
+        "{key} differs", "install the same package versions on every node",
         "same package versions on every node",
     ),
 }
@@ -70,8 +70,9 @@ def _shown(value: object) -> str:
     return "unset" if value in (None, "") else str(value)
 
 
-def _differ(fps: Sequence[Fingerprint], read: Read, out: Findings, status: Status, what: tuple[str, str], fix: tuple[str, str]) -> None:
-    """One finding when the nodes differ in ``read``: ``what`` and ``fix`` are (whole, short)."""
+def _differ(fps: Sequence[Fingerprint], out: Findings, status: Status, row: Row) -> None:
+    """One finding when the nodes differ in what ``row`` reads."""
+    what, short_what, read, fix, short_fix = row
     values = [read(fp) for fp in fps]
     if len({repr(v) for v in values}) < 2:
         return
@@ -80,16 +81,19 @@ def _differ(fps: Sequence[Fingerprint], read: Read, out: Findings, status: Statu
     for v, fp in zip(values, fps, strict=True):
         ranks.setdefault(_shown(v), []).append(str(fp.get("rank", "?")))
     short = ", ".join(f"{v} on rank{'s' if len(r) > 1 else ''} {','.join(r)}" for v, r in ranks.items())
-    out.flag(status, f"{what[0]}: {spread}", fix[0], f"{what[1]}: {short}", fix[1])
+    out.flag(status, f"{what}: {spread}", fix, f"{short_what}: {short}", short_fix)
 
 
 def compare(fps: Sequence[Fingerprint], out: Findings, own_rank: Any = None) -> None:
     """Add the cross-node findings of ``fps`` (one per rank) to ``out``; ``own_rank``'s
     own G10 status is not repeated (its findings are already in ``out``)."""
+    fix = "give every node the same container image and driver (pin the image by digest)"
     for what, read in BREAKING:
-        names = (f"nodes differ in {what}", f"{what} differs")
-        _differ(fps, read, out, Status.FAIL, names, (FIX_SAME_IMAGE, "same image and driver on every node"))
-    _often(fps, out)
+        row = (f"nodes differ in {what}", f"{what} differs", read, fix, "same image and driver on every node")
+        _differ(fps, out, Status.FAIL, row)
+    for row in _often(fps):
+        _differ(fps, out, Status.WARN, row)
+    _memory(fps, out)
     _statuses(fps, out, None if own_rank is None else str(own_rank))
 
 
@@ -97,30 +101,28 @@ def _field(section: str, key: str) -> Read:
     return lambda fp: (fp.get(section) or {}).get(key)
 
 
-def _often(fps: Sequence[Fingerprint], out: Findings) -> None:
-    for section in ("env", "container"):
-        text, fix, short = SECTIONS[section]
-        for key in sorted({k for fp in fps for k in (fp.get(section) or {})}):
-            what = text.format(key=key)
-            _differ(fps, _field(section, key), out, Status.WARN, (what, what), (fix, short))
-    mtu = ("MTU of the NCCL interface differs", "MTU differs")
-    _differ(fps, lambda f: f.get("mtu"), out, Status.WARN, mtu, ("set MTU 9000 on both ends of the link", "MTU 9000 on both ends"))
-    text, fix, short = SECTIONS["packages"]
-    for name in sorted({k for fp in fps for k in (fp.get("packages") or {})}):
-        if not name.startswith("nvidia-nccl") and name != "torch":
-            what = text.format(key=name)
-            _differ(fps, _field("packages", name), out, Status.WARN, (what, what), (fix, short))
-    py_fix = ("use the same Python on every node", "same Python on every node")
-    _differ(fps, lambda f: _major_minor(f.get("python")), out, Status.WARN, ("Python differs", "Python differs"), py_fix)
-    _memory(fps, out)
+def _section(fps: Sequence[Fingerprint], section: str) -> Iterator[Row]:
+    text, fix, short = SECTIONS[section]
+    for key in sorted({k for fp in fps for k in (fp.get(section) or {})}):
+        if section != "packages" or not (key.startswith("nvidia-nccl") or key == "torch"):  # those FAIL
+            yield text.format(key=key), text.format(key=key), _field(section, key), fix, short
+
+
+def _often(fps: Sequence[Fingerprint]) -> Iterator[Row]:
+    """What often breaks a job, in the order it is said: variables, container, MTU, packages, Python."""
+    yield from _section(fps, "env")
+    yield from _section(fps, "container")
+    yield ("MTU of the NCCL interface differs", "MTU differs", lambda f: f.get("mtu"),
+           "set MTU 9000 on both ends of the link", "MTU 9000 on both ends")
+    yield from _section(fps, "packages")
+    yield ("Python differs", "Python differs", lambda f: _major_minor(f.get("python")),
+           "use the same Python on every node", "same Python on every node")
 
 
 def _memory(fps: Sequence[Fingerprint], out: Findings) -> None:
     avail = [(v, fp) for fp in fps if isinstance(v := fp.get("mem_available_kib"), int)]
-    if len(avail) < 2:
-        return
-    best = max(v for v, _ in avail)
-    low = [(v, fp) for v, fp in avail if best and v < MEMORY_SPREAD * best]
+    best = max((v for v, _ in avail), default=0)
+    low = [(v, fp) for v, fp in avail if best and v < MEMORY_SPREAD * best] if len(avail) > 1 else []
     if low:
         shown = first_n([f"{label(fp)} {v / 1048576:.1f} GiB" for v, fp in low])
         short = first_n([f"rank {fp.get('rank', '?')} {v / 1048576:.1f} GiB" for v, fp in low], sep=", ")
@@ -135,17 +137,13 @@ def _memory(fps: Sequence[Fingerprint], out: Findings) -> None:
 def _statuses(fps: Sequence[Fingerprint], out: Findings, own_rank: str | None) -> None:
     """Any check FAILed on any node blocks the job (a node's own G10 is decided before this)."""
     failed = [
-        (fp, cid)
-        for fp in fps
-        for cid, status in (fp.get("statuses") or {}).items()
+        (fp, cid) for fp in fps for cid, status in (fp.get("statuses") or {}).items()
         if status == "FAIL" and not (cid == "G10" and str(fp.get("rank")) == own_rank)
     ]
     if failed:
         whole = first_n([f"{label(fp)}: {cid} FAIL" for fp, cid in failed])
         short = first_n([f"rank {fp.get('rank', '?')} {cid}" for fp, cid in failed], sep=", ")
         out.fail(
-            f"a node fails its own preflight: {whole}",
-            "fix that node first (see its report)",
-            f"a node fails its own preflight: {short}",
-            "fix that node first",
+            f"a node fails its own preflight: {whole}", "fix that node first (see its report)",
+            f"a node fails its own preflight: {short}", "fix that node first",
         )

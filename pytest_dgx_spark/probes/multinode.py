@@ -1,13 +1,8 @@
-"""What G10 reads about the job and the link, as plain data.
-
-* the launcher's environment (``WORLD_SIZE``, ``NNODES``, ``SLURM_NNODES`` …) and the NCCL
-  variables that pick the link;
-* configs: those named with ``--spark-config`` and only those when any is named, else those found
-  under the rootdir, never a file this tool wrote (its TP=2 examples and verdicts are not the job);
-* the link under the host root: ``/sys/class/infiniband`` (RoCE devices, port states, the net
-  devices behind them) and the MTU of the interfaces NCCL is told to use. One QSFP port shows up
-  as two RoCE "twins" (``rocep1s0f1``, ``roceP2p1s0f1``); NCCL reaches 20-24 GB/s only with both in
-  ``NCCL_IB_HCA`` and MTU 9000 (issue 8; tests/data/gb10).
+"""What G10 reads about the job and the link, as plain data: the launcher's and NCCL's environment;
+the configs (those named with ``--spark-config`` when any is, else those under the rootdir, never a
+file this tool wrote); and under the host root ``/sys/class/infiniband`` and the MTU of NCCL's
+interfaces. One QSFP port shows up as two RoCE "twins" (``rocep1s0f1``, ``roceP2p1s0f1``); NCCL reaches
+20-24 GB/s only with both in ``NCCL_IB_HCA`` and MTU 9000 (issue 8; tests/data/gb10).
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import procfs
@@ -43,16 +38,8 @@ RAY_HINT_ENV = ("VLLM_HOST_IP", "RAY_ADDRESS")
 PROBE_BYTES = {"nccl": 512 << 20, "gloo": 8 << 20}
 PROBE_ITERS = {"nccl": 20, "gloo": 8}
 MAX_DEVICES = 64  # RDMA devices read under /sys/class/infiniband (a Spark has four)
-#: top-level keys of a pytest-json-report file
-_JSON_REPORT_KEYS = {"created", "exitcode", "root", "summary"}
 #: the note that says the config search did not see every config (G10 reads it back from captures)
 INCOMPLETE_NOTE = "config search incomplete: "
-
-
-class Rdma(TypedDict):
-    states: dict[str, str | None]  # port -> state
-    netdevs: list[str]
-    rates: dict[str, str | None]  # port -> ``ports/<n>/rate`` ("200 Gb/sec (4X HDR)"): what it negotiated
 
 
 def job_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -87,7 +74,7 @@ def own_output(path: str | os.PathLike[str]) -> str | None:
     ours = isinstance(tool, dict) and tool.get("name") == "pytest-dgx-spark"
     if ours or (isinstance(schema, str) and schema.startswith(("pytest_spark", "pytest-dgx-spark"))):
         return "a report or capture this tool wrote"
-    if "spark_preflight" in doc or set(doc) >= _JSON_REPORT_KEYS:
+    if "spark_preflight" in doc or set(doc) >= {"created", "exitcode", "root", "summary"}:  # its keys
         return "a pytest JSON report"
     return None
 
@@ -114,23 +101,17 @@ def given_sources(paths: tuple[Path, ...], root: Path, deadline: float) -> list[
 
 
 def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, Any]:
-    """The configs G10 reads: ``{"sources": [Source dicts], "given": bool, "found": n,
-    "own_outputs": [names], "notes": [...]}``, and ``"incomplete"`` (why the search did not see
-    every config) when it did not. A named config replaces the search (issue 11)."""
+    """The configs G10 reads (``sources``, ``given``, ``found``, ``own_outputs``, ``notes``, ``incomplete``
+    when the search missed some); a named config replaces the search (issue 11)."""
     deadline = time.monotonic() + min(timeout, 5.0)
     out: dict[str, Any] = {"sources": [], "given": bool(given), "found": 0, "own_outputs": [], "notes": []}
     if given:
         out["sources"] = [s.to_dict() for s in given_sources(tuple(given), root, deadline)]
         return out
     scan = cfgs.find_configs(root, deadline=deadline)
-    keep: list[str] = []
-    for path in scan.files:
-        why = own_output(path)
-        if why:
-            out["own_outputs"].append(f"{_display(Path(path), root)} ({why})")
-        else:
-            keep.append(path)
-    scan.files = keep
+    whys = [(path, own_output(path)) for path in scan.files]
+    out["own_outputs"] = [f"{_display(Path(p), root)} ({why})" for p, why in whys if why]
+    scan.files = [p for p, why in whys if not why]
     found, notes = cfgs.read_found(root, scan, deadline=deadline)
     out["found"] = len(scan.files)
     out["notes"] += notes
@@ -156,45 +137,46 @@ def _read(machine: MachineLike, absolute: str) -> str | None:
     return text.strip() if text is not None else None
 
 
-def _rdma_device(machine: MachineLike, name: str) -> Rdma:
-    """One ``/sys/class/infiniband/<name>``: port states and the net devices behind it."""
-    base = f"/sys/class/infiniband/{name}"
+def _rdma_device(machine: MachineLike, name: str) -> dict[str, Any]:
+    """One ``/sys/class/infiniband/<name>``: each port's state and ``rate`` ("200 Gb/sec (4X HDR)":
+    what it negotiated), and the net devices behind it."""
+    ports = f"/sys/class/infiniband/{name}/ports"
     states: dict[str, str | None] = {}
     rates: dict[str, str | None] = {}
     netdevs: list[str] = []
-    for port in _listdir(machine, f"{base}/ports", 8):
-        states[port] = _read(machine, f"{base}/ports/{port}/state")
-        rates[port] = _read(machine, f"{base}/ports/{port}/rate")
-        for index in _listdir(machine, f"{base}/ports/{port}/gid_attrs/ndevs", 4):
-            netdevs.append(_read(machine, f"{base}/ports/{port}/gid_attrs/ndevs/{index}") or "")
-    netdevs += _listdir(machine, f"{base}/device/net", 8)
+    for port in _listdir(machine, ports, 8):
+        states[port] = _read(machine, f"{ports}/{port}/state")
+        rates[port] = _read(machine, f"{ports}/{port}/rate")
+        ndevs = f"{ports}/{port}/gid_attrs/ndevs"
+        netdevs += [_read(machine, f"{ndevs}/{index}") or "" for index in _listdir(machine, ndevs, 4)]
+    netdevs += _listdir(machine, f"/sys/class/infiniband/{name}/device/net", 8)
     return {"states": states, "netdevs": list(dict.fromkeys(n for n in netdevs if n)), "rates": rates}
+
+
+def _net_number(machine: MachineLike, ifname: str, leaf: str) -> int | None:
+    """``/sys/class/net/<ifname>/<leaf>`` as a number (None: unreadable, not a number, or not a name)."""
+    if not re.fullmatch(r"[\w.:@-]{1,64}", ifname):
+        return None
+    text = _read(machine, f"/sys/class/net/{ifname}/{leaf}")
+    return int(text) if text and text.isdigit() else None
 
 
 def interface_mtu(machine: MachineLike, ifname: str) -> int | None:
     """``/sys/class/net/<ifname>/mtu`` under the machine root (None: no such interface, or not a name)."""
-    if not re.fullmatch(r"[\w.:@-]{1,64}", ifname):
-        return None
-    text = _read(machine, f"/sys/class/net/{ifname}/mtu")
-    return int(text) if text and text.isdigit() else None
+    return _net_number(machine, ifname, "mtu")
 
 
 def interface_speed(machine: MachineLike, ifname: str) -> int | None:
     """``/sys/class/net/<ifname>/speed`` in Mb/s (200000 on a ConnectX-7 port at 200 G); None when
     unreadable, not a name, or -1 (link down: the kernel's "unknown")."""
-    if not re.fullmatch(r"[\w.:@-]{1,64}", ifname):
-        return None
-    text = _read(machine, f"/sys/class/net/{ifname}/speed")
-    return int(text) if text and text.isdigit() and int(text) > 0 else None
+    return _net_number(machine, ifname, "speed") or None
 
 
 def infiniband_devices(machine: MachineLike) -> list[str] | None:
     """The entries of ``/dev/infiniband`` under the machine root (``uverbs0``, ``rdma_cm`` …), None when
     it is absent: a container started without ``--device /dev/infiniband`` has none, and NCCL falls
     back to TCP sockets (``NET/IB : No device found``)."""
-    if not machine.exists("/dev/infiniband"):
-        return None
-    return _listdir(machine, "/dev/infiniband", MAX_DEVICES)
+    return _listdir(machine, "/dev/infiniband", MAX_DEVICES) if machine.exists("/dev/infiniband") else None
 
 
 def read_memlock(machine: MachineLike) -> dict[str, Any]:
@@ -205,13 +187,11 @@ def read_memlock(machine: MachineLike) -> dict[str, Any]:
     out: dict[str, Any] = {"soft": None, "hard": None, "error": error}
     if text is None:
         return out
-    for line in text.splitlines():
-        if line.startswith("Max locked memory"):
-            parts = line[len("Max locked memory") :].split()
-            values = [p if p == "unlimited" else int(p) if p.isdigit() else None for p in parts[:2]]
-            if len(values) == 2:
-                out["soft"], out["hard"] = values
-            break
+    line = next((x for x in text.splitlines() if x.startswith("Max locked memory")), "")
+    parts = line.removeprefix("Max locked memory").split()[:2]
+    values = [p if p == "unlimited" else int(p) if p.isdigit() else None for p in parts]
+    if len(values) == 2:
+        out["soft"], out["hard"] = values
     if out["soft"] is None:
         out["error"] = "/proc/self/limits has no readable 'Max locked memory' line"
     return out
@@ -226,10 +206,10 @@ def socket_ifnames(value: str | None) -> list[str]:
 
 
 def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
-    """``{"rdma": {dev: Rdma}, "mtu": {ifname: int|None}, "speed": {ifname: Mb/s|None}, "sysfs": bool}``
-    under the machine's root;
-    ``sysfs`` is False where ``/sys/class/net`` cannot be listed (nothing about the link is judged)."""
-    rdma = {name: _rdma_device(machine, name) for name in _listdir(machine, "/sys/class/infiniband", MAX_DEVICES)}
+    """``rdma``, ``mtu`` and ``speed`` (Mb/s) per interface, and ``sysfs``: False where ``/sys/class/net``
+    cannot be listed (then nothing about the link is judged)."""
+    names = _listdir(machine, "/sys/class/infiniband", MAX_DEVICES)
+    rdma = {name: _rdma_device(machine, name) for name in names}
     wanted = list(socket_ifnames(env.get("NCCL_SOCKET_IFNAME")))
     for dev in rdma.values():
         wanted += [n for n in dev["netdevs"] if n not in wanted]

@@ -14,15 +14,12 @@ def _median(values):
 
 def _job():
     """RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous point, or None once why not is reported."""
-    rank = _env_int("RANK")
-    world = _env_int("WORLD_SIZE")
-    local_rank = _env_int("LOCAL_RANK", 0)
+    rank, world, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK", 0)
     data(rank=rank, world_size=world, local_rank=local_rank)
     if rank is None or world is None or world < 2:
         data(error="not part of a multi-process job (RANK/WORLD_SIZE unset or WORLD_SIZE < 2)")
         return None
-    host = _os.environ.get("MASTER_ADDR")
-    port = _env_int("MASTER_PORT")
+    host, port = _os.environ.get("MASTER_ADDR"), _env_int("MASTER_PORT")
     if not host or port is None:
         data(error="MASTER_ADDR/MASTER_PORT unset: no rendezvous point")
         return None
@@ -59,8 +56,7 @@ def _backend_and_device(torch, dist, cfg, local_rank):
         return backend, torch.device("cpu")
     device = torch.device("cuda", local_rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
-    nccl = _torch_nccl(torch)
-    if nccl is not None:
+    if (nccl := _torch_nccl(torch)) is not None:
         data(nccl_version=nccl)
     data(device_name=torch.cuda.get_device_name(device))
     return backend, device
@@ -71,21 +67,19 @@ def _plan(cfg, backend):
     size = int((cfg.get("size_bytes") or {}).get(backend, 8 << 20))
     numel = max(1 << 20, min(size, 1 << 30)) // 4  # never above 1 GiB: 16 GB buffers can freeze a UMA box
     iters = int(cfg.get("iters", {}).get(backend, 10))
-    warmup = int(cfg.get("warmup", 3))
     data(backend=backend, size_bytes=numel * 4, iters=iters)
-    return numel, iters, warmup
+    return numel, iters, int(cfg.get("warmup", 3))
 
 
 def _rendezvous(dist, cfg, job, backend, device):
     """Join the process group under a store prefix of this run; False once the error is reported."""
     rank, world, _local_rank, host, port = job
-    rdzv_s = float(cfg.get("rendezvous_timeout_s", 30))
-    coll_s = float(cfg.get("collective_timeout_s", 10))
+    rdzv_s, coll_s = float(cfg.get("rendezvous_timeout_s", 30)), float(cfg.get("collective_timeout_s", 10))
     begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
         prefixed = _job_store(dist, host, port, rank, world, rdzv_s, "pytest_spark_g10")
         timeout = _dt.timedelta(seconds=max(coll_s, rdzv_s))
-        kwargs = {"backend": backend, "store": prefixed, "rank": rank, "world_size": world, "timeout": timeout}
+        kwargs = dict(backend=backend, store=prefixed, rank=rank, world_size=world, timeout=timeout)
         if backend == "nccl":
             kwargs["device_id"] = device  # eager communicator init: a bad link fails here
         try:
@@ -134,11 +128,10 @@ def _measure(torch, dist, cfg, rank, world, backend, device, plan):
     dist.all_reduce(shared)
     group = float(shared.item()) / world
     factor = 2.0 * (world - 1) / world
-    bytes_ = numel * 4
+    algbw, group_algbw = numel * 4 / own / 1e9, numel * 4 / group / 1e9
     data(
-        times_s=[round(t, 6) for t in times], time_s=own, group_time_s=group, algbw_gbps=bytes_ / own / 1e9,
-        busbw_gbps=bytes_ / own / 1e9 * factor, group_algbw_gbps=bytes_ / group / 1e9,
-        group_busbw_gbps=bytes_ / group / 1e9 * factor,
+        times_s=[round(t, 6) for t in times], time_s=own, group_time_s=group, algbw_gbps=algbw,
+        busbw_gbps=algbw * factor, group_algbw_gbps=group_algbw, group_busbw_gbps=group_algbw * factor,
     )
 
 
@@ -150,14 +143,13 @@ def main():
         done()
         return
     torch, dist = imported
-    rank, world, local_rank = job[0], job[1], job[2]
-    backend, device = _backend_and_device(torch, dist, cfg, local_rank)
+    backend, device = _backend_and_device(torch, dist, cfg, job[2])
     plan = _plan(cfg, backend)
     if not _rendezvous(dist, cfg, job, backend, device):
         done()
         return
     try:
-        _measure(torch, dist, cfg, rank, world, backend, device, plan)
+        _measure(torch, dist, cfg, job[0], job[1], backend, device, plan)
     except Exception as exc:
         data(error="all-reduce failed: " + error_text(exc))
     finally:

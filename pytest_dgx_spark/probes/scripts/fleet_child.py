@@ -1,17 +1,11 @@
-# G10 fleet child: every rank of a multi-node job hands its fingerprint to every other rank over
-# gloo on the CPU (it must work when NCCL or the GPU is the broken part). A peer that never
-# arrives would block rendezvous: the store and the group carry the timeout, the parent's
-# watchdog kills a stuck step. Each rank writes "arrived/<rank>" before the group forms, so a
-# rendezvous that times out names the ranks that never came (keys under _job_store.py's prefix).
-
-
-def _versions(torch):
-    return {"torch": str(torch.__version__), "torch_cuda": getattr(torch.version, "cuda", None), "nccl_torch": _torch_nccl(torch)}
+# G10 fleet child: every rank hands its fingerprint to every other rank over gloo on the CPU (it must
+# work when NCCL or the GPU is the broken part). The store and the group carry the timeout, the parent's
+# watchdog kills a stuck step; each rank writes "arrived/<rank>" first, so a rendezvous that times out
+# names the ranks that never came (keys under _job_store.py's prefix).
 
 
 def _loaded(prefix):
-    """The file of the first library mapped into this process whose name
-    starts with ``prefix`` (what the dynamic loader really picked)."""
+    """The first library mapped into this process whose name starts with ``prefix`` (the loader's pick)."""
     try:
         with open("/proc/self/maps") as fh:
             for line in fh:
@@ -31,8 +25,7 @@ def _nccl_library():
     import ctypes
 
     try:
-        lib = ctypes.CDLL("libnccl.so.2")
-        get = lib.ncclGetVersion
+        get = ctypes.CDLL("libnccl.so.2").ncclGetVersion
     except (OSError, AttributeError) as exc:
         return {"nccl_lib": None, "nccl_lib_error": error_text(exc)}
     get.argtypes = [ctypes.POINTER(ctypes.c_int)]
@@ -48,9 +41,8 @@ def _nccl_library():
 def _all_gather_json(torch, dist, world, obj):
     """all_gather of a JSON document as bytes (all_gather_object needs numpy)."""
     payload = _json.dumps(obj, default=str).encode("utf-8")
-    size = torch.tensor([len(payload)], dtype=torch.int64)
     sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-    dist.all_gather(sizes, size)
+    dist.all_gather(sizes, torch.tensor([len(payload)], dtype=torch.int64))
     longest = max(int(s.item()) for s in sizes)
     mine = torch.zeros(longest, dtype=torch.uint8)
     mine[: len(payload)] = torch.tensor(list(payload), dtype=torch.uint8)
@@ -68,9 +60,9 @@ def _open_store(dist, host, port, rank, world, timeout_s):
         return _job_store(dist, host, port, rank, world, timeout_s, "pytest_spark_fleet")
     deadline = _time.monotonic() + timeout_s
     while True:
-        left = deadline - _time.monotonic()
+        each = max(min(deadline - _time.monotonic(), 1.0), 0.1)
         try:
-            prefixed = _job_store(dist, host, port, rank, world, max(min(left, 1.0), 0.1), "pytest_spark_fleet")
+            prefixed = _job_store(dist, host, port, rank, world, each, "pytest_spark_fleet")
         except Exception:
             if _time.monotonic() + 0.2 >= deadline:
                 raise
@@ -85,59 +77,40 @@ def _missing(store, world):
     return [r for r in range(world) if not store.check(["arrived/%d" % r])]
 
 
-def main():
-    cfg = config()
-    rank = _env_int("RANK")
-    world = _env_int("WORLD_SIZE")
-    data(rank=rank, world_size=world)
-    host = _os.environ.get("MASTER_ADDR")
-    port = _env_int("MASTER_PORT")
-    if rank is None or world is None or world < 2 or not host or port is None:
-        data(error="not a multi-process job with a rendezvous point (RANK, WORLD_SIZE >= 2, MASTER_ADDR, MASTER_PORT)")
-        done()
-        return
+def _exchange(cfg, rank, world, host, port):
+    """Everything after the job's variables are known; every way out says why in ``data``."""
     begin("import torch", scale=cfg.get("import_scale", 6))
     try:
         import torch
         import torch.distributed as dist
     except BaseException as exc:
-        data(error="torch.distributed not importable: " + error_text(exc), cause="torch")
-        done()
-        return
+        return data(error="torch.distributed not importable: " + error_text(exc), cause="torch")
     if not dist.is_available() or not dist.is_gloo_available():
-        data(error="this torch build has no torch.distributed with gloo", cause="torch")
-        done()
-        return
+        return data(error="this torch build has no torch.distributed with gloo", cause="torch")
     fingerprint = dict(cfg.get("fingerprint") or {})
-    fingerprint.update(_versions(torch))
+    versions = {"torch": str(torch.__version__), "torch_cuda": getattr(torch.version, "cuda", None)}
+    fingerprint.update(versions, nccl_torch=_torch_nccl(torch))
     begin("read the NCCL library")
     fingerprint.update(_nccl_library())
     timeout = _dt.timedelta(seconds=float(cfg.get("timeout_s", 30)))
-
+    timeout_s = timeout.total_seconds()
     store = "%s:%s" % (host, port)
     data(store=store)  # before the step: any line after a begin renews its allowance at scale 1
     begin("reach the rendezvous store", scale=2)
     try:
-        prefixed = _open_store(dist, host, port, rank, world, timeout.total_seconds())
+        prefixed = _open_store(dist, host, port, rank, world, timeout_s)
         prefixed.set("arrived/%d" % rank, "1")
     except Exception as exc:
-        if rank != 0:  # rank 0 hosts the store (or torchrun's agent on its node does): it is not there
-            data(
-                error="no rendezvous store answered at %s within %g s: %s"
-                % (store, timeout.total_seconds(), error_text(exc)),
-                missing=[0],
-            )
-        else:
-            data(error="cannot open the rendezvous store at %s: %s" % (store, error_text(exc)), cause="store")
-        done()
-        return
+        if rank == 0:  # rank 0 hosts the store (or torchrun's agent on its node does)
+            why = "cannot open the rendezvous store at %s: %s" % (store, error_text(exc))
+            return data(error=why, cause="store")
+        why = "no rendezvous store answered at %s within %g s: %s" % (store, timeout_s, error_text(exc))
+        return data(error=why, missing=[0])
     begin("rendezvous", scale=cfg.get("rendezvous_scale", 3))
     try:
         dist.init_process_group("gloo", store=prefixed, rank=rank, world_size=world, timeout=timeout)
     except Exception as exc:
-        data(error="rendezvous failed: " + error_text(exc), missing=_missing(prefixed, world))
-        done()
-        return
+        return data(error="rendezvous failed: " + error_text(exc), missing=_missing(prefixed, world))
     begin("exchange fingerprints")
     try:
         data(fingerprints=_all_gather_json(torch, dist, world, fingerprint))
@@ -145,4 +118,16 @@ def main():
         data(error="fingerprint exchange failed: " + error_text(exc), missing=_missing(prefixed, world))
     finally:
         _leave_group(dist)
+
+
+def main():
+    cfg = config()
+    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+    data(rank=rank, world_size=world)
+    host, port = _os.environ.get("MASTER_ADDR"), _env_int("MASTER_PORT")
+    if rank is None or world is None or world < 2 or not host or port is None:
+        needs = "RANK, WORLD_SIZE >= 2, MASTER_ADDR, MASTER_PORT"
+        data(error="not a multi-process job with a rendezvous point (%s)" % needs)
+    else:
+        _exchange(cfg, rank, world, host, port)
     done()

@@ -233,7 +233,7 @@ def gather(ctx: CheckContext) -> Facts:
 
 
 def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
-    """The driver stack, each file through the host root; one that cannot be read is said (never a verdict)."""
+    """The driver stack through the host root; a file that cannot be read is said (never a verdict)."""
     machine = ctx.machine
     release, release_error = machine.read_text("/proc/sys/kernel/osrelease", 4096)
     module, module_error = machine.read_text("/proc/driver/nvidia/version", 65536)
@@ -511,8 +511,8 @@ def _death_fix(v: _View, step: str, c: ChildFacts) -> tuple[str, str]:
     """The fix, and its short form, for a child that died in ``step``."""
     if c.get("timed_out"):
         return (
-            f"{step} hung: a wedged driver looks like this — check `dmesg` for Xid/NVRM errors and nvidia-smi; "
-            "reboot if they are there", "check dmesg for Xid errors; reboot")
+            f"{step} hung: a wedged driver looks like this — check `dmesg` for Xid/NVRM errors and "
+            "nvidia-smi; reboot if they are there", "check dmesg for Xid errors; reboot")
     name, package = step.split(" ", 1)[-1], "reinstall or uninstall that package"
     if step.startswith("load "):
         entry = next((e for e in v.f.requested if e.get("name") == name), Load())
@@ -522,11 +522,12 @@ def _death_fix(v: _View, step: str, c: ChildFacts) -> tuple[str, str]:
             f"reinstall {dist} built for torch's CUDA major, or uninstall it", package)
     if step.startswith("import ") and step != "import torch":
         return (
-            f"run `python -c 'import torch, {name}'` to see it; reinstall {name} built for torch's CUDA major, "
-            "or uninstall it", package)
+            f"run `python -c 'import torch, {name}'` to see it; reinstall {name} built for torch's CUDA "
+            "major, or uninstall it", package)
     short = "reinstall torch for this CUDA (cu130 on GB10)"
     if step == "import torch":
-        return "run `python -c 'import torch'` to see it; reinstall torch (cu130 wheels or an NGC container)", short
+        fix = "run `python -c 'import torch'` to see it; reinstall torch (cu130 wheels or an NGC container)"
+        return fix, short
     return (
         "run `python -c 'import torch; print(torch.ones(1).cuda())'` to see it; make torch's CUDA major match "
         "the driver's (nvidia-smi) and this GPU", short)
@@ -598,7 +599,8 @@ def _torch_fits(v: _View, out: Findings) -> None:
         out.fail(
             f"torch {version} is built for CUDA {built}; {where} needs a CUDA {required} build",
             f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
-            f"torch {version} is CUDA {built}; {where} needs CUDA {required}", "pip install torch from the cu130 index")
+            f"torch {version} is CUDA {built}; {where} needs CUDA {required}",
+            "pip install torch from the cu130 index")
     if v.cpu_only and v.gpu_seen:
         _cpu_only_torch(v, out)
 
@@ -609,7 +611,8 @@ def _cpu_only_torch(v: _View, out: Findings) -> None:
     gpu = ", ".join(sorted(set(f.gpus))) or "an NVIDIA GPU"
     driver = f" (driver {f.driver_version}, CUDA {v.driver_text})" if f.driver_version and v.driver_text else ""
     old = re.match(r"(\d+)\.(\d+)", v.torch_version or "")
-    aarch64 = (f.arch or "").lower() in ("aarch64", "arm64") and old is not None and (int(old[1]), int(old[2])) < (2, 11)
+    before = old is not None and (int(old[1]), int(old[2])) < (2, 11)
+    aarch64 = (f.arch or "").lower() in ("aarch64", "arm64") and before
     out.fail(
         f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
         f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
@@ -969,7 +972,8 @@ def _version_mismatch(v: _View, st: Stack, out: Findings) -> None:
         lib = f" (NVML library {st.userspace})" if st.userspace else ""
         text = (
             f"Driver/library version mismatch: NVML refuses the loaded NVIDIA kernel module {module}{lib} "
-            "('RM has detected an NVML/RM version mismatch'): the driver was upgraded and the old module still runs"
+            "('RM has detected an NVML/RM version mismatch'): the driver was upgraded and the old module "
+            "still runs"
         )
         head = f"Driver/library version mismatch: kernel module {module}"
     elif st.module_version and st.userspace and st.module_version != st.userspace:
@@ -996,7 +1000,8 @@ def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: St
     now = f"; on this boot: {known_bad.FAIL_IF[cond]}" if cond and status == "FAIL" else ""
     origin = "" if item.get("origin") == "shipped" else f", from {item.get('origin')}"
     fix = str(item.get("fix"))
-    first = re.sub(r"\s*\([^)]*\)", "", fix).split(";", 1)[0].strip()  # without short_fix: the fix's first clause
+    # without a short_fix: the fix's first clause, without parentheses
+    first = re.sub(r"\s*\([^)]*\)", "", fix).split(";", 1)[0].strip()
     if len(first) > known_bad.SHORT_MAX:
         first = first[: known_bad.SHORT_MAX - 1] + "…"
     out.flag(

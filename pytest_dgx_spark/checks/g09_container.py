@@ -35,9 +35,8 @@ STACK = tuple(
 )
 #: shown in the summary when installed
 HEADLINE = ("torch", "triton", "xformers", "transformers")
-NGC_ENV = (
-    "NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "PYTORCH_VERSION", "NVIDIA_PRODUCT_NAME", "NVIDIA_BUILD_ID"
-)
+NGC_ENV = ("NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "PYTORCH_VERSION", "NVIDIA_PRODUCT_NAME",
+           "NVIDIA_BUILD_ID")  # fmt: skip
 #: what an image says it needs of the driver (nvidia/cuda and NGC images set them)
 CUDA_ENV = ("CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "CUDA_DRIVER_VERSION", "NV_CUDA_COMPAT_PACKAGE", "LD_LIBRARY_PATH")
 #: an image's forward-compatibility driver (cuda-compat; NGC's entrypoint puts it on LD_LIBRARY_PATH

@@ -45,7 +45,8 @@ def name_version(dist: Any) -> tuple[str | None, str | None]:
     """``Name`` and ``Version`` from the head of METADATA (parsing it all as e-mail costs more than the scan)."""
     for _fname, text in _texts(dist, ("METADATA", "PKG-INFO")):
         head: dict[str, str] = {}
-        for key, sep, value in (line.partition(":") for line in itertools.takewhile(str.strip, text.splitlines())):
+        for line in itertools.takewhile(str.strip, text.splitlines()):  # the header ends at a blank line
+            key, sep, value = line.partition(":")
             if sep:
                 head.setdefault(key, value.strip())
         return head.get("Name"), head.get("Version")

@@ -190,10 +190,11 @@ def read_dynamic_pyelftools(path: str) -> Dynamic:
 
     try:
         with open(path, "rb") as fh:
-            tags = [t for seg in ELFFile(fh).iter_segments() if isinstance(seg, DynamicSegment) for t in seg.iter_tags()]
+            segments = [seg for seg in ELFFile(fh).iter_segments() if isinstance(seg, DynamicSegment)]
+            tags = [t for seg in segments for t in seg.iter_tags()]
             sonames = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]  # type: ignore[attr-defined]
-            needed = tuple(t.needed for t in tags if t.entry.d_tag == "DT_NEEDED")  # type: ignore[attr-defined]
-            return Dynamic(needed, (sonames or [None])[-1])
+            needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
+            return Dynamic(tuple(needed), (sonames or [None])[-1])
     except IsADirectoryError:
         raise ElfError("directory", "is a directory") from None
     except PermissionError as exc:
@@ -287,8 +288,9 @@ def scan(
     roots: Iterable[str], *, reader: Callable[[str], Dynamic] = read_dynamic, max_files: int = 50_000,
     budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """``linkers``: files (not toolkit libraries) whose DT_NEEDED names a tracked library; ``providers``:
-    files that *are* one; ``torch_linked``: others linking libtorch (a C++ ABI mismatch is an ``undefined symbol``)."""
+    """``linkers``: files (not toolkit libraries) whose DT_NEEDED names a tracked library;
+    ``providers``: files that *are* one; ``torch_linked``: others linking libtorch (a torch C++ ABI
+    mismatch is an ``undefined symbol``)."""
     roots = list(roots)
     start = time.monotonic()
     deadline = start + budget_s if budget_s else None
@@ -328,9 +330,9 @@ def scan(
 def parse_ldconfig(text: str) -> list[dict[str, Any]]:
     """Tracked CUDA libraries in ``ldconfig -p`` output (``\\tlibcudart.so.12 (libc6,x86-64) => /path``)."""
     return [
-        {"name": m.group(1), "flags": m.group(2), "path": m.group(3), "lib": provided[0], "major": provided[1]}
+        {"name": m[1], "flags": m[2], "path": m[3], "lib": provided[0], "major": provided[1]}
         for m in filter(None, map(_LDCONFIG_LINE.match, text.splitlines()))
-        if (provided := tracked(m.group(1))) is not None
+        if (provided := tracked(m[1])) is not None
     ]
 
 
@@ -349,8 +351,8 @@ def list_library_dirs(dirs: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def site_roots(entries: Iterable[str]) -> list[str]:
-    """The package folders of an import path, resolved, none inside another: ``site-packages``/``dist-packages``
-    and any folder holding ``*.dist-info`` (``pip --target``; not a stray ``.egg-info``, nor the stdlib)."""
+    """The package folders of an import path, resolved, none inside another: ``site-packages``,
+    ``dist-packages``, any folder holding ``*.dist-info`` (``pip --target``; not a stray ``.egg-info``)."""
     roots: list[str] = []
     for entry in entries:
         try:

@@ -241,7 +241,7 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
     if module is not None and nvrm is None:
         module_error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
     release = next(iter((release or "").strip().splitlines()), "")[:200]  # one line, however garbled
-    fields, nv = machine.meminfo(), machine.nvml()
+    mem, nv = machine.meminfo(), machine.nvml()
     entries, errors = known_bad.shipped(), []
     for path in ctx.settings.known_bad:
         try:
@@ -254,8 +254,8 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
         "kernel_release_error": release_error or (None if release else "/proc/sys/kernel/osrelease is empty"),
         "nvidia_module": nvrm[:300] if nvrm else None,
         "nvidia_module_error": module_error,
-        "cma_kb": {k: v for k, v in (fields.get("fields") or {}).items() if k in ("CmaTotal", "CmaFree")},
-        "meminfo_error": fields.get("error"),
+        "cma_kb": {k: v for k, v in (mem.get("fields") or {}).items() if k in ("CmaTotal", "CmaFree")},
+        "meminfo_error": mem.get("error"),
         "nvml_init_error": nv.get("init_error"),
         "nvml_version": nv.get("nvml_version") if isinstance(nv.get("nvml_version"), str) else None,
         "known_bad": entries,

@@ -98,8 +98,9 @@ def parse_constraints(text: str) -> dict[str, str]:
     return {canonical(m.group(1)): m.group(2) for line in text.splitlines() if (m := _PIN.match(line))}
 
 
-def _gather_markers(m: MachineLike, facts: Facts) -> None:
+def _gather_markers(m: MachineLike) -> Facts:
     """The container markers: files under the root, PID 1's cgroup and name, the environment."""
+    facts = Facts()
     facts.dockerenv = m.exists("/.dockerenv")
     if m.exists("/run/.containerenv"):
         text, _ = m.read_text("/run/.containerenv", 65536)
@@ -110,20 +111,18 @@ def _gather_markers(m: MachineLike, facts: Facts) -> None:
     keep = (*NGC_ENV, "container", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
     facts.env = {k: m.env[k] for k in keep if m.env.get(k)}
     facts.singularity = m.exists("/.singularity.d")
+    return facts
 
 
 def container_of(m: MachineLike) -> tuple[str | None, str]:
     """``(name, evidence)`` of the container this runs in, or ``(None, "")``, for a check that
     needs to know (G10: a container needs ``/dev/infiniband`` passed in)."""
-    facts = Facts()
-    _gather_markers(m, facts)
-    return container_name(facts)
+    return container_name(_gather_markers(m))
 
 
 def gather(ctx: CheckContext) -> Facts:
     m = ctx.machine
-    facts = Facts()
-    _gather_markers(m, facts)
+    facts = _gather_markers(m)
     facts.pip_constraint = m.exists("/etc/pip/constraint.txt")
     if facts.pip_constraint:
         text, _ = m.read_text("/etc/pip/constraint.txt", 1 << 20)
@@ -185,8 +184,7 @@ def _markers(f: Facts) -> list[tuple[str, str]]:
         found.append(("Podman container" + (f" of {image}" if image else ""), "/run/.containerenv"))
     if f.env.get("APPTAINER_CONTAINER") or f.env.get("SINGULARITY_CONTAINER") or f.singularity:
         found.append(("Apptainer/Singularity container", "APPTAINER_CONTAINER"))
-    runtime = procfs.cgroup_runtime(f.cgroup or "")
-    if runtime:
+    if runtime := procfs.cgroup_runtime(f.cgroup or ""):
         kind = "Kubernetes pod" if runtime == "kubepods" else f"{runtime} container"
         found.append((kind, f"/proc/1/cgroup names {runtime}"))
     if f.env.get("KUBERNETES_SERVICE_HOST") and not any("Kubernetes" in k for k, _ in found):
@@ -225,12 +223,11 @@ def broken_requirements(
             except InvalidRequirement:
                 notes.append(f"{dist['name']}: unparseable requirement {line!r}")
                 continue
-            if req.marker is not None:
-                try:
-                    if not req.marker.evaluate(env):
-                        continue
-                except Exception:
+            try:
+                if req.marker is not None and not req.marker.evaluate(env):
                     continue
+            except Exception:  # a marker this environment cannot evaluate: the requirement does not apply
+                continue
             have = dists.get(canonical(req.name))
             who = f"{dist['name']} {dist['version']}"
             if have is None:

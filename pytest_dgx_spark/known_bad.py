@@ -1,26 +1,11 @@
 """The known-bad list: kernels, drivers and module flavours that broke real Sparks.
 
-A DGX OS update can bring a kernel or driver that breaks a box that passed
-yesterday (kernel ``7.0.0-1019-nvidia`` and NCCL's memory registration,
-``6.17.0-1008-nvidia`` and the GPU at boot, the proprietary modules on GB10).
-The list ships as data (``pytest_dgx_spark/data/known_bad.json``) so a new
-report becomes an entry, not a code change, and a user adds entries without a
-release (``--spark-known-bad=PATH``). G1 records the entries it read in its
-facts, so a replay decides with the list the run had; matching here is pure.
-
-An entry::
-
-    {"id": "kernel-7.0.0-1019-nvidia", "platform": "gb10",
-     "match": {"kernel": "7.0.0-1019-nvidia"},        # and/or "driver", "flavour"
-     "status": "WARN", "fail_if": "cma_free_above_total",
-     "breaks": "...", "fix": "...", "sources": ["https://..."],
-     "short": "NCCL memory registration fails",           # optional, the default line's
-     "short_fix": "boot 6.17.0-1032-nvidia or add kho=off"}
-
-``kernel`` and ``driver`` are shell patterns (``fnmatch``: ``7.0.0-*-nvidia``,
-``590.*``), exact when they hold no wildcard; ``flavour`` is ``open`` or
-``proprietary``. Every key of ``match`` must hold; a reading that could not be
-made matches nothing.
+A DGX OS update can bring a kernel or driver that breaks a box that passed yesterday. The list
+ships as data (``data/known_bad.json``) so a new report becomes an entry, not a code change, and
+a user adds entries without a release (``--spark-known-bad=PATH``; the format is in
+docs/REFERENCE.md, "The known-bad list"). G1 records the entries it read in its facts, so a replay
+decides with the list the run had; matching here is pure: ``kernel`` and ``driver`` are ``fnmatch``
+patterns, every key of ``match`` must hold, and a reading that could not be made matches nothing.
 """
 
 from __future__ import annotations
@@ -67,9 +52,7 @@ class KnownBadError(ValueError):
     """A known-bad file that cannot be used, in one line."""
 
 
-class Reading(TypedDict, total=False):
-    """What an entry is matched against (``None``: not read)."""
-
+class Reading(TypedDict, total=False):  # what an entry is matched against (None: not read)
     kernel: str | None
     driver: str | None
     flavour: str | None
@@ -88,8 +71,7 @@ def _text(entry: Mapping[str, Any], key: str, where: str) -> str:
 def _match(raw: Any, where: str) -> dict[str, str]:
     if not isinstance(raw, Mapping) or not raw:
         raise KnownBadError(f"{where}: 'match' must be an object with one or more of {', '.join(MATCH_KEYS)}")
-    unknown = sorted(set(raw) - set(MATCH_KEYS))
-    if unknown:
+    if unknown := sorted(set(raw) - set(MATCH_KEYS)):
         raise KnownBadError(f"{where}: unknown match key {unknown[0]!r} (known: {', '.join(MATCH_KEYS)})")
     out = {key: _text(raw, key, f"{where}: match") for key in raw}
     if "flavour" in out and out["flavour"] not in FLAVOURS:
@@ -108,8 +90,7 @@ def entry(raw: Any, where: str, origin: str) -> Entry:
     """One validated entry; :class:`KnownBadError` names what is wrong."""
     if not isinstance(raw, Mapping):
         raise KnownBadError(f"{where}: an entry must be an object, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(KEYS))
-    if unknown:
+    if unknown := sorted(set(raw) - set(KEYS)):
         raise KnownBadError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
     sources = raw.get("sources")
     if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.strip() for s in sources):

@@ -1,21 +1,14 @@
 """G1 — CUDA 12/13 ABI: find the module linked to the wrong CUDA major before it segfaults.
 
-GB10 needs a CUDA 13 stack; most pip wheels were built for CUDA 12 and fail
-late (``libnvrtc.so.12: cannot open shared object file``, an ``undefined
-symbol``, a SIGSEGV at the first ``.cuda()``), and PyPI's aarch64 torch before
-2.11 is CPU-only. Statically: the ``DT_NEEDED`` of every shared object in the
-package folders, the CUDA libraries of ``ldconfig`` and ``LD_LIBRARY_PATH``,
-and the distribution owning each file. Dynamically: the torch child launches a
-tiny kernel, then ``dlopen``\\ s every CUDA- or libtorch-linked extension.
-Only cudart/cublas/cublasLt/nvrtc count (their major tracks CUDA's). The
-reference major is torch's, else the driver's, else the profile's; a tie never
-blames the newer major.
-
-Under CUDA, the driver stack (issue 22, N3): the kernel release, the loaded
-kernel module's version and flavour (open or proprietary), ``CmaTotal`` and
-``CmaFree``, and NVML's user-space version, against the known-bad list
-(:mod:`pytest_dgx_spark.known_bad`): a DGX OS update can bring a kernel or a
-driver that breaks a box that passed the day before.
+GB10 needs a CUDA 13 stack; most pip wheels were built for CUDA 12 and fail late (``libnvrtc.so.12:
+cannot open shared object file``, an ``undefined symbol``, a SIGSEGV at the first ``.cuda()``), and
+PyPI's aarch64 torch before 2.11 is CPU-only. Statically: the ``DT_NEEDED`` of every shared object in
+the package folders, ldconfig's and ``LD_LIBRARY_PATH``'s CUDA libraries, each file's distribution;
+dynamically: the torch child's tiny kernel, then a ``dlopen`` of every CUDA- or libtorch-linked
+extension. Only cudart/cublas/cublasLt/nvrtc count (their major tracks CUDA's). The reference major is
+torch's, else the driver's, else the profile's; a tie never blames the newer major. The driver stack
+(kernel, module version and flavour, CMA, NVML; issue 22, N3) is matched against
+:mod:`pytest_dgx_spark.known_bad`: a DGX OS update can break a box that passed the day before.
 """
 
 from __future__ import annotations
@@ -69,17 +62,13 @@ class Linker(TypedDict, total=False):
     needs: list[str]  # the tracked CUDA libraries it links
 
 
-class Provider(TypedDict, total=False):
-    """A CUDA runtime library file: in a wheel, in ldconfig's cache, on LD_LIBRARY_PATH."""
-
+class Provider(TypedDict, total=False):  # a CUDA runtime library: in a wheel, ldconfig, LD_LIBRARY_PATH
     path: str
     lib: str
     major: int
 
 
-class Scan(TypedDict, total=False):
-    """``probes/elf.py``'s scan of the package folders (the keys G1 reads)."""
-
+class Scan(TypedDict, total=False):  # the keys G1 reads of elf.scan_environment()
     roots: list[str]
     files: int
     skipped: dict[str, int]
@@ -96,9 +85,7 @@ class Owner(TypedDict, total=False):
     hint: str | None  # the importable module
 
 
-class Load(TypedDict, total=False):
-    """An object the torch child is asked to load; a per-CUDA (``tag``) or per-arch (``sm``) set has a ``group``."""
-
+class Load(TypedDict, total=False):  # a per-CUDA (tag) or per-arch (sm) set has a group
     path: str
     name: str
     module: str | None
@@ -127,8 +114,6 @@ class TorchData(TypedDict, total=False):
 
 @dataclass
 class Facts(FactsBase):
-    """Everything G1 decides on, JSON-shaped."""
-
     scan: Scan = field(default_factory=lambda: Scan())
     owners: dict[str, Owner] = field(default_factory=dict)  # path -> owner, linkers and providers only
     ldconfig: list[Provider] = field(default_factory=list)
@@ -152,12 +137,11 @@ class Facts(FactsBase):
     cma_kb: dict[str, int] = field(default_factory=dict)  # CmaTotal, CmaFree of /proc/meminfo
     meminfo_error: str | None = None
     nvml_init_error: str | None = None  # NVML's error name when nvmlInit failed
-    nvml_version: str | None = None  # "13.580.173.02": the user-space library's driver version after the CUDA major
+    nvml_version: str | None = None  # "13.580.173.02": the CUDA major, then the driver's version
     known_bad: list[known_bad.Entry] = field(default_factory=list)  # the list this run decided with
     known_bad_errors: list[str] = field(default_factory=list)
 
-    #: facts an older capture lacks: their defaults (``stack_read`` False) skip the stack stage,
-    #: so such a capture decides as its run did (``capture.facts_mismatch``)
+    #: an older capture lacks these: their defaults skip the stack stage, so it decides as its run did
     ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
         ("stack_read", "kernel_release", "kernel_release_error", "nvidia_module", "nvidia_module_error", "cma_kb",
          "meminfo_error", "nvml_init_error", "nvml_version", "known_bad", "known_bad_errors"),
@@ -197,14 +181,9 @@ def load_list(scan: Scan, owners: Mapping[str, Owner]) -> list[Load]:
     for e in entries:
         if (v := variant_of(e["path"])) and groups[v[0]] > 1:
             e["group"], e["tag"] = v
-    _arch_alternatives(entries)
-    return entries[:MAX_LOADS]
-
-
-def _arch_alternatives(entries: list[Load]) -> None:
-    """One package's objects of one name in several folders (sgl-kernel's ``sm90/``, ``sm100/``)
-    are alternatives: loading two registers one torch op library twice, which aborts. The
-    child loads the ``smNN`` closest to the GPU's capability from below, else the first."""
+    # one package's objects of one name in several folders (sgl-kernel's sm90/, sm100/) are
+    # alternatives (loading two registers one torch op library twice, which aborts): the child
+    # loads the smNN closest to the GPU's capability from below, else the first
     same: dict[tuple[str, str], list[Load]] = {}
     for e in entries:
         if not e.get("group"):
@@ -213,6 +192,7 @@ def _arch_alternatives(entries: list[Load]) -> None:
         for e in members if len(members) > 1 else []:
             sm = re.search(r"(?:^|/)sm_?(\d{2,3})[a-z]?/", e["name"])
             e["group"], e["sm"] = f"{top}/*/{base}", int(sm.group(1)) if sm else None
+    return entries[:MAX_LOADS]
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
@@ -225,11 +205,6 @@ def gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
     scan, all_owners, packages = _static(ctx)
     paths = {x["path"] for k in ("linkers", "providers", "torch_linked") for x in scan.get(k) or []}  # type: ignore[attr-defined]
-    keep = {
-        k: Owner(name=v.get("name"), version=v.get("version"))
-        for k, v in (packages.get("dists") or {}).items()
-        if k == "torch" or (k.startswith("nvidia-") and re.search(r"-cu\d+$", k))
-    }
     ldconfig, ldconfig_error = _ldconfig(machine)
     nv = machine.nvml()
     devices = nv.get("devices") or []
@@ -240,7 +215,11 @@ def gather(ctx: CheckContext) -> Facts:
         ldconfig=ldconfig,
         ldconfig_error=ldconfig_error,
         ld_library_path=elf.list_library_dirs(d for d in machine.env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d),  # type: ignore[arg-type]
-        dists=keep,
+        dists={
+            k: Owner(name=v.get("name"), version=v.get("version"))
+            for k, v in (packages.get("dists") or {}).items()
+            if k == "torch" or (k.startswith("nvidia-") and re.search(r"-cu\d+$", k))
+        },
         driver_cuda=nv.get("cuda_driver_version") if isinstance(nv.get("cuda_driver_version"), int) else None,
         driver_version=nv.get("driver_version"),
         nvml_reason=None if nv.get("ok") and devices else nv.get("reason"),
@@ -254,8 +233,7 @@ def gather(ctx: CheckContext) -> Facts:
 
 
 def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
-    """The driver stack under CUDA, each file through the host root; a file that cannot be
-    read is said (never a verdict by itself)."""
+    """The driver stack through the host root; a file that cannot be read is said (never a verdict)."""
     machine = ctx.machine
     release, release_error = machine.read_text("/proc/sys/kernel/osrelease", 4096)
     module, module_error = machine.read_text("/proc/driver/nvidia/version", 65536)
@@ -263,8 +241,7 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
     if module is not None and nvrm is None:
         module_error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
     release = next(iter((release or "").strip().splitlines()), "")[:200]  # one line, however garbled
-    mem = machine.meminfo()
-    nv = machine.nvml()
+    mem, nv = machine.meminfo(), machine.nvml()
     entries, errors = known_bad.shipped(), []
     for path in ctx.settings.known_bad:
         try:
@@ -288,14 +265,11 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
 
 def _ldconfig(machine: MachineLike) -> tuple[list[Provider], str | None]:
     """``ldconfig -p``: on PATH (absolute entries only), else where Debian and RHEL keep it."""
-    if find_program("ldconfig", machine.env):
-        argv = ["ldconfig", "-p"]
-    else:
-        found = [c for c in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(c, os.X_OK)]
-        if not found:
-            return [], "ldconfig not found"
-        argv = [found[0], "-p"]
-    res = machine.command(argv, timeout=machine.timeout)
+    on_path = ["ldconfig"] if find_program("ldconfig", machine.env) else []
+    found = on_path or [c for c in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.access(c, os.X_OK)]
+    if not found:
+        return [], "ldconfig not found"
+    res = machine.command([found[0], "-p"], timeout=machine.timeout)
     return (elf.parse_ldconfig(res.stdout), None) if res.ok else ([], res.describe())  # type: ignore[return-value]
 
 
@@ -374,11 +348,6 @@ def _gist(err: str) -> str:
     return err.split(":", 1)[0][:60]
 
 
-def _before(version: str | None, floor: tuple[int, int]) -> bool:
-    m = re.match(r"(\d+)\.(\d+)", version or "")
-    return m is not None and (int(m.group(1)), int(m.group(2))) < floor
-
-
 # ---------------------------------------------------------------------- the view
 
 
@@ -450,6 +419,19 @@ def _view(f: Facts, params: Params) -> _View:
     return v
 
 
+def _variants(v: _View, linkers: list[Linker], groups: dict[str, dict[int, Linker]]) -> None:
+    """Keep only the build a per-CUDA-version package loads: the child's, else the reference major's."""
+    chosen_by_child, drop = v.t.get("variants") or {}, set[str]()
+    for key, builds in groups.items():
+        if key in chosen_by_child:
+            tag = next((t for t, x in builds.items() if x["path"] == chosen_by_child[key]), None)
+        else:
+            tag = pick_variant(builds, f"{v.reference}.9") if v.reference else None
+        v.variants[key] = Variant(sorted(builds), tag, _who(next(iter(builds.values())), v.f.owners))
+        drop.update(x["path"] for t, x in builds.items() if t != tag)
+    v.linkers = [x for x in linkers if x["path"] not in drop]
+
+
 def _torch_view(v: _View) -> None:
     """What torch is: absent, died, its CUDA major (from the child, else its files), CPU-only."""
     t, c = v.t, v.c
@@ -460,20 +442,17 @@ def _torch_view(v: _View) -> None:
     v.torch_major = cuda_major(v.torch_cuda) if v.torch_version else None
     v.major_source = f"torch.version.cuda {v.torch_cuda}" if v.torch_major else ""
     if v.torch_major is None and not v.torch_version:  # the child gave no answer: read the files
-        _torch_major_from_files(v)
+        v.torch_major, v.major_source = _torch_major_from_files(v)
     v.cpu_only = bool(v.torch_version) and not v.torch_cuda
     v.gpu_seen = bool(v.f.gpus) or bool(t.get("device_count"))
 
 
-def _torch_major_from_files(v: _View) -> None:
-    v.torch_major = tag_major(v.torch_dist)
-    if v.torch_major is not None:
-        v.major_source = f"the +cu tag of torch {v.torch_dist}"
-        return
+def _torch_major_from_files(v: _View) -> tuple[int | None, str]:
+    if (tagged := tag_major(v.torch_dist)) is not None:
+        return tagged, f"the +cu tag of torch {v.torch_dist}"
     own = [x for x in v.scan.get("linkers") or [] if (v.f.owners.get(x["path"]) or Owner()).get("name") == "torch"]
     counted = Counter(m for x in own for m in _majors(x))
-    if counted:
-        v.torch_major, v.major_source = counted.most_common(1)[0][0], "torch's own libraries"
+    return (counted.most_common(1)[0][0], "torch's own libraries") if counted else (None, "")
 
 
 def _reference(v: _View, linkers: list[Linker]) -> None:
@@ -500,20 +479,6 @@ def _reference(v: _View, linkers: list[Linker]) -> None:
         )
 
 
-def _variants(v: _View, linkers: list[Linker], groups: dict[str, dict[int, Linker]]) -> None:
-    """Keep only the build a per-CUDA-version package loads for torch's CUDA."""
-    chosen_by_child = v.t.get("variants") or {}
-    drop: set[str] = set()
-    for key, builds in groups.items():
-        if key in chosen_by_child:
-            tag = next((t for t, x in builds.items() if x["path"] == chosen_by_child[key]), None)
-        else:  # no torch answer: the build for the reference major
-            tag = pick_variant(builds, f"{v.reference}.9") if v.reference else None
-        v.variants[key] = Variant(sorted(builds), tag, _who(next(iter(builds.values())), v.f.owners))
-        drop.update(x["path"] for t, x in builds.items() if t != tag)
-    v.linkers = [x for x in linkers if x["path"] not in drop]
-
-
 # ---------------------------------------------------------------------- the stages
 
 
@@ -528,50 +493,44 @@ def _torch_child(v: _View, out: Findings) -> None:
         out.fail(
             f"torch is installed but does not import: {err}",
             f"reinstall torch for this CUDA ({TORCH_INDEX}) or use an NGC container",
-            f"torch does not import: {_gist(err)}",
-            "reinstall torch (cu130 index)",
-        )
+            f"torch does not import: {_gist(err)}", "reinstall torch (cu130 index)")
     elif v.died and (step in G1_STEPS or step.startswith(("load ", "import "))):
         how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
         crash = not c.get("timed_out") and c.get("signal") in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL")
         hint = (
             " (a crash at the first CUDA call is the classic sign of a build for another CUDA major)"
-            if crash and step in ("cuda init", "tiny kernel")
-            else ""
+            if crash and step in ("cuda init", "tiny kernel") else ""
         )
-        out.fail(str(c.get("describe")) + hint, _death_fix(v, step, c), f"torch child {how} in {step!r}", _death_short(step, c))
+        fix, short = _death_fix(v, step, c)
+        out.fail(str(c.get("describe")) + hint, fix, f"torch child {how} in {step!r}", short)
     elif v.died:
         out.note(f"{c.get('describe')} (not a G1 step; G2/G5 report it)")
 
 
-def _death_fix(v: _View, step: str, c: ChildFacts) -> str:
+def _death_fix(v: _View, step: str, c: ChildFacts) -> tuple[str, str]:
+    """The fix, and its short form, for a child that died in ``step``."""
     if c.get("timed_out"):
-        return f"{step} hung: a wedged driver looks like this — check `dmesg` for Xid/NVRM errors and nvidia-smi; reboot if they are there"
+        return (
+            f"{step} hung: a wedged driver looks like this — check `dmesg` for Xid/NVRM errors and "
+            "nvidia-smi; reboot if they are there", "check dmesg for Xid errors; reboot")
+    name, package = step.split(" ", 1)[-1], "reinstall or uninstall that package"
     if step.startswith("load "):
-        name = step.split(" ", 1)[1]
         entry = next((e for e in v.f.requested if e.get("name") == name), Load())
         dist = (v.f.owners.get(entry.get("path", "")) or Owner()).get("name") or entry.get("module") or name
         return (
             f"run `python -c 'import torch, ctypes; ctypes.CDLL(\"{entry.get('path') or name}\")'` to see it; "
-            f"reinstall {dist} built for torch's CUDA major, or uninstall it"
-        )
+            f"reinstall {dist} built for torch's CUDA major, or uninstall it", package)
     if step.startswith("import ") and step != "import torch":
-        name = step.split(" ", 1)[1]
-        return f"run `python -c 'import torch, {name}'` to see it; reinstall {name} built for torch's CUDA major, or uninstall it"
+        return (
+            f"run `python -c 'import torch, {name}'` to see it; reinstall {name} built for torch's CUDA "
+            "major, or uninstall it", package)
+    short = "reinstall torch for this CUDA (cu130 on GB10)"
     if step == "import torch":
-        return "run `python -c 'import torch'` to see it; reinstall torch (cu130 wheels or an NGC container)"
+        fix = "run `python -c 'import torch'` to see it; reinstall torch (cu130 wheels or an NGC container)"
+        return fix, short
     return (
         "run `python -c 'import torch; print(torch.ones(1).cuda())'` to see it; make torch's CUDA major match "
-        "the driver's (nvidia-smi) and this GPU"
-    )
-
-
-def _death_short(step: str, c: ChildFacts) -> str:
-    if c.get("timed_out"):
-        return "check dmesg for Xid errors; reboot"
-    if step.startswith(("load ", "import ")) and step != "import torch":
-        return "reinstall or uninstall that package"
-    return "reinstall torch for this CUDA (cu130 on GB10)"
+        "the driver's (nvidia-smi) and this GPU", short)
 
 
 def _mismatch(v: _View, out: Findings) -> None:
@@ -590,18 +549,13 @@ def _mismatch(v: _View, out: Findings) -> None:
     out.note(*(f"{who}: " + "; ".join(items) for who, items in groups.items()))
     shown = [f"{who} ({first_n(items, 1, sep=' ')})" for who, items in groups.items()]
     names = [w.split(" ", 1)[0] for w in groups if "(no installed" not in w]
-    if len(names) == 1:
-        short = f"reinstall {names[0]} for CUDA {ref}"
-    else:
-        short = f"reinstall them for CUDA {ref}" if names else f"rebuild for CUDA {ref}"
+    them = names[0] if len(names) == 1 else "them"
+    short = f"reinstall {them} for CUDA {ref}" if names else f"rebuild for CUDA {ref}"
     out.fail(
         f"{_objects(len(mismatched), 'link')} another CUDA major than {v.ref_text}: {first_n(shown)}",
         f"pip uninstall {' '.join(names)} and reinstall builds for CUDA {ref} ({_wheels(ref)})"
-        if names
-        else f"remove or rebuild those files for CUDA {ref}",
-        _mismatch_head(v, mismatched[0], len(groups), short),
-        short,
-    )
+        if names else f"remove or rebuild those files for CUDA {ref}",
+        _mismatch_head(v, mismatched[0], len(groups), short), short)
 
 
 def _with_error(v: _View, x: Linker) -> str:
@@ -637,8 +591,7 @@ def _torch_fits(v: _View, out: Findings) -> None:
             f"{v.ref_text or f'CUDA {ref}'} needs CUDA {ref} but the driver ({f.driver_version or '?'}) supports CUDA {v.driver_text}",
             f"upgrade the NVIDIA driver to one that supports CUDA {ref}, or install a torch built for CUDA {v.driver_major}",
             f"CUDA {ref} build, driver {f.driver_version or '?'} supports CUDA {v.driver_text}",
-            f"upgrade the driver to CUDA {ref}",
-        )
+            f"upgrade the driver to CUDA {ref}")
     required = int(v.params.threshold("g1_cuda_major") or 0)
     if required and v.torch_major is not None and v.torch_major != required:
         where = "GB10 (SM121)" if v.params.gb10 else "this profile"
@@ -647,8 +600,7 @@ def _torch_fits(v: _View, out: Findings) -> None:
             f"torch {version} is built for CUDA {built}; {where} needs a CUDA {required} build",
             f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
             f"torch {version} is CUDA {built}; {where} needs CUDA {required}",
-            "pip install torch from the cu130 index",
-        )
+            "pip install torch from the cu130 index")
     if v.cpu_only and v.gpu_seen:
         _cpu_only_torch(v, out)
 
@@ -658,21 +610,20 @@ def _cpu_only_torch(v: _View, out: Findings) -> None:
     f = v.f
     gpu = ", ".join(sorted(set(f.gpus))) or "an NVIDIA GPU"
     driver = f" (driver {f.driver_version}, CUDA {v.driver_text})" if f.driver_version and v.driver_text else ""
-    aarch64 = (f.arch or "").lower() in ("aarch64", "arm64") and _before(v.torch_version, (2, 11))
+    old = re.match(r"(\d+)\.(\d+)", v.torch_version or "")
+    before = old is not None and (int(old[1]), int(old[2])) < (2, 11)
+    aarch64 = (f.arch or "").lower() in ("aarch64", "arm64") and before
     out.fail(
         f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
         f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
         TORCH_INDEX + ("; PyPI's aarch64 torch before 2.11 is CPU-only" if aarch64 else ""),
-        f"torch {v.torch_version} is CPU-only on {gpu}",
-        "pip install torch from the cu130 index",
-    )
+        f"torch {v.torch_version} is CPU-only on {gpu}", "pip install torch from the cu130 index")
 
 
 def _kernel(v: _View, out: Findings) -> str:
     """torch's tiny kernel: ``ok``, ``failed`` or ``not run``."""
     t, f = v.t, v.f
-    kernel = t.get("kernel")
-    gpu = f.gpus[0] if f.gpus else "the GPU"
+    kernel, gpu = t.get("kernel"), f.gpus[0] if f.gpus else "the GPU"
     if isinstance(kernel, dict):
         if kernel.get("ok"):
             return "ok"
@@ -680,17 +631,14 @@ def _kernel(v: _View, out: Findings) -> str:
         out.fail(
             f"torch's tiny kernel failed on {gpu}: {got}",
             "install a torch build whose CUDA major and arch list cover this GPU (cu130 on GB10)",
-            f"torch's tiny kernel failed on {gpu}",
-            "reinstall torch for this GPU (cu130 on GB10)",
-        )
+            f"torch's tiny kernel failed on {gpu}", "reinstall torch for this GPU (cu130 on GB10)")
         return "failed"
     if v.torch_cuda and v.gpu_seen and v.torch_version and t.get("cuda_available") is False:
+        why = t.get("cuda_error") or "torch.cuda.is_available() is False"
         out.fail(
-            f"torch {v.torch_version} (CUDA {v.torch_cuda}) cannot use the GPU: {t.get('cuda_error') or 'torch.cuda.is_available() is False'}",
+            f"torch {v.torch_version} (CUDA {v.torch_cuda}) cannot use the GPU: {why}",
             "check the driver (nvidia-smi) and that torch's CUDA major is not above the driver's",
-            f"torch {v.torch_version} cannot use the GPU",
-            "check nvidia-smi and torch's CUDA major",
-        )
+            f"torch {v.torch_version} cannot use the GPU", "check nvidia-smi and torch's CUDA major")
     return "not run"
 
 
@@ -710,7 +658,6 @@ def _loads(v: _View, out: Findings) -> None:
             continue
         owner = v.f.owners.get(path)
         dist = (owner or Owner()).get("name") or entry.get("module") or name
-        who = _owned(owner, name)
         err = str(o.get("error") or "failed").removeprefix(f"{path}: ").replace(path, name)
         major = v.reference
         if "undefined symbol" in err:
@@ -724,6 +671,7 @@ def _loads(v: _View, out: Findings) -> None:
             short = f"reinstall {dist} for CUDA {major}"
         else:
             fix, short = f"reinstall or uninstall {dist}", f"reinstall {dist}"
+        who = _owned(owner, name)
         out.fail(f"{who}: {name} does not load: {err}", fix, f"{who}: {_short_name(name)}: {_gist(err)}", short)
 
 
@@ -751,9 +699,7 @@ def _variant_sets(v: _View, out: Findings) -> None:
             out.fail(
                 f"{info.owner} ships builds for CUDA {span} and none for torch's CUDA {v.torch_cuda}",
                 f"pip install -U {dist} (a release with a CUDA {v.reference} build), or pip uninstall {dist}",
-                f"{info.owner}: no build for CUDA {v.reference} (has {span})",
-                f"pip install -U {dist}",
-            )
+                f"{info.owner}: no build for CUDA {v.reference} (has {span})", f"pip install -U {dist}")
 
 
 def _leftovers(v: _View, out: Findings) -> None:
@@ -774,11 +720,9 @@ def _leftovers(v: _View, out: Findings) -> None:
     fix += " — so a CUDA 12 wheel fails at install, not half-loaded mid-run"
     majors = "/".join(sorted({str(m) for _, m in found}))
     out.warn(
-        f"leftover CUDA {majors} libraries linked by nothing ({first_n(parts, 2)})",
-        fix.strip(),
+        f"leftover CUDA {majors} libraries linked by nothing ({first_n(parts, 2)})", fix.strip(),
         f"leftover CUDA {majors} libraries linked by nothing ({count(len(parts), 'library', 'libraries')})",
-        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry",
-    )
+        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry")
 
 
 def _unlinked(v: _View, ref: int, providers: list[Provider]) -> dict[tuple[str, int], list[str]]:
@@ -790,13 +734,12 @@ def _unlinked(v: _View, ref: int, providers: list[Provider]) -> dict[tuple[str, 
         o = f.owners.get(p["path"])
         return f"installed by {o['name']} {o['version']}" if o else f"at {p['path']}"
 
-    sources = [
+    found: dict[tuple[str, int], list[str]] = {}
+    for items, where in (
         (providers, from_wheel),
         (f.ldconfig, lambda p: f"registered in ldconfig ({p['path']})"),
         (f.ld_library_path, lambda p: f"on LD_LIBRARY_PATH ({p['path']})"),
-    ]
-    found: dict[tuple[str, int], list[str]] = {}
-    for items, where in sources:
+    ):
         for p in items:
             if p["major"] != ref and (p["lib"], p["major"]) not in needed:
                 found.setdefault((p["lib"], p["major"]), []).append(where(p))
@@ -804,8 +747,7 @@ def _unlinked(v: _View, ref: int, providers: list[Provider]) -> dict[tuple[str, 
 
 
 def _readings(v: _View, out: Findings) -> None:
-    scan = v.scan
-    skipped = scan.get("skipped") or {}
+    scan, skipped = v.scan, v.scan.get("skipped") or {}
     out.read("torch_version", v.torch_version or v.torch_dist)
     out.read("torch_cuda", v.torch_cuda)
     out.read("driver_cuda", v.driver_text)
@@ -831,8 +773,7 @@ def _notes(v: _View, out: Findings) -> None:
         f"ldconfig -p: {f.ldconfig_error}" if f.ldconfig_error else "",
         f"driver CUDA version unknown: {f.nvml_reason}" if f.nvml_reason else "",
         f"torch's CUDA major read from {v.major_source} (the child gave none)"
-        if v.major_source and v.major_source != f"torch.version.cuda {v.torch_cuda}"
-        else "",
+        if v.major_source and v.major_source != f"torch.version.cuda {v.torch_cuda}" else "",
         f"no torch CUDA build to compare with: the reference major is {v.ref_text}" if v.ref_from in ("driver", "profile", "modules") else "",
         f"CUDA wheels for another major installed: {', '.join(other_wheels)}" if other_wheels else "",
     )
@@ -848,8 +789,7 @@ def _unverified(v: _View, out: Findings) -> None:
             f"extension objects not loaded ({first_n(names)}): {v.c.get('describe')}",
             "see the check that owns that step (G2 flash-attn, G5 bandwidth)",
             f"{count(len(names), 'extension object')} not loaded: the torch child stopped",
-            "see G2/G5 for the step that stopped it",
-        )
+            "see G2/G5 for the step that stopped it")
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -882,8 +822,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
             f"torch {v.torch_version} is CPU-only, yet {_objects(len(v.linkers), 'link')} CUDA {majors}: they cannot run with this torch",
             "install a CUDA build of torch (cu130) or uninstall the CUDA packages",
             f"torch {v.torch_version} is CPU-only, yet {count(len(v.linkers), 'module')} link CUDA {majors}",
-            "install a CUDA torch (cu130) or uninstall them",
-        )
+            "install a CUDA torch (cu130) or uninstall them")
     return _verdict(v, out, kernel, loaded)
 
 
@@ -894,11 +833,9 @@ def _nothing_to_check(v: _View) -> Result | None:
         return None
     what = "torch is not installed" if no_torch else f"torch {v.torch_version} is CPU-only and there is no NVIDIA GPU"
     return Result(
-        "G1",
-        Status.SKIP,
+        "G1", Status.SKIP,
         f"{what}, and none of the {scanned} shared objects scanned links a CUDA runtime: no CUDA ABI to check",
-        headline=f"{what}; no CUDA module among {scanned} shared objects",
-    )
+        headline=f"{what}; no CUDA module among {scanned} shared objects")
 
 
 def _verdict(v: _View, out: Findings, kernel: str, loaded: int) -> Result:
@@ -959,13 +896,13 @@ KHO_FIX = "boot 6.17.0-1032-nvidia (pin the 6.x line), or add kho=off to the ker
 class Stack:
     """The driver stack as read: the kernel, the module, the user-space library, CMA."""
 
-    kernel: str | None = None
-    module_version: str | None = None
-    flavour: str | None = None
-    userspace: str | None = None
-    cma_broken: bool = False
-    gb10: bool = False
-    gb10_guessed: bool = False
+    kernel: str | None
+    module_version: str | None
+    flavour: str | None
+    userspace: str | None
+    cma_broken: bool
+    gb10: bool
+    gb10_guessed: bool
 
 
 def userspace_version(nvml_version: str | None) -> str | None:
@@ -975,21 +912,19 @@ def userspace_version(nvml_version: str | None) -> str | None:
 
 
 def _stack_view(v: _View) -> Stack:
-    f = v.f
-    st = Stack(kernel=f.kernel_release)
-    st.module_version, st.flavour = module_of(f.nvidia_module)
-    st.userspace = userspace_version(f.nvml_version)
-    cma = f.cma_kb or {}
-    st.cma_broken = "CmaTotal" in cma and "CmaFree" in cma and cma["CmaFree"] > cma["CmaTotal"]
-    st.gb10 = v.params.gb10 or any("GB10" in g.upper() for g in f.gpus)
-    if not st.gb10 and not f.gpus and (f.arch or "").lower() in ("aarch64", "arm64") and (st.kernel or "").endswith("-nvidia"):
-        st.gb10 = st.gb10_guessed = True  # a GB10 whose GPU did not come up looks like this (F3b, F3c)
-    return st
+    f, cma = v.f, v.f.cma_kb or {}
+    gb10 = v.params.gb10 or any("GB10" in g.upper() for g in f.gpus)
+    aarch64 = (f.arch or "").lower() in ("aarch64", "arm64")
+    # a GB10 whose GPU did not come up looks like this (F3b, F3c)
+    guessed = not gb10 and not f.gpus and aarch64 and (f.kernel_release or "").endswith("-nvidia")
+    cma_broken = "CmaTotal" in cma and "CmaFree" in cma and cma["CmaFree"] > cma["CmaTotal"]
+    return Stack(f.kernel_release, *module_of(f.nvidia_module), userspace_version(f.nvml_version), cma_broken,
+                 gb10 or guessed, guessed)  # fmt: skip
 
 
 def _stack(v: _View, out: Findings) -> None:
     """The kernel, the module and the library against each other and the known-bad list."""
-    f = v.f
+    f, cma = v.f, v.f.cma_kb
     if not f.stack_read:  # a capture made before these readings: decided as it was
         return
     st = _stack_view(v)
@@ -1003,15 +938,11 @@ def _stack(v: _View, out: Findings) -> None:
     for item in hits:
         _known_bad_finding(item, reading, st, out)
     if st.cma_broken and not any(e.get("fail_if") == "cma_free_above_total" for e in hits):
-        cma = f.cma_kb
         out.warn(
             f"CmaFree {cma['CmaFree']} kB > CmaTotal {cma['CmaTotal']} kB in /proc/meminfo: the kernel's KHO/CMA "
             f"accounting bug (kernel {st.kernel or '?'}); NCCL's memory registration between Sparks fails with "
-            "'ibv_reg_mr_iova2 … Cannot allocate memory'",
-            KHO_FIX,
-            "CmaFree > CmaTotal: the kernel's CMA accounting bug",
-            "boot 6.17.0-1032-nvidia or add kho=off",
-        )
+            "'ibv_reg_mr_iova2 … Cannot allocate memory'", KHO_FIX,
+            "CmaFree > CmaTotal: the kernel's CMA accounting bug", "boot 6.17.0-1032-nvidia or add kho=off")
 
 
 def _stack_readings(v: _View, st: Stack, out: Findings) -> None:
@@ -1036,25 +967,24 @@ def _stack_readings(v: _View, st: Stack, out: Findings) -> None:
 
 def _version_mismatch(v: _View, st: Stack, out: Findings) -> None:
     """NVML's ``Driver/library version mismatch``: the module loaded is not the library installed."""
-    f = v.f
     module = st.module_version or "?"
-    if f.nvml_init_error == "LibRmVersionMismatch":
+    if v.f.nvml_init_error == "LibRmVersionMismatch":
         lib = f" (NVML library {st.userspace})" if st.userspace else ""
-        out.fail(
+        text = (
             f"Driver/library version mismatch: NVML refuses the loaded NVIDIA kernel module {module}{lib} "
-            "('RM has detected an NVML/RM version mismatch'): the driver was upgraded and the old module still runs",
-            RELOAD,
-            f"Driver/library version mismatch: kernel module {module}",
-            "reboot (or reload the nvidia modules)",
+            "('RM has detected an NVML/RM version mismatch'): the driver was upgraded and the old module "
+            "still runs"
         )
+        head = f"Driver/library version mismatch: kernel module {module}"
     elif st.module_version and st.userspace and st.module_version != st.userspace:
-        out.fail(
+        text = (
             f"the loaded NVIDIA kernel module is {st.module_version} but the user-space driver (NVML) is {st.userspace}: "
-            "a Driver/library version mismatch",
-            RELOAD,
-            f"kernel module {st.module_version} != user-space driver {st.userspace}",
-            "reboot (or reload the nvidia modules)",
+            "a Driver/library version mismatch"
         )
+        head = f"kernel module {st.module_version} != user-space driver {st.userspace}"
+    else:
+        return
+    out.fail(text, RELOAD, head, "reboot (or reload the nvidia modules)")
 
 
 def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: Stack, out: Findings) -> None:
@@ -1068,18 +998,15 @@ def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: St
     status = known_bad.status(item, reading)
     cond = item.get("fail_if")
     now = f"; on this boot: {known_bad.FAIL_IF[cond]}" if cond and status == "FAIL" else ""
-    sources = list(item.get("sources") or [])
     origin = "" if item.get("origin") == "shipped" else f", from {item.get('origin')}"
+    fix = str(item.get("fix"))
+    # without a short_fix: the fix's first clause, without parentheses
+    first = re.sub(r"\s*\([^)]*\)", "", fix).split(";", 1)[0].strip()
+    if len(first) > known_bad.SHORT_MAX:
+        first = first[: known_bad.SHORT_MAX - 1] + "…"
     out.flag(
         Status(status),
-        f"{what} is known-bad ({item.get('id')}{origin}): breaks {item.get('breaks')}{now} (source: {first_n(sources, 1)})",
-        str(item.get("fix")),
+        f"{what} is known-bad ({item.get('id')}{origin}): breaks {item.get('breaks')}{now} "
+        f"(source: {first_n(list(item.get('sources') or []), 1)})", fix,
         f"{tag}: {item['short']}" if item.get("short") else f"{tag} is known-bad ({item.get('id')})",
-        str(item.get("short_fix") or _shortened_fix(str(item.get("fix")))),
-    )
-
-
-def _shortened_fix(fix: str) -> str:
-    """An entry's fix for the default line: its first clause, without parentheses."""
-    first = re.sub(r"\s*\([^)]*\)", "", fix).split(";", 1)[0].strip()
-    return first if len(first) <= known_bad.SHORT_MAX else first[: known_bad.SHORT_MAX - 1] + "…"
+        str(item.get("short_fix") or first))

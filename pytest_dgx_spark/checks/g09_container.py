@@ -1,15 +1,12 @@
 """G9 — container first, not bare pip.
 
-A bare-pip stack lets torch, triton and transformers drift apart; an NGC or Unsloth
-container pins them. G9 names the container it finds (markers, cgroup, NGC
-environment, torch's ``.nvYY.MM`` suffix) and checks, pip-check style, that every
-installed training-stack package's requirements hold. On cgroup v2 a container often
-shows no marker, so "none found" is "unknown" unless PID 1 is an init system.
-
-An image can also need a newer driver than DGX OS's 580 branch (issue 22, N2): its
-CUDA floor (``CUDA_VERSION``, ``NVIDIA_REQUIRE_CUDA``, NGC's ``CUDA_DRIVER_VERSION``)
-is compared with the CUDA version the host driver supports; a newer image with no
-forward-compatibility driver in use FAILs (``container_error_driver_1.txt``).
+A bare-pip stack lets torch, triton and transformers drift apart; an NGC or Unsloth container pins
+them. G9 names the container it finds (markers, cgroup, NGC environment, torch's ``.nvYY.MM``
+suffix) and checks, pip-check style, that the training stack's requirements hold. On cgroup v2 a
+container often shows no marker, so "none found" is "unknown" unless PID 1 is an init system. An
+image's CUDA floor (``CUDA_VERSION``, ``NVIDIA_REQUIRE_CUDA``, ``CUDA_DRIVER_VERSION``) above what the
+host driver supports, with no forward-compatibility driver in use, FAILs (issue 22, N2;
+``container_error_driver_1.txt``).
 """
 
 from __future__ import annotations
@@ -38,31 +35,18 @@ STACK = tuple(
 )
 #: shown in the summary when installed
 HEADLINE = ("torch", "triton", "xformers", "transformers")
-NGC_ENV = (
-    "NVIDIA_PYTORCH_VERSION",
-    "PYTORCH_BUILD_VERSION",
-    "PYTORCH_VERSION",
-    "NVIDIA_PRODUCT_NAME",
-    "NVIDIA_BUILD_ID",
-)
+NGC_ENV = ("NVIDIA_PYTORCH_VERSION", "PYTORCH_BUILD_VERSION", "PYTORCH_VERSION", "NVIDIA_PRODUCT_NAME",
+           "NVIDIA_BUILD_ID")  # fmt: skip
 #: what an image says it needs of the driver (nvidia/cuda and NGC images set them)
 CUDA_ENV = ("CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "CUDA_DRIVER_VERSION", "NV_CUDA_COMPAT_PACKAGE", "LD_LIBRARY_PATH")
-#: the forward-compatibility driver of an image (the cuda-compat package; NGC's entrypoint
-#: puts it on LD_LIBRARY_PATH when the GPU and driver allow it)
-COMPAT_LIBS = (
-    "/usr/local/cuda/compat/libcuda.so.1",
-    "/usr/local/cuda/compat/lib.real/libcuda.so.1",
-    "/usr/local/cuda/compat/lib/libcuda.so.1",
-)
+#: an image's forward-compatibility driver (cuda-compat; NGC's entrypoint puts it on LD_LIBRARY_PATH
+#: when the GPU and driver allow it)
+COMPAT_LIBS = tuple(f"/usr/local/cuda/compat/{d}libcuda.so.1" for d in ("", "lib.real/", "lib/"))
 #: a link an entrypoint makes to turn the compat driver on (``compat/lib -> lib.real``)
 COMPAT_LINK = "/usr/local/cuda/compat/lib"
 #: the lowest Linux driver of each CUDA minor, from NVIDIA's CUDA Toolkit release notes
 #: ("CUDA Toolkit and Corresponding Driver Versions"; a driver without NVML is mapped by it)
-DRIVER_FLOORS = (
-    ((13, 2), "595.45.04"),
-    ((13, 1), "590.44.01"),
-    ((13, 0), "580.65.06"),
-)
+DRIVER_FLOORS = (((13, 2), "595.45.04"), ((13, 1), "590.44.01"), ((13, 0), "580.65.06"))
 #: the container runtime's configuration (CDI mode refuses ``docker --gpus``: container_error_cdi_1.txt)
 RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 INIT_SYSTEMS = {"systemd", "init", "launchd", "openrc-init", "runit", "s6-svscan"}
@@ -78,30 +62,23 @@ class Facts(FactsBase):
     pid1: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     pip_constraint: bool = False  # NGC's /etc/pip/constraint.txt (25.03+)
-    #: the ``name==version`` pins of /etc/pip/constraint.txt (NGC's own builds;
-    #: empty in 25.10+, where PYTORCH_BUILD_VERSION still names torch's)
+    #: /etc/pip/constraint.txt's name==version pins (empty in 25.10+: PYTORCH_BUILD_VERSION names torch's)
     constraint_pins: dict[str, str] = field(default_factory=dict)
     singularity: bool = False
     dists: dict[str, dict[str, Any]] = field(default_factory=dict)
     metadata_errors: int = 0
-    #: the PEP 508 marker environment of the checked Python (python_version,
-    #: platform_machine, ...): requirement markers are evaluated against it
+    #: the checked Python's PEP 508 marker environment: requirement markers are evaluated against it
     markers: dict[str, str] = field(default_factory=dict)
-    #: CUDA_ENV as set in the checked environment (the image's CUDA and driver floor)
-    cuda_env: dict[str, str] = field(default_factory=dict)
-    #: the host driver: /proc/driver/nvidia/version's, and NVML's driver and CUDA version
-    #: (NVML read only when the image names a CUDA floor)
+    cuda_env: dict[str, str] = field(default_factory=dict)  # CUDA_ENV as set: the image's floor
+    #: the host driver: /proc/driver/nvidia/version's; NVML's only when the image names a CUDA floor
     host_driver: str | None = None
     host_driver_error: str | None = None
     nvml_driver: str | None = None
     nvml_cuda: int | None = None  # NVML's cuda_driver_version: 13000 = 13.0
     nvml_error: str | None = None
-    #: where the image's compat ``libcuda.so.1`` points (``libcuda.so.590.48.01``), None when it has none
-    compat_lib: str | None = None
-    #: COMPAT_LINK is a symbolic link (made by an entrypoint to turn the compat driver on)
-    compat_linked: bool = False
-    #: ``mode`` of the NVIDIA container runtime's config.toml, when readable
-    runtime_mode: str | None = None
+    compat_lib: str | None = None  # where the image's compat libcuda.so.1 points (libcuda.so.590.48.01)
+    compat_linked: bool = False  # COMPAT_LINK is a symbolic link (an entrypoint turned compat on)
+    runtime_mode: str | None = None  # ``mode`` of the NVIDIA container runtime's config.toml
 
     #: issue 22 (N2): a capture of an earlier version has none of them; their defaults compare nothing
     ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
@@ -118,16 +95,12 @@ _PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
 def parse_constraints(text: str) -> dict[str, str]:
     """``{canonical name: version}`` from ``name==version`` lines (pip constraint file)."""
-    pins: dict[str, str] = {}
-    for line in text.splitlines():
-        m = _PIN.match(line)
-        if m:
-            pins[canonical(m.group(1))] = m.group(2)
-    return pins
+    return {canonical(m.group(1)): m.group(2) for line in text.splitlines() if (m := _PIN.match(line))}
 
 
-def _gather_markers(m: MachineLike, facts: Facts) -> None:
+def _gather_markers(m: MachineLike) -> Facts:
     """The container markers: files under the root, PID 1's cgroup and name, the environment."""
+    facts = Facts()
     facts.dockerenv = m.exists("/.dockerenv")
     if m.exists("/run/.containerenv"):
         text, _ = m.read_text("/run/.containerenv", 65536)
@@ -138,20 +111,18 @@ def _gather_markers(m: MachineLike, facts: Facts) -> None:
     keep = (*NGC_ENV, "container", "KUBERNETES_SERVICE_HOST", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
     facts.env = {k: m.env[k] for k in keep if m.env.get(k)}
     facts.singularity = m.exists("/.singularity.d")
+    return facts
 
 
 def container_of(m: MachineLike) -> tuple[str | None, str]:
-    """``(name, evidence)`` of the container this runs in, or ``(None, "")``: G9's markers,
-    for a check that needs to know (G10: a container needs ``/dev/infiniband`` passed in)."""
-    facts = Facts()
-    _gather_markers(m, facts)
-    return container_name(facts)
+    """``(name, evidence)`` of the container this runs in, or ``(None, "")``, for a check that
+    needs to know (G10: a container needs ``/dev/infiniband`` passed in)."""
+    return container_name(_gather_markers(m))
 
 
 def gather(ctx: CheckContext) -> Facts:
     m = ctx.machine
-    facts = Facts()
-    _gather_markers(m, facts)
+    facts = _gather_markers(m)
     facts.pip_constraint = m.exists("/etc/pip/constraint.txt")
     if facts.pip_constraint:
         text, _ = m.read_text("/etc/pip/constraint.txt", 1 << 20)
@@ -165,8 +136,7 @@ def gather(ctx: CheckContext) -> Facts:
 
 
 def _compat_lib(m: MachineLike) -> str | None:
-    """The file name the image's forward-compatibility ``libcuda.so.1`` points to (its driver
-    version is in it), the first of :data:`COMPAT_LIBS` that exists."""
+    """The file the first :data:`COMPAT_LIBS` that exists points to (it names its driver version)."""
     for path in COMPAT_LIBS:
         try:
             return os.path.basename(os.readlink(m.path(path)))
@@ -177,8 +147,7 @@ def _compat_lib(m: MachineLike) -> str | None:
 
 
 def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
-    """The image's CUDA/driver floor and the host driver (issue 22, N2); NVML only when
-    the image names a floor (a bare run costs no NVML child here)."""
+    """The image's CUDA/driver floor and the host driver; NVML only when the image names a floor."""
     facts.cuda_env = {k: str(m.env[k])[:512] for k in CUDA_ENV if m.env.get(k)}
     text, facts.host_driver_error = m.read_text("/proc/driver/nvidia/version", 65536)
     if text is not None:
@@ -215,8 +184,7 @@ def _markers(f: Facts) -> list[tuple[str, str]]:
         found.append(("Podman container" + (f" of {image}" if image else ""), "/run/.containerenv"))
     if f.env.get("APPTAINER_CONTAINER") or f.env.get("SINGULARITY_CONTAINER") or f.singularity:
         found.append(("Apptainer/Singularity container", "APPTAINER_CONTAINER"))
-    runtime = procfs.cgroup_runtime(f.cgroup or "")
-    if runtime:
+    if runtime := procfs.cgroup_runtime(f.cgroup or ""):
         kind = "Kubernetes pod" if runtime == "kubepods" else f"{runtime} container"
         found.append((kind, f"/proc/1/cgroup names {runtime}"))
     if f.env.get("KUBERNETES_SERVICE_HOST") and not any("Kubernetes" in k for k, _ in found):
@@ -245,27 +213,21 @@ def broken_requirements(
     environment: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """pip-check style: ``(problems, notes)`` for the installed stack packages."""
-    env = {"extra": ""}
-    if environment:
-        env.update(environment)
+    env = {"extra": "", **(environment or {})}
     problems: list[str] = []
     notes: list[str] = []
-    for key in stack:
-        dist = dists.get(key)
-        if dist is None:
-            continue
+    for dist in filter(None, map(dists.get, stack)):
         for line in dist.get("requires") or []:
             try:
                 req = Requirement(line)
             except InvalidRequirement:
                 notes.append(f"{dist['name']}: unparseable requirement {line!r}")
                 continue
-            if req.marker is not None:
-                try:
-                    if not req.marker.evaluate(env):
-                        continue
-                except Exception:
+            try:
+                if req.marker is not None and not req.marker.evaluate(env):
                     continue
+            except Exception:  # a marker this environment cannot evaluate: the requirement does not apply
+                continue
             have = dists.get(canonical(req.name))
             who = f"{dist['name']} {dist['version']}"
             if have is None:
@@ -279,9 +241,8 @@ def broken_requirements(
                 notes.append(f"{have['name']} has a non-PEP 440 version {have['version']!r}")
                 continue
             if not ok:
-                problems.append(
-                    f"{who} requires {req.name}{req.specifier}, but {have['name']} {have['version']} is installed"
-                )
+                have_text = f"{have['name']} {have['version']}"
+                problems.append(f"{who} requires {req.name}{req.specifier}, but {have_text} is installed")
     return problems, notes
 
 
@@ -327,18 +288,15 @@ def replaced_by_pip(facts: Facts) -> list[tuple[str, str, str | None]]:
     out: list[tuple[str, str, str | None]] = []
     torch = facts.dists.get("torch")
     if torch and not NV_SUFFIX.search(str(torch["version"])):
-        original = (
-            facts.constraint_pins.get("torch")
-            or facts.env.get("PYTORCH_BUILD_VERSION")
-            or facts.env.get("PYTORCH_VERSION")
-        )
+        pins, env = facts.constraint_pins, facts.env
+        original = pins.get("torch") or env.get("PYTORCH_BUILD_VERSION") or env.get("PYTORCH_VERSION")
         out.append(("torch", str(torch["version"]), original))
-    for key, pinned in facts.constraint_pins.items():
-        dist = facts.dists.get(key)
-        if key == "torch" or key not in STACK or dist is None or str(dist["version"]) == pinned:
-            continue
-        out.append((str(dist["name"]), str(dist["version"]), pinned))
-    return out
+    return out + [
+        (str(dist["name"]), str(dist["version"]), pinned)
+        for key, pinned in facts.constraint_pins.items()
+        if key != "torch" and key in STACK
+        and (dist := facts.dists.get(key)) is not None and str(dist["version"]) != pinned
+    ]
 
 
 def _replaced_stage(facts: Facts, out: Findings) -> tuple[str, str]:
@@ -349,14 +307,9 @@ def _replaced_stage(facts: Facts, out: Findings) -> tuple[str, str]:
     ngc = facts.env["NVIDIA_PYTORCH_VERSION"]
     for name, installed, original in replaced:
         was = f" ({name} {original})" if original else ""
-        if name == "torch":
-            text = (
-                f"NGC PyTorch {ngc} container, but torch {installed} has no .nvYY.MM suffix: "
-                f"pip replaced the container's build{was}"
-            )
-        else:
-            text = f"NGC PyTorch {ngc} container, but pip replaced its {name} {original} with {installed}"
-        out.warn(text, REPLACED_FIX)
+        torch = f"torch {installed} has no .nvYY.MM suffix: pip replaced the container's build{was}"
+        other = f"pip replaced its {name} {original} with {installed}"
+        out.warn(f"NGC PyTorch {ngc} container, but {torch if name == 'torch' else other}", REPLACED_FIX)
     name, installed, original = replaced[0]
     headline = plus_more(f"NGC {name} {original} replaced by {installed}", len(replaced))
     if not original or len(headline) > SHORT_BUDGET - len(REPLACED_SHORT):
@@ -412,10 +365,7 @@ def driver_cuda(driver: str | None) -> tuple[int, int] | None:
     have = driver_tuple(driver)
     if have is None:
         return None
-    for cuda, floor in DRIVER_FLOORS:
-        if have >= (driver_tuple(floor) or ()):
-            return cuda
-    return None
+    return next((cuda for cuda, floor in DRIVER_FLOORS if have >= (driver_tuple(floor) or ())), None)
 
 
 def compat_in_use(facts: Facts) -> bool:
@@ -517,30 +467,24 @@ def _floor_with_compat(facts: Facts, gb10: bool, driver: str | None, host: str, 
     out.warn(  # CUDA's compat package ships for datacenter GPUs and Jetson, not GB10 (NGC: "UNAVAILABLE")
         f"{text}, but GB10 may not support forward compatibility (NGC's entrypoint reports 'compatibility "
         "mode is UNAVAILABLE' on 580 Sparks): JIT kernels can still fail (cudaErrorUnsupportedPtxVersion)",
-        FLOOR_FIX.format(host=host),
-        f"image needs {needs}, host gives CUDA {host}: forward compat on GB10",
-        f"a CUDA {host} image",
-    )
+        FLOOR_FIX.format(host=host), f"image needs {needs}, host gives CUDA {host}: forward compat on GB10",
+        f"a CUDA {host} image")
 
 
 def _floor_fail(
     need: tuple[int, int] | None, by: str, need_driver: str | None, host_side: tuple[str | None, str, str], out: Findings
 ) -> None:
-    """The FAIL: the image needs more than the host driver gives and nothing bridges it.
-    ``need`` is the image's CUDA only when that is what is too new (else the driver floor is)."""
+    """The image needs more than the host driver gives and nothing bridges it. ``need`` is the
+    image's CUDA only when that is what is too new (else the driver floor is)."""
     driver, host, how = host_side
     wants = f"CUDA {need[0]}.{need[1]} ({by})" if need else f"driver {need_driver}"
-    text = (
+    out.fail(
         f"image built for {wants}, but host driver {driver or '?'} supports CUDA {host} ({how}) and no "
         "forward-compatibility driver is in use: it fails at start ('This container was built for NVIDIA "
-        "Driver Release … or later') or on its first JIT kernel (cudaErrorUnsupportedPtxVersion)"
-    )
-    out.fail(
-        text,
+        "Driver Release … or later') or on its first JIT kernel (cudaErrorUnsupportedPtxVersion)",
         FLOOR_FIX.format(host=host),
         f"image needs {_needs(need, need_driver)}, host driver {driver or '?'} gives CUDA {host}",
-        f"a CUDA {host} image; keep the NGC ENTRYPOINT",
-    )
+        f"a CUDA {host} image; keep the NGC ENTRYPOINT")
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -556,9 +500,9 @@ def evaluate(facts: Facts, params: Params) -> Result:
         return out.result()
     if broken:
         result = out.result()
-        firsts = [" ".join(t.split()[:2]) for t, _ in out.problems]
+        firsts = list(dict.fromkeys(" ".join(t.split()[:2]) for t, _ in out.problems))
         result.summary = f"training-stack requirements broken: {result.summary}"
-        result.headline = f"{count(broken, 'broken requirement')}: {first_n(list(dict.fromkeys(firsts)), 2)}"
+        result.headline = f"{count(broken, 'broken requirement')}: {first_n(firsts, 2)}"
         result.short_fix = BROKEN_SHORT
         return result
     floor_warned = bool(out.warnings)
@@ -569,10 +513,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
         return out.result(headline=headline, short_fix=short_fix)
     if name:
         return out.result(
-            Status.PASS,
-            f"container: {name} ({evidence}); {stack_text}; declared requirements hold",
-            headline=f"container: {name}; declared requirements hold",
-        )
+            Status.PASS, f"container: {name} ({evidence}); {stack_text}; declared requirements hold",
+            headline=f"container: {name}; declared requirements hold")
     if facts.pid1 and facts.pid1 in INIT_SYSTEMS:
         posture = f"bare pip: no container marker and PID 1 is {facts.pid1}"
         headline = f"bare pip: no container (PID 1 is {facts.pid1})"

@@ -5,6 +5,7 @@ shared-object entries are kept, so the map stays small."""
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from importlib import metadata
@@ -43,15 +44,12 @@ def _entries(dist: Any) -> tuple[str, list[str]]:
 def name_version(dist: Any) -> tuple[str | None, str | None]:
     """``Name`` and ``Version`` from the head of METADATA (parsing it all as e-mail costs more than the scan)."""
     for _fname, text in _texts(dist, ("METADATA", "PKG-INFO")):
-        name = version = None
-        for line in text.splitlines():
-            if not line.strip() or (name and version):
-                break
-            if name is None and line.startswith("Name:"):
-                name = line[5:].strip()
-            elif version is None and line.startswith("Version:"):
-                version = line[8:].strip()
-        return name, version
+        head: dict[str, str] = {}
+        for line in itertools.takewhile(str.strip, text.splitlines()):  # the header ends at a blank line
+            key, sep, value = line.partition(":")
+            if sep:
+                head.setdefault(key, value.strip())
+        return head.get("Name"), head.get("Version")
     return None, None
 
 

@@ -1,11 +1,9 @@
 """Which shared objects link which CUDA runtime major, read from ELF headers.
 
-G1 names the extension that links ``libcudart.so.12`` in a CUDA 13 environment before it is
-imported. Reading ``DT_NEEDED`` costs a few hundred bytes a file (headers, ``PT_DYNAMIC``, the
-names), never the file (``libtorch_cuda.so`` is over a gigabyte); a small ``struct`` reader,
-since pyelftools is too slow for a whole ML environment (``benchmarks/bench_elf_scan.py``).
-Only libraries whose major tracks CUDA's are followed (cuFFT, cuSPARSE, cuSOLVER keep 12 in
-CUDA 13). Bad files are skipped and counted by reason, never raised.
+``DT_NEEDED`` costs a few hundred bytes a file, never the file (``libtorch_cuda.so`` is over a
+gigabyte), through a small ``struct`` reader: pyelftools is too slow for a whole ML environment
+(``benchmarks/bench_elf_scan.py``). Only libraries whose major tracks CUDA's are followed (cuFFT,
+cuSPARSE, cuSOLVER keep 12 in CUDA 13). Bad files are skipped and counted by reason, never raised.
 """
 
 from __future__ import annotations
@@ -75,8 +73,8 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 
 
 def read_dynamic(path: str) -> Dynamic:
-    """``DT_NEEDED`` and ``DT_SONAME`` of one ELF file, as the dynamic loader sees them (program
-    headers, ``DT_STRTAB`` mapped through ``PT_LOAD``: stripped files read the same). Raises :class:`ElfError`."""
+    """``DT_NEEDED`` and ``DT_SONAME`` as the dynamic loader sees them (program headers, ``DT_STRTAB``
+    mapped through ``PT_LOAD``: stripped files read the same). Raises :class:`ElfError`."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -192,15 +190,11 @@ def read_dynamic_pyelftools(path: str) -> Dynamic:
 
     try:
         with open(path, "rb") as fh:
-            needed: list[str] = []
-            soname = None
-            for seg in ELFFile(fh).iter_segments():
-                for tag in seg.iter_tags() if isinstance(seg, DynamicSegment) else ():
-                    if tag.entry.d_tag == "DT_NEEDED":
-                        needed.append(tag.needed)  # type: ignore[attr-defined]
-                    elif tag.entry.d_tag == "DT_SONAME":
-                        soname = tag.soname  # type: ignore[attr-defined]
-            return Dynamic(tuple(needed), soname)
+            segments = [seg for seg in ELFFile(fh).iter_segments() if isinstance(seg, DynamicSegment)]
+            tags = [t for seg in segments for t in seg.iter_tags()]
+            sonames = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]  # type: ignore[attr-defined]
+            needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
+            return Dynamic(tuple(needed), (sonames or [None])[-1])
     except IsADirectoryError:
         raise ElfError("directory", "is a directory") from None
     except PermissionError as exc:
@@ -294,9 +288,9 @@ def scan(
     roots: Iterable[str], *, reader: Callable[[str], Dynamic] = read_dynamic, max_files: int = 50_000,
     budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """Scan ``roots`` for CUDA-linked shared objects. ``linkers``: files (not toolkit libraries)
-    whose DT_NEEDED names a tracked library; ``providers``: files that *are* one; ``torch_linked``:
-    other modules linking libtorch (a torch C++ ABI mismatch is an ``undefined symbol``)."""
+    """``linkers``: files (not toolkit libraries) whose DT_NEEDED names a tracked library;
+    ``providers``: files that *are* one; ``torch_linked``: others linking libtorch (a torch C++ ABI
+    mismatch is an ``undefined symbol``)."""
     roots = list(roots)
     start = time.monotonic()
     deadline = start + budget_s if budget_s else None
@@ -335,12 +329,11 @@ def scan(
 
 def parse_ldconfig(text: str) -> list[dict[str, Any]]:
     """Tracked CUDA libraries in ``ldconfig -p`` output (``\\tlibcudart.so.12 (libc6,x86-64) => /path``)."""
-    out: list[dict[str, Any]] = []
-    for m in filter(None, map(_LDCONFIG_LINE.match, text.splitlines())):
-        provided = tracked(m.group(1))
-        if provided is not None:
-            out.append({"name": m.group(1), "flags": m.group(2), "path": m.group(3), "lib": provided[0], "major": provided[1]})
-    return out
+    return [
+        {"name": m[1], "flags": m[2], "path": m[3], "lib": provided[0], "major": provided[1]}
+        for m in filter(None, map(_LDCONFIG_LINE.match, text.splitlines()))
+        if (provided := tracked(m[1])) is not None
+    ]
 
 
 def list_library_dirs(dirs: Iterable[str]) -> list[dict[str, Any]]:
@@ -358,9 +351,8 @@ def list_library_dirs(dirs: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def site_roots(entries: Iterable[str]) -> list[str]:
-    """The package folders of an import path, resolved, none inside another: ``site-packages``/
-    ``dist-packages`` and any folder holding ``*.dist-info`` (``pip --target``; a stray
-    ``.egg-info`` in a project folder does not count). The stdlib or a checkout hold no CUDA extension."""
+    """The package folders of an import path, resolved, none inside another: ``site-packages``,
+    ``dist-packages``, any folder holding ``*.dist-info`` (``pip --target``; not a stray ``.egg-info``)."""
     roots: list[str] = []
     for entry in entries:
         try:

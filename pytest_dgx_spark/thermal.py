@@ -236,6 +236,7 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("hw_thermal_slowdown", "HW Thermal Slowdown", "HW thermal"),
     ("hw_power_brake_slowdown", "HW Power Braking", "power brake"),
 )
+WORDS = {name: word for name, _, word in COUNTERS}
 #: heat or the power supply cut the clocks (WARN); SW power capping is normal
 SLOWDOWN_COUNTERS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 _Q_COUNTERS = {label.lower(): name for name, label, _ in COUNTERS}

@@ -156,8 +156,7 @@ def _per_gpu(samples: Iterable[Mapping[str, Any]]) -> dict[int, list[tuple[float
 
 def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Mapping[int, str] | None = None,
                  counters_before: Any = None, counters_after: Any = None) -> ChartData | None:
-    """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
-    read around them; ``None`` with fewer than two samples with a reading."""
+    """Chart data from samples and the counters read around them; None without two readings."""
     data = ChartData(title=title)
     before, after = counters_by_gpu(counters_before), counters_by_gpu(counters_after)
     counter_notes = []
@@ -197,14 +196,12 @@ def _counter_spans(
 
 
 def fits(grew_us: int, seconds: float) -> bool:
-    """Whether a counter's growth fits in the sample (with slack for the reads
-    around it): more is a counter reset or another unit, never time in the sample."""
+    """Whether a growth fits the sample, with slack: more is a counter reset or another unit."""
     return grew_us / 1e6 <= seconds * 1.25 + 1.0
 
 
 def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[str, int], seconds: float) -> str:
-    """``GPU 0 clock-event counters since boot: power cap 3.0 h, …; during the
-    sample: SW thermal +3 s``; a growth the sample cannot hold is named as not drawn."""
+    """``GPU 0 clock-event counters since boot: power cap 3.0 h, …; during the sample: SW thermal +3 s``."""
     delta = thermal.counter_deltas(before, after)
     totals = [f"{word} {thermal.seconds_text(after[name])}" for name, _, word in thermal.COUNTERS
               if name in after and (name != "sync_boost" or after[name])]
@@ -271,8 +268,7 @@ def render(data: ChartData, fmt: str = "svg") -> bytes:
 
 
 def note_lines(notes: Sequence[str]) -> list[str]:
-    """The notes as drawn: broken at ``; `` (indented with no-break spaces: SVG
-    viewers drop leading ones), at most :data:`MAX_NOTE_LINES` lines."""
+    """Notes broken at ``; ``, indented with no-break spaces (SVG drops leading ones), MAX_NOTE_LINES."""
     lines: list[str] = []
     for note in notes:
         parts = note.split("; ")
@@ -359,8 +355,7 @@ _g4_drawn: WeakKeyDictionary[Any, Drawn] = WeakKeyDictionary()
 
 
 def g4_chart(preflight: Any) -> Drawn:
-    """G4's chart as SVG for the html and Allure reports, drawn once per run (if G4 ran here,
-    from the facts this run's engine keeps, a replay's too)."""
+    """G4's chart for the html and Allure reports, from this run's engine (a replay's too), drawn once."""
     if preflight not in _g4_drawn:
         try:
             stored = preflight.engine.facts("G4")

@@ -194,8 +194,7 @@ class GpuSampler:
             entry["max_used_bytes"] = used
 
     def counters(self) -> dict[str, list[Any]]:
-        """The clock-event counters the child read at start and at stop
-        (``counters_before``/``counters_after``, as in G4's facts), for the chart."""
+        """``counters_before``/``counters_after`` the child read at start and stop, as in G4's facts."""
         with self._lock:
             return {k: list(self._data.get(k) or []) for k in ("counters_before", "counters_after")}
 
@@ -220,8 +219,7 @@ class GpuSampler:
     def _gpus(
         self, data: Mapping[str, Any], series: Mapping[int, Any], thinned: Mapping[int, Any]
     ) -> tuple[list[dict[str, Any]], dict[str, int], list[str]]:
-        """Per GPU: its series summary, the throttle reasons seen, and flat-power notes (a power
-        flat while the temperature rose: a cap the reasons do not name)."""
+        """Per GPU summaries, throttle reasons, and flat-power notes (a cap the reasons do not name)."""
         static = {int(d.get("index", 0)): d for d in data.get("sample_devices") or []}
         gpus, flat_notes = [], []
         throttle: dict[str, int] = {}
@@ -306,8 +304,7 @@ def _gpu_line(g: Mapping[str, Any]) -> str:
 
 
 def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Thermal and power-brake slowdown (seconds) the clock-event counters gained
-    between the sampler's start and stop, per GPU (``{}``: none, or not read)."""
+    """Per GPU, the slowdown seconds the counters gained from start to stop (``{}``: none, or not read)."""
     before = {c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)}
     out: dict[str, dict[str, float]] = {}
     for c in (c for c in data.get("counters_after") or [] if isinstance(c, Mapping)):
@@ -354,8 +351,7 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
-    """The body of the ``spark_sampler`` fixture: sample while the test runs,
-    then attach the summary and the series to the test's report."""
+    """The ``spark_sampler`` fixture: sample while the test runs, then attach the results to its report."""
     params = dict(getattr(request, "param", None) or {})
     try:
         timeout = float(request.config.getoption("spark_timeout", None) or 10.0)
@@ -388,8 +384,7 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
 
 
 def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary: Mapping[str, Any]) -> None:
-    """Keep the series for a chart when a report will show one (pytest-html,
-    Allure, ``--spark-report``), and register the chart hooks once."""
+    """Keep the series when a report will chart it (html, Allure, ``--spark-report``); hooks once."""
     html = html_report.html_wanted(config)
     allure = allure_report.listener(config) is not None
     extras = config.pluginmanager.get_plugin("dgx_spark_extras")  # registered with --spark-preflight
@@ -421,8 +416,7 @@ def sampler_chart(item: pytest.Item) -> Drawn | None:
 
 
 class SamplerCharts:
-    """The ``spark_sampler`` chart on the test's teardown report: a pytest-html
-    extra (it gathers every phase's extras into the row) and an Allure attachment."""
+    """The chart on the teardown report: a pytest-html extra (it gathers every phase's) and in Allure."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config

@@ -262,8 +262,7 @@ def _leading_int(text: str) -> int | None:
 
 
 def parse_smi_q(text: str) -> list[SmiQGpu]:
-    """Per GPU, in ``nvidia-smi -q`` order: its ``Clocks Event Reasons Counters`` and
-    ``Temperature`` sections; tolerates annotations, ``N/A`` and unknown sections."""
+    """Per GPU: its ``Clocks Event Reasons Counters`` and ``Temperature`` sections; ``N/A`` tolerated."""
     gpus: list[SmiQGpu] = []
     section = ""
     for line in text.splitlines():
@@ -289,8 +288,7 @@ def parse_smi_q(text: str) -> list[SmiQGpu]:
 
 
 def counter_deltas(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, int | None]:
-    """``after - before`` per counter (us); ``None`` when either is unknown or it went
-    backwards (the driver was reloaded)."""
+    """``after - before`` per counter (us); None if unknown or it went back (the driver reloaded)."""
     b, a = before or {}, after or {}
     return {name: y - x if isinstance(x := b.get(name), int) and isinstance(y := a.get(name), int) and y >= x
             else None for name, _, _ in COUNTERS}

@@ -236,8 +236,7 @@ def smi_fields(argv: Sequence[str]) -> list[str]:
 
 
 def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Facts:
-    """The fallback: ``nvidia-smi --query-gpu`` (timed, own process group), then for a
-    series the same query repeated in a child, with ``-q`` for the counters around it."""
+    """The fallback: ``nvidia-smi --query-gpu``, repeated in a child for a series, ``-q`` around it."""
     facts = Facts(source="nvidia-smi", seconds=float(ctx.settings.thermal_seconds), notes=[f"NVML: {nvml_reason}"])
     for reason_field in SMI_REASON_FIELDS:
         argv = smi_argv(reason_field)
@@ -319,8 +318,7 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
 
 
 def _smi_value(raw: str) -> tuple[float | None, str | None]:
-    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported"); NaN, inf or a
-    number no GPU reports -> (None, "OutOfRange"): a tool's output is data."""
+    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported"); NaN, inf -> OutOfRange."""
     text = raw.strip()
     if (err := SMI_NOT_A_VALUE.get(text.lower())) is not None:
         return None, err
@@ -334,8 +332,7 @@ def _smi_value(raw: str) -> tuple[float | None, str | None]:
 
 
 def parse_smi(text: str, fields: Sequence[str], *, t: float) -> tuple[list[Device], Sample, list[str]]:
-    """``--query-gpu`` CSV -> (static per GPU, one sample, problems); a header line (trusted for
-    names and order), units, ``[N/A]``, ``[GPU is lost]``, empty and short lines are all handled."""
+    """``--query-gpu`` CSV -> (static per GPU, one sample, problems); a header line names the columns."""
     statics: list[Device] = []
     gpus: list[GpuReading] = []
     problems: list[str] = []
@@ -409,8 +406,7 @@ def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float |
 
 
 def flat_ceiling(params: Params, limit_w: float | None) -> float | None:
-    """'Well under the limit': the configured watts (GB10: the seed's 100 W; its limit reads
-    N/A), else a fraction of the enforced limit."""
+    """'Well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit is N/A), else a share."""
     watts = params.threshold("g4_flat_power_w")
     if watts > 0:
         return watts
@@ -476,8 +472,7 @@ def _unreachable(facts: Facts) -> Result | None:
 
 
 def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
-    """A G4 that could not sample still says what the kernel log holds; with no GPU to sample,
-    a GSP/hardware Xid since boot (169: proprietary modules on GB10) is the reason, so it FAILs."""
+    """The kernel log's Xids; with no GPU to sample, a GSP/hardware one (169 on GB10) is why: FAIL."""
     out = Findings("G4")
     _xid_stage(facts, params, out)
     early.details = [*early.details, *out.details]
@@ -490,8 +485,7 @@ def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
 
 
 def xid_class(code: int, chosen: Mapping[str, str] | None = None) -> str:
-    """``hardware`` (GSP or the GPU itself: FAIL), ``application`` (a process's kernel: WARN),
-    ``other`` (WARN) or ``ignore`` (listed only); ``--spark-xid-class CODE=CLASS`` (``chosen``) first."""
+    """hardware (FAIL), application, other (WARN) or ignore; ``--spark-xid-class`` (``chosen``) first."""
     given = (chosen or {}).get(str(code))
     if given:
         return given
@@ -563,9 +557,8 @@ def _median(values: Sequence[float]) -> float:
 
 
 def _low_power_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
-    """N5: under load (utilisation at the gate), an SM clock and power both low with no
-    heat or brake reason is a stuck low-power state; without load it cannot be told.
-    Each GPU is judged on its own load; its readings only for the first GPU (the run's row)."""
+    """N5: under load, SM clock and power both low with no heat or brake reason: a stuck low-power
+    state. Each GPU is judged on its own load; readings only for the first GPU (the run's row)."""
     names = ("g4_low_power_util_pct", "g4_low_power_clock_mhz", "g4_low_power_w")
     gate, clock_max, watts_max = (params.threshold(n) for n in names)
     if clock_max <= 0 or watts_max <= 0:
@@ -583,8 +576,7 @@ def _low_power_stage(facts: Facts, params: Params, out: Findings) -> list[Readin
 
 
 def _loaded_medians(loaded: Sequence[GpuReading]) -> tuple[float, float, bool] | None:
-    """``(SM clock median MHz, power median W, a throttle reason seen)`` under load; None
-    when the clock or power was not read, so the state cannot be judged."""
+    """``(SM clock median MHz, power median W, a throttle reason seen)``; None: clock or power not read."""
     clocks = [float(c) for g in loaded if isinstance(c := g.get("clock_sm_mhz"), (int, float))]
     watts = [float(w) / 1000.0 for g in loaded if isinstance(w := g.get("power_usage_mw"), (int, float))]
     masks = [m for g in loaded if (m := thermal.parse_mask(g.get("clock_event_reasons"))) is not None]
@@ -629,8 +621,7 @@ def _low_power_gpu(
 
 
 def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findings, ceilings: list[float]) -> list[Reading]:
-    """One GPU: lost or errors only (FAIL), active reasons, heat, flat power (WARN); its
-    readings when there are several GPUs."""
+    """One GPU: lost or errors only (FAIL), reasons, heat, flat power (WARN); readings if several GPUs."""
     label = f"GPU {s.index}" + (f" ({dev['name']})" if dev.get("name") else "")
     if s.lost:
         out.fail(f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)",
@@ -719,8 +710,7 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float 
 
 
 def _counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
-    """WARN when thermal or power-brake slowdown grew during the sample, or its total since
-    the driver loaded is above ``g4_slowdown_since_boot_s``; SW power capping is not judged."""
+    """Each GPU's counters judged and read out; SW power capping is not judged."""
     before = {int(c.get("index", 0)): c for c in facts.counters_before}
     after = {int(c.get("index", 0)): c for c in facts.counters_after if c.get("us")}
     if not after:
@@ -760,9 +750,7 @@ def _counter_findings(where: str, us: Mapping[str, int], delta: Mapping[str, int
 
 
 def _counter_figures(facts: Facts) -> tuple[dict[str, int], list[tuple[str, str]], str | None] | None:
-    """The first GPU's counters after the sample, ``[(name, "3.0 h"), …]`` since boot (both thermal
-    ones summed), and the slowdown that grew during the sample (None: no reading before); None
-    without counters."""
+    """First GPU: counters, ``[(name, "3.0 h")]`` since boot (thermal summed), slowdown in the sample."""
     a = next((c for c in facts.counters_after if c.get("us")), None)
     if a is None:
         return None
@@ -778,8 +766,7 @@ def _counter_figures(facts: Facts) -> tuple[dict[str, int], list[tuple[str, str]
 
 
 def _counters_text(facts: Facts) -> str:
-    """``clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s;
-    slowdown +0 s in the sample`` (first GPU; empty without counters)."""
+    """``clock-event counters since boot: power cap 14.0 h, …; slowdown +0 s in the sample``."""
     if (figures := _counter_figures(facts)) is None:
         return ""
     _, parts, during = figures
@@ -788,8 +775,7 @@ def _counters_text(facts: Facts) -> str:
 
 
 def _counters_short(facts: Facts, room: int) -> str:
-    """The counters for the default line in ``room`` characters where it can: "no clock events
-    since boot", else every figure, else only those not 0. Empty without counters."""
+    """The counters in ``room`` characters where it can: none, else every figure, else those not 0."""
     if (figures := _counter_figures(facts)) is None:
         return ""
     us, parts, during = figures
@@ -825,8 +811,7 @@ def _tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
 
 
 def _overview(series: Mapping[int, GpuSeries], static: Mapping[int, Device], facts: Facts, how: str) -> tuple[str, str]:
-    """(the line, its headline): ranges measured, the limit, the clock, the T.Limit margin,
-    the reasons seen and the counters."""
+    """(the line, its headline): ranges, limit, clock, T.Limit margin, reasons seen, counters."""
     all_s = list(series.values())
     temps, watts = _span(*_range(all_s, "temperature"), "C"), _span(*_range(all_s, "power_w"), "W")
     clock = _span(*_range(all_s, "clock_sm"), "MHz")

@@ -92,8 +92,7 @@ def parse_kmsg_record(raw: bytes) -> dict[str, Any] | None:
 
 
 def parse_text_log(text: str) -> list[dict[str, Any]]:
-    """``dmesg`` or ``journalctl -k -o short-monotonic`` output -> records (no ``seq``); header
-    lines (``-- Logs begin …``, ``-- No entries --``) and lines without a time are skipped."""
+    """``dmesg`` or ``journalctl -k -o short-monotonic`` output -> records; lines without a time skipped."""
     out: list[dict[str, Any]] = []
     for line in text.splitlines():
         if m := _BRACKETED.match(line.strip()):
@@ -209,9 +208,7 @@ def _from_command(name: str, res: CommandResult, *, limit: int) -> KernelLog:
 def read_kernel_log(
     kmsg_path: str, command: Callable[[Sequence[str], float], CommandResult], *, timeout: float = 10.0, limit: int = MAX_RECORDS
 ) -> KernelLog:
-    """The first readable of ``/dev/kmsg``, ``journalctl -k -b``, ``dmesg``; never raises.
-    ``command(argv, seconds)`` runs a program bounded in time and output
-    (:func:`~pytest_dgx_spark.probes.commands.run_command`); the sources share ``timeout``."""
+    """The first readable source, sharing ``timeout``; never raises. ``command``: a bounded run_command."""
     begun = time.monotonic()
     problems: list[str] = []
     denied: list[str] = []

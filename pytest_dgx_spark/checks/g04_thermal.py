@@ -105,22 +105,18 @@ class Facts(FactsBase):
     duration_s: float | None = None
     hung: str | None = None  # the driver did not answer in time
     broken: str | None = None  # it answered, wrongly (crash, exit code, errors)
-    #: no NVIDIA GPU / driver; or, starting with LIMITED, a limit of this box stopped the probe
-    missing: str | None = None
+    missing: str | None = None  # no NVIDIA GPU / driver; or, starting with LIMITED, a limit of this box
     notes: list[str] = field(default_factory=list)
     counters_before: list[CounterSet] = field(default_factory=list)
     counters_after: list[CounterSet] = field(default_factory=list)
     counters_source: str | None = None  # "nvml" (field values), "nvidia-smi -q", or None
     temps_q: list[dict[str, int | None]] = field(default_factory=list)  # -q Temperature per GPU
-    #: where the kernel log came from ("/dev/kmsg", "journalctl", "dmesg"); None: not readable / not read
-    kernel_log_source: str | None = None
+    kernel_log_source: str | None = None  # "/dev/kmsg", "journalctl", "dmesg"; None: not readable / not read
     kernel_log_records: int = 0
-    #: why the kernel log was not read (how to allow it when it is a permission); None when read
-    kernel_log_problem: str | None = None
+    kernel_log_problem: str | None = None  # why it was not read (how to allow it if a permission)
     kernel_log_cut: str | None = None  # which bound ended the read
-    #: Xid lines since boot, latest first (at most XID_KEEP), and every Xid's count by code
-    xids: list[dict[str, Any]] = field(default_factory=list)
-    xid_counts: dict[str, int] = field(default_factory=dict)
+    xids: list[dict[str, Any]] = field(default_factory=list)  # since boot, latest first (at most XID_KEEP)
+    xid_counts: dict[str, int] = field(default_factory=dict)  # every Xid's count by code
 
     #: captures written before the kernel log was read replay as they did, saying so in -v
     NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -130,15 +131,12 @@ def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, in
     """Contiguous runs of ``True`` as (start, end, samples), each ending at the next sample's time."""
     step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 1.0
     out: list[tuple[float, float, int]] = []
-    start = None
-    for i, on in enumerate(active):
-        if on and start is None:
-            start = i
-        if start is not None and (not on or i == len(active) - 1):
-            last = i if on else i - 1
-            end = times[last + 1] if last + 1 < len(times) else times[last] + step
-            out.append((times[start], end, last - start + 1))
-            start = None
+    start = 0
+    for on, run in groupby(active):
+        n = len(list(run))
+        if on:
+            out.append((times[start], times[start + n] if start + n < len(times) else times[start + n - 1] + step, n))
+        start += n
     return out
 
 

@@ -150,11 +150,7 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
         if not isinstance(gpu, Mapping):
             continue
         s = series.setdefault(int(gpu.get("index", 0)), GpuSeries(int(gpu.get("index", 0))))
-        errors = {str(k): e for k, e in (gpu.get("errors") or {}).items() if isinstance(e, Mapping)}
-        lost = bool(gpu.get("lost")) or any(e.get("name") == "GpuIsLost" for e in errors.values())
-        if lost and s.lost_at is None:
-            s.lost_at = t
-        s.errors.update({k: str(e["name"]) for k, e in errors.items() if e.get("name")})
+        lost = _errors(s, gpu, t)
         temp, mw = _number(gpu.get("temperature_c")), _number(gpu.get("power_usage_mw"))
         watts = None if mw is None else mw / 1000.0
         if lost and temp is None and watts is None:
@@ -171,6 +167,16 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
                 s.reasons[name] = s.reasons.get(name, 0) + 1
         if keep_points:
             s.points.append((t, temp, watts))
+
+
+def _errors(s: GpuSeries, gpu: Mapping[str, Any], t: float) -> bool:
+    """Keep the sample's error names; whether it said the GPU is lost (its time kept)."""
+    errors = {str(k): e for k, e in (gpu.get("errors") or {}).items() if isinstance(e, Mapping)}
+    lost = bool(gpu.get("lost")) or any(e.get("name") == "GpuIsLost" for e in errors.values())
+    if lost and s.lost_at is None:
+        s.lost_at = t
+    s.errors.update({k: str(e["name"]) for k, e in errors.items() if e.get("name")})
+    return lost
 
 
 def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:

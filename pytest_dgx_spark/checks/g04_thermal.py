@@ -401,14 +401,6 @@ def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float |
     return (min(lows) if lows else None, max(highs) if highs else None)
 
 
-def flat_ceiling(params: Params, limit_w: float | None) -> float | None:
-    """'Well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit is N/A), else a share."""
-    watts = params.threshold("g4_flat_power_w")
-    if watts > 0:
-        return watts
-    return limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
-
-
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G4 from a sample series and the clock-event counters (pure)."""
     early = _unreachable(facts)
@@ -631,10 +623,12 @@ def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findi
     out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
     _heat_stage(s, label, params, out)
-    ceiling = flat_ceiling(params, _watts(dev.get("power_limit_mw")))
+    # 'well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit reads N/A), else a share of it
+    limit_w, watts = _watts(dev.get("power_limit_mw")), params.threshold("g4_flat_power_w")
+    ceiling = watts if watts > 0 else limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
     if ceiling:
         ceilings.append(ceiling)
-    _flat_stage(s, label, _watts(dev.get("power_limit_mw")), ceiling, params, out)
+    _flat_stage(s, label, limit_w, ceiling, params, out)
     if s.busy is False and s.temperature.n > 1:
         out.note(f"{label}: idle in most samples; the flat-power rule needs load")
     if not many:

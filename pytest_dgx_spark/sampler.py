@@ -209,8 +209,10 @@ class GpuSampler:
             return f"nvidia-ml-py (pynvml) not importable: {data['import_error']}"
         if init := data.get("init_error"):
             return f"NVML unavailable: {init.get('message') or init.get('name')} ({init.get('name')})"
-        if has_series or self._stop_note:
-            return self._stop_note if not has_series else None
+        if has_series:
+            return None
+        if self._stop_note:
+            return self._stop_note
         if self._proc is not None and self._proc.poll() not in (None, 0):
             tail = b"".join(self._stderr).decode("utf-8", "replace").strip().splitlines()[-1:]
             return f"the sampler child exited {self._proc.returncode}" + (f": {tail[0]}" if tail else "")

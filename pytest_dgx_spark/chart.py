@@ -96,7 +96,9 @@ class ChartData:
         return asdict(self)
 
 
-def _number(gpu: Mapping[str, Any], keys: Sequence[tuple[str, float]], digits: int | None = 3) -> float | None:
+def _number(
+    gpu: Mapping[str, Any], keys: Sequence[tuple[str, float]], digits: int | None = 3
+) -> float | None:
     """The first key's number, scaled (and rounded); None when no key holds one."""
     for key, scale in keys:
         value = gpu.get(key)
@@ -135,7 +137,8 @@ def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, in
     for on, run in groupby(active):
         n = len(list(run))
         if on:
-            out.append((times[start], times[start + n] if start + n < len(times) else times[start + n - 1] + step, n))
+            end = times[start + n] if start + n < len(times) else times[start + n - 1] + step
+            out.append((times[start], end, n))
         start += n
     return out
 

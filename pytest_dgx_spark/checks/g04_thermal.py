@@ -41,8 +41,8 @@ SMI_REASON_FIELDS: tuple[str | None, ...] = ("clocks_event_reasons.active", "clo
 SMI_NO_GPU_CODES = {9, 12}
 SMI_LOST_CODE = 15
 #: the long and short spellings nvidia-smi accepts and prints in headers
-SMI_ALIASES = {"clocks.current.sm": "clocks.sm", "gpu_name": "name", "gpu.power.current_limit": "enforced.power.limit",
-               "gpu.power.requested_limit": "power.limit"}
+SMI_ALIASES = {"clocks.current.sm": "clocks.sm", "gpu_name": "name",
+               "gpu.power.current_limit": "enforced.power.limit", "gpu.power.requested_limit": "power.limit"}
 #: what nvidia-smi prints instead of a value, and the NVML error it stands for
 SMI_NOT_A_VALUE = {
     **dict.fromkeys(("[n/a]", "n/a", "[not supported]", "not supported", ""), "NotSupported"),
@@ -78,13 +78,13 @@ XID_FIXES: tuple[tuple[frozenset[int] | None, str, str], ...] = (
     (None, "reboot; if the Xid comes back, collect `sudo nvidia-bug-report.sh` and contact NVIDIA support "
      "(possible RMA)", "reboot; nvidia-bug-report.sh if it recurs"),
 )
-XID_APP_FIX = ("a GPU kernel of that process faulted and the process most likely died (a service may still "
-               "exit 0): update or patch the kernel path it ran (nightly NVFP4/FP8 kernels, attention backends), "
-               "then re-run it")
+XID_APP_FIX = ("a GPU kernel of that process faulted and the process most likely died (a service may "
+               "still exit 0): update or patch the kernel path it ran (nightly NVFP4/FP8 kernels, attention "
+               "backends), then re-run it")
 XID_OTHER_FIX = "look the Xid up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors)"
-LOW_POWER_FIX = ("a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the Spark, "
-                 "wait 60 s, plug it back in (`nvidia-smi -lgc` does not lift it); if it persists, try another "
-                 "240 W supply, then RMA")
+LOW_POWER_FIX = ("a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the "
+                 "Spark, wait 60 s, plug it back in (`nvidia-smi -lgc` does not lift it); if it persists, "
+                 "try another 240 W supply, then RMA")
 LOW_POWER_SHORT = "unplug the power brick (wall + Spark), wait 60 s"
 
 
@@ -120,8 +120,9 @@ class Facts(FactsBase):
 
     #: captures written before the kernel log was read replay as they did, saying so in -v
     NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {
-        "kernel_log_source": None, "kernel_log_records": 0, "kernel_log_cut": None, "xids": [], "xid_counts": {},
+        "kernel_log_source": None, "kernel_log_records": 0,
         "kernel_log_problem": "not in this capture (written before G4 read the kernel log)",
+        "kernel_log_cut": None, "xids": [], "xid_counts": {},
     }
 
 
@@ -216,8 +217,8 @@ def _keep_q(facts: Facts, before: list[SmiQGpu] | None, after: list[SmiQGpu]) ->
 
 def _static_from_snapshot(dev: Mapping[str, Any]) -> Device:
     keep = ("power_limit_mw", "max_clock_sm_mhz", "name")
-    return {"index": dev.get("index", 0), "name": dev.get("name"), "power_limit_mw": dev.get("power_limit_mw"),
-            "max_clock_sm_mhz": dev.get("max_clock_sm_mhz"),
+    return {"index": dev.get("index", 0), "name": dev.get("name"),
+            "power_limit_mw": dev.get("power_limit_mw"), "max_clock_sm_mhz": dev.get("max_clock_sm_mhz"),
             "errors": {k: v for k, v in (dev.get("errors") or {}).items() if k in keep}}
 
 
@@ -233,7 +234,8 @@ def smi_fields(argv: Sequence[str]) -> list[str]:
 
 def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Facts:
     """The fallback: ``nvidia-smi --query-gpu``, repeated in a child for a series, ``-q`` around it."""
-    facts = Facts(source="nvidia-smi", seconds=float(ctx.settings.thermal_seconds), notes=[f"NVML: {nvml_reason}"])
+    seconds = float(ctx.settings.thermal_seconds)
+    facts = Facts(source="nvidia-smi", seconds=seconds, notes=[f"NVML: {nvml_reason}"])
     for reason_field in SMI_REASON_FIELDS:
         argv = smi_argv(reason_field)
         res = ctx.machine.command(argv)
@@ -443,11 +445,11 @@ def _unreachable(facts: Facts) -> Result | None:
         return Result("G4", status, summary, fix, details=facts.notes, headline=headline, short_fix=short_fix)
 
     if facts.missing and facts.missing.startswith(LIMITED):
-        return stop(Status.SKIP, f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run again",
-                    "not checked (resource limit)")
+        return stop(Status.SKIP, f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run "
+                    "again", "not checked (resource limit)")
     if facts.hung:
-        return stop(Status.FAIL, f"driver not answering: {facts.hung}", "GPU driver not answering", DRIVER_FIX,
-                    DRIVER_SHORT)
+        return stop(Status.FAIL, f"driver not answering: {facts.hung}", "GPU driver not answering",
+                    DRIVER_FIX, DRIVER_SHORT)
     if facts.missing:
         names = re.findall(r"\(([A-Za-z]+)\)", facts.missing)  # the error name, else the start
         return stop(Status.SKIP, f"no NVIDIA GPU: {facts.missing}",
@@ -599,8 +601,8 @@ def _low_power_gpu(
     if first:
         readings += [Reading("loaded_sm_clock_median", _rnd(clock, 0), "MHz"), Reading("loaded_power_median", _rnd(power), "W")]
     if clock < clock_max and power < watts_max and not throttled:
-        out.fail(f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no throttle "
-                 "reason: a stuck low-power state", LOW_POWER_FIX,
+        out.fail(f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no "
+                 "throttle reason: a stuck low-power state", LOW_POWER_FIX,
                  f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
                  LOW_POWER_SHORT)
     else:
@@ -612,8 +614,9 @@ def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findi
     """One GPU: lost or errors only (FAIL), reasons, heat, flat power (WARN); readings if several GPUs."""
     label = f"GPU {s.index}" + (f" ({dev['name']})" if dev.get("name") else "")
     if s.lost:
-        out.fail(f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)",
-                 DRIVER_FIX, f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)", DRIVER_SHORT)
+        out.fail(f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} "
+                 "readings)", DRIVER_FIX, f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
+                 DRIVER_SHORT)
         return []
     real = {k: v for k, v in sorted(s.errors.items()) if v != "NotSupported"}
     if s.temperature.n == 0 and s.power_w.n == 0 and real:
@@ -623,9 +626,10 @@ def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findi
     out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
     _heat_stage(s, label, params, out)
-    # 'well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit reads N/A), else a share of it
+    # 'well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit reads N/A), else a share
     limit_w, watts = _watts(dev.get("power_limit_mw")), params.threshold("g4_flat_power_w")
-    ceiling = watts if watts > 0 else limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
+    share = limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
+    ceiling = watts if watts > 0 else share
     if ceiling:
         ceilings.append(ceiling)
     _flat_stage(s, label, limit_w, ceiling, params, out)
@@ -656,7 +660,8 @@ def _reasons_stage(s: GpuSeries, label: str, out: Findings) -> None:
                       "check cooling, the power supply and dmesg"))
     tmax = _fmt(s.temperature.max, "C")
     out.warn(f"{label}: {names} (max {tmax})", "; ".join(f for f, _ in fixes),
-             f"{first} in {throttle[first]}/{s.reason_samples} samples, max {tmax}", fixes[0][1] if fixes else "")
+             f"{first} in {throttle[first]}/{s.reason_samples} samples, max {tmax}",
+             fixes[0][1] if fixes else "")
 
 
 def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None:
@@ -678,11 +683,12 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None
 def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float | None, params: Params, out: Findings) -> None:
     """The seed's pattern: power flat well under the limit while the chip heats."""
     idle_w = params.threshold("g4_idle_power_w")
-    flat = thermal.flat_power_climb(s, ceiling_w=ceiling, band_fraction=params.threshold("g4_flat_power_band_fraction"),
-                                    rise_c=params.threshold("g4_temp_rise_c"))
+    flat = thermal.flat_power_climb(s, ceiling_w=ceiling, rise_c=params.threshold("g4_temp_rise_c"),
+                                    band_fraction=params.threshold("g4_flat_power_band_fraction"))
     if flat is not None and idle_w > 0 and flat.power_max <= idle_w:
-        out.note(f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= g4_idle_power_w = "
-                 f"{idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule needs load)")
+        out.note(f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= "
+                 f"g4_idle_power_w = {idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule "
+                 "needs load)")
     elif flat is not None:
         watts = _span(flat.power_min, flat.power_max, "W")
         out.warn(
@@ -717,7 +723,8 @@ def _counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading
         prefix = f"gpu{index}_" if len(after) > 1 else ""
         for name, _, _ in thermal.COUNTERS:
             for when, value in (("since_boot", us.get(name)), ("in_sample", delta.get(name))):
-                readings.append(Reading(f"{prefix}{name}_{when}", None if value is None else round(value / 1e6, 3), "s"))
+                seconds = None if value is None else round(value / 1e6, 3)
+                readings.append(Reading(f"{prefix}{name}_{when}", seconds, "s"))
     return readings
 
 
@@ -729,7 +736,8 @@ def _counter_findings(where: str, us: Mapping[str, int], delta: Mapping[str, int
         words = ", ".join(f"{thermal.WORDS[n]} +{thermal.seconds_text(d)}" for n, d in grew.items())
         brake = set(grew) == {"hw_power_brake_slowdown"}
         out.warn(f"{where} clocks cut during the sample: {words} (clock-event counters)",
-                 BRAKE_FIX if brake else COOL_FIX, f"{words} during the sample", BRAKE_SHORT if brake else COOL_SHORT)
+                 BRAKE_FIX if brake else COOL_FIX, f"{words} during the sample",
+                 BRAKE_SHORT if brake else COOL_SHORT)
     elif sum(us.get(n) or 0 for n in thermal.SLOWDOWN_COUNTERS) / 1e6 > boot_s:
         words = ", ".join(f"{thermal.WORDS[n]} {thermal.seconds_text(us.get(n))}"
                           for n in thermal.SLOWDOWN_COUNTERS if us.get(n))

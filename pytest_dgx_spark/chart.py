@@ -1,15 +1,11 @@
-"""A small picture of a thermal series: temperature, power and SM clock
-against time, with throttle reasons and clock-event counter growth shaded.
+"""A small picture of a thermal series: temperature, power and SM clock against time, with
+throttle reasons and clock-event counter growth shaded.
 
-G4's sample and every ``spark_sampler`` series are lists of
-``{"t": seconds, "gpus": [{...}]}``. :func:`from_samples` turns one into plain
-data (:class:`ChartData`, which the tests read); :func:`render` draws it with
-matplotlib (the optional ``[chart]`` extra) through ``matplotlib.figure.Figure``,
-so no pyplot state or GUI backend of the user's process is touched. GPU entries
-may name their values in several ways (``temperature_c``/``temp_c``,
-``power_usage_mw``/``power_w``, …); any may be missing. The clock-event
-counters are read before and after a series: a slowdown counter that grew is
-a hatched band over the whole window (when in it is not known).
+:func:`from_samples` turns G4's sample or a ``spark_sampler`` series (``{"t", "gpus": [...]}``,
+values under any of several names, any missing) into :class:`ChartData`; :func:`render` draws it
+with matplotlib (the ``[chart]`` extra) through ``Figure``, touching no pyplot state or GUI backend.
+A slowdown counter that grew between the reads around a series is a hatched band over the whole
+window (when in it is not known).
 """
 
 from __future__ import annotations
@@ -19,20 +15,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from pytest_dgx_spark import outfile
+from pytest_dgx_spark import outfile, thermal
 from pytest_dgx_spark.safe_text import shortened
-from pytest_dgx_spark.thermal import (
-    COUNTERS,
-    SLOWDOWN_COUNTERS,
-    counter_deltas,
-    decode_reasons,
-    parse_mask,
-    seconds_text,
-)
 
 #: said instead of a picture when the extra is not installed
 MISSING = "matplotlib is not installed (pip install 'pytest-dgx-spark[chart]')"
@@ -42,18 +31,16 @@ TEMP_KEYS = (("temperature_c", 1.0), ("temp_c", 1.0), ("temperature", 1.0))
 POWER_KEYS = (("power_w", 1.0), ("power_usage_mw", 0.001), ("power_mw", 0.001), ("power_usage_w", 1.0))
 CLOCK_KEYS = (("clock_sm_mhz", 1.0), ("sm_clock_mhz", 1.0), ("clocks_sm_mhz", 1.0), ("sm_mhz", 1.0))
 
-#: reasons that are not a slowdown and are not shaded
-QUIET_REASONS = frozenset({"GpuIdle"})
-#: span colours: heat red, power supply orange, power cap pale yellow, counters purple
+#: span colours: heat red, power supply orange, power cap pale yellow, counters purple, the rest grey
 COLOURS = {"SwThermalSlowdown": "#d62728", "HwThermalSlowdown": "#8c1010", "HwPowerBrakeSlowdown": "#ff7f0e",
            "HwSlowdown": "#e377c2", "SwPowerCap": "#f2d64b", "counter": "#9467bd"}
+DEFAULT_COLOUR = "#7f7f7f"
 #: the most note lines drawn under the chart (the data keeps them all), and each one's height
 MAX_NOTE_LINES = 6
 NOTE_HEIGHT_IN = 0.16
 INDENT = "\u00a0" * 4
 #: the legend entry of the counter bands (each band's own text names the counter)
 COUNTER_LEGEND = "clock-event counter grew"
-DEFAULT_COLOUR = "#7f7f7f"
 #: the smallest y range drawn per row, so that noise on a flat line (1 W on
 #: 100 W, a 1 C step) does not fill the axis and look like a swing
 MIN_SPAN = {"temp_c": 10.0, "power_w": 20.0, "sm_mhz": 200.0}
@@ -77,9 +64,8 @@ class Trace:
 
 @dataclass
 class Span:
-    """A time range where a reason was active, or a window in which a
-    clock-event counter grew (``kind="counter"``, ``reason`` the counter's
-    name, ``seconds`` its growth, ``label`` the text drawn on the band)."""
+    """A time range where a reason was active, or (``kind="counter"``) the window in which the
+    counter ``reason`` grew by ``seconds``, ``label`` the text drawn on its band."""
 
     gpu: int
     reason: str
@@ -110,15 +96,14 @@ class ChartData:
         return asdict(self)
 
 
-# ---------------------------------------------------------------------- data
-
-
-def _number(gpu: Mapping[str, Any], keys: Sequence[tuple[str, float]]) -> float | None:
+def _number(
+    gpu: Mapping[str, Any], keys: Sequence[tuple[str, float]], digits: int | None = 3
+) -> float | None:
+    """The first key's number, scaled (and rounded); None when no key holds one."""
     for key, scale in keys:
         value = gpu.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        return round(float(value) * scale, 3)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value) * scale if digits is None else round(float(value) * scale, digits)
     return None
 
 
@@ -129,82 +114,67 @@ def reasons_of(gpu: Mapping[str, Any]) -> list[str]:
     raw = gpu.get("clock_event_reasons", gpu.get("reasons"))
     if isinstance(raw, (list, tuple)):
         return [str(r) for r in raw if str(r)]
-    return decode_reasons(parse_mask(raw))
+    return thermal.decode_reasons(thermal.parse_mask(raw))
 
 
 def counters_by_gpu(entries: Any) -> dict[int, dict[str, int]]:
     """``[{"index", "us": {counter: us}}]`` -> ``{index: {counter: us}}``, malformed entries left out."""
     out: dict[int, dict[str, int]] = {}
     for entry in entries if isinstance(entries, (list, tuple)) else []:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("us"), Mapping):
-            continue
-        index = entry.get("index", 0)
-        us = {str(k): v for k, v in entry["us"].items() if isinstance(v, int) and not isinstance(v, bool)}
-        if isinstance(index, int) and us:
-            out[index] = us
+        if isinstance(entry, Mapping) and isinstance(entry.get("us"), Mapping):
+            index = entry.get("index", 0)
+            us = {str(k): v for k, v in entry["us"].items() if isinstance(v, int) and not isinstance(v, bool)}
+            if isinstance(index, int) and us:
+                out[index] = us
     return out
-
-
-def _time(sample: Mapping[str, Any], fallback: float) -> float:
-    t = sample.get("t")
-    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else fallback
 
 
 def _runs(times: list[float], active: list[bool]) -> list[tuple[float, float, int]]:
     """Contiguous runs of ``True`` as (start, end, samples), each ending at the next sample's time."""
     step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 1.0
     out: list[tuple[float, float, int]] = []
-    start = None
-    for i, on in enumerate(active):
-        if on and start is None:
-            start = i
-        if start is not None and (not on or i == len(active) - 1):
-            last = i if on else i - 1
-            end = times[last + 1] if last + 1 < len(times) else times[last] + step
-            out.append((times[start], end, last - start + 1))
-            start = None
+    start = 0
+    for on, run in groupby(active):
+        n = len(list(run))
+        if on:
+            end = times[start + n] if start + n < len(times) else times[start + n - 1] + step
+            out.append((times[start], end, n))
+        start += n
     return out
 
 
 def _per_gpu(samples: Iterable[Mapping[str, Any]]) -> dict[int, list[tuple[float, Mapping[str, Any]]]]:
-    """The samples' readings by GPU index, each with its time."""
+    """The samples' readings by GPU index, each with its time (its position where it has none)."""
     per_gpu: dict[int, list[tuple[float, Mapping[str, Any]]]] = {}
     for n, sample in enumerate(s for s in samples if isinstance(s, Mapping)):
-        t = _time(sample, float(n))
+        t = _number(sample, (("t", 1.0),), None)
         for pos, gpu in enumerate(g for g in sample.get("gpus") or [] if isinstance(g, Mapping)):
             index = gpu.get("index", pos)
-            per_gpu.setdefault(int(index) if isinstance(index, int) else pos, []).append((t, gpu))
+            index = int(index) if isinstance(index, int) else pos
+            per_gpu.setdefault(index, []).append((float(n) if t is None else t, gpu))
     return per_gpu
-
-
-def _trace(index: int, name: str | None, points: list[tuple[float, Mapping[str, Any]]]) -> Trace | None:
-    """One GPU's trace; None with fewer than two samples with a reading."""
-    trace = Trace(index, f"GPU {index}" + (f" {name}" if name else ""))
-    for t, gpu in points:
-        trace.t.append(t)
-        trace.temp_c.append(_number(gpu, TEMP_KEYS))
-        trace.power_w.append(_number(gpu, POWER_KEYS))
-        trace.sm_mhz.append(_number(gpu, CLOCK_KEYS))
-    rows = zip(trace.temp_c, trace.power_w, trace.sm_mhz, strict=True)
-    return trace if sum(any(v is not None for v in row) for row in rows) >= 2 else None
 
 
 def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Mapping[int, str] | None = None,
                  counters_before: Any = None, counters_after: Any = None) -> ChartData | None:
-    """Chart data from ``{"t", "gpus"}`` samples and the clock-event counters
-    read around them; ``None`` with fewer than two samples with a reading."""
+    """Chart data from samples and the counters read around them; None without two readings."""
     data = ChartData(title=title)
     before, after = counters_by_gpu(counters_before), counters_by_gpu(counters_after)
     counter_notes = []
     for index, points in sorted(_per_gpu(samples).items()):
-        trace = _trace(index, (names or {}).get(index), points)
-        if trace is None:
+        name = (names or {}).get(index)
+        readings = ([_number(g, keys) for _, g in points] for keys in (TEMP_KEYS, POWER_KEYS, CLOCK_KEYS))
+        trace = Trace(index, f"GPU {index}" + (f" {name}" if name else ""), [t for t, _ in points], *readings)
+        rows = zip(trace.temp_c, trace.power_w, trace.sm_mhz, strict=True)
+        if sum(any(v is not None for v in row) for row in rows) < 2:  # fewer than two samples with a reading
             continue
         data.traces.append(trace)
-        data.spans.extend(_reason_spans(index, points))
+        active = [set(reasons_of(g)) - {"GpuIdle"} for _, g in points]  # GpuIdle is no slowdown: not shaded
+        data.spans += [Span(index, reason, start, end, "reason", n) for reason in sorted(set().union(*active))
+                       for start, end, n in _runs(trace.t, [reason in a for a in active])]
         if index in after:
             window = _runs(trace.t, [True] * len(trace.t))[0]
-            data.spans.extend(_counter_spans(trace.gpu, window, before.get(index), after[index]))
+            data.spans += _counter_spans(index, window, before.get(index), after[index])
             counter_notes.append(counters_note(index, before.get(index), after[index], window[1] - window[0]))
     if not data.traces:
         return None
@@ -215,50 +185,30 @@ def from_samples(samples: Iterable[Mapping[str, Any]], *, title: str, names: Map
     return data
 
 
-def _reason_spans(index: int, points: list[tuple[float, Mapping[str, Any]]]) -> list[Span]:
-    times = [t for t, _ in points]
-    active = [set(reasons_of(g)) - QUIET_REASONS for _, g in points]
-    return [Span(index, reason, start, end, "reason", n) for reason in sorted(set().union(*active))
-            for start, end, n in _runs(times, [reason in a for a in active])]
-
-
 def _counter_spans(
     gpu: int, window: tuple[float, float, int], before: Mapping[str, int] | None, after: Mapping[str, int]
 ) -> list[Span]:
     """One band over the sampled window per slowdown counter that grew across it."""
     start, end, n = window
-    delta = counter_deltas(before, after)
-    spans = []
-    for name in SLOWDOWN_COUNTERS:
-        grew = delta.get(name)
-        if grew and fits(grew, end - start):
-            label = f"{_counter_word(name)} +{seconds_text(grew)} during the sample"
-            spans.append(Span(gpu, name, start, end, "counter", n, label, round(grew / 1e6, 3)))
-    return spans
+    delta = thermal.counter_deltas(before, after)
+    return [Span(gpu, name, start, end, "counter", n, f"{thermal.WORDS[name]} +{thermal.seconds_text(grew)} "
+                 "during the sample", round(grew / 1e6, 3))
+            for name in thermal.SLOWDOWN_COUNTERS if (grew := delta.get(name)) and fits(grew, end - start)]
 
 
 def fits(grew_us: int, seconds: float) -> bool:
-    """Whether a counter's growth fits in the sample (with slack for the reads
-    around it): more is a counter reset or another unit, never time in the sample."""
+    """Whether a growth fits the sample, with slack: more is a counter reset or another unit."""
     return grew_us / 1e6 <= seconds * 1.25 + 1.0
 
 
-def _counter_word(name: str) -> str:
-    return next((word for n, _, word in COUNTERS if n == name), name)
-
-
 def counters_note(index: int, before: Mapping[str, int] | None, after: Mapping[str, int], seconds: float) -> str:
-    """``GPU 0 clock-event counters since boot: power cap 3.0 h, …; during the
-    sample: SW thermal +3 s``; a growth the sample cannot hold is named as not drawn."""
-    delta = counter_deltas(before, after)
-    totals = [
-        f"{word} {seconds_text(after[name])}"
-        for name, _, word in COUNTERS
-        if name in after and (name != "sync_boost" or after[name])
-    ]
-    grown = [(word, d) for name, _, word in COUNTERS if (d := delta.get(name))]
-    held = [f"{word} +{seconds_text(d)}" for word, d in grown if fits(d, seconds)]
-    too_long = [f"{word} +{seconds_text(d)}" for word, d in grown if not fits(d, seconds)]
+    """``GPU 0 clock-event counters since boot: power cap 3.0 h, …; during the sample: SW thermal +3 s``."""
+    delta = thermal.counter_deltas(before, after)
+    totals = [f"{word} {thermal.seconds_text(after[name])}" for name, _, word in thermal.COUNTERS
+              if name in after and (name != "sync_boost" or after[name])]
+    grown = [(f"{word} +{thermal.seconds_text(d)}", fits(d, seconds))
+             for name, _, word in thermal.COUNTERS if (d := delta.get(name))]
+    held, too_long = [t for t, fit in grown if fit], [t for t, fit in grown if not fit]
     note = f"GPU {index} clock-event counters since boot: {', '.join(totals)}"
     if held:
         note += f"; during the sample: {', '.join(held)}"
@@ -281,24 +231,20 @@ def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
     return None
 
 
-def device_names(facts: Mapping[str, Any]) -> dict[int, str]:
-    """``{index: name}`` from a facts mapping's ``devices`` list, if any."""
-    return {int(dev.get("index", 0)): str(dev["name"]) for dev in facts.get("devices") or []
-            if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int)}
-
-
 def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") -> ChartData | None:
     """Chart data from G4's stored facts (``None``: no series to draw)."""
     if not (samples := find_samples(facts)):
         return None
-    return from_samples(samples, title=title, names=device_names(facts),
+    names = {int(dev.get("index", 0)): str(dev["name"]) for dev in facts.get("devices") or []
+             if isinstance(dev, Mapping) and dev.get("name") and isinstance(dev.get("index", 0), int)}
+    return from_samples(samples, title=title, names=names,
                         counters_before=facts.get("counters_before"), counters_after=facts.get("counters_after"))
 
 
-# ---------------------------------------------------------------------- drawing
-
-
-def _matplotlib() -> Any:
+def render(data: ChartData, fmt: str = "svg") -> bytes:
+    """Draw ``data`` as ``svg`` or ``png`` bytes; :class:`ChartUnavailable` says why not."""
+    if fmt not in ("svg", "png"):
+        raise ValueError(f"unknown chart format {fmt!r}")
     try:
         import matplotlib  # lazy: the optional [chart] extra, only when a picture is asked for
         from matplotlib.figure import Figure  # lazy: as above
@@ -306,18 +252,9 @@ def _matplotlib() -> Any:
         raise ChartUnavailable(MISSING) from None
     except Exception as exc:  # a broken install: say so, never crash the run
         raise ChartUnavailable(f"matplotlib failed to import: {type(exc).__name__}: {exc}") from None
-    return matplotlib, Figure
-
-
-def render(data: ChartData, fmt: str = "svg") -> bytes:
-    """Draw ``data`` as ``svg`` or ``png`` bytes; :class:`ChartUnavailable` says why not."""
-    if fmt not in ("svg", "png"):
-        raise ValueError(f"unknown chart format {fmt!r}")
-    matplotlib, figure_class = _matplotlib()
-    rc = {"svg.fonttype": "none", "svg.hashsalt": "pytest-dgx-spark", "font.size": 8}
     lines = note_lines(data.notes)
-    with matplotlib.rc_context(rc):
-        fig = figure_class(figsize=(7.2, 4.6 + NOTE_HEIGHT_IN * len(lines)), dpi=100)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "pytest-dgx-spark", "font.size": 8}):
+        fig = Figure(figsize=(7.2, 4.6 + NOTE_HEIGHT_IN * len(lines)), dpi=100)
         axes = fig.subplots(3, 1, sharex=True)
         _plot(data, axes)
         fig.suptitle(data.title, fontsize=9)
@@ -327,14 +264,12 @@ def render(data: ChartData, fmt: str = "svg") -> bytes:
             fig.text(0.01, y, line, fontsize=7, va="center", gid=f"spark-note-{n}")
         fig.tight_layout(rect=(0, bottom, 1, 1))
         buf = io.BytesIO()
-        metadata = {"Date": None} if fmt == "svg" else {}
-        fig.savefig(buf, format=fmt, metadata=metadata)
+        fig.savefig(buf, format=fmt, metadata={"Date": None} if fmt == "svg" else {})
     return buf.getvalue()
 
 
 def note_lines(notes: Sequence[str]) -> list[str]:
-    """The notes as drawn: broken at ``; `` (indented with no-break spaces: SVG
-    viewers drop leading ones), at most :data:`MAX_NOTE_LINES` lines."""
+    """Notes broken at ``; ``, indented with no-break spaces (SVG drops leading ones), MAX_NOTE_LINES."""
     lines: list[str] = []
     for note in notes:
         parts = note.split("; ")
@@ -344,63 +279,46 @@ def note_lines(notes: Sequence[str]) -> list[str]:
 
 
 def _plot(data: ChartData, axes: Sequence[Any]) -> None:
+    from matplotlib.colors import to_rgba  # lazy: as in render
+    from matplotlib.transforms import blended_transform_factory  # lazy: as in render
+
     rows = (("temp_c", "temperature (C)"), ("power_w", "power (W)"), ("sm_mhz", "SM clock (MHz)"))
     for ax, (attr, label) in zip(axes, rows, strict=True):
         for trace in data.traces:
-            pts = [(t, v) for t, v in zip(trace.t, getattr(trace, attr), strict=True) if v is not None]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2, label=trace.label,
+            if pts := [(t, v) for t, v in zip(trace.t, getattr(trace, attr), strict=True) if v is not None]:
+                ax.plot(*zip(*pts, strict=True), linewidth=1.2, label=trace.label,
                         gid=f"spark-{attr}-gpu{trace.gpu}")
         ax.set_ylabel(label)
-        _min_span(ax, MIN_SPAN[attr])
+        (lo, hi), least = ax.get_ylim(), MIN_SPAN[attr]
+        if hi - lo < least:
+            ax.set_ylim((lo + hi) / 2 - least / 2, (lo + hi) / 2 + least / 2)
         ax.grid(True, linewidth=0.3, alpha=0.5)
     handles: dict[str, Any] = {}
     for span in data.spans:
         counter = span.kind == "counter"
         colour = COLOURS["counter"] if counter else COLOURS.get(span.reason, DEFAULT_COLOUR)
         for n, ax in enumerate(axes):
-            patch = ax.axvspan(span.start, span.end, facecolor=_rgba(colour, 0.12 if counter else 0.28),
+            patch = ax.axvspan(span.start, span.end, facecolor=to_rgba(colour, 0.12 if counter else 0.28),
                                edgecolor="none", linewidth=0)
             patch.set_gid(span.gid if n == 0 else f"{span.gid}-{n}")
             if counter:  # its hatch on a patch of its own: SVG fades a hatch by its patch's fill opacity
-                patch = ax.axvspan(span.start, span.end, facecolor="none", edgecolor=_rgba(colour, 0.35),
+                patch = ax.axvspan(span.start, span.end, facecolor="none", edgecolor=to_rgba(colour, 0.35),
                                    hatch="//", linewidth=0)
                 patch.set_gid(f"{span.gid}-hatch-{n}")
             handles.setdefault(COUNTER_LEGEND if counter else span.reason, patch)
-    _counter_labels(data, axes[0])
+    # each counter band's growth written on it, top right, one line per band
+    where = blended_transform_factory(axes[0].transData, axes[0].transAxes)
+    box = {"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#9467bd", "alpha": 0.85}
+    for k, span in enumerate(s for s in data.spans if s.kind == "counter"):
+        text = f"GPU {span.gpu}: {span.label}" if len(data.traces) > 1 else span.label
+        axes[0].text(span.end, 0.95 - 0.14 * k, text, transform=where, ha="right", va="top", fontsize=7,
+                     color="#4b2a7b", gid=f"{span.gid}-label", bbox=box)
     axes[-1].set_xlabel("time (s)")
     lines, labels = axes[0].get_legend_handles_labels()
-    lines += list(handles.values())
-    labels += list(handles)
+    lines, labels = lines + list(handles.values()), labels + list(handles)
     if lines:  # above the plot, where it hides no band and no counter text
         axes[0].legend(lines, labels, loc="lower left", bbox_to_anchor=(0.0, 1.02), borderaxespad=0.0,
                        fontsize=7, ncol=min(len(lines), 4), frameon=False)
-
-
-def _rgba(colour: str, alpha: float) -> tuple[float, float, float, float]:
-    """``#rrggbb`` and an alpha as matplotlib's RGBA tuple."""
-    value = colour.lstrip("#")
-    red, green, blue = (int(value[i : i + 2], 16) / 255 for i in (0, 2, 4))
-    return (red, green, blue, alpha)
-
-
-def _counter_labels(data: ChartData, ax: Any) -> None:
-    """Write each counter band's growth on it, top right, one line per band."""
-    from matplotlib.transforms import blended_transform_factory  # lazy: as in _matplotlib
-
-    where = blended_transform_factory(ax.transData, ax.transAxes)
-    several = len(data.traces) > 1
-    for k, span in enumerate(s for s in data.spans if s.kind == "counter"):
-        ax.text(span.end, 0.95 - 0.14 * k, f"GPU {span.gpu}: {span.label}" if several else span.label,
-                transform=where, ha="right", va="top", fontsize=7, color="#4b2a7b", gid=f"{span.gid}-label",
-                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#9467bd", "alpha": 0.85})
-
-
-def _min_span(ax: Any, span: float) -> None:
-    lo, hi = ax.get_ylim()
-    if hi - lo < span:
-        mid = (lo + hi) / 2
-        ax.set_ylim(mid - span / 2, mid + span / 2)
 
 
 def draw(data: ChartData | None, fmt: str = "svg") -> tuple[bytes | None, str | None]:
@@ -417,8 +335,7 @@ def draw(data: ChartData | None, fmt: str = "svg") -> tuple[bytes | None, str | 
 
 def write(path: Path, data: ChartData) -> str:
     """Write the chart (format from the suffix) and return the one-line note."""
-    fmt = "png" if path.suffix.lower() == ".png" else "svg"
-    picture, why = draw(data, fmt)
+    picture, why = draw(data, "png" if path.suffix.lower() == ".png" else "svg")
     if picture is None:
         return f"thermal chart not drawn: {why}"
     try:
@@ -438,19 +355,14 @@ Drawn = tuple[bytes | None, str | None]
 _g4_drawn: WeakKeyDictionary[Any, Drawn] = WeakKeyDictionary()
 
 
-def g4_facts(preflight: Any) -> Mapping[str, Any] | None:
-    """G4's facts as this run's engine keeps them (a replay's too), if G4 ran here."""
-    try:
-        stored = preflight.engine.facts("G4")
-    except Exception:  # no engine in this process: no chart, never a failed report
-        return None
-    facts = stored.get("facts") if isinstance(stored, Mapping) else None
-    return facts if isinstance(facts, Mapping) else None
-
-
 def g4_chart(preflight: Any) -> Drawn:
-    """G4's chart as SVG for the html and Allure reports, drawn once per run."""
+    """G4's chart for the html and Allure reports, from this run's engine (a replay's too), drawn once."""
     if preflight not in _g4_drawn:
-        facts = g4_facts(preflight)
-        _g4_drawn[preflight] = draw(from_facts(facts) if facts else None, "svg")
+        try:
+            stored = preflight.engine.facts("G4")
+        except Exception:  # no engine in this process: no chart, never a failed report
+            stored = None
+        facts = stored.get("facts") if isinstance(stored, Mapping) else None
+        data = from_facts(facts) if isinstance(facts, Mapping) and facts else None
+        _g4_drawn[preflight] = draw(data, "svg")
     return _g4_drawn[preflight]

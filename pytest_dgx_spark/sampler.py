@@ -1,12 +1,10 @@
 """Record G4's readings (and G6's GPU processes) during a user's own long test.
 
-The preflight samples for seconds; a GB10 throttles after minutes. A test that
-asks for ``spark_sampler`` (``{"interval": 0.2}`` by indirect parametrization;
-``GpuSampler`` works without pytest) records every GPU's temperature, power,
-SM clock, clock-event reasons and processes in a child process (a wedged driver
-cannot hang the run; it stops when its stdin closes, else its group is killed)
-and attaches the series and a summary to its report. Memory stays bounded: the
-stored series is thinned once it reaches ``max_points``. Loaded on first use.
+The preflight samples for seconds; a GB10 throttles after minutes. A test that asks for
+``spark_sampler`` (``{"interval": 0.2}`` by indirect parametrization; ``GpuSampler`` works without
+pytest) records each GPU's temperature, power, SM clock, clock-event reasons and processes in a child
+process (a wedged driver cannot hang the run; it stops when its stdin closes, else its group is killed)
+and attaches the series, thinned at ``max_points``, and a summary to its report. Loaded on first use.
 """
 
 from __future__ import annotations
@@ -23,26 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_dgx_spark import allure_report, html_report
+from pytest_dgx_spark import allure_report, html_report, thermal
+from pytest_dgx_spark.probes import commands
 from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines, child_env, script_source
-from pytest_dgx_spark.probes.commands import (
-    close_pipes,
-    die_with_parent,
-    kill_group,
-    killpg,
-    pipe,
-    track,
-    untrack,
-)
-from pytest_dgx_spark.thermal import (
-    SLOWDOWN_COUNTERS,
-    add_sample,
-    counter_deltas,
-    decode_reasons,
-    flat_power_climb,
-    parse_mask,
-    summarise,
-)
 from pytest_dgx_spark.thresholds import defaults
 
 if TYPE_CHECKING:
@@ -61,23 +42,13 @@ CHART_KEY: pytest.StashKey[tuple[bytes | None, str | None]] = pytest.StashKey()
 class GpuSampler:
     """Background NVML sampler; a context manager, or ``start()``/``stop()``."""
 
-    def __init__(
-        self,
-        interval: float = 1.0,
-        *,
-        procs_every: float = 5.0,
-        max_points: int = 2000,
-        timeout: float = 10.0,
-        env: Mapping[str, str] | None = None,
-        python: str | None = None,
-        flat_power_w: float | None = None,
-    ) -> None:
+    def __init__(self, interval: float = 1.0, *, procs_every: float = 5.0, max_points: int = 2000,
+                 timeout: float = 10.0, env: Mapping[str, str] | None = None, python: str | None = None,
+                 flat_power_w: float | None = None) -> None:
         if interval <= 0:
             raise ValueError("interval must be > 0 seconds")
-        self.interval = float(interval)
-        self.procs_every = float(procs_every)
+        self.interval, self.procs_every, self.timeout = float(interval), float(procs_every), float(timeout)
         self.max_points = max(16, int(max_points))
-        self.timeout = float(timeout)
         self.env = dict(os.environ if env is None else env)
         self.python = python or sys.executable
         self.flat_power_w = flat_power_w
@@ -85,24 +56,18 @@ class GpuSampler:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._series: dict[int, Any] = {}  # index -> thermal.GpuSeries (stats of every sample)
-        self._points: list[dict[str, Any]] = []  # the thinned series
-        self._stride = 1
-        self._seen = 0
+        self._points: list[dict[str, Any]] = []  # the thinned series, every _stride-th sample
+        self._stride, self._seen, self._procs_dropped = 1, 0, 0
         self._procs: dict[int, dict[str, Any]] = {}
-        self._procs_dropped = 0
         self._data: dict[str, Any] = {}
-        self._last_event = 0.0
-        self._started = 0.0
+        self._last_event = self._started = 0.0
         self._stopped: float | None = None
         self._stderr: list[bytes] = []
         self._finished = False
         self._stop_note: str | None = None
 
-    # ------------------------------------------------------------------ lifecycle
-
     def start(self) -> GpuSampler:
         """Start the child; returns at once (a missing NVML shows in the summary)."""
-
         if self._proc is not None:
             raise RuntimeError("this sampler was already started")
         cfg = {"mode": "stream", "interval": self.interval, "procs_every": self.procs_every}
@@ -111,17 +76,15 @@ class GpuSampler:
         try:
             self._proc = subprocess.Popen(  # dies with pytest, even one ended by os._exit
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=child_env(base=self.env), start_new_session=True, preexec_fn=die_with_parent(),
+                env=child_env(base=self.env), start_new_session=True, preexec_fn=commands.die_with_parent(),
             )
         except OSError as exc:
             self._stop_note = f"could not start the sampler child: {exc.strerror or exc}"
             self._stopped = time.monotonic()
             return self
-        track(self._proc)  # a SIGTERM to the run kills it with the probes (own session: nothing else would)
-        self._threads = [
-            threading.Thread(target=self._read_stdout, name="spark-sampler", daemon=True),
-            threading.Thread(target=self._read_stderr, name="spark-sampler-err", daemon=True),
-        ]
+        commands.track(self._proc)  # a SIGTERM to the run kills it with the probes (own session)
+        self._threads = [threading.Thread(target=self._read_stdout, name="spark-sampler", daemon=True),
+                         threading.Thread(target=self._read_stderr, name="spark-sampler-err", daemon=True)]
         for t in self._threads:
             t.start()
         return self
@@ -130,7 +93,7 @@ class GpuSampler:
         """Stop sampling and return :meth:`summary`. Safe to call twice."""
         proc = self._proc
         if proc is not None:
-            untrack(proc)
+            commands.untrack(proc)
         if proc is not None and self._stopped is None:
             self._stopped = time.monotonic()
             with contextlib.suppress(OSError):
@@ -140,11 +103,11 @@ class GpuSampler:
             try:
                 proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
-                kill_group(proc)
+                commands.kill_group(proc)
                 self._stop_note = f"the sampler child did not stop within {wait:g} s (driver not answering?); killed"
             for t in self._threads:
                 t.join(timeout=2)
-            close_pipes(proc)
+            commands.close_pipes(proc)
         return self.summary()
 
     def __enter__(self) -> GpuSampler:
@@ -161,19 +124,16 @@ class GpuSampler:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    # ------------------------------------------------------------------ reading
-
     def _read_stdout(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         try:
-            # a child printing one endless line must not fill this process's
-            # memory: past MAX_LINE it is killed (the run's length bounds the rest);
-            # polled reads, so stop() never waits for whoever holds the pipe
-            for raw in capped_lines(pipe(proc, "stdout"), 1 << 62, MAX_LINE):
+            # an endless line must not fill our memory: past MAX_LINE the child is killed (the run's
+            # length bounds the rest); polled reads, so stop() never waits for whoever holds the pipe
+            for raw in capped_lines(commands.pipe(proc, "stdout"), 1 << 62, MAX_LINE):
                 if isinstance(raw, str):
                     self._stop_note = f"the sampler child printed {raw} on stdout; killed"
-                    killpg(proc)
+                    commands.killpg(proc)
                     return
                 try:
                     msg = json.loads(raw.decode("utf-8", errors="replace"))
@@ -187,7 +147,7 @@ class GpuSampler:
     def _read_stderr(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stderr is not None
-        stream = pipe(proc, "stderr")
+        stream = commands.pipe(proc, "stderr")
         kept = 0
         try:
             for chunk in iter(lambda: stream.read(4096), b""):
@@ -208,7 +168,7 @@ class GpuSampler:
             if not isinstance(sample, dict):
                 return
             self._last_event = time.monotonic()
-            add_sample(self._series, sample, keep_points=False)
+            thermal.add_sample(self._series, sample, keep_points=False)
             for p in sample.get("procs") or []:
                 self._add_proc(p, sample.get("t"))
             self._seen += 1
@@ -223,23 +183,18 @@ class GpuSampler:
             pid = int(p.get("pid"))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return
-        entry = self._procs.get(pid)
-        if entry is None:
-            if len(self._procs) >= MAX_PROCS:
-                self._procs_dropped += 1
-                return
-            entry = self._procs[pid] = {"pid": pid, "cmd": p.get("cmd"), "type": p.get("type"), "gpu": p.get("gpu"),
-                                        "max_used_bytes": None, "first_t": t}
+        if pid not in self._procs and len(self._procs) >= MAX_PROCS:
+            self._procs_dropped += 1
+            return
+        entry = self._procs.setdefault(pid, {"pid": pid, "cmd": p.get("cmd"), "type": p.get("type"),
+                                             "gpu": p.get("gpu"), "max_used_bytes": None, "first_t": t})
         entry["last_t"] = t
         used = p.get("used_bytes")
         if isinstance(used, int) and (entry["max_used_bytes"] is None or used > entry["max_used_bytes"]):
             entry["max_used_bytes"] = used
 
-    # ------------------------------------------------------------------ results
-
     def counters(self) -> dict[str, list[Any]]:
-        """The clock-event counters the child read at start and at stop
-        (``counters_before``/``counters_after``, as in G4's facts), for the chart."""
+        """``counters_before``/``counters_after`` the child read at start and stop, as in G4's facts."""
         with self._lock:
             return {k: list(self._data.get(k) or []) for k in ("counters_before", "counters_after")}
 
@@ -252,8 +207,7 @@ class GpuSampler:
         """Why nothing (or not everything) was sampled, in one line; None when sampling ran."""
         if data.get("import_error"):
             return f"nvidia-ml-py (pynvml) not importable: {data['import_error']}"
-        if data.get("init_error"):
-            init = data["init_error"]
+        if init := data.get("init_error"):
             return f"NVML unavailable: {init.get('message') or init.get('name')} ({init.get('name')})"
         if has_series:
             return None
@@ -267,71 +221,51 @@ class GpuSampler:
     def _gpus(
         self, data: Mapping[str, Any], series: Mapping[int, Any], thinned: Mapping[int, Any]
     ) -> tuple[list[dict[str, Any]], dict[str, int], list[str]]:
-        """Per GPU: its series summary, the throttle reasons seen, and flat-power notes."""
+        """Per GPU summaries, throttle reasons, and flat-power notes (a cap the reasons do not name)."""
         static = {int(d.get("index", 0)): d for d in data.get("sample_devices") or []}
-        gpus = []
+        gpus, flat_notes = [], []
         throttle: dict[str, int] = {}
-        flat_notes = []
         for index, s in sorted(series.items()):
-            entry = s.to_dict()
             dev = static.get(index, {})
-            entry["name"] = dev.get("name")
             limit = dev.get("power_limit_mw")
-            entry["power_limit_w"] = limit / 1000.0 if isinstance(limit, (int, float)) else None
+            entry = {**s.to_dict(), "name": dev.get("name"),
+                     "power_limit_w": limit / 1000.0 if isinstance(limit, (int, float)) else None}
             for name, count in s.warn_reasons.items():
                 throttle[name] = throttle.get(name, 0) + count
-            if note := self._flat_note(index, entry, dev, thinned.get(index, s)):
-                flat_notes.append(note)
+            t = defaults("gb10" if "GB10" in str(dev.get("name") or "").upper() else "generic")
+            ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
+            if ceiling is None and entry["power_limit_w"]:
+                ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
+            flat = thermal.flat_power_climb(
+                thinned.get(index, s), ceiling_w=ceiling, rise_c=t["g4_temp_rise_c"],
+                band_fraction=t["g4_flat_power_band_fraction"], idle_w=t["g4_idle_power_w"])
+            if flat is not None:
+                flat_notes.append(f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W "
+                                  f"(<= {flat.ceiling_w:g} W) while the temperature rose {flat.rise:.1f} C")
             gpus.append(entry)
         return gpus, throttle, flat_notes
-
-    def _flat_note(self, index: int, entry: Mapping[str, Any], dev: Mapping[str, Any], series: Any) -> str | None:
-        """A note when the power stayed flat while the temperature rose (a cap the reasons do not name)."""
-        t = defaults("gb10" if "GB10" in str(dev.get("name") or "").upper() else "generic")
-        ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
-        if ceiling is None and entry["power_limit_w"]:
-            ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
-        flat = flat_power_climb(series, ceiling_w=ceiling, band_fraction=t["g4_flat_power_band_fraction"],
-                                rise_c=t["g4_temp_rise_c"], idle_w=t["g4_idle_power_w"])
-        if flat is None:
-            return None
-        return (
-            f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
-            f"while the temperature rose {flat.rise:.1f} C"
-        )
 
     def summary(self) -> dict[str, Any]:
         """What was recorded so far (the sampler may still be running)."""
         with self._lock:
-            data = dict(self._data)
-            series = dict(self._series)
-            points = list(self._points)
+            data, series, points = dict(self._data), dict(self._series), list(self._points)
             procs = [dict(p) for p in self._procs.values()]
         end = self._stopped or time.monotonic()
         reason = self._reason(data, bool(series))
-        gpus, throttle, flat_notes = self._gpus(data, series, summarise(points))
+        gpus, throttle, flat_notes = self._gpus(data, series, thermal.summarise(points))
         slowdown = counter_slowdown(data)
         stalled = None
         if self.running and time.monotonic() - self._last_event > self.interval + self.timeout:
             stalled = f"no sample for {time.monotonic() - self._last_event:.1f} s (driver not answering?)"
         return {
-            "ok": reason is None and bool(series),
-            "reason": reason,
-            "interval_s": self.interval,
+            "ok": reason is None and bool(series), "reason": reason, "interval_s": self.interval,
             "seconds": round(end - self._started, 3) if self._started else 0.0,
-            "samples": self._seen,
-            "stored_points": len(points),
-            "stride": self._stride,
-            "gpus": gpus,
+            "samples": self._seen, "stored_points": len(points), "stride": self._stride, "gpus": gpus,
             "throttled": bool(throttle) or bool(flat_notes) or bool(slowdown),
-            "throttle_reasons": throttle,
-            "slowdown_counters": slowdown,
-            "flat_power": flat_notes,
+            "throttle_reasons": throttle, "slowdown_counters": slowdown, "flat_power": flat_notes,
             "lost": [g["index"] for g in gpus if g.get("lost_at") is not None],
-            "processes": sorted(procs, key=lambda p: p["pid"]),
-            "processes_dropped": self._procs_dropped,
-            "stopped": self._stop_note or ("clean" if self._finished else None),
-            "stalled": stalled,
+            "processes": sorted(procs, key=lambda p: p["pid"]), "processes_dropped": self._procs_dropped,
+            "stopped": self._stop_note or ("clean" if self._finished else None), "stalled": stalled,
         }
 
     def report_text(self, summary: Mapping[str, Any] | None = None) -> str:
@@ -349,19 +283,18 @@ class GpuSampler:
         for point in self.series():
             for g in point["gpus"]:
                 mw, temp, clock = g.get("power_usage_mw"), g.get("temperature_c"), g.get("clock_sm_mhz")
-                watts = "" if not isinstance(mw, (int, float)) else f"{mw / 1000:.1f}"
+                watts = f"{mw / 1000:.1f}" if isinstance(mw, (int, float)) else ""
                 reasons = "GpuIsLost" if g.get("lost") else "|".join(
-                    decode_reasons(parse_mask(g.get("clock_event_reasons"))))
+                    thermal.decode_reasons(thermal.parse_mask(g.get("clock_event_reasons"))))
                 lines.append(f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
                              f"{'' if clock is None else clock},{reasons}")
         return "\n".join(lines)
 
 
 def _stat(d: Mapping[str, Any], unit: str) -> str:
-    lo, hi, mean = d.get("min"), d.get("max"), d.get("mean")
-    if lo is None:
+    if d.get("min") is None:
         return "[N/A]"
-    return f"{lo:.0f}-{hi:.0f} {unit} (mean {mean:.0f})"
+    return f"{d['min']:.0f}-{d.get('max'):.0f} {unit} (mean {d.get('mean'):.0f})"
 
 
 def _gpu_line(g: Mapping[str, Any]) -> str:
@@ -373,16 +306,12 @@ def _gpu_line(g: Mapping[str, Any]) -> str:
 
 
 def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Thermal and power-brake slowdown (seconds) the clock-event counters gained
-    between the sampler's start and stop, per GPU (``{}``: none, or not read)."""
+    """Per GPU, the slowdown seconds the counters gained from start to stop (``{}``: none, or not read)."""
     before = {c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)}
     out: dict[str, dict[str, float]] = {}
-    for c in data.get("counters_after") or []:
-        if not isinstance(c, Mapping):
-            continue
-        delta = counter_deltas(before.get(c.get("index")), c.get("us"))
-        grew = {n: round(d / 1e6, 3) for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d}
-        if grew:
+    for c in (c for c in data.get("counters_after") or [] if isinstance(c, Mapping)):
+        delta = thermal.counter_deltas(before.get(c.get("index")), c.get("us"))
+        if grew := {n: round(d / 1e6, 3) for n, d in delta.items() if n in thermal.SLOWDOWN_COUNTERS and d}:
             out[str(c.get("index"))] = grew
     return out
 
@@ -408,26 +337,23 @@ def summary_line(s: Mapping[str, Any]) -> str:
 
 def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Flat ``spark.sampler.*`` properties for JUnit (xunit1/legacy only)."""
-    out = [
-        ("spark.sampler.ok", "yes" if s.get("ok") else "no"),
-        ("spark.sampler.samples", str(s.get("samples", 0))),
-        ("spark.sampler.throttled", "yes" if s.get("throttled") else "no"),
-        ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none"),
-    ]
+    out = [("spark.sampler.ok", "yes" if s.get("ok") else "no"),
+           ("spark.sampler.samples", str(s.get("samples", 0))),
+           ("spark.sampler.throttled", "yes" if s.get("throttled") else "no"),
+           ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none")]
     gpus = s.get("gpus") or []
-    for key, field in (("temperature_max", "temperature_c"), ("power_max", "power_w"), ("sm_clock_min", "clock_sm_mhz")):
-        stat = "min" if key.endswith("_min") else "max"
-        values = [g[field][stat] for g in gpus if g.get(field, {}).get(stat) is not None]
-        if values:
-            out.append((f"spark.sampler.{key}", f"{(min if stat == 'min' else max)(values):g}"))
+    for key, field, pick in (("temperature_max", "temperature_c", max), ("power_max", "power_w", max),
+                             ("sm_clock_min", "clock_sm_mhz", min)):
+        stat = pick.__name__
+        if values := [g[field][stat] for g in gpus if g.get(field, {}).get(stat) is not None]:
+            out.append((f"spark.sampler.{key}", f"{pick(values):g}"))
     if not s.get("ok"):
         out.append(("spark.sampler.reason", str(s.get("reason"))))
     return out
 
 
 def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
-    """The body of the ``spark_sampler`` fixture: sample while the test runs,
-    then attach the summary and the series to the test's report."""
+    """The ``spark_sampler`` fixture: sample while the test runs, then attach the results to its report."""
     params = dict(getattr(request, "param", None) or {})
     try:
         timeout = float(request.config.getoption("spark_timeout", None) or 10.0)
@@ -438,10 +364,8 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
     metadata = None
     pm = request.config.pluginmanager
     if pm.hasplugin("json-report") or pm.hasplugin("pytest_jsonreport"):
-        try:
+        with contextlib.suppress(pytest.FixtureLookupError):
             metadata = request.getfixturevalue("json_metadata")
-        except pytest.FixtureLookupError:
-            metadata = None
     sampler.start()
     try:
         yield sampler
@@ -462,8 +386,7 @@ def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:
 
 
 def _keep_series(config: pytest.Config, node: Any, sampler: GpuSampler, summary: Mapping[str, Any]) -> None:
-    """Keep the series for a chart when a report will show one (pytest-html,
-    Allure, ``--spark-report``), and register the chart hooks once."""
+    """Keep the series when a report will chart it (html, Allure, ``--spark-report``); hooks once."""
     html = html_report.html_wanted(config)
     allure = allure_report.listener(config) is not None
     extras = config.pluginmanager.get_plugin("dgx_spark_extras")  # registered with --spark-preflight
@@ -495,8 +418,7 @@ def sampler_chart(item: pytest.Item) -> Drawn | None:
 
 
 class SamplerCharts:
-    """The ``spark_sampler`` chart on the test's teardown report: a pytest-html
-    extra (it gathers every phase's extras into the row) and an Allure attachment."""
+    """The chart on the teardown report: a pytest-html extra (it gathers every phase's) and in Allure."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config

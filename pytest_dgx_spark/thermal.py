@@ -1,8 +1,7 @@
 """Thermal and power series: clock-event reason bits, sample statistics, clock-event counters.
 
-Shared by G4 and the background sampler so both decode the same bits the
-same way. Pure, standard library only; it works on the JSON samples the
-NVML child (or the nvidia-smi fallback) emits (:class:`Sample`).
+Shared by G4 and the background sampler so both decode the same bits the same way; pure,
+standard library only, on the JSON samples of the NVML child or the nvidia-smi fallback.
 """
 
 from __future__ import annotations
@@ -43,23 +42,13 @@ class SmiQGpu(CounterSet, total=False):
     temps: dict[str, int | None]  # ``nvidia-smi -q`` Temperature section
 
 
-#: ``nvmlClocksEventReason*`` bits (nvml.h; BoardLimit and Reliability in newer headers only)
-REASON_BITS: tuple[tuple[int, str], ...] = (
-    (0x1, "GpuIdle"),
-    (0x2, "ApplicationsClocksSetting"),
-    (0x4, "SwPowerCap"),
-    (0x8, "HwSlowdown"),
-    (0x10, "SyncBoost"),
-    (0x20, "SwThermalSlowdown"),
-    (0x40, "HwThermalSlowdown"),
-    (0x80, "HwPowerBrakeSlowdown"),
-    (0x100, "DisplayClockSetting"),
-    (0x200, "BoardLimit"),
-    (0x400, "Reliability"),
-)
+#: ``nvmlClocksEventReason*`` bits 0x1 to 0x400 (nvml.h; BoardLimit and Reliability in newer headers only)
+REASON_BITS: tuple[tuple[int, str], ...] = tuple((1 << i, name) for i, name in enumerate((
+    "GpuIdle", "ApplicationsClocksSetting", "SwPowerCap", "HwSlowdown", "SyncBoost", "SwThermalSlowdown",
+    "HwThermalSlowdown", "HwPowerBrakeSlowdown", "DisplayClockSetting", "BoardLimit", "Reliability",
+)))
 KNOWN_MASK = sum(bit for bit, _ in REASON_BITS)
 BIT_OF = {name: bit for bit, name in REASON_BITS}
-IDLE = 0x1
 #: heat or the power supply cutting the clocks; GpuIdle and SwPowerCap are normal
 #: (cluster health checks, DCGM, ignore both)
 WARN_MASK = 0x8 | 0x20 | 0x40 | 0x80
@@ -69,17 +58,13 @@ def decode_reasons(mask: int | None) -> list[str]:
     """``0x21`` -> ``["GpuIdle", "SwThermalSlowdown"]``; unknown bits as hex."""
     if mask is None:
         return []
-    names = [name for bit, name in REASON_BITS if mask & bit]
-    if mask & ~KNOWN_MASK:
-        names.append(f"0x{mask & ~KNOWN_MASK:x}")
-    return names
+    unknown = mask & ~KNOWN_MASK
+    return [name for bit, name in REASON_BITS if mask & bit] + ([f"0x{unknown:x}"] if unknown else [])
 
 
 def parse_mask(raw: object) -> int | None:
     """An NVML int, or nvidia-smi's ``0x0000000000000001``; ``None`` if neither."""
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, int):
+    if isinstance(raw, int) and not isinstance(raw, bool):
         return raw if raw >= 0 else None
     if isinstance(raw, str):
         text = raw.strip()
@@ -100,13 +85,12 @@ class Stat:
     max: float | None = None
 
     def add(self, value: float | None) -> None:
-        if value is None:
-            return
-        v = float(value)
-        self.n += 1
-        self.total += v
-        self.min = v if self.min is None else min(self.min, v)
-        self.max = v if self.max is None else max(self.max, v)
+        if value is not None:
+            v = float(value)
+            self.n += 1
+            self.total += v
+            self.min = v if self.min is None else min(self.min, v)
+            self.max = v if self.max is None else max(self.max, v)
 
     @property
     def mean(self) -> float | None:
@@ -149,18 +133,10 @@ class GpuSeries:
         return self.lost_at is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "samples": self.samples,
-            "temperature_c": self.temperature.to_dict(),
-            "power_w": self.power_w.to_dict(),
-            "clock_sm_mhz": self.clock_sm.to_dict(),
-            "reasons": dict(self.reasons),
-            "throttle_reasons": self.warn_reasons,
-            "idle_samples": self.idle_samples,
-            "errors": dict(self.errors),
-            "lost_at": self.lost_at,
-        }
+        return {"index": self.index, "samples": self.samples, "temperature_c": self.temperature.to_dict(),
+                "power_w": self.power_w.to_dict(), "clock_sm_mhz": self.clock_sm.to_dict(),
+                "reasons": dict(self.reasons), "throttle_reasons": self.warn_reasons,
+                "idle_samples": self.idle_samples, "errors": dict(self.errors), "lost_at": self.lost_at}
 
 
 def _number(value: object) -> float | None:
@@ -184,27 +160,23 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
         s.power_w.add(watts)
         s.clock_sm.add(_number(gpu.get("clock_sm_mhz")))
         s.tlimit.add(_number(gpu.get("tlimit_c")))
-        _reasons(s, parse_mask(gpu.get("clock_event_reasons")))
+        if (mask := parse_mask(gpu.get("clock_event_reasons"))) is not None:
+            s.reason_samples += 1
+            s.idle_samples += bool(mask & BIT_OF["GpuIdle"])
+            for name in decode_reasons(mask):
+                s.reasons[name] = s.reasons.get(name, 0) + 1
         if keep_points:
             s.points.append((t, temp, watts))
 
 
 def _errors(s: GpuSeries, gpu: Mapping[str, Any], t: float) -> bool:
     """Keep the sample's error names; whether it said the GPU is lost (its time kept)."""
-    errors = gpu.get("errors") or {}
-    lost = bool(gpu.get("lost")) or any(isinstance(e, Mapping) and e.get("name") == "GpuIsLost" for e in errors.values())
+    errors = {str(k): e for k, e in (gpu.get("errors") or {}).items() if isinstance(e, Mapping)}
+    lost = bool(gpu.get("lost")) or any(e.get("name") == "GpuIsLost" for e in errors.values())
     if lost and s.lost_at is None:
         s.lost_at = t
-    s.errors.update({str(k): str(e["name"]) for k, e in errors.items() if isinstance(e, Mapping) and e.get("name")})
+    s.errors.update({k: str(e["name"]) for k, e in errors.items() if e.get("name")})
     return lost
-
-
-def _reasons(s: GpuSeries, mask: int | None) -> None:
-    if mask is not None:
-        s.reason_samples += 1
-        s.idle_samples += bool(mask & IDLE)
-        for name in decode_reasons(mask):
-            s.reasons[name] = s.reasons.get(name, 0) + 1
 
 
 def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:
@@ -230,7 +202,6 @@ class FlatPower:
     """The seed's throttling pattern: power flat well under the limit while the temperature climbs."""
 
     ceiling_w: float
-    band_w: float
     power_min: float
     power_max: float
     temp_start: float
@@ -245,23 +216,20 @@ class FlatPower:
 def flat_power_climb(
     s: GpuSeries, *, ceiling_w: float | None, band_fraction: float, rise_c: float, idle_w: float = 0.0
 ) -> FlatPower | None:
-    """The pattern when it is there: power within ``band_fraction`` of a ceiling
-    "well below the limit" while the temperature rose ``rise_c``. An idle GPU never
-    matches: GpuIdle in most samples, or (GB10 reads 0x0 while idle) a power never
-    above the idle band ``idle_w``."""
+    """Power within ``band_fraction`` of a ceiling "well below the limit" while the temperature
+    rose ``rise_c``. An idle GPU never matches: GpuIdle in most samples, or (GB10 reads 0x0
+    while idle) a power never above the idle band ``idle_w``."""
     if ceiling_w is None or ceiling_w <= 0 or s.busy is False:
         return None
     temps = window_means(s.points, 1)
     watts = [w for p in s.points if (w := p[2]) is not None]
     if temps is None or len(watts) < 2 or (idle_w > 0 and max(watts) <= idle_w):
         return None
-    start, end = temps
-    pmin, pmax = min(watts), max(watts)
-    band = ceiling_w * band_fraction
-    if end - start < rise_c or pmax > ceiling_w or pmax - pmin > band:
+    (start, end), pmin, pmax = temps, min(watts), max(watts)
+    if end - start < rise_c or pmax > ceiling_w or pmax - pmin > ceiling_w * band_fraction:
         return None
     times = [p[0] for p in s.points]
-    return FlatPower(ceiling_w, band, pmin, pmax, start, end, max(times) - min(times))
+    return FlatPower(ceiling_w, pmin, pmax, start, end, max(times) - min(times))
 
 
 #: the cumulative clock-event counters (microseconds since the driver loaded): name,
@@ -274,25 +242,22 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("hw_thermal_slowdown", "HW Thermal Slowdown", "HW thermal"),
     ("hw_power_brake_slowdown", "HW Power Braking", "power brake"),
 )
+WORDS = {name: word for name, _, word in COUNTERS}
 #: heat or the power supply cut the clocks (WARN); SW power capping is normal
 SLOWDOWN_COUNTERS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 _Q_COUNTERS = {label.lower(): name for name, label, _ in COUNTERS}
 #: ``-q -d TEMPERATURE`` labels -> keys (T.Limit lines are margins; older drivers print absolutes)
 _Q_TEMPS = {
-    "gpu current temp": "current_c",
-    "gpu t.limit temp": "tlimit_c",
-    "gpu shutdown t.limit temp": "shutdown_tlimit_c",
-    "gpu slowdown t.limit temp": "slowdown_tlimit_c",
-    "gpu max operating t.limit temp": "max_operating_tlimit_c",
-    "gpu shutdown temp": "shutdown_c",
-    "gpu slowdown temp": "slowdown_c",
+    "gpu current temp": "current_c", "gpu t.limit temp": "tlimit_c", "gpu shutdown temp": "shutdown_c",
+    "gpu shutdown t.limit temp": "shutdown_tlimit_c", "gpu slowdown t.limit temp": "slowdown_tlimit_c",
+    "gpu max operating t.limit temp": "max_operating_tlimit_c", "gpu slowdown temp": "slowdown_c",
 }
 _Q_MAX = 1 << 64  # NVML's counters and temperatures are C integers of 64 bits at most
 
 
 def _leading_int(text: str) -> int | None:
     """``"50284264713 us   ### note"`` -> 50284264713; ``N/A`` or a number no 64-bit counter holds -> None."""
-    word = text.strip().split()[0] if text.strip() else ""
+    word = (text.split() or [""])[0]
     if len(word) > 24:  # past any 64-bit value, and Python's int() digit limit
         return None
     try:
@@ -303,8 +268,7 @@ def _leading_int(text: str) -> int | None:
 
 
 def parse_smi_q(text: str) -> list[SmiQGpu]:
-    """Per GPU, in ``nvidia-smi -q`` order: its ``Clocks Event Reasons Counters`` and
-    ``Temperature`` sections; tolerates annotations, ``N/A`` and unknown sections."""
+    """Per GPU: its ``Clocks Event Reasons Counters`` and ``Temperature`` sections; ``N/A`` tolerated."""
     gpus: list[SmiQGpu] = []
     section = ""
     for line in text.splitlines():
@@ -318,11 +282,9 @@ def parse_smi_q(text: str) -> list[SmiQGpu]:
             section = stripped.lower()
         elif gpus:
             key, _, value = stripped.partition(":")
-            key = key.strip().lower()
-            gpu = gpus[-1]
+            key, gpu = key.strip().lower(), gpus[-1]
             if section == "clocks event reasons counters" and key in _Q_COUNTERS:
-                number = _leading_int(value)
-                if number is None:
+                if (number := _leading_int(value)) is None:
                     gpu["errors"][_Q_COUNTERS[key]] = "NotSupported"
                 else:
                     gpu["us"][_Q_COUNTERS[key]] = number
@@ -332,14 +294,10 @@ def parse_smi_q(text: str) -> list[SmiQGpu]:
 
 
 def counter_deltas(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, int | None]:
-    """``after - before`` per counter (us); ``None`` when either is unknown or it went
-    backwards (the driver was reloaded)."""
-    b, a = dict(before or {}), dict(after or {})
-    out: dict[str, int | None] = {}
-    for name, _, _ in COUNTERS:
-        x, y = b.get(name), a.get(name)
-        out[name] = y - x if isinstance(x, int) and isinstance(y, int) and y >= x else None
-    return out
+    """``after - before`` per counter (us); None if unknown or it went back (the driver reloaded)."""
+    b, a = before or {}, after or {}
+    return {name: y - x if isinstance(x := b.get(name), int) and isinstance(y := a.get(name), int) and y >= x
+            else None for name, _, _ in COUNTERS}
 
 
 def seconds_text(us: float | None) -> str:

@@ -1,22 +1,13 @@
 """G4 — thermals and power: is the GPU being slowed down by heat or power?
 
-A hot GB10 cuts its clocks (open-gpu-kernel-modules#1358) and one on a
-degraded USB-C PD supply runs capped without an error. The check samples
-temperature, power, the power limit, the SM clock, the T.Limit margin and the
-clock-event reasons for ``--spark-thermal-seconds`` through NVML (in a child),
-else ``nvidia-smi``; and the cumulative clock-event counters before and after
-(on GB10 the instant reasons read "Not Active" while the counters show hours
-of capping: nvidia-smi-q_1.txt). WARN on thermal/brake reasons or counters,
-a temperature at the trip, power flat under the limit while the chip heats;
-FAIL when the driver does not answer or the GPU is lost; SKIP without a GPU.
-
-Two faults the clocks and counters do not show (issue 22): GPU faults in the
-kernel log since boot (``NVRM: Xid``, N7: a vLLM service killed by Xid 13 exits
-``status=0/SUCCESS``; a GSP crash, Xid 119/120, leaves the GPU needing a
-reboot) — GSP/hardware classes FAIL, application classes WARN naming the
-process; and a stuck low-power state (N5: 96 % utilisation at 799 MHz and
-19.5 W with no throttle reason, cured only by pulling AC power) — judged on
-the samples taken under load.
+A hot GB10 cuts its clocks (open-gpu-kernel-modules#1358); one on a degraded USB-C PD supply runs
+capped without an error. G4 samples temperature, power and its limit, the SM clock, the T.Limit margin
+and the clock-event reasons for ``--spark-thermal-seconds`` through NVML (in a child), else nvidia-smi,
+and the cumulative clock-event counters around the sample (on GB10 the instant reasons read "Not
+Active" while the counters show hours of capping: nvidia-smi-q_1.txt). Issue 22 adds two faults these
+do not show: Xid lines in the kernel log since boot (N7: a vLLM service killed by Xid 13 exits
+``status=0/SUCCESS``; GSP crashes, Xid 119/120, need a reboot), and a stuck low-power state under load
+(N5: 96 % utilisation at 799 MHz and 19.5 W with no throttle reason, cured only by pulling AC power).
 """
 
 from __future__ import annotations
@@ -27,42 +18,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
+from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import SHORT_WIDTH, Reading, Result, Status
 from pytest_dgx_spark.probes import kernel_log
-from pytest_dgx_spark.thermal import (
-    COUNTERS,
-    SLOWDOWN_COUNTERS,
-    WARN_MASK,
-    CounterSet,
-    GpuReading,
-    GpuSeries,
-    Sample,
-    SmiQGpu,
-    Stat,
-    counter_deltas,
-    flat_power_climb,
-    parse_mask,
-    parse_smi_q,
-    seconds_text,
-    summarise,
-    window_means,
-)
+from pytest_dgx_spark.thermal import CounterSet, GpuReading, GpuSeries, Sample, SmiQGpu
 
-DRIVER_FIX = (
-    "check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
-    "reboot (on GB10 a full AC power cycle if it persists)"
-)
+DRIVER_FIX = ("check `dmesg | grep -i -e NVRM -e Xid` (Xid 79: fallen off the bus); a wedged driver needs a "
+              "reboot (on GB10 a full AC power cycle if it persists)")
 DRIVER_SHORT = "dmesg | grep -i Xid; reboot"
-COOL_FIX = (
-    "cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the clock "
-    "(reported to take 91-92 C down to 65-80 C)"
-)
+COOL_FIX = ("cool it (clear vents, lower ambient); on GB10 `sudo nvidia-smi -lgc 0,2100` caps the clock "
+            "(reported to take 91-92 C down to 65-80 C)")
 COOL_SHORT = "cool it; cap clocks: sudo nvidia-smi -lgc 0,2100"
-BRAKE_FIX = (
-    "the power supply asserted the brake: check the adapter and cable (GB10: the 240 W USB-C PD "
-    "supply; a full AC power cycle clears a degraded PD state)"
-)
+BRAKE_FIX = ("the power supply asserted the brake: check the adapter and cable (GB10: the 240 W USB-C PD "
+             "supply; a full AC power cycle clears a degraded PD state)")
 BRAKE_SHORT = "check the power adapter; full AC power cycle"
 
 #: nvidia-smi fields in order; the reasons field was renamed in driver 535 (None: sample without)
@@ -72,19 +41,13 @@ SMI_REASON_FIELDS: tuple[str | None, ...] = ("clocks_event_reasons.active", "clo
 SMI_NO_GPU_CODES = {9, 12}
 SMI_LOST_CODE = 15
 #: the long and short spellings nvidia-smi accepts and prints in headers
-SMI_ALIASES = {
-    "clocks.current.sm": "clocks.sm",
-    "gpu_name": "name",
-    "gpu.power.current_limit": "enforced.power.limit",
-    "gpu.power.requested_limit": "power.limit",
-}
+SMI_ALIASES = {"clocks.current.sm": "clocks.sm", "gpu_name": "name",
+               "gpu.power.current_limit": "enforced.power.limit", "gpu.power.requested_limit": "power.limit"}
 #: what nvidia-smi prints instead of a value, and the NVML error it stands for
 SMI_NOT_A_VALUE = {
     **dict.fromkeys(("[n/a]", "n/a", "[not supported]", "not supported", ""), "NotSupported"),
-    "[unknown error]": "Unknown",
-    "[gpu is lost]": "GpuIsLost",
-    "[insufficient permissions]": "NoPermission",
-    "[requires root]": "NoPermission",
+    "[unknown error]": "Unknown", "[gpu is lost]": "GpuIsLost",
+    "[insufficient permissions]": "NoPermission", "[requires root]": "NoPermission",
 }
 SMI_MAX = 1e12  # no quantity nvidia-smi reports (C, W, MHz, an index) comes near this
 #: ``nvidia-smi -q`` before and after the series (two spellings: the store caches a command by argv)
@@ -98,30 +61,30 @@ LIMITED = "resource limit: "
 #: and tests/data/gb10/dmesg_xid_1.txt, dmesg_xid_5.txt: "GPU reset required", proprietary modules on GB10)
 XID_APPLICATION = frozenset({13, 31, 43, 45})
 XID_HARDWARE = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154, 169})
-#: the Xid lines a capture keeps (latest first); the counts cover them all
-XID_KEEP = 200
-#: the Xid lines ``-v`` lists
-XID_SHOWN = 10
-XID_GSP_FIX = (
-    "GSP firmware hang (display hotplug polling, suspend): add `options nvidia NVreg_EnableHotplugDetection=0` "
-    "to /etc/modprobe.d/, disable nvidia-suspend, nvidia-hibernate and nvidia-resume (`sudo systemctl disable "
-    "nvidia-suspend nvidia-hibernate nvidia-resume`; driver updates re-enable them), `sudo update-initramfs -u`, reboot"
+XID_KEEP = 200  # the Xid lines a capture keeps (latest first); the counts cover them all
+XID_SHOWN = 10  # the Xid lines ``-v`` lists
+#: the fix of a hardware-class Xid, by the codes it applies to (the first that matches), and its short form
+XID_FIXES: tuple[tuple[frozenset[int] | None, str, str], ...] = (
+    (frozenset({119, 120}), "GSP firmware hang (display hotplug polling, suspend): add `options nvidia "
+     "NVreg_EnableHotplugDetection=0` to /etc/modprobe.d/, disable nvidia-suspend, nvidia-hibernate and "
+     "nvidia-resume (`sudo systemctl disable nvidia-suspend nvidia-hibernate nvidia-resume`; driver updates "
+     "re-enable them), `sudo update-initramfs -u`, reboot",
+     "NVreg_EnableHotplugDetection=0; disable nvidia-suspend; reboot"),
+    (frozenset({169}), "the proprietary kernel modules cannot drive GB10 (Blackwell is supported by the open "
+     "kernel modules only): install the open flavour of the same driver (nvidia-driver-<ver>-open / "
+     "nvidia-open) and reboot", "install the open kernel modules; reboot"),
+    (frozenset({79, 154}), "the GPU needs a reset: reboot; if it comes back, a full power cycle (unplug the "
+     "power brick, wait 60 s)", "reboot; if it persists, full AC power cycle"),
+    (None, "reboot; if the Xid comes back, collect `sudo nvidia-bug-report.sh` and contact NVIDIA support "
+     "(possible RMA)", "reboot; nvidia-bug-report.sh if it recurs"),
 )
-XID_OPEN_FIX = (
-    "the proprietary kernel modules cannot drive GB10 (Blackwell is supported by the open kernel modules only): "
-    "install the open flavour of the same driver (nvidia-driver-<ver>-open / nvidia-open) and reboot"
-)
-XID_RESET_FIX = "the GPU needs a reset: reboot; if it comes back, a full power cycle (unplug the power brick, wait 60 s)"
-XID_HW_FIX = "reboot; if the Xid comes back, collect `sudo nvidia-bug-report.sh` and contact NVIDIA support (possible RMA)"
-XID_APP_FIX = (
-    "a GPU kernel of that process faulted and the process most likely died (a service may still exit 0): update "
-    "or patch the kernel path it ran (nightly NVFP4/FP8 kernels, attention backends), then re-run it"
-)
+XID_APP_FIX = ("a GPU kernel of that process faulted and the process most likely died (a service may "
+               "still exit 0): update or patch the kernel path it ran (nightly NVFP4/FP8 kernels, attention "
+               "backends), then re-run it")
 XID_OTHER_FIX = "look the Xid up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors)"
-LOW_POWER_FIX = (
-    "a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the Spark, wait 60 s, "
-    "plug it back in (`nvidia-smi -lgc` does not lift it); if it persists, try another 240 W supply, then RMA"
-)
+LOW_POWER_FIX = ("a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the "
+                 "Spark, wait 60 s, plug it back in (`nvidia-smi -lgc` does not lift it); if it persists, "
+                 "try another 240 W supply, then RMA")
 LOW_POWER_SHORT = "unplug the power brick (wall + Spark), wait 60 s"
 
 
@@ -142,38 +105,28 @@ class Facts(FactsBase):
     duration_s: float | None = None
     hung: str | None = None  # the driver did not answer in time
     broken: str | None = None  # it answered, wrongly (crash, exit code, errors)
-    #: no NVIDIA GPU / driver; or, starting with LIMITED, a limit of this box stopped the probe
-    missing: str | None = None
+    missing: str | None = None  # no NVIDIA GPU / driver; or, starting with LIMITED, a limit of this box
     notes: list[str] = field(default_factory=list)
     counters_before: list[CounterSet] = field(default_factory=list)
     counters_after: list[CounterSet] = field(default_factory=list)
     counters_source: str | None = None  # "nvml" (field values), "nvidia-smi -q", or None
     temps_q: list[dict[str, int | None]] = field(default_factory=list)  # -q Temperature per GPU
-    #: where the kernel log came from ("/dev/kmsg", "journalctl", "dmesg"); None: not readable / not read
-    kernel_log_source: str | None = None
+    kernel_log_source: str | None = None  # "/dev/kmsg", "journalctl", "dmesg"; None: not readable / not read
     kernel_log_records: int = 0
-    #: why the kernel log was not read (how to allow it when it is a permission); None when read
-    kernel_log_problem: str | None = None
+    kernel_log_problem: str | None = None  # why it was not read (how to allow it if a permission)
     kernel_log_cut: str | None = None  # which bound ended the read
-    #: Xid lines since boot, latest first (at most XID_KEEP), and every Xid's count by code
-    xids: list[dict[str, Any]] = field(default_factory=list)
-    xid_counts: dict[str, int] = field(default_factory=dict)
+    xids: list[dict[str, Any]] = field(default_factory=list)  # since boot, latest first (at most XID_KEEP)
+    xid_counts: dict[str, int] = field(default_factory=dict)  # every Xid's count by code
 
     #: captures written before the kernel log was read replay as they did, saying so in -v
     NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {
-        "kernel_log_source": None,
-        "kernel_log_records": 0,
+        "kernel_log_source": None, "kernel_log_records": 0,
         "kernel_log_problem": "not in this capture (written before G4 read the kernel log)",
-        "kernel_log_cut": None,
-        "xids": [],
-        "xid_counts": {},
+        "kernel_log_cut": None, "xids": [], "xid_counts": {},
     }
 
 
 FACTS = Facts
-
-
-# ---------------------------------------------------------------------- gather
 
 
 def sample_interval(seconds: float, timeout: float) -> float:
@@ -215,7 +168,7 @@ def gather_kernel_log(ctx: CheckContext, facts: Facts) -> None:
 
 
 def _answered(facts: Facts) -> bool:
-    return any(s.samples for s in summarise(facts.samples).values())
+    return any(s.samples for s in thermal.summarise(facts.samples).values())
 
 
 def _gather(ctx: CheckContext) -> Facts:
@@ -232,11 +185,9 @@ def _gather(ctx: CheckContext) -> Facts:
         return Facts(seconds=seconds, source="none", missing="NVML answered but reports no GPU")
     sample = machine.nvml_sample(seconds, sample_interval(seconds, machine.timeout))
     facts = Facts(
-        seconds=seconds,
-        devices=[_static_from_snapshot(d) for d in nv.get("devices") or []],
+        seconds=seconds, devices=[_static_from_snapshot(d) for d in nv.get("devices") or []],
         samples=list(sample.get("samples") or []),  # type: ignore[arg-type]  # the NVML child's JSON
-        duration_s=sample.get("duration_s"),
-        counters_before=list(sample.get("counters_before") or []),
+        duration_s=sample.get("duration_s"), counters_before=list(sample.get("counters_before") or []),
         counters_after=list(sample.get("counters_after") or []),
         counters_source="nvml" if sample.get("counters_before") else None,
     )
@@ -251,31 +202,24 @@ def _gather(ctx: CheckContext) -> Facts:
         after = _smi_q(ctx, facts, SMI_Q_AFTER)
         if after:
             _keep_q(facts, None, after)
-            facts.notes.append("NVML gave no clock-event counters: read from nvidia-smi -q after the sample (since boot only)")
+            facts.notes.append("NVML gave no clock-event counters: read from nvidia-smi -q after the sample "
+                               "(since boot only)")
     return facts
 
 
 def _keep_q(facts: Facts, before: list[SmiQGpu] | None, after: list[SmiQGpu]) -> None:
-    def counters(gpus: list[SmiQGpu]) -> list[CounterSet]:
-        return [{"index": g["index"], "us": g["us"], "errors": g["errors"]} for g in gpus]
-
     facts.counters_source = "nvidia-smi -q"
     if before is not None:
-        facts.counters_before = counters(before)
-    facts.counters_after = counters(after)
+        facts.counters_before = [{"index": g["index"], "us": g["us"], "errors": g["errors"]} for g in before]
+    facts.counters_after = [{"index": g["index"], "us": g["us"], "errors": g["errors"]} for g in after]
     facts.temps_q = [{"index": g["index"], **g["temps"]} for g in after]
 
 
 def _static_from_snapshot(dev: Mapping[str, Any]) -> Device:
-    errors = dev.get("errors") or {}
     keep = ("power_limit_mw", "max_clock_sm_mhz", "name")
-    return {
-        "index": dev.get("index", 0),
-        "name": dev.get("name"),
-        "power_limit_mw": dev.get("power_limit_mw"),
-        "max_clock_sm_mhz": dev.get("max_clock_sm_mhz"),
-        "errors": {k: v for k, v in errors.items() if k in keep},
-    }
+    return {"index": dev.get("index", 0), "name": dev.get("name"),
+            "power_limit_mw": dev.get("power_limit_mw"), "max_clock_sm_mhz": dev.get("max_clock_sm_mhz"),
+            "errors": {k: v for k, v in (dev.get("errors") or {}).items() if k in keep}}
 
 
 def smi_argv(reason_field: str | None) -> list[str]:
@@ -289,19 +233,16 @@ def smi_fields(argv: Sequence[str]) -> list[str]:
 
 
 def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Facts:
-    """The fallback: ``nvidia-smi --query-gpu`` (timed, own process group), then for a
-    series the same query repeated in a child, with ``-q`` for the counters around it."""
-    machine = ctx.machine
+    """The fallback: ``nvidia-smi --query-gpu``, repeated in a child for a series, ``-q`` around it."""
     seconds = float(ctx.settings.thermal_seconds)
     facts = Facts(source="nvidia-smi", seconds=seconds, notes=[f"NVML: {nvml_reason}"])
     for reason_field in SMI_REASON_FIELDS:
         argv = smi_argv(reason_field)
-        res = machine.command(argv)
+        res = ctx.machine.command(argv)
         if res.ok or res.timed_out or res.error or "not a valid field" not in (res.stdout + res.stderr).lower():
             break
         facts.notes.append(f"nvidia-smi does not know {reason_field or 'the reasons field'}")
     text = (res.stdout + "\n" + res.stderr).lower()
-    no_gpu = res.returncode in SMI_NO_GPU_CODES or (res.returncode == 6 and "no devices" in text)
     if res.extra.get("resource_limit"):  # nvidia-smi could not even start (ulimit -u)
         facts.source, facts.missing = "none", f"{res.extra['resource_limit']} (NVML: {nvml_reason})"
     elif res.error:  # not on PATH, not executable
@@ -312,7 +253,7 @@ def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Fa
             facts.broken = f"{nvml_reason}; {res.describe()}"
     elif res.timed_out:
         facts.hung = res.describe()
-    elif no_gpu:
+    elif res.returncode in SMI_NO_GPU_CODES or (res.returncode == 6 and "no devices" in text):
         facts.source, facts.missing = "none", f"{res.describe()} (NVML: {nvml_reason})"
     elif not res.ok:
         facts.broken = res.describe() + (" (GPU fallen off the bus)" if res.returncode == SMI_LOST_CODE else "")
@@ -343,7 +284,7 @@ def _smi_q(ctx: CheckContext, facts: Facts, argv: list[str]) -> list[SmiQGpu]:
     if not res.ok:
         facts.notes.append(f"clock-event counters not read: {res.describe()}")
         return []
-    gpus = [g for g in parse_smi_q(res.stdout) if g["us"] or g["errors"] or g["temps"]]
+    gpus = [g for g in thermal.parse_smi_q(res.stdout) if g["us"] or g["errors"] or g["temps"]]
     if not gpus:
         facts.notes.append("clock-event counters not read: nvidia-smi -q printed no counters section")
     return gpus
@@ -351,12 +292,9 @@ def _smi_q(ctx: CheckContext, facts: Facts, argv: list[str]) -> list[SmiQGpu]:
 
 def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[str], seconds: float) -> None:
     interval = max(0.25, sample_interval(seconds, ctx.machine.timeout))
-    child = ctx.machine.python_child(
-        f"smi:sample:{seconds}:{interval}",
-        ["smi_child.py"],
-        {"argv": argv, "seconds": seconds, "interval": interval},
-        total_timeout=seconds + ctx.machine.timeout * 3,
-    )
+    child = ctx.machine.python_child(f"smi:sample:{seconds}:{interval}", ["smi_child.py"],
+                                     {"argv": argv, "seconds": seconds, "interval": interval},
+                                     total_timeout=seconds + ctx.machine.timeout * 3)
     series = []
     for ev in child.events:
         if ev.get("rc") != 0:
@@ -378,39 +316,33 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
 
 
 def _smi_value(raw: str) -> tuple[float | None, str | None]:
-    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported"); NaN, inf or a
-    number no GPU reports -> (None, "OutOfRange"): a tool's output is data."""
+    """``"107.19 W"`` -> (107.19, None); ``"[N/A]"`` -> (None, "NotSupported"); NaN, inf -> OutOfRange."""
     text = raw.strip()
-    err = SMI_NOT_A_VALUE.get(text.lower())
-    if err is not None:
+    if (err := SMI_NOT_A_VALUE.get(text.lower())) is not None:
         return None, err
     if text.startswith("[") and text.endswith("]"):
         return None, text.strip("[]").title().replace(" ", "")
     try:
-        value = float(text.split()[0] if text.split() else text)
+        value = float((text.split() or [text])[0])
     except ValueError:
         return None, "Unparseable"
     return (value, None) if math.isfinite(value) and abs(value) <= SMI_MAX else (None, "OutOfRange")
 
 
 def parse_smi(text: str, fields: Sequence[str], *, t: float) -> tuple[list[Device], Sample, list[str]]:
-    """``--query-gpu`` CSV -> (static per GPU, one sample, problems); a header line (trusted for
-    names and order), units, ``[N/A]``, ``[GPU is lost]``, empty and short lines are all handled."""
+    """``--query-gpu`` CSV -> (static per GPU, one sample, problems); a header line names the columns."""
     statics: list[Device] = []
     gpus: list[GpuReading] = []
     problems: list[str] = []
     fields = list(fields)
-    for line in text.splitlines():
+    for line in (line for line in text.splitlines() if line.strip()):
         cols = [c.strip() for c in line.split(",")]
-        if not line.strip():
-            continue
         if cols[0].lower().startswith("index") or "temperature.gpu" in line.lower():
             fields = [SMI_ALIASES.get(n, n) for n in (re.sub(r"\s*\[[^\]]*\]$", "", c) for c in cols)]
         elif len(cols) != len(fields):
             problems.append(f"nvidia-smi line with {len(cols)} of {len(fields)} columns ignored: {line[:80]!r}")
         else:
-            row = dict(zip(fields, cols, strict=True))
-            static, gpu = _smi_row(row, fields, len(statics))
+            static, gpu = _smi_row(dict(zip(fields, cols, strict=True)), fields, len(statics))
             statics.append(static)
             gpus.append(gpu)
     return statics, {"t": t, "gpus": gpus}, problems
@@ -428,28 +360,20 @@ def _smi_row(row: dict[str, str], fields: list[str], position: int) -> tuple[Dev
     index_value, _ = _smi_value(row.get("index", "0"))
     index = int(index_value) if index_value is not None else position
     limit = number("enforced.power.limit" if "enforced.power.limit" in row else "power.limit", "power_limit_mw", 1000)
-    max_sm = number("clocks.max.sm", "max_clock_sm_mhz")
-    static: Device = {"index": index, "name": row.get("name"), "power_limit_mw": limit, "max_clock_sm_mhz": max_sm, "errors": dict(errors)}
+    static: Device = {"index": index, "name": row.get("name"), "power_limit_mw": limit,
+                      "max_clock_sm_mhz": number("clocks.max.sm", "max_clock_sm_mhz"), "errors": dict(errors)}
     errors.clear()
-    gpu: GpuReading = {
-        "index": index,
-        "temperature_c": number("temperature.gpu", "temperature_c"),
-        "power_usage_mw": number("power.draw", "power_usage_mw", 1000),
-        "clock_sm_mhz": number("clocks.sm", "clock_sm_mhz"),
-        "clock_event_reasons": None,
-    }
-    reason_field = next((f for f in fields if f.endswith("reasons.active")), None)
-    if reason_field:
+    gpu: GpuReading = {"index": index, "temperature_c": number("temperature.gpu", "temperature_c"),
+                       "power_usage_mw": number("power.draw", "power_usage_mw", 1000),
+                       "clock_sm_mhz": number("clocks.sm", "clock_sm_mhz"), "clock_event_reasons": None}
+    if reason_field := next((f for f in fields if f.endswith("reasons.active")), None):
         raw = row.get(reason_field, "")
-        gpu["clock_event_reasons"] = mask = parse_mask(raw)
-        if mask is None:
+        if (mask := thermal.parse_mask(raw)) is None:
             errors["clock_event_reasons"] = {"name": _smi_value(raw)[1] or "Unparseable", "message": raw}
+        gpu["clock_event_reasons"] = mask
     if errors:
         gpu["errors"] = errors
     return static, gpu
-
-
-# ---------------------------------------------------------------------- evaluate
 
 
 def _fmt(value: float | None, unit: str = "") -> str:
@@ -473,23 +397,10 @@ def _watts(mw: object) -> float | None:
     return mw / 1000.0 if isinstance(mw, (int, float)) and not isinstance(mw, bool) else None
 
 
-def _stats(all_s: Sequence[GpuSeries], stat: str) -> list[Stat]:
-    return [getattr(s, stat) for s in all_s]
-
-
 def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:
-    lows = [st.min for st in _stats(all_s, stat) if st.min is not None]
-    highs = [st.max for st in _stats(all_s, stat) if st.max is not None]
+    lows = [v for s in all_s if (v := getattr(s, stat).min) is not None]
+    highs = [v for s in all_s if (v := getattr(s, stat).max) is not None]
     return (min(lows) if lows else None, max(highs) if highs else None)
-
-
-def flat_ceiling(params: Params, limit_w: float | None) -> float | None:
-    """'Well under the limit': the configured watts (GB10: the seed's 100 W; its limit reads
-    N/A), else a fraction of the enforced limit."""
-    watts = params.threshold("g4_flat_power_w")
-    if watts > 0:
-        return watts
-    return limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -497,7 +408,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     early = _unreachable(facts)
     if early is not None:
         return _with_xids(early, facts, params)
-    series = summarise(facts.samples)
+    series = thermal.summarise(facts.samples)
     static = {int(d.get("index", 0)): d for d in facts.devices}
     out = Findings("G4")
     out.note(*facts.notes)
@@ -534,21 +445,24 @@ def _unreachable(facts: Facts) -> Result | None:
         return Result("G4", status, summary, fix, details=facts.notes, headline=headline, short_fix=short_fix)
 
     if facts.missing and facts.missing.startswith(LIMITED):
-        return stop(Status.SKIP, f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run again", "not checked (resource limit)")
+        return stop(Status.SKIP, f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run "
+                    "again", "not checked (resource limit)")
     if facts.hung:
-        return stop(Status.FAIL, f"driver not answering: {facts.hung}", "GPU driver not answering", DRIVER_FIX, DRIVER_SHORT)
+        return stop(Status.FAIL, f"driver not answering: {facts.hung}", "GPU driver not answering",
+                    DRIVER_FIX, DRIVER_SHORT)
     if facts.missing:
         names = re.findall(r"\(([A-Za-z]+)\)", facts.missing)  # the error name, else the start
-        return stop(Status.SKIP, f"no NVIDIA GPU: {facts.missing}", f"no NVIDIA GPU ({names[0] if names else facts.missing[:40]})")
+        return stop(Status.SKIP, f"no NVIDIA GPU: {facts.missing}",
+                    f"no NVIDIA GPU ({names[0] if names else facts.missing[:40]})")
     if not _answered(facts):
         why = facts.broken or "no GPU answered a sample"
-        return stop(Status.FAIL, f"GPU/driver not answering: {why}", "GPU/driver not answering", DRIVER_FIX, DRIVER_SHORT)
+        return stop(Status.FAIL, f"GPU/driver not answering: {why}", "GPU/driver not answering", DRIVER_FIX,
+                    DRIVER_SHORT)
     return None
 
 
 def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
-    """A G4 that could not sample still says what the kernel log holds; with no GPU to sample,
-    a GSP/hardware Xid since boot (169: proprietary modules on GB10) is the reason, so it FAILs."""
+    """The kernel log's Xids; with no GPU to sample, a GSP/hardware one (169 on GB10) is why: FAIL."""
     out = Findings("G4")
     _xid_stage(facts, params, out)
     early.details = [*early.details, *out.details]
@@ -561,8 +475,7 @@ def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
 
 
 def xid_class(code: int, chosen: Mapping[str, str] | None = None) -> str:
-    """``hardware`` (GSP or the GPU itself: FAIL), ``application`` (a process's kernel: WARN),
-    ``other`` (WARN) or ``ignore`` (listed only); ``--spark-xid-class CODE=CLASS`` (``chosen``) first."""
+    """hardware (FAIL), application, other (WARN) or ignore; ``--spark-xid-class`` (``chosen``) first."""
     given = (chosen or {}).get(str(code))
     if given:
         return given
@@ -574,16 +487,6 @@ def _xid_line(x: Mapping[str, Any]) -> str:
     when = f" at {x['t']:.1f} s" if isinstance(x.get("t"), (int, float)) else ""
     who = (f", pid {x['pid']}" if x.get("pid") is not None else "") + (f" {x['name']}" if x.get("name") else "")
     return f"Xid {x.get('code')}{when} ({x.get('pci')}){who}: {x.get('message') or '(no message)'}"
-
-
-def _xid_fix(codes: set[int]) -> tuple[str, str]:
-    if codes & {119, 120}:
-        return XID_GSP_FIX, "NVreg_EnableHotplugDetection=0; disable nvidia-suspend; reboot"
-    if 169 in codes:
-        return XID_OPEN_FIX, "install the open kernel modules; reboot"
-    if codes & {79, 154}:
-        return XID_RESET_FIX, "reboot; if it persists, full AC power cycle"
-    return XID_HW_FIX, "reboot; nvidia-bug-report.sh if it recurs"
 
 
 def _xid_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
@@ -611,12 +514,9 @@ def _xid_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
     for klass in ("hardware", "application", "other"):
         if counts[klass]:
             _xid_finding(klass, counts[klass], facts, chosen, out)
-    return [
-        Reading("kernel_log_source", facts.kernel_log_source),
-        Reading("xid_events", total),
-        *(Reading(f"xid_{k}", sum(c.values())) for k, c in counts.items()),
-        Reading("xid_latest", _xid_line(facts.xids[0]) if facts.xids else None),
-    ]
+    return [Reading("kernel_log_source", facts.kernel_log_source), Reading("xid_events", total),
+            *(Reading(f"xid_{k}", sum(c.values())) for k, c in counts.items()),
+            Reading("xid_latest", _xid_line(facts.xids[0]) if facts.xids else None)]
 
 
 def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Mapping[str, str], out: Findings) -> None:
@@ -625,7 +525,7 @@ def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Map
     tail = f"; latest: {_xid_line(latest)}" if latest else ""
     first = int(latest["code"]) if latest else next(iter(codes))
     if klass == "hardware":
-        fix, short = _xid_fix(set(codes))
+        _, fix, short = next(f for f in XID_FIXES if f[0] is None or f[0] & set(codes))
         kind = "GSP" if set(codes) & {119, 120} else "hardware/GSP"
         out.fail(f"GPU faults in the kernel log since boot ({kind}): {named}{tail}", fix,
                  f"Xid {first} since boot ({kind} fault)", short)
@@ -635,7 +535,7 @@ def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Map
             who = f"pid {latest.get('pid')} {latest.get('name') or ''}".strip()
         out.warn(f"a GPU kernel faulted since boot ({who}): {named}{tail}", XID_APP_FIX,
                  f"Xid {first} since boot ({who})", "update/patch the faulting kernel path")
-    elif klass == "other":
+    else:
         out.warn(f"Xid events in the kernel log since boot: {named}{tail}", XID_OTHER_FIX,
                  f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue")
 
@@ -647,12 +547,17 @@ def _median(values: Sequence[float]) -> float:
 
 
 def _low_power_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
-    """N5: under load (utilisation at the gate), an SM clock and power both low with no
-    heat or brake reason is a stuck low-power state; without load it cannot be told."""
-    gate, clock_max, watts_max = (params.threshold(n) for n in ("g4_low_power_util_pct", "g4_low_power_clock_mhz", "g4_low_power_w"))
+    """N5: under load, SM clock and power both low with no heat or brake reason: a stuck low-power
+    state. Each GPU is judged on its own load; readings only for the first GPU (the run's row)."""
+    names = ("g4_low_power_util_pct", "g4_low_power_clock_mhz", "g4_low_power_w")
+    gate, clock_max, watts_max = (params.threshold(n) for n in names)
     if clock_max <= 0 or watts_max <= 0:
         return []
-    by_gpu = _gpus_by_index(facts.samples)
+    by_gpu: dict[int, list[GpuReading]] = {}
+    for sample in facts.samples:
+        for gpu in sample.get("gpus") or []:
+            if isinstance(gpu, Mapping):
+                by_gpu.setdefault(int(gpu.get("index", 0)), []).append(gpu)
     readings: list[Reading] = []
     for index, gpus in sorted(by_gpu.items()):
         label = f"GPU {index}" if len(by_gpu) > 1 else "GPU"
@@ -660,40 +565,22 @@ def _low_power_stage(facts: Facts, params: Params, out: Findings) -> list[Readin
     return readings
 
 
-def _gpus_by_index(samples: Sequence[Sample]) -> dict[int, list[GpuReading]]:
-    """Each GPU's readings across the samples, so each GPU is judged on its own load."""
-    by_gpu: dict[int, list[GpuReading]] = {}
-    for sample in samples:
-        for gpu in sample.get("gpus") or []:
-            if isinstance(gpu, Mapping):
-                by_gpu.setdefault(int(gpu.get("index", 0)), []).append(gpu)
-    return by_gpu
-
-
-def _utilisation(gpus: Sequence[GpuReading], gate: float) -> tuple[list[float], list[GpuReading]]:
-    """``(utilisations read, samples at or above the gate)``: the load the low-power rule needs."""
-    utils = [float(u) for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and not isinstance(u, bool)]
-    loaded = [g for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and u >= gate]
-    return utils, loaded
-
-
 def _loaded_medians(loaded: Sequence[GpuReading]) -> tuple[float, float, bool] | None:
-    """``(SM clock median MHz, power median W, a throttle reason seen)`` under load; None
-    when the clock or power was not read, so the state cannot be judged."""
+    """``(SM clock median MHz, power median W, a throttle reason seen)``; None: clock or power not read."""
     clocks = [float(c) for g in loaded if isinstance(c := g.get("clock_sm_mhz"), (int, float))]
     watts = [float(w) / 1000.0 for g in loaded if isinstance(w := g.get("power_usage_mw"), (int, float))]
-    masks = [m for g in loaded if (m := parse_mask(g.get("clock_event_reasons"))) is not None]
+    masks = [m for g in loaded if (m := thermal.parse_mask(g.get("clock_event_reasons"))) is not None]
     if not clocks or not watts:
         return None
-    return _median(clocks), _median(watts), any(m & WARN_MASK for m in masks)
+    return _median(clocks), _median(watts), any(m & thermal.WARN_MASK for m in masks)
 
 
 def _low_power_gpu(
     label: str, gpus: Sequence[GpuReading], first: bool, gates: tuple[float, float, float], source: str, out: Findings
 ) -> list[Reading]:
-    """One GPU's stuck low-power verdict; its readings only for the first GPU (the run's row)."""
     gate, clock_max, watts_max = gates
-    utils, loaded = _utilisation(gpus, gate)
+    utils = [float(u) for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and not isinstance(u, bool)]
+    loaded = [g for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and u >= gate]
     readings: list[Reading] = []
     if first:
         readings += [Reading("utilization_max", max(utils) if utils else None, "%"), Reading("loaded_samples", len(loaded))]
@@ -714,29 +601,22 @@ def _low_power_gpu(
     if first:
         readings += [Reading("loaded_sm_clock_median", _rnd(clock, 0), "MHz"), Reading("loaded_power_median", _rnd(power), "W")]
     if clock < clock_max and power < watts_max and not throttled:
-        out.fail(
-            f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no throttle "
-            "reason: a stuck low-power state",
-            LOW_POWER_FIX,
-            f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
-            LOW_POWER_SHORT,
-        )
+        out.fail(f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no "
+                 "throttle reason: a stuck low-power state", LOW_POWER_FIX,
+                 f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
+                 LOW_POWER_SHORT)
     else:
         out.note(f"{seen}: no stuck low-power state" + (" (a throttle reason explains the clock)" if throttled else ""))
     return readings
 
 
 def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findings, ceilings: list[float]) -> list[Reading]:
-    """One GPU: lost or errors only (FAIL), active reasons, heat, flat power (WARN); its
-    readings when there are several GPUs."""
+    """One GPU: lost or errors only (FAIL), reasons, heat, flat power (WARN); readings if several GPUs."""
     label = f"GPU {s.index}" + (f" ({dev['name']})" if dev.get("name") else "")
     if s.lost:
-        out.fail(
-            f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} readings)",
-            DRIVER_FIX,
-            f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
-            DRIVER_SHORT,
-        )
+        out.fail(f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} "
+                 "readings)", DRIVER_FIX, f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
+                 DRIVER_SHORT)
         return []
     real = {k: v for k, v in sorted(s.errors.items()) if v != "NotSupported"}
     if s.temperature.n == 0 and s.power_w.n == 0 and real:
@@ -746,21 +626,22 @@ def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findi
     out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
     _heat_stage(s, label, params, out)
-    ceiling = flat_ceiling(params, _watts(dev.get("power_limit_mw")))
+    # 'well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit reads N/A), else a share
+    limit_w, watts = _watts(dev.get("power_limit_mw")), params.threshold("g4_flat_power_w")
+    share = limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
+    ceiling = watts if watts > 0 else share
     if ceiling:
         ceilings.append(ceiling)
-    _flat_stage(s, label, _watts(dev.get("power_limit_mw")), ceiling, params, out)
+    _flat_stage(s, label, limit_w, ceiling, params, out)
     if s.busy is False and s.temperature.n > 1:
         out.note(f"{label}: idle in most samples; the flat-power rule needs load")
     if not many:
         return []
     i = s.index
-    return [
-        Reading(f"gpu{i}_temperature_max", _rnd(s.temperature.max), "C"),
-        Reading(f"gpu{i}_power_max", _rnd(s.power_w.max), "W"),
-        Reading(f"gpu{i}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
-        Reading(f"gpu{i}_reasons", ",".join(s.reasons) or "none"),
-    ]
+    return [Reading(f"gpu{i}_temperature_max", _rnd(s.temperature.max), "C"),
+            Reading(f"gpu{i}_power_max", _rnd(s.power_w.max), "W"),
+            Reading(f"gpu{i}_sm_clock_min", _rnd(s.clock_sm.min, 0), "MHz"),
+            Reading(f"gpu{i}_reasons", ",".join(s.reasons) or "none")]
 
 
 def _reasons_stage(s: GpuSeries, label: str, out: Findings) -> None:
@@ -775,14 +656,12 @@ def _reasons_stage(s: GpuSeries, label: str, out: Findings) -> None:
     if "HwPowerBrakeSlowdown" in throttle:
         fixes.append((BRAKE_FIX, BRAKE_SHORT))
     if set(throttle) == {"HwSlowdown"}:
-        fixes.append(("HW slowdown is heat or the power supply: check cooling, the supply and dmesg", "check cooling, the power supply and dmesg"))
+        fixes.append(("HW slowdown is heat or the power supply: check cooling, the supply and dmesg",
+                      "check cooling, the power supply and dmesg"))
     tmax = _fmt(s.temperature.max, "C")
-    out.warn(
-        f"{label}: {names} (max {tmax})",
-        "; ".join(f for f, _ in fixes),
-        f"{first} in {throttle[first]}/{s.reason_samples} samples, max {tmax}",
-        fixes[0][1] if fixes else "",
-    )
+    out.warn(f"{label}: {names} (max {tmax})", "; ".join(f for f, _ in fixes),
+             f"{first} in {throttle[first]}/{s.reason_samples} samples, max {tmax}",
+             fixes[0][1] if fixes else "")
 
 
 def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None:
@@ -796,26 +675,20 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None
         text = f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C{gb10}"
         out.warn(text, COOL_FIX, f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})", COOL_SHORT)
     elif margin > 0 and tlim is not None and tlim <= margin:
-        out.warn(
-            f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
-            f"{_fmt(tmax, 'C')}: about to slow down for heat",
-            COOL_FIX,
-            f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit",
-            COOL_SHORT,
-        )
+        out.warn(f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
+                 f"{_fmt(tmax, 'C')}: about to slow down for heat", COOL_FIX,
+                 f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit", COOL_SHORT)
 
 
 def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float | None, params: Params, out: Findings) -> None:
     """The seed's pattern: power flat well under the limit while the chip heats."""
     idle_w = params.threshold("g4_idle_power_w")
-    flat = flat_power_climb(
-        s, ceiling_w=ceiling, band_fraction=params.threshold("g4_flat_power_band_fraction"), rise_c=params.threshold("g4_temp_rise_c")
-    )
+    flat = thermal.flat_power_climb(s, ceiling_w=ceiling, rise_c=params.threshold("g4_temp_rise_c"),
+                                    band_fraction=params.threshold("g4_flat_power_band_fraction"))
     if flat is not None and idle_w > 0 and flat.power_max <= idle_w:
-        out.note(
-            f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= g4_idle_power_w = "
-            f"{idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule needs load)"
-        )
+        out.note(f"{label}: the temperature rose {flat.rise:.1f} C with the power at idle (<= "
+                 f"g4_idle_power_w = {idle_w:g} W): the box warmed, not this GPU's load (the flat-power rule "
+                 "needs load)")
     elif flat is not None:
         watts = _span(flat.power_min, flat.power_max, "W")
         out.warn(
@@ -832,88 +705,67 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float 
         out.note(f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied")
 
 
-def _word(name: str) -> str:
-    return next(w for n, _, w in COUNTERS if n == name)
-
-
-def _secs(us: int | None) -> float | None:
-    return None if us is None else round(us / 1e6, 3)
-
-
 def _counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
-    """WARN when thermal or power-brake slowdown grew during the sample, or its total since
-    the driver loaded is above ``g4_slowdown_since_boot_s``; SW power capping is not judged."""
+    """Each GPU's counters judged and read out; SW power capping is not judged."""
     before = {int(c.get("index", 0)): c for c in facts.counters_before}
     after = {int(c.get("index", 0)): c for c in facts.counters_after if c.get("us")}
     if not after:
-        errs = sorted({str(e.get("name") if isinstance(e, Mapping) else e) for c in facts.counters_before for e in (c.get("errors") or {}).values()})
+        errs = sorted({str(e.get("name") if isinstance(e, Mapping) else e)
+                       for c in facts.counters_before for e in (c.get("errors") or {}).values()})
         if facts.counters_source or errs:
             out.note(f"clock-event counters [N/A] ({', '.join(errs) or 'not read after the sample'})")
         return []
     readings: list[Reading] = []
     for index, a in sorted(after.items()):
         us = a.get("us") or {}
-        delta = counter_deltas((before.get(index) or CounterSet()).get("us"), us)
-        where = f"GPU {index}" if len(after) > 1 else "GPU"
-        _counter_findings(where, us, delta, params, out)
+        delta = thermal.counter_deltas((before.get(index) or CounterSet()).get("us"), us)
+        _counter_findings(f"GPU {index}" if len(after) > 1 else "GPU", us, delta, params, out)
         prefix = f"gpu{index}_" if len(after) > 1 else ""
-        for name, _, _ in COUNTERS:
-            readings.append(Reading(f"{prefix}{name}_since_boot", _secs(us.get(name)), "s"))
-            readings.append(Reading(f"{prefix}{name}_in_sample", _secs(delta.get(name)), "s"))
+        for name, _, _ in thermal.COUNTERS:
+            for when, value in (("since_boot", us.get(name)), ("in_sample", delta.get(name))):
+                seconds = None if value is None else round(value / 1e6, 3)
+                readings.append(Reading(f"{prefix}{name}_{when}", seconds, "s"))
     return readings
 
 
 def _counter_findings(where: str, us: Mapping[str, int], delta: Mapping[str, int | None], params: Params, out: Findings) -> None:
     """WARN when thermal or brake slowdown grew in the sample, or since boot beyond the threshold."""
     growth_s, boot_s = params.threshold("g4_slowdown_growth_s"), params.threshold("g4_slowdown_since_boot_s")
-    grew = {n: d for n, d in delta.items() if n in SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
+    grew = {n: d for n, d in delta.items() if n in thermal.SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
     if grew:
-        words = ", ".join(f"{_word(n)} +{seconds_text(d)}" for n, d in grew.items())
+        words = ", ".join(f"{thermal.WORDS[n]} +{thermal.seconds_text(d)}" for n, d in grew.items())
         brake = set(grew) == {"hw_power_brake_slowdown"}
-        out.warn(
-            f"{where} clocks cut during the sample: {words} (clock-event counters)",
-            BRAKE_FIX if brake else COOL_FIX,
-            f"{words} during the sample",
-            BRAKE_SHORT if brake else COOL_SHORT,
-        )
-    elif sum(us.get(n) or 0 for n in SLOWDOWN_COUNTERS) / 1e6 > boot_s:
-        words = ", ".join(f"{_word(n)} {seconds_text(us.get(n))}" for n in SLOWDOWN_COUNTERS if us.get(n))
-        out.warn(
-            f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
-            f"{boot_s:g} s; none during the sample)",
-            COOL_FIX + "; then re-run the 15-minute check (--spark-thermal-seconds 900)",
-            f"{words} since boot (> {boot_s:g} s)",
-            "check cooling; re-run with --spark-thermal-seconds 900",
-        )
-
-
-#: the counters G4's lines name (both thermal ones are summed as "thermal")
-COUNTED = ("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+        out.warn(f"{where} clocks cut during the sample: {words} (clock-event counters)",
+                 BRAKE_FIX if brake else COOL_FIX, f"{words} during the sample",
+                 BRAKE_SHORT if brake else COOL_SHORT)
+    elif sum(us.get(n) or 0 for n in thermal.SLOWDOWN_COUNTERS) / 1e6 > boot_s:
+        words = ", ".join(f"{thermal.WORDS[n]} {thermal.seconds_text(us.get(n))}"
+                          for n in thermal.SLOWDOWN_COUNTERS if us.get(n))
+        out.warn(f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
+                 f"{boot_s:g} s; none during the sample)", COOL_FIX + "; then re-run the 15-minute check "
+                 "(--spark-thermal-seconds 900)", f"{words} since boot (> {boot_s:g} s)",
+                 "check cooling; re-run with --spark-thermal-seconds 900")
 
 
 def _counter_figures(facts: Facts) -> tuple[dict[str, int], list[tuple[str, str]], str | None] | None:
-    """The first GPU's counters after the sample, ``[(name, "3.0 h"), …]`` since boot, and
-    the slowdown that grew during the sample (None: no reading before); None without counters."""
+    """First GPU: counters, ``[(name, "3.0 h")]`` since boot (thermal summed), slowdown in the sample."""
     a = next((c for c in facts.counters_after if c.get("us")), None)
     if a is None:
         return None
     us = a.get("us") or {}
     b = next((c for c in facts.counters_before if c.get("index") == a.get("index")), CounterSet())
-    thermal = [v for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if (v := us.get(n)) is not None]
-    parts = [
-        ("power cap", seconds_text(us.get("sw_power_cap"))),
-        ("thermal", seconds_text(sum(thermal)) if thermal else "[N/A]"),
-        ("power brake", seconds_text(us.get("hw_power_brake_slowdown"))),
-    ]
-    grown = [d for n, d in counter_deltas(b.get("us"), us).items() if n in SLOWDOWN_COUNTERS and d is not None]
-    return us, parts, seconds_text(sum(grown)) if grown else None
+    thermal_us = [v for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if (v := us.get(n)) is not None]
+    parts = [("power cap", thermal.seconds_text(us.get("sw_power_cap"))),
+             ("thermal", thermal.seconds_text(sum(thermal_us)) if thermal_us else "[N/A]"),
+             ("power brake", thermal.seconds_text(us.get("hw_power_brake_slowdown")))]
+    grown = [d for n, d in thermal.counter_deltas(b.get("us"), us).items()
+             if n in thermal.SLOWDOWN_COUNTERS and d is not None]
+    return us, parts, thermal.seconds_text(sum(grown)) if grown else None
 
 
 def _counters_text(facts: Facts) -> str:
-    """``clock-event counters since boot: power cap 14.0 h, thermal 0 s, power brake 0 s;
-    slowdown +0 s in the sample`` (first GPU; empty without counters)."""
-    figures = _counter_figures(facts)
-    if figures is None:
+    """``clock-event counters since boot: power cap 14.0 h, …; slowdown +0 s in the sample``."""
+    if (figures := _counter_figures(facts)) is None:
         return ""
     _, parts, during = figures
     grown = f"; slowdown +{during} in the sample" if during is not None else ""
@@ -921,13 +773,11 @@ def _counters_text(facts: Facts) -> str:
 
 
 def _counters_short(facts: Facts, room: int) -> str:
-    """The counters for the default line in ``room`` characters where it can: "no clock events
-    since boot", else every figure, else only those not 0. Empty without counters."""
-    figures = _counter_figures(facts)
-    if figures is None:
+    """The counters in ``room`` characters where it can: none, else every figure, else those not 0."""
+    if (figures := _counter_figures(facts)) is None:
         return ""
     us, parts, during = figures
-    if all(us.get(n) == 0 for n in COUNTED):
+    if all(us.get(n) == 0 for n in ("sw_power_cap", *thermal.SLOWDOWN_COUNTERS)):
         return "no clock events since boot"
 
     def text(shown: Sequence[tuple[str, str]], grown: str | None) -> str:
@@ -947,7 +797,8 @@ def _reasons_text(s: GpuSeries) -> str:
     if not s.reasons:
         return "no clock-event reason"
     named = {"GpuIdle": "GpuIdle (idle)", "SwPowerCap": "SwPowerCap in {c}/{n} (at its power limit)"}
-    return "reasons: " + ", ".join(named.get(k, k + " in {c}/{n}").format(c=c, n=s.reason_samples) for k, c in s.reasons.items())
+    return "reasons: " + ", ".join(named.get(k, k + " in {c}/{n}").format(c=c, n=s.reason_samples)
+                                   for k, c in s.reasons.items())
 
 
 def _tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
@@ -958,8 +809,7 @@ def _tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
 
 
 def _overview(series: Mapping[int, GpuSeries], static: Mapping[int, Device], facts: Facts, how: str) -> tuple[str, str]:
-    """(the line, its headline): ranges measured, the limit, the clock, the T.Limit margin,
-    the reasons seen and the counters."""
+    """(the line, its headline): ranges, limit, clock, T.Limit margin, reasons seen, counters."""
     all_s = list(series.values())
     temps, watts = _span(*_range(all_s, "temperature"), "C"), _span(*_range(all_s, "power_w"), "W")
     clock = _span(*_range(all_s, "clock_sm"), "MHz")
@@ -993,32 +843,21 @@ def _readings(facts: Facts, series: Mapping[int, GpuSeries], static: Mapping[int
         known = [v for v in values if v is not None]
         return _rnd(fn(known)) if known else None
 
-    def low(stat: str) -> float | None:
-        return pick(min, [st.min for st in _stats(all_s, stat)])
+    def spread(name: str, stat: str, unit: str) -> list[Reading]:  # min, max, mean over every GPU
+        (lo, hi), n = _range(all_s, stat), sum(getattr(s, stat).n for s in all_s)
+        mean = _rnd(sum(getattr(s, stat).total for s in all_s) / n) if n else None
+        return [Reading(f"{name}_min", _rnd(lo), unit), Reading(f"{name}_max", _rnd(hi), unit),
+                Reading(f"{name}_mean", mean, unit)]
 
-    def high(stat: str) -> float | None:
-        return pick(max, [st.max for st in _stats(all_s, stat)])
-
-    def mean(stat: str) -> float | None:
-        n = sum(st.n for st in _stats(all_s, stat))
-        return _rnd(sum(st.total for st in _stats(all_s, stat)) / n) if n else None
-
-    rises = [w[1] - w[0] for s in all_s if (w := window_means(s.points, 1))]
+    rises = [w[1] - w[0] for s in all_s if (w := thermal.window_means(s.points, 1))]
     rated = [r for i in series if isinstance(r := static.get(i, {}).get("max_clock_sm_mhz"), (int, float))]
     reasons = sorted({name for s in all_s for name in s.reasons})
     return [
-        Reading("temperature_min", low("temperature"), "C"),
-        Reading("temperature_max", high("temperature"), "C"),
-        Reading("temperature_mean", mean("temperature"), "C"),
-        Reading("temperature_rise", pick(max, rises), "C"),
-        Reading("power_min", low("power_w"), "W"),
-        Reading("power_max", high("power_w"), "W"),
-        Reading("power_mean", mean("power_w"), "W"),
+        *spread("temperature", "temperature", "C"), Reading("temperature_rise", pick(max, rises), "C"),
+        *spread("power", "power_w", "W"),
         Reading("power_limit", pick(max, [_watts(static.get(i, {}).get("power_limit_mw")) for i in series]), "W"),
         Reading("flat_power_ceiling", pick(max, ceilings), "W"),
-        Reading("sm_clock_min", low("clock_sm"), "MHz"),
-        Reading("sm_clock_max", high("clock_sm"), "MHz"),
-        Reading("sm_clock_mean", mean("clock_sm"), "MHz"),
+        *spread("sm_clock", "clock_sm", "MHz"),
         Reading("tlimit_margin_min", _rnd(_tlimit_margin(facts, all_s)), "C"),
         Reading("sm_clock_rated", pick(max, rated), "MHz"),
         Reading("clock_event_reasons", ",".join(reasons) or "none"),

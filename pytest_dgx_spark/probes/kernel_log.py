@@ -1,23 +1,13 @@
 """The kernel log since boot, read without blocking, and pure parsers of what it says.
 
-GPU faults (``NVRM: Xid …``) and the kernel's OOM kills are written only to the
-kernel log: a vLLM service killed by Xid 13 exits ``status=0/SUCCESS``
-(a postmortem's journalctl line, tests/data/gb10/dmesg_xid_2.txt), an OOM kill of a neighbour leaves a ``137`` and nothing
-else. Three sources, the first readable wins:
-
-* ``<host root>/dev/kmsg`` opened ``O_RDONLY|O_NONBLOCK``: each ``read()`` is one
-  record ``pri,seq,usec,flags;text`` (continuation lines start with a space),
-  ``EAGAIN`` is the end, ``EPIPE`` says records were overwritten (read on). A
-  regular file in its place (a test root, a copied log) is read line by line;
-  anything else there (a FIFO) is refused, as ``procfs`` refuses it.
-* ``journalctl -k -b --no-pager -o short-monotonic`` (the latest records only).
-* ``dmesg``.
-
-Each is bounded in records (the latest :data:`MAX_RECORDS` are kept), bytes and
-time. When none is readable as this user (``kernel.dmesg_restrict=1`` makes
-``/dev/kmsg`` answer EPERM) the answer says so and how to allow it: that is no
-fault of the machine. The answer is plain JSON (the run's store and xdist share
-it); :func:`records` turns it into typed :class:`KernelRecord` s.
+GPU faults (``NVRM: Xid …``) and the kernel's OOM kills are written only to the kernel log: a vLLM
+service killed by Xid 13 exits ``status=0/SUCCESS`` (tests/data/gb10/dmesg_xid_2.txt), an OOM kill of a
+neighbour leaves a ``137`` and nothing else. The first readable source wins: ``<host root>/dev/kmsg``
+(``O_NONBLOCK``: one record ``pri,seq,usec,flags;text`` per ``read()``, ``EAGAIN`` the end, ``EPIPE``
+records overwritten; a regular file there is read line by line, a FIFO refused as procfs refuses it),
+then ``journalctl -k -b``, then ``dmesg``; each bounded in records, bytes and time. Unreadable as this
+user (``kernel.dmesg_restrict=1``: EPERM) the answer says how to allow it: no fault of the machine.
+The answer is plain JSON (the store and xdist share it); :func:`records` types it.
 """
 
 from __future__ import annotations
@@ -69,9 +59,9 @@ class KernelRecord:
 
 
 class KernelLog(TypedDict, total=False):
-    """What :func:`read_kernel_log` found, as JSON. ``source`` is None when nothing was readable;
-    ``denied`` then says how to allow it; ``problems`` says why each earlier source was passed over;
-    ``cut`` says which bound ended the read (the records kept are the latest)."""
+    """What :func:`read_kernel_log` found, as JSON. ``source`` is None when nothing was readable,
+    ``denied`` then says how to allow it; ``problems``: why each earlier source was passed over;
+    ``cut``: which bound ended the read (the records kept are the latest)."""
 
     source: str | None
     records: list[dict[str, Any]]
@@ -81,11 +71,12 @@ class KernelLog(TypedDict, total=False):
     seconds: float
 
 
-# ---------------------------------------------------------------------- reading
+def _unread(problem: str, denied: str | None = None) -> KernelLog:
+    return {"source": None, "records": [], "problems": [problem], "denied": denied}
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")[:MAX_TEXT]
+def _read(source: str, found: list[dict[str, Any]], cut: str | None) -> KernelLog:
+    return {"source": source, "records": found, "problems": [], "denied": None, "cut": cut}
 
 
 def parse_kmsg_record(raw: bytes) -> dict[str, Any] | None:
@@ -96,24 +87,18 @@ def parse_kmsg_record(raw: bytes) -> dict[str, Any] | None:
     fields = head.split(b",")
     if not sep or len(fields) < 4 or not all(f.isdigit() and len(f) <= 20 for f in fields[:3]):
         return None
-    return {"seq": int(fields[1]), "t": round(int(fields[2]) / 1e6, 6), "text": _text(text)}
+    return {"seq": int(fields[1]), "t": round(int(fields[2]) / 1e6, 6),
+            "text": text.decode("utf-8", errors="replace")[:MAX_TEXT]}
 
 
 def parse_text_log(text: str) -> list[dict[str, Any]]:
-    """``dmesg`` or ``journalctl -k -o short-monotonic`` output -> records (no ``seq``); header
-    lines (``-- Logs begin …``, ``-- No entries --``) and lines without a time are skipped."""
+    """``dmesg`` or ``journalctl -k -o short-monotonic`` output -> records; lines without a time skipped."""
     out: list[dict[str, Any]] = []
     for line in text.splitlines():
-        m = _BRACKETED.match(line.strip())
-        if m is None:
-            continue
-        rest = m.group(2)
-        journal = _JOURNAL_KERNEL.match(rest)
-        try:
-            seconds = float(m.group(1))
-        except ValueError:
-            continue
-        out.append({"seq": None, "t": seconds, "text": (journal.group(1) if journal else rest)[:MAX_TEXT]})
+        if m := _BRACKETED.match(line.strip()):
+            journal = _JOURNAL_KERNEL.match(m.group(2))
+            out.append({"seq": None, "t": float(m.group(1)),
+                        "text": (journal.group(1) if journal else m.group(2))[:MAX_TEXT]})
     return out
 
 
@@ -123,8 +108,7 @@ class _Bounded:
     def __init__(self, limit: int, max_bytes: int, deadline: float) -> None:
         self.kept: deque[dict[str, Any]] = deque(maxlen=limit)
         self.limit, self.max_bytes, self.deadline = limit, max_bytes, deadline
-        self.seen = 0
-        self.bytes = 0
+        self.seen = self.bytes = 0
         self.cut: str | None = None
 
     def add(self, record: dict[str, Any] | None, size: int) -> bool:
@@ -145,36 +129,24 @@ class _Bounded:
         return self.cut
 
 
-def _open_kmsg(path: str) -> tuple[int | None, str | None, bool]:
-    """(fd, None, is_device) or (None, why not, denied)."""
+def read_kmsg(path: str, *, limit: int = MAX_RECORDS, max_bytes: int = MAX_BYTES, timeout: float = 10.0) -> KernelLog:
+    """``/dev/kmsg`` (a character device: one record per read) or a regular file in its place."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
-        denied = exc.errno in (errno.EPERM, errno.EACCES)
-        return None, f"{KMSG}: {exc.strerror or exc}", denied
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISCHR(mode) or stat.S_ISREG(mode):
-        return fd, None, stat.S_ISCHR(mode)
-    os.close(fd)
-    return None, f"{KMSG} is not the kernel's device ({kind_of(mode)}): not read", False
-
-
-def read_kmsg(path: str, *, limit: int = MAX_RECORDS, max_bytes: int = MAX_BYTES, timeout: float = 10.0) -> KernelLog:
-    """``/dev/kmsg`` (a character device: one record per read) or a regular file in its place."""
-    fd, why, denied = _open_kmsg(path)
-    if fd is None:
-        return {"source": None, "records": [], "problems": [why or KMSG], "denied": why if denied else None}
+        why = f"{KMSG}: {exc.strerror or exc}"
+        return _unread(why, why if exc.errno in (errno.EPERM, errno.EACCES) else None)
     bound = _Bounded(limit, max_bytes, time.monotonic() + timeout)
     try:
-        device = stat.S_ISCHR(os.fstat(fd).st_mode)
-        problem = _read_device(fd, bound) if device else _read_file(fd, bound)
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISREG(mode)):
+            return _unread(f"{KMSG} is not the kernel's device ({kind_of(mode)}): not read")
+        problem = _read_device(fd, bound) if stat.S_ISCHR(mode) else _read_file(fd, bound)
     finally:
         os.close(fd)
     if problem is not None:
-        denied_now = problem.startswith("EPERM")
-        return {"source": None, "records": [], "problems": [f"{KMSG}: {problem}"],
-                "denied": f"{KMSG}: {problem}" if denied_now else None}
-    return {"source": KMSG, "records": list(bound.kept), "problems": [], "denied": None, "cut": bound.finish()}
+        return _unread(f"{KMSG}: {problem}", f"{KMSG}: {problem}" if problem.startswith("EPERM") else None)
+    return _read(KMSG, list(bound.kept), bound.finish())
 
 
 def _read_device(fd: int, bound: _Bounded) -> str | None:
@@ -189,24 +161,17 @@ def _read_device(fd: int, bound: _Bounded) -> str | None:
             if exc.errno in (errno.EPERM, errno.EACCES):
                 return f"EPERM ({exc.strerror})"
             return f"read failed: {exc.strerror or exc}"
-        if not raw:
-            return None
-        if not bound.add(parse_kmsg_record(raw), len(raw)):
+        if not raw or not bound.add(parse_kmsg_record(raw), len(raw)):
             return None
 
 
 def _read_file(fd: int, bound: _Bounded) -> str | None:
     """A regular file of kmsg records, one a line (continuations start with a space)."""
     rest = b""
-    while True:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
+    while chunk := os.read(fd, 1 << 16):
+        *lines, rest = (rest + chunk).split(b"\n")
         for line in lines:
-            keep = None if line.startswith(b" ") else parse_kmsg_record(line)
-            if not bound.add(keep, len(line) + 1):
+            if not bound.add(None if line.startswith(b" ") else parse_kmsg_record(line), len(line) + 1):
                 return None
         if len(rest) > MAX_TEXT * 4:  # a line without end: garbage, not a record
             bound.add(None, len(rest))
@@ -219,34 +184,31 @@ def _read_file(fd: int, bound: _Bounded) -> str | None:
 def _from_command(name: str, res: CommandResult, *, limit: int) -> KernelLog:
     text = (res.stdout + "\n" + res.stderr).lower()
     if res.error:
-        return {"source": None, "records": [], "problems": [res.describe()], "denied": None}
+        return _unread(res.describe())
     found = parse_text_log(res.stdout)
     if not found and "no journal files" in text:
-        return {"source": None, "records": [], "problems": [f"{name}: no journal files were found"], "denied": None}
+        return _unread(f"{name}: no journal files were found")
     if name == "journalctl":
         found.reverse()  # it printed newest first
     if res.overflow and found:  # the runner kept the first MiB: journalctl's newest, dmesg's oldest
         kept = "newest" if name == "journalctl" else "oldest"
-        return {"source": name, "records": found[-limit:], "problems": [], "denied": None,
-                "cut": f"{res.describe()}: the {kept} {len(found)} records kept"}
+        return _read(name, found[-limit:], f"{res.describe()}: the {kept} {len(found)} records kept")
     if res.timed_out or res.overflow or res.signal:
-        return {"source": None, "records": [], "problems": [res.describe()], "denied": None}
+        return _unread(res.describe())
     if not found and any(w in text for w in _DENIED_WORDS):
         line = (res.stderr.strip() or res.stdout.strip()).splitlines()[0][:160]
-        return {"source": None, "records": [], "problems": [f"{name}: {line}"], "denied": f"{name}: {line}"}
+        return _unread(f"{name}: {line}", f"{name}: {line}")
     if res.returncode != 0:
         line = (res.stderr.strip() or res.stdout.strip() or f"exited {res.returncode}").splitlines()[0][:160]
-        return {"source": None, "records": [], "problems": [f"{name}: {line}"], "denied": None}
+        return _unread(f"{name}: {line}")
     cut = f"{len(found)} records; the latest {limit} kept" if len(found) > limit else None
-    return {"source": name, "records": found[-limit:], "problems": [], "denied": None, "cut": cut}
+    return _read(name, found[-limit:], cut)
 
 
 def read_kernel_log(
     kmsg_path: str, command: Callable[[Sequence[str], float], CommandResult], *, timeout: float = 10.0, limit: int = MAX_RECORDS
 ) -> KernelLog:
-    """The first readable of ``/dev/kmsg``, ``journalctl -k -b``, ``dmesg``; never raises.
-    ``command(argv, seconds)`` runs a program bounded in time and output
-    (:func:`~pytest_dgx_spark.probes.commands.run_command`); the sources share ``timeout``."""
+    """The first readable source, sharing ``timeout``; never raises. ``command``: a bounded run_command."""
     begun = time.monotonic()
     problems: list[str] = []
     denied: list[str] = []
@@ -263,11 +225,9 @@ def read_kernel_log(
         try:
             got = attempt()
         except OSError as exc:  # fstat of a vanished file and the like
-            got = {"source": None, "records": [], "problems": [f"{KMSG}: {exc.strerror or exc}"], "denied": None}
+            got = _unread(f"{KMSG}: {exc.strerror or exc}")
         if got.get("source"):
-            got["problems"] = problems
-            got["seconds"] = round(time.monotonic() - begun, 3)
-            return got
+            return {**got, "problems": problems, "seconds": round(time.monotonic() - begun, 3)}
         problems += got.get("problems") or []
         if got.get("denied"):
             denied.append(str(got["denied"]))
@@ -281,20 +241,12 @@ def records(log: Mapping[str, Any]) -> list[KernelRecord]:
     """The typed records of a :class:`KernelLog` (or of its JSON in a capture); odd entries skipped."""
     out: list[KernelRecord] = []
     for r in log.get("records") or []:
-        if not isinstance(r, Mapping) or not isinstance(r.get("text"), str):
-            continue
-        seq, t = r.get("seq"), r.get("t")
-        out.append(
-            KernelRecord(
-                seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
-                float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None,
-                r["text"],
-            )
-        )
+        if isinstance(r, Mapping) and isinstance(r.get("text"), str):
+            seq, t = r.get("seq"), r.get("t")
+            seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+            t = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+            out.append(KernelRecord(seq, t, r["text"]))
     return out
-
-
-# ---------------------------------------------------------------------- parsers (pure)
 
 
 @dataclass(frozen=True)
@@ -326,15 +278,13 @@ def xids(recs: Iterable[KernelRecord]) -> list[Xid]:
         m = _XID.search(r.text) if "Xid" in r.text else None  # the cheap test first: 100,000 records
         if m is None:
             continue
-        rest = m.group(3)
-        pid_m = _XID_PID.search(rest)
-        pid = int(pid_m.group(1)) if pid_m and pid_m.group(1).isdigit() else None
-        if pid_m:
+        rest, pid, name = m.group(3), None, None
+        if pid_m := _XID_PID.search(rest):
+            pid = int(pid_m.group(1)) if pid_m.group(1).isdigit() else None
             rest = rest[: pid_m.start()] + rest[pid_m.end():]
-        name_m = _XID_NAME.search(rest) if pid_m else None
-        name = name_m.group(1).strip() or None if name_m else None
-        if name_m:
-            rest = rest[: name_m.start()] + rest[name_m.end():]
+            if name_m := _XID_NAME.search(rest):
+                name = name_m.group(1).strip() or None
+                rest = rest[: name_m.start()] + rest[name_m.end():]
         out.append(Xid(int(m.group(2)), m.group(1).strip(), pid, name, rest.strip(" ,")[:300], r.seq, r.seconds))
     return out
 
@@ -354,17 +304,9 @@ class OomKill:
 
 def oom_kills(recs: Iterable[KernelRecord]) -> list[OomKill]:
     """Every OOM kill the kernel logged, in log order (the line as G3 reads it: one pattern)."""
-    out: list[OomKill] = []
-    for r in recs:
-        m = oom_kill_match(r.text)
-        if m is None:
-            continue
-        vm, anon = m.group("vm"), m.group("anon")
-        out.append(
-            OomKill(int(m.group("pid")), m.group("name"), int(anon) if anon else None, int(vm) if vm else None,
-                    bool(m.group("cg")), r.seq, r.seconds)
-        )
-    return out
+    return [OomKill(int(m.group("pid")), m.group("name"), int(anon) if (anon := m.group("anon")) else None,
+                    int(vm) if (vm := m.group("vm")) else None, bool(m.group("cg")), r.seq, r.seconds)
+            for r in recs if (m := oom_kill_match(r.text)) is not None]
 
 
 def latest_first(items: Sequence[Xid]) -> Iterator[Xid]:

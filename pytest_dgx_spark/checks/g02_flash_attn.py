@@ -78,7 +78,7 @@ def torch_request(ctx: CheckContext) -> dict[str, Any]:
     """Import flash-attn and run its kernel in the torch child, when it is installed."""
     m = ctx.machine
     on_path = any(os.path.isdir(os.path.join(p, "flash_attn")) for p in m.python_path())
-    wanted = on_path or "flash-attn" in (m.packages().get("dists") or {})
+    wanted = "flash-attn" in (m.packages().get("dists") or {}) or on_path
     return {"flash_attn": {"kernel": True}} if wanted else {}
 
 

@@ -66,7 +66,6 @@ NAMED_ARCHS = {
 }
 _SM = re.compile(r"^(?:(sm|compute|lto)_)?(\d+)(?:\.(\d+))?([a-z]?)(\+ptx)?$", re.IGNORECASE)
 _CUBIN = re.compile(r"\bsm_(\d+)([a-z]?)\b")
-_RELEASE = re.compile(r"release (\d+)\.(\d+)")
 
 
 class Arch(NamedTuple):
@@ -142,10 +141,14 @@ def fp4_target(arch: Arch) -> bool:
     return arch.major == 12 and arch.suffix in ("a", "f") and runs_on_sm121(arch)
 
 
+def _two(pattern: str, text: str) -> list[int] | None:
+    m = re.search(pattern, text or "")
+    return [int(m.group(1)), int(m.group(2))] if m else None
+
+
 def ptxas_release(text: str) -> list[int] | None:
     """``[12, 8]`` from ``ptxas --version`` (``Cuda compilation tools, release 12.8, V12.8.93``)."""
-    m = _RELEASE.search(text or "")
-    return [int(m.group(1)), int(m.group(2))] if m else None
+    return _two(r"release (\d+)\.(\d+)", text)
 
 
 class Lib(TypedDict, total=False):
@@ -325,8 +328,7 @@ def _imported_elsewhere(triton_file: Any, paths: Sequence[str]) -> bool:
 
 def _cublas_release(text: str) -> list[int] | None:
     """``[13, 1]`` from ``13.1.0.3`` or ``libcublasLt.so.13.1.0.3``."""
-    m = re.search(r"(?:^|\.so\.)(\d+)\.(\d+)", text or "")
-    return [int(m.group(1)), int(m.group(2))] if m else None
+    return _two(r"(?:^|\.so\.)(\d+)\.(\d+)", text)
 
 
 def _cublas(machine: Any, dists: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -550,8 +552,7 @@ def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findi
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
-    m = re.match(r"(\d+)\.(\d+)", text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else ()
+    return tuple(_two(r"^(\d+)\.(\d+)", text) or ())
 
 
 def _release_floor(value: float) -> tuple[int, int]:
@@ -577,15 +578,11 @@ def _triton_stage(f: Facts, floor: float, out: Findings, compiled: bool = False)
     if release >= _release_floor(floor):
         out.note(f"{t['dist']} compiles SM121 kernels with ptxas {shown} ({where})")
         return f"{t['dist']} ptxas {shown}"
-    fix_env = t.get("env") or _env_name(t["binary"] == "ptxas-blackwell")
-    out.warn(
-        f"{t['dist']} compiles SM121 kernels with {where}, ptxas {shown} (< {floor:g}), which rejects "
-        "sm_121a (\"Value 'sm_121a' is not defined for option 'gpu-name'\"): torch.compile and Triton "
-        "kernels fail",
-        f"export {fix_env}=/usr/local/cuda/bin/ptxas (CUDA 13's ptxas; triton #8539)",
-        headline=f"triton ptxas {shown} rejects sm_121a (torch.compile)",
-        short_fix=f"export {fix_env}=/usr/local/cuda/bin/ptxas",
-    )
+    export = f"export {t.get('env') or _env_name(t['binary'] == 'ptxas-blackwell')}=/usr/local/cuda/bin/ptxas"
+    out.warn(f"{t['dist']} compiles SM121 kernels with {where}, ptxas {shown} (< {floor:g}), which rejects "
+             "sm_121a (\"Value 'sm_121a' is not defined for option 'gpu-name'\"): torch.compile and Triton "
+             "kernels fail", f"{export} (CUDA 13's ptxas; triton #8539)",
+             headline=f"triton ptxas {shown} rejects sm_121a (torch.compile)", short_fix=export)
     return ""
 
 
@@ -602,12 +599,8 @@ def _ptxas_fix(f: Facts, tc: TritonCompile) -> tuple[str, str]:
         )
     t = f.triton or {}
     blackwell = t.get("binary") == "ptxas-blackwell" or str(tc.get("ptxas") or "").endswith("ptxas-blackwell")
-    env = str(t.get("env") or _env_name(blackwell))
-    return (
-        f"export {env}=/usr/local/cuda/bin/ptxas (CUDA 13's ptxas knows sm_121a; triton #8539, #9181, "
-        "vllm #29469)",
-        f"export {env}=/usr/local/cuda/bin/ptxas",
-    )
+    export = f"export {t.get('env') or _env_name(blackwell)}=/usr/local/cuda/bin/ptxas"
+    return f"{export} (CUDA 13's ptxas knows sm_121a; triton #8539, #9181, vllm #29469)", export
 
 
 def _key_line(text: str) -> str:
@@ -741,8 +734,7 @@ def _fp8_stage(f: Facts, precision: str | None, floor: float, out: Findings) -> 
             "train FP8 with per-tensor scaling, or in BF16, until cuBLAS 13.6 or newer is installed (a newer "
             "nvidia-cublas wheel or CUDA toolkit); inference GEMMs (TN) are not affected",
             headline=f"cuBLAS {shown} < {floor:g}: FP8 training GEMMs TN-only on SM12x",
-            short_fix=FP8_TRAIN_SHORT,
-        )
+            short_fix=FP8_TRAIN_SHORT)
     _vllm_fp8(f, out)
 
 

@@ -37,15 +37,13 @@ def _version_without_import():
     """torch's version and CUDA from torch/version.py, without importing torch."""
     spec = _util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
-        data(torch_import_error="ModuleNotFoundError: No module named 'torch'")
-        return
+        return data(torch_import_error="ModuleNotFoundError: No module named 'torch'")
     folder = list(spec.submodule_search_locations)[0]
     try:
         with open(_os.path.join(folder, "version.py"), encoding="utf-8") as fh:
             text = fh.read(65536)
     except OSError as exc:
-        data(torch_import_error="cannot read torch/version.py: " + error_text(exc))
-        return
+        return data(torch_import_error="cannot read torch/version.py: " + error_text(exc))
     found = {}
     for key in ("__version__", "cuda"):
         m = _re.search(r"^" + key + r"\s*(?::[^=]*)?=\s*(.+?)\s*$", text, _re.M)
@@ -75,13 +73,11 @@ def main():
     if cfg.get("import_torch") is False:
         begin("read torch's version")
         _version_without_import()
-        done()
-        return
+        return done()
     torch, exc = imported or _import_torch()
     if torch is None:
         data(torch_import_error=error_text(exc))
-        done()
-        return
+        return done()
     torch_cuda = getattr(getattr(torch, "version", None), "cuda", None)
     try:
         cudnn = torch.backends.cudnn.version()
@@ -132,9 +128,7 @@ def _pick_arch(members, capability):
     except (TypeError, ValueError, IndexError):
         cap = None
     fitting = [m for m in members if isinstance(m.get("sm"), int) and (cap is None or m["sm"] <= cap)]
-    if cap is not None and fitting:
-        return max(fitting, key=lambda m: m["sm"])
-    return members[0]
+    return max(fitting, key=lambda m: m["sm"]) if cap is not None and fitting else members[0]
 
 
 def _dlopen(path):

@@ -1,19 +1,16 @@
 """G2 — flash-attn, and Unsloth's override of ``attn_implementation``.
 
-A flash-attn wheel for another torch or CUDA fails at import (``undefined
-symbol``) or at its first kernel (no sm_121 kernels). A working one makes
-Unsloth drop the caller's ``attn_implementation``, so ``"sdpa"`` silently
-becomes ``flash_attention_2`` (docs/EVIDENCE.md, Unsloth ``015bdef``). The
-torch child imports flash-attn, runs a tiny kernel and evaluates Unsloth's own
-predicate; Unsloth itself is read from metadata only (importing it patches
-transformers).
+A flash-attn wheel for another torch or CUDA fails at import (``undefined symbol``) or at its
+first kernel. A working one makes Unsloth drop the caller's ``attn_implementation``: ``"sdpa"``
+silently becomes ``flash_attention_2`` (docs/EVIDENCE.md, Unsloth ``015bdef``). The torch child
+imports flash-attn, runs a tiny kernel and evaluates Unsloth's predicate; Unsloth itself is read
+from metadata only (importing it patches transformers).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -81,9 +78,8 @@ def torch_request(ctx: CheckContext) -> dict[str, Any]:
     """Import flash-attn and run its kernel in the torch child, when it is installed."""
     m = ctx.machine
     on_path = any(os.path.isdir(os.path.join(p, "flash_attn")) for p in m.python_path())
-    if "flash-attn" not in (m.packages().get("dists") or {}) and not on_path:
-        return {}
-    return {"flash_attn": {"kernel": True}}
+    wanted = "flash-attn" in (m.packages().get("dists") or {}) or on_path
+    return {"flash_attn": {"kernel": True}} if wanted else {}
 
 
 def gather(ctx: CheckContext) -> Facts:
@@ -117,61 +113,35 @@ def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_B
     return Result("G2", Status.FAIL, summary, fix, readings, headline=headline, short_fix=short)
 
 
-Stage = Callable[[Facts, str, bool, list[Reading]], "Result | None"]
-
-
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G2 (pure): the child's death, absence, a broken install, then Unsloth."""
-    fa = facts.fa or {}
+    fa, c = facts.fa or {}, facts.child or {}
     installed = bool(facts.flash_attn_dist) or bool(fa.get("found"))
     version = fa.get("version") or (facts.flash_attn_dist and facts.flash_attn_dist["version"]) or "?"
-    readings = [
-        Reading("flash_attn_version", version if installed else None),
-        Reading("unsloth_version", facts.unsloth_dist["version"] if facts.unsloth_dist else None),
-    ]
-    stages: tuple[Stage, ...] = (_died, _absent, _unchecked, _broken)
-    for stage in stages:
-        result = stage(facts, version, installed, readings)
-        if result is not None:
-            return result
-    return _working(facts, version, readings)
-
-
-def _died(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
-    c = f.child or {}
+    unsloth = facts.unsloth_dist["version"] if facts.unsloth_dist else None
+    readings = [Reading("flash_attn_version", version if installed else None)]
+    readings.append(Reading("unsloth_version", unsloth))
     if c.get("step") in STEPS and (c.get("signal") or c.get("timed_out") or not c.get("finished")):
-        how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
-        return _fail(f"flash-attn {version}: {c.get('describe')}", f"flash-attn {version}: probe {how} in {c.get('step')!r}", readings)
-    return None
+        return _died(c, version, readings)
+    if not installed:
+        tail = f"; Unsloth {unsloth} is installed and will also use SDPA" if unsloth else ""
+        return Result("G2", Status.PASS, f"flash-attn is not installed: attention runs on PyTorch SDPA{tail}",
+                      readings=readings, headline="flash-attn not installed: attention on PyTorch SDPA")
+    if not facts.fa:
+        why = facts.torch_error or c.get("describe") or "the torch child did not reach the flash-attn step"
+        summary = f"flash-attn {version} is installed but could not be checked: {why} (see G1)"
+        return Result("G2", Status.SKIP, summary, readings=readings,
+                      headline=f"flash-attn {version} not checked: torch did not load (see G1)")
+    return _broken(facts, version, readings) or _working(facts, version, readings)
 
 
-def _absent(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
-    if installed:
-        return None
-    tail = f"; Unsloth {f.unsloth_dist['version']} is installed and will also use SDPA" if f.unsloth_dist else ""
-    return Result(
-        "G2",
-        Status.PASS,
-        f"flash-attn is not installed: attention runs on PyTorch SDPA{tail}",
-        readings=readings,
-        headline="flash-attn not installed: attention on PyTorch SDPA",
-    )
+def _died(c: ChildFacts, version: str, readings: list[Reading]) -> Result:
+    how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
+    headline = f"flash-attn {version}: probe {how} in {c.get('step')!r}"
+    return _fail(f"flash-attn {version}: {c.get('describe')}", headline, readings)
 
 
-def _unchecked(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
-    if f.fa:
-        return None
-    why = f.torch_error or (f.child or {}).get("describe") or "the torch child did not reach the flash-attn step"
-    return Result(
-        "G2",
-        Status.SKIP,
-        f"flash-attn {version} is installed but could not be checked: {why} (see G1)",
-        readings=readings,
-        headline=f"flash-attn {version} not checked: torch did not load (see G1)",
-    )
-
-
-def _broken(f: Facts, version: str, installed: bool, readings: list[Reading]) -> Result | None:
+def _broken(f: Facts, version: str, readings: list[Reading]) -> Result | None:
     fa = f.fa
     if fa.get("found") is False:
         return _fail(
@@ -182,17 +152,21 @@ def _broken(f: Facts, version: str, installed: bool, readings: list[Reading]) ->
         )
     if not fa.get("importable"):
         err = str(fa.get("error") or "")
-        return _fail(f"flash-attn {version} is installed but does not import: {err}", f"flash-attn {version} does not import: {_short_error(err)}", readings)
+        return _fail(f"flash-attn {version} is installed but does not import: {err}",
+                     f"flash-attn {version} does not import: {_short_error(err)}", readings)
     kernel = fa.get("kernel") or Kernel()
-    readings.append(Reading("flash_attn_kernel", {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run")))  # type: ignore[arg-type]
+    ran = {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run")  # type: ignore[arg-type]
+    readings.append(Reading("flash_attn_kernel", ran))
     if kernel.get("ok") is not False:
         return None
     if kernel.get("error"):
         what = f"its kernel fails on {_on(f)}: {kernel['error']}"
     else:
         finite = "" if kernel.get("finite", True) else " with non-finite values"
-        what = f"its kernel returned shape {kernel.get('shape')} (expected {kernel.get('expected')}){finite} on {_on(f)}"
-    return _fail(f"flash-attn {version} imports but {what}", f"flash-attn {version} kernel fails on {_on(f)}", readings)
+        shape = f"shape {kernel.get('shape')} (expected {kernel.get('expected')})"
+        what = f"its kernel returned {shape}{finite} on {_on(f)}"
+    headline = f"flash-attn {version} kernel fails on {_on(f)}"
+    return _fail(f"flash-attn {version} imports but {what}", headline, readings)
 
 
 def _short_error(err: str) -> str:
@@ -214,11 +188,10 @@ def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
             f"flash_attn.flash_attn_interface has neither flash_attn_gpu nor flash_attn_cuda "
             f"({fa['interface_error']}): Unsloth would call this install broken and use SDPA"
         )
-    works = (
-        f"flash-attn {version} imports and its kernel ran on {_on(f)} (output shape ok)"
-        if kernel.get("ok")
-        else f"flash-attn {version} imports (kernel not run: {kernel.get('skipped') or 'no CUDA device'})"
-    )
+    if kernel.get("ok"):
+        works = f"flash-attn {version} imports and its kernel ran on {_on(f)} (output shape ok)"
+    else:
+        works = f"flash-attn {version} imports (kernel not run: {kernel.get('skipped') or 'no CUDA device'})"
     if unsloth and has_fa:
         details.append(f"scoped monkeypatch: {SNIPPET}")
         return Result(
@@ -234,8 +207,10 @@ def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
             short_fix=f"load inside `with {HELPER}():`",
         )
     if unsloth:
-        works += f"; {unsloth} will not switch to it ({'no CUDA device' if has_fa is None else 'its predicate is False here'})"
+        why = "no CUDA device" if has_fa is None else "its predicate is False here"
+        works += f"; {unsloth} will not switch to it ({why})"
     else:
         works += "; Unsloth is not installed, so attn_implementation is honoured"
     ran = "kernel ok" if kernel.get("ok") else "kernel not run"
-    return Result("G2", Status.PASS, works, readings=readings, details=details, headline=f"flash-attn {version} imports, {ran}")
+    return Result("G2", Status.PASS, works, readings=readings, details=details,
+                  headline=f"flash-attn {version} imports, {ran}")

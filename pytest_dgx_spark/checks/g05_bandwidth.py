@@ -1,13 +1,9 @@
 """G5 — memory-bandwidth budget: does the plan assume more than the box moves?
 
-GB10's LPDDR5X is 273 GB/s on paper, 218-234 GB/s in copy microbenchmarks
-(bandwidth_*.txt) and ~160-190 GB/s in a real dense decode
-(workload_bandwidth_1.txt): thresholds ``g5_hardware_*`` and ``g5_decode_*``.
-Elsewhere both come from NVML (bus width x max memory clock x 2 / 8, times a
-sustained fraction). ``--spark-planned-bandwidth`` PASSes within the decode
-figure and WARNs above it; ``--spark-intrusive`` adds a copy probe in the torch
-child (refused when memory is short or G6 sees other GPU work) that WARNs
-below ``g5_healthy_fraction`` x the hardware figure. Nothing to judge: INFO.
+GB10's LPDDR5X is 273 GB/s on paper, 218-234 GB/s in copy microbenchmarks (bandwidth_*.txt) and
+~160-190 GB/s in a real dense decode (workload_bandwidth_1.txt); elsewhere both come from NVML.
+A plan PASSes within the decode figure; ``--spark-intrusive`` adds a copy probe in the torch child
+that WARNs below ``g5_healthy_fraction`` x the hardware figure. Nothing to judge: INFO.
 """
 
 from __future__ import annotations
@@ -27,9 +23,7 @@ MIB = 1 << 20
 MIN_BUFFER_MIB = 512
 
 
-class Measurement(TypedDict, total=False):
-    """The torch child's copy probe answer."""
-
+class Measurement(TypedDict, total=False):  # the torch child's copy probe answer
     gbps: float
     samples_gbps: list[float]
     buffer_bytes: int
@@ -59,10 +53,6 @@ def gbps(value: float | None) -> str:
     if value is None:
         return "[N/A]"
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def _band(low: float | None, high: float | None) -> str:
-    return f"{gbps(low)}-{gbps(high)}" if low and high and gbps(low) != gbps(high) else gbps(high or low)
 
 
 @dataclass
@@ -97,9 +87,14 @@ class Budget:
             return "no budget (NVML gave no memory bus width or clock)"
         word = "peak" if self.spec_source.startswith("NVML") else "spec"
         spec = f"{word} {gbps(self.spec)} GB/s, {self.spec_source}" if self.spec else ""
-        if self.decode_text() == self.hardware_text():
-            return f"{self.decode_text()} GB/s budget" + (f" ({spec})" if spec else "")
-        return f"{self.decode_text()} GB/s real-decode budget (hardware {self.hardware_text()} GB/s" + (f", {spec})" if spec else ")")
+        decode, hardware = self.decode_text(), self.hardware_text()
+        if decode == hardware:
+            return f"{decode} GB/s budget" + (f" ({spec})" if spec else "")
+        return f"{decode} GB/s real-decode budget (hardware {hardware} GB/s" + (f", {spec})" if spec else ")")
+
+
+def _band(low: float | None, high: float | None) -> str:
+    return f"{gbps(low)}-{gbps(high)}" if low and high and gbps(low) != gbps(high) else gbps(high or low)
 
 
 def theoretical_peak(bus_width_bits: int | None, max_mem_clock_mhz: int | None) -> float | None:
@@ -154,7 +149,8 @@ def probe_plan(ctx: CheckContext) -> tuple[dict[str, Any] | None, str | None]:
             return None, f"GPU 0 has {free / GIB:.1f} GiB free, the probe needs 2 x {buffer_mib} MiB"
     others = g06_contention.other_work(ctx)
     if others:
-        return None, f"G6 sees other GPU work ({first_n(others, 2)}); a copy probe next to it measures neither"
+        return None, (f"G6 sees other GPU work ({first_n(others, 2)}); a copy probe next to it "
+                      "measures neither")
     return {"bytes": buffer_mib * MIB, "samples": 7, "warmup": 2, "sample_ms": 25.0}, None
 
 
@@ -176,12 +172,10 @@ def gather(ctx: CheckContext) -> Facts:
         facts.max_mem_clock_mhz = clock if isinstance(clock, int) and clock > 0 else None
     elif not nv.get("ok"):
         facts.notes.append(f"NVML: {nv.get('reason')}")
-    if not facts.intrusive:
-        return facts
-    config, facts.refusal = probe_plan(ctx)
-    if config is None:
-        return facts
-    _probe_outcome(ctx.torch(), facts)
+    if facts.intrusive:
+        config, facts.refusal = probe_plan(ctx)
+        if config is not None:
+            _probe_outcome(ctx.torch(), facts)
     return facts
 
 
@@ -210,9 +204,10 @@ def _floor_value(rate: float, workload_gib: float | None) -> str:
 
 def step_floor(rate: float, workload_gib: float | None) -> str:
     """What a bandwidth means for a step: bytes have to move at least once."""
+    costs = f"{_floor_value(rate, workload_gib)} at {gbps(rate)} GB/s"
     if workload_gib:
-        return f"a step that touches the declared {workload_gib:g} GiB once takes >= {_floor_value(rate, workload_gib)} at {gbps(rate)} GB/s"
-    return f"each GB a step moves costs >= {_floor_value(rate, None)} at {gbps(rate)} GB/s"
+        return f"a step that touches the declared {workload_gib:g} GiB once takes >= {costs}"
+    return f"each GB a step moves costs >= {costs}"
 
 
 #: a stage's part of the line, and its headline when it is fine (None: it warned, into Findings)
@@ -225,16 +220,10 @@ def evaluate(facts: Facts, params: Params) -> Result:
     plan, workload = params.option("planned_bandwidth"), params.option("workload_gb")
     out = Findings("G5", details=list(facts.notes))
     parts: list[Part] = []
-    for name, value, unit in (
-        ("decode_low", b.decode_low, "GB/s"),
-        ("decode_high", b.decode_high, "GB/s"),
-        ("hardware_low", b.hardware_low, "GB/s"),
-        ("hardware_high", b.hardware_high, "GB/s"),
-        ("spec", b.spec, "GB/s"),
-        ("mem_bus_width", facts.bus_width_bits, "bit"),
-        ("max_mem_clock", facts.max_mem_clock_mhz, "MHz"),
-    ):
-        out.read(name, value, unit)
+    for name in ("decode_low", "decode_high", "hardware_low", "hardware_high", "spec"):
+        out.read(name, getattr(b, name), "GB/s")
+    out.read("mem_bus_width", facts.bus_width_bits, "bit")
+    out.read("max_mem_clock", facts.max_mem_clock_mhz, "MHz")
     status = Status.INFO
     if plan is not None:
         status, part = _plan_stage(float(plan), workload, b, (facts.measurement or {}).get("gbps"), out)
@@ -243,16 +232,11 @@ def evaluate(facts: Facts, params: Params) -> Result:
         parts.append(_measurement_stage(facts.measurement, b, params, plan is None, out))
     elif facts.probe_hung:
         out.read("measured_copy", None, "GB/s")
-        return Result(
-            "G5",
-            Status.FAIL,
-            f"driver not answering: {facts.probe_hung}" + (f"; {parts[0][0]}" if parts else ""),
-            "check `dmesg | grep -i -e NVRM -e Xid`; a wedged driver needs a reboot",
-            out.readings,
-            details=out.details,
-            headline="copy probe hung: driver not answering",
-            short_fix="dmesg | grep -i Xid; reboot",
-        )
+        summary = f"driver not answering: {facts.probe_hung}" + (f"; {parts[0][0]}" if parts else "")
+        fix = "check `dmesg | grep -i -e NVRM -e Xid`; a wedged driver needs a reboot"
+        return Result("G5", Status.FAIL, summary, fix, out.readings, details=out.details,
+                      headline="copy probe hung: driver not answering",
+                      short_fix="dmesg | grep -i Xid; reboot")
     elif facts.intrusive:
         text = _probe_missing(facts)
         out.note(text)
@@ -263,17 +247,20 @@ def evaluate(facts: Facts, params: Params) -> Result:
     info = [head for _, head in parts if head]
     head, short_fix = out.short[out.warnings[0][0]] if out.warnings else (first_n(info, 2), "")
     fix = "; ".join(dict.fromkeys(f for _, f in out.warnings))
-    status = Status.WARN if out.warnings else status
-    return Result("G5", status, "; ".join(text for text, _ in parts), fix, out.readings, details=out.details, headline=head, short_fix=short_fix)
+    return Result("G5", Status.WARN if out.warnings else status, "; ".join(text for text, _ in parts), fix,
+                  out.readings, details=out.details, headline=head, short_fix=short_fix)
 
 
-def _plan_stage(plan: float, workload: float | None, b: Budget, measured: float | None, out: Findings) -> tuple[Status, Part]:
+def _plan_stage(
+    plan: float, workload: float | None, b: Budget, measured: float | None, out: Findings
+) -> tuple[Status, Part]:
     """PASS within the real-decode figure (and what was measured), WARN above."""
     out.readings.insert(0, Reading("planned", plan, "GB/s"))
     high = b.high
     if high is None:
         out.note("set --spark-threshold g5_decode_high_gbps=... to judge the plan on this GPU")
-        return Status.SKIP, (f"planned {plan:g} GB/s, but {b.text()}", f"planned {plan:g} GB/s: no budget to judge it")
+        return Status.SKIP, (f"planned {plan:g} GB/s, but {b.text()}", f"planned {plan:g} GB/s: no budget to "
+                             "judge it")
     if plan <= high and (measured is None or plan <= measured):
         part = f"planned {plan:g} GB/s within the {b.text()}: {step_floor(high, workload)}"
         return Status.PASS, (part, f"planned {plan:g} GB/s within {b.decode_text()} GB/s real decode")
@@ -282,18 +269,16 @@ def _plan_stage(plan: float, workload: float | None, b: Budget, measured: float 
         limit, short = f"the measured {gbps(measured)} GB/s copy", f"measured {gbps(measured)} GB/s"
     elif b.hardware_high and plan > b.hardware_high:
         spec = f", spec {gbps(b.spec)} GB/s" if b.spec else ""
-        limit = f"the {b.hardware_text()} GB/s the hardware moves in a microbenchmark (real decode {b.decode_text()} GB/s{spec})"
+        limit = (f"the {b.hardware_text()} GB/s the hardware moves in a microbenchmark (real decode "
+                 f"{b.decode_text()} GB/s{spec})")
         short = f"{b.hardware_text()} GB/s hardware"
     else:
         limit, short = f"the {b.text()}", f"{b.decode_text()} GB/s real decode"
-    text = f"planned {plan:g} GB/s > {limit}: {step_floor(cap, workload)}, not the {_floor_value(plan, workload)} the plan assumes"
-    out.warn(
-        text,
-        f"plan with <= {gbps(cap)} GB/s sustained (the spec figure is not reachable in practice): "
-        "lower the throughput target, or move fewer bytes per step (quantize, smaller batch)",
-        f"planned {plan:g} GB/s > {short}",
-        f"plan with <= {gbps(cap)} GB/s",
-    )
+    text = (f"planned {plan:g} GB/s > {limit}: {step_floor(cap, workload)}, not the "
+            f"{_floor_value(plan, workload)} the plan assumes")
+    out.warn(text, f"plan with <= {gbps(cap)} GB/s sustained (the spec figure is not reachable in practice): "
+             "lower the throughput target, or move fewer bytes per step (quantize, smaller batch)",
+             f"planned {plan:g} GB/s > {short}", f"plan with <= {gbps(cap)} GB/s")
     return Status.WARN, (text, None)
 
 
@@ -312,15 +297,13 @@ def _measurement_stage(m: Measurement, b: Budget, params: Params, no_plan: bool,
     out.note(f"copy samples (GB/s): {m.get('samples_gbps')}; {m.get('iters')} copies per sample")
     if floor is not None and rate < floor:
         low = f"{text} < {floor:.0f} GB/s ({fraction:g} x the {gbps(healthy)} GB/s healthy figure)"
-        out.warn(
-            low,
-            "re-run on an idle box (G6); a low copy bandwidth on an idle box points at a degraded "
-            "power state (G4's clocks) or memory configuration",
-            f"copy {rate:.0f} GB/s < {floor:.0f} GB/s healthy floor",
-            "re-run idle; check G4 clocks and power state",
-        )
+        out.warn(low, "re-run on an idle box (G6); a low copy bandwidth on an idle box points at a degraded "
+                 "power state (G4's clocks) or memory configuration",
+                 f"copy {rate:.0f} GB/s < {floor:.0f} GB/s healthy floor",
+                 "re-run idle; check G4 clocks and power state")
         return low, None
-    return text + (f"; {b.text()}" if no_plan else ""), f"copy {rate:.0f} GB/s (healthy >= {gbps(floor)} GB/s)"
+    healthy_text = f"copy {rate:.0f} GB/s (healthy >= {gbps(floor)} GB/s)"
+    return text + (f"; {b.text()}" if no_plan else ""), healthy_text
 
 
 def _probe_missing(facts: Facts) -> str:
@@ -335,6 +318,8 @@ def _nothing_to_judge(facts: Facts, b: Budget, workload: float | None, out: Find
         summary = f"{what}; no planned bandwidth declared; {b.text()}"
         return Result("G5", Status.SKIP, summary, readings=out.readings, details=out.details, headline=what)
     floor = f": {step_floor(b.high, workload)}" if workload and b.high else ""
-    summary = f"{b.text()}{floor}; no planned bandwidth to judge (--spark-planned-bandwidth) and no measurement (--spark-intrusive)"
-    head = f"budget {b.decode_text()} GB/s decode, {b.hardware_text()} GB/s hardware" if b.high else "no bandwidth budget known"
-    return Result("G5", Status.INFO, summary, readings=out.readings, details=out.details, headline=head)
+    summary = (f"{b.text()}{floor}; no planned bandwidth to judge (--spark-planned-bandwidth) and no "
+               "measurement (--spark-intrusive)")
+    head = f"budget {b.decode_text()} GB/s decode, {b.hardware_text()} GB/s hardware"
+    return Result("G5", Status.INFO, summary, readings=out.readings, details=out.details,
+                  headline=head if b.high else "no bandwidth budget known")

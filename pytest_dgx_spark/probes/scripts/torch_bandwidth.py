@@ -1,16 +1,10 @@
-# G5 step of the torch child: device copy bandwidth (intrusive; opt-in).
-# A device-to-device copy of two large buffers, timed with CUDA events (GPU time), after a
-# warm-up, counting bytes read plus written, as the median of samples that each repeat the copy
-# for ~`sample_ms` (launch overhead is noise from GB10, ~10 ms a 1 GiB copy, to H200, ~0.5 ms).
-# torch's same-dtype contiguous copy_ is a cudaMemcpyAsync, the path clone() takes.
+# G5 step of the torch child: device copy bandwidth (intrusive; opt-in). Two large buffers copied
+# device to device, timed with CUDA events after a warm-up, counting bytes read plus written: the
+# median of samples that each repeat the copy for ~`sample_ms` (launch overhead is noise from GB10,
+# ~10 ms a 1 GiB copy, to H200, ~0.5 ms). torch's same-dtype contiguous copy_ is a cudaMemcpyAsync.
 # `measure_copy` is free of the child protocol so benchmarks can run it as is.
+import statistics as _bw_statistics
 import time as _bw_time
-
-
-def _median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
 def _timed_copies(copy, start, end, elapsed, size, cfg, max_iters):
@@ -39,9 +33,9 @@ def _summary(engine, results, size, iters, t_start, **extra):
     if not results:
         return {"error": "CUDA events measured no time"}
     return {
-        "engine": engine, "gbps": round(_median(results), 2), "samples_gbps": [round(r, 2) for r in results],
-        "buffer_bytes": size, "iters": iters, "samples": len(results),
-        "wall_s": round(_bw_time.monotonic() - t_start, 4), **extra,
+        "engine": engine, "gbps": round(_bw_statistics.median(results), 2),
+        "samples_gbps": [round(r, 2) for r in results], "buffer_bytes": size, "iters": iters,
+        "samples": len(results), "wall_s": round(_bw_time.monotonic() - t_start, 4), **extra,
     }
 
 
@@ -64,7 +58,8 @@ def measure_copy(torch, cfg):
             dst.copy_(src)
         torch.cuda.synchronize()
         events = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        timed = _timed_copies(lambda: dst.copy_(src), *events, lambda a, b: a.elapsed_time(b), size, cfg, int(cfg.get("max_iters", 200)))
+        timed = _timed_copies(lambda: dst.copy_(src), *events, lambda a, b: a.elapsed_time(b), size, cfg,
+                              int(cfg.get("max_iters", 200)))
     finally:
         src = dst = None  # the buffers go before empty_cache
         try:
@@ -72,7 +67,8 @@ def measure_copy(torch, cfg):
         except Exception:
             pass
     results, iters, gpu_ms = timed
-    return _summary("torch", results, size, iters, t_start, gpu_ms=round(gpu_ms, 3), free_bytes=free, total_bytes=total)
+    extra = {"gpu_ms": round(gpu_ms, 3), "free_bytes": free, "total_bytes": total}
+    return _summary("torch", results, size, iters, t_start, **extra)
 
 
 def measure_copy_cupy(cupy, cfg):
@@ -88,7 +84,8 @@ def measure_copy_cupy(cupy, cfg):
     try:
         copy()
         cupy.cuda.Device().synchronize()
-        results, iters, _ = _timed_copies(copy, cupy.cuda.Event(), cupy.cuda.Event(), cupy.cuda.get_elapsed_time, size, cfg, 200)
+        events = cupy.cuda.Event(), cupy.cuda.Event()
+        results, iters, _ = _timed_copies(copy, *events, cupy.cuda.get_elapsed_time, size, cfg, 200)
     finally:
         src = dst = None
     return _summary("cupy", results, size, iters, t_start)
@@ -96,17 +93,14 @@ def measure_copy_cupy(cupy, cfg):
 
 def step_bandwidth(torch, cfg, cuda):
     begin("bandwidth", scale=3)
-    if cuda.get("cuda_available"):
-        measure = lambda: measure_copy(torch, cfg)  # noqa: E731
-    else:
+    cupy = None
+    if not cuda.get("cuda_available"):
         try:
             import cupy
         except Exception:
-            data(bandwidth={"skipped": "torch sees no CUDA device and CuPy is not installed"})
-            return
-        measure = lambda: measure_copy_cupy(cupy, cfg)  # noqa: E731
+            return data(bandwidth={"skipped": "torch sees no CUDA device and CuPy is not installed"})
     try:
-        result = measure()
+        result = measure_copy_cupy(cupy, cfg) if cupy is not None else measure_copy(torch, cfg)
     except Exception as exc:
         result = {"error": error_text(exc)}
     data(bandwidth=result)

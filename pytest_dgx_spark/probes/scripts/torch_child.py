@@ -37,25 +37,20 @@ def _version_without_import():
     """torch's version and CUDA from torch/version.py, without importing torch."""
     spec = _util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
-        data(torch_import_error="ModuleNotFoundError: No module named 'torch'")
-        return
+        return data(torch_import_error="ModuleNotFoundError: No module named 'torch'")
     folder = list(spec.submodule_search_locations)[0]
     try:
         with open(_os.path.join(folder, "version.py"), encoding="utf-8") as fh:
             text = fh.read(65536)
     except OSError as exc:
-        data(torch_import_error="cannot read torch/version.py: " + error_text(exc))
-        return
+        return data(torch_import_error="cannot read torch/version.py: " + error_text(exc))
     found = {}
     for key in ("__version__", "cuda"):
         m = _re.search(r"^" + key + r"\s*(?::[^=]*)?=\s*(.+?)\s*$", text, _re.M)
         value = m.group(1).strip() if m else "None"
         found[key] = None if value == "None" else value.strip("'\"")
-    data(
-        torch_version=found["__version__"] or "", torch_cuda=found["cuda"],
-        torch_file=_os.path.join(folder, "__init__.py"), torch_imported=False, cuda_available=False,
-        device_count=0,
-    )
+    data(torch_version=found["__version__"] or "", torch_cuda=found["cuda"], torch_imported=False,
+         torch_file=_os.path.join(folder, "__init__.py"), cuda_available=False, device_count=0)
 
 
 def _import_torch():
@@ -78,23 +73,18 @@ def main():
     if cfg.get("import_torch") is False:
         begin("read torch's version")
         _version_without_import()
-        done()
-        return
+        return done()
     torch, exc = imported or _import_torch()
     if torch is None:
         data(torch_import_error=error_text(exc))
-        done()
-        return
-    facts = {
-        "torch_version": str(getattr(torch, "__version__", "")),
-        "torch_cuda": getattr(getattr(torch, "version", None), "cuda", None),
-        "torch_file": getattr(torch, "__file__", None),
-    }
+        return done()
+    torch_cuda = getattr(getattr(torch, "version", None), "cuda", None)
     try:
-        facts["cudnn_version"] = torch.backends.cudnn.version()
+        cudnn = torch.backends.cudnn.version()
     except Exception:
-        facts["cudnn_version"] = None
-    data(**facts)
+        cudnn = None
+    data(torch_version=str(getattr(torch, "__version__", "")), torch_cuda=torch_cuda,
+         torch_file=getattr(torch, "__file__", None), cudnn_version=cudnn)
     begin("cuda init", scale=2)
     cuda = _cuda_facts(torch)
     data(**cuda)
@@ -109,7 +99,7 @@ def main():
     # extension objects last: the likeliest to kill the process (a constructor in a CUDA 12 module)
     if cfg.get("flash_attn"):
         step_flash_attn(torch, cfg["flash_attn"], cuda)
-    _load_objects(cfg.get("load") or [], facts.get("torch_cuda"), cuda.get("capability"))
+    _load_objects(cfg.get("load") or [], torch_cuda, cuda.get("capability"))
     done()
     # no interpreter teardown: an extension's threads would outlive "done", and a CUDA context
     # torn down on a broken driver can crash after every answer is in
@@ -138,9 +128,7 @@ def _pick_arch(members, capability):
     except (TypeError, ValueError, IndexError):
         cap = None
     fitting = [m for m in members if isinstance(m.get("sm"), int) and (cap is None or m["sm"] <= cap)]
-    if cap is not None and fitting:
-        return max(fitting, key=lambda m: m["sm"])
-    return members[0]
+    return max(fitting, key=lambda m: m["sm"]) if cap is not None and fitting else members[0]
 
 
 def _dlopen(path):
@@ -169,10 +157,8 @@ def _load_objects(entries, torch_cuda, capability=None):
         if e.get("group"):
             groups.setdefault(e["group"], []).append(e)
     for group, members in groups.items():
-        if any("tag" in m for m in members):
-            chosen = _pick_variant(members, torch_cuda)
-        else:
-            chosen = _pick_arch(members, capability)
+        tagged = any("tag" in m for m in members)
+        chosen = _pick_variant(members, torch_cuda) if tagged else _pick_arch(members, capability)
         variants[group] = (chosen or {}).get("path")
         skip.update(m.get("path") for m in members if m is not chosen)
     data(variants=variants)

@@ -30,27 +30,16 @@ def _fa_kernel(torch, flash_attn):
     return {"ok": got == list(shape) and finite, "shape": got, "expected": list(shape), "finite": finite}
 
 
-def _fa_import():
-    """``(flash_attn module or None, None)`` or ``(None, the failure)``; reported either way."""
-    try:
-        if _util.find_spec("flash_attn") is None:
-            data(flash_attn={"found": False})
-            return None, None
-        begin("import flash_attn", scale=3)
-        import flash_attn
-
-        return flash_attn, None
-    except BaseException as exc:
-        data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
-        return None, {"ok": False, "error": error_text(exc), "type": type(exc).__name__}
-
-
 def step_flash_attn(torch, cfg, cuda):
     """G2: import flash-attn (its behaviour is what G2 checks), run its kernel, evaluate
-    Unsloth's predicate. Returns the import outcome, or None when absent."""
-    flash_attn, failed = _fa_import()
-    if flash_attn is None:
-        return failed
+    Unsloth's predicate; each stage reported as it ends."""
+    try:
+        if _util.find_spec("flash_attn") is None:
+            return data(flash_attn={"found": False})
+        begin("import flash_attn", scale=3)
+        import flash_attn
+    except BaseException as exc:
+        return data(flash_attn={"found": True, "importable": False, "error": error_text(exc)})
     fa = {
         "found": True, "importable": True, "version": str(getattr(flash_attn, "__version__", "") or ""),
         "file": str(getattr(flash_attn, "__file__", "") or ""),
@@ -74,4 +63,3 @@ def step_flash_attn(torch, cfg, cuda):
         except BaseException as exc:
             fa["kernel"] = {"ok": False, "error": error_text(exc)}
     data(flash_attn=fa)
-    return {"ok": True, "version": fa["version"], "file": fa["file"]}

@@ -1,11 +1,19 @@
-# Triton compile child (G7): compile one trivial @triton.jit kernel for the CUDA target
-# capability 121 (GB10) without launching it, so the ptxas Triton would run on a Spark is
-# exercised on any machine (another GPU, or none). The caller sets TRITON_CACHE_DIR to a
-# temporary folder, so the user's cache is neither read nor polluted. Also reads whether the
-# CPython headers Triton's launcher build needs (Python.h) are there.
+# Triton compile child (G7): compile one trivial @triton.jit kernel for capability 121 (GB10)
+# without launching it, so the ptxas Triton would run on a Spark is exercised on any machine. The
+# caller points TRITON_CACHE_DIR at a temporary folder (the user's cache is neither read nor
+# polluted). Also reads whether the Python.h Triton's launcher build needs is there.
 import sysconfig as _sysconfig
 
 _MAX_ERROR = 2000
+#: the kernel: @triton.jit reads its function's source file, which a `python -c` child has not
+_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def preflight_store(x_ptr):
+    tl.store(x_ptr, 1.0)
+"""
 
 
 def _ptxas(compiler, arch):
@@ -42,23 +50,12 @@ def _headers():
     data(python_include=include, python_h=found is not None, python_h_dir=found)
 
 
-def _source(triton, compiler, fn):
+def _source(compiler, fn):
     """The ASTSource of ``fn``: names as signature keys (Triton >= 3.2), else indices (3.0/3.1)."""
     try:
         return compiler.ASTSource(fn=fn, signature={"x_ptr": "*fp32"}), "names"
     except (TypeError, KeyError, ValueError, AttributeError):
         return compiler.ASTSource(fn=fn, signature={0: "*fp32"}), "indices"
-
-
-#: the kernel: @triton.jit reads its function's source file, which a `python -c` child has not
-_KERNEL = """import triton
-import triton.language as tl
-
-
-@triton.jit
-def preflight_store(x_ptr):
-    tl.store(x_ptr, 1.0)
-"""
 
 
 def _kernel(folder):
@@ -86,37 +83,24 @@ def main():
         from triton.backends.nvidia import compiler as nvidia
     except Exception as exc:
         data(import_error=error_text(exc))
-        done()
-        return
+        return done()
     data(version=getattr(triton, "__version__", None), triton_file=getattr(triton, "__file__", None))
     path, version = _ptxas(nvidia, arch)
     data(ptxas=path, ptxas_version=version)
-
-    begin("define the kernel")
     try:
+        begin("define the kernel")
         kernel = _kernel(cfg.get("workdir") or _os.environ.get("TRITON_CACHE_DIR") or ".")
+        begin("compile for cuda %d" % arch, cfg.get("compile_scale", 3))
+        started = _time.monotonic()
+        source, api = _source(triton.compiler, kernel)
     except Exception as exc:
         data(api_error=error_text(exc))
-        done()
-        return
-
-    begin("compile for cuda %d" % arch, cfg.get("compile_scale", 3))
-    started = _time.monotonic()
-    try:
-        source, api = _source(triton, triton.compiler, kernel)
-    except Exception as exc:
-        data(api_error=error_text(exc))
-        done()
-        return
+        return done()
     try:
         triton.compile(source, target=GPUTarget("cuda", arch, 32))
+        outcome = {"ok": True}
     except Exception as exc:
-        kind = type(exc)
-        data(
-            ok=False, api=api, seconds=round(_time.monotonic() - started, 3),
-            error_type="%s.%s" % (kind.__module__, kind.__qualname__), error=str(exc)[:_MAX_ERROR],
-        )
-        done()
-        return
-    data(ok=True, api=api, seconds=round(_time.monotonic() - started, 3))
+        kind = "%s.%s" % (type(exc).__module__, type(exc).__qualname__)
+        outcome = {"ok": False, "error_type": kind, "error": str(exc)[:_MAX_ERROR]}
+    data(api=api, seconds=round(_time.monotonic() - started, 3), **outcome)
     done()

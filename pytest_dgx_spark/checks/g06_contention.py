@@ -12,7 +12,7 @@ below ``g6_cap_max``. FAIL: one uncapped or above it. SKIP: no NVIDIA GPU, or no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -175,16 +175,17 @@ class Survey:
 
 
 class _Tree:
-    """The process table as a tree: who is ours, and which recognised
-    ancestor a process folds into (a server's workers, a launcher's ranks)."""
+    """The process table as a tree: who is ours, and which recognised ancestor a process folds
+    into (a server's workers, a launcher's ranks); the groups of other GPU work it holds."""
 
     def __init__(self, procs: Sequence[Proc], vllm: float) -> None:
         self.procs = {int(p["pid"]): p for p in procs}
         kinds = {pid: classify(p.get("cmd") or [], vllm_default=vllm) for pid, p in self.procs.items()}
         self.kinds: dict[int, Kind] = {pid: k for pid, k in kinds.items() if k is not None}
-        self.own_launchers = {
-            pid for pid, p in self.procs.items() if p.get("self") and is_launcher(p.get("cmd") or [])
-        }
+        ours = [p for p in self.procs.values() if p.get("self")]
+        self.own_launchers = {int(p["pid"]) for p in ours if is_launcher(p.get("cmd") or [])}
+        self.groups: dict[int, Group] = {}
+        self.skipped: dict[int, str] = {}
 
     def chain(self, pid: int) -> list[int]:
         out: list[int] = []
@@ -196,9 +197,7 @@ class _Tree:
         return out
 
     def excluded(self, pid: int) -> str | None:
-        p = self.procs.get(pid)
-        if p is None:
-            return None
+        p = self.procs.get(pid) or {}
         if p.get("self"):
             return "this pytest or its ancestor"
         if p.get("probe"):
@@ -228,50 +227,48 @@ class _Tree:
         )
 
 
-def build_groups(facts: Facts, *, vllm_default: float = 0.9) -> Survey:
-    """Pure: the GPU process list + the process table -> groups of other GPU work."""
-    tree = _Tree(facts.processes, vllm_default)
-    groups: dict[int, Group] = {}
-    skipped: dict[int, str] = {}
-
-    def group_for(pid: int) -> Group | None:
-        why = tree.excluded(pid)
+    def group_for(self, pid: int) -> Group | None:
+        """The group ``pid`` joins (its outermost recognised ancestor's), None when it is ours."""
+        why = self.excluded(pid)
         if why:
-            skipped[pid] = why
+            self.skipped[pid] = why
             return None
-        root = tree.root_of(pid)
-        g = groups[root] = groups.get(root) or tree.new_group(root)
+        root = self.root_of(pid)
+        g = self.groups[root] = self.groups.get(root) or self.new_group(root)
         if pid not in g.pids:
             g.pids.append(pid)
         return g
 
+    def add_entry(self, e: GpuEntry) -> None:
+        """One GPU process list entry: its memory joins the group it belongs to."""
+        try:
+            pid = int(e.get("pid"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return
+        g = self.group_for(pid)
+        if g is None:
+            return
+        if pid not in self.procs and e.get("name") and g.name == UNSEEN:
+            g.name = str(e["name"])
+        if e.get("type") not in g.types:
+            g.types.append(str(e.get("type")))
+        used = e.get("used")
+        if isinstance(used, int) and used >= 0:  # no figure (NVML's [N/A]): _memory falls back to rss
+            gpu = str(e.get("gpu", "0"))
+            g.used_by_gpu[gpu] = g.used_by_gpu.get(gpu, 0) + used
+
+
+def build_groups(facts: Facts, *, vllm_default: float = 0.9) -> Survey:
+    """Pure: the GPU process list + the process table -> groups of other GPU work."""
+    tree = _Tree(facts.processes, vllm_default)
     for pid in sorted(tree.kinds):
-        g = group_for(pid)
+        g = tree.group_for(pid)
         if g is not None and "cmdline" not in g.types:
             g.types.append("cmdline")
     for e in facts.entries:
-        _add_entry(e, group_for, tree)
-    skips = [f"pid {pid}: {why}" for pid, why in sorted(skipped.items())]
-    return Survey(sorted(groups.values(), key=lambda g: g.pid), skips)
-
-
-def _add_entry(e: GpuEntry, group_for: Callable[[int], Group | None], tree: _Tree) -> None:
-    """One GPU process list entry: its memory joins the group it belongs to."""
-    try:
-        pid = int(e.get("pid"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return
-    g = group_for(pid)
-    if g is None:
-        return
-    if pid not in tree.procs and e.get("name") and g.name == UNSEEN:
-        g.name = str(e["name"])
-    if e.get("type") not in g.types:
-        g.types.append(str(e.get("type")))
-    used = e.get("used")
-    if isinstance(used, int) and used >= 0:  # no figure (NVML's [N/A]): _memory falls back to rss
-        gpu = str(e.get("gpu", "0"))
-        g.used_by_gpu[gpu] = g.used_by_gpu.get(gpu, 0) + used
+        tree.add_entry(e)
+    skips = [f"pid {pid}: {why}" for pid, why in sorted(tree.skipped.items())]
+    return Survey(sorted(tree.groups.values(), key=lambda g: g.pid), skips)
 
 
 @dataclass

@@ -11,6 +11,7 @@ thread whose sockets are shut down at the deadline. The body is read up to a cap
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import ipaddress
 import socket
@@ -224,10 +225,8 @@ class _Tracker:
 
 
 def _shutdown(sock: Any) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -349,24 +348,17 @@ def _fetch(
         except urllib.error.HTTPError as err:
             resp = err  # 4xx/5xx: still an answer, with headers and a body
         _read_answer(answer, resp, redirects, host, max_bytes, tracker)
-    except urllib.error.URLError as exc:
-        answer.error, answer.offline = describe_oserror(exc, host)
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        if tracker.aborted:
-            answer.error = f"no complete answer from {host} within {timeout:g} s"
-            answer.timed_out = True
-        elif isinstance(exc, OSError):
+    except Exception as exc:  # a server's answer must never end this thread with a traceback
+        if isinstance(exc, urllib.error.URLError) or (isinstance(exc, OSError) and not tracker.aborted):
             answer.error, answer.offline = describe_oserror(exc, host)
+        elif tracker.aborted and isinstance(exc, (OSError, http.client.HTTPException, ValueError)):
+            answer.error, answer.timed_out = f"no complete answer from {host} within {timeout:g} s", True
         else:
             answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
-    except Exception as exc:  # a server's answer must never end this thread with a traceback
-        answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
     finally:
         if resp is not None:
-            try:
+            with contextlib.suppress(Exception):
                 resp.close()
-            except Exception:
-                pass
     box["answer"] = answer
 
 

@@ -217,28 +217,23 @@ def token_withheld(github_url: str, source: str) -> str | None:
 def gather(ctx: CheckContext) -> Facts:
     s = ctx.settings
     url = issues_url(s.github_url)
-    playbook = normalize_playbook(s.playbook) if s.playbook else None
-    facts = Facts(playbook=playbook, source=http.redact_url(s.github_url))
+    playbook, source = normalize_playbook(s.playbook) if s.playbook else None, http.redact_url(s.github_url)
     if s.offline:
-        facts.offline_flag = True
-        return facts
+        return Facts(playbook=playbook, offline_flag=True, source=source)
     token = ctx.machine.env.get("GITHUB_TOKEN") or None
     withheld = token_withheld(s.github_url, getattr(s, "github_url_source", "default")) if token else None
     got = ctx.machine.store.get_or_compute(
         f"github:issues:{http.redact_url(url)}",
         lambda: fetch(url, None if withheld else token, s.timeout, ctx.machine.env),
     )
-    facts.answer = dict(got.get("answer") or {})
-    if withheld:
-        facts.answer["token"] = withheld
-    facts.answer["message"] = got.get("message", "")
-    facts.fetched_at = float(got.get("fetched_at") or 0.0)
-    facts.issues = list(got.get("issues") or [])
-    facts.pull_requests = int(got.get("pull_requests") or 0)
-    facts.not_issues = int(got.get("not_issues") or 0)
-    facts.parse_error = got.get("error")
-    facts.more_pages = 'rel="next"' in (facts.answer.get("headers") or {}).get("link", "")
-    return facts
+    answer = {**(got.get("answer") or {}), **({"token": withheld} if withheld else {})}
+    answer["message"] = got.get("message", "")
+    return Facts(
+        playbook=playbook, source=source, answer=answer, issues=list(got.get("issues") or []),
+        pull_requests=int(got.get("pull_requests") or 0), not_issues=int(got.get("not_issues") or 0),
+        parse_error=got.get("error"), fetched_at=float(got.get("fetched_at") or 0.0),
+        more_pages='rel="next"' in (answer.get("headers") or {}).get("link", ""),
+    )
 
 
 def _rate_limited(f: Facts) -> str:

@@ -77,8 +77,8 @@ def _compaction(counters: Mapping[str, int], out: Findings) -> str:
     stall, fail = counters.get("compact_stall", 0), counters.get("compact_fail", 0)
     if not stall or fail / stall < COMPACT_FAIL_REBOOT:
         return ""
-    return f"; compaction fails here ({fail} of {stall} direct compactions since boot), so reboot rather " \
-        "than compact"
+    return (f"; compaction fails here ({fail} of {stall} direct compactions since boot), so reboot rather "
+            "than compact")
 
 
 def fragmentation(facts: Any, params: Any, out: Findings) -> None:

@@ -398,8 +398,8 @@ def _cannot_survey(facts: Facts, judged: Sequence[Judged]) -> tuple[str, str] | 
     """(summary, headline) of a SKIP: no GPU, or neither list readable."""
     if facts.no_gpu:
         seen = [describe(j) for j in judged if j.level != "display"]
-        also = f"the process table names {first_n(seen, 2)}" if seen else \
-            "the process table shows no inference server or trainer"
+        also = (f"the process table names {first_n(seen, 2)}" if seen
+                else "the process table shows no inference server or trainer")
         return f"no NVIDIA GPU to contend for ({facts.nvml}); {also}", "no NVIDIA GPU to contend for"
     if facts.nvml != "ok" and facts.process_error and not judged:
         return (f"could not survey GPU processes: NVML {facts.nvml}; {facts.process_error}",

@@ -191,12 +191,12 @@ def _server(p: Program, argv0: str, vllm_default: float) -> Kind | None:
     """vLLM, SGLang, Ollama, llama.cpp, TRT-LLM, TGI."""
     name, module, script, args = p.name, p.module or "", p.script or "", p.args
     first = args[0] if args else ""
-    if (name == "vllm" and first in ("serve", "run-batch")) or module.startswith("vllm.entrypoints") \
-            or "vllm/entrypoints/" in script or argv0.startswith("VLLM::"):
+    if ((name == "vllm" and first in ("serve", "run-batch")) or module.startswith("vllm.entrypoints")
+            or "vllm/entrypoints/" in script or argv0.startswith("VLLM::")):
         note = f"vLLM default {vllm_default:g} (flag absent; newer vLLM docs say 0.92)"
         return Kind("vLLM", *_cap(args, VLLM_FLAGS, vllm_default, note))
-    if module.startswith("sglang.launch_server") or script.endswith("sglang/launch_server.py") \
-            or (name == "sglang" and first == "serve"):
+    if (module.startswith("sglang.launch_server") or script.endswith("sglang/launch_server.py")
+            or (name == "sglang" and first == "serve")):
         note = "no --mem-fraction-static (SGLang sizes its static pool itself)"
         return Kind("SGLang", *_cap(args, SGLANG_FLAGS, None, note))
     if (name == "ollama" and first in ("serve", "runner")) or name.startswith("ollama_llama_server"):

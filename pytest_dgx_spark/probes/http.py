@@ -382,8 +382,8 @@ def _read_answer(
     elif length.isdigit() and (len(length) > _LENGTH_DIGITS or int(length) > max_bytes):
         # a header is data: thousands of digits pass int()'s limit, so a long one is over by its length
         long = len(length) > _LENGTH_DIGITS
-        size = f"more than 1 TB (a Content-Length of {len(length)} digits)" if long else \
-            f"{int(length) / MIB:.1f} MiB"
+        size = (f"more than 1 TB (a Content-Length of {len(length)} digits)" if long
+                else f"{int(length) / MIB:.1f} MiB")
         answer.too_large = True
         answer.error = f"{host} announced {size}, over the {max_bytes / MIB:g} MiB cap; not read"
     else:

@@ -1,13 +1,9 @@
 """G3's second question: what ends the job before the pool is empty (issue 22, N4 and N6).
 
 Pure decisions on :mod:`pytest_dgx_spark.probes.memory_pressure`'s readings, merged with the
-headroom verdict (:func:`merge`). Fragmentation (N4): zone Normal's free memory in blocks of at
-least ``g3_contig_block_mib`` (32 MiB), counted as that many 32 MiB blocks, the rule of sparkring
-PR #202 ("at least 96 GiB available RAM plus 200 equivalent 32 MiB Normal-zone blocks"). None at
-all FAILs: every report of the livelock had none (sparkring #173: "zero of 32 MiB"; MiaAI
-DeepSeek-v4.1 #23: order 10+ = 0 on all four ranks, power cycle to recover); fewer than
-``g3_contig_blocks_min`` WARNs (sparkring refuses the launch there, but such a box may still load).
-Then a cgroup memory limit (N6), Ray's memory monitor, ``/dev/shm`` and the kernel's OOM kills.
+headroom verdict (:func:`merge`): a fragmented zone Normal (no free 32 MiB block FAILs, fewer than
+``g3_contig_blocks_min`` WARNs: sparkring #173 and PR #202, MiaAI DeepSeek-v4.1 #23; see
+docs/EVIDENCE.md), a cgroup memory limit, Ray's memory monitor, ``/dev/shm``, the kernel's OOM kills.
 """
 
 from __future__ import annotations

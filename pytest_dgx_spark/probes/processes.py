@@ -41,12 +41,8 @@ def list_processes(
     if error is None and cut:
         error = (f"{SCAN_STOPPED}read {cut} of {len(procs)} command lines only in part: "
                  f"{len(procs)} processes share its {result.data.get('budget_mib', '?')} MiB budget")
-    return {
-        "error": error,
-        "processes": procs,
-        "unreadable": int(result.data.get("unreadable") or 0),
-        "unreadable_examples": list(result.data.get("unreadable_examples") or []),
-    }
+    return {"error": error, "processes": procs, "unreadable": int(result.data.get("unreadable") or 0),
+            "unreadable_examples": list(result.data.get("unreadable_examples") or [])}
 
 
 def _stopped(result: ChildResult, listed: int) -> str:

@@ -290,8 +290,7 @@ def get(
     if worker.is_alive():
         tracker.abort()
         worker.join(0.5)
-        answer.timed_out = True
-        answer.error = f"no complete answer from {host} within {timeout:g} s"
+        answer.timed_out, answer.error = True, f"no complete answer from {host} within {timeout:g} s"
     else:
         answer = box.get("answer", answer)
         if answer.error is None and answer.status is None:

@@ -88,7 +88,7 @@ def main():
     first, order = _order(cfg.get("first") or [], pids)
     firsts = set(first)
     page = _os.sysconf("SC_PAGE_SIZE") if hasattr(_os, "sysconf") else 4096
-    unreadable, budget, listed, cut = [], _CMDLINE_BUDGET, 0, 0
+    unreadable, budget, cut = [], _CMDLINE_BUDGET, 0
     for n, pid in enumerate(order):
         base = _os.path.join(proc, str(pid))
         begin("read /proc/%d/stat" % pid)
@@ -113,8 +113,7 @@ def main():
             unreadable.append("pid %d cmdline: past the scan's %d MiB budget" % (pid, _CMDLINE_BUDGET >> 20))
         event({"pid": pid, "ppid": ppid, "name": name, "cmdline": cmdline, "uid": uid, "sid": sid,
                "rss_bytes": rss * page if rss is not None else None})
-        listed += 1
-    data(error=None if (listed or pids) else "cannot list processes: no process in /proc",
+    data(error=None if pids else "cannot list processes: no process in /proc",
          unreadable=len(unreadable), unreadable_examples=unreadable[:_NAMED_UNREADABLE],
          cut_by_budget=cut, budget_mib=_CMDLINE_BUDGET >> 20, first=len(first))
     done()

@@ -37,6 +37,9 @@ GITHUB_API_HOST = "api.github.com"
 #: is not a time GitHub would send
 MIN_EPOCH, MAX_EPOCH = 1_199_145_600.0, 32_503_680_000.0
 NOT_CHECKED = "playbook issues not checked"
+#: what a rate limit says about the token: sent, or withheld over plain http (else: set it)
+TOKEN_WORDS = {"sent": "even with GITHUB_TOKEN",
+               http.TOKEN_OVER_HTTP: "GITHUB_TOKEN is set but goes only over https"}
 #: an issue's text fields, kept as strings ("" when GitHub sent something else)
 TEXTS = ("title", "body", "created_at", "html_url")
 
@@ -240,18 +243,9 @@ def _rate_limited(f: Facts) -> str:
     a, headers = f.answer, f.answer.get("headers") or {}
     reset = rate_limit_reset(headers, f.fetched_at)
     shown = render_reset(reset, f.fetched_at) if reset else ""
-    if shown:
-        until = f" until {shown}"
-    elif headers.get("x-ratelimit-reset") or headers.get("retry-after"):
-        until = " (reset time unknown)"  # a header out of any calendar is data, not a crash
-    else:
-        until = ""
-    if a.get("token") == "sent":
-        words = "even with GITHUB_TOKEN"
-    elif a.get("token") == http.TOKEN_OVER_HTTP:
-        words = "GITHUB_TOKEN is set but goes only over https"
-    else:
-        words = "set GITHUB_TOKEN for a higher limit"
+    unknown = headers.get("x-ratelimit-reset") or headers.get("retry-after")  # out of any calendar: data
+    until = f" until {shown}" if shown else " (reset time unknown)" if unknown else ""
+    words = TOKEN_WORDS.get(a.get("token", ""), "set GITHUB_TOKEN for a higher limit")
     return f"rate-limited by GitHub (HTTP {a.get('status')}){until}; {words}"
 
 

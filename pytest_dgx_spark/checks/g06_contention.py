@@ -144,8 +144,7 @@ def gather(ctx: CheckContext) -> Facts:
 
 @dataclass
 class Group:
-    """Other GPU work: one server or trainer with its worker processes, or one
-    unrecognised process NVML lists."""
+    """Other GPU work: a server or trainer with its worker processes, or one process NVML lists."""
 
     pid: int
     kind: str  # a Kind.kind, or "GPU process" when only NVML says so

@@ -95,9 +95,8 @@ def program_of(cmdline: Sequence[str]) -> Program:
 
 
 def unwrap(cmdline: Sequence[str]) -> list[str]:
-    """The command behind ``timeout 60``, ``nohup``, ``env A=1``, ``uv run``,
-    ``srun -N 2``, ``nice``, ``setsid``, ``stdbuf`` (nested too); the line itself
-    when no wrapper starts it or nothing follows the wrapper."""
+    """The command behind ``timeout 60``, ``nohup``, ``env A=1``, ``uv run``, ``srun -N 2``, ``nice``,
+    ``setsid``, ``stdbuf`` (nested too); the line itself when no wrapper starts it or nothing follows."""
     cmd = split_title(cmdline)
     while cmd:
         name = os.path.basename(cmd[0])
@@ -230,8 +229,7 @@ def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | Non
 
 
 def is_launcher(cmdline: Sequence[str]) -> bool:
-    """torchrun, accelerate launch, deepspeed, mpirun, srun: when one is an
-    ancestor of this pytest, its other workers are this same job."""
+    """torchrun, accelerate launch, deepspeed, mpirun, srun: as our ancestor, its other workers are our job."""
     return _launches(program_of(cmdline), LAUNCHER_PROGRAMS)
 
 

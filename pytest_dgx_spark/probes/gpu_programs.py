@@ -229,7 +229,7 @@ def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | Non
 
 
 def is_launcher(cmdline: Sequence[str]) -> bool:
-    """torchrun, accelerate launch, deepspeed, mpirun, srun: as our ancestor, its other workers are our job."""
+    """torchrun, accelerate launch, deepspeed, mpirun, srun: as our ancestor, its workers are our job."""
     return _launches(program_of(cmdline), LAUNCHER_PROGRAMS)
 
 

@@ -1,18 +1,9 @@
 """G3's second question: what ends the job before the pool is empty (issue 22, N4 and N6).
 
-Pure decisions on the readings of :mod:`pytest_dgx_spark.probes.memory_pressure`, each
-written into a :class:`Findings`, then merged with the headroom verdict (:func:`merge`):
-
-* fragmentation (N4): free memory in zone Normal held in blocks of at least
-  ``g3_contig_block_mib`` (32 MiB), counted as that many 32 MiB blocks (a 64 MiB block is 2),
-  the rule of sparkring PR #202 ("at least 96 GiB available RAM plus 200 equivalent 32 MiB
-  Normal-zone blocks"). None at all FAILs: every report of the livelock had none
-  (sparkring #173: "zero of 32 MiB"; MiaAI DeepSeek-v4.1 #23: order 10+ = 0 on all four
-  ranks, power cycle to recover). Fewer than ``g3_contig_blocks_min`` WARNs: sparkring's
-  gate refuses the launch there, but a box just under it may still load.
-* a cgroup memory limit below the workload (FAIL) or, with no workload declared, well
-  under MemTotal (WARN); Ray's memory monitor on unified memory (WARN, GB10 profile);
-  ``/dev/shm`` (a note); kernel OOM kills (WARN naming the victim).
+Pure decisions on :mod:`pytest_dgx_spark.probes.memory_pressure`'s readings, merged with the
+headroom verdict (:func:`merge`): a fragmented zone Normal (no free 32 MiB block FAILs, fewer than
+``g3_contig_blocks_min`` WARNs: sparkring #173 and PR #202, MiaAI DeepSeek-v4.1 #23; see
+docs/EVIDENCE.md), a cgroup memory limit, Ray's memory monitor, ``/dev/shm``, the kernel's OOM kills.
 """
 
 from __future__ import annotations
@@ -57,15 +48,9 @@ def page_size_kib(facts: Any, counters: Mapping[str, int]) -> int | None:
 
 def normal_counts(zones: list[Any]) -> list[int]:
     """Free blocks per order in zone Normal, summed over NUMA nodes (as sparkring does)."""
-    total: list[int] = []
-    for zone in zones:
-        if zone.get("zone") != "Normal":
-            continue
-        counts = list(zone.get("counts") or [])
-        total += [0] * (len(counts) - len(total))
-        for order, count in enumerate(counts):
-            total[order] += count
-    return total
+    nodes = [list(zone.get("counts") or []) for zone in zones if zone.get("zone") == "Normal"]
+    orders = range(max(map(len, nodes), default=0))
+    return [sum(c[order] for c in nodes if order < len(c)) for order in orders]
 
 
 def contiguous(counts: list[int], page_kib: int, block_mib: float) -> tuple[int, float, bool]:
@@ -86,9 +71,10 @@ def _compaction(counters: Mapping[str, int], out: Findings) -> str:
         if key in counters:
             out.read(key, counters[key])
     stall, fail = counters.get("compact_stall", 0), counters.get("compact_fail", 0)
-    if stall and fail / stall >= COMPACT_FAIL_REBOOT:
-        return f"; compaction fails here ({fail} of {stall} direct compactions since boot), so reboot rather than compact"
-    return ""
+    if not stall or fail / stall < COMPACT_FAIL_REBOOT:
+        return ""
+    return (f"; compaction fails here ({fail} of {stall} direct compactions since boot), so reboot rather "
+            "than compact")
 
 
 def fragmentation(facts: Any, params: Any, out: Findings) -> None:
@@ -101,42 +87,29 @@ def fragmentation(facts: Any, params: Any, out: Findings) -> None:
     reboot = _compaction(counters, out)
     if vm and vm.get("error"):
         out.note(f"compaction counters: {vm['error']}")
-    if buddy.get("error"):
-        out.note(f"free-block check not made: {buddy['error']}")
+    counts, page = normal_counts(buddy.get("zones") or []), page_size_kib(facts, counters)
+    if buddy.get("error") or not counts or page is None:
+        size_error = (facts.page_size or {}).get("error") or "no THP PMD size"
+        unknown = f"page size unknown ({size_error}; MemFree / nr_free_pages fits no page size)"
+        why = buddy.get("error") or (unknown if counts else "no zone Normal in /proc/buddyinfo")
+        out.note(f"free-block check not made: {why}")
         return
-    read = _counts_and_page(facts, buddy, counters, out)
-    if read is None:
-        return
-    counts, page = read
     block, minimum = params.threshold("g3_contig_block_mib"), params.threshold("g3_contig_blocks_min")
     blocks, largest, capped = contiguous(counts, page, block)
     out.read("page_size", page, "KiB")
     out.read("normal_free_blocks", blocks, f"x {block:g} MiB")
     out.read("largest_free_block", round(largest, 3), "MiB")
     if capped:
-        out.note(f"this kernel's largest buddy block is {page * (1 << (len(counts) - 1)) // 1024} MiB ({page} KiB "
-                 f"pages): zone Normal's free memory in blocks of that size counts as {block:g} MiB blocks")
-    if minimum <= 0 or blocks >= minimum:
-        return
-    _flag_fragmented(counts, page, (block, minimum), (blocks, largest), reboot, out)
-
-
-def _counts_and_page(facts: Any, buddy: Mapping[str, Any], counters: Mapping[str, int], out: Findings) -> tuple[list[int], int] | None:
-    """Zone Normal's free-block counts per order and the page size (KiB); None, with a note
-    saying why, when either is missing and the free-block check cannot be made."""
-    zones = buddy.get("zones") or []
-    counts, page = normal_counts(zones), page_size_kib(facts, counters)
-    if not counts or page is None:
-        size_error = (facts.page_size or {}).get("error")
-        why = "no zone Normal in /proc/buddyinfo" if not counts else (
-            f"page size unknown ({size_error or 'no THP PMD size'}; MemFree / nr_free_pages fits no page size)")
-        out.note(f"free-block check not made: {why}")
-        return None
-    return counts, page
+        top = page * (1 << (len(counts) - 1)) // 1024
+        out.note(f"this kernel's largest buddy block is {top} MiB ({page} KiB pages): zone Normal's free "
+                 f"memory in blocks of that size counts as {block:g} MiB blocks")
+    if minimum > 0 and blocks < minimum:
+        _flag_fragmented(counts, page, (block, minimum), (blocks, largest), reboot, out)
 
 
 def _flag_fragmented(
-    counts: list[int], page: int, want: tuple[float, float], found: tuple[int, float], reboot: str, out: Findings
+    counts: list[int], page: int, want: tuple[float, float], found: tuple[int, float], reboot: str,
+    out: Findings,
 ) -> None:
     """Too few free ``block``-sized pieces: FAIL at none, else WARN, telling fragmentation from
     memory that is simply not free (so compacting or reclaiming is the right advice)."""
@@ -146,9 +119,10 @@ def _flag_fragmented(
     out.read("normal_free", free_gib, "GiB")
     state = "physical memory is fragmented" if free_gib * 1024 >= minimum * block else (
         "what is free is in small pieces and the rest must be reclaimed and compacted first")
-    text = (f"zone Normal has {what} free blocks of {block:g} MiB or more (want >= {minimum:g}; {free_gib:g} GiB "
-            f"free, largest block {largest:g} MiB): {state}, so large driver allocations stall or fail "
-            "(NV_ERR_NO_MEMORY) and can livelock the host although MemAvailable looks fine (sparkring #173)")
+    text = (f"zone Normal has {what} free blocks of {block:g} MiB or more (want >= {minimum:g}; "
+            f"{free_gib:g} GiB free, largest block {largest:g} MiB): {state}, so large driver allocations "
+            "stall or fail (NV_ERR_NO_MEMORY) and can livelock the host although MemAvailable looks fine "
+            "(sparkring #173)")
     fix = (f"between runs: {COMPACT_CMD}, then check again; if still below {minimum:g}, reboot{reboot}; "
            "do not start a large load right after killing a large process")
     out.flag(Status.FAIL if blocks == 0 else Status.WARN, text, fix,
@@ -159,11 +133,8 @@ def _flag_fragmented(
 def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: Any, out: Findings) -> None:
     """N6: a container/cgroup memory limit, an OOM killer that fires before the pool is empty."""
     cg = facts.cgroup
-    if cg is None:
-        out.note("cgroup memory limit: not read")
-        return
-    if cg.get("error"):
-        out.note(f"cgroup memory limit: cannot read ({cg['error']})")
+    if cg is None or cg.get("error"):
+        out.note("cgroup memory limit: " + (f"cannot read ({cg['error']})" if cg else "not read"))
         return
     limit = cg.get("limit_bytes")
     if limit is None:
@@ -171,20 +142,23 @@ def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: An
         return
     limit_g, where = round(limit / (1 << 30), 1), cg.get("file") or "the cgroup"
     out.read("cgroup_memory_limit", limit_g, "GiB")
-    raise_it = "raise or remove the container's memory limit (docker run --memory, compose mem_limit, Kubernetes " \
-               "resources.limits.memory)"
+    raise_it = ("raise or remove the container's memory limit (docker run --memory, compose mem_limit, "
+                "Kubernetes resources.limits.memory)")
+    limits = f"this process's cgroup limits memory to {limit_g:g} GiB"
     if workload is not None and limit < workload * (1 << 30):
-        out.fail(f"this process's cgroup limits memory to {limit_g:g} GiB ({where}), below the workload "
-                 f"{workload:g} GiB: the cgroup's OOM killer ends the job there, whatever MemAvailable says",
+        out.fail(f"{limits} ({where}), below the workload {workload:g} GiB: the cgroup's OOM killer ends the "
+                 "job there, whatever MemAvailable says",
                  f"{raise_it} above the workload, or shrink the workload",
-                 f"cgroup memory limit {limit_g:g} GiB < workload {workload:g} GiB", "raise the container's memory limit")
+                 f"cgroup memory limit {limit_g:g} GiB < workload {workload:g} GiB",
+                 "raise the container's memory limit")
         return
     fraction = params.threshold("g3_cgroup_limit_fraction")
     if workload is None and total_kib and limit < fraction * total_kib * 1024:
-        out.warn(f"this process's cgroup limits memory to {limit_g:g} GiB of {gib(total_kib):g} GiB ({where}): a job "
-                 "above it is OOM-killed while the pool still has room",
+        out.warn(f"{limits} of {gib(total_kib):g} GiB ({where}): a job above it is OOM-killed while the pool "
+                 "still has room",
                  f"declare --spark-workload-gb to check the job fits under it, or {raise_it}",
-                 f"cgroup memory limit {limit_g:g} of {gib(total_kib):g} GiB", "declare --spark-workload-gb, or raise it")
+                 f"cgroup memory limit {limit_g:g} of {gib(total_kib):g} GiB",
+                 "declare --spark-workload-gb, or raise it")
         return
     out.note(f"cgroup memory limit {limit_g:g} GiB ({where})")
 
@@ -208,8 +182,8 @@ def ray(facts: Any, total_kib: int | None, params: Any, out: Findings) -> None:
     refresh = _number(info.get("refresh_ms"), RAY_DEFAULT_REFRESH_MS)
     threshold = _number(info.get("threshold"), RAY_DEFAULT_THRESHOLD)
     if refresh is None or threshold is None:
-        out.note(f"Ray's memory monitor: unreadable RAY_memory_monitor_refresh_ms={info.get('refresh_ms')!r} or "
-                 f"RAY_memory_usage_threshold={info.get('threshold')!r}")
+        out.note(f"Ray's memory monitor: unreadable RAY_memory_monitor_refresh_ms={info.get('refresh_ms')!r} "
+                 f"or RAY_memory_usage_threshold={info.get('threshold')!r}")
         return
     out.read("ray_memory_threshold", threshold if refresh > 0 else "off")
     if refresh <= 0:
@@ -229,9 +203,7 @@ def ray(facts: Any, total_kib: int | None, params: Any, out: Findings) -> None:
 
 def shm(facts: Any, total_kib: int | None, out: Findings) -> None:
     """``/dev/shm`` is tmpfs in the same pool: what is written there is not free for CUDA."""
-    mount = facts.dev_shm
-    if mount is None:
-        return
+    mount = facts.dev_shm or {}
     if mount.get("error"):
         out.note(f"/dev/shm: cannot read its size ({mount['error']})")
         return
@@ -245,8 +217,8 @@ def shm(facts: Any, total_kib: int | None, out: Findings) -> None:
         return
     out.read("dev_shm_size", gib(size), "GiB")
     if gib(size) >= SHM_NOTE_GIB:
-        out.note(f"/dev/shm (tmpfs) may grow to {gib(size):g} GiB, out of the same memory pool: what is written "
-                 "there is not free for CUDA (size it small, docker --shm-size)")
+        out.note(f"/dev/shm (tmpfs) may grow to {gib(size):g} GiB, out of the same memory pool: what is "
+                 "written there is not free for CUDA (size it small, docker --shm-size)")
 
 
 def oom_kills(facts: Any, out: Findings) -> None:
@@ -262,12 +234,15 @@ def oom_kills(facts: Any, out: Findings) -> None:
     last = kills[-1]
     rss = f", anon-rss {gib(last['anon_rss_kb']):g} GiB" if last.get("anon_rss_kb") is not None else ""
     earlier = first_n([f"pid {k['pid']} ({k['name']})" for k in reversed(kills[:-1])], 3, sep=", ")
-    out.warn(f"the kernel's OOM killer killed {len(kills)} process{'es' if len(kills) > 1 else ''} since boot, "
-             f"the latest pid {last['pid']} ({last['name']}{rss})" + (f", before it {earlier}" if earlier else "") + ": on unified memory a load spike "
-             "drives the global watermark and the biggest process beside the engine dies",
-             "leave headroom for the load spike (a lower --gpu-memory-utilization or an explicit KV cache size), "
-             "add swap, or lower the victim's oom_score_adj; G6 lists what holds the pool",
-             f"kernel OOM-killed pid {last['pid']} ({last['name']})", "leave headroom for the load spike; add swap")
+    before = f", before it {earlier}" if earlier else ""
+    plural = "es" if len(kills) > 1 else ""
+    out.warn(f"the kernel's OOM killer killed {len(kills)} process{plural} since boot, the latest pid "
+             f"{last['pid']} ({last['name']}{rss}){before}: on unified memory a load spike drives the global "
+             "watermark and the biggest process beside the engine dies",
+             "leave headroom for the load spike (a lower --gpu-memory-utilization or an explicit KV cache "
+             "size), add swap, or lower the victim's oom_score_adj; G6 lists what holds the pool",
+             f"kernel OOM-killed pid {last['pid']} ({last['name']})",
+             "leave headroom for the load spike; add swap")
 
 
 _RANK = {Status.FAIL: 0, Status.WARN: 1}
@@ -280,12 +255,13 @@ def merge(head: Result, extra: Findings) -> Result:
     if extra.status is None:
         return Result(head.check_id, head.status, head.summary, head.fix, readings, details=details,
                       headline=head.headline, short_fix=head.short_fix, by_choice=head.by_choice)
-    items = [(head.status, head.summary, head.fix, head.headline, head.short_fix)] if head.status in _RANK else []
+    own = head.status in _RANK
+    items = [(head.status, head.summary, head.fix, head.headline, head.short_fix)] if own else []
     items += [(Status.FAIL, t, f, *extra.short.get(t, (t, f))) for t, f in extra.problems]
     items += [(Status.WARN, t, f, *extra.short.get(t, (t, f))) for t, f in extra.warnings]
     items.sort(key=lambda item: _RANK[item[0]])
     texts = [item[1] for item in items]
-    context = [] if head.status in _RANK else [head.summary]
+    context = [] if own else [head.summary]
     fixes = list(dict.fromkeys(item[2] for item in items if item[2]))
     first = items[0]
     return Result(head.check_id, first[0], "; ".join([*texts[:3], *context]), "; ".join(fixes[:3]), readings,

@@ -1,15 +1,10 @@
 """G3 — UMA headroom: will the workload fit in the one memory pool?
 
-On GB10 NVML's memory query answers ``NotSupported``, so headroom is read from
-``/proc/meminfo``. ``cudaMemGetInfo`` on GB10 tracks ``MemFree``, not
-``MemAvailable`` (unsloth PR #10704, cudaMemGetInfo_1.txt): a workload that fits
-only once the page cache is dropped WARNs; one larger than the whole machine
-FAILs saying so; an impossible reading is a SKIP, never a PASS.
-
-MemAvailable alone does not say the job will live (issue 22): G3 also reads what ends a
-job before the pool is empty — a fragmented zone Normal (``/proc/buddyinfo``), a cgroup
-memory limit, Ray's memory monitor, ``/dev/shm`` and the kernel's OOM kills — and decides
-them in :mod:`pytest_dgx_spark.checks.g03_pressure`.
+On GB10 NVML's memory query answers ``NotSupported``, so headroom is read from ``/proc/meminfo``.
+``cudaMemGetInfo`` on GB10 tracks ``MemFree``, not ``MemAvailable`` (unsloth PR #10704,
+cudaMemGetInfo_1.txt): a workload that fits only once the page cache is dropped WARNs; one larger
+than the whole machine FAILs saying so; an impossible reading is a SKIP, never a PASS. What ends
+a job before the pool is empty (issue 22) is decided in :mod:`pytest_dgx_spark.checks.g03_pressure`.
 """
 
 from __future__ import annotations
@@ -84,8 +79,6 @@ class Facts(FactsBase):
     cgroup: CgroupLimit | None = None
     ray: RayMonitor | None = None
     dev_shm: ShmMount | None = None
-    #: the kernel's OOM kills since boot, oldest first ({pid, name, anon_rss_kb, text}, parsed by
-    #: memory_pressure.parse_oom_kill); None until the kernel log reader fills it (:func:`_oom_kills`)
     oom_kills: list[OomKill] | None = None
 
     ADDED: ClassVar[Mapping[str, str]] = dict.fromkeys(
@@ -99,22 +92,20 @@ FACTS = Facts
 
 def gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
-    drop: Drop | None = machine.drop_caches() if ctx.settings.drop_caches else None  # type: ignore[assignment]
+    drop: Drop | None = None
+    if ctx.settings.drop_caches:
+        drop = machine.drop_caches()  # type: ignore[assignment]
     mem = drop["after"] if drop and drop.get("done") else machine.meminfo()
     nv = machine.nvml()
     gpus: list[GpuMemory] = [
-        {
-            "index": int(d.get("index") or 0),
-            "name": d.get("name"),
-            "memory": d.get("memory"),
-            "error": (d.get("errors") or {}).get("memory", {}).get("name"),
-        }
+        {"index": int(d.get("index") or 0), "name": d.get("name"), "memory": d.get("memory"),
+         "error": (d.get("errors") or {}).get("memory", {}).get("name")}
         for d in nv.get("devices") or []
     ]
-    reason = None if nv.get("ok") else nv.get("reason")
     return Facts(
-        meminfo=dict(mem.get("fields") or {}), meminfo_error=mem.get("error"), gpus=gpus, nvml_reason=reason, drop=drop,
-        buddyinfo=probe.buddyinfo(machine), page_size=probe.page_size(machine), vmstat=probe.vmstat(machine), cgroup=probe.cgroup_limit(machine),
+        meminfo=dict(mem.get("fields") or {}), meminfo_error=mem.get("error"), gpus=gpus, drop=drop,
+        nvml_reason=None if nv.get("ok") else nv.get("reason"), buddyinfo=probe.buddyinfo(machine),
+        page_size=probe.page_size(machine), vmstat=probe.vmstat(machine), cgroup=probe.cgroup_limit(machine),
         ray=_ray(ctx), dev_shm=probe.dev_shm(machine), oom_kills=_oom_kills(ctx),
     )
 
@@ -127,8 +118,8 @@ def _ray(ctx: CheckContext) -> RayMonitor:
 
 
 def _oom_kills(ctx: CheckContext) -> list[OomKill] | None:
-    """The kernel's OOM kills since boot, from the kernel log G4 reads too (``Machine.kernel_log()``).
-    None when no kernel log was readable: "not read", never "none"."""
+    """The kernel's OOM kills since boot, oldest first, from the kernel log G4 reads too; None
+    when no kernel log was readable: "not read", never "none"."""
     log = ctx.machine.kernel_log()
     if not log.get("source"):
         return None
@@ -136,8 +127,7 @@ def _oom_kills(ctx: CheckContext) -> list[OomKill] | None:
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G3 from ``/proc/meminfo`` fields (kB) and NVML memory answers, then what ends
-    a job before the pool is empty (:mod:`g03_pressure`)."""
+    """The headroom verdict, then what ends a job before the pool is empty (:mod:`g03_pressure`)."""
     workload = params.option("workload_gb")
     head = decide(facts, workload, params.threshold("g3_margin_gb"))
     total = facts.meminfo.get("MemTotal") if head.status is not Status.SKIP else None
@@ -192,12 +182,14 @@ def _pool(m: dict[str, int], out: Findings) -> Pool:
     if "MemAvailable" in m:
         pool = Pool(m, m["MemAvailable"], False, cache)
     else:
-        out.note("MemAvailable missing from /proc/meminfo: estimated as MemFree + Cached + Buffers + SReclaimable")
+        out.note("MemAvailable missing from /proc/meminfo: estimated as MemFree + Cached + Buffers + "
+                 "SReclaimable")
         pool = Pool(m, m["MemFree"] + cache + m.get("SReclaimable", 0), True, cache)
-    for name, value in (("mem_total", pool.g("MemTotal")), ("mem_free", pool.g("MemFree")), ("mem_available", gib(pool.available))):
+    g = pool.g
+    readings = {"mem_total": g("MemTotal"), "mem_free": g("MemFree"), "mem_available": gib(pool.available),
+                "page_cache": gib(cache), "swap_free": g("SwapFree")}
+    for name, value in readings.items():
         out.read(name, value, "GiB")
-    out.read("page_cache", gib(cache), "GiB")
-    out.read("swap_free", pool.g("SwapFree"), "GiB")
     if m.get("HugePages_Total"):
         size = m.get("Hugepagesize", 2048)
         out.read("hugepages_reserved", gib(m["HugePages_Total"] * size), "GiB")
@@ -217,11 +209,9 @@ def _unaccounted(pool: Pool, out: Findings) -> None:
     left = gib(max(0, m["MemTotal"] - used)) or 0.0
     out.read("unaccounted", left, "GiB")
     if left >= UNACCOUNTED_NOTE_GIB:
-        out.note(
-            f"{left:g} GiB is held outside every /proc/meminfo category: on GB10 the NVIDIA driver keeps "
-            "memory an exited CUDA process freed, and serves the next CUDA allocation from it, so "
-            "MemAvailable may understate what CUDA can get"
-        )
+        out.note(f"{left:g} GiB is held outside every /proc/meminfo category: on GB10 the NVIDIA driver "
+                 "keeps memory an exited CUDA process freed, and serves the next CUDA allocation from it, so "
+                 "MemAvailable may understate what CUDA can get")
 
 
 def _gpu_view(facts: Facts, out: Findings) -> str:
@@ -236,10 +226,9 @@ def _gpu_view(facts: Facts, out: Findings) -> str:
             continue
         free = round(mem["free"] / (1 << 30), 1)
         out.read(label, free, "GiB")
-        out.note(
-            f"GPU {index} ({gpu.get('name')}) reports its own memory: {free} GiB free of "
-            f"{round(mem['total'] / (1 << 30), 1)} GiB — on a discrete GPU the workload must fit there too"
-        )
+        total = round(mem["total"] / (1 << 30), 1)
+        out.note(f"GPU {index} ({gpu.get('name')}) reports its own memory: {free} GiB free of {total} GiB — "
+                 "on a discrete GPU the workload must fit there too")
     if facts.nvml_reason and not facts.gpus:
         out.note(f"NVML: {facts.nvml_reason}")
     return gpu_note
@@ -273,12 +262,9 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
     if workload_gib is None:
         swap = "[N/A]" if pool.g("SwapFree") is None else f"{pool.g('SwapFree')} GiB"  # no swap lines: [N/A]
         return Result(
-            "G3",
-            Status.INFO,
-            f"{avail} GiB of {total} GiB (MemFree {pool.g('MemFree')}, page cache {gib(pool.cache)}, "
-            f"swap free {swap}){suffix}; no workload declared (--spark-workload-gb)",
-            readings=out.readings,
-            details=out.details,
+            "G3", Status.INFO, f"{avail} GiB of {total} GiB (MemFree {pool.g('MemFree')}, page cache "
+            f"{gib(pool.cache)}, swap free {swap}){suffix}; no workload declared (--spark-workload-gb)",
+            readings=out.readings, details=out.details,
             headline=f"{avail} of {total} GiB; no workload declared",
         )
     out.readings.insert(0, Reading("workload", round(workload_gib, 1), "GiB"))
@@ -294,10 +280,12 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
     free_g, avail_g, total_g, word = pool.g("MemFree"), gib(pool.available), pool.g("MemTotal"), pool.word
 
     def result(status: Status, summary: str, headline: str, fix: str = "", short_fix: str = "") -> Result:
-        return Result("G3", status, summary + suffix, fix, out.readings, details=out.details, headline=headline, short_fix=short_fix)
+        return Result("G3", status, summary + suffix, fix, out.readings, details=out.details,
+                      headline=headline, short_fix=short_fix)
 
     if need_kib <= m["MemFree"]:
-        return result(Status.PASS, f"{what} fits in MemFree {free_g} GiB ({word} {avail_g} of {total_g} GiB)", f"{what} fits in MemFree {free_g} GiB")
+        return result(Status.PASS, f"{what} fits in MemFree {free_g} GiB ({word} {avail_g} of {total_g} GiB)",
+                      f"{what} fits in MemFree {free_g} GiB")
     if need_kib <= pool.available:
         out.note(CUDA_FREE_NOTE)
         return result(
@@ -334,8 +322,7 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
             "stop GPU jobs (G6); if none, reboot",
         )
     return result(
-        Status.FAIL,
-        f"{what} > {word} {avail_g} GiB of {total_g} GiB (MemFree {free_g} GiB)",
+        Status.FAIL, f"{what} > {word} {avail_g} GiB of {total_g} GiB (MemFree {free_g} GiB)",
         f"{what} > {word} {avail_g} GiB",
         f"stop other jobs holding the memory pool (see G6), or shrink the workload ({shrink})",
         "stop other jobs holding the pool (see G6) or shrink the workload",

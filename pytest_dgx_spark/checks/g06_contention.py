@@ -1,22 +1,18 @@
 """G6 — unified-memory contention: who else holds (or will grab) the pool?
 
 On GB10 GPU and CPU share one ~121 GiB pool: a server started with vLLM's default
-``--gpu-memory-utilization`` 0.9 leaves training almost nothing, and the failure is
-an OOM or a host wedge mid-run (vLLM #46307). G6 lists the other GPU work: NVML's
-per-process memory (GB10 has no device figure; ``nvidia-smi --query-compute-apps``
-when NVML is unusable) and the process table for servers and trainers NVML may not
-show, each with the cap its flags declare (``probes/gpu_programs.py``; only the
-program and the cap flags are recorded). This pytest, its ancestors, our probe
-children and the workers of the launcher that started us are not "other". Memory
-is one pool whoever holds it, so another user's server counts too.
-
-PASS: no other GPU process. WARN: all capped at or below ``g6_cap_max``. FAIL: one
-uncapped or above it. SKIP: no NVIDIA GPU, or nothing could be surveyed.
+``--gpu-memory-utilization`` 0.9 leaves training almost nothing, and the failure is an OOM or
+a host wedge mid-run (vLLM #46307). G6 lists the other GPU work: NVML's per-process memory
+(``nvidia-smi --query-compute-apps`` when NVML is unusable) and the process table for servers
+and trainers NVML may not show, each with the cap its flags declare (``probes/gpu_programs.py``).
+This pytest, its ancestors, our probe children and its launcher's workers are not "other";
+another user's server is (the pool is one). PASS: no other GPU process. WARN: all capped at or
+below ``g6_cap_max``. FAIL: one uncapped or above it. SKIP: no NVIDIA GPU, or nothing surveyed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -40,9 +36,6 @@ GIB = 1 << 30
 UNSEEN = "not visible from here"
 
 
-# ---------------------------------------------------------------------- facts
-
-
 class Proc(TypedDict, total=False):
     """One process of the table, its command line reduced (``reduce_cmdline``)."""
 
@@ -58,9 +51,8 @@ class Proc(TypedDict, total=False):
 
 @dataclass
 class Facts(FactsBase):
-    """What G6 decides on. ``processes`` hold each process's *reduced* command
-    line (program, subcommand, cap flags: see ``reduce_cmdline``), never the
-    full one; ``entries`` are the GPU process list (pid, used bytes, type, GPU)."""
+    """``processes`` hold each *reduced* command line (see ``reduce_cmdline``), never the full
+    one; ``entries`` are the GPU process list (pid, used bytes, type, GPU)."""
 
     processes: list[Proc] = field(default_factory=list)
     entries: list[GpuEntry] = field(default_factory=list)
@@ -68,8 +60,7 @@ class Facts(FactsBase):
     mem_total_bytes: int | None = None  # /proc/meminfo MemTotal (the pool on GB10)
     nvml: str = "ok"  # "ok" or why not
     gpu_source: str = "NVML"  # where the GPU process list came from: NVML | nvidia-smi | none
-    #: True when there is no usable NVIDIA GPU at all (NVML reports none, or no
-    #: driver library and nvidia-smi absent or saying the driver is not there)
+    #: no usable NVIDIA GPU: NVML reports none, or no driver library and no working nvidia-smi
     no_gpu: bool = False
     process_error: str | None = None
     scanned: int = 0
@@ -91,18 +82,16 @@ def _nvml_entries(ctx: CheckContext, facts: Facts) -> None:
         for dev in nv.get("devices") or []:
             _device_entries(dev, facts)
         return
-    facts.nvml = str(nv.get("reason") or "unavailable")
-    facts.gpu_source = "none"
-    missing = bool(nv.get("missing"))
+    facts.nvml, facts.gpu_source = str(nv.get("reason") or "unavailable"), "none"
     if nv.get("hung"):
         facts.notes.append(f"NVML did not answer ({facts.nvml}); see G4. Process table only")
         return
     res, entries = compute_apps(ctx.machine.command)
     if not res.ok:
         facts.notes.append(f"{facts.nvml}; nvidia-smi --query-compute-apps: {res.describe()}")
-        # nvidia-smi exits 9 when it "couldn't communicate with the NVIDIA driver"
-        # and 12 when NVML is missing: no usable GPU, as G4 reads it too.
-        facts.no_gpu = missing and (res.error is not None or res.returncode in (9, 12))
+        # nvidia-smi exits 9 when it "couldn't communicate with the NVIDIA driver" and 12 when
+        # NVML is missing: no usable GPU, as G4 reads it too
+        facts.no_gpu = bool(nv.get("missing")) and (res.error is not None or res.returncode in (9, 12))
         return
     facts.notes.append(f"{facts.nvml}; used nvidia-smi --query-compute-apps instead")
     facts.gpu_source = "nvidia-smi"
@@ -110,21 +99,17 @@ def _nvml_entries(ctx: CheckContext, facts: Facts) -> None:
 
 
 def _device_entries(dev: Mapping[str, Any], facts: Facts) -> None:
-    idx = str(dev.get("index", 0))
-    mem = dev.get("memory")
+    idx, mem, errors = str(dev.get("index", 0)), dev.get("memory"), dev.get("errors") or {}
     if isinstance(mem, Mapping) and mem.get("total"):
         facts.gpu_totals[idx] = int(mem["total"])
-    errors = dev.get("errors") or {}
     for kind in ("compute", "graphics"):
         procs = dev.get(f"{kind}_procs")
         if procs is None and f"{kind}_procs" in errors:
             facts.notes.append(f"NVML {kind} processes of GPU {idx}: {errors[f'{kind}_procs'].get('name')}")
         for p in procs or []:
             used = p.get("used_bytes")
-            entry = GpuEntry(
-                pid=p.get("pid"), used=used if isinstance(used, int) else None, type=kind, gpu=idx
-            )
-            facts.entries.append(entry)
+            used = used if isinstance(used, int) else None
+            facts.entries.append(GpuEntry(pid=p.get("pid"), used=used, type=kind, gpu=idx))
 
 
 def _process_table(ctx: CheckContext, facts: Facts) -> None:
@@ -138,11 +123,11 @@ def _process_table(ctx: CheckContext, facts: Facts) -> None:
         if p.get("pid") is None:
             continue
         cmdline = [str(a) for a in p.get("cmdline") or []]
-        name = scrub(str(p.get("name") or ""))  # comm: 15 characters of a title
-        cmd, rss, ours = reduce_cmdline(cmdline), p.get("rss_bytes"), bool(p.get("self"))
-        proc = Proc(pid=int(p["pid"]), ppid=p.get("ppid"), name=name, cmd=cmd, rss_bytes=rss, self=ours)
-        owner = "" if p.get("mine", True) else f"uid {p.get('uid')}"
-        facts.processes.append(proc | {"probe": is_probe_child(cmdline), "owner": owner})
+        facts.processes.append(Proc(
+            pid=int(p["pid"]), ppid=p.get("ppid"), name=scrub(str(p.get("name") or "")),  # comm: 15 chars
+            cmd=reduce_cmdline(cmdline), rss_bytes=p.get("rss_bytes"), self=bool(p.get("self")),
+            probe=is_probe_child(cmdline), owner="" if p.get("mine", True) else f"uid {p.get('uid')}",
+        ))
     facts.scanned = len(facts.processes)
     facts.unreadable = int(table.get("unreadable") or 0)
     facts.unreadable_examples = [str(x) for x in table.get("unreadable_examples") or []]
@@ -150,22 +135,16 @@ def _process_table(ctx: CheckContext, facts: Facts) -> None:
 
 def gather(ctx: CheckContext) -> Facts:
     """Everything G6 decides on (G5 asks it too, before its copy probe)."""
-    facts = Facts()
-    mem = ctx.machine.meminfo()
-    total_kib = (mem.get("fields") or {}).get("MemTotal")
-    facts.mem_total_bytes = int(total_kib) * 1024 if total_kib else None
+    total_kib = (ctx.machine.meminfo().get("fields") or {}).get("MemTotal")
+    facts = Facts(mem_total_bytes=int(total_kib) * 1024 if total_kib else None)
     _nvml_entries(ctx, facts)
     _process_table(ctx, facts)
     return facts
 
 
-# ---------------------------------------------------------------------- grouping
-
-
 @dataclass
 class Group:
-    """Other GPU work: one server or trainer with its worker processes, or one
-    unrecognised process NVML lists."""
+    """Other GPU work: a server or trainer with its worker processes, or one process NVML lists."""
 
     pid: int
     kind: str  # a Kind.kind, or "GPU process" when only NVML says so
@@ -183,6 +162,10 @@ class Group:
     def used_bytes(self) -> int | None:
         return sum(self.used_by_gpu.values()) if self.used_by_gpu else None
 
+    @property
+    def cap_word(self) -> str:
+        return "no cap" if self.cap is None else f"cap {self.cap:g}"
+
 
 @dataclass
 class Survey:
@@ -191,19 +174,17 @@ class Survey:
 
 
 class _Tree:
-    """The process table as a tree: who is ours, and which recognised
-    ancestor a process folds into (a server's workers, a launcher's ranks)."""
+    """The process table as a tree: who is ours, and which recognised ancestor a process folds
+    into (a server's workers, a launcher's ranks); the groups of other GPU work it holds."""
 
-    def __init__(self, procs: Sequence[Proc], vllm_default: float) -> None:
+    def __init__(self, procs: Sequence[Proc], vllm: float) -> None:
         self.procs = {int(p["pid"]): p for p in procs}
-        self.kinds: dict[int, Kind] = {}
-        for pid, p in self.procs.items():
-            k = classify(p.get("cmd") or [], vllm_default=vllm_default)
-            if k is not None:
-                self.kinds[pid] = k
-        self.own_launchers = {
-            pid for pid, p in self.procs.items() if p.get("self") and is_launcher(p.get("cmd") or [])
-        }
+        kinds = {pid: classify(p.get("cmd") or [], vllm_default=vllm) for pid, p in self.procs.items()}
+        self.kinds: dict[int, Kind] = {pid: k for pid, k in kinds.items() if k is not None}
+        ours = [p for p in self.procs.values() if p.get("self")]
+        self.own_launchers = {int(p["pid"]) for p in ours if is_launcher(p.get("cmd") or [])}
+        self.groups: dict[int, Group] = {}
+        self.skipped: dict[int, str] = {}
 
     def chain(self, pid: int) -> list[int]:
         out: list[int] = []
@@ -215,9 +196,7 @@ class _Tree:
         return out
 
     def excluded(self, pid: int) -> str | None:
-        p = self.procs.get(pid)
-        if p is None:
-            return None
+        p = self.procs.get(pid) or {}
         if p.get("self"):
             return "this pytest or its ancestor"
         if p.get("probe"):
@@ -235,73 +214,60 @@ class _Tree:
         return top
 
     def new_group(self, root: int) -> Group:
-        p = self.procs.get(root) or {}
+        p, k = self.procs.get(root) or {}, self.kinds.get(root)
         cmd = list(p.get("cmd") or [])
-        k = self.kinds.get(root)
         prog = program_of(cmd)
         return Group(
-            pid=root,
-            kind=k.kind if k else "GPU process",
+            pid=root, kind=k.kind if k else "GPU process",
             name=prog.name or prog.module or str(p.get("name") or "") or UNSEEN,
-            cmd=" ".join(cmd) if cmd else f"pid {root} ({UNSEEN})",
-            cap=k.cap if k else None,
-            cap_source=k.cap_source if k else "no cap known",
-            rss_bytes=p.get("rss_bytes"),
+            cmd=" ".join(cmd) if cmd else f"pid {root} ({UNSEEN})", cap=k.cap if k else None,
+            cap_source=k.cap_source if k else "no cap known", rss_bytes=p.get("rss_bytes"),
             owner=str(p.get("owner") or ""),
         )
+
+
+    def group_for(self, pid: int) -> Group | None:
+        """The group ``pid`` joins (its outermost recognised ancestor's), None when it is ours."""
+        why = self.excluded(pid)
+        if why:
+            self.skipped[pid] = why
+            return None
+        root = self.root_of(pid)
+        g = self.groups[root] = self.groups.get(root) or self.new_group(root)
+        if pid not in g.pids:
+            g.pids.append(pid)
+        return g
+
+    def add_entry(self, e: GpuEntry) -> None:
+        """One GPU process list entry: its memory joins the group it belongs to."""
+        try:
+            pid = int(e.get("pid"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return
+        g = self.group_for(pid)
+        if g is None:
+            return
+        if pid not in self.procs and e.get("name") and g.name == UNSEEN:
+            g.name = str(e["name"])
+        if e.get("type") not in g.types:
+            g.types.append(str(e.get("type")))
+        used = e.get("used")
+        if isinstance(used, int) and used >= 0:  # no figure (NVML's [N/A]): _memory falls back to rss
+            gpu = str(e.get("gpu", "0"))
+            g.used_by_gpu[gpu] = g.used_by_gpu.get(gpu, 0) + used
 
 
 def build_groups(facts: Facts, *, vllm_default: float = 0.9) -> Survey:
     """Pure: the GPU process list + the process table -> groups of other GPU work."""
     tree = _Tree(facts.processes, vllm_default)
-    groups: dict[int, Group] = {}
-    skipped: dict[int, str] = {}
-
-    def group_for(pid: int) -> Group | None:
-        why = tree.excluded(pid)
-        if why:
-            skipped[pid] = why
-            return None
-        root = tree.root_of(pid)
-        if root not in groups:
-            groups[root] = tree.new_group(root)
-        g = groups[root]
-        if pid not in g.pids:
-            g.pids.append(pid)
-        return g
-
     for pid in sorted(tree.kinds):
-        g = group_for(pid)
+        g = tree.group_for(pid)
         if g is not None and "cmdline" not in g.types:
             g.types.append("cmdline")
     for e in facts.entries:
-        _add_entry(e, group_for, tree)
-    return Survey(
-        sorted(groups.values(), key=lambda g: g.pid),
-        [f"pid {pid}: {why}" for pid, why in sorted(skipped.items())],
-    )
-
-
-def _add_entry(e: GpuEntry, group_for: Callable[[int], Group | None], tree: _Tree) -> None:
-    """One GPU process list entry: its memory joins the group it belongs to."""
-    try:
-        pid = int(e.get("pid"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return
-    g = group_for(pid)
-    if g is None:
-        return
-    if pid not in tree.procs and e.get("name") and g.name == UNSEEN:
-        g.name = str(e["name"])
-    if e.get("type") not in g.types:
-        g.types.append(str(e.get("type")))
-    used = e.get("used")
-    if isinstance(used, int) and used >= 0:  # no figure (NVML's [N/A]): _memory falls back to rss
-        gpu = str(e.get("gpu", "0"))
-        g.used_by_gpu[gpu] = g.used_by_gpu.get(gpu, 0) + used
-
-
-# ---------------------------------------------------------------------- evaluate
+        tree.add_entry(e)
+    skips = [f"pid {pid}: {why}" for pid, why in sorted(tree.skipped.items())]
+    return Survey(sorted(tree.groups.values(), key=lambda g: g.pid), skips)
 
 
 @dataclass
@@ -320,12 +286,8 @@ def _gib(n: int | None) -> str:
 
 def _fraction(g: Group, facts: Facts) -> float | None:
     """The largest share of a GPU's memory (the pool on GB10) the group holds."""
-    fracs = []
-    for gpu, used in g.used_by_gpu.items():
-        total = facts.gpu_totals.get(gpu) or facts.mem_total_bytes
-        if total:
-            fracs.append(used / total)
-    return max(fracs) if fracs else None
+    totals = {gpu: facts.gpu_totals.get(gpu) or facts.mem_total_bytes for gpu in g.used_by_gpu}
+    return max((used / total for gpu, used in g.used_by_gpu.items() if (total := totals[gpu])), default=None)
 
 
 def judge(facts: Facts, params: Params, survey: Survey | None = None) -> list[Judged]:
@@ -342,8 +304,7 @@ def _judge_one(g: Group, fraction: float | None, cap_max: float, small: float) -
     over = fraction is not None and fraction > cap_max
     used_txt = f"uses {fraction:.0%} of the pool" if fraction is not None else ""
     if g.kind == "GPU process":
-        graphics_only = "compute" not in g.types
-        if graphics_only and (g.used_bytes is None or g.used_bytes < small):
+        if "compute" not in g.types and (g.used_bytes is None or g.used_bytes < small):
             return Judged(g, "display", "graphics only, small (the desktop)", fraction)
         if over:
             return Judged(g, "fail", f"no cap known and {used_txt} (> {cap_max:g})", fraction)
@@ -360,23 +321,18 @@ def _judge_one(g: Group, fraction: float | None, cap_max: float, small: float) -
 def _memory(g: Group) -> str:
     if g.used_bytes is not None:
         return f"{_gib(g.used_bytes)} NVML"
-    if g.rss_bytes is not None:
-        return f"rss {_gib(g.rss_bytes)}"
-    return "memory [N/A]"
+    return "memory [N/A]" if g.rss_bytes is None else f"rss {_gib(g.rss_bytes)}"
 
 
 def describe(j: Judged) -> str:
     """``pid 4242 vLLM (vllm, cap 0.9, 40.1 GiB NVML)`` — pid, name, memory, cap."""
     g = j.group
-    cap = "no cap" if g.cap is None else f"cap {g.cap:g}"
     name = g.name if g.name and g.name.lower() != g.kind.lower() else ""
-    inner = ", ".join(x for x in (name, cap, _memory(g)) if x)
-    return f"pid {g.pid} {g.kind} ({inner})"
+    return f"pid {g.pid} {g.kind} ({', '.join(x for x in (name, g.cap_word, _memory(g)) if x)})"
 
 
 def headline(j: Judged, cap_max: float) -> str:
-    """``pid 4242 vLLM 40.0 GiB NVML: cap 0.9 > 0.5`` — who, the memory it
-    holds, and the one reason, each said once."""
+    """``pid 4242 vLLM 40.0 GiB NVML: cap 0.9 > 0.5`` — who, the memory it holds, and the one reason."""
     g = j.group
     name = f" ({g.name})" if g.name and g.name.lower() != g.kind.lower() and g.kind == "GPU process" else ""
     share = f"{j.fraction:.0%} of the pool" if j.fraction is not None else ""
@@ -393,33 +349,26 @@ def headline(j: Judged, cap_max: float) -> str:
 
 def _detail(j: Judged) -> str:
     g = j.group
-    where = (
-        ", ".join(f"GPU {k}: {_gib(v)}" for k, v in sorted(g.used_by_gpu.items())) or "no GPU memory figure"
-    )
+    used = sorted(g.used_by_gpu.items())
+    where = ", ".join(f"GPU {k}: {_gib(v)}" for k, v in used) or "no GPU memory figure"
     extra = f" (+{len(g.pids) - 1} worker processes)" if len(g.pids) > 1 else ""
     whose = f"; another user's ({g.owner}): its memory is the pool's all the same" if g.owner else ""
-    return f"{j.level.upper()} pid {g.pid}{extra} {g.kind}: {j.why}; {where}; seen by {'+'.join(g.types)}; {g.cmd}{whose}"
+    seen = "+".join(g.types)
+    return f"{j.level.upper()} pid {g.pid}{extra} {g.kind}: {j.why}; {where}; seen by {seen}; {g.cmd}{whose}"
 
 
 def _readings(facts: Facts, judged: Sequence[Judged], cap_max: float) -> list[Reading]:
     levels = [j.level for j in judged]
-    readings = [
-        Reading("other_gpu_processes", levels.count("fail") + levels.count("warn")),
-        Reading("uncapped_or_over_cap", levels.count("fail")),
-        Reading("capped_or_small", levels.count("warn")),
-        Reading("desktop_processes", levels.count("display")),
-        Reading("cap_max", cap_max),
-        Reading("processes_scanned", facts.scanned),
-        Reading("processes_unreadable", facts.unreadable),
+    fails, warns, display = levels.count("fail"), levels.count("warn"), levels.count("display")
+    shown = [j.group for j in judged if j.level == "fail"] + [j.group for j in judged if j.level == "warn"]
+    return [
+        Reading("other_gpu_processes", fails + warns), Reading("uncapped_or_over_cap", fails),
+        Reading("capped_or_small", warns), Reading("desktop_processes", display), Reading("cap_max", cap_max),
+        Reading("processes_scanned", facts.scanned), Reading("processes_unreadable", facts.unreadable),
         Reading("nvml", facts.nvml),
+        *(Reading(f"pid_{g.pid}", f"{g.kind} {g.cap_word} {_gib(g.used_bytes or g.rss_bytes)}")
+          for g in shown[:8]),
     ]
-    for j in [j for j in judged if j.level == "fail"] + [j for j in judged if j.level == "warn"]:
-        g = j.group
-        cap = "no cap" if g.cap is None else f"cap {g.cap:g}"
-        readings.append(Reading(f"pid_{g.pid}", f"{g.kind} {cap} {_gib(g.used_bytes or g.rss_bytes)}"))
-        if len(readings) >= 16:
-            break
-    return readings
 
 
 def _context(facts: Facts, judged: Sequence[Judged]) -> str:
@@ -437,35 +386,23 @@ def _context(facts: Facts, judged: Sequence[Judged]) -> str:
 
 
 def _notes(facts: Facts, judged: Sequence[Judged], survey_excluded: Sequence[str]) -> list[str]:
-    notes = list(facts.notes)
-    if facts.unreadable:
-        notes.append(
-            f"{count(facts.unreadable, 'process', 'processes')} unreadable, skipped or listed without a command line: "
-            + first_n(facts.unreadable_examples, 3)
-        )
-    notes += [_detail(j) for j in judged]
-    notes += [f"not counted: {e}" for e in survey_excluded]
-    return notes
+    unreadable = [
+        f"{count(facts.unreadable, 'process', 'processes')} unreadable, skipped or listed without a "
+        f"command line: {first_n(facts.unreadable_examples, 3)}"
+    ] if facts.unreadable else []
+    return [*facts.notes, *unreadable, *map(_detail, judged), *(f"not counted: {e}" for e in survey_excluded)]
 
 
 def _cannot_survey(facts: Facts, judged: Sequence[Judged]) -> tuple[str, str] | None:
     """(summary, headline) of a SKIP: no GPU, or neither list readable."""
     if facts.no_gpu:
         seen = [describe(j) for j in judged if j.level != "display"]
-        also = (
-            f"; the process table names {first_n(seen, 2)}"
-            if seen
-            else "; the process table shows no inference server or trainer"
-        )
-        return (
-            f"no NVIDIA GPU to contend for ({facts.nvml}){also}",
-            "no NVIDIA GPU to contend for",
-        )
+        also = (f"the process table names {first_n(seen, 2)}" if seen
+                else "the process table shows no inference server or trainer")
+        return f"no NVIDIA GPU to contend for ({facts.nvml}); {also}", "no NVIDIA GPU to contend for"
     if facts.nvml != "ok" and facts.process_error and not judged:
-        return (
-            f"could not survey GPU processes: NVML {facts.nvml}; {facts.process_error}",
-            "could not survey GPU processes (no NVML, no process table)",
-        )
+        return (f"could not survey GPU processes: NVML {facts.nvml}; {facts.process_error}",
+                "could not survey GPU processes (no NVML, no process table)")
     return None
 
 
@@ -480,47 +417,35 @@ def evaluate(facts: Facts, params: Params) -> Result:
     if skip is not None:
         return Result("G6", Status.SKIP, skip[0], readings=readings, details=details, headline=skip[1])
     if facts.gpu_source == "none" and not judged:
-        # No GPU process list: the process table alone cannot show an unknown
-        # program holding GPU memory, so this is never a PASS.
+        # the process table alone cannot show an unknown program holding GPU memory: never a PASS
         return Result(
-            "G6",
-            Status.WARN,
+            "G6", Status.WARN,
             "GPU process list unreadable (NVML and nvidia-smi did not answer, see G4); the process table "
             "shows no inference server or trainer, but another program holding GPU memory would not show",
             "see G4: a driver that does not answer is the first problem; rerun once nvidia-smi answers",
-            readings,
-            details=details,
+            readings, details=details, short_fix="see G4; rerun once nvidia-smi answers",
             headline="GPU process list unreadable (NVML and nvidia-smi did not answer)",
-            short_fix="see G4; rerun once nvidia-smi answers",
         )
     out = Findings("G6", details=details, readings=readings)
     context = _context(facts, judged)
-    fails = [j for j in judged if j.level == "fail"]
-    warns = [j for j in judged if j.level == "warn"]
-    head, short_fix = _contenders(out, fails, warns, cap_max, context)
-    if not fails and not warns and (facts.process_error or "").startswith(SCAN_STOPPED):
-        # never a PASS on a table that was not read whole: a server whose
-        # command line was not read (its cap flags) would not show
+    head, short_fix = _contenders(out, judged, cap_max, context)
+    if not head and (facts.process_error or "").startswith(SCAN_STOPPED):
+        # never a PASS on a table not read whole: a server whose command line (its cap flags) was not read
         out.warn(
             f"process table incomplete ({facts.process_error}): a server or trainer whose command line "
             f"was not read would not show [{context}]",
             "rerun; if it persists, look for processes with very long command lines (ps -eo pid,args)",
         )
         head, short_fix = "process table incomplete: a server's flags may be unread", "rerun"
-    return out.result(
-        Status.PASS,
-        f"no other GPU process [{context}]",
-        headline=head or "no other GPU process",
-        short_fix=short_fix,
-    )
+    head = head or "no other GPU process"
+    return out.result(Status.PASS, f"no other GPU process [{context}]", headline=head, short_fix=short_fix)
 
 
-def _contenders(
-    out: Findings, fails: list[Judged], warns: list[Judged], cap_max: float, context: str
-) -> tuple[str, str]:
-    """FAIL for uncapped or over-cap work, else WARN for capped or small work;
-    the first one (pid, kind, memory it holds, cap) is the headline.
-    Returns (headline, short fix)."""
+def _contenders(out: Findings, judged: Sequence[Judged], cap_max: float, context: str) -> tuple[str, str]:
+    """FAIL for uncapped or over-cap work, else WARN for capped or small work; returns
+    (headline, short fix), the headline the first one's (pid, kind, memory it holds, cap)."""
+    fails = [j for j in judged if j.level == "fail"]
+    warns = [j for j in judged if j.level == "warn"]
     if fails:
         others = f" (+{len(warns)} capped or small)" if warns else ""
         pids = first_n([str(j.group.pid) for j in fails], sep=" ")  # "1 2 3 and 2 more"
@@ -531,9 +456,8 @@ def _contenders(
             f"<= {cap_max:g} (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI "
             "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)",
         )
-        return plus_more(
-            headline(fails[0], cap_max), len(fails)
-        ), f"kill {pids}, or restart capped at <= {cap_max:g}"
+        fix = f"kill {pids}, or restart capped at <= {cap_max:g}"
+        return plus_more(headline(fails[0], cap_max), len(fails)), fix
     if warns:
         out.warn(
             f"{count(len(warns), 'other GPU process', 'other GPU processes')}, capped at <= {cap_max:g} or "
@@ -541,10 +465,8 @@ def _contenders(
             "a small job can share the pool with capped servers (the seed ran a <4 GB LoRA next to vLLM "
             "at 0.5); check G3's headroom, and stop them before a run that needs the whole pool",
         )
-        return (
-            plus_more(headline(warns[0], cap_max), len(warns)),
-            "check G3's headroom; stop it for a whole-pool run",
-        )
+        fix = "check G3's headroom; stop it for a whole-pool run"
+        return plus_more(headline(warns[0], cap_max), len(warns)), fix
     return "", ""
 
 

@@ -1,11 +1,10 @@
-"""What a command line runs: inference servers, trainers, launchers, the memory
-cap each declares in its flags, and the program behind a wrapper.
+"""What a command line runs: inference servers, trainers, launchers, the memory cap each
+declares in its flags, and the program behind a wrapper.
 
-A full command line can carry secrets (``--api-key S``) and G6's facts go to
-reports, so only the program, a known subcommand and the cap flags in
-:data:`READ_FLAGS` leave the process table (:func:`reduce_cmdline`); the reduced
-line classifies exactly like the full one. A process title (``exec -a``: the
-whole command line in argv[0]) is split into its words first, everywhere here.
+A full command line can carry secrets (``--api-key S``) and G6's facts go to reports, so only
+the program, a known subcommand and the cap flags in :data:`READ_FLAGS` leave the process table
+(:func:`reduce_cmdline`); the reduced line classifies exactly like the full one. A process title
+(``exec -a``: the whole command line in argv[0]) is split into its words first, everywhere here.
 """
 
 from __future__ import annotations
@@ -27,16 +26,12 @@ PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$")
 PY_OPTS_WITH_VALUE = {"-W", "-X", "-Q", "--check-hash-based-pycs"}
 #: a Python training script by its file name: train.py, run_train.py, finetune.py, my-sft.py, pretrain2.py
 TRAIN_SCRIPT = re.compile(r"(^|[_-])(train|finetune|fine_tune|fine-tune|sft|pretrain)\d*([_-][\w.-]*)?\.py$")
-#: launchers whose workers are one job (ours, when the launcher is our ancestor)
+#: launchers whose workers are one job (ours, when the launcher is our ancestor); the training
+#: ones only ever start training (mpirun/srun start anything)
 LAUNCHER_PROGRAMS = {"torchrun", "deepspeed", "mpirun", "mpiexec", "srun"}
-#: the ones that only ever start training (mpirun/srun start anything)
 TRAINING_LAUNCHERS = {"torchrun", "deepspeed"}
-LAUNCHER_MODULES = {
-    "torch.distributed.run",
-    "torch.distributed.launch",
-    "accelerate.commands.launch",
-    "deepspeed.launcher.runner",
-}
+LAUNCHER_MODULES = {"torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
+                    "deepspeed.launcher.runner"}
 #: the memory-cap flags of each server (the only flags G6 reads)
 VLLM_FLAGS = ("--gpu-memory-utilization", "--gpu_memory_utilization")
 SGLANG_FLAGS = ("--mem-fraction-static", "--mem_fraction_static")
@@ -48,28 +43,20 @@ SUBCOMMANDS = {"serve", "run-batch", "runner", "launch", "run", "chat"}
 #: where a script's path says what it is (``…/vllm/entrypoints/openai/api_server.py``)
 SCRIPT_MARKS = ("vllm/entrypoints/", "sglang/launch_server.py")
 
-
-def _opts(words: str) -> set[str]:
-    return set(words.split())
-
-
 #: programs that run another command: their options that take a value (``--opt=v`` always does)
-WRAPPERS: dict[str, set[str]] = {
-    "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "nohup": set(),
-    "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
-    "nice": {"-n", "--adjustment"},
-    "setsid": set(),
-    "stdbuf": {"-i", "-o", "-e"},
-    "uv": _opts(
-        "--with --python -p --project --directory --env-file --extra --group --package --index --from"
-    ),
-    "srun": _opts(
-        "-N --nodes -n --ntasks -c --cpus-per-task -p --partition -t --time -J --job-name -w --nodelist -G --gpus "
-        "--gpus-per-node --ntasks-per-node -A --account --mem --container-image --container-mounts --mpi -o "
-        "--output -e --error --export --gres --cpu-bind -x --exclude -q --qos"
-    ),
-}
+WRAPPERS: dict[str, set[str]] = {name: set(options.split()) for name, options in {
+    "timeout": "-s --signal -k --kill-after",
+    "nohup": "",
+    "env": "-u --unset -C --chdir -S --split-string",
+    "nice": "-n --adjustment",
+    "setsid": "",
+    "stdbuf": "-i -o -e",
+    "uv": "--with --python -p --project --directory --env-file --extra --group --package --index --from",
+    "srun": "-N --nodes -n --ntasks -c --cpus-per-task -p --partition -t --time -J --job-name -w --nodelist "
+            "-G --gpus --gpus-per-node --ntasks-per-node -A --account --mem --container-image "
+            "--container-mounts --mpi -o --output -e --error --export --gres --cpu-bind -x --exclude -q "
+            "--qos",
+}.items()}
 
 
 @dataclass(frozen=True)
@@ -108,9 +95,8 @@ def program_of(cmdline: Sequence[str]) -> Program:
 
 
 def unwrap(cmdline: Sequence[str]) -> list[str]:
-    """The command behind ``timeout 60``, ``nohup``, ``env A=1``, ``uv run``,
-    ``srun -N 2``, ``nice``, ``setsid``, ``stdbuf`` (nested too); the line itself
-    when no wrapper starts it or nothing follows the wrapper."""
+    """The command behind ``timeout 60``, ``nohup``, ``env A=1``, ``uv run``, ``srun -N 2``, ``nice``,
+    ``setsid``, ``stdbuf`` (nested too); the line itself when no wrapper starts it or nothing follows."""
     cmd = split_title(cmdline)
     while cmd:
         name = os.path.basename(cmd[0])
@@ -171,11 +157,7 @@ def reduce_cmdline(cmdline: Sequence[str]) -> list[str]:
         out.append(_script_tail(p.script))
     if p.args and p.args[0] in SUBCOMMANDS:
         out.append(p.args[0])
-    for flag in READ_FLAGS:
-        value = flag_value(p.args, flag)
-        if value is not None:
-            out.append(f"{flag}={value[:32]}")
-    return out
+    return out + [f"{flag}={v[:32]}" for flag in READ_FLAGS if (v := flag_value(p.args, flag)) is not None]
 
 
 @dataclass(frozen=True)
@@ -208,19 +190,12 @@ def _server(p: Program, argv0: str, vllm_default: float) -> Kind | None:
     """vLLM, SGLang, Ollama, llama.cpp, TRT-LLM, TGI."""
     name, module, script, args = p.name, p.module or "", p.script or "", p.args
     first = args[0] if args else ""
-    if (
-        (name == "vllm" and first in ("serve", "run-batch"))
-        or module.startswith("vllm.entrypoints")
-        or "vllm/entrypoints/" in script
-        or argv0.startswith("VLLM::")
-    ):
+    if ((name == "vllm" and first in ("serve", "run-batch")) or module.startswith("vllm.entrypoints")
+            or "vllm/entrypoints/" in script or argv0.startswith("VLLM::")):
         note = f"vLLM default {vllm_default:g} (flag absent; newer vLLM docs say 0.92)"
         return Kind("vLLM", *_cap(args, VLLM_FLAGS, vllm_default, note))
-    if (
-        module.startswith("sglang.launch_server")
-        or script.endswith("sglang/launch_server.py")
-        or (name == "sglang" and first == "serve")
-    ):
+    if (module.startswith("sglang.launch_server") or script.endswith("sglang/launch_server.py")
+            or (name == "sglang" and first == "serve")):
         note = "no --mem-fraction-static (SGLang sizes its static pool itself)"
         return Kind("SGLang", *_cap(args, SGLANG_FLAGS, None, note))
     if (name == "ollama" and first in ("serve", "runner")) or name.startswith("ollama_llama_server"):
@@ -231,9 +206,8 @@ def _server(p: Program, argv0: str, vllm_default: float) -> Kind | None:
         note = "TRT-LLM default --kv_cache_free_gpu_memory_fraction 0.9 (flag absent)"
         return Kind("TRT-LLM", *_cap(args, TRTLLM_FLAGS, 0.9, note))
     if name in ("text-generation-launcher", "text-generation-server"):
-        return Kind(
-            "TGI", *_cap(args, TGI_FLAGS, 1.0, "TGI default --cuda-memory-fraction 1.0 (flag absent)")
-        )
+        note = "TGI default --cuda-memory-fraction 1.0 (flag absent)"
+        return Kind("TGI", *_cap(args, TGI_FLAGS, 1.0, note))
     return None
 
 
@@ -247,11 +221,7 @@ def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | Non
     server = _server(p, os.path.basename(cmdline[0]), vllm_default)
     if server is not None:
         return server
-    if (
-        p.name in TRAINING_LAUNCHERS
-        or (p.name == "accelerate" and p.args[:1] == ("launch",))
-        or ((p.module or "") in LAUNCHER_MODULES)
-    ):
+    if _launches(p, TRAINING_LAUNCHERS):
         return Kind("trainer", None, "a training launcher: no memory cap")
     if p.script and TRAIN_SCRIPT.search(os.path.basename(p.script)):
         return Kind("trainer", None, "a training script: no memory cap")
@@ -259,22 +229,18 @@ def classify(cmdline: Sequence[str], *, vllm_default: float = 0.9) -> Kind | Non
 
 
 def is_launcher(cmdline: Sequence[str]) -> bool:
-    """torchrun, accelerate launch, deepspeed, mpirun, srun: when one is an
-    ancestor of this pytest, its other workers are this same job."""
-    p = program_of(cmdline)
-    return (
-        p.name in LAUNCHER_PROGRAMS
-        or (p.name == "accelerate" and p.args[:1] == ("launch",))
-        or (p.module or "") in LAUNCHER_MODULES
-    )
+    """torchrun, accelerate launch, deepspeed, mpirun, srun: as our ancestor, its workers are our job."""
+    return _launches(program_of(cmdline), LAUNCHER_PROGRAMS)
+
+
+def _launches(p: Program, programs: set[str]) -> bool:
+    accelerate = p.name == "accelerate" and p.args[:1] == ("launch",)
+    return p.name in programs or accelerate or (p.module or "") in LAUNCHER_MODULES
 
 
 def is_probe_child(cmdline: Sequence[str]) -> bool:
     """One of our own probe children (its ``python -c`` source carries the mark)."""
     return any(PROBE_MARK in arg for arg in cmdline[1:4])
-
-
-# --------------------------------------------------------------------------- nvidia-smi's process list
 
 
 class GpuEntry(TypedDict, total=False):
@@ -287,16 +253,11 @@ class GpuEntry(TypedDict, total=False):
     name: str  # nvidia-smi's process name (its first word's base name)
 
 
-COMPUTE_APPS = [
-    "nvidia-smi",
-    "--query-compute-apps=pid,process_name,used_memory",
-    "--format=csv,noheader,nounits",
-]
+COMPUTE_APPS = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
+                "--format=csv,noheader,nounits"]
 
 
-def compute_apps(
-    command: Callable[[Sequence[str]], CommandResult],
-) -> tuple[CommandResult, list[GpuEntry]]:
+def compute_apps(command: Callable[[Sequence[str]], CommandResult]) -> tuple[CommandResult, list[GpuEntry]]:
     """nvidia-smi's GPU process list, for when NVML cannot be used from Python: the answer and its entries."""
     res = command(COMPUTE_APPS)
     return res, parse_compute_apps(res.stdout) if res.ok else []

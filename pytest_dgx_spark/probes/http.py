@@ -1,17 +1,17 @@
 """One bounded HTTP GET through the standard library (G8's GitHub lookup).
 
-* **the secret**: ``GITHUB_TOKEN`` goes only over https, as an *unredirected* header re-added
-  only on a redirect to the same origin; every string leaving this module has it scrubbed (a
-  server may echo it), and a URL is shown only through :func:`redact_url`.
-* **time**: ``urlopen(timeout=)`` bounds each socket operation, not the request (a trickling
-  server, a hanging DNS lookup): the request runs in a daemon thread whose sockets are shut
-  down at the deadline.
-* **size**: the body is read in chunks up to a cap; a ``Content-Length`` over it is refused unread.
+``GITHUB_TOKEN`` goes only over https, as an *unredirected* header re-added only on a redirect
+to the same origin; every string leaving here has it scrubbed (a server may echo it), and a URL
+is shown only through :func:`redact_url`. ``urlopen(timeout=)`` bounds each socket operation,
+not the request (a trickling server, a hanging DNS lookup), so the request runs in a daemon
+thread whose sockets are shut down at the deadline. The body is read up to a cap; a
+``Content-Length`` over it is refused unread.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import ipaddress
 import socket
@@ -36,6 +36,10 @@ KEEP_HEADERS = (
     "content-type", "content-length", "link", "retry-after", "x-ratelimit-limit", "x-ratelimit-remaining",
     "x-ratelimit-reset", "x-ratelimit-resource", "x-github-request-id",
 )
+HEADERS = {
+    "Accept": "application/vnd.github+json", "Accept-Encoding": "identity",
+    "User-Agent": f"pytest-dgx-spark/{__version__}", "X-GitHub-Api-Version": "2022-11-28",
+}
 SCRUBBED = "[GITHUB_TOKEN]"
 REDACTED = "<redacted>"
 #: the answer's ``token`` when GITHUB_TOKEN was set but the URL is plain http
@@ -70,10 +74,6 @@ class HttpAnswer:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HttpAnswer:
-        return cls(**dict(data))
-
 
 def redact_url(url: str) -> str:
     """A URL as it may be shown: no ``user:password@``, no query or fragment values. Works on any
@@ -100,7 +100,8 @@ def credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     if not at or not userinfo:
         return url, None
     user, _, password = userinfo.partition(":")
-    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment)), (unquote(user), unquote(password))
+    bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return bare, (unquote(user), unquote(password))
 
 
 def check_url(text: str) -> str | None:
@@ -124,7 +125,8 @@ def check_url(text: str) -> str | None:
 def origin(url: str) -> tuple[str, str, int | None]:
     """``(scheme, host, port)`` with the scheme's default port filled in."""
     parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 def is_loopback(host: str) -> bool:
@@ -223,10 +225,8 @@ class _Tracker:
 
 
 def _shutdown(sock: Any) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
@@ -261,8 +261,7 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 def get(
     url: str, *, token: str | None = None, timeout: float = 10.0, max_bytes: int = MAX_BODY,
-    env: Mapping[str, str] | None = None, accept: str = "application/vnd.github+json",
-    extra_headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> HttpAnswer:
     """GET ``url`` within ``timeout`` seconds in all; never raises. ``token`` goes as a Bearer
     header to ``url``'s own origin over https only; ``user:pass@`` goes as basic auth instead,
@@ -276,16 +275,11 @@ def get(
         return HttpAnswer(url=shown, error=f"bad URL: {exc}")
     if scheme not in ("http", "https") or not host:
         return HttpAnswer(url=shown, error=f"not an http(s) URL: {shown}")
-    answer = HttpAnswer(url=shown)
-    token_header, secrets = _authorization(answer, token, basic, https=scheme == "https", local=is_loopback(host))
-    tracker = _Tracker()
-    box: dict[str, HttpAnswer] = {}
+    answer, tracker, box = HttpAnswer(url=shown), _Tracker(), dict[str, HttpAnswer]()
+    https, local = scheme == "https", is_loopback(host)
+    token_header, secrets = _authorization(answer, token, basic, https=https, local=local)
     redirects = _Redirects(token_header, (scheme, host, port))
-    headers = {
-        "Accept": accept, "Accept-Encoding": "identity", "User-Agent": f"pytest-dgx-spark/{__version__}",
-        "X-GitHub-Api-Version": "2022-11-28", **(extra_headers or {}),
-    }
-    request = urllib.request.Request(url, headers=headers, method="GET")
+    request = urllib.request.Request(url, headers=HEADERS, method="GET")
     if token_header:
         request.add_unredirected_header(*token_header)
     base = HttpAnswer(url=shown, token=answer.token, credentials=answer.credentials)
@@ -296,8 +290,7 @@ def get(
     if worker.is_alive():
         tracker.abort()
         worker.join(0.5)
-        answer.timed_out = True
-        answer.error = f"no complete answer from {host} within {timeout:g} s"
+        answer.timed_out, answer.error = True, f"no complete answer from {host} within {timeout:g} s"
     else:
         answer = box.get("answer", answer)
         if answer.error is None and answer.status is None:
@@ -354,28 +347,23 @@ def _fetch(
         except urllib.error.HTTPError as err:
             resp = err  # 4xx/5xx: still an answer, with headers and a body
         _read_answer(answer, resp, redirects, host, max_bytes, tracker)
-    except urllib.error.URLError as exc:
-        answer.error, answer.offline = describe_oserror(exc, host)
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        if tracker.aborted:
-            answer.error = f"no complete answer from {host} within {timeout:g} s"
-            answer.timed_out = True
-        elif isinstance(exc, OSError):
+    except Exception as exc:  # a server's answer must never end this thread with a traceback
+        if isinstance(exc, urllib.error.URLError) or (isinstance(exc, OSError) and not tracker.aborted):
             answer.error, answer.offline = describe_oserror(exc, host)
+        elif tracker.aborted and isinstance(exc, (OSError, http.client.HTTPException, ValueError)):
+            answer.error, answer.timed_out = f"no complete answer from {host} within {timeout:g} s", True
         else:
             answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
-    except Exception as exc:  # a server's answer must never end this thread with a traceback
-        answer.error = f"bad answer from {host}: {type(exc).__name__}: {_first_line(str(exc))}"
     finally:
         if resp is not None:
-            try:
+            with contextlib.suppress(Exception):
                 resp.close()
-            except Exception:
-                pass
     box["answer"] = answer
 
 
-def _read_answer(answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str, max_bytes: int, tracker: _Tracker) -> None:
+def _read_answer(
+    answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str, max_bytes: int, tracker: _Tracker
+) -> None:
     """Fill ``answer`` from an opened response (a 4xx/5xx too): status, kept headers, and the
     body unless it is a refused redirect or over the cap."""
     raw_headers = getattr(resp, "headers", None)
@@ -393,7 +381,8 @@ def _read_answer(answer: HttpAnswer, resp: Any, redirects: _Redirects, host: str
     elif length.isdigit() and (len(length) > _LENGTH_DIGITS or int(length) > max_bytes):
         # a header is data: thousands of digits pass int()'s limit, so a long one is over by its length
         long = len(length) > _LENGTH_DIGITS
-        size = f"more than 1 TB (a Content-Length of {len(length)} digits)" if long else f"{int(length) / MIB:.1f} MiB"
+        size = (f"more than 1 TB (a Content-Length of {len(length)} digits)" if long
+                else f"{int(length) / MIB:.1f} MiB")
         answer.too_large = True
         answer.error = f"{host} announced {size}, over the {max_bytes / MIB:g} MiB cap; not read"
     else:

@@ -1,18 +1,11 @@
 """What ends a job on a unified-memory box before the pool is empty (G3, issue 22 N4/N6).
 
-Readings, each through the machine's root (``SPARK_PREFLIGHT_HOST_ROOT``) and bounded:
-
-* ``/proc/buddyinfo`` and ``/proc/vmstat``: free blocks per order and the compaction
-  counters. After days of uptime a Spark shows ~118 GiB MemAvailable and no free block
-  of 32 MiB; loads stall and the driver logs ``NV_ERR_NO_MEMORY`` (sparkring #173).
-* the memory limit of this process's cgroup (v2 ``memory.max``, v1
-  ``memory.limit_in_bytes``): a container limit is an OOM killer of its own.
-* ``/dev/shm`` from ``/proc/mounts``: a tmpfs carved out of the same pool.
-* kernel OOM-kill lines (``Out of memory: Killed process …``), parsed here; reading
-  the kernel log is the kernel log reader's job, not this module's.
-
-Every function returns plain data (a check's Facts) and never raises on bad input:
-what cannot be read comes back as an ``error`` line.
+Read through the machine's root, bounded: ``/proc/buddyinfo`` and ``/proc/vmstat`` (after days
+of uptime a Spark shows ~118 GiB MemAvailable and no free 32 MiB block; loads stall and the
+driver logs ``NV_ERR_NO_MEMORY``, sparkring #173), this process's cgroup memory limit (an OOM
+killer of its own), ``/dev/shm`` (a tmpfs out of the same pool), and the kernel's OOM-kill lines
+(parsed here; the kernel log reader reads them). Plain data back, never an exception: what
+cannot be read is an ``error`` line.
 """
 
 from __future__ import annotations
@@ -27,6 +20,8 @@ PROC_LIMIT = 256 * 1024
 VALUE_LIMIT = 4096
 #: cgroup levels walked up from this process's cgroup (real ones are < 10 deep)
 MAX_CGROUP_DEPTH = 32
+#: each cgroup version's mount and memory limit file
+LIMIT_FILES = {2: ("/sys/fs/cgroup", "memory.max"), 1: ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")}
 #: v1's "no limit" is PAGE_COUNTER_MAX pages (~2^63 bytes); anything this large is none
 V1_UNLIMITED = 1 << 62
 #: the vmstat counters G3 keeps
@@ -41,7 +36,8 @@ _BUDDY = re.compile(r"^Node\s+(\d{1,4}),\s+zone\s+(\w{1,16})((?:\s+\d{1,19}){1,3
 _VMSTAT = re.compile(r"^(\w{1,64})\s+(-?\d{1,20})\s*$")
 _OOM = re.compile(
     r"(?P<cg>Memory cgroup )?[Oo]ut of memory(?: \([\w ]{1,40}\))?: Killed process (?P<pid>\d{1,10}) "
-    r"\((?P<name>.{0,64}?)\)(?=[ ,]|$)(?:.*?\btotal-vm:(?P<vm>\d{1,20})kB)?(?:.*?\banon-rss:(?P<anon>\d{1,20})kB)?"
+    r"\((?P<name>.{0,64}?)\)(?=[ ,]|$)(?:.*?\btotal-vm:(?P<vm>\d{1,20})kB)?"
+    r"(?:.*?\banon-rss:(?P<anon>\d{1,20})kB)?"
 )
 _SIZE = re.compile(r"^(\d{1,20})([kKmMgGtTpPeE%]?)$")
 
@@ -100,42 +96,31 @@ class OomKill(TypedDict):
 
 def parse_buddyinfo(text: str) -> list[BuddyZone]:
     """``Node 0, zone   Normal  15 66 …`` lines -> zones; lines that do not parse are ignored."""
-    zones: list[BuddyZone] = []
-    for line in text.splitlines():
-        m = _BUDDY.match(line.strip())
-        if m:
-            zones.append({"node": int(m.group(1)), "zone": m.group(2), "counts": [int(c) for c in m.group(3).split()]})
-    return zones
+    found = (_BUDDY.match(line.strip()) for line in text.splitlines())
+    return [{"node": int(m.group(1)), "zone": m.group(2), "counts": [int(c) for c in m.group(3).split()]}
+            for m in found if m]
 
 
-def parse_vmstat(text: str, keys: tuple[str, ...] = VMSTAT_KEYS) -> dict[str, int]:
-    """``/proc/vmstat`` -> ``{name: value}`` for ``keys`` (all of them when ``keys`` is empty)."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        m = _VMSTAT.match(line.strip())
-        if m and (not keys or m.group(1) in keys):
-            out[m.group(1)] = int(m.group(2))
-    return out
+def parse_vmstat(text: str) -> dict[str, int]:
+    """``/proc/vmstat`` -> ``{name: value}`` for :data:`VMSTAT_KEYS`."""
+    found = (_VMSTAT.match(line.strip()) for line in text.splitlines())
+    return {m.group(1): int(m.group(2)) for m in found if m and m.group(1) in VMSTAT_KEYS}
 
 
 def buddyinfo(machine: MachineLike) -> Buddy:
     text, error = machine.read_text("/proc/buddyinfo", PROC_LIMIT)
-    if text is None:
-        return {"zones": [], "error": error}
-    zones = parse_buddyinfo(text)
-    if not zones:
-        return {"zones": [], "error": "/proc/buddyinfo has no readable 'Node N, zone NAME counts' line"}
-    return {"zones": zones, "error": None}
+    zones = parse_buddyinfo(text) if text is not None else []
+    if text is not None:
+        error = None if zones else "/proc/buddyinfo has no readable 'Node N, zone NAME counts' line"
+    return {"zones": zones, "error": error}
 
 
 def vmstat(machine: MachineLike) -> Vmstat:
     text, error = machine.read_text("/proc/vmstat", PROC_LIMIT)
-    if text is None:
-        return {"counters": {}, "error": error}
-    counters = parse_vmstat(text)
-    if not counters:
-        return {"counters": {}, "error": "/proc/vmstat has none of " + ", ".join(VMSTAT_KEYS)}
-    return {"counters": counters, "error": None}
+    counters = parse_vmstat(text) if text is not None else {}
+    if text is not None:
+        error = None if counters else "/proc/vmstat has none of " + ", ".join(VMSTAT_KEYS)
+    return {"counters": counters, "error": error}
 
 
 def page_size(machine: MachineLike) -> PageSize:
@@ -192,18 +177,18 @@ def cgroup_limit(machine: MachineLike) -> CgroupLimit:
     """The smallest memory limit from this process's cgroup up to the root of what
     ``/sys/fs/cgroup`` shows (inside a container that root is the container's own cgroup)."""
     text, error = machine.read_text("/proc/self/cgroup", PROC_LIMIT)
-    if text is None:
-        return {"version": None, "cgroup": None, "limit_bytes": None, "file": None, "error": error}
-    found = parse_cgroup(text)
+    found = parse_cgroup(text) if text is not None else None
+    out: CgroupLimit = {"version": None, "cgroup": None, "limit_bytes": None, "file": None, "error": error}
     if found is None:
-        return {"version": None, "cgroup": None, "limit_bytes": None, "file": None,
-                "error": "/proc/self/cgroup names no memory cgroup (neither v2 '0::/…' nor v1 'memory')"}
+        if text is not None:
+            out["error"] = "/proc/self/cgroup names no memory cgroup (neither v2 '0::/…' nor v1 'memory')"
+        return out
     version, path = found
-    base, name = ("/sys/fs/cgroup", "memory.max") if version == 2 else ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")
+    out["version"], out["cgroup"], out["error"] = version, path, None
+    base, name = LIMIT_FILES[version]
     if not machine.exists(base):
-        return {"version": version, "cgroup": path, "limit_bytes": None, "file": None,
-                "error": f"{base} is not mounted: the cgroup's memory limit cannot be read"}
-    best: tuple[int, str] | None = None
+        out["error"] = f"{base} is not mounted: the cgroup's memory limit cannot be read"
+        return out
     for level in _levels(path):
         file = posixpath.join(base + level.rstrip("/"), name) if level != "/" else f"{base}/{name}"
         if not machine.exists(file):
@@ -214,11 +199,11 @@ def cgroup_limit(machine: MachineLike) -> CgroupLimit:
         except ValueError as exc:
             why = f"{file} {exc}"
         if why:
-            return {"version": version, "cgroup": path, "limit_bytes": None, "file": file, "error": why}
-        if limit is not None and (best is None or limit < best[0]):
-            best = (limit, file)
-    return {"version": version, "cgroup": path, "limit_bytes": best[0] if best else None,
-            "file": best[1] if best else None, "error": None}
+            out["limit_bytes"], out["file"], out["error"] = None, file, why
+            return out
+        if limit is not None and (out["limit_bytes"] is None or limit < out["limit_bytes"]):
+            out["limit_bytes"], out["file"] = limit, file
+    return out
 
 
 def _mount_size(options: str) -> tuple[int | None, float | None]:
@@ -240,20 +225,17 @@ def _mount_size(options: str) -> tuple[int | None, float | None]:
 def dev_shm(machine: MachineLike) -> ShmMount:
     """What is mounted on ``/dev/shm`` (the last mount there wins) and its size limit."""
     text, error = machine.read_text("/proc/mounts", 1 << 20)
-    if text is None:
-        return {"fstype": None, "size_kib": None, "percent": None, "error": error}
-    entry = None
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[1] == "/dev/shm":
-            entry = fields
-    if entry is None:
-        return {"fstype": None, "size_kib": None, "percent": None, "error": None}
+    out: ShmMount = {"fstype": None, "size_kib": None, "percent": None, "error": error}
+    mounts = [fields for fields in (line.split() for line in (text or "").splitlines()) if len(fields) >= 4]
+    entries = [fields for fields in mounts if fields[1] == "/dev/shm"]
+    if text is None or not entries:
+        return out
+    out["fstype"] = entries[-1][2]
     try:
-        size, percent = _mount_size(entry[3])
+        out["size_kib"], out["percent"] = _mount_size(entries[-1][3])
     except ValueError as exc:
-        return {"fstype": entry[2], "size_kib": None, "percent": None, "error": f"/proc/mounts: /dev/shm {exc}"}
-    return {"fstype": entry[2], "size_kib": size, "percent": percent, "error": None}
+        out["error"] = f"/proc/mounts: /dev/shm {exc}"
+    return out
 
 
 def parse_oom_kill(line: str) -> OomKill | None:

@@ -1,10 +1,7 @@
-"""The process table, read from ``/proc`` under the machine's root, in a child.
-
-Reading another process's ``cmdline`` takes its memory lock in the kernel; a
-process stuck in the kernel holding it (a CUDA job wedged in the driver) blocks
-the reader forever. So the scan runs in a probe child (``scripts/procs_child.py``,
-one step per pid) and a read that does not return in time is named and the scan
-abandoned with what it had. psutil is not used: it reads ``/proc`` in this process.
+"""The process table, read from ``/proc`` under the machine's root, in a probe child
+(``scripts/procs_child.py``, one step per pid): a process wedged in the kernel holding its memory
+lock blocks a ``cmdline`` reader forever, so a read that does not return in time is named and
+the scan abandoned with what it had. psutil is not used: it reads ``/proc`` in this process.
 """
 
 from __future__ import annotations
@@ -27,59 +24,44 @@ SCAN_STDOUT = 40 << 20
 
 
 def list_processes(
-    root: Path | None = None,
-    *,
-    timeout: float = 10.0,
-    env: Mapping[str, str] | None = None,
+    root: Path | None = None, *, timeout: float = 10.0, env: Mapping[str, str] | None = None,
     first: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """Every readable process: pid, ppid, name, cmdline, rss_bytes, uid, sid; ``self`` (this pytest and its
-    ancestors) and ``mine`` (see :func:`mark`)."""
+    """Every readable process: pid, ppid, name, cmdline, rss_bytes, uid, sid; ``self`` and ``mine``
+    (see :func:`mark`)."""
     request = json.dumps({"root": str(root or "/"), "first": [int(p) for p in first]})
     result = run_python(
-        script_source("procs_child.py"),
-        args=[request],
-        step_timeout=timeout,
-        total_timeout=3 * timeout,
-        env=env,
+        script_source("procs_child.py"), args=[request], step_timeout=timeout, total_timeout=3 * timeout,
+        env=env, max_stdout=SCAN_STDOUT,
         python=sys.executable,  # only the standard library: the interpreter running us will do
-        max_stdout=SCAN_STDOUT,
     )
     procs = mark([dict(e) for e in result.events if isinstance(e, dict) and "pid" in e])
     error = result.data.get("error") if result.ok else _stopped(result, len(procs))
     cut = int(result.data.get("cut_by_budget") or 0)
     if error is None and cut:
-        error = (
-            f"{SCAN_STOPPED}read {cut} of {len(procs)} command lines only in part: "
-            f"{len(procs)} processes share its {result.data.get('budget_mib', '?')} MiB budget"
-        )
-    return {
-        "error": error,
-        "processes": procs,
-        "unreadable": int(result.data.get("unreadable") or 0),
-        "unreadable_examples": list(result.data.get("unreadable_examples") or []),
-    }
+        error = (f"{SCAN_STOPPED}read {cut} of {len(procs)} command lines only in part: "
+                 f"{len(procs)} processes share its {result.data.get('budget_mib', '?')} MiB budget")
+    return {"error": error, "processes": procs, "unreadable": int(result.data.get("unreadable") or 0),
+            "unreadable_examples": list(result.data.get("unreadable_examples") or [])}
 
 
 def _stopped(result: ChildResult, listed: int) -> str:
     """Why the scan is incomplete, in a line a check can quote."""
     step = _READ_STEP.match(result.step or "")
     if result.timed_out and step:
-        return (
-            f"the process scan stopped: reading {step.group(1)} did not return within "
-            f"{result.data.get('_allowance', '?')} s (a process stuck in the kernel, as on a wedged GPU "
-            f"driver, holds it); {listed} processes read before it"
-        )
-    return f"the process scan stopped: {result.describe('the scan')}; {listed} processes read before it"
+        why = (f"reading {step.group(1)} did not return within {result.data.get('_allowance', '?')} s "
+               "(a process stuck in the kernel, as on a wedged GPU driver, holds it)")
+    else:
+        why = result.describe("the scan")
+    return f"{SCAN_STOPPED}stopped: {why}; {listed} processes read before it"
 
 
 def mark(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Flag ``self`` (this process and its ancestors, as far as the table shows
-    them) and ``mine``: self, or run by this user, or in this session. Another
-    user's job is not this run's to judge (issue 24); a table without owners
-    (an older capture) counts every process as mine. Session 0 is no match: it
-    is what getsid reports for a session led outside this pid namespace (a
-    container started by root), which every other such process shares."""
+    """Flag ``self`` (this process and its ancestors, as far as the table shows them) and ``mine``:
+    self, or run by this user, or in this session (another user's job is not this run's to judge,
+    issue 24); a table without owners (an older capture) counts every process as mine. Session 0 is
+    no match: getsid reports it for a session led outside this pid namespace (a container started
+    by root), which every other such process shares."""
     by_pid = {p["pid"]: p for p in procs}
     uid, sid = os.getuid(), os.getsid(0)
     for p in procs:

@@ -1,20 +1,15 @@
 # Process-table child: G6's and G10's scan of /proc/<pid>/{stat,cmdline}.
 #
-# Why a child: reading another process's cmdline takes its memory lock in the
-# kernel, and a process stuck in the kernel holding it (a CUDA job wedged in the
-# driver) blocks the read forever, in uninterruptible sleep. Here the parent's
-# step watchdog gives up and names the pid; each pid is its own step.
-#
-# Files are opened O_NONBLOCK and read only when fstat says they are regular (a
-# FIFO, socket or device planted under SPARK_PREFLIGHT_HOST_ROOT is refused). A
-# pid that cannot be read is skipped and counted, never fatal. The owner (uid)
-# is the owner of /proc/<pid>/stat, as ps reads it; the session comes from stat.
-#
-# The command-line budget is shared fairly: the GPU's own pids ("first") are read
-# first with the whole per-process limit; every other pid gets at most its share
-# of what is left, so early huge command lines cannot hide a later server's flags.
-# A line cut by its share, or a pid left without one, counts in cut_by_budget.
-# Standard library only: it runs in whichever interpreter the parent uses.
+# Reading another process's cmdline takes its memory lock in the kernel: a process stuck there
+# holding it (a CUDA job wedged in the driver) blocks the read forever, in uninterruptible sleep,
+# so each pid is its own step and the parent's watchdog gives up and names it. Files are opened
+# O_NONBLOCK and read only when fstat says they are regular (a FIFO, socket or device planted under
+# SPARK_PREFLIGHT_HOST_ROOT is refused); a pid that cannot be read is skipped and counted. The
+# owner (uid) is the owner of /proc/<pid>/stat, as ps reads it; the session comes from stat.
+# The command-line budget is shared fairly: the GPU's own pids ("first") are read first with the
+# whole per-process limit, every other pid gets at most its share of what is left, so early huge
+# command lines cannot hide a later server's flags; a line cut by its share, or a pid left without
+# one, counts in cut_by_budget. Standard library only: it runs in whichever interpreter the parent uses.
 import errno as _errno
 import stat as _stat_mod
 
@@ -22,13 +17,8 @@ _CMDLINE_LIMIT = 16384  # one command line, cut (a pid's cmdline can be ~2 MiB)
 _CMDLINE_BUDGET = 24 << 20  # all lines together (the parent allows 40 MiB of stdout)
 _MIN_SHARE = 64  # a smaller share reads nothing useful: listed without a command line
 _NAMED_UNREADABLE = 5
-_KINDS = {
-    _stat_mod.S_IFIFO: "a FIFO",
-    _stat_mod.S_IFSOCK: "a socket",
-    _stat_mod.S_IFCHR: "a character device",
-    _stat_mod.S_IFBLK: "a block device",
-    _stat_mod.S_IFDIR: "a directory",
-}
+_KINDS = {_stat_mod.S_IFIFO: "a FIFO", _stat_mod.S_IFSOCK: "a socket", _stat_mod.S_IFDIR: "a directory",
+          _stat_mod.S_IFCHR: "a character device", _stat_mod.S_IFBLK: "a block device"}
 
 
 def _read_regular(path, limit):
@@ -98,7 +88,7 @@ def main():
     first, order = _order(cfg.get("first") or [], pids)
     firsts = set(first)
     page = _os.sysconf("SC_PAGE_SIZE") if hasattr(_os, "sysconf") else 4096
-    unreadable, budget, listed, cut = [], _CMDLINE_BUDGET, 0, 0
+    unreadable, budget, cut = [], _CMDLINE_BUDGET, 0
     for n, pid in enumerate(order):
         base = _os.path.join(proc, str(pid))
         begin("read /proc/%d/stat" % pid)
@@ -123,8 +113,7 @@ def main():
             unreadable.append("pid %d cmdline: past the scan's %d MiB budget" % (pid, _CMDLINE_BUDGET >> 20))
         event({"pid": pid, "ppid": ppid, "name": name, "cmdline": cmdline, "uid": uid, "sid": sid,
                "rss_bytes": rss * page if rss is not None else None})
-        listed += 1
-    data(error=None if (listed or pids) else "cannot list processes: no process in /proc",
+    data(error=None if pids else "cannot list processes: no process in /proc",
          unreadable=len(unreadable), unreadable_examples=unreadable[:_NAMED_UNREADABLE],
          cut_by_budget=cut, budget_mib=_CMDLINE_BUDGET >> 20, first=len(first))
     done()

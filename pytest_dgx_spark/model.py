@@ -127,7 +127,7 @@ class Result:
         return f"{self.check_id} {self.status.value}: {self.text}"
 
     def short_line(self, width: int = SHORT_WIDTH) -> str:
-        """The default terminal line, at most ``width`` characters: ``G<n> STATUS: finding; fix: short fix``."""
+        """The default terminal line, at most ``width`` characters: ``G<n> STATUS: finding; fix: short``."""
         head = f"{self.check_id} {self.status.value}: "
         finding = self.headline or self.summary
         fix = (self.short_fix or self.fix) if self.loud else ""
@@ -146,15 +146,15 @@ class Result:
         return "\n".join(lines + [f"  {r.name} = {r.render()}" for r in self.readings])
 
     def seed_value(self) -> str:
-        """The seed's env-report vocabulary, ``pass`` | ``fail: …`` | ``warn: …`` (``split(":")[0]`` reads it)."""
+        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …`` (status word first)."""
         word = self.status.value.lower()
         return word if self.status is Status.PASS or not self.summary else f"{word}: {self.summary}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.check_id, "status": self.status.value, "summary": self.summary, "fix": self.fix,
                 "line": self.line(), "readings": {r.name: r.to_dict() for r in self.readings},
-                "details": list(self.details), "duration_s": round(self.duration_s, 4), "headline": self.headline,
-                "short_fix": self.short_fix, "by_choice": self.by_choice}
+                "details": list(self.details), "duration_s": round(self.duration_s, 4),
+                "headline": self.headline, "short_fix": self.short_fix, "by_choice": self.by_choice}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
@@ -203,7 +203,9 @@ def _causes(v: Verdict, by: Mapping[Status, list[str]], results: list[Result], s
     """What made the verdict so where the counts alone do not say it."""
     if v is Verdict.BLOCKED:
         causes = [f"{_ids(by[Status.FAIL])} failed"] if by[Status.FAIL] else []
-        return causes + ([f"{_ids(by[Status.WARN])} WARN under --strict"] if strict and by[Status.WARN] else [])
+        if strict and by[Status.WARN]:
+            causes.append(f"{_ids(by[Status.WARN])} WARN under --strict")
+        return causes
     if by[Status.WARN]:
         return []
     # no WARN: a SKIP made it so, or the user's own choice left it ready
@@ -216,8 +218,11 @@ def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collec
     """``verdict: blocked (G1, G6 failed; 1 PASS, 2 FAIL)``: the verdict, its causes, the counts."""
     v = verdict(results, strict=strict, not_run=not_run)
     by = {s: [r.check_id for r in results if r.status is s] for s in Status}
-    tally = [f"{len(ids)} {s.value}" for s, ids in by.items() if ids] + ([f"{len(not_run)} not run"] if not_run else [])
-    inside = "; ".join(part for part in (" and ".join(_causes(v, by, results, strict)), ", ".join(tally)) if part)
+    tally = [f"{len(ids)} {s.value}" for s, ids in by.items() if ids]
+    if not_run:
+        tally.append(f"{len(not_run)} not run")
+    causes = " and ".join(_causes(v, by, results, strict))
+    inside = "; ".join(part for part in (causes, ", ".join(tally)) if part)
     return f"verdict: {v.value} ({inside})" if inside else f"verdict: {v.value}"
 
 

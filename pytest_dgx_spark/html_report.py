@@ -1,15 +1,11 @@
 """pytest-html: each check's row reads as the terminal does.
 
-pytest-html knows only pytest's outcomes (its filters hide any other word),
-and a WARN is a passed test to pytest. So a WARN row stays in the "Passed"
-filter but its Result cell reads "Warned" (an INFO row "Info"), the counts
-read ``8 Passed, 1 Warned`` as the terminal's ``8 passed, 1 warned``, a
-skipped row's log says its reason instead of pytest's ``(path, line, reason)``
-tuple, and three columns are added: *Status* (word and symbol), *Check* (the
-G-line on one line, cut at the column's width; whole on hover and in the log) and
-*Readings*. The summary gets the verdict and the counts
-per status; G4's row gets the thermal chart. pytest-html itself is imported
-only while a report is built.
+pytest-html knows only pytest's outcomes (its filters hide any other word), and a WARN is a passed
+test to pytest. So a WARN row stays in the "Passed" filter but its Result cell reads "Warned" (INFO:
+"Info"), the counts read ``8 Passed, 1 Warned``, a skipped row's log says its reason instead of
+pytest's ``(path, line, reason)`` tuple, and three columns are added: *Status*, *Check* (the G-line,
+cut at the column's width, whole on hover) and *Readings*. The summary gets the verdict and counts,
+G4's row the thermal chart. pytest-html itself is imported only while a report is built.
 """
 
 from __future__ import annotations
@@ -26,11 +22,8 @@ from pytest_dgx_spark.report import ordered
 
 #: the Status cell: a symbol that tells the rows apart at a glance, then the word
 SYMBOLS = {"PASS": "✓", "INFO": "ℹ", "WARN": "⚠", "SKIP": "○", "FAIL": "✗"}
-HEADER = (
-    '<th class="sortable" data-column-type="sparkStatus">Status</th>',
-    "<th>Check</th>",
-    "<th>Readings</th>",
-)
+HEADER = ('<th class="sortable" data-column-type="sparkStatus">Status</th>', "<th>Check</th>",
+          "<th>Readings</th>")
 #: the Result cell's word for a passed check, as the terminal's -v says it
 WORDS = {"WARN": "Warned", "INFO": "Info"}
 #: the Result cell keeps pytest's word (the filters read it) and shows ours; lines stay whole
@@ -57,12 +50,8 @@ def status_cell(status: str | None) -> str:
 
 def readings_parts(readings: Mapping[str, Any]) -> list[str]:
     """``name = value unit`` for each reading (``[N/A]`` for None)."""
-    parts = []
-    for name, spec in readings.items():
-        spec = spec if isinstance(spec, Mapping) else {"value": spec}
-        parts.append(f"{name} = {Reading(name, spec.get('value'), spec.get('unit', '')).render()}")
-    return parts
-
+    specs = {name: spec if isinstance(spec, Mapping) else {"value": spec} for name, spec in readings.items()}
+    return [f"{name} = {Reading(name, s.get('value'), s.get('unit', '')).render()}" for name, s in specs.items()]
 
 
 def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, Any]:
@@ -77,9 +66,8 @@ def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, 
 def skip_reason(report: Any) -> str | None:
     """``Skipped: why`` from a skip's ``(path, line, reason)`` longrepr, else None."""
     longrepr = getattr(report, "longrepr", None)
-    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return None
+    skipped = report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3
+    return str(longrepr[2]) if skipped else None
 
 
 class HtmlReport:
@@ -108,8 +96,7 @@ class HtmlReport:
             self.warned += status == "WARN"
             cells[0] = cells[0].replace('class="col-result"', f'class="col-result spark-word spark-{status}" '
                                         f'data-word="{word}"', 1)
-        result = Result.from_dict(data) if status else None
-        line = escape(result.line()) if result else ""
+        line = escape(Result.from_dict(data).line()) if status else ""
         check = f'<td class="col-sparkCheck" title="{line}">{line}</td>'
         readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
                              for text in readings_parts(data.get("readings") or {})) if status else ""
@@ -134,9 +121,9 @@ class HtmlReport:
         line = verdict_line(results, strict=self.preflight.settings.strict)
         prefix.append(f"<p><strong>spark preflight {escape(line)}</strong></p>")
         prefix.append(f"<p>checks: {escape(counts)}</p>")
-        loud = [r for r in results if r.status in (Status.FAIL, Status.WARN)]
+        loud = "".join(f"<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>" for r in results if r.loud)
         if loud:
-            prefix.append(f"<ul>{''.join(f'<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>' for r in loud)}</ul>")
+            prefix.append(f"<ul>{loud}</ul>")
 
     def _count_warned(self) -> None:
         """``8 Passed, 1 Warned`` where pytest-html counted 9 passed: the one

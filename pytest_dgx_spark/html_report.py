@@ -67,8 +67,9 @@ def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, 
 def skip_reason(report: Any) -> str | None:
     """``Skipped: why`` from a skip's ``(path, line, reason)`` longrepr, else None."""
     longrepr = getattr(report, "longrepr", None)
-    skipped = report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3
-    return str(longrepr[2]) if skipped else None
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return None
 
 
 class HtmlReport:

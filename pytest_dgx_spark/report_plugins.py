@@ -1,15 +1,8 @@
-"""Where the preflight shows up besides the terminal's own section.
-
-:func:`register` is called once with ``--spark-preflight`` with the run's plugin
-(``.config``, ``.settings``, ``.results``, ``.host``). It adds:
-
-* **WARN lines in ``-r`` short summaries** (``-ra``, ``-rA``, ``-rw``, ``-rW``):
-  pytest's "short test summary info" lists only its own categories, so each
-  WARN gets ``WARN <nodeid> - <G-line>`` at its end;
-* **no reruns of a check** under pytest-rerunfailures (a FAIL is the machine's
-  state, not flakiness): rerunfailures' own ``flaky(reruns=0, condition=False)``;
-* **charts beside ``env-report.json``** for each ``spark_sampler`` test;
-* the pytest-html and Allure plugins, when those are installed.
+"""Where the preflight shows up besides the terminal's own section, registered once with
+``--spark-preflight`` (:func:`register`, given the run's plugin): ``WARN <nodeid> - <G-line>`` lines
+in ``-r`` short summaries (pytest's lists only its own categories); no reruns of a check under
+pytest-rerunfailures (a FAIL is the machine's state, not flakiness); charts beside
+``env-report.json`` for each ``spark_sampler`` test; the pytest-html and Allure plugins.
 """
 
 from __future__ import annotations

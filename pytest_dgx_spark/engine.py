@@ -230,9 +230,11 @@ class Engine:
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
         if entry is None:
-            return Result(check_id, Status.SKIP, "not in the capture: the captured run did not run this check")
+            why = "not in the capture: the captured run did not run this check"
+            return Result(check_id, Status.SKIP, why)
         if not isinstance(entry, Mapping):
-            return Result(check_id, Status.SKIP, f"the capture's {check_id} entry is not a table: nothing to decide")
+            why = f"the capture's {check_id} entry is not a table: nothing to decide"
+            return Result(check_id, Status.SKIP, why)
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
         if isinstance(entry.get("facts"), Mapping):
@@ -247,8 +249,8 @@ class Engine:
             try:
                 return Result.from_dict(entry["result"])
             except (KeyError, TypeError, ValueError) as exc:
-                why = f"{type(exc).__name__}: {exc}"
-                return Result(check_id, Status.SKIP, f"the capture's {check_id} result cannot be read ({why})")
+                why = f"the capture's {check_id} result cannot be read ({type(exc).__name__}: {exc})"
+                return Result(check_id, Status.SKIP, why)
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
 
 
@@ -291,5 +293,6 @@ def crashed(check_id: str, exc: BaseException | str) -> Result:
     return Result(
         check_id, Status.FAIL, f"the check itself crashed ({what}), so nothing was verified",
         "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
-        headline=f"the check itself crashed{named}, so nothing was verified", short_fix="report it to pytest-dgx-spark",
+        headline=f"the check itself crashed{named}, so nothing was verified",
+        short_fix="report it to pytest-dgx-spark",
     )  # fmt: skip

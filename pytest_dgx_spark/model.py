@@ -183,7 +183,8 @@ def _skipped(r: Result) -> bool:
     return r.status is Status.SKIP and not r.by_choice
 
 
-def verdict(results: Iterable[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> Verdict:
+def verdict(results: Iterable[Result], *, strict: bool = False, not_run: Collection[str] | None = None,
+            ) -> Verdict:
     """``blocked`` on any FAIL (or WARN when strict); ``ready-with-warnings`` on any WARN, a SKIP the
     user did not ask for, or a check that did not run (deselected: it verified nothing); else ``ready``."""
     rs = list(results)
@@ -214,7 +215,8 @@ def _causes(v: Verdict, by: Mapping[Status, list[str]], results: list[Result], s
     return [f"{_ids(ids)} {why}" for ids, why in ((skipped, "skipped"), (chosen, "skipped by choice")) if ids]
 
 
-def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> str:
+def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collection[str] | None = None,
+                 ) -> str:
     """``verdict: blocked (G1, G6 failed; 1 PASS, 2 FAIL)``: the verdict, its causes, the counts."""
     v = verdict(results, strict=strict, not_run=not_run)
     by = {s: [r.check_id for r in results if r.status is s] for s in Status}

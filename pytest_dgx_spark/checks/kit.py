@@ -241,5 +241,5 @@ class Findings:
             self.check_id, Status.FAIL if self.problems else Status.WARN, first_n(texts, shown),
             fix="; ".join(fixes), readings=list(self.readings), details=[*texts[shown:], *self.details],
             headline=headline or first_head,
-            short_fix=short_fix or (first_fix if texts[0] in self.short else "") or (fixes[0] if fixes else ""),
+            short_fix=short_fix or (first_fix if texts[0] in self.short else "") or next(iter(fixes), ""),
         )  # fmt: skip

@@ -25,8 +25,7 @@ from pytest_dgx_spark.thresholds import defaults
 
 
 def check_module(check_id: str) -> ModuleType:
-    spec = catalog.BY_ID[check_id]
-    return importlib.import_module(f"pytest_dgx_spark.checks.{spec.module}")
+    return importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[check_id].module}")
 
 
 #: our modules the prefetch threads would otherwise import (see :meth:`Engine.prefetch`)
@@ -37,10 +36,8 @@ BACKGROUND_IMPORTS = ("pytest_dgx_spark.probes.packages", "pytest_dgx_spark.prob
 class Engine:
     """One run's checks on one machine (or a replayed capture)."""
 
-    def __init__(
-        self, settings: Settings, machine: MachineLike, selected: Iterable[str] | None = None, *,
-        background: bool = True, replay: Mapping[str, Any] | None = None,
-    ) -> None:  # fmt: skip
+    def __init__(self, settings: Settings, machine: MachineLike, selected: Iterable[str] | None = None, *,
+                 background: bool = True, replay: Mapping[str, Any] | None = None) -> None:
         self.settings = settings
         self.machine = machine
         #: a loaded capture: checks are decided from its facts, the machine is not read
@@ -52,8 +49,6 @@ class Engine:
         #: set by close(): the background threads start nothing more
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
-
-    # ------------------------------------------------------------------ shared facts
 
     def profile(self) -> str:
         """``gb10`` or ``generic``: forced by ``--spark-profile`` or found by NVML."""
@@ -139,9 +134,8 @@ class Engine:
             t.start()
 
     def close(self, wait: float = 5.0) -> int:
-        """End the run's background work; how many probe processes it killed.
-        A run stopped early (``-x``, Ctrl-C) leaves no probe and no prefetch
-        thread behind: the threads start nothing more and are waited for."""
+        """End the run's background work, saying how many probe processes it killed: a run stopped
+        early (``-x``, Ctrl-C) leaves no probe and no prefetch thread behind."""
         self._closed.set()
         killed = self._drop_early() + kill_running()
         deadline = time.monotonic() + wait
@@ -156,11 +150,8 @@ class Engine:
     def _drop_early(self) -> int:
         return self.machine.drop_early() if self.replay is None else 0  # a replay has no machine
 
-    # ------------------------------------------------------------------ running
-
     def run(self, check_id: str) -> Result:
-        """Run one check, once per run; the stored result is redacted
-        (:func:`redact.outgoing`) and every output reads it from here."""
+        """Run one check, once per run; every output reads its redacted result from the store."""
         def compute() -> dict[str, Any]:
             return redact.outgoing(self.machine.env)(self._run_uncached(check_id).to_dict())
 
@@ -178,8 +169,7 @@ class Engine:
         return Params.from_settings(self.settings, self.profile())
 
     def facts(self, check_id: str) -> dict[str, Any]:
-        """What ``gather`` recorded for a check that ran: ``{"facts": …}`` or
-        ``{"error": …}`` (``{}`` for a check that has not run)."""
+        """What ``gather`` recorded: ``{"facts": …}``, ``{"error": …}`` or ``{}`` (not run)."""
         return self.machine.store.peek(f"facts:{check_id}") or {}
 
     def _run_uncached(self, check_id: str) -> Result:
@@ -211,9 +201,8 @@ class Engine:
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
 
     def _undecidable(self, check_id: str, entry: Mapping[str, Any], exc: Exception) -> Result:
-        """``evaluate`` raised on the captured facts: the captured run's FAIL
-        again if it crashed the same way; else the facts are not this version's
-        (edited, or another version's types): a SKIP asking for a new capture."""
+        """``evaluate`` raised on the captured facts: the captured run's FAIL again if it crashed the same
+        way, else a SKIP asking for a new capture (edited facts, or another version's types)."""
         recorded = entry.get("result")
         if isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", "")):
             return crashed(check_id, exc)
@@ -255,8 +244,7 @@ class Engine:
 
 
 def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:
-    """A replay's parameters: the captured options and threshold overrides,
-    the replay's own command line on top, over ``profile``'s defaults."""
+    """The captured options and threshold overrides, the replay's own command line on top."""
     captured: Mapping[str, Any] = doc["params"] if isinstance(doc.get("params"), Mapping) else {}
     baseline = Settings()
     options = dict(captured.get("options") or {}) | {
@@ -276,9 +264,8 @@ def describe_crash(exc: BaseException) -> str:
 
 
 def crashed(check_id: str, exc: BaseException | str) -> Result:
-    """A check that raised: its FAIL, never an exception into pytest; a SKIP
-    when it hit a limit of this box or user (``ulimit -u``/``-v``), which says
-    nothing about what the check verifies."""
+    """A check that raised: its FAIL, never an exception into pytest; a SKIP when it hit a limit of
+    this box or user (``ulimit -u``/``-v``), which says nothing about what the check verifies."""
     what = exc if isinstance(exc, str) else describe_crash(exc)
     if isinstance(exc, str):  # a crash recorded in a capture: the same verdict on replay
         limited = exc[exc.index("resource limit: ") :] if "resource limit: " in exc else limit_in_stderr(exc)

@@ -55,8 +55,7 @@ class CheckContext:
         return self.engine.selected
 
     def torch(self) -> ChildResult:
-        """The run's torch child; one stopped by a limit of this box (``ulimit -u``) raises
-        :class:`ResourceLimit`, which the engine turns into this check's SKIP."""
+        """The run's torch child; one a limit of this box stopped (``ulimit -u``) raises (the check SKIPs)."""
         child = self.engine.torch()
         if child.resource_limit:
             raise ResourceLimit(child.resource_limit)
@@ -148,13 +147,9 @@ def plain(value: Any) -> Any:
 
 
 class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data).
-
-    Fields added after captures of earlier versions were written are named in ``ADDED`` (with
-    why; a capture without one replays on the field's default, which must mean "not read") or
-    ``NOT_CAPTURED`` (with the value that says so); a missing field named in neither is a SKIP
-    (``capture.facts_mismatch``).
-    """
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data). A field
+    added after captures were written is named in ``ADDED`` (with why; its default must mean "not
+    read") or ``NOT_CAPTURED`` (with the value that says so); else its absence is a SKIP."""
 
     ADDED: ClassVar[Mapping[str, str]] = {}
     NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {}
@@ -182,11 +177,8 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 @dataclass
 class Findings:
-    """The one accumulator every ``evaluate`` (and the node comparison) writes into.
-
-    Problems FAIL, warnings WARN; a finding may carry its short form for the
-    default line (``headline``, ``short_fix``), kept in :attr:`short` by its text.
-    """
+    """The one accumulator every ``evaluate`` (and the node comparison) writes into: problems FAIL,
+    warnings WARN; a finding's short form for the default line is kept in :attr:`short` by its text."""
 
     check_id: str
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -228,8 +220,8 @@ class Findings:
 
     def result(self, ok_status: Status | str = Status.PASS, ok_summary: str = "", *, shown: int = 3,
                headline: str = "", short_fix: str = "") -> Result:
-        """FAIL with the problems, else WARN with the warnings, else ``ok_status``;
-        what the line leaves out goes first in the details."""
+        """FAIL with the problems, else WARN with the warnings, else ``ok_status``; what the line
+        leaves out goes first in the details."""
         pairs = self.problems or self.warnings
         if not pairs:
             return Result(self.check_id, Status(ok_status), ok_summary, readings=list(self.readings),

@@ -1,11 +1,9 @@
-"""Allure: each check carries its status word, its G-line and its readings.
+"""Allure (with ``--alluredir``): each check carries its status word, its G-line and its readings.
 
-allure-pytest knows only passed/failed/broken/skipped: a WARN is a green "passed", a FAIL (our own
-exception) "broken". Once allure-pytest has filled the call phase in, this tags the check with its
-status word (and label ``spark_status``), makes the G-line the status message with details and
-readings as the trace, reports a FAIL (or a WARN under ``--strict``) as "failed", adds each reading
-as an ``excluded`` parameter (readings change run to run and must not split the history), attaches
-G4's chart, and writes the verdict and counts to ``environment.properties``. Only with ``--alluredir``.
+allure-pytest knows only passed/failed/broken/skipped, so this tags each check with its status word
+(and label ``spark_status``), makes the G-line the message and its details the trace, reports a FAIL
+(or a WARN under ``--strict``) as "failed", adds readings as ``excluded`` parameters (they must not
+split the history), attaches G4's chart, and writes the verdict to ``environment.properties``.
 """
 
 from __future__ import annotations

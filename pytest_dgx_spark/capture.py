@@ -1,9 +1,8 @@
 """Capture a run to one file (``--spark-capture``), and read it back for a replay.
 
-A capture holds, for each check, the facts its ``gather`` recorded (or why it crashed) and its
-result, every raw probe answer, the host identity and the options, profile and thresholds in force,
-all through :class:`~pytest_dgx_spark.redact.Redactor`. ``--spark-replay`` decides the checks again
-from it with the pure ``evaluate``, touching no machine. JSON, gzip-compressed for a ``.gz`` name.
+For each check, the facts its ``gather`` recorded (or why it crashed) and its result, every raw
+probe answer, the host and the options, profile and thresholds in force, all redacted. A replay
+decides the checks again with the pure ``evaluate``, touching no machine. JSON, gzipped as ``.gz``.
 """
 
 from __future__ import annotations

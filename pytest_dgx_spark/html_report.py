@@ -1,11 +1,9 @@
 """pytest-html: each check's row reads as the terminal does.
 
-pytest-html knows only pytest's outcomes (its filters hide any other word), and a WARN is a passed
-test to pytest. So a WARN row stays in the "Passed" filter but its Result cell reads "Warned" (INFO:
-"Info"), the counts read ``8 Passed, 1 Warned``, a skipped row's log says its reason instead of
-pytest's ``(path, line, reason)`` tuple, and three columns are added: *Status*, *Check* (the G-line,
-cut at the column's width, whole on hover) and *Readings*. The summary gets the verdict and counts,
-G4's row the thermal chart. pytest-html itself is imported only while a report is built.
+pytest-html knows only pytest's outcomes and a WARN is a passed test to pytest, so a WARN row stays
+in the "Passed" filter but reads "Warned" (INFO "Info"), the counts read ``8 Passed, 1 Warned``, a
+skip's log says its reason, and *Status*, *Check* and *Readings* columns are added; the summary gets
+the verdict and counts, G4's row the thermal chart. pytest-html is imported only while reporting.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""The one writer of every file this tool makes (env report, capture, charts, Allure's
-``environment.properties``), safe in a folder other users can write.
+"""The one writer of every file this tool makes, safe in a folder other users can write.
 
 Run as root in ``/tmp`` or a shared CI workspace, a plain write follows a symlink another user
-planted (issue 19). So the folder is reached one component at a time, following a symlink only
-when we or root own it or it sits in a folder only we can write; nothing is written through a
-symlink at the final path, nor over anything but a regular file, nor over another user's file in a
-folder others can write; the new file is made ``O_EXCL|O_NOFOLLOW`` through the folder's
-descriptor, takes the mode and owner of the file it replaces, and is renamed over the path. A
-refused path raises :class:`Refused` (an :class:`OSError`) whose ``strerror`` says why in one line.
+planted (issue 19). So the folder is reached one component at a time, following only a symlink of
+ours or root's or one in a folder only we can write; the file is made ``O_EXCL|O_NOFOLLOW`` beside
+the path, never over a link, a non-regular file or another user's file in a folder others can
+write, takes the replaced file's mode and owner and is renamed over it. A refused path raises
+:class:`Refused` (an :class:`OSError`) whose ``strerror`` says why in one line.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Take secrets and personal names out of anything written to a file.
 
-A capture is meant for a public issue, so all of it passes :class:`Redactor`: values of
-secret-named environment variables (``HF_TOKEN``, ``*_API_KEY`` …) wherever they appear;
-token-shaped strings (GitHub, Hugging Face, OpenAI, Slack, AWS, ``Bearer …``); credentials in URLs;
-values of secret flags, query parameters and secret-named keys; the user's name and home folder.
-Command lines (``cmdline``/``argv``) are cut to the program and its flags. The same pass without
-the personal names (:func:`outgoing`) is the last line of defence over every result a run reports.
+A capture is meant for a public issue, so all of it passes :class:`Redactor`: secret-named variables'
+values, token shapes, credentials in URLs, secret flags, query parameters and keys, the user's name
+and home folder; command lines are cut to the program and its flags. The same pass without the
+personal names (:func:`outgoing`) is the last line of defence over every result a run reports.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Text a terminal shows as text, whatever a value holds (issue 19, items 9 and 10).
 
-Lines quote what other people control (issue titles, file and process names, ini values).
-:func:`visible` writes every code point a terminal would act on (C0/C1 controls, DEL, line and bidi
-controls, lone surrogates) as its Python escape, so no quoted name clears a screen or forges
-``verdict: ready``; backslashes stay, so escaping twice changes nothing. :func:`fit` makes a line
-encodable on a terminal that is not UTF-8 ("…" becomes "...").
+Lines quote what other people control (issue titles, file and process names, ini values):
+:func:`visible` escapes every code point a terminal would act on, so no quoted name clears a screen
+or forges ``verdict: ready``; :func:`fit` makes a line encodable on a terminal that is not UTF-8.
 """
 
 from __future__ import annotations

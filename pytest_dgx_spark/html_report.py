@@ -109,8 +109,7 @@ class HtmlReport:
             data[0] = escape(reason) + "\n"
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
-                                    session: pytest.Session) -> None:
+    def pytest_html_results_summary(self, prefix: list[str]) -> None:
         self._count_warned()
         prefix.append(STYLE)
         results = ordered(self.preflight.results.values())

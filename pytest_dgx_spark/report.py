@@ -32,12 +32,6 @@ def not_run_values(not_run: Mapping[str, str] | None) -> dict[str, str]:
     return {cid: f"not run: {why}" for cid, why in (not_run or {}).items()}
 
 
-def checks_entry(results: Iterable[Result], not_run: Mapping[str, str] | None = None) -> dict[str, str]:
-    """env-report's ``checks``: each check's seed value (or ``"not run: …"``), G1..G10."""
-    values = {r.check_id: r.seed_value() for r in results} | not_run_values(not_run)
-    return {cid: values[cid] for cid in catalog.IDS if cid in values}
-
-
 def platform_name(host: Mapping[str, Any] | None) -> str:
     """The seed's ``platform`` key: ``dgx-spark`` on GB10."""
     if not host:
@@ -84,7 +78,9 @@ def env_report(results: Iterable[Result], *, strict: bool, host: Mapping[str, An
     headroom = headroom_gb(rs)
     if workload_gb is not None and headroom is not None and headroom < workload_gb:
         v = Verdict.BLOCKED
-    return {**(extra or {}), "platform": platform_name(host), "checks": checks_entry(rs, not_run),
+    values = {r.check_id: r.seed_value() for r in rs} | not_run_values(not_run)  # seed values, G1..G10
+    return {**(extra or {}), "platform": platform_name(host),
+            "checks": {cid: values[cid] for cid in catalog.IDS if cid in values},
             "headroom_gb": headroom, "verdict": v.value, "schema": SCHEMA, "tool": TOOL,
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "profile": profile, "strict": strict,
             "workload_gb": workload_gb, "host": dict(host or {}), "lines": [r.line() for r in rs],

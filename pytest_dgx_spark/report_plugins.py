@@ -43,11 +43,8 @@ def register(config: pytest.Config, preflight: Any) -> None:
 
 
 def wants_warn_lines(reportchars: str) -> bool:
-    """``-ra``/``-rA``/``-rw``/``-rW`` (a later ``N`` cancels, as pytest's does)."""
-    wanted = False
-    for char in reportchars or "":
-        wanted = False if char == "N" else wanted or char in WARN_CHARS
-    return wanted
+    """``-ra``/``-rA``/``-rw``/``-rW`` after the last ``N`` (which cancels what came before, as pytest's)."""
+    return any(char in WARN_CHARS for char in (reportchars or "").rpartition("N")[2])
 
 
 def reruns_requested(config: pytest.Config) -> bool:

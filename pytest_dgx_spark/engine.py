@@ -266,15 +266,14 @@ def describe_crash(exc: BaseException) -> str:
 def crashed(check_id: str, exc: BaseException | str) -> Result:
     """A check that raised: its FAIL, never an exception into pytest; a SKIP when it hit a limit of
     this box or user (``ulimit -u``/``-v``), which says nothing about what the check verifies."""
-    what = exc if isinstance(exc, str) else describe_crash(exc)
     if isinstance(exc, str):  # a crash recorded in a capture: the same verdict on replay
+        what, kind = exc, exc.split(":", 1)[0]
         limited = exc[exc.index("resource limit: ") :] if "resource limit: " in exc else limit_in_stderr(exc)
     else:
-        limited = limit_reason(exc)
+        what, kind, limited = describe_crash(exc), type(exc).__name__, limit_reason(exc)
     if limited:
         why = f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again"
         return Result(check_id, Status.SKIP, why, headline="not checked (resource limit)")
-    kind = what.split(":", 1)[0] if isinstance(exc, str) else type(exc).__name__
     named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
     # the short line names the exception; -v, JUnit and the reports carry where it was raised
     return Result(

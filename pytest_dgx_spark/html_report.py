@@ -49,8 +49,8 @@ def status_cell(status: str | None) -> str:
 def readings_parts(readings: Mapping[str, Any]) -> list[str]:
     """``name = value unit`` for each reading (``[N/A]`` for None)."""
     specs = {name: spec if isinstance(spec, Mapping) else {"value": spec} for name, spec in readings.items()}
-    readings = {name: Reading(name, s.get("value"), s.get("unit", "")) for name, s in specs.items()}
-    return [f"{name} = {r.render()}" for name, r in readings.items()]
+    parsed = {name: Reading(name, s.get("value"), s.get("unit", "")) for name, s in specs.items()}
+    return [f"{name} = {r.render()}" for name, r in parsed.items()]
 
 
 def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, Any]:

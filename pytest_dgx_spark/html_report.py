@@ -40,12 +40,6 @@ def html_wanted(config: pytest.Config) -> bool:
     return bool(config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None))
 
 
-def status_cell(status: str | None) -> str:
-    # a no-break space keeps symbol and word on one line in a narrow column
-    word = f"{SYMBOLS.get(status, '')}\u00a0{status}".strip() if status else ""
-    return f'<td class="col-sparkStatus">{escape(word)}</td>'
-
-
 def readings_parts(readings: Mapping[str, Any]) -> list[str]:
     """``name = value unit`` for each reading (``[N/A]`` for None)."""
     specs = {name: spec if isinstance(spec, Mapping) else {"value": spec} for name, spec in readings.items()}
@@ -100,7 +94,10 @@ class HtmlReport:
         check = f'<td class="col-sparkCheck" title="{line}">{line}</td>'
         readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
                              for text in readings_parts(data.get("readings") or {})) if status else ""
-        cells[1:1] = [status_cell(status), check, f'<td class="col-sparkReadings">{readings}</td>']
+        # a no-break space keeps symbol and word on one line in a narrow column
+        word = f"{SYMBOLS.get(status, '')}\u00a0{status}".strip() if status else ""
+        cells[1:1] = [f'<td class="col-sparkStatus">{escape(word)}</td>', check,
+                      f'<td class="col-sparkReadings">{readings}</td>']
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_html(self, report: Any, data: list[str]) -> None:

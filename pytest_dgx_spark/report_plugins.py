@@ -57,10 +57,6 @@ def reruns_requested(config: pytest.Config) -> bool:
         return False
 
 
-def is_check(item: pytest.Item) -> bool:
-    return item.nodeid.startswith(CHECK_PREFIX) or hasattr(item, "spark_result")
-
-
 class PreflightExtras:
     def __init__(self, config: pytest.Config, preflight: Any) -> None:
         self.config = config
@@ -70,8 +66,8 @@ class PreflightExtras:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if not self.config.pluginmanager.hasplugin("rerunfailures") or not reruns_requested(self.config):
             return
-        for item in items:
-            if is_check(item) and item.get_closest_marker("flaky") is None:
+        for item in [i for i in items if i.nodeid.startswith(CHECK_PREFIX) or hasattr(i, "spark_result")]:
+            if item.get_closest_marker("flaky") is None:
                 item.add_marker(pytest.mark.flaky(reruns=0, condition=False))
 
     @pytest.hookimpl(wrapper=True)

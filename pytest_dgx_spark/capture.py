@@ -28,9 +28,8 @@ VERSION = 1
 OLDEST = 1
 #: store keys that are not raw probe answers (the engine's own bookkeeping)
 _NOT_PROBES = ("facts:", "result:")
-#: raw answers left out: the process table holds every command line on the box;
-#: G6's facts keep what G6 read of it, already cut to programs and flags; the kernel
-#: log holds up to 100,000 lines of anything (G4's facts keep its Xid lines)
+#: raw answers left out: the process table holds every command line on the box (G6's facts keep what
+#: G6 read, cut to programs and flags); the kernel log up to 100,000 lines (G4's facts keep its Xids)
 _LEFT_OUT = ("processes", "kernel_log")
 
 

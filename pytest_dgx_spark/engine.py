@@ -97,9 +97,9 @@ class Engine:
         if self._prefetched or not self.background or self.replay is not None:
             return
         self._prefetched = True
-        # Import here, in one thread, what the threads would import: pytest rewrites our modules with
-        # ast.parse, and two threads parsing at once break CPython 3.11 ("AST constructor recursion
-        # depth mismatch") under PYTHONDONTWRITEBYTECODE.
+        # Import here what the threads would import: pytest rewrites our modules with ast.parse, and two
+        # threads parsing at once break CPython 3.11 ("AST constructor recursion depth mismatch") under
+        # PYTHONDONTWRITEBYTECODE.
         modules = {cid: check_module(cid) for cid in self.selected}
         for name in BACKGROUND_IMPORTS:
             importlib.import_module(name)
@@ -139,8 +139,7 @@ class Engine:
         self._closed.set()
         killed = self._drop_early() + kill_running()
         deadline = time.monotonic() + wait
-        # a thread between two probes may start one more before it sees the flag:
-        # kill again while waiting, so that probe dies at once
+        # a thread between two probes may start one more before it sees the flag: kill it while waiting
         while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
             for t in self._threads:
                 t.join(min(0.05, max(0.0, deadline - time.monotonic())))

@@ -40,8 +40,7 @@ NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none"
 ABOUT_A_SECRET = re.compile(r"(?i)(not set|unset|set|sent|not sent: .*)")
 HOME = re.compile(r"(/home/|/Users/)([^/\s:\"']+)")
 
-#: flags whose values a check reads (G6's memory caps, G10's parallelism); the
-#: values of every other flag are dropped from a command line
+#: flags whose values a check reads (G6's memory caps, G10's parallelism); other flags' values are dropped
 READ_FLAGS = frozenset({
     "--gpu-memory-utilization", "--gpu_memory_utilization", "--mem-fraction-static", "--mem_fraction_static",
     "--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--tp", "--tp-size", "--tp_size",
@@ -106,9 +105,8 @@ def _says_about(value: str) -> bool:
     return value.strip().lower() in NOT_SECRET_VALUES or ABOUT_A_SECRET.fullmatch(value.strip()) is not None
 
 
-#: top folders of the system itself: a HOME in one of them (``HOME=/usr`` for a
-#: service account, ``/var`` or ``/nonexistent``) is not a personal folder, and
-#: rewriting it turned every ``/usr/lib/…`` of a capture into ``/home/<user>/lib/…``
+#: top folders of the system itself: a HOME in one (``HOME=/usr`` for a service account) is not a
+#: personal folder, and rewriting it turned every ``/usr/lib/…`` of a capture into ``/home/<user>/lib/…``
 SYSTEM_TOPS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "sys", "dev",
                          "run", "boot"})
 

@@ -1,14 +1,9 @@
-"""Allure: each check carries its status word, its G-line and its readings.
+"""Allure (with ``--alluredir``): each check carries its status word, its G-line and its readings.
 
-allure-pytest knows only passed/failed/broken/skipped, so a WARN is a green
-"passed" and a FAIL (our own exception) "broken". Once allure-pytest has filled
-the call phase in, this tags the check with its status word (and the label
-``spark_status``), makes the G-line the status message with details and
-readings as the trace, reports a FAIL (or a WARN under ``--strict``) as
-"failed", adds each reading as an ``excluded`` parameter (readings change run
-to run and must not split the history), attaches G4's chart, and writes the
-verdict and counts to ``environment.properties`` at the end. Does nothing
-unless ``--alluredir`` is given.
+allure-pytest knows only passed/failed/broken/skipped, so this tags each check with its status word
+(and label ``spark_status``), makes the G-line the message and its details the trace, reports a FAIL
+(or a WARN under ``--strict``) as "failed", adds readings as ``excluded`` parameters (they must not
+split the history), attaches G4's chart, and writes the verdict to ``environment.properties``.
 """
 
 from __future__ import annotations
@@ -71,7 +66,8 @@ class AllureReport:
             test = None
         if test is not None:
             test.statusDetails = StatusDetails(message=result.line(), trace=result.report_text())
-            if result.status is Status.FAIL or (result.status is Status.WARN and self.preflight.settings.strict):
+            strict = self.preflight.settings.strict
+            if result.status is Status.FAIL or (strict and result.status is Status.WARN):
                 test.status = AllureStatus.FAILED
         if result.check_id == "G4":
             from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
@@ -86,35 +82,32 @@ class AllureReport:
         try:
             write_environment(Path(folder), environment(self.preflight))
         except OSError as exc:  # a vanished folder, or a FIFO/device where the file goes
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                write_line(reporter, f"allure environment.properties not written: {exc.strerror or exc}", yellow=True)
+            if (reporter := self.config.pluginmanager.get_plugin("terminalreporter")) is not None:
+                why = exc.strerror or exc
+                write_line(reporter, f"allure environment.properties not written: {why}", yellow=True)
 
 
 def environment(preflight: Any) -> dict[str, str]:
     """``spark.*`` properties: verdict, its line, profile, counts per status."""
     results = ordered(preflight.results.values())
     strict = preflight.settings.strict
-    props = {
-        "spark.verdict": verdict(results, strict=strict).value if results else "no check ran",
-        "spark.verdict.line": verdict_line(results, strict=strict) if results else "no check ran",
-        "spark.profile": profile_label(preflight.settings.profile, preflight.host),
-    }
-    props.update({f"spark.checks.{s.value}": str(sum(r.status is s for r in results)) for s in Status})
-    props.update({f"spark.{r.check_id}": r.status.value for r in results})
-    return props
+    return {"spark.verdict": verdict(results, strict=strict).value if results else "no check ran",
+            "spark.verdict.line": verdict_line(results, strict=strict) if results else "no check ran",
+            "spark.profile": profile_label(preflight.settings.profile, preflight.host),
+            **{f"spark.checks.{s.value}": str(sum(r.status is s for r in results)) for s in Status},
+            **{f"spark.{r.check_id}": r.status.value for r in results}}
 
 
 def write_environment(folder: Path, props: Mapping[str, str]) -> None:
-    """Merge ``props`` into ``environment.properties``, keeping others' keys.
-    Read and written through :mod:`pytest_dgx_spark.outfile` (never through a
-    planted link, never blocking on a FIFO); anything else raises OSError."""
+    """Merge ``props`` into ``environment.properties``, keeping others' keys; through :mod:`outfile`
+    (never through a planted link, never blocking on a FIFO), so anything else raises OSError."""
     path = folder / "environment.properties"
     folder.mkdir(parents=True, exist_ok=True)  # allure-pytest made it already, unless it vanished
     old = outfile.read_existing(path, 1 << 20)
     kept = [line for line in (old or b"").decode("utf-8", errors="replace").splitlines()
             if not line.split("=", 1)[0].strip().startswith(ENV_PREFIX)]
-    escaped = {k: v.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r") for k, v in props.items()}
+    escaped = {k: v.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+               for k, v in props.items()}
     lines = kept + [f"{k}={v}" for k, v in escaped.items()]
     outfile.write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
 

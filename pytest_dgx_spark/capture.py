@@ -1,11 +1,8 @@
 """Capture a run to one file (``--spark-capture``), and read it back for a replay.
 
-A capture holds, for each check, the facts its ``gather`` recorded (or why it
-crashed) and its result, every raw probe answer, the host identity and the
-options, profile and thresholds in force, all through
-:class:`~pytest_dgx_spark.redact.Redactor`. ``--spark-replay`` decides the
-checks again from it with the pure ``evaluate``, touching no machine. JSON,
-gzip-compressed when the name ends in ``.gz`` (read either way).
+For each check, the facts its ``gather`` recorded (or why it crashed) and its result, every raw
+probe answer, the host and the options, profile and thresholds in force, all redacted. A replay
+decides the checks again with the pure ``evaluate``, touching no machine. JSON, gzipped as ``.gz``.
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ VERSION = 1
 OLDEST = 1
 #: store keys that are not raw probe answers (the engine's own bookkeeping)
 _NOT_PROBES = ("facts:", "result:")
-#: raw answers left out: the process table holds every command line on the box;
-#: G6's facts keep what G6 read of it, already cut to programs and flags; the kernel
-#: log holds up to 100,000 lines of anything (G4's facts keep its Xid lines)
+#: raw answers left out: the process table holds every command line on the box (G6's facts keep what
+#: G6 read, cut to programs and flags); the kernel log up to 100,000 lines (G4's facts keep its Xids)
 _LEFT_OUT = ("processes", "kernel_log")
 
 
@@ -45,35 +41,20 @@ def build(*, results: Iterable[Any], store_items: Mapping[str, Any], host: Mappi
           options: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The capture document (not yet redacted)."""
     by_id = {r.check_id: r for r in results}
-    checks: dict[str, Any] = {}
-    for cid, result in by_id.items():
-        entry = dict(store_items.get(f"facts:{cid}") or {})
-        entry["result"] = result.to_dict()
-        checks[cid] = entry
-    probes = {
-        k: v for k, v in sorted(store_items.items()) if not k.startswith(_NOT_PROBES) and k not in _LEFT_OUT
-    }
-    return {
-        "schema": SCHEMA,
-        "schema_version": VERSION,
-        "tool": {"name": "pytest-dgx-spark", "version": __version__},
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": dict(host),
-        "profile": profile,
-        "options": dict(options),
-        "params": dict(params),
-        "checks": checks,
-        "probes": probes,
-    }
+    checks = {cid: {**(store_items.get(f"facts:{cid}") or {}), "result": r.to_dict()}
+              for cid, r in by_id.items()}
+    probes = {k: v for k, v in sorted(store_items.items())
+              if not k.startswith(_NOT_PROBES) and k not in _LEFT_OUT}
+    return {"schema": SCHEMA, "schema_version": VERSION,
+            "tool": {"name": "pytest-dgx-spark", "version": __version__},
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": dict(host), "profile": profile,
+            "options": dict(options), "params": dict(params), "checks": checks, "probes": probes}
 
 
 def encode(document: Mapping[str, Any], path: Path, env: Mapping[str, str] | None = None) -> bytes:
     """Redacted JSON bytes, gzip-compressed when ``path`` ends in ``.gz``."""
-    clean = Redactor(env)(dict(document))
-    raw = (json.dumps(clean, indent=1, sort_keys=False, default=str) + "\n").encode("utf-8")
-    if str(path).endswith(".gz"):
-        return gzip.compress(raw, compresslevel=6, mtime=0)
-    return raw
+    raw = (json.dumps(Redactor(env)(dict(document)), indent=1, default=str) + "\n").encode("utf-8")
+    return gzip.compress(raw, compresslevel=6, mtime=0) if str(path).endswith(".gz") else raw
 
 
 def write(path: Path, document: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
@@ -100,10 +81,8 @@ def load(path: str | Path) -> dict[str, Any]:
         except (OSError, EOFError, ValueError) as exc:
             raise CaptureError(f"{path}: not a readable gzip file ({exc})") from None
     if len(raw) > MAX_BYTES:
-        raise CaptureError(
-            f"{path}: more than {MAX_BYTES >> 20} MiB of JSON once decompressed (a capture is well under "
-            "1 MiB); not read"
-        )
+        raise CaptureError(f"{path}: more than {MAX_BYTES >> 20} MiB of JSON once decompressed "
+                           "(a capture is well under 1 MiB); not read")
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -119,23 +98,16 @@ def check(doc: Any, where: str = "capture") -> dict[str, Any]:
         raise CaptureError(f"{where}: capture schema version missing or not a number ({version!r})")
     if version > VERSION:
         made_by = (doc.get("tool") or {}).get("version", "?")
-        raise CaptureError(
-            f"{where}: capture schema {version} (written by pytest-dgx-spark {made_by}) is newer than "
-            f"this pytest-dgx-spark {__version__} reads (up to {VERSION}); upgrade to replay it"
-        )
+        raise CaptureError(f"{where}: capture schema {version} (written by pytest-dgx-spark {made_by}) is "
+                           f"newer than this pytest-dgx-spark {__version__} reads (up to {VERSION}); "
+                           "upgrade to replay it")
     if version < OLDEST:
-        raise CaptureError(
-            f"{where}: capture schema {version} is older than this version replays (from {OLDEST}); "
-            "capture the run again"
-        )
+        raise CaptureError(f"{where}: capture schema {version} is older than this version replays "
+                           f"(from {OLDEST}); capture the run again")
     if not isinstance(doc.get("checks"), dict):
         raise CaptureError(f"{where}: capture has no \"checks\" table")
     _check_tables(doc, where)
     return doc
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _check_tables(doc: Mapping[str, Any], where: str) -> None:
@@ -155,7 +127,8 @@ def _check_tables(doc: Mapping[str, Any], where: str) -> None:
     thresholds = table(params.get("thresholds"), "params.thresholds")
     table(params.get("options"), "params.options")
     for key, numbers in (("options.threshold", overrides), ("params.thresholds", thresholds)):
-        bad = next((name for name, value in numbers.items() if not _is_number(value)), None)
+        bad = next((name for name, value in numbers.items()
+                    if isinstance(value, bool) or not isinstance(value, (int, float))), None)
         if bad is not None:
             raise CaptureError(f"{where}: capture's {key}[{bad!r}] is not a number ({numbers[bad]!r})")
 
@@ -169,13 +142,13 @@ def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
     return dataclasses.replace(settings, only=only, strict=strict)
 
 
-def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any]) -> Result | None:
-    """That check's SKIP when the capture's facts do not have exactly the fields of
-    this version's ``Facts`` (``None`` when they do): another version wrote them,
-    and a missing field's default would change the verdict silently. A field the
-    ``Facts`` names in ``ADDED`` may be missing: its default is "not read"."""
+def facts_mismatch(check_id: str, kind: type, facts: Mapping[str, Any], doc: Mapping[str, Any],
+                   ) -> Result | None:
+    """That check's SKIP when the capture's facts do not have exactly the fields of this version's
+    ``Facts``: another version wrote them, and a missing field's default would change the verdict
+    silently. A field named in ``ADDED`` or ``NOT_CAPTURED`` may be missing: its default is "not read"."""
     fields = [f.name for f in dataclasses.fields(kind)]
-    added = {**getattr(kind, "ADDED", {}), **getattr(kind, "NOT_CAPTURED", {})}  # absent means "not read"
+    added = {**getattr(kind, "ADDED", {}), **getattr(kind, "NOT_CAPTURED", {})}
     missing = [name for name in fields if name not in facts and name not in added]
     unknown = [str(name) for name in facts if name not in fields]
     if not missing and not unknown:
@@ -203,10 +176,9 @@ def _names(names: Sequence[str], short: bool) -> str:
 
 
 class ReplayMachine:
-    """The machine of a replay: the captured host identity and each check's
-    captured facts (in its store, as a live run keeps them, so that G4's chart
-    and the nodes of a multi-node report come from them as in the run).
-    Any probe a replay tries to run is a bug: it raises instead of reading this host."""
+    """The machine of a replay: the captured host identity and each check's captured facts (in its
+    store, as a live run keeps them, for G4's chart and a multi-node report's nodes). Any probe a
+    replay tries to run is a bug: it raises instead of reading this host."""
 
     def __init__(self, document: Mapping[str, Any]) -> None:
         self.document = document

@@ -1,23 +1,21 @@
-"""The one engine behind the pytest plugin and the ``spark-preflight`` CLI.
-
-It resolves the profile, builds the single torch-child request from every
-selected check, runs each check once (results are kept in the run's store)
-and turns anything a check raises into that check's FAIL, never an exception.
-"""
+"""The one engine behind the pytest plugin and the ``spark-preflight`` CLI: it resolves the profile,
+builds the one torch-child request from every selected check, runs each check once (into the run's
+store) and turns anything a check raises into that check's FAIL, never an exception."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
 from pytest_dgx_spark import catalog, early, redact
 from pytest_dgx_spark.capture import facts_mismatch
-from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.checks.kit import PARAM_OPTIONS, CheckContext, Params
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.child import ChildResult, limit_in_stderr
 from pytest_dgx_spark.probes.commands import kill_running, limit_reason
@@ -27,25 +25,19 @@ from pytest_dgx_spark.thresholds import defaults
 
 
 def check_module(check_id: str) -> ModuleType:
-    spec = catalog.BY_ID[check_id]
-    return importlib.import_module(f"pytest_dgx_spark.checks.{spec.module}")
+    return importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[check_id].module}")
 
 
 #: our modules the prefetch threads would otherwise import (see :meth:`Engine.prefetch`)
-BACKGROUND_IMPORTS = (
-    "pytest_dgx_spark.probes.packages",
-    "pytest_dgx_spark.probes.processes",
-    "pytest_dgx_spark.thresholds",
-)
+BACKGROUND_IMPORTS = ("pytest_dgx_spark.probes.packages", "pytest_dgx_spark.probes.processes",
+                      "pytest_dgx_spark.thresholds")
 
 
 class Engine:
     """One run's checks on one machine (or a replayed capture)."""
 
-    def __init__(
-        self, settings: Settings, machine: MachineLike, selected: Iterable[str] | None = None, *,
-        background: bool = True, replay: Mapping[str, Any] | None = None,
-    ) -> None:  # fmt: skip
+    def __init__(self, settings: Settings, machine: MachineLike, selected: Iterable[str] | None = None, *,
+                 background: bool = True, replay: Mapping[str, Any] | None = None) -> None:
         self.settings = settings
         self.machine = machine
         #: a loaded capture: checks are decided from its facts, the machine is not read
@@ -58,8 +50,6 @@ class Engine:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
 
-    # ------------------------------------------------------------------ shared facts
-
     def profile(self) -> str:
         """``gb10`` or ``generic``: forced by ``--spark-profile`` or found by NVML."""
         if self.settings.profile in ("gb10", "generic"):
@@ -69,20 +59,14 @@ class Engine:
         return "gb10" if self.machine.identity().get("gb10") else "generic"
 
     def torch_request(self) -> dict[str, Any]:
-        """Merge what every selected check wants the torch child to do; no two
-        checks share a key, so a plain update merges them."""
+        """Merge what every selected check wants the torch child to do: each asks under keys
+        of its own ("load", "flash_attn", "bandwidth"), so a plain update merges them."""
         request: dict[str, Any] = {"kernel": True}
         for cid in self.selected:
-            module = check_module(cid)
-            contribute = getattr(module, "torch_request", None)
-            if contribute is None:
-                continue
-            ctx = CheckContext(cid, self.settings, self.machine, self)
-            try:
-                extra: Mapping[str, Any] = contribute(ctx) or {}
-            except Exception:  # a broken contribution must not break the others
-                continue
-            request.update(extra)  # each check asks under keys of its own ("load", "flash_attn", "bandwidth")
+            contribute = getattr(check_module(cid), "torch_request", None)
+            if contribute is not None:
+                with contextlib.suppress(Exception):  # a broken contribution must not break the others
+                    request.update(contribute(CheckContext(cid, self.settings, self.machine, self)) or {})
         return request
 
     def torch(self) -> ChildResult:
@@ -101,80 +85,61 @@ class Engine:
             return True
         # NVML may be missing while CUDA works (a container without the "utility"
         # capability): only with no NVIDIA device node either is there no GPU
-        return (
-            nv.get("init_error") in ("LibraryNotFound", "DriverNotLoaded")
-            and not self.machine.has_gpu_device_node()
-        )
+        no_nvml = nv.get("init_error") in ("LibraryNotFound", "DriverNotLoaded")
+        return no_nvml and not self.machine.has_gpu_device_node()
 
     def prefetch(self) -> None:
-        """Start the slow work of the run in the background, once: one thread
-        starts the torch child (seconds of import torch and CUDA), another runs
-        every selected check that does not read it, so they overlap. With an
-        NVIDIA device node the child starts before its request is built and
-        reads it on stdin. Whoever wants a result waits for it in the store."""
+        """Start the slow work of the run in the background, once: one thread starts the torch child
+        (seconds of import torch and CUDA), one runs each check's own slow probe that needs no torch
+        (its ``prefetch(ctx)``: G7's Triton compile), one every check that does not read the child, so
+        they overlap; with an NVIDIA device node the child starts before its request is built and reads
+        it on stdin. Whoever wants a result waits for it in the store."""
         if self._prefetched or not self.background or self.replay is not None:
             return
         self._prefetched = True
-        # Import here, in one thread, what the threads would import: pytest rewrites
-        # our modules with ast.parse, and two threads parsing at once break CPython
-        # 3.11 ("AST constructor recursion depth mismatch") under PYTHONDONTWRITEBYTECODE.
-        for cid in self.selected:
-            check_module(cid)
+        # Import here what the threads would import: pytest rewrites our modules with ast.parse, and two
+        # threads parsing at once break CPython 3.11 ("AST constructor recursion depth mismatch") under
+        # PYTHONDONTWRITEBYTECODE.
+        modules = {cid: check_module(cid) for cid in self.selected}
         for name in BACKGROUND_IMPORTS:
             importlib.import_module(name)
-        torch_work = set(catalog.TORCH_CHECKS) & set(self.selected)
-        others = [cid for cid in self.selected if cid not in catalog.TORCH_CHECKS]
+        if not set(catalog.TORCH_CHECKS) & set(self.selected):  # with nothing slow to hide, no thread
+            return
+        m = self.machine
 
         def start_torch() -> None:
-            try:
-                if self.machine.has_gpu_device_node() and not self._closed.is_set():
+            with contextlib.suppress(Exception):  # the check that needs it computes it again and says why
+                if m.has_gpu_device_node() and not self._closed.is_set():
                     # the child pytest started while it loaded, if it is this run's
-                    m = self.machine
                     m.start_torch_early(lambda: early.claim("torch", m.env, m.python))
                 self.torch()
-            except Exception:  # the check that needs it computes it again and says why
-                pass
 
-        def run_others() -> None:
-            for cid in others:
+        def each(work: Callable[[str], object], ids: list[str]) -> None:
+            for cid in ids:
                 if self._closed.is_set():
                     return
-                self.run(cid)  # run() turns any failure into that check's result
+                with contextlib.suppress(Exception):  # run() and a gather say why themselves
+                    work(cid)
 
-        # a check's own slow probe that needs no torch (G7's Triton compile): its ``prefetch(ctx)``
-        # runs beside the torch import, and its answer waits in the store for its gather
-        prefetchers = [(cid, check_module(cid)) for cid in self.selected]
-        prefetchers = [(cid, module) for cid, module in prefetchers if hasattr(module, "prefetch")]
+        def probe(cid: str) -> None:
+            modules[cid].prefetch(CheckContext(cid, self.settings, m, self))
 
-        def run_prefetch() -> None:
-            for cid, module in prefetchers:
-                if self._closed.is_set():
-                    return
-                try:
-                    module.prefetch(CheckContext(cid, self.settings, self.machine, self))
-                except Exception:  # its gather computes it again and says why
-                    pass
-
-        threads = []
-        if torch_work:
-            threads.append(threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True))
-        if prefetchers and torch_work:
-            threads.append(threading.Thread(target=run_prefetch, name="spark-prefetch-probes", daemon=True))
-        if others and torch_work:  # with nothing slow to hide, no need for a thread
-            threads.append(threading.Thread(target=run_others, name="spark-prefetch-checks", daemon=True))
-        self._threads = threads
-        for t in threads:
+        probes = [cid for cid, module in modules.items() if hasattr(module, "prefetch")]
+        others = [cid for cid in self.selected if cid not in catalog.TORCH_CHECKS]
+        jobs = (("probes", probe, probes), ("checks", self.run, others))
+        self._threads = [threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True)]
+        self._threads += [threading.Thread(target=each, args=(work, ids), name=f"spark-prefetch-{name}",
+                                           daemon=True) for name, work, ids in jobs if ids]
+        for t in self._threads:
             t.start()
 
     def close(self, wait: float = 5.0) -> int:
-        """End the run's background work; how many probe processes it killed.
-        A run stopped early (``-x``, Ctrl-C) leaves no probe and no prefetch
-        thread behind: the threads start nothing more and are waited for."""
+        """End the run's background work, saying how many probe processes it killed: a run stopped
+        early (``-x``, Ctrl-C) leaves no probe and no prefetch thread behind."""
         self._closed.set()
         killed = self._drop_early() + kill_running()
         deadline = time.monotonic() + wait
-        # a thread between two probes may start one more before it sees the flag:
-        # kill again while waiting, so that probe dies at once
+        # a thread between two probes may start one more before it sees the flag: kill it while waiting
         while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
             for t in self._threads:
                 t.join(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -184,16 +149,12 @@ class Engine:
     def _drop_early(self) -> int:
         return self.machine.drop_early() if self.replay is None else 0  # a replay has no machine
 
-    # ------------------------------------------------------------------ running
-
     def run(self, check_id: str) -> Result:
-        """Run one check, once per run; the stored result is redacted
-        (:func:`redact.outgoing`) and every output reads it from here."""
-        data = self.machine.store.get_or_compute(
-            f"result:{check_id}",
-            lambda: redact.outgoing(self.machine.env)(self._run_uncached(check_id).to_dict()),
-        )
-        return Result.from_dict(data)
+        """Run one check, once per run; every output reads its redacted result from the store."""
+        def compute() -> dict[str, Any]:
+            return redact.outgoing(self.machine.env)(self._run_uncached(check_id).to_dict())
+
+        return Result.from_dict(self.machine.store.get_or_compute(f"result:{check_id}", compute))
 
     def run_many(self, ids: Iterable[str] | None = None) -> list[Result]:
         wanted = list(ids) if ids is not None else list(self.selected)
@@ -207,14 +168,13 @@ class Engine:
         return Params.from_settings(self.settings, self.profile())
 
     def facts(self, check_id: str) -> dict[str, Any]:
-        """What ``gather`` recorded for a check that ran: ``{"facts": …}`` or
-        ``{"error": …}`` (``{}`` for a check that has not run)."""
+        """What ``gather`` recorded: ``{"facts": …}``, ``{"error": …}`` or ``{}`` (not run)."""
         return self.machine.store.peek(f"facts:{check_id}") or {}
 
     def _run_uncached(self, check_id: str) -> Result:
         start = time.monotonic()
-        ctx = CheckContext(check_id, self.settings, self.machine, self)
         module = check_module(check_id)
+        ctx = CheckContext(check_id, self.settings, self.machine, self)
         try:
             if self.replay is not None:
                 result = self._replayed(module, check_id)
@@ -240,9 +200,8 @@ class Engine:
         return module.evaluate(module.FACTS.from_dict(data.get("facts") or {}), self.params())
 
     def _undecidable(self, check_id: str, entry: Mapping[str, Any], exc: Exception) -> Result:
-        """``evaluate`` raised on the captured facts: the captured run's FAIL
-        again if it crashed the same way; else the facts are not this version's
-        (edited, or another version's types): a SKIP asking for a new capture."""
+        """``evaluate`` raised on the captured facts: the captured run's FAIL again if it crashed the same
+        way, else a SKIP asking for a new capture (edited facts, or another version's types)."""
         recorded = entry.get("result")
         if isinstance(recorded, Mapping) and "the check itself crashed" in str(recorded.get("summary", "")):
             return crashed(check_id, exc)
@@ -259,9 +218,11 @@ class Engine:
         assert self.replay is not None
         entry = (self.replay.get("checks") or {}).get(check_id)
         if entry is None:
-            return Result(check_id, Status.SKIP, "not in the capture: the captured run did not run this check")
+            why = "not in the capture: the captured run did not run this check"
+            return Result(check_id, Status.SKIP, why)
         if not isinstance(entry, Mapping):
-            return Result(check_id, Status.SKIP, f"the capture's {check_id} entry is not a table: nothing to decide")
+            why = f"the capture's {check_id} entry is not a table: nothing to decide"
+            return Result(check_id, Status.SKIP, why)
         if entry.get("error"):
             return crashed(check_id, str(entry["error"]))
         if isinstance(entry.get("facts"), Mapping):
@@ -276,21 +237,18 @@ class Engine:
             try:
                 return Result.from_dict(entry["result"])
             except (KeyError, TypeError, ValueError) as exc:
-                why = f"{type(exc).__name__}: {exc}"
-                return Result(check_id, Status.SKIP, f"the capture's {check_id} result cannot be read ({why})")
+                why = f"the capture's {check_id} result cannot be read ({type(exc).__name__}: {exc})"
+                return Result(check_id, Status.SKIP, why)
         return Result(check_id, Status.SKIP, "the capture holds neither facts nor a result for this check")
 
 
 def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> Params:
-    """A replay's parameters: the captured options and threshold overrides,
-    the replay's own command line on top, over ``profile``'s defaults."""
+    """The captured options and threshold overrides, the replay's own command line on top."""
     captured: Mapping[str, Any] = doc["params"] if isinstance(doc.get("params"), Mapping) else {}
-    options = dict(captured.get("options") or {})
     baseline = Settings()
-    for name in list(Params.from_settings(settings, profile).options):
-        value = getattr(settings, name, None)
-        if value != getattr(baseline, name, None):
-            options[name] = value
+    options = dict(captured.get("options") or {}) | {
+        name: getattr(settings, name, None) for name in PARAM_OPTIONS
+        if getattr(settings, name, None) != getattr(baseline, name, None)}
     overrides = (doc.get("options") or {}).get("threshold") or {}
     thresholds = defaults(profile)
     thresholds.update({k: float(v) for k, v in dict(overrides).items() if k in thresholds})
@@ -305,22 +263,21 @@ def describe_crash(exc: BaseException) -> str:
 
 
 def crashed(check_id: str, exc: BaseException | str) -> Result:
-    """A check that raised: its FAIL, never an exception into pytest; a SKIP
-    when it hit a limit of this box or user (``ulimit -u``/``-v``), which says
-    nothing about what the check verifies."""
-    what = exc if isinstance(exc, str) else describe_crash(exc)
+    """A check that raised: its FAIL, never an exception into pytest; a SKIP when it hit a limit of
+    this box or user (``ulimit -u``/``-v``), which says nothing about what the check verifies."""
     if isinstance(exc, str):  # a crash recorded in a capture: the same verdict on replay
+        what, kind = exc, exc.split(":", 1)[0]
         limited = exc[exc.index("resource limit: ") :] if "resource limit: " in exc else limit_in_stderr(exc)
     else:
-        limited = limit_reason(exc)
+        what, kind, limited = describe_crash(exc), type(exc).__name__, limit_reason(exc)
     if limited:
         why = f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again"
         return Result(check_id, Status.SKIP, why, headline="not checked (resource limit)")
-    kind = what.split(":", 1)[0] if isinstance(exc, str) else type(exc).__name__
     named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
     # the short line names the exception; -v, JUnit and the reports carry where it was raised
     return Result(
         check_id, Status.FAIL, f"the check itself crashed ({what}), so nothing was verified",
         "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
-        headline=f"the check itself crashed{named}, so nothing was verified", short_fix="report it to pytest-dgx-spark",
+        headline=f"the check itself crashed{named}, so nothing was verified",
+        short_fix="report it to pytest-dgx-spark",
     )  # fmt: skip

@@ -1,15 +1,9 @@
 """pytest-html: each check's row reads as the terminal does.
 
-pytest-html knows only pytest's outcomes (its filters hide any other word),
-and a WARN is a passed test to pytest. So a WARN row stays in the "Passed"
-filter but its Result cell reads "Warned" (an INFO row "Info"), the counts
-read ``8 Passed, 1 Warned`` as the terminal's ``8 passed, 1 warned``, a
-skipped row's log says its reason instead of pytest's ``(path, line, reason)``
-tuple, and three columns are added: *Status* (word and symbol), *Check* (the
-G-line on one line, cut at the column's width; whole on hover and in the log) and
-*Readings*. The summary gets the verdict and the counts
-per status; G4's row gets the thermal chart. pytest-html itself is imported
-only while a report is built.
+pytest-html knows only pytest's outcomes and a WARN is a passed test to pytest, so a WARN row stays
+in the "Passed" filter but reads "Warned" (INFO "Info"), the counts read ``8 Passed, 1 Warned``, a
+skip's log says its reason, and *Status*, *Check* and *Readings* columns are added; the summary gets
+the verdict and counts, G4's row the thermal chart. pytest-html is imported only while reporting.
 """
 
 from __future__ import annotations
@@ -26,11 +20,8 @@ from pytest_dgx_spark.report import ordered
 
 #: the Status cell: a symbol that tells the rows apart at a glance, then the word
 SYMBOLS = {"PASS": "✓", "INFO": "ℹ", "WARN": "⚠", "SKIP": "○", "FAIL": "✗"}
-HEADER = (
-    '<th class="sortable" data-column-type="sparkStatus">Status</th>',
-    "<th>Check</th>",
-    "<th>Readings</th>",
-)
+HEADER = ('<th class="sortable" data-column-type="sparkStatus">Status</th>', "<th>Check</th>",
+          "<th>Readings</th>")
 #: the Result cell's word for a passed check, as the terminal's -v says it
 WORDS = {"WARN": "Warned", "INFO": "Info"}
 #: the Result cell keeps pytest's word (the filters read it) and shows ours; lines stay whole
@@ -49,20 +40,11 @@ def html_wanted(config: pytest.Config) -> bool:
     return bool(config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None))
 
 
-def status_cell(status: str | None) -> str:
-    # a no-break space keeps symbol and word on one line in a narrow column
-    word = f"{SYMBOLS.get(status, '')}\u00a0{status}".strip() if status else ""
-    return f'<td class="col-sparkStatus">{escape(word)}</td>'
-
-
 def readings_parts(readings: Mapping[str, Any]) -> list[str]:
     """``name = value unit`` for each reading (``[N/A]`` for None)."""
-    parts = []
-    for name, spec in readings.items():
-        spec = spec if isinstance(spec, Mapping) else {"value": spec}
-        parts.append(f"{name} = {Reading(name, spec.get('value'), spec.get('unit', '')).render()}")
-    return parts
-
+    specs = {name: spec if isinstance(spec, Mapping) else {"value": spec} for name, spec in readings.items()}
+    parsed = {name: Reading(name, s.get("value"), s.get("unit", "")) for name, s in specs.items()}
+    return [f"{name} = {r.render()}" for name, r in parsed.items()]
 
 
 def chart_extra(picture: bytes | None, why: str | None, name: str) -> dict[str, Any]:
@@ -108,12 +90,14 @@ class HtmlReport:
             self.warned += status == "WARN"
             cells[0] = cells[0].replace('class="col-result"', f'class="col-result spark-word spark-{status}" '
                                         f'data-word="{word}"', 1)
-        result = Result.from_dict(data) if status else None
-        line = escape(result.line()) if result else ""
+        line = escape(Result.from_dict(data).line()) if status else ""
         check = f'<td class="col-sparkCheck" title="{line}">{line}</td>'
         readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
                              for text in readings_parts(data.get("readings") or {})) if status else ""
-        cells[1:1] = [status_cell(status), check, f'<td class="col-sparkReadings">{readings}</td>']
+        # a no-break space keeps symbol and word on one line in a narrow column
+        word = f"{SYMBOLS.get(status, '')}\u00a0{status}".strip() if status else ""
+        cells[1:1] = [f'<td class="col-sparkStatus">{escape(word)}</td>', check,
+                      f'<td class="col-sparkReadings">{readings}</td>']
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_html(self, report: Any, data: list[str]) -> None:
@@ -122,8 +106,7 @@ class HtmlReport:
             data[0] = escape(reason) + "\n"
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
-                                    session: pytest.Session) -> None:
+    def pytest_html_results_summary(self, prefix: list[str]) -> None:
         self._count_warned()
         prefix.append(STYLE)
         results = ordered(self.preflight.results.values())
@@ -134,9 +117,9 @@ class HtmlReport:
         line = verdict_line(results, strict=self.preflight.settings.strict)
         prefix.append(f"<p><strong>spark preflight {escape(line)}</strong></p>")
         prefix.append(f"<p>checks: {escape(counts)}</p>")
-        loud = [r for r in results if r.status in (Status.FAIL, Status.WARN)]
+        loud = "".join(f"<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>" for r in results if r.loud)
         if loud:
-            prefix.append(f"<ul>{''.join(f'<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>' for r in loud)}</ul>")
+            prefix.append(f"<ul>{loud}</ul>")
 
     def _count_warned(self) -> None:
         """``8 Passed, 1 Warned`` where pytest-html counted 9 passed: the one

@@ -1,8 +1,5 @@
-"""The result of one check, and the verdict over several.
-
-Plain data that survives a JSON round trip: results travel to ``env-report.json``,
-pytest-json-report metadata, captures and across processes.
-"""
+"""The result of one check, and the verdict over several: plain data that survives
+a JSON round trip (``env-report.json``, pytest-json-report, captures, other processes)."""
 
 from __future__ import annotations
 
@@ -15,8 +12,6 @@ from typing import Any
 from pytest_dgx_spark.safe_text import shortened, visible
 
 SCHEMA = "pytest_spark/1"
-
-Value = int | float | str | bool | None
 
 
 class Status(str, enum.Enum):
@@ -34,24 +29,23 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Reading:
-    """One measured or read value with its unit; ``None`` is the machine's
-    "not available" (rendered ``[N/A]``). Text is escaped as it comes in."""
+    """A value with its unit; ``None`` is "not available" (``[N/A]``). Text is escaped as it comes in:
+    a string value is often a name someone else chose (a process, a file)."""
 
     name: str
-    value: Value
+    value: int | float | str | bool | None
     unit: str = ""
 
     def __post_init__(self) -> None:
-        # a string value is often a name someone else chose (a process, a file)
         object.__setattr__(self, "name", visible(self.name))
         object.__setattr__(self, "unit", visible(self.unit))
         if isinstance(self.value, str):
             object.__setattr__(self, "value", visible(self.value))
 
     def render(self) -> str:
-        if self.value is None:
-            return "[N/A]"
         value = self.value
+        if value is None:
+            return "[N/A]"
         text = ("yes" if value else "no") if isinstance(value, bool) else (
             _format_float(value) if isinstance(value, float) else str(value))
         return f"{text} {self.unit}" if self.unit else text
@@ -71,8 +65,8 @@ def _format_float(value: float) -> str:
 
 
 def one_line(text: str) -> str:
-    """Whitespace collapsed and terminal controls escaped: every text of a
-    :class:`Result` passes here, so no output of one can forge a line."""
+    """Whitespace collapsed and controls escaped: every text of a :class:`Result` passes here,
+    so no output of one can forge a line."""
     return visible(" ".join(str(text).split()))
 
 
@@ -107,9 +101,8 @@ class Result:
     readings: list[Reading] = field(default_factory=list)
     duration_s: float = 0.0
     details: list[str] = field(default_factory=list)
-    #: the finding in a few words, for the default terminal line (empty: cut from summary)
+    #: the finding and the fix in a few words, for the default terminal line (empty: cut from summary, fix)
     headline: str = ""
-    #: the fix in a few words, for the default terminal line (empty: cut from fix)
     short_fix: str = ""
     #: a SKIP the user asked for (``--spark-offline``): not a warning, the run can be ``ready``
     by_choice: bool = False
@@ -121,22 +114,23 @@ class Result:
         self.details = [one_line(d) for d in self.details if str(d).strip()]
 
     @property
+    def loud(self) -> bool:
+        return self.status in (Status.FAIL, Status.WARN)
+
+    @property
     def text(self) -> str:
         """The text of the G-line: the summary, and the fix for FAIL/WARN."""
-        if self.fix and self.status in (Status.FAIL, Status.WARN):
-            return f"{self.summary}; fix: {self.fix}"
-        return self.summary
+        return f"{self.summary}; fix: {self.fix}" if self.fix and self.loud else self.summary
 
     def line(self) -> str:
         """``G<n> <STATUS>: <text>`` — the fixed format shared with preflight.sh."""
         return f"{self.check_id} {self.status.value}: {self.text}"
 
     def short_line(self, width: int = SHORT_WIDTH) -> str:
-        """The default terminal line, at most ``width`` characters:
-        ``G<n> STATUS: finding; fix: short fix`` (the whole text is :meth:`line`)."""
+        """The default terminal line, at most ``width`` characters: ``G<n> STATUS: finding; fix: short``."""
         head = f"{self.check_id} {self.status.value}: "
         finding = self.headline or self.summary
-        fix = (self.short_fix or self.fix) if self.status in (Status.FAIL, Status.WARN) else ""
+        fix = (self.short_fix or self.fix) if self.loud else ""
         if fix:
             budget = width - len(head) - len("; fix: ")
             fix_part = shorten(fix, max(budget // 2, budget - len(finding)))
@@ -149,48 +143,28 @@ class Result:
     def report_text(self) -> str:
         """The G-line, then details and readings one per line (``<system-out>``, ``-v``)."""
         lines = [self.line(), *(f"  {d}" for d in self.details)]
-        lines.extend(f"  {r.name} = {r.render()}" for r in self.readings)
-        return "\n".join(lines)
+        return "\n".join(lines + [f"  {r.name} = {r.render()}" for r in self.readings])
 
     def seed_value(self) -> str:
-        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …``
-        (the status word first, so ``value.split(":")[0]`` reads it)."""
+        """The seed's env-report vocabulary: ``pass`` | ``fail: …`` | ``warn: …`` (status word first)."""
         word = self.status.value.lower()
         return word if self.status is Status.PASS or not self.summary else f"{word}: {self.summary}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.check_id,
-            "status": self.status.value,
-            "summary": self.summary,
-            "fix": self.fix,
-            "line": self.line(),
-            "readings": {r.name: r.to_dict() for r in self.readings},
-            "details": list(self.details),
-            "duration_s": round(self.duration_s, 4),
-            "headline": self.headline,
-            "short_fix": self.short_fix,
-            "by_choice": self.by_choice,
-        }
+        return {"id": self.check_id, "status": self.status.value, "summary": self.summary, "fix": self.fix,
+                "line": self.line(), "readings": {r.name: r.to_dict() for r in self.readings},
+                "details": list(self.details), "duration_s": round(self.duration_s, 4),
+                "headline": self.headline, "short_fix": self.short_fix, "by_choice": self.by_choice}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
-        readings = [
-            Reading(name, spec.get("value"), spec.get("unit", ""))
-            for name, spec in dict(data.get("readings") or {}).items()
-        ]
+        readings = dict(data.get("readings") or {})
         return cls(
-            check_id=str(data["id"]),
-            status=Status(data["status"]),
-            summary=str(data.get("summary", "")),
-            fix=str(data.get("fix", "")),
-            readings=readings,
-            duration_s=float(data.get("duration_s", 0.0)),
-            details=list(data.get("details") or []),
-            headline=str(data.get("headline") or ""),
-            short_fix=str(data.get("short_fix") or ""),
-            by_choice=bool(data.get("by_choice")),
-        )
+            str(data["id"]), Status(data["status"]), str(data.get("summary", "")), str(data.get("fix", "")),
+            [Reading(name, spec.get("value"), spec.get("unit", "")) for name, spec in readings.items()],
+            float(data.get("duration_s", 0.0)), list(data.get("details") or []),
+            str(data.get("headline") or ""), str(data.get("short_fix") or ""), bool(data.get("by_choice")),
+        )  # fmt: skip
 
 
 class Verdict(str, enum.Enum):
@@ -209,10 +183,10 @@ def _skipped(r: Result) -> bool:
     return r.status is Status.SKIP and not r.by_choice
 
 
-def verdict(results: Iterable[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> Verdict:
-    """``blocked`` on any FAIL (or WARN when strict); ``ready-with-warnings``
-    on any WARN, a SKIP the user did not ask for, or a check that did not run
-    (its test deselected: it verified nothing); else ``ready``."""
+def verdict(results: Iterable[Result], *, strict: bool = False, not_run: Collection[str] | None = None,
+            ) -> Verdict:
+    """``blocked`` on any FAIL (or WARN when strict); ``ready-with-warnings`` on any WARN, a SKIP the
+    user did not ask for, or a check that did not run (deselected: it verified nothing); else ``ready``."""
     rs = list(results)
     statuses = {r.status for r in rs}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):
@@ -241,16 +215,16 @@ def _causes(v: Verdict, by: Mapping[Status, list[str]], results: list[Result], s
     return [f"{_ids(ids)} {why}" for ids, why in ((skipped, "skipped"), (chosen, "skipped by choice")) if ids]
 
 
-def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collection[str] | None = None) -> str:
-    """``verdict: blocked (G1, G6 failed; 1 PASS, 2 FAIL)``: the verdict, what
-    made it so where the counts alone do not say it, then the counts."""
+def verdict_line(results: list[Result], *, strict: bool = False, not_run: Collection[str] | None = None,
+                 ) -> str:
+    """``verdict: blocked (G1, G6 failed; 1 PASS, 2 FAIL)``: the verdict, its causes, the counts."""
     v = verdict(results, strict=strict, not_run=not_run)
     by = {s: [r.check_id for r in results if r.status is s] for s in Status}
-    causes = _causes(v, by, results, strict)
     tally = [f"{len(ids)} {s.value}" for s, ids in by.items() if ids]
     if not_run:
         tally.append(f"{len(not_run)} not run")
-    inside = "; ".join(part for part in (" and ".join(causes), ", ".join(tally)) if part)
+    causes = " and ".join(_causes(v, by, results, strict))
+    inside = "; ".join(part for part in (causes, ", ".join(tally)) if part)
     return f"verdict: {v.value} ({inside})" if inside else f"verdict: {v.value}"
 
 

@@ -1,15 +1,11 @@
-"""The one writer of every file this tool makes (env report, capture, charts,
-Allure's ``environment.properties``), safe in a folder other users can write.
+"""The one writer of every file this tool makes, safe in a folder other users can write.
 
-Run as root in ``/tmp`` or a shared CI workspace, a plain write follows a
-symlink another user planted (issue 19). So: the folder is reached one
-component at a time, following a symlink only when we or root own it or it
-sits in a folder only we can write; nothing is written through a symlink at
-the final path, nor over anything but a regular file, nor over another user's
-file in a folder others can write; the new file is made ``O_EXCL|O_NOFOLLOW``
-through the folder's descriptor, takes the mode and owner of the file it
-replaces, and is renamed over the path. A refused path raises :class:`Refused`
-(an :class:`OSError`) whose ``strerror`` is one line saying why.
+Run as root in ``/tmp`` or a shared CI workspace, a plain write follows a symlink another user
+planted (issue 19). So the folder is reached one component at a time, following only a symlink of
+ours or root's or one in a folder only we can write; the file is made ``O_EXCL|O_NOFOLLOW`` beside
+the path, never over a link, a non-regular file or another user's file in a folder others can
+write, takes the replaced file's mode and owner and is renamed over it. A refused path raises
+:class:`Refused` (an :class:`OSError`) whose ``strerror`` says why in one line.
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 #: followed symlinks before giving up (the kernel's own limit)
@@ -42,8 +39,7 @@ def kind_of(mode: int) -> str:
 
 
 def not_a_file(path: str | os.PathLike[str]) -> str | None:
-    """What sits at ``path`` when it is neither a regular file nor nothing
-    (``"a character device"``), else ``None``. Symlinks are followed."""
+    """What sits at ``path`` (symlinks followed) when it is neither a regular file nor nothing."""
     try:
         mode = os.stat(path).st_mode
     except OSError:  # nothing there (or no way there: the write says why)
@@ -79,32 +75,47 @@ def open_folder(folder: str | os.PathLike[str]) -> int:
             if name == ".":
                 continue
             st = os.lstat(name, dir_fd=fd)
-            if stat.S_ISLNK(st.st_mode):
-                links += 1
-                if links > MAX_LINKS:
-                    raise OSError(errno.ELOOP, "too many levels of symbolic links", str(folder))
-                here = os.fstat(fd)
-                if not _trusted_link(st, here):
-                    raise Refused(
-                        folder,
-                        f"{os.path.join(shown, name)} is a symlink of another user (uid {st.st_uid}) in "
-                        f"{_where(here)}; not followed",
-                    )
-                target = os.readlink(name, dir_fd=fd)
-                parts[:0] = [p for p in target.split("/") if p]
-                if target.startswith("/"):
-                    os.close(fd)
-                    fd = os.open("/", _DIR_FLAGS)
-                    shown = "/"
+            if not stat.S_ISLNK(st.st_mode):
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)  # a link swapped in meanwhile: ELOOP/ENOTDIR
+                os.close(fd)
+                fd, shown = nxt, os.path.join(shown, name)
                 continue
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)  # a link swapped in meanwhile: ELOOP/ENOTDIR
-            os.close(fd)
-            fd = nxt
-            shown = os.path.join(shown, name)
+            links += 1
+            if links > MAX_LINKS:
+                raise OSError(errno.ELOOP, "too many levels of symbolic links", str(folder))
+            here = os.fstat(fd)
+            if not _trusted_link(st, here):
+                where = os.path.join(shown, name)
+                raise Refused(folder, f"{where} is a symlink of another user (uid {st.st_uid}) in "
+                                      f"{_where(here)}; not followed")
+            target = os.readlink(name, dir_fd=fd)
+            parts[:0] = [p for p in target.split("/") if p]
+            if target.startswith("/"):
+                os.close(fd)
+                fd, shown = os.open("/", _DIR_FLAGS), "/"
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+@contextlib.contextmanager
+def _folder_of(path: str | os.PathLike[str]) -> Iterator[tuple[Path, str, int]]:
+    """``(full path, file name, descriptor of its folder)``, the descriptor closed after."""
+    full = Path(os.path.abspath(path))
+    if not full.name or str(path).endswith("/"):
+        raise OSError(errno.EISDIR, "a folder, not a file path", str(path))
+    fd = open_folder(full.parent)
+    try:
+        yield full, full.name, fd
+    finally:
+        os.close(fd)
+
+
+def _foreign_file(path: Path, st: os.stat_result, dir_fd: int) -> None:
+    here = os.fstat(dir_fd)
+    if st.st_uid != os.geteuid() and others_can_write(here):
+        raise Refused(path, f"a file of another user (uid {st.st_uid}) in {_where(here)}; not replaced")
 
 
 def _existing(path: Path, name: str, dir_fd: int) -> os.stat_result | None:
@@ -117,34 +128,20 @@ def _existing(path: Path, name: str, dir_fd: int) -> os.stat_result | None:
         raise Refused(path, f"a symlink is there (owner uid {st.st_uid}); nothing is written through a link")
     if not stat.S_ISREG(st.st_mode):
         raise Refused(path, f"{kind_of(st.st_mode)}, not a regular file; nothing was written")
-    here = os.fstat(dir_fd)
-    if st.st_uid != os.geteuid() and others_can_write(here):
-        raise Refused(path, f"a file of another user (uid {st.st_uid}) in {_where(here)}; not replaced")
+    _foreign_file(path, st, dir_fd)
     return st
-
-
-def _split(path: str | os.PathLike[str]) -> tuple[Path, str]:
-    full = Path(os.path.abspath(path))
-    if not full.name or str(path).endswith("/"):
-        raise OSError(errno.EISDIR, "a folder, not a file path", str(path))
-    return full, full.name
 
 
 def check(path: str | os.PathLike[str]) -> None:
     """Raise what :func:`write_bytes` would refuse ``path`` for, writing nothing (checked before the run)."""
-    full, name = _split(path)
-    fd = open_folder(full.parent)
-    try:
+    with _folder_of(path) as (full, name, fd):
         _existing(full, name, fd)
-    finally:
-        os.close(fd)
 
 
 def check_foreign(path: str | os.PathLike[str], *, folder: bool = False) -> None:
-    """:class:`Refused` for a path another plugin writes (``--html``, ``--junitxml``;
-    ``folder``: ``--alluredir``) that another user could have aimed: a planted
-    symlink on the way or at the end, or their file in a folder others can write.
-    A path not there yet is fine."""
+    """:class:`Refused` for a path another plugin writes (``--html``, ``--junitxml``; ``folder``:
+    ``--alluredir``) that another user could have aimed: a planted symlink on the way or at the end,
+    or their file in a folder others can write. A path not there yet is fine."""
     full = Path(os.path.abspath(path))
     try:
         fd = open_folder(full if folder else full.parent)
@@ -153,31 +150,28 @@ def check_foreign(path: str | os.PathLike[str], *, folder: bool = False) -> None
     except OSError:  # not there (yet): nothing planted on the way that exists
         return
     try:
-        if folder:
-            return
-        try:
-            st = os.lstat(full.name, dir_fd=fd)
-        except FileNotFoundError:
-            return
+        st = None if folder else os.lstat(full.name, dir_fd=fd)
         here = os.fstat(fd)
-        if stat.S_ISLNK(st.st_mode) and not _trusted_link(st, here):
+        if st is not None and stat.S_ISLNK(st.st_mode) and not _trusted_link(st, here):
             raise Refused(full, f"a symlink of another user (uid {st.st_uid}) is there, in {_where(here)}")
-        if stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid() and others_can_write(here):
-            raise Refused(full, f"a file of another user (uid {st.st_uid}) in {_where(here)}; not replaced")
+        if st is not None and stat.S_ISREG(st.st_mode):
+            _foreign_file(full, st, fd)
+    except FileNotFoundError:
+        return
     finally:
         os.close(fd)
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` by the rules of the module docstring."""
-    full, name = _split(path)
-    fd = open_folder(full.parent)
-    try:
+    with _folder_of(path) as (full, name, fd):
         old = _existing(full, name, fd)
         tmp, out = _create_temp(name, fd)
         try:
             try:
-                _write_all(out, data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(out, view) :]
                 _take_over(out, old)
             finally:
                 os.close(out)
@@ -186,25 +180,15 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=fd)
             raise
-    finally:
-        os.close(fd)
 
 
 def _create_temp(name: str, dir_fd: int) -> tuple[str, int]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):
         tmp = f".{name[:200]}-{secrets.token_hex(6)}"
-        try:
+        with contextlib.suppress(FileExistsError):
             return tmp, os.open(tmp, flags, 0o600, dir_fd=dir_fd)
-        except FileExistsError:
-            continue
     raise OSError(errno.EEXIST, "no free temporary name", name)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _take_over(fd: int, old: os.stat_result | None) -> None:
@@ -222,35 +206,29 @@ def _take_over(fd: int, old: os.stat_result | None) -> None:
 
 
 def discard_stale(path: str | os.PathLike[str]) -> str:
-    """Remove the earlier run's file a failed write left at ``path`` (CI would
-    read its verdict as this run's) and say so for a ``cannot write`` line; only
-    a regular file of ours goes."""
-    try:
-        full, name = _split(path)
-        fd = open_folder(full.parent)
-    except OSError:
-        return ""  # no folder to hold a stale file
-    try:
+    """Remove the earlier run's file a failed write left at ``path`` (CI would read its verdict as
+    this run's) and say so for a ``cannot write`` line; only a regular file of ours goes."""
+    with contextlib.ExitStack() as stack:
+        try:
+            _, name, fd = stack.enter_context(_folder_of(path))
+        except OSError:
+            return ""  # no folder to hold a stale file
         try:
             st = os.lstat(name, dir_fd=fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                return "; what is there is not this run's and was left as it is"
+            os.unlink(name, dir_fd=fd)
+            return "; the file there from an earlier run was removed"
         except FileNotFoundError:
             return ""
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            return "; what is there is not this run's and was left as it is"
-        os.unlink(name, dir_fd=fd)
-        return "; the file there from an earlier run was removed"
-    except OSError as exc:
-        return f"; the file there is from an earlier run and could not be removed ({exc.strerror or exc})"
-    finally:
-        os.close(fd)
+        except OSError as exc:
+            return f"; the file there is from an earlier run and could not be removed ({exc.strerror or exc})"
 
 
 def read_existing(path: str | os.PathLike[str], limit: int) -> bytes | None:
     """The file at ``path`` (at most ``limit`` bytes), ``None`` when there is none;
     by the write's rules, so a link to a root-only file is never read."""
-    full, name = _split(path)
-    fd = open_folder(full.parent)
-    try:
+    with _folder_of(path) as (full, name, fd):
         if _existing(full, name, fd) is None:
             return None
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -265,5 +243,3 @@ def read_existing(path: str | os.PathLike[str], limit: int) -> bytes | None:
             return b"".join(chunks)
         finally:
             os.close(src)
-    finally:
-        os.close(fd)

@@ -1,13 +1,9 @@
 """Take secrets and personal names out of anything written to a file.
 
-A capture is meant for a public issue, so all of it passes :class:`Redactor`:
-values of secret-named environment variables (``HF_TOKEN``, ``*_API_KEY`` …)
-wherever they appear; token-shaped strings (GitHub, Hugging Face, OpenAI,
-Slack, AWS, ``Bearer …``); credentials in URLs; values of secret flags and
-query parameters; values under secret-named keys; the user's name and home
-folder. Command lines (lists under ``cmdline``/``argv``) are cut to the program
-and its flags. The same pass without the personal names (:func:`outgoing`) is
-the last line of defence over every result a run reports.
+A capture is meant for a public issue, so all of it passes :class:`Redactor`: secret-named variables'
+values, token shapes, credentials in URLs, secret flags, query parameters and keys, the user's name
+and home folder; command lines are cut to the program and its flags. The same pass without the
+personal names (:func:`outgoing`) is the last line of defence over every result a run reports.
 """
 
 from __future__ import annotations
@@ -20,44 +16,31 @@ from typing import Any
 REDACTED = "<redacted>"
 USER = "<user>"
 
-SECRET_NAME = re.compile(
-    r"(TOKEN(?!IZER)|SECRET|PASSW(OR)?D|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH(?!OR)|COOKIE)",
-    re.IGNORECASE,
-)
-TOKEN_SHAPES = re.compile(
-    r"\b("
-    r"gh[pousr]_[A-Za-z0-9]{16,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|hf_[A-Za-z0-9]{16,}"
-    r"|sk-[A-Za-z0-9_\-]{16,}"
-    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
-    r"|AKIA[0-9A-Z]{16}"
-    r"|nvapi-[A-Za-z0-9_\-]{16,}"
-    r")\b"
-)
+SECRET_NAME = re.compile(r"(TOKEN(?!IZER)|SECRET|PASSW(OR)?D|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
+                         r"|CREDENTIAL|AUTH(?!OR)|COOKIE)", re.IGNORECASE)
+#: GitHub, Hugging Face, OpenAI, Slack, AWS and NVIDIA tokens
+TOKEN_SHAPES = re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{16,}"
+                          r"|sk-[A-Za-z0-9_\-]{16,}|xox[abposr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}"
+                          r"|nvapi-[A-Za-z0-9_\-]{16,})\b")
 #: an Authorization value; the value must hold a digit, so prose ("basic operations") stays
 BEARER = re.compile(r"(?i)\b(bearer|token|basic)\s+(?=[A-Za-z._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{8,}")
 URL_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s@:]*(:[^/\s@]*)?@")
 #: a flag that names a secret, then its value; the flag starts a word ("non-authoritative" is prose)
-SECRET_FLAG = re.compile(
-    r"(?i)(?<![\w\-])(--?[\w\-]*(?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key|credential|auth)[\w\-]*)"
-    r"(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s,;\"']+)"
-)
+SECRET_FLAG = re.compile(r"(?i)(?<![\w\-])(--?[\w\-]*(?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key"
+                         r"|credential|auth)[\w\-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s,;\"']+)")
 #: a query parameter that carries a secret (``?access_token=…``, ``&sig=…``, ``?key=…``)
-SECRET_QUERY = re.compile(
-    r"(?i)([?&;][\w.\-]*(?:token|secret|passw(?:or)?d|key|credential|auth|sig|signature|session)[\w.\-]*=)"
-    r"([^&;#\s\"'<>]+)"
-)
+SECRET_QUERY = re.compile(r"(?i)([?&;][\w.\-]*(?:token|secret|passw(?:or)?d|key|credential|auth|sig|signature"
+                          r"|session)[\w.\-]*=)([^&;#\s\"'<>]+)")
 #: values of secret-named variables that are settings, not secrets (``TOKENIZERS_PARALLELISM``
 #: aside, ``HF_HUB_DISABLE_IMPLICIT_TOKEN=true``): replacing them would blank out every "true"
-NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "enabled", "disabled"})
+NOT_SECRET_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "enabled",
+                               "disabled"})
 #: what this tool itself writes under a secret-named key about the secret (G8's ``token``):
 #: a description, not the secret; redacted, a replay read "github_token = <redacted>"
 ABOUT_A_SECRET = re.compile(r"(?i)(not set|unset|set|sent|not sent: .*)")
 HOME = re.compile(r"(/home/|/Users/)([^/\s:\"']+)")
 
-#: flags whose values a check reads (G6's memory caps, G10's parallelism); the
-#: values of every other flag are dropped from a command line
+#: flags whose values a check reads (G6's memory caps, G10's parallelism); other flags' values are dropped
 READ_FLAGS = frozenset({
     "--gpu-memory-utilization", "--gpu_memory_utilization", "--mem-fraction-static", "--mem_fraction_static",
     "--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--tp", "--tp-size", "--tp_size",
@@ -85,25 +68,20 @@ def reduce_argv(argv: Iterable[Any]) -> list[str]:
     """The program (its base name), then only flags: ``--flag`` names, with
     values kept only for :data:`READ_FLAGS` (``--a=b`` forms too)."""
     args = split_title(argv)
-    if not args:
-        return []
-    out = [program_word(args[0])]
-    i = 1
-    while i < len(args):
-        arg = args[i]
+    out = [program_word(args[0])] if args else []
+    words = iter(enumerate(args[1:], 1))
+    for i, arg in words:
         name, eq, value = arg.partition("=")
-        if arg.startswith("-") and len(arg) > 1:
-            if name in READ_FLAGS:
-                if eq:
-                    out.append(f"{name}={value}")
-                elif i + 1 < len(args):
-                    out += [name, args[i + 1]]
-                    i += 1
-            else:
-                out.append(name)
-        elif i == 1 and arg in ("serve", "-m"):  # `vllm serve MODEL`: the verb, not the model
+        if i == 1 and arg == "serve":  # `vllm serve MODEL`: the verb, not the model
             out.append(arg)
-        i += 1
+        elif not arg.startswith("-") or arg == "-":
+            continue
+        elif name not in READ_FLAGS:
+            out.append(name)
+        elif eq:
+            out.append(f"{name}={value}")
+        elif (following := next(words, None)) is not None:
+            out += [name, following[1]]
     return out
 
 
@@ -127,34 +105,25 @@ def _says_about(value: str) -> bool:
     return value.strip().lower() in NOT_SECRET_VALUES or ABOUT_A_SECRET.fullmatch(value.strip()) is not None
 
 
-#: top folders of the system itself: a HOME in one of them (``HOME=/usr`` for a
-#: service account, ``/var`` or ``/nonexistent``) is not a personal folder, and
-#: rewriting it turned every ``/usr/lib/…`` of a capture into ``/home/<user>/lib/…``
-SYSTEM_TOPS = frozenset(
-    {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "sys", "dev", "run", "boot"}
-)
+#: top folders of the system itself: a HOME in one (``HOME=/usr`` for a service account) is not a
+#: personal folder, and rewriting it turned every ``/usr/lib/…`` of a capture into ``/home/<user>/lib/…``
+SYSTEM_TOPS = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "sys", "dev",
+                         "run", "boot"})
 
 
 def personal_home(home: str) -> bool:
     """Whether ``HOME`` is a user's own folder (absolute, two levels deep, not root's, not the system's)."""
     parts = [p for p in home.split("/") if p]
-    if not home.startswith("/") or len(parts) < 2 or home.rstrip("/") == "/root":
-        return False
-    return parts[0] not in SYSTEM_TOPS
+    own = home.startswith("/") and len(parts) >= 2 and home.rstrip("/") != "/root"
+    return own and parts[0] not in SYSTEM_TOPS
 
 
 class Redactor:
     """One redaction pass, built from the environment the run saw; ``personal=False``
     keeps user and home folder names (a report on the user's own terminal)."""
 
-    def __init__(
-        self,
-        env: Mapping[str, str] | None = None,
-        *,
-        user: str | None = None,
-        home: str | None = None,
-        personal: bool = True,
-    ):
+    def __init__(self, env: Mapping[str, str] | None = None, *, user: str | None = None,
+                 home: str | None = None, personal: bool = True):
         env = dict(os.environ if env is None else env)
         self.secrets = sorted({v for k, v in env.items() if _is_secret_value(k, v)}, key=len, reverse=True)
         self.user = user if user is not None else (env.get("USER") or env.get("LOGNAME") or "")
@@ -169,8 +138,7 @@ class Redactor:
 
     def text(self, value: str) -> str:
         for secret in self.secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+            value = value.replace(secret, REDACTED)
         value = scrub(value)
         if not self.personal:
             return value

@@ -1,7 +1,6 @@
-"""Renderings of a set of results, shared by the plugin and the CLI:
-the ``env-report.json`` document, JUnit suite properties, the JSON run block,
-and the one writer of ``--spark-report`` and ``--spark-capture``.
-"""
+"""Renderings of a set of results, shared by the plugin and the CLI: the ``env-report.json``
+document, JUnit suite properties, the JSON run block, and the one writer of ``--spark-report``
+and ``--spark-capture``."""
 
 from __future__ import annotations
 
@@ -33,12 +32,6 @@ def not_run_values(not_run: Mapping[str, str] | None) -> dict[str, str]:
     return {cid: f"not run: {why}" for cid, why in (not_run or {}).items()}
 
 
-def checks_entry(results: Iterable[Result], not_run: Mapping[str, str] | None = None) -> dict[str, str]:
-    """env-report's ``checks``: each check's seed value (or ``"not run: …"``), G1..G10."""
-    values = {r.check_id: r.seed_value() for r in results} | not_run_values(not_run)
-    return {cid: values[cid] for cid in catalog.IDS if cid in values}
-
-
 def platform_name(host: Mapping[str, Any] | None) -> str:
     """The seed's ``platform`` key: ``dgx-spark`` on GB10."""
     if not host:
@@ -54,67 +47,47 @@ def profile_label(profile: str, host: Mapping[str, Any] | None) -> str:
 
 
 def headroom_gb(results: Iterable[Result]) -> float | None:
-    for r in results:
-        reading = r.reading("mem_available") if r.check_id == "G3" else None
-        if reading is not None and isinstance(reading.value, (int, float)):
-            return reading.value
-    return None
+    found = (r.reading("mem_available") for r in results if r.check_id == "G3")
+    return next((x.value for x in found if x is not None and isinstance(x.value, (int, float))), None)
 
 
 def run_block(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
               settings: Mapping[str, Any] | None = None, profile: str | None = None,
-              not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None,
+              ) -> dict[str, Any]:
     """The versioned block for pytest-json-report and ``spark-preflight --json``
     (``extra``: keys of a diagnose run, ``diagnosis``)."""
     rs = ordered(results)
-    block = {
-        "schema": SCHEMA,
-        "tool": TOOL,
-        "verdict": verdict(rs, strict=strict, not_run=not_run).value,
-        "strict": strict,
-        "profile": profile,
-        "host": dict(host or {}),
-        "results": [r.to_dict() for r in rs],
-        "lines": [r.line() for r in rs],
-        "options": dict(settings or {}),
-    }
+    block = {"schema": SCHEMA, "tool": TOOL, "verdict": verdict(rs, strict=strict, not_run=not_run).value,
+             "strict": strict, "profile": profile, "host": dict(host or {}),
+             "results": [r.to_dict() for r in rs], "lines": [r.line() for r in rs],
+             "options": dict(settings or {})}
     if not_run:
         block["not_run"] = not_run_values(not_run)
-    block.update(extra or {})
-    return block
+    return block | dict(extra or {})
 
 
 def env_report(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
                workload_gb: float | None = None, settings: Mapping[str, Any] | None = None,
                profile: str | None = None, not_run: Mapping[str, str] | None = None,
                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``env-report.json`` in the seed's schema (platform, checks, headroom_gb,
-    verdict) plus our own keys (``extra``: a diagnose run's ``diagnosis``); blocked
-    when the headroom is short of ``workload_gb``."""
+    """``env-report.json`` in the seed's schema (platform, checks, headroom_gb, verdict) plus our own keys
+    (``extra``: a diagnose run's ``diagnosis``); blocked when the headroom is short of ``workload_gb``."""
     rs = ordered(results)
     v = verdict(rs, strict=strict, not_run=not_run)
     headroom = headroom_gb(rs)
     if workload_gb is not None and headroom is not None and headroom < workload_gb:
         v = Verdict.BLOCKED
-    return {**(extra or {}),
-        "platform": platform_name(host),
-        "checks": checks_entry(rs, not_run),
-        "headroom_gb": headroom,
-        "verdict": v.value,
-        "schema": SCHEMA,
-        "tool": TOOL,
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "profile": profile,
-        "strict": strict,
-        "workload_gb": workload_gb,
-        "host": dict(host or {}),
-        "lines": [r.line() for r in rs],
-        "fixes": {r.check_id: r.fix for r in rs if r.fix},
-        "readings": {r.check_id: {x.name: x.to_dict() for x in r.readings} for r in rs},
-        "details": {r.check_id: list(r.details) for r in rs if r.details},
-        "timings": {r.check_id: round(r.duration_s, 4) for r in rs},
-        "options": dict(settings or {}),
-    }
+    values = {r.check_id: r.seed_value() for r in rs} | not_run_values(not_run)  # seed values, G1..G10
+    return {**(extra or {}), "platform": platform_name(host),
+            "checks": {cid: values[cid] for cid in catalog.IDS if cid in values},
+            "headroom_gb": headroom, "verdict": v.value, "schema": SCHEMA, "tool": TOOL,
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "profile": profile, "strict": strict,
+            "workload_gb": workload_gb, "host": dict(host or {}), "lines": [r.line() for r in rs],
+            "fixes": {r.check_id: r.fix for r in rs if r.fix},
+            "readings": {r.check_id: {x.name: x.to_dict() for x in r.readings} for r in rs},
+            "details": {r.check_id: list(r.details) for r in rs if r.details},
+            "timings": {r.check_id: round(r.duration_s, 4) for r in rs}, "options": dict(settings or {})}
 
 
 def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
@@ -125,28 +98,21 @@ def per_rank_path(path: Path, env: Mapping[str, str]) -> Path:
 
 
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
-    """Write a JSON report atomically (:func:`pytest_dgx_spark.outfile.write_bytes`)."""
     outfile.write_bytes(path, (json.dumps(document, indent=2, default=str) + "\n").encode("utf-8"))
 
 
 def fleet_nodes(store_items: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every rank's fingerprint, when G10 compared the nodes of a multi-node job."""
-    facts = (store_items.get("facts:G10") or {}).get("facts") or {}
-    exchanged = facts.get("fleet") or {}
+    exchanged = (((store_items.get("facts:G10") or {}).get("facts") or {}).get("fleet")) or {}
     return [dict(fp) for fp in exchanged.get("fingerprints") or [] if isinstance(fp, Mapping)]
 
 
 def nodes_section(fingerprints: list[dict[str, Any]], results: Iterable[Result]) -> dict[str, Any]:
     """The merged env-report's ``nodes`` (each rank's fingerprint) and G10's cross-node findings."""
     g10 = next((r for r in results if r.check_id == "G10"), None)
-    return {
-        "nodes": {str(fp.get("rank", i)): fp for i, fp in enumerate(fingerprints)},
-        "cross_node": {
-            "status": g10.status.value if g10 else None,
-            "line": g10.line() if g10 else None,
-            "details": list(g10.details) if g10 else [],
-        },
-    }
+    cross = {"status": g10.status.value if g10 else None, "line": g10.line() if g10 else None,
+             "details": list(g10.details) if g10 else []}
+    return {"nodes": {str(fp.get("rank", i)): fp for i, fp in enumerate(fingerprints)}, "cross_node": cross}
 
 
 def node_properties(fingerprints: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -154,25 +120,20 @@ def node_properties(fingerprints: list[dict[str, Any]]) -> list[tuple[str, str]]
     props: list[tuple[str, str]] = []
     for i, fp in enumerate(fingerprints):
         k = fp.get("rank", i)
-        for key in ("hostname", "gpu", "driver", "cuda_driver", "torch", "nccl_torch", "mtu"):
-            if fp.get(key) is not None:
-                props.append((f"spark.node{k}.{key}", str(fp[key])))
-        statuses = (fp.get("statuses") or {}).items()
-        for cid, status in sorted(statuses, key=lambda kv: catalog.BY_ID.get(kv[0], catalog.CHECKS[0]).number):
-            props.append((f"spark.node{k}.{cid}", str(status)))
+        keys = ("hostname", "gpu", "driver", "cuda_driver", "torch", "nccl_torch", "mtu")
+        props += [(f"spark.node{k}.{key}", str(fp[key])) for key in keys if fp.get(key) is not None]
+        statuses = dict(fp.get("statuses") or {})
+        for cid in sorted(statuses, key=lambda c: catalog.BY_ID.get(c, catalog.CHECKS[0]).number):
+            props.append((f"spark.node{k}.{cid}", str(statuses[cid])))
     return props
 
 
-def suite_properties(
-    results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None, not_run: Mapping[str, str] | None = None
-) -> list[tuple[str, str]]:
+def suite_properties(results: Iterable[Result], *, strict: bool, host: Mapping[str, Any] | None,
+                     not_run: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """``<testsuite><properties>``: verdict, host identity, per-check data."""
     rs = ordered(results)
-    props = [
-        ("spark.schema", SCHEMA),
-        ("spark.version", __version__),
-        ("spark.verdict", verdict(rs, strict=strict, not_run=not_run).value),
-    ]
+    props = [("spark.schema", SCHEMA), ("spark.version", __version__),
+             ("spark.verdict", verdict(rs, strict=strict, not_run=not_run).value)]
     props += [(f"spark.host.{key}", str(value)) for key, value in (host or {}).items() if value is not None]
     for r in rs:
         props += [(f"spark.{r.check_id}.status", r.status.value), (f"spark.{r.check_id}.summary", r.text)]
@@ -182,15 +143,17 @@ def suite_properties(
 
 def case_properties(result: Result) -> list[tuple[str, str]]:
     """Per-testcase properties for ``junit_family=xunit1``/``legacy`` (Jenkins)."""
-    props = [("spark.id", result.check_id), ("spark.status", result.status.value), ("spark.summary", result.text)]
+    props = [("spark.id", result.check_id), ("spark.status", result.status.value),
+             ("spark.summary", result.text)]
     return props + [(f"spark.reading.{r.name}", r.render()) for r in result.readings]
 
 
 def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, Any], profile: str,
                     store_items: Callable[[], Mapping[str, Any]], env: Mapping[str, str],
-                    not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None) -> list[str]:
-    """Write ``--spark-report`` (with G4's chart beside it) and ``--spark-capture``
-    for the plugin and the CLI. One line per file: where it went, or ``cannot write …``."""
+                    not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None,
+                    ) -> list[str]:
+    """Write ``--spark-report`` (with G4's chart beside it) and ``--spark-capture`` for the plugin
+    and the CLI. One line per file: where it went, or ``cannot write …``."""
     notes: list[str] = []
     capture_path = getattr(settings, "capture", None)
     if settings.report is None and capture_path is None:
@@ -211,16 +174,17 @@ def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, 
         if data is not None:  # G4's thermal chart beside the report: env-report.thermal-g4.svg
             notes.append(chart.write(chart.beside(target, "thermal-g4"), data))
     if capture_path is not None:
+        params = Params.from_settings(settings, profile).to_dict()
         document = capture.build(results=results, store_items=items, host=host, profile=profile,
-                                 options=settings.to_dict(), params=Params.from_settings(settings, profile).to_dict())
+                                 options=settings.to_dict(), params=params)
         target = per_rank_path(capture_path, env)
         notes.append(_write(target, "capture", lambda p: capture.write(p, document, env)))
     return notes
 
 
 def _write(target: Path, what: str, write: Callable[[Path], None]) -> str:
-    """One line: where the file went, or why not. A file a failed write left
-    there is an earlier run's: removed, so nothing reads its verdict as this run's."""
+    """One line: where the file went, or why not. A file a failed write left there is an
+    earlier run's: removed, so nothing reads its verdict as this run's."""
     try:
         write(target)
     except outfile.Refused as exc:  # a link or another user's file: theirs, left alone

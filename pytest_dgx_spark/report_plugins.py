@@ -1,15 +1,8 @@
-"""Where the preflight shows up besides the terminal's own section.
-
-:func:`register` is called once with ``--spark-preflight`` with the run's plugin
-(``.config``, ``.settings``, ``.results``, ``.host``). It adds:
-
-* **WARN lines in ``-r`` short summaries** (``-ra``, ``-rA``, ``-rw``, ``-rW``):
-  pytest's "short test summary info" lists only its own categories, so each
-  WARN gets ``WARN <nodeid> - <G-line>`` at its end;
-* **no reruns of a check** under pytest-rerunfailures (a FAIL is the machine's
-  state, not flakiness): rerunfailures' own ``flaky(reruns=0, condition=False)``;
-* **charts beside ``env-report.json``** for each ``spark_sampler`` test;
-* the pytest-html and Allure plugins, when those are installed.
+"""Where the preflight shows up besides the terminal's own section, registered once with
+``--spark-preflight`` (:func:`register`, given the run's plugin): ``WARN <nodeid> - <G-line>`` lines
+in ``-r`` short summaries (pytest's lists only its own categories); no reruns of a check under
+pytest-rerunfailures (a FAIL is the machine's state, not flakiness); charts beside
+``env-report.json`` for each ``spark_sampler`` test; the pytest-html and Allure plugins.
 """
 
 from __future__ import annotations
@@ -50,11 +43,8 @@ def register(config: pytest.Config, preflight: Any) -> None:
 
 
 def wants_warn_lines(reportchars: str) -> bool:
-    """``-ra``/``-rA``/``-rw``/``-rW`` (a later ``N`` cancels, as pytest's does)."""
-    wanted = False
-    for char in reportchars or "":
-        wanted = False if char == "N" else wanted or char in WARN_CHARS
-    return wanted
+    """``-ra``/``-rA``/``-rw``/``-rW`` after the last ``N`` (which cancels what came before, as pytest's)."""
+    return any(char in WARN_CHARS for char in (reportchars or "").rpartition("N")[2])
 
 
 def reruns_requested(config: pytest.Config) -> bool:
@@ -67,10 +57,6 @@ def reruns_requested(config: pytest.Config) -> bool:
         return False
 
 
-def is_check(item: pytest.Item) -> bool:
-    return item.nodeid.startswith(CHECK_PREFIX) or hasattr(item, "spark_result")
-
-
 class PreflightExtras:
     def __init__(self, config: pytest.Config, preflight: Any) -> None:
         self.config = config
@@ -80,8 +66,8 @@ class PreflightExtras:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if not self.config.pluginmanager.hasplugin("rerunfailures") or not reruns_requested(self.config):
             return
-        for item in items:
-            if is_check(item) and item.get_closest_marker("flaky") is None:
+        for item in [i for i in items if i.nodeid.startswith(CHECK_PREFIX) or hasattr(i, "spark_result")]:
+            if item.get_closest_marker("flaky") is None:
                 item.add_marker(pytest.mark.flaky(reruns=0, condition=False))
 
     @pytest.hookimpl(wrapper=True)

@@ -1,11 +1,8 @@
 """Text a terminal shows as text, whatever a value holds (issue 19, items 9 and 10).
 
-Lines quote what other people control (issue titles, file and process names,
-ini values). :func:`visible` writes every code point a terminal would act on
-(C0/C1 controls, DEL, line separators, bidi controls, lone surrogates) as its
-Python escape, so no quoted name clears a screen or forges ``verdict: ready``;
-backslashes stay, so escaping twice changes nothing. :func:`fit` makes a line
-encodable on a terminal that is not UTF-8 ("…" becomes "...").
+Lines quote what other people control (issue titles, file and process names, ini values):
+:func:`visible` escapes every code point a terminal would act on, so no quoted name clears a screen
+or forges ``verdict: ready``; :func:`fit` makes a line encodable on a terminal that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -20,9 +17,9 @@ _UNSAFE = re.compile(f"[\x00-\x0a{_UNSAFE_CLASS}]")
 _UNSAFE_BUT_NEWLINE = re.compile(f"[\x00-\x09{_UNSAFE_CLASS}]")
 
 #: plain spellings, for a terminal that cannot encode the character
-PLAIN = dict(zip("…—–‘’“”→←≥≤≠≈×±µ°\u00a0•·", [
-    "...", "-", "-", "'", "'", '"', '"', "->", "<-", ">=", "<=", "!=", "~", "x", "+/-", "u", " deg", " ", "*", ".",
-], strict=True))
+PLAIN = dict(zip("…—–‘’“”→←≥≤≠≈×±µ°\u00a0•·",
+                 ("...", "-", "-", "'", "'", '"', '"', "->", "<-", ">=", "<=", "!=", "~", "x", "+/-", "u",
+                  " deg", " ", "*", "."), strict=True))
 #: the codec error handler :func:`fit` registers (usable as ``errors=`` on a stream too)
 ERRORS = "pytest_dgx_spark.plain"
 
@@ -45,7 +42,8 @@ def _plain(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
     chunk = exc.object[exc.start : exc.end]
-    return "".join(PLAIN.get(ch) or ch.encode("ascii", "backslashreplace").decode("ascii") for ch in chunk), exc.end
+    plain = (PLAIN.get(ch) or ch.encode("ascii", "backslashreplace").decode("ascii") for ch in chunk)
+    return "".join(plain), exc.end
 
 
 codecs.register_error(ERRORS, _plain)
@@ -65,9 +63,8 @@ def fit(text: str, encoding: str | None) -> str:
 
 
 def write_line(terminalreporter: Any, text: str, lead: str = "", **markup: bool) -> None:
-    """The plugin's one writer of terminal lines: ``text`` escaped and fitted to
-    the terminal's encoding (pytest's own fallback escapes the whole line);
-    ``lead`` is our own markup (a coloured word), written as it is."""
+    """The plugin's one writer of terminal lines: ``text`` escaped and fitted to the terminal's encoding
+    (pytest's own fallback escapes the whole line); ``lead``, our own markup, is written as it is."""
     tw = terminalreporter.config.get_terminal_writer()
     encoding = getattr(getattr(tw, "_file", None), "encoding", None)
     text = fit(visible(text), encoding if isinstance(encoding, str) else None)

@@ -1,12 +1,8 @@
 """What every check is built from: its context, its facts, its parameters, the one accumulator.
 
-The contract (one shape for all ten checks)::
-
-    FACTS = Facts                                   # a FactsBase dataclass
-    def gather(ctx: CheckContext) -> Facts          # reads the machine, decides nothing
-    def evaluate(facts: Facts, params: Params) -> Result   # decides, reads nothing
-
-Facts travel as JSON and parameters are rebuilt from the options, so
+The contract: ``FACTS = Facts`` (a :class:`FactsBase` dataclass), ``gather(ctx) -> Facts``
+reads the machine and decides nothing, ``evaluate(facts, params) -> Result`` decides and
+reads nothing. Facts travel as JSON and parameters are rebuilt from the options, so
 ``--spark-replay`` decides a capture again elsewhere, with other thresholds.
 """
 
@@ -22,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.options import BY_NAME
 from pytest_dgx_spark.probes.commands import ResourceLimit
+from pytest_dgx_spark.safe_text import plus_more, shortened
 from pytest_dgx_spark.thresholds import defaults
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,30 +55,19 @@ class CheckContext:
         return self.engine.selected
 
     def torch(self) -> ChildResult:
-        """The run's torch child; one stopped by a limit of this box (``ulimit -u``) raises
-        :class:`ResourceLimit`, which the engine turns into this check's SKIP."""
+        """The run's torch child; one a limit of this box stopped (``ulimit -u``) raises (the check SKIPs)."""
         child = self.engine.torch()
         if child.resource_limit:
             raise ResourceLimit(child.resource_limit)
         return child
 
     def params(self) -> Params:
-        """The run's parameters, the same ones the engine hands every ``evaluate``."""
         return self.engine.params()
 
 
 #: the option values an ``evaluate`` may read (``Settings`` attribute names)
-PARAM_OPTIONS = (
-    "workload_gb",
-    "planned_bandwidth",
-    "playbook",
-    "tp_across_nodes",
-    "intrusive",
-    "offline",
-    "strict",
-    "precision",
-    "xid_class",
-)
+PARAM_OPTIONS = ("workload_gb", "planned_bandwidth", "playbook", "tp_across_nodes", "intrusive", "offline",
+                 "strict", "precision", "xid_class")
 
 
 @dataclass(frozen=True)
@@ -117,18 +103,15 @@ class Params:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Params:
-        return cls(
-            profile=str(data.get("profile") or "generic"),
-            thresholds=dict(data.get("thresholds") or {}),
-            options=dict(data.get("options") or {}),
-        )
+        return cls(str(data.get("profile") or "generic"), dict(data.get("thresholds") or {}),
+                   dict(data.get("options") or {}))
 
     def replace(self, **changes: Any) -> Params:
         return dataclasses.replace(self, **changes)
 
 
 class ChildFacts(TypedDict, total=False):
-    """How the run's torch child went, as a check records it."""
+    """How the run's torch child went, as a check records it (``steps``: seconds per step)."""
 
     ok: bool
     signal: str | None
@@ -137,21 +120,16 @@ class ChildFacts(TypedDict, total=False):
     error: str | None
     finished: bool
     describe: str
-    steps: dict[str, float]  # seconds per step
+    steps: dict[str, float]
 
 
 def child_facts(child: ChildResult, *keys: str) -> ChildFacts:
     """The torch child's outcome (only ``keys`` of it, when given)."""
     every: ChildFacts = {
-        "ok": child.ok,
-        "signal": child.signal,
-        "timed_out": child.timed_out,
-        "step": child.step,
-        "error": child.error,
-        "finished": child.finished,
-        "describe": child.describe("torch child"),
+        "ok": child.ok, "signal": child.signal, "timed_out": child.timed_out, "step": child.step,
+        "error": child.error, "finished": child.finished, "describe": child.describe("torch child"),
         "steps": dict(child.step_seconds),
-    }
+    }  # fmt: skip
     return {k: v for k, v in every.items() if k in keys} if keys else every  # type: ignore[return-value]
 
 
@@ -162,54 +140,34 @@ def plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        return [plain(v) for v in items]
+        return [plain(v) for v in (sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)]
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return str(value)
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
 
 
 class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data).
-
-    ``ADDED`` names fields added after captures of earlier versions were written, each with
-    why: a capture without one replays on the field's default, which must mean "not read"
-    and decide nothing (a missing field not named here is a SKIP: ``capture.facts_mismatch``).
-    """
+    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data). A field
+    added after captures were written is named in ``ADDED`` (with why; its default must mean "not
+    read") or ``NOT_CAPTURED`` (with the value that says so); else its absence is a SKIP."""
 
     ADDED: ClassVar[Mapping[str, str]] = {}
+    NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(plain(self))
-
-    #: facts added after captures already existed, with the value that says "not in this capture":
-    #: an older capture without them still replays (:func:`pytest_dgx_spark.capture.facts_mismatch`)
-    NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
         known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         # a newer capture's extra fact is ignored, not an error
-        given = {**copy.deepcopy(dict(getattr(cls, "NOT_CAPTURED", {}))), **dict(data or {})}
+        given = {**copy.deepcopy(dict(cls.NOT_CAPTURED)), **dict(data or {})}
         return cls(**{name: value for name, value in given.items() if name in known})
-
-
-def shortened(items: Sequence[str], n: int = 3) -> list[str]:
-    """``[a, b, c, "and 4 more"]``: the first ``n`` non-empty items and a count of the rest."""
-    texts = [str(i) for i in items if str(i)]
-    return [*texts[:n], f"and {len(texts) - n} more"] if len(texts) > n else texts
 
 
 def first_n(items: Sequence[str], n: int = 3, *, sep: str = "; ") -> str:
     """``a; b; c; and 4 more`` — the one rule for shortening a list in a line."""
     return sep.join(shortened(items, n))
-
-
-def plus_more(first: str, total: int) -> str:
-    """``first (+3 more)``: the short line's form, the first of ``total`` findings."""
-    return first if total <= 1 else f"{first} (+{total - 1} more)"
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -219,11 +177,8 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 @dataclass
 class Findings:
-    """The one accumulator every ``evaluate`` (and the node comparison) writes into.
-
-    Problems FAIL, warnings WARN; a finding may carry its short form for the
-    default line (``headline``, ``short_fix``), kept in :attr:`short` by its text.
-    """
+    """The one accumulator every ``evaluate`` (and the node comparison) writes into: problems FAIL,
+    warnings WARN; a finding's short form for the default line is kept in :attr:`short` by its text."""
 
     check_id: str
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -233,18 +188,14 @@ class Findings:
     short: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def fail(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
-        self.problems.append((text, fix))
-        self._keep_short(text, headline, short_fix)
+        self.flag(Status.FAIL, text, fix, headline, short_fix)
 
     def warn(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
-        self.warnings.append((text, fix))
-        self._keep_short(text, headline, short_fix)
+        self.flag(Status.WARN, text, fix, headline, short_fix)
 
     def flag(self, status: Status, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
         """A FAIL (``status`` FAIL) or a WARN (any other), with its short form."""
-        (self.fail if status is Status.FAIL else self.warn)(text, fix, headline, short_fix)
-
-    def _keep_short(self, text: str, headline: str, short_fix: str) -> None:
+        (self.problems if status is Status.FAIL else self.warnings).append((text, fix))
         if headline or short_fix:
             self.short.setdefault(text, (headline or text, short_fix))
 
@@ -267,32 +218,20 @@ class Findings:
         headline, short_fix = self.short.get(text, (text, fix))
         return plus_more(headline, len(pairs)), short_fix
 
-    def result(
-        self,
-        ok_status: Status | str = Status.PASS,
-        ok_summary: str = "",
-        *,
-        shown: int = 3,
-        headline: str = "",
-        short_fix: str = "",
-    ) -> Result:
-        """FAIL with the problems, else WARN with the warnings, else ``ok_status``;
-        what the line leaves out goes first in the details."""
+    def result(self, ok_status: Status | str = Status.PASS, ok_summary: str = "", *, shown: int = 3,
+               headline: str = "", short_fix: str = "") -> Result:
+        """FAIL with the problems, else WARN with the warnings, else ``ok_status``; what the line
+        leaves out goes first in the details."""
         pairs = self.problems or self.warnings
-        readings = list(self.readings)
         if not pairs:
-            details = list(self.details)
-            return Result(self.check_id, Status(ok_status), ok_summary, readings=readings, details=details, headline=headline)
+            return Result(self.check_id, Status(ok_status), ok_summary, readings=list(self.readings),
+                          details=list(self.details), headline=headline)
         texts = [t for t, _ in pairs]
         fixes = list(dict.fromkeys(f for _, f in pairs[:shown] if f))
         first_head, first_fix = self.first_short()
         return Result(
-            self.check_id,
-            Status.FAIL if self.problems else Status.WARN,
-            first_n(texts, shown),
-            fix="; ".join(fixes),
-            readings=readings,
-            details=[*texts[shown:], *self.details],
+            self.check_id, Status.FAIL if self.problems else Status.WARN, first_n(texts, shown),
+            fix="; ".join(fixes), readings=list(self.readings), details=[*texts[shown:], *self.details],
             headline=headline or first_head,
-            short_fix=short_fix or (first_fix if texts[0] in self.short else "") or (fixes[0] if fixes else ""),
-        )
+            short_fix=short_fix or (first_fix if texts[0] in self.short else "") or next(iter(fixes), ""),
+        )  # fmt: skip

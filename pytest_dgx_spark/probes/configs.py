@@ -2,10 +2,8 @@
 
 A grep for ``tensor_parallel`` flags ``parallelism_config_tp_size: 1``; here each file is parsed
 (YAML, JSON, TOML, ``.py`` through ``ast``, else shell text) and a finding keeps the key path and
-the value it holds. Everything is bounded (configs come from anywhere): file size, binary files,
-parser recursion, a walk that visits each container once (YAML alias DAGs) up to a depth and a
-node count, and a search bounded in depth, files and time; every limit hit is a reason, never an
-exception. YAML goes through PyYAML's ``safe_load`` (the C loader when libyaml is there).
+its value. Configs come from anywhere: size, parsing, walking and searching are all bounded, and
+every limit hit is a reason, never an exception. YAML goes through PyYAML's safe loader.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -449,7 +448,6 @@ class Scan:
     root: str
     files: list[str] = field(default_factory=list)
     entries: int = 0
-    skipped_dirs: int = 0
     unreadable: int = 0
     limit: str | None = None
     skipped_reports: int = 0  # test-report folders and files (:func:`report_output`)
@@ -461,9 +459,6 @@ class Scan:
     partial_dirs: int = 0
     links_out: int = 0  # symlinked files leading out of the root: never read
     link_places: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def place(self, path: str, folder: bool = True) -> str:
         rel = os.path.relpath(path, self.root).replace(os.sep, "/")
@@ -527,17 +522,13 @@ class _Search:
 
     def listing(self, folder: str) -> tuple[list[os.DirEntry[str]], bool] | None:
         """The folder's entries by name (at most :data:`FOLDER_LIST`) and whether there were more."""
-        entries: list[os.DirEntry[str]] = []
         try:
             with os.scandir(folder) as it:
-                for entry in it:
-                    if len(entries) >= FOLDER_LIST:
-                        return sorted(entries, key=lambda e: e.name), True
-                    entries.append(entry)
+                entries = list(islice(it, FOLDER_LIST + 1))
         except OSError:
             self.scan.unreadable += 1
             return None
-        return sorted(entries, key=lambda e: e.name), False
+        return sorted(entries[:FOLDER_LIST], key=lambda e: e.name), len(entries) > FOLDER_LIST
 
     def leaves_root(self, entry: os.DirEntry[str]) -> bool:
         """A symlinked file leading outside the root (``job.yaml -> /root/secret.yaml``)."""
@@ -550,13 +541,8 @@ class _Search:
 
     def skipped_dir(self, entry: os.DirEntry[str], depth: int) -> bool:
         name = entry.name
-        return (
-            name.startswith(".")
-            or name in SKIP_DIRS
-            or name.endswith(".egg-info")
-            or depth + 1 > self.max_depth
-            or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
-        )
+        return (name.startswith(".") or name in SKIP_DIRS or name.endswith(".egg-info") or depth + 1 > self.max_depth
+                or os.path.exists(os.path.join(entry.path, "pyvenv.cfg")))  # fmt: skip
 
     def folder(self, folder: str, depth: int, entries: list[os.DirEntry[str]], listed_more: bool, queue: deque[tuple[str, int]]) -> bool:
         """One folder's entries, within its budget; True when the whole search stops."""
@@ -582,9 +568,7 @@ class _Search:
                 scan.skipped_reports += 1
                 scan.note(scan.report_places, scan.place(entry.path if is_dir else folder))
             elif is_dir:
-                if self.skipped_dir(entry, depth):
-                    scan.skipped_dirs += 1
-                else:
+                if not self.skipped_dir(entry, depth):
                     queue.append((entry.path, depth + 1))
             elif name.startswith(".") or name in SKIP_FILES or os.path.splitext(name)[1].lower() not in CONFIG_SUFFIXES:
                 continue

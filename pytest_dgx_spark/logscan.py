@@ -1,17 +1,9 @@
-"""Failure-log signatures and the bounded reader that finds them (issue 23).
-
-The signatures are data (``data/signatures.json``: pattern, gotcha, weight, fix,
-public source), so a user file can add to them and each is tested on the line
-Spark owners posted. Logs are untrusted input: they are read in 1 MiB blocks
-(a 10 GB log in flat memory), a line is matched on its first 4 KiB only, a
-pipe or FIFO that stops writing is given up after ``idle_s`` seconds, a
-regular file is read up to the size it had when opened (a log that grows while
-read ends), and what is quoted has its terminal escapes and control
-characters stripped and its secrets redacted.
-
-Speed: one alternation of literal substrings (each signature names the text
-its line must hold) finds candidate lines inside whole blocks; only those
-lines are decoded and matched against the full patterns.
+"""Failure-log signatures (data: ``data/signatures.json``, a user file adds to them) and the
+bounded reader that finds them (issue 23). Logs are untrusted: read in 1 MiB blocks (a 10 GB log
+in flat memory), a line matched on its first 4 KiB, a silent pipe given up after ``idle_s``, a
+regular file read up to its size when opened; quotes are stripped of escapes and redacted.
+Speed: one alternation of the signatures' literal substrings finds candidate lines in whole
+blocks; only those are decoded and matched against the full patterns.
 """
 
 from __future__ import annotations
@@ -26,6 +18,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -35,16 +28,11 @@ from pytest_dgx_spark.probes import commands
 from pytest_dgx_spark.redact import Redactor, outgoing
 
 BLOCK = 1 << 20
-#: a line longer than this is matched and quoted on its first MAX_LINE bytes
-MAX_LINE = 4096
-#: quoted text of a hit, at most
-QUOTE_CHARS = 200
-#: seconds a pipe, FIFO or stdin may stay silent before the reader gives up
-IDLE_S = 10.0
-#: kept per signature per file (the rest are counted)
-KEEP_HITS = 20
-#: a signature file bigger than this is no signature file
-MAX_TABLE_BYTES = 1 << 20
+MAX_LINE = 4096  # a longer line is matched and quoted on its first MAX_LINE bytes
+QUOTE_CHARS = 200  # quoted text of a hit, at most
+IDLE_S = 10.0  # seconds a pipe, FIFO or stdin may stay silent before the reader gives up
+KEEP_HITS = 20  # kept per signature per file (the rest are counted)
+MAX_TABLE_BYTES = 1 << 20  # a signature file bigger than this is no signature file
 WEIGHTS = ("strong", "medium", "weak")
 GOTCHAS = tuple(f"G{n}" for n in range(1, 11))
 #: facts a gate may name (:class:`pytest_dgx_spark.diagnose.MachineFacts` keys, true when they hold)
@@ -100,10 +88,8 @@ class Table:
         return next(s for s in self.signatures if s.id == sid)
 
 
-def _text(entry: dict[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+def _text(entry: dict[str, Any], key: str, where: str) -> str:
     value = entry.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value.strip():
         raise TableError(f"{where}: '{key}' must be a non-empty string")
     return value
@@ -111,7 +97,7 @@ def _text(entry: dict[str, Any], key: str, where: str, *, required: bool = True)
 
 def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
     """An entry's pattern, compiled: a bad regular expression is named, never a traceback."""
-    raw = _text(entry, "pattern", where) or ""
+    raw = _text(entry, "pattern", where)
     try:
         return re.compile(raw)
     except re.error as exc:
@@ -146,7 +132,7 @@ def _signature(entry: Any, kind: str, where: str) -> Signature:
     """One entry of the table, checked: a user file's mistakes are named, never a traceback."""
     if not isinstance(entry, dict):
         raise TableError(f"{where}: expected an object, got {type(entry).__name__}")
-    sid = _text(entry, "id", where) or ""
+    sid = _text(entry, "id", where)
     where = f"{where} ({sid})"
     pattern = _pattern(entry, where)
     literals = _literals(entry, where)
@@ -262,10 +248,8 @@ class _Source:
 
     def close(self) -> None:
         if self.name != "-":
-            try:
+            with suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
 
 
 class _RawIO:
@@ -504,10 +488,8 @@ class Matcher:
             failed.append(exc)
         finally:
             scan.lines = lines + (last != b"\n")
-            try:
+            with suppress(OSError):
                 proc.stdin.close()
-            except OSError:
-                pass
 
 
 def checked(chunks: Iterator[bytes], scan: FileScan) -> Iterator[bytes]:

@@ -76,7 +76,7 @@ class ChildResult:
         if self.signal:
             return f"{what} was killed by {self.signal}{where}"
         if self.returncode not in (0, None):
-            tail = next((ln.strip()[:300] for ln in reversed(self.stderr_tail.splitlines()) if ln.strip()), "")
+            tail = next((ln.strip()[:300] for ln in self.stderr_tail.splitlines()[::-1] if ln.strip()), "")
             return f"{what} exited {self.returncode}{where}" + (f": {tail}" if tail else "")
         if not self.finished:
             return f"{what} stopped before finishing{where} (output incomplete)"

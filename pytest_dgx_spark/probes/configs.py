@@ -541,8 +541,9 @@ class _Search:
 
     def skipped_dir(self, entry: os.DirEntry[str], depth: int) -> bool:
         name = entry.name
-        return (name.startswith(".") or name in SKIP_DIRS or name.endswith(".egg-info") or depth + 1 > self.max_depth
-                or os.path.exists(os.path.join(entry.path, "pyvenv.cfg")))  # fmt: skip
+        venv = os.path.join(entry.path, "pyvenv.cfg")
+        return (name.startswith(".") or name in SKIP_DIRS or name.endswith(".egg-info")
+                or depth + 1 > self.max_depth or os.path.exists(venv))  # fmt: skip
 
     def folder(self, folder: str, depth: int, entries: list[os.DirEntry[str]], listed_more: bool, queue: deque[tuple[str, int]]) -> bool:
         """One folder's entries, within its budget; True when the whole search stops."""

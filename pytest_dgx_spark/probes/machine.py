@@ -207,7 +207,8 @@ class Machine:
             with self._early_lock:
                 early = self._early.pop(key, None)
             if early is not None:  # started early: the request goes on its stdin
-                return child.follow(early, step_timeout=step, total_timeout=total_timeout, stdin_data=request).to_dict()
+                return child.follow(early, step_timeout=step, total_timeout=total_timeout,
+                                    stdin_data=request).to_dict()  # fmt: skip
             return child.run_python(
                 child.script_source(*scripts), args=[request], step_timeout=step, total_timeout=total_timeout,
                 env=self.env if env is None else dict(env), python=self.python,
@@ -243,8 +244,8 @@ class Machine:
         def run(argv: Sequence[str], seconds: float) -> CommandResult:
             return run_command(argv, timeout=seconds, env=self.env)
 
-        kmsg = str(self.path(KMSG))
-        return self.store.get_or_compute("kernel_log", lambda: read_kernel_log(kmsg, run, timeout=self.timeout))
+        return self.store.get_or_compute(
+            "kernel_log", lambda: read_kernel_log(str(self.path(KMSG)), run, timeout=self.timeout))
 
     def nvml(self) -> NvmlSnapshot:
         """A snapshot of every GPU through NVML, in a child."""

@@ -193,8 +193,8 @@ def load_table(extra: Path | None = None) -> Table:
 
 
 class _Source:
-    """Raw bytes of a log with every read bounded: by the size a regular file had
-    when opened, and by ``idle_s`` of silence on a pipe, FIFO or terminal."""
+    """Raw bytes of a log with every read bounded: by the size a regular file had when opened, and
+    by ``idle_s`` of silence on a pipe, FIFO or terminal. :class:`gzip.GzipFile` reads through it."""
 
     def __init__(self, name: str, idle_s: float) -> None:
         self.name, self.idle_s, self.total = name, idle_s, 0
@@ -252,22 +252,12 @@ class _Source:
                 os.close(self.fd)
 
 
-class _RawIO:
-    """The file-object face :class:`gzip.GzipFile` reads through."""
-
-    def __init__(self, src: _Source) -> None:
-        self.src = src
-
-    def read(self, n: int = -1) -> bytes:
-        return self.src.read(BLOCK if n is None or n < 0 else n)
-
-
 def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None) -> Iterator[bytes]:
     """The log's bytes in blocks of about 1 MiB (decompressed when the name ends in ``.gz``)."""
     src = _Source(name, idle_s)
     try:
         if name.endswith(".gz"):
-            gz = gzip.GzipFile(fileobj=_RawIO(src), mode="rb")  # type: ignore[call-overload]
+            gz = gzip.GzipFile(fileobj=src, mode="rb")  # type: ignore[call-overload]
             try:
                 while chunk := gz.read(BLOCK):
                     yield chunk

@@ -355,13 +355,10 @@ class Matcher:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        alternatives: list[bytes] = []
-        for sig in table.signatures:
-            if sig.literals:
-                alternatives += [re.escape(lit.encode()) for lit in sig.literals]
-            else:  # a user pattern without a literal: the pattern itself prefilters
-                alternatives.append(b"(?:" + sig.pattern.pattern.encode() + b")")
-        unique = sorted(set(alternatives), key=lambda a: (-len(a), a))
+        alternatives: set[bytes] = {re.escape(lit.encode()) for s in table.signatures for lit in s.literals}
+        # a user pattern without a literal: the pattern itself prefilters
+        alternatives |= {b"(?:%s)" % s.pattern.pattern.encode() for s in table.signatures if not s.literals}
+        unique = sorted(alternatives, key=lambda a: (-len(a), a))
         self.prefilter = re.compile(b"|".join(unique))
         self._healthy = [s for s in table.signatures if s.kind == "healthy"]
         self._by_literal = [(lit, i) for i, s in enumerate(table.signatures) for lit in s.literals]
@@ -382,9 +379,7 @@ class Matcher:
         for i, sig in enumerate(self.table.signatures):
             if sig.kind == "healthy" or (sig.literals and i not in held):
                 continue
-            if sig.gotcha in gotchas and sig.kind == "signature":
-                continue
-            if sig.pattern.search(text):
+            if not (sig.kind == "signature" and sig.gotcha in gotchas) and sig.pattern.search(text):
                 found.append(sig)
                 gotchas.add(sig.gotcha)
         return found

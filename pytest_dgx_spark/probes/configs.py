@@ -42,25 +42,19 @@ PLACES = 5  # places named in a note, at most
 
 CONFIG_SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 #: build output and envs; test suites (their fixtures are not the job's); records of past runs
-SKIP_DIRS = {
-    "node_modules", "__pycache__", "site-packages", "dist-packages", "build", "dist", "venv", "tests", "test",
-    "wandb", "mlruns", "outputs", "multirun", "lightning_logs", "checkpoints",
-}
+SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "dist-packages", "build", "dist", "venv",
+             "tests", "test", "wandb", "mlruns", "outputs", "multirun", "lightning_logs", "checkpoints"}  # fmt: skip
 #: a test run's own records: Allure results and report folders, allure-pytest's files anywhere
 REPORT_DIRS = {"allure-results", "allure-report"}
 REPORT_FILE = re.compile(r".+-(?:result|container)\.json|.+-attachment(?:\.[\w-]+)?", re.IGNORECASE)
-SKIP_FILES = {
-    "package.json", "package-lock.json", "tsconfig.json", "tokenizer.json", "tokenizer_config.json",
-    "vocab.json", "special_tokens_map.json", "generation_config.json",
-}
+SKIP_FILES = {"package.json", "package-lock.json", "tsconfig.json", "tokenizer.json", "tokenizer_config.json",
+              "vocab.json", "special_tokens_map.json", "generation_config.json"}  # fmt: skip
 
 # Keys and flags compare normalized: lower case, leading dashes stripped, "-" -> "_".
 #: tensor-parallel degree: vLLM, SGLang/TRT-LLM/transformers/DeepSpeed inference, Megatron/NeMo,
 #: accelerate (YAML and env), DeepSpeed AutoTP, accelerate's Megatron plugin, NVIDIA txt2kg, torchtitan
-TP_KEYS = {
-    "tensor_parallel_size", "tp_size", "tensor_model_parallel_size", "parallelism_config_tp_size",
-    "autotp_size", "megatron_lm_tp_degree", "vllm_tensor_parallel_size", "tensor_parallel_degree",
-}
+TP_KEYS = {"tensor_parallel_size", "tp_size", "tensor_model_parallel_size", "parallelism_config_tp_size",
+           "autotp_size", "megatron_lm_tp_degree", "vllm_tensor_parallel_size", "tensor_parallel_degree"}
 TP_FLAGS = {"tp"}  # only as flags (SGLang --tp, vLLM -tp): a bare ``tp:`` YAML key is too often else
 PP_KEYS = {"pipeline_parallel_size", "pp_size", "pipeline_model_parallel_size", "pipeline_parallel_degree"}
 PP_FLAGS = {"pp"}
@@ -75,12 +69,9 @@ LAUNCH_STRATEGY_FLAGS = {"use_fsdp": "FSDP", "use_deepspeed": "DEEPSPEED", "use_
 VALUE_FLAGS = NODE_FLAGS | TP_KEYS | TP_FLAGS | PP_KEYS | PP_FLAGS | BACKEND_KEYS | STRATEGY_KEYS
 
 _KNOWN = TP_KEYS | TP_FLAGS | PP_KEYS | PP_FLAGS | NODE_KEYS | {"num_nodes", "headless"} | BACKEND_KEYS
-_FLAG_HINT = re.compile(
-    r"(?:^|[\s\"'\[,=.])(?:--?|\+{0,2})("
-    + "|".join(sorted({k.replace("_", "[-_]") for k in _KNOWN}, key=len, reverse=True))
-    + r")\b",
-    re.IGNORECASE,
-)
+_FLAG_HINT = re.compile(r"(?:^|[\s\"'\[,=.])(?:--?|\+{0,2})("
+                        + "|".join(sorted({k.replace("_", "[-_]") for k in _KNOWN}, key=len, reverse=True))
+                        + r")\b", re.IGNORECASE)  # fmt: skip
 #: what starts a server or an inference engine (a job that serves a model, not one that trains it)
 _SERVING = re.compile(
     r"(?:\bvllm\s+serve\b|\bvllm\.entrypoints\b|\bsglang\.launch_server\b|\btrtllm-serve\b"

@@ -43,7 +43,7 @@ PLACES = 5  # places named in a note, at most
 CONFIG_SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 #: build output and envs; test suites (their fixtures are not the job's); records of past runs
 SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "dist-packages", "build", "dist", "venv",
-             "tests", "test", "wandb", "mlruns", "outputs", "multirun", "lightning_logs", "checkpoints"}  # fmt: skip
+             "tests", "test", "wandb", "mlruns", "outputs", "multirun", "lightning_logs", "checkpoints"}
 #: a test run's own records: Allure results and report folders, allure-pytest's files anywhere
 REPORT_DIRS = {"allure-results", "allure-report"}
 REPORT_FILE = re.compile(r".+-(?:result|container)\.json|.+-attachment(?:\.[\w-]+)?", re.IGNORECASE)

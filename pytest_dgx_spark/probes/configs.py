@@ -127,11 +127,8 @@ def as_count(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        m = re.fullmatch(r"(\d{1,6})(?::(\d{1,6}))?", value.strip().strip("\"'"))
-        if m:
-            return max(int(m.group(1)), int(m.group(2) or 0))
-    return None
+    m = isinstance(value, str) and re.fullmatch(r"(\d{1,6})(?::(\d{1,6}))?", value.strip().strip("\"'"))
+    return max(int(m.group(1)), int(m.group(2) or 0)) if m else None
 
 
 def make_finding(what: str, value: Any, key: str) -> Finding:
@@ -346,11 +343,9 @@ def _parse_python(text: str, notes: list[str]) -> list[Finding]:
         elif isinstance(node, ast.Assign):
             pairs += [(t.id, node.value, node.lineno) for t in node.targets if isinstance(t, ast.Name)]
         elif isinstance(node, ast.Dict):
-            pairs += [
-                (k.value, v, getattr(k, "lineno", 0))
-                for k, v in zip(node.keys, node.values, strict=False)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            ]
+            pairs += [(k.value, v, getattr(k, "lineno", 0))
+                      for k, v in zip(node.keys, node.values, strict=False)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str)]
         for name, value, line in pairs:
             if not isinstance(value, ast.Constant):
                 if norm(name) in TP_KEYS | PP_KEYS | NODE_KEYS:
@@ -389,8 +384,7 @@ def read_config(path: Path, name: str, kind: str, *, max_bytes: int = MAX_BYTES)
     if text is None:
         return src
     fmt = CONFIG_SUFFIXES.get(path.suffix.lower(), "python" if path.suffix == ".py" else "text")
-    if serving_marker(text):
-        src.role = "serving"
+    src.role = "serving" if serving_marker(text) else None
     try:
         if fmt == "python":
             src.findings += _parse_python(text, src.notes)

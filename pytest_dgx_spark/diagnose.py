@@ -151,9 +151,6 @@ def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None =
     return Diagnosis(list(files), per_check, cause, secondary, errors)
 
 
-# --------------------------------------------------------------------------- results
-
-
 def ignored(files: Sequence[FileScan], table: Table) -> list[str]:
     """The healthy lines that were read and set aside (``-v``): a whitelist that says what it hid."""
     out = []

@@ -189,9 +189,6 @@ def load_table(extra: Path | None = None) -> Table:
     return Table(parse_table(doc, f"signature file {extra.name}") + table)
 
 
-# --------------------------------------------------------------------------- reading
-
-
 class _Source:
     """Raw bytes of a log with every read bounded: by the size a regular file had when opened, and
     by ``idle_s`` of silence on a pipe, FIFO or terminal. :class:`gzip.GzipFile` reads through it."""
@@ -308,9 +305,6 @@ def timestamp(text: str) -> tuple[str, str] | None:
     if m := SYSLOG_TS.search(text):
         return "syslog", f"{MONTHS[m.group(1)]:02d}-{int(m.group(2)):02d} {m.group(3)}"
     return None
-
-
-# --------------------------------------------------------------------------- matching
 
 
 @dataclass

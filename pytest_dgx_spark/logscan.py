@@ -273,8 +273,6 @@ def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None) ->
 
 def binary_reason(head: bytes) -> str | None:
     """Why the first bytes of a log are no text (NULs, or mostly undecodable), else ``None``."""
-    if not head:
-        return None
     sample = head[:65536]
     nul = sample.count(0)
     if nul > len(sample) // 100:
@@ -286,14 +284,13 @@ def binary_reason(head: bytes) -> str | None:
     return None
 
 
-def clean(raw: bytes, redactor: Redactor | None = None) -> str:
-    """A log line as it is matched and quoted: UTF-8 (undecodable bytes replaced), terminal
-    escapes and control characters stripped; secrets redacted when a ``redactor`` is given."""
+def clean(raw: bytes) -> str:
+    """A log line as it is matched: UTF-8 (undecodable bytes replaced), terminal escapes and control
+    characters stripped (it is redacted only when kept)."""
     text = raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
     if "\x1b" in text:
         text = ANSI.sub("", text)
-    text = CONTROL.sub("", text.replace("\t", " "))
-    return redactor.text(text) if redactor is not None else text
+    return CONTROL.sub("", text.replace("\t", " "))
 
 
 def timestamp(text: str) -> tuple[str, str] | None:

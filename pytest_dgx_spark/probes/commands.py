@@ -423,8 +423,7 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
     of time, or it exited and a process it started holds them open."""
     assert proc.stdout is not None and proc.stderr is not None
     names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-    chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-    size = dict.fromkeys(chunks, 0)
+    kept = {"stdout": bytearray(), "stderr": bytearray()}
     poller = select.poll()
     for fd in names:
         poller.register(fd, select.POLLIN | select.POLLPRI)
@@ -448,12 +447,10 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
                 poller.unregister(fd)
                 open_fds.discard(fd)
                 continue
-            name = names[fd]
-            keep = chunk[: max(MAX_OUTPUT - size[name], 0)]
-            chunks[name].append(keep)
-            size[name] += len(keep)
-            if len(keep) < len(chunk):
-                result.overflow = name
+            room = MAX_OUTPUT - len(kept[names[fd]])
+            kept[names[fd]] += chunk[:room]
+            if len(chunk) > room:
+                result.overflow = names[fd]
                 killpg(proc)
                 break
         if events:
@@ -474,6 +471,6 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
             kill_group(proc)
             result.timed_out = True
             return
-    result.stdout, result.stderr = (b"".join(chunks[n])[:MAX_OUTPUT].decode("utf-8", "replace") for n in chunks)
+    result.stdout, result.stderr = (kept[n].decode("utf-8", "replace") for n in kept)
     result.returncode = proc.returncode
     result.signal = exit_signal(proc, result.overflow)

@@ -112,9 +112,9 @@ def capped_lines(stream: Any, total: int, line_cap: int) -> Iterator[bytes | str
 def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a probe child: unbuffered, no startup file, not an xdist worker."""
     env = commands.safe_env(os.environ if base is None else base)
-    drop = ("PYTHONSTARTUP", "PYTEST_CURRENT_TEST")
-    return {**{k: v for k, v in env.items() if k not in drop and not k.startswith("PYTEST_XDIST")},
-            "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONSTARTUP", None)
+    return {k: v for k, v in env.items() if not (k.startswith("PYTEST_XDIST") or k == "PYTEST_CURRENT_TEST")}
 
 
 @dataclass

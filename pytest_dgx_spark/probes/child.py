@@ -1,10 +1,9 @@
-"""Run a Python probe script in a child process, with a progress watchdog.
+"""Run a Python probe script in a child process, with a progress watchdog: importing torch,
+initialising NVML or a first kernel can segfault, abort or hang, and none of that may reach pytest.
 
-Importing torch, initialising NVML or a first kernel can segfault, abort or hang; none of that
-may reach pytest. The child reports JSON lines: ``{"begin": step, "scale": n}`` (the next line
-is due within ``step_timeout * n`` s), ``{"data": {...}}`` (facts), ``{"event": {...}}`` (a
-series item), ``{"done": true}``. A silent child is killed with its group and the result names
-the step it was in; lines that are not JSON are counted, not fatal.
+The child prints JSON lines: ``{"begin": step, "scale": n}`` (the next is due within ``step_timeout
+* n`` s), ``{"data": {...}}``, ``{"event": {...}}`` (a series item), ``{"done": true}``. A silent
+child is killed with its group and the result names its step; a line that is not JSON is counted.
 """
 
 from __future__ import annotations

@@ -234,8 +234,7 @@ def walk(doc: Any, notes: list[str]) -> list[Finding]:
     found: list[Finding] = []
     seen: set[int] = set()
     stack: list[tuple[Any, str, str, int]] = [(doc, "", "", 0)]
-    nodes = 0
-    deep = False
+    nodes, deep = 0, False
     while stack:
         obj, path, parent, depth = stack.pop()
         nodes += 1

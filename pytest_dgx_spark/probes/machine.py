@@ -181,13 +181,10 @@ class Machine:
     def gpu_pids(self) -> list[int]:
         """The pids NVML lists on any GPU (compute and graphics), in its order."""
         nv = self.nvml()
-        pids: list[int] = []
-        for dev in nv.get("devices") or [] if nv.get("ok") else []:
-            for p in [*(dev.get("compute_procs") or []), *(dev.get("graphics_procs") or [])]:
-                pid = p.get("pid") if isinstance(p, Mapping) else None
-                if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid not in pids:
-                    pids.append(pid)
-        return pids
+        devices = nv.get("devices") or [] if nv.get("ok") else []
+        procs = [p for d in devices for k in ("compute_procs", "graphics_procs") for p in d.get(k) or []]
+        pids = [p.get("pid") for p in procs if isinstance(p, Mapping)]
+        return list(dict.fromkeys(p for p in pids if type(p) is int and p > 0))
 
     def command(self, argv: Sequence[str], *, timeout: float | None = None) -> CommandResult:
         run = lambda: run_command(argv, timeout=timeout or self.timeout, env=self.env).to_dict()  # noqa: E731

@@ -246,12 +246,10 @@ def main():
         errors = {}
         count = _call(errors, "device_count", nv.nvmlDeviceGetCount) or 0
         cuda = _fn(nv, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-        data(
-            driver_version=_call(errors, "driver_version", nv.nvmlSystemGetDriverVersion),
-            nvml_version=_call(errors, "nvml_version", nv.nvmlSystemGetNVMLVersion),
-            cuda_driver_version=_call(errors, "cuda_driver_version", cuda), device_count=count,
-            system_errors=errors,
-        )
+        data(driver_version=_call(errors, "driver_version", nv.nvmlSystemGetDriverVersion),
+             nvml_version=_call(errors, "nvml_version", nv.nvmlSystemGetNVMLVersion),
+             cuda_driver_version=_call(errors, "cuda_driver_version", cuda), device_count=count,
+             system_errors=errors)
         if cfg.get("mode") in ("sample", "stream"):
             _series(nv, cfg, count, cfg.get("mode") == "stream")
         else:

@@ -531,11 +531,8 @@ class _Search:
 
     def folder(self, folder: str, depth: int, entries: list[os.DirEntry[str]], listed_more: bool, queue: deque[tuple[str, int]]) -> bool:
         """One folder's entries, within its budget; True when the whole search stops."""
-        scan, taken, more = self.scan, 0, listed_more
-        for index, entry in enumerate(entries):
-            if index >= self.folder_entries:
-                more = True
-                break
+        scan, taken, more = self.scan, 0, listed_more or len(entries) > self.folder_entries
+        for entry in entries[: self.folder_entries]:
             scan.entries += 1
             if scan.entries > self.max_entries:
                 scan.limit = f"stopped after {self.max_entries} entries"

@@ -95,25 +95,6 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
-    """An entry's pattern, compiled: a bad regular expression is named, never a traceback."""
-    raw = _text(entry, "pattern", where)
-    try:
-        return re.compile(raw)
-    except re.error as exc:
-        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
-
-
-def _literals(entry: dict[str, Any], where: str) -> list[str]:
-    """An entry's literal prefilters: one string or a list of them, each non-empty."""
-    literals = entry.get("literal") or []
-    if isinstance(literals, str):
-        literals = [literals]
-    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
-        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
-    return literals
-
-
 def _gotcha_weight(entry: dict[str, Any], kind: str, where: str) -> tuple[str | None, str]:
     """A signature's gotcha and weight, checked (with its fix); other kinds have none and weigh weak."""
     if kind != "signature":
@@ -134,8 +115,14 @@ def _signature(entry: Any, kind: str, where: str) -> Signature:
         raise TableError(f"{where}: expected an object, got {type(entry).__name__}")
     sid = _text(entry, "id", where)
     where = f"{where} ({sid})"
-    pattern = _pattern(entry, where)
-    literals = _literals(entry, where)
+    try:
+        pattern = re.compile(_text(entry, "pattern", where))
+    except re.error as exc:
+        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
+    literals = entry.get("literal") or []  # one string or a list of them, each non-empty
+    literals = [literals] if isinstance(literals, str) else literals
+    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
+        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
     gotcha, weight = _gotcha_weight(entry, kind, where)
     gate = entry.get("gate") or []
     if not isinstance(gate, list) or any(g not in GATES for g in gate):

@@ -1,19 +1,11 @@
-"""Diagnose: a failed run's logs name the gotcha that killed it (issue 23).
+"""Diagnose: a failed run's logs name the gotcha that killed it (issue 23), decided purely from
+:mod:`pytest_dgx_spark.logscan`'s hits and a few facts of the machine (:class:`MachineFacts`).
 
-:mod:`pytest_dgx_spark.logscan` finds the known lines; this module decides,
-purely, from those hits and a few facts of the machine (:class:`MachineFacts`):
-
-- **primacy over frequency**: the earliest strong line on the rank (file) that
-  failed first is the cause; strong lines of the other files, and their
-  floods of NCCL errors, are secondary and said so;
-- the files are ranks or nodes of one job: the first to fail is the one whose
-  first strong line has the earliest timestamp (when every candidate has one
-  of the same kind), else the first given;
-- per check: a strong line is a FAIL quoting ``file:line: "…"`` and the fix; a
-  medium or weak one a WARN saying what would confirm it; healthy
-  (whitelisted) lines never count and ``-v`` lists them;
-- ambiguous lines are gated on facts (FIELD-2026-12 §4.3): ``NV_ERR_NO_MEMORY``
-  is weak alone, strong with kernel 7.0.0-1019 or empty high-order buddyinfo.
+Primacy over frequency: the cause is the first strong line of the file (rank, node) that failed
+first (earliest timestamp when all have one of one kind, else the first given); the others'
+strong lines and NCCL floods are secondary. A strong line is a FAIL, a medium or weak one a WARN;
+healthy lines never count. Ambiguous lines are gated on facts (FIELD-2026-12 §4.3):
+``NV_ERR_NO_MEMORY`` is weak alone, strong with kernel 7.0.0-1019 or empty high-order buddyinfo.
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from pytest_dgx_spark import catalog
-from pytest_dgx_spark.logscan import FileScan, Hit, Signature, Table
+from pytest_dgx_spark.logscan import GATES, FileScan, Hit, Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.safe_text import shortened
 
@@ -34,26 +26,10 @@ class MachineFacts(TypedDict, total=False):
     """What the gates read of the machine whose run failed; ``None``/absent is "not read"."""
 
     kernel_release: str | None
-    #: ``CmaFree > CmaTotal`` in /proc/meminfo (the kernel 7.0 KHO/CMA bug)
-    cma_free_over_total: bool | None
-    #: /proc/buddyinfo zone Normal has no free block of order >= 9
-    high_order_blocks_empty: bool | None
-    #: the image's CUDA is newer than the driver's
+    cma_free_over_total: bool | None  # CmaFree > CmaTotal in /proc/meminfo (the kernel 7.0 KHO/CMA bug)
+    high_order_blocks_empty: bool | None  # /proc/buddyinfo zone Normal: no free block of order >= 9
     image_cuda_newer_than_driver: bool | None
-    #: another process holds GPU memory (G6's reading)
-    other_gpu_process: bool | None
-
-
-def gate_facts(facts: MachineFacts) -> dict[str, bool | None]:
-    """Each gate name of the table -> whether it holds (``None``: not read)."""
-    kernel = facts.get("kernel_release")
-    return {
-        "kernel_7_0_0_1019": None if not kernel else kernel.startswith("7.0.0-1019"),
-        "cma_free_over_total": facts.get("cma_free_over_total"),
-        "high_order_blocks_empty": facts.get("high_order_blocks_empty"),
-        "image_cuda_newer_than_driver": facts.get("image_cuda_newer_than_driver"),
-        "other_gpu_process": facts.get("other_gpu_process"),
-    }
+    other_gpu_process: bool | None  # another process holds GPU memory (G6's reading)
 
 
 GATE_WORDS = {
@@ -98,31 +74,22 @@ class Diagnosis:
     secondary: list[str]
     errors: list[str]
 
-    @property
-    def lines(self) -> int:
-        return sum(f.lines for f in self.files)
-
     def line(self) -> str:
         """``diagnosis: G1 (first failure at train.log:1834)`` or ``diagnosis: unknown — …``."""
         if self.cause is not None:
             return f"diagnosis: {self.cause.gotcha} (first failure at {self.cause.hit.where})"
-        n = len(self.files)
-        return f"diagnosis: unknown — no known failure in {self.lines:,} lines ({n} file{'s' if n != 1 else ''})"
+        n, lines = len(self.files), sum(f.lines for f in self.files)
+        return f"diagnosis: unknown — no known failure in {lines:,} lines ({n} file{'s' if n != 1 else ''})"
 
     def to_dict(self) -> dict[str, Any]:
-        cause = self.cause
+        c = self.cause
         return {
-            "gotcha": cause.gotcha if cause else None,
-            "line": self.line(),
-            "at": cause.hit.where if cause else None,
-            "quote": cause.hit.text if cause else None,
-            "signature": cause.sig.id if cause else None,
-            "fix": cause.sig.fix if cause else None,
-            "secondary": list(self.secondary),
+            "gotcha": c and c.gotcha, "line": self.line(), "at": c and c.hit.where, "quote": c and c.hit.text,
+            "signature": c and c.sig.id, "fix": c and c.sig.fix, "secondary": list(self.secondary),
             "files": [{"name": f.name, "path": f.path, "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
                        "notes": list(f.notes)} for f in self.files],
             "errors": list(self.errors),
-        }
+        }  # fmt: skip
 
 
 def _first_failing(strong: dict[int, Evidence]) -> int:
@@ -135,7 +102,10 @@ def _first_failing(strong: dict[int, Evidence]) -> int:
 
 def _gates(files: Sequence[FileScan], facts: MachineFacts | None) -> dict[Any, bool | None]:
     """The machine's facts and the logs' context lines, keyed by second: the gates a weak sign needs."""
-    gates: dict[Any, bool | None] = dict(gate_facts(facts or {}))
+    known: Mapping[str, Any] = facts or {}
+    gates: dict[Any, bool | None] = {g: known.get(g) for g in GATES}
+    kernel = known.get("kernel_release")
+    gates["kernel_7_0_0_1019"] = kernel.startswith("7.0.0-1019") if kernel else None
     for scan in files:  # context lines by second: an Xid at the second a service stopped "cleanly"
         gates.update({(h.sig, h.ts[0], h.ts[1].split(".")[0]): True for h in scan.context if h.ts is not None})
     return gates
@@ -179,9 +149,6 @@ def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None =
     secondary = _secondary(files, table, first_strong, cause) if cause is not None else []
     errors = [f.error for f in files if f.error]
     return Diagnosis(list(files), per_check, cause, secondary, errors)
-
-
-# --------------------------------------------------------------------------- results
 
 
 def ignored(files: Sequence[FileScan], table: Table) -> list[str]:

@@ -1,17 +1,9 @@
-"""Failure-log signatures and the bounded reader that finds them (issue 23).
-
-The signatures are data (``data/signatures.json``: pattern, gotcha, weight, fix,
-public source), so a user file can add to them and each is tested on the line
-Spark owners posted. Logs are untrusted input: they are read in 1 MiB blocks
-(a 10 GB log in flat memory), a line is matched on its first 4 KiB only, a
-pipe or FIFO that stops writing is given up after ``idle_s`` seconds, a
-regular file is read up to the size it had when opened (a log that grows while
-read ends), and what is quoted has its terminal escapes and control
-characters stripped and its secrets redacted.
-
-Speed: one alternation of literal substrings (each signature names the text
-its line must hold) finds candidate lines inside whole blocks; only those
-lines are decoded and matched against the full patterns.
+"""Failure-log signatures (data: ``data/signatures.json``, a user file adds to them) and the
+bounded reader that finds them (issue 23). Logs are untrusted: read in 1 MiB blocks (a 10 GB log
+in flat memory), a line matched on its first 4 KiB, a silent pipe given up after ``idle_s``, a
+regular file read up to its size when opened; quotes are stripped of escapes and redacted.
+Speed: one alternation of the signatures' literal substrings finds candidate lines in whole
+blocks; only those are decoded and matched against the full patterns.
 """
 
 from __future__ import annotations
@@ -26,6 +18,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -35,16 +28,11 @@ from pytest_dgx_spark.probes import commands
 from pytest_dgx_spark.redact import Redactor, outgoing
 
 BLOCK = 1 << 20
-#: a line longer than this is matched and quoted on its first MAX_LINE bytes
-MAX_LINE = 4096
-#: quoted text of a hit, at most
-QUOTE_CHARS = 200
-#: seconds a pipe, FIFO or stdin may stay silent before the reader gives up
-IDLE_S = 10.0
-#: kept per signature per file (the rest are counted)
-KEEP_HITS = 20
-#: a signature file bigger than this is no signature file
-MAX_TABLE_BYTES = 1 << 20
+MAX_LINE = 4096  # a longer line is matched and quoted on its first MAX_LINE bytes
+QUOTE_CHARS = 200  # quoted text of a hit, at most
+IDLE_S = 10.0  # seconds a pipe, FIFO or stdin may stay silent before the reader gives up
+KEEP_HITS = 20  # kept per signature per file (the rest are counted)
+MAX_TABLE_BYTES = 1 << 20  # a signature file bigger than this is no signature file
 WEIGHTS = ("strong", "medium", "weak")
 GOTCHAS = tuple(f"G{n}" for n in range(1, 11))
 #: facts a gate may name (:class:`pytest_dgx_spark.diagnose.MachineFacts` keys, true when they hold)
@@ -100,32 +88,11 @@ class Table:
         return next(s for s in self.signatures if s.id == sid)
 
 
-def _text(entry: dict[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
+def _text(entry: dict[str, Any], key: str, where: str) -> str:
     value = entry.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value.strip():
         raise TableError(f"{where}: '{key}' must be a non-empty string")
     return value
-
-
-def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
-    """An entry's pattern, compiled: a bad regular expression is named, never a traceback."""
-    raw = _text(entry, "pattern", where) or ""
-    try:
-        return re.compile(raw)
-    except re.error as exc:
-        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
-
-
-def _literals(entry: dict[str, Any], where: str) -> list[str]:
-    """An entry's literal prefilters: one string or a list of them, each non-empty."""
-    literals = entry.get("literal") or []
-    if isinstance(literals, str):
-        literals = [literals]
-    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
-        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
-    return literals
 
 
 def _gotcha_weight(entry: dict[str, Any], kind: str, where: str) -> tuple[str | None, str]:
@@ -146,10 +113,16 @@ def _signature(entry: Any, kind: str, where: str) -> Signature:
     """One entry of the table, checked: a user file's mistakes are named, never a traceback."""
     if not isinstance(entry, dict):
         raise TableError(f"{where}: expected an object, got {type(entry).__name__}")
-    sid = _text(entry, "id", where) or ""
+    sid = _text(entry, "id", where)
     where = f"{where} ({sid})"
-    pattern = _pattern(entry, where)
-    literals = _literals(entry, where)
+    try:
+        pattern = re.compile(_text(entry, "pattern", where))
+    except re.error as exc:
+        raise TableError(f"{where}: pattern is not a regular expression ({exc})") from None
+    literals = entry.get("literal") or []  # one string or a list of them, each non-empty
+    literals = [literals] if isinstance(literals, str) else literals
+    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
+        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
     gotcha, weight = _gotcha_weight(entry, kind, where)
     gate = entry.get("gate") or []
     if not isinstance(gate, list) or any(g not in GATES for g in gate):
@@ -203,12 +176,9 @@ def load_table(extra: Path | None = None) -> Table:
     return Table(parse_table(doc, f"signature file {extra.name}") + table)
 
 
-# --------------------------------------------------------------------------- reading
-
-
 class _Source:
-    """Raw bytes of a log with every read bounded: by the size a regular file had
-    when opened, and by ``idle_s`` of silence on a pipe, FIFO or terminal."""
+    """Raw bytes of a log with every read bounded: by the size a regular file had when opened, and
+    by ``idle_s`` of silence on a pipe, FIFO or terminal. :class:`gzip.GzipFile` reads through it."""
 
     def __init__(self, name: str, idle_s: float) -> None:
         self.name, self.idle_s, self.total = name, idle_s, 0
@@ -262,20 +232,8 @@ class _Source:
 
     def close(self) -> None:
         if self.name != "-":
-            try:
+            with suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
-
-
-class _RawIO:
-    """The file-object face :class:`gzip.GzipFile` reads through."""
-
-    def __init__(self, src: _Source) -> None:
-        self.src = src
-
-    def read(self, n: int = -1) -> bytes:
-        return self.src.read(BLOCK if n is None or n < 0 else n)
 
 
 def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None) -> Iterator[bytes]:
@@ -283,7 +241,7 @@ def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None) ->
     src = _Source(name, idle_s)
     try:
         if name.endswith(".gz"):
-            gz = gzip.GzipFile(fileobj=_RawIO(src), mode="rb")  # type: ignore[call-overload]
+            gz = gzip.GzipFile(fileobj=src, mode="rb")  # type: ignore[call-overload]
             try:
                 while chunk := gz.read(BLOCK):
                     yield chunk
@@ -302,8 +260,6 @@ def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None) ->
 
 def binary_reason(head: bytes) -> str | None:
     """Why the first bytes of a log are no text (NULs, or mostly undecodable), else ``None``."""
-    if not head:
-        return None
     sample = head[:65536]
     nul = sample.count(0)
     if nul > len(sample) // 100:
@@ -315,14 +271,13 @@ def binary_reason(head: bytes) -> str | None:
     return None
 
 
-def clean(raw: bytes, redactor: Redactor | None = None) -> str:
-    """A log line as it is matched and quoted: UTF-8 (undecodable bytes replaced), terminal
-    escapes and control characters stripped; secrets redacted when a ``redactor`` is given."""
+def clean(raw: bytes) -> str:
+    """A log line as it is matched: UTF-8 (undecodable bytes replaced), terminal escapes and control
+    characters stripped (it is redacted only when kept)."""
     text = raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
     if "\x1b" in text:
         text = ANSI.sub("", text)
-    text = CONTROL.sub("", text.replace("\t", " "))
-    return redactor.text(text) if redactor is not None else text
+    return CONTROL.sub("", text.replace("\t", " "))
 
 
 def timestamp(text: str) -> tuple[str, str] | None:
@@ -334,9 +289,6 @@ def timestamp(text: str) -> tuple[str, str] | None:
     if m := SYSLOG_TS.search(text):
         return "syslog", f"{MONTHS[m.group(1)]:02d}-{int(m.group(2)):02d} {m.group(3)}"
     return None
-
-
-# --------------------------------------------------------------------------- matching
 
 
 @dataclass
@@ -381,13 +333,10 @@ class Matcher:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        alternatives: list[bytes] = []
-        for sig in table.signatures:
-            if sig.literals:
-                alternatives += [re.escape(lit.encode()) for lit in sig.literals]
-            else:  # a user pattern without a literal: the pattern itself prefilters
-                alternatives.append(b"(?:" + sig.pattern.pattern.encode() + b")")
-        unique = sorted(set(alternatives), key=lambda a: (-len(a), a))
+        alternatives: set[bytes] = {re.escape(lit.encode()) for s in table.signatures for lit in s.literals}
+        # a user pattern without a literal: the pattern itself prefilters
+        alternatives |= {b"(?:%s)" % s.pattern.pattern.encode() for s in table.signatures if not s.literals}
+        unique = sorted(alternatives, key=lambda a: (-len(a), a))
         self.prefilter = re.compile(b"|".join(unique))
         self._healthy = [s for s in table.signatures if s.kind == "healthy"]
         self._by_literal = [(lit, i) for i, s in enumerate(table.signatures) for lit in s.literals]
@@ -408,9 +357,7 @@ class Matcher:
         for i, sig in enumerate(self.table.signatures):
             if sig.kind == "healthy" or (sig.literals and i not in held):
                 continue
-            if sig.gotcha in gotchas and sig.kind == "signature":
-                continue
-            if sig.pattern.search(text):
+            if not (sig.kind == "signature" and sig.gotcha in gotchas) and sig.pattern.search(text):
                 found.append(sig)
                 gotchas.add(sig.gotcha)
         return found
@@ -504,10 +451,8 @@ class Matcher:
             failed.append(exc)
         finally:
             scan.lines = lines + (last != b"\n")
-            try:
+            with suppress(OSError):
                 proc.stdin.close()
-            except OSError:
-                pass
 
 
 def checked(chunks: Iterator[bytes], scan: FileScan) -> Iterator[bytes]:

@@ -1,10 +1,9 @@
-"""Run a Python probe script in a child process, with a progress watchdog.
+"""Run a Python probe script in a child process, with a progress watchdog: importing torch,
+initialising NVML or a first kernel can segfault, abort or hang, and none of that may reach pytest.
 
-Importing torch, initialising NVML or a first kernel can segfault, abort or hang; none of that
-may reach pytest. The child reports JSON lines: ``{"begin": step, "scale": n}`` (the next line
-is due within ``step_timeout * n`` s), ``{"data": {...}}`` (facts), ``{"event": {...}}`` (a
-series item), ``{"done": true}``. A silent child is killed with its group and the result names
-the step it was in; lines that are not JSON are counted, not fatal.
+The child prints JSON lines: ``{"begin": step, "scale": n}`` (the next is due within ``step_timeout
+* n`` s), ``{"data": {...}}``, ``{"event": {...}}`` (a series item), ``{"done": true}``. A silent
+child is killed with its group and the result names its step; a line that is not JSON is counted.
 """
 
 from __future__ import annotations
@@ -17,32 +16,21 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_dgx_spark.probes.commands import (
-    close_pipes,
-    exit_signal,
-    finish,
-    kill_group,
-    killpg,
-    limit_in_stderr,
-    limit_reason,
-    pipe,
-    safe_env,
-    start,
-    untrack,
-)
+from pytest_dgx_spark.probes import commands
+from pytest_dgx_spark.probes.commands import limit_in_stderr  # engine.py imports it from here
 
 SCRIPTS = Path(__file__).with_name("scripts")
 #: the most a child may print on stdout in all, and in one line; past either it is killed
 MAX_STDOUT = 16 << 20
 MAX_LINE = 1 << 20
-#: protocol lines read but not handled yet (bounds memory when the child outruns us)
-QUEUE_LINES = 256
-#: the prologue every child script starts with
-PROTOCOL = "_protocol.py"
+QUEUE_LINES = 256  # protocol lines read but not handled yet (bounds memory when the child outruns us)
+MAX_EVENTS = 100_000
+PROTOCOL = "_protocol.py"  # the prologue every child script starts with
 
 
 def script_source(*names: str, main: str = "main()") -> str:
@@ -66,10 +54,8 @@ class ChildResult:
     stderr_tail: str = ""
     duration_s: float = 0.0
     finished: bool = False  # the script printed {"done": true}
-    #: why the child was killed for its output ("more than 16 MiB", "a line over 1 MiB")
-    overflow: str | None = None
-    #: seconds each step took, from its "begin" to the next "begin" or "done"
-    step_seconds: dict[str, float] = field(default_factory=dict)
+    overflow: str | None = None  # why it was killed for its output ("more than 16 MiB", "a line over 1 MiB")
+    step_seconds: dict[str, float] = field(default_factory=dict)  # each step's "begin" to the next or "done"
     #: ``"resource limit: ..."``: a limit of this box or user stopped the child, no verdict on the GPU
     resource_limit: str | None = None
 
@@ -89,7 +75,7 @@ class ChildResult:
         if self.signal:
             return f"{what} was killed by {self.signal}{where}"
         if self.returncode not in (0, None):
-            tail = last_line(self.stderr_tail)
+            tail = next((ln.strip()[:300] for ln in self.stderr_tail.splitlines()[::-1] if ln.strip()), "")
             return f"{what} exited {self.returncode}{where}" + (f": {tail}" if tail else "")
         if not self.finished:
             return f"{what} stopped before finishing{where} (output incomplete)"
@@ -106,8 +92,7 @@ class ChildResult:
 def capped_lines(stream: Any, total: int, line_cap: int) -> Iterator[bytes | str]:
     """``stream``'s lines; past ``total`` bytes or on a line over ``line_cap``, the reason (a str)
     and stop. Memory stays within ``line_cap`` plus one read."""
-    buf = b""
-    seen = 0
+    buf, seen = b"", 0
     read = stream.read1 if hasattr(stream, "read1") else stream.read
     while chunk := read(65536):
         seen += len(chunk)
@@ -123,19 +108,12 @@ def capped_lines(stream: Any, total: int, line_cap: int) -> Iterator[bytes | str
         yield buf
 
 
-def last_line(text: str) -> str:
-    return next((line.strip()[:300] for line in reversed(text.splitlines()) if line.strip()), "")
-
-
-def child_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a probe child: unbuffered, no startup file, not an xdist worker."""
-    env = safe_env(os.environ if base is None else base)
+    env = commands.safe_env(os.environ if base is None else base)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONSTARTUP", None)
-    for key in [k for k in env if k.startswith("PYTEST_XDIST") or k == "PYTEST_CURRENT_TEST"]:
-        del env[key]
-    env.update(extra or {})
-    return env
+    return {k: v for k, v in env.items() if not (k.startswith("PYTEST_XDIST") or k == "PYTEST_CURRENT_TEST")}
 
 
 @dataclass
@@ -153,7 +131,7 @@ def spawn_python(
     """Start ``python -c source`` (:func:`commands.start`); a :class:`ChildResult` with ``error``
     when it cannot. The torch child is started so before its request is known."""
     begun = time.monotonic()
-    proc = start([python or sys.executable, "-c", source, *args], child_env(base=env), stdin=stdin)
+    proc = commands.start([python or sys.executable, "-c", source, *args], child_env(base=env), stdin=stdin)
     if isinstance(proc, tuple):
         return ChildResult(error=proc[0], resource_limit=proc[1])
     return Spawned(proc, begun)
@@ -162,21 +140,21 @@ def spawn_python(
 def run_python(
     source: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None, python: str | None = None,
     stdin_data: str | None = None, step_timeout: float, total_timeout: float | None = None,
-    max_events: int = 100_000, max_stdout: int | None = None,
+    max_stdout: int | None = None,
 ) -> ChildResult:
     """Run ``source`` with ``python -c`` and follow its protocol (see :func:`follow`)."""
     spawned = spawn_python(source, args=args, env=env, python=python, stdin=stdin_data is not None)
     if isinstance(spawned, ChildResult):
         return spawned
     return follow(spawned, step_timeout=step_timeout, total_timeout=total_timeout, stdin_data=stdin_data,
-                  max_events=max_events, max_stdout=max_stdout)
+                  max_stdout=max_stdout)  # fmt: skip
 
 
 def abandon(spawned: Spawned) -> None:
     """Kill a spawned child nobody will follow, with its process group."""
-    kill_group(spawned.proc)
-    close_pipes(spawned.proc)
-    untrack(spawned.proc)
+    commands.kill_group(spawned.proc)
+    commands.close_pipes(spawned.proc)
+    commands.untrack(spawned.proc)
 
 
 class _Pumps:
@@ -189,25 +167,23 @@ class _Pumps:
         self.lines: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_LINES)
         self.stderr_chunks: list[bytes] = []
         self.stop = threading.Event()  # set once nobody reads ``lines`` any more
-        self.out, self.err = pipe(proc, "stdout"), pipe(proc, "stderr")
+        self.out, self.err = commands.pipe(proc, "stdout"), commands.pipe(proc, "stderr")
         self.threads = [threading.Thread(target=t, daemon=True) for t in (self._stdout, self._stderr)]
         for t in self.threads:
             t.start()  # RuntimeError under a thread limit: follow says "resource limit"
 
     def _put(self, item: bytes | None) -> None:
         while not self.stop.is_set():
-            try:
+            with suppress(queue.Full):
                 self.lines.put(item, timeout=0.1)
                 return
-            except queue.Full:
-                continue
 
     def _stdout(self) -> None:
         try:
             for raw in capped_lines(self.out, self.max_stdout, MAX_LINE):
                 if isinstance(raw, str):  # over a cap: stop reading, kill it
                     self.result.overflow = raw
-                    killpg(self.proc)
+                    commands.killpg(self.proc)
                     return
                 self._put(raw)
         except (OSError, ValueError):
@@ -217,21 +193,19 @@ class _Pumps:
 
     def _stderr(self) -> None:
         kept = 0
-        try:
+        with suppress(OSError, ValueError):
             while chunk := self.err.read(4096):
                 self.stderr_chunks.append(chunk)
                 kept += len(chunk)
                 while kept > 65536 and len(self.stderr_chunks) > 1:
                     kept -= len(self.stderr_chunks.pop(0))
-        except (OSError, ValueError):
-            pass
 
     def finish(self) -> str:
         """Let the readers drain briefly, stop them (a pipe held open is not waited for); the stderr tail."""
         self.stop.set()
         for closing in (False, True):
             if closing:
-                close_pipes(self.proc)
+                commands.close_pipes(self.proc)
             for t in self.threads:
                 if t.ident is not None:
                     t.join(timeout=0.5)
@@ -240,7 +214,7 @@ class _Pumps:
 
 def follow(
     spawned: Spawned, *, step_timeout: float, total_timeout: float | None = None,
-    stdin_data: str | None = None, max_events: int = 100_000, max_stdout: int | None = None,
+    stdin_data: str | None = None, max_stdout: int | None = None,
 ) -> ChildResult:
     """Write ``stdin_data`` (then close stdin) and read the child's lines until it is done, dead
     or silent past its allowance (``max_stdout``: the most it may print). The total allowance
@@ -252,16 +226,14 @@ def follow(
         try:
             pumps = _Pumps(proc, result, max_stdout)
         except (RuntimeError, MemoryError) as exc:  # can't start new thread (ulimit -u, -v)
-            result.error = result.resource_limit = limit_reason(exc) or f"resource limit: {exc}"
-            kill_group(proc)
+            result.error = result.resource_limit = commands.limit_reason(exc) or f"resource limit: {exc}"
+            commands.kill_group(proc)
             return result
         if stdin_data is not None and proc.stdin is not None:
-            try:
+            with suppress(OSError):
                 proc.stdin.write(stdin_data.encode())
                 proc.stdin.close()
-            except OSError:
-                pass
-        allowance = _read_protocol(pumps.lines, result, time.monotonic() + total, step_timeout, max_events, spawned.start)
+        allowance = _read_protocol(pumps.lines, result, time.monotonic() + total, step_timeout, spawned.start)
         pumps.stop.set()
         if not result.timed_out:
             try:
@@ -270,31 +242,37 @@ def follow(
                 result.timed_out = True
         if result.timed_out:
             result.data["_allowance"] = round(allowance, 3)
-            kill_group(proc)
+            commands.kill_group(proc)
         result.stderr_tail = pumps.finish()
         result.returncode = proc.returncode
-        result.signal = exit_signal(proc, result.overflow)
+        result.signal = commands.exit_signal(proc, result.overflow)
         if not result.ok and not result.timed_out:
             result.resource_limit = limit_in_stderr(result.stderr_tail)
     finally:
         if pumps is not None:
             pumps.stop.set()
-        finish(proc)
+        commands.finish(proc)
         result.duration_s = time.monotonic() - spawned.start
     return result
 
 
-def _child_time(msg: Mapping[str, Any], spawned_at: float, now: float) -> float:
-    """When the child says a step began (its ``"t"``, same monotonic clock) if plausible, else now."""
-    t = msg.get("t")
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and spawned_at - 0.5 <= t <= now + 0.05:
-        return min(float(t), now)
-    return now
+def _message(raw: bytes, result: ChildResult) -> dict[str, Any] | None:
+    """One protocol line as its JSON object; a line that is none is counted (and sampled) as garbage."""
+    text = raw.decode("utf-8", errors="replace").strip()
+    try:
+        msg = json.loads(text) if text else None
+    except ValueError:
+        msg = []
+    if text and not isinstance(msg, dict):
+        result.garbage += 1
+        if len(result.garbage_sample) < 3:
+            result.garbage_sample.append(text[:200])
+    return msg if isinstance(msg, dict) else None
 
 
 def _read_protocol(
     lines: queue.Queue[bytes | None], result: ChildResult, hard_deadline: float, step_timeout: float,
-    max_events: int, spawned_at: float,
+    spawned_at: float,
 ) -> float:
     """Apply the child's messages to ``result`` until its stdout ends or it is silent past its
     allowance (``result.timed_out``); the last allowance. A step's allowance runs from when the
@@ -313,20 +291,13 @@ def _read_protocol(
             continue
         if raw is None:  # stdout closed: the child is done or dead
             return allowance
-        text = raw.decode("utf-8", errors="replace").strip()
-        if not text:
+        if (msg := _message(raw, result)) is None:
             continue
-        try:
-            msg = json.loads(text)
-            if not isinstance(msg, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            result.garbage += 1
-            if len(result.garbage_sample) < 3:
-                result.garbage_sample.append(text[:200])
-            continue
-        allowance = step_timeout
-        said = _child_time(msg, spawned_at, time.monotonic())
+        allowance, now = step_timeout, time.monotonic()
+        # when the child says it began (its "t", the same monotonic clock) if plausible, else now
+        said, t = now, msg.get("t")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and spawned_at - 0.5 <= t <= now + 0.05:
+            said = min(float(t), now)
         if ("begin" in msg or msg.get("done")) and result.step is not None and step_started is not None:
             result.step_seconds[result.step] = round(max(said - step_started, 0.0), 4)
         if "begin" in msg:
@@ -339,7 +310,7 @@ def _read_protocol(
                 allowance = step_timeout
         if isinstance(msg.get("data"), dict):
             result.data.update(msg["data"])
-        if isinstance(msg.get("event"), dict) and len(result.events) < max_events:
+        if isinstance(msg.get("event"), dict) and len(result.events) < MAX_EVENTS:
             result.events.append(msg["event"])
         if msg.get("done"):
             result.finished, result.step = True, None

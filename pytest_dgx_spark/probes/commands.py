@@ -1,8 +1,8 @@
 """Who starts, reads, times out and kills a probe process: the one owner of that policy.
 
-Every probe runs in a session of its own (killed as a group; a process in D state is
-never waited for again) and every pipe read polls, so a daemon that holds a pipe open
-after its command exited cannot make a read wait past a deadline.
+Every probe runs in a session of its own (killed as a group; a process in D state is never
+waited for again) and every pipe read polls, so a daemon that holds a pipe open after its
+command exited cannot make a read wait past a deadline.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, TypedDict
 
-#: output kept per stream; nvidia-smi -q is ~15 kB
-MAX_OUTPUT = 1 << 20
-#: the longest one poll of a pipe waits before checking whether to stop
-POLL_S = 0.05
+MAX_OUTPUT = 1 << 20  # output kept per stream; nvidia-smi -q is ~15 kB
+POLL_S = 0.05  # the longest one poll of a pipe waits before checking whether to stop
 #: how long a pipe may stay quiet after its process exited before reading stops
 #: (a process it started that still holds the pipe open is not waited for)
 HELD_GRACE_S = 0.25
@@ -125,14 +124,11 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     ``./nvidia-smi`` must never run); a name with a slash is not looked up."""
     if os.sep in name:
         return name if os.path.isabs(name) else None
-    path = (env if env is not None else os.environ).get("PATH", os.defpath)
-    for entry in absolute_path_entries(path):
+    for entry in absolute_path_entries((env if env is not None else os.environ).get("PATH", os.defpath)):
         full = os.path.join(entry, name)
-        try:
+        with suppress(OSError, ValueError):
             if os.path.isfile(full) and os.access(full, os.X_OK):
                 return full
-        except (OSError, ValueError):
-            continue
     return None
 
 
@@ -141,8 +137,8 @@ def absolute_path_entries(path: str) -> list[str]:
 
 
 def safe_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with relative and empty PATH entries dropped (what a probe runs, and what
-    ``ctypes.util.find_library`` runs in turn, never comes from the working folder)."""
+    """``env`` without relative and empty PATH entries (nor does ``ctypes.util.find_library``
+    then run anything from the working folder)."""
     out = dict(env)
     if "PATH" in out:
         out["PATH"] = os.pathsep.join(absolute_path_entries(out["PATH"]))
@@ -212,18 +208,14 @@ def exit_signal(proc: subprocess.Popen[Any], overflow: str | None) -> str | None
 
 
 class Pipe:
-    """One pipe of a child, read without ever blocking past a poll.
+    """One pipe of a child, read without ever blocking past a poll: :meth:`read` returns ``b""``
+    at the end, once :meth:`close` was called (from any thread), or once ``proc`` exited and the
+    pipe stayed quiet for :data:`HELD_GRACE_S`. :meth:`close` never waits for a writer; a reader
+    still in its poll closes the pipe on its way out."""
 
-    :meth:`read` returns ``b""`` at the end, once :meth:`close` was called (from any thread), or
-    once ``proc`` exited and the pipe stayed quiet for ``grace`` s (``held`` then says so).
-    :meth:`close` never waits for a writer; a reader still in its poll closes the pipe on its way out.
-    """
-
-    def __init__(self, stream: IO[bytes], proc: subprocess.Popen[Any] | None = None, grace: float = HELD_GRACE_S):
-        self.stream, self.proc, self.grace = stream, proc, grace
-        self.fd = stream.fileno()
+    def __init__(self, stream: IO[bytes], proc: subprocess.Popen[Any]) -> None:
+        self.stream, self.proc, self.fd = stream, proc, stream.fileno()
         self.stopped = threading.Event()
-        self.held = False
         self._lock = threading.Lock()
         self._close_when_done = False
         self._poller = select.poll()
@@ -243,20 +235,15 @@ class Pipe:
         quiet_since: float | None = None
         while not self.stopped.is_set():
             try:
-                ready = self._poller.poll(POLL_S * 1000)
+                if self._poller.poll(POLL_S * 1000):
+                    return os.read(self.fd, n)
+            except BlockingIOError:
+                continue
             except (OSError, ValueError):
                 return b""
-            if ready:
-                try:
-                    return os.read(self.fd, n)
-                except BlockingIOError:
-                    continue
-                except (OSError, ValueError):
-                    return b""
-            if self.proc is not None and self.proc.poll() is not None:
+            if self.proc.poll() is not None:
                 quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since >= self.grace:
-                    self.held = True
+                if time.monotonic() - quiet_since >= HELD_GRACE_S:
                     return b""
         return b""
 
@@ -271,17 +258,15 @@ class Pipe:
                 self._lock.release()
 
     def _close(self) -> None:
-        try:
+        with suppress(OSError, ValueError):
             self.stream.close()
-        except (OSError, ValueError):
-            pass
 
 
-def pipe(proc: subprocess.Popen[Any], name: str, grace: float = HELD_GRACE_S) -> Pipe:
+def pipe(proc: subprocess.Popen[Any], name: str) -> Pipe:
     """The :class:`Pipe` of ``proc.stdout``/``proc.stderr``, kept on ``proc`` for :func:`close_pipes`."""
     pipes: dict[str, Pipe] = proc.__dict__.setdefault("_spark_pipes", {})
     if name not in pipes:
-        pipes[name] = Pipe(getattr(proc, name), proc, grace)
+        pipes[name] = Pipe(getattr(proc, name), proc)
     return pipes[name]
 
 
@@ -294,18 +279,14 @@ def close_pipes(proc: subprocess.Popen[Any]) -> None:
         if name in pipes:
             pipes[name].close()
         elif stream is not None:
-            try:
+            with suppress(OSError, ValueError):
                 stream.close()
-            except (OSError, ValueError):
-                pass
 
 
 def killpg(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL the child's process group without waiting for it."""
-    try:
+    with suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def kill_group(proc: subprocess.Popen[Any]) -> None:
@@ -313,14 +294,10 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
-        try:
+        with suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
-    try:
+    with suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 #: probe processes running now, so a run that ends early (``-x``, Ctrl-C) kills them
@@ -374,10 +351,8 @@ def _on_signal(signum: int, frame: Any) -> None:
     _ENDING.set()
     kill_running()
     for hook in list(_HOOKS):
-        try:
+        with suppress(Exception):  # nothing may stop the way out
             hook(signum)
-        except Exception:  # nothing may stop the way out
-            pass
     previous = _PREVIOUS.get(signum)
     if callable(previous) and previous is not signal.default_int_handler:
         previous(signum, frame)  # someone else's handler (a CI harness): let it decide
@@ -396,13 +371,11 @@ def install_signal_handlers(hook: Callable[[int], None] | None = None) -> bool:
     for signum in END_SIGNALS:
         if signum in _PREVIOUS:
             continue
-        try:
+        with suppress(ValueError, OSError):
             previous = signal.getsignal(signum)
             if previous is not signal.SIG_IGN:
                 signal.signal(signum, _on_signal)
                 _PREVIOUS[signum] = previous
-        except (ValueError, OSError):
-            continue
     return True
 
 
@@ -411,10 +384,8 @@ def restore_signal_handlers() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for signum, previous in list(_PREVIOUS.items()):
-        try:
+        with suppress(ValueError, OSError, TypeError):
             signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
-        except (ValueError, OSError, TypeError):
-            pass
     _PREVIOUS.clear()
     _HOOKS.clear()
     _ENDING.clear()
@@ -452,8 +423,7 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
     of time, or it exited and a process it started holds them open."""
     assert proc.stdout is not None and proc.stderr is not None
     names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-    chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-    size = dict.fromkeys(chunks, 0)
+    kept = {"stdout": bytearray(), "stderr": bytearray()}
     poller = select.poll()
     for fd in names:
         poller.register(fd, select.POLLIN | select.POLLPRI)
@@ -477,12 +447,10 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
                 poller.unregister(fd)
                 open_fds.discard(fd)
                 continue
-            name = names[fd]
-            keep = chunk[: max(MAX_OUTPUT - size[name], 0)]
-            chunks[name].append(keep)
-            size[name] += len(keep)
-            if len(keep) < len(chunk):
-                result.overflow = name
+            room = MAX_OUTPUT - len(kept[names[fd]])
+            kept[names[fd]] += chunk[:room]
+            if len(chunk) > room:
+                result.overflow = names[fd]
                 killpg(proc)
                 break
         if events:
@@ -503,6 +471,6 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
             kill_group(proc)
             result.timed_out = True
             return
-    result.stdout, result.stderr = (b"".join(chunks[n])[:MAX_OUTPUT].decode("utf-8", "replace") for n in chunks)
+    result.stdout, result.stderr = (kept[n].decode("utf-8", "replace") for n in kept)
     result.returncode = proc.returncode
     result.signal = exit_signal(proc, result.overflow)

@@ -2,10 +2,8 @@
 
 A grep for ``tensor_parallel`` flags ``parallelism_config_tp_size: 1``; here each file is parsed
 (YAML, JSON, TOML, ``.py`` through ``ast``, else shell text) and a finding keeps the key path and
-the value it holds. Everything is bounded (configs come from anywhere): file size, binary files,
-parser recursion, a walk that visits each container once (YAML alias DAGs) up to a depth and a
-node count, and a search bounded in depth, files and time; every limit hit is a reason, never an
-exception. YAML goes through PyYAML's ``safe_load`` (the C loader when libyaml is there).
+its value. Configs come from anywhere: size, parsing, walking and searching are all bounded, and
+every limit hit is a reason, never an exception. YAML goes through PyYAML's safe loader.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -43,25 +42,19 @@ PLACES = 5  # places named in a note, at most
 
 CONFIG_SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 #: build output and envs; test suites (their fixtures are not the job's); records of past runs
-SKIP_DIRS = {
-    "node_modules", "__pycache__", "site-packages", "dist-packages", "build", "dist", "venv", "tests", "test",
-    "wandb", "mlruns", "outputs", "multirun", "lightning_logs", "checkpoints",
-}
+SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "dist-packages", "build", "dist", "venv",
+             "tests", "test", "wandb", "mlruns", "outputs", "multirun", "lightning_logs", "checkpoints"}
 #: a test run's own records: Allure results and report folders, allure-pytest's files anywhere
 REPORT_DIRS = {"allure-results", "allure-report"}
 REPORT_FILE = re.compile(r".+-(?:result|container)\.json|.+-attachment(?:\.[\w-]+)?", re.IGNORECASE)
-SKIP_FILES = {
-    "package.json", "package-lock.json", "tsconfig.json", "tokenizer.json", "tokenizer_config.json",
-    "vocab.json", "special_tokens_map.json", "generation_config.json",
-}
+SKIP_FILES = {"package.json", "package-lock.json", "tsconfig.json", "tokenizer.json", "tokenizer_config.json",
+              "vocab.json", "special_tokens_map.json", "generation_config.json"}  # fmt: skip
 
 # Keys and flags compare normalized: lower case, leading dashes stripped, "-" -> "_".
 #: tensor-parallel degree: vLLM, SGLang/TRT-LLM/transformers/DeepSpeed inference, Megatron/NeMo,
 #: accelerate (YAML and env), DeepSpeed AutoTP, accelerate's Megatron plugin, NVIDIA txt2kg, torchtitan
-TP_KEYS = {
-    "tensor_parallel_size", "tp_size", "tensor_model_parallel_size", "parallelism_config_tp_size",
-    "autotp_size", "megatron_lm_tp_degree", "vllm_tensor_parallel_size", "tensor_parallel_degree",
-}
+TP_KEYS = {"tensor_parallel_size", "tp_size", "tensor_model_parallel_size", "parallelism_config_tp_size",
+           "autotp_size", "megatron_lm_tp_degree", "vllm_tensor_parallel_size", "tensor_parallel_degree"}
 TP_FLAGS = {"tp"}  # only as flags (SGLang --tp, vLLM -tp): a bare ``tp:`` YAML key is too often else
 PP_KEYS = {"pipeline_parallel_size", "pp_size", "pipeline_model_parallel_size", "pipeline_parallel_degree"}
 PP_FLAGS = {"pp"}
@@ -76,12 +69,9 @@ LAUNCH_STRATEGY_FLAGS = {"use_fsdp": "FSDP", "use_deepspeed": "DEEPSPEED", "use_
 VALUE_FLAGS = NODE_FLAGS | TP_KEYS | TP_FLAGS | PP_KEYS | PP_FLAGS | BACKEND_KEYS | STRATEGY_KEYS
 
 _KNOWN = TP_KEYS | TP_FLAGS | PP_KEYS | PP_FLAGS | NODE_KEYS | {"num_nodes", "headless"} | BACKEND_KEYS
-_FLAG_HINT = re.compile(
-    r"(?:^|[\s\"'\[,=.])(?:--?|\+{0,2})("
-    + "|".join(sorted({k.replace("_", "[-_]") for k in _KNOWN}, key=len, reverse=True))
-    + r")\b",
-    re.IGNORECASE,
-)
+_FLAG_HINT = re.compile(r"(?:^|[\s\"'\[,=.])(?:--?|\+{0,2})("
+                        + "|".join(sorted({k.replace("_", "[-_]") for k in _KNOWN}, key=len, reverse=True))
+                        + r")\b", re.IGNORECASE)  # fmt: skip
 #: what starts a server or an inference engine (a job that serves a model, not one that trains it)
 _SERVING = re.compile(
     r"(?:\bvllm\s+serve\b|\bvllm\.entrypoints\b|\bsglang\.launch_server\b|\btrtllm-serve\b"
@@ -137,11 +127,8 @@ def as_count(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        m = re.fullmatch(r"(\d{1,6})(?::(\d{1,6}))?", value.strip().strip("\"'"))
-        if m:
-            return max(int(m.group(1)), int(m.group(2) or 0))
-    return None
+    m = isinstance(value, str) and re.fullmatch(r"(\d{1,6})(?::(\d{1,6}))?", value.strip().strip("\"'"))
+    return max(int(m.group(1)), int(m.group(2) or 0)) if m else None
 
 
 def make_finding(what: str, value: Any, key: str) -> Finding:
@@ -247,8 +234,7 @@ def walk(doc: Any, notes: list[str]) -> list[Finding]:
     found: list[Finding] = []
     seen: set[int] = set()
     stack: list[tuple[Any, str, str, int]] = [(doc, "", "", 0)]
-    nodes = 0
-    deep = False
+    nodes, deep = 0, False
     while stack:
         obj, path, parent, depth = stack.pop()
         nodes += 1
@@ -356,11 +342,9 @@ def _parse_python(text: str, notes: list[str]) -> list[Finding]:
         elif isinstance(node, ast.Assign):
             pairs += [(t.id, node.value, node.lineno) for t in node.targets if isinstance(t, ast.Name)]
         elif isinstance(node, ast.Dict):
-            pairs += [
-                (k.value, v, getattr(k, "lineno", 0))
-                for k, v in zip(node.keys, node.values, strict=False)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            ]
+            pairs += [(k.value, v, getattr(k, "lineno", 0))
+                      for k, v in zip(node.keys, node.values, strict=False)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str)]
         for name, value, line in pairs:
             if not isinstance(value, ast.Constant):
                 if norm(name) in TP_KEYS | PP_KEYS | NODE_KEYS:
@@ -399,8 +383,7 @@ def read_config(path: Path, name: str, kind: str, *, max_bytes: int = MAX_BYTES)
     if text is None:
         return src
     fmt = CONFIG_SUFFIXES.get(path.suffix.lower(), "python" if path.suffix == ".py" else "text")
-    if serving_marker(text):
-        src.role = "serving"
+    src.role = "serving" if serving_marker(text) else None
     try:
         if fmt == "python":
             src.findings += _parse_python(text, src.notes)
@@ -449,7 +432,6 @@ class Scan:
     root: str
     files: list[str] = field(default_factory=list)
     entries: int = 0
-    skipped_dirs: int = 0
     unreadable: int = 0
     limit: str | None = None
     skipped_reports: int = 0  # test-report folders and files (:func:`report_output`)
@@ -461,9 +443,6 @@ class Scan:
     partial_dirs: int = 0
     links_out: int = 0  # symlinked files leading out of the root: never read
     link_places: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def place(self, path: str, folder: bool = True) -> str:
         rel = os.path.relpath(path, self.root).replace(os.sep, "/")
@@ -527,17 +506,13 @@ class _Search:
 
     def listing(self, folder: str) -> tuple[list[os.DirEntry[str]], bool] | None:
         """The folder's entries by name (at most :data:`FOLDER_LIST`) and whether there were more."""
-        entries: list[os.DirEntry[str]] = []
         try:
             with os.scandir(folder) as it:
-                for entry in it:
-                    if len(entries) >= FOLDER_LIST:
-                        return sorted(entries, key=lambda e: e.name), True
-                    entries.append(entry)
+                entries = list(islice(it, FOLDER_LIST + 1))
         except OSError:
             self.scan.unreadable += 1
             return None
-        return sorted(entries, key=lambda e: e.name), False
+        return sorted(entries[:FOLDER_LIST], key=lambda e: e.name), len(entries) > FOLDER_LIST
 
     def leaves_root(self, entry: os.DirEntry[str]) -> bool:
         """A symlinked file leading outside the root (``job.yaml -> /root/secret.yaml``)."""
@@ -550,21 +525,14 @@ class _Search:
 
     def skipped_dir(self, entry: os.DirEntry[str], depth: int) -> bool:
         name = entry.name
-        return (
-            name.startswith(".")
-            or name in SKIP_DIRS
-            or name.endswith(".egg-info")
-            or depth + 1 > self.max_depth
-            or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
-        )
+        venv = os.path.join(entry.path, "pyvenv.cfg")
+        return (name.startswith(".") or name in SKIP_DIRS or name.endswith(".egg-info")
+                or depth + 1 > self.max_depth or os.path.exists(venv))  # fmt: skip
 
     def folder(self, folder: str, depth: int, entries: list[os.DirEntry[str]], listed_more: bool, queue: deque[tuple[str, int]]) -> bool:
         """One folder's entries, within its budget; True when the whole search stops."""
-        scan, taken, more = self.scan, 0, listed_more
-        for index, entry in enumerate(entries):
-            if index >= self.folder_entries:
-                more = True
-                break
+        scan, taken, more = self.scan, 0, listed_more or len(entries) > self.folder_entries
+        for entry in entries[: self.folder_entries]:
             scan.entries += 1
             if scan.entries > self.max_entries:
                 scan.limit = f"stopped after {self.max_entries} entries"
@@ -582,9 +550,7 @@ class _Search:
                 scan.skipped_reports += 1
                 scan.note(scan.report_places, scan.place(entry.path if is_dir else folder))
             elif is_dir:
-                if self.skipped_dir(entry, depth):
-                    scan.skipped_dirs += 1
-                else:
+                if not self.skipped_dir(entry, depth):
                     queue.append((entry.path, depth + 1))
             elif name.startswith(".") or name in SKIP_FILES or os.path.splitext(name)[1].lower() not in CONFIG_SUFFIXES:
                 continue

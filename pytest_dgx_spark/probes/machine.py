@@ -1,10 +1,7 @@
-"""The machine as the checks see it: one object, every probe cached for the run.
-
-A check never touches ``/proc``, NVML, subprocesses or the network itself; it asks a machine.
-Tests build one over a folder of recorded files (``root``) and an environment whose PATH and
-PYTHONPATH put test doubles first. ``SPARK_PREFLIGHT_HOST_ROOT`` moves the root for real use too
-(gopsutil's ``HOST_PROC``: a container that mounts the host's ``/`` inspects the host).
-"""
+"""The machine as the checks see it: one object, every probe cached for the run. A check never
+touches ``/proc``, NVML, subprocesses or the network itself; tests build a machine over recorded
+files (``root``) and doubles first on PATH/PYTHONPATH. ``SPARK_PREFLIGHT_HOST_ROOT`` moves the root
+for real use too (gopsutil's ``HOST_PROC``: a container that mounts the host's ``/``)."""
 
 from __future__ import annotations
 
@@ -17,16 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from pytest_dgx_spark.probes import procfs
-from pytest_dgx_spark.probes.child import (
-    ChildResult,
-    Spawned,
-    abandon,
-    follow,
-    run_python,
-    script_source,
-    spawn_python,
-)
+from pytest_dgx_spark.probes import child, procfs
+from pytest_dgx_spark.probes.child import ChildResult, Spawned
 from pytest_dgx_spark.probes.commands import CommandResult, run_command
 from pytest_dgx_spark.probes.kernel_log import KMSG, KernelLog, read_kernel_log
 from pytest_dgx_spark.probes.packages import list_distributions
@@ -37,31 +26,13 @@ ROOT_ENV = "SPARK_PREFLIGHT_HOST_ROOT"
 #: the checked Python's import path in place of ``sys.path`` (``os.pathsep``-separated): what the
 #: package and shared-object scans walk (G1, G9); a test confines them to what it built
 PYTHON_PATH_ENV = "SPARK_PREFLIGHT_PYTHON_PATH"
-#: the scripts of the one torch child of a run
-TORCH_SCRIPTS = ("torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py")
+TORCH_SCRIPTS = ("torch_child.py", "torch_flash_attn.py", "torch_bandwidth.py")  # the run's one torch child
 MAX_TEXT = 1 << 20
 
 
 class MemInfo(TypedDict):
     fields: dict[str, int]  # /proc/meminfo in kB
     error: str | None
-
-
-class Identity(TypedDict):
-    """Host facts for report headers and JUnit suite properties."""
-
-    hostname: str
-    arch: str
-    kernel: str
-    os: str | None
-    python: str
-    gpu: str | None
-    gpu_count: int
-    capability: str | None
-    driver: str | None
-    cuda_driver: str | None
-    gb10: bool
-    nvml: str | None
 
 
 class NvmlSnapshot(TypedDict, total=False):
@@ -122,7 +93,8 @@ class MachineLike(Protocol):
 def spawn_early(scripts: Sequence[str], env: Mapping[str, str] | None = None, python: str | None = None) -> Spawned | None:
     """A probe child started before its request is known (``{"early": true}``): its scripts do
     their slow part, then read the request on stdin. ``None`` when it cannot start."""
-    spawned = spawn_python(script_source(*scripts), args=[json.dumps({"early": True})], env=env, python=python, stdin=True)
+    spawned = child.spawn_python(child.script_source(*scripts), args=[json.dumps({"early": True})], env=env,
+                                 python=python, stdin=True)  # fmt: skip
     return spawned if isinstance(spawned, Spawned) else None
 
 
@@ -136,7 +108,7 @@ class Machine:
         self.timeout = float(timeout)
         self.store = store if store is not None else MemoryStore()
         self.python = python or sys.executable
-        self._euid = euid
+        self.euid = os.geteuid() if euid is None else euid
         self._early: dict[str, Spawned] = {}  # children started before their request, by store key
         self._early_lock = threading.Lock()
 
@@ -158,14 +130,6 @@ class Machine:
             return None, f"cannot read {absolute}: {exc.strerror or exc}"
         return raw.decode("utf-8", errors="replace"), None
 
-    @property
-    def euid(self) -> int:
-        return os.geteuid() if self._euid is None else self._euid
-
-    @property
-    def is_root(self) -> bool:
-        return self.euid == 0
-
     def meminfo(self, *, key: str = "meminfo") -> MemInfo:
         def probe() -> MemInfo:
             text, error = self.read_text("/proc/meminfo")
@@ -181,7 +145,7 @@ class Machine:
         ``--spark-drop-caches`` (it flushes the page cache of every process on the box)."""
 
         def probe() -> dict[str, Any]:
-            if not self.is_root:
+            if self.euid != 0:
                 return {"done": False, "refused": f"not root (euid {self.euid}); nothing was written"}
             before = self.meminfo(key="meminfo:before-drop")
             sync = run_command(["sync"], timeout=self.timeout, env=self.env)
@@ -196,17 +160,12 @@ class Machine:
         return self.store.get_or_compute("drop_caches", probe)
 
     def python_path(self) -> list[str]:
-        """Where the checked Python finds packages: ``PYTHONPATH`` first (a test's fake
-        site-packages shadows the real one, as for the children), then ``sys.path``
-        (or ``SPARK_PREFLIGHT_PYTHON_PATH``)."""
+        """Where the checked Python finds packages: ``PYTHONPATH`` first (a test's fake site-packages
+        shadows the real one, as for the children), then ``sys.path`` (or ``SPARK_PREFLIGHT_PYTHON_PATH``)."""
         entries = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
         given = self.env.get(PYTHON_PATH_ENV)
         entries += [p for p in (sys.path if given is None else given.split(os.pathsep)) if p]
-        seen: list[str] = []
-        for full in map(os.path.abspath, entries):
-            if full not in seen and os.path.isdir(full):
-                seen.append(full)
-        return seen
+        return [p for p in dict.fromkeys(map(os.path.abspath, entries)) if os.path.isdir(p)]
 
     def packages(self) -> dict[str, Any]:
         """Installed distributions (metadata only)."""
@@ -222,13 +181,10 @@ class Machine:
     def gpu_pids(self) -> list[int]:
         """The pids NVML lists on any GPU (compute and graphics), in its order."""
         nv = self.nvml()
-        pids: list[int] = []
-        for dev in nv.get("devices") or [] if nv.get("ok") else []:
-            for p in [*(dev.get("compute_procs") or []), *(dev.get("graphics_procs") or [])]:
-                pid = p.get("pid") if isinstance(p, Mapping) else None
-                if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid not in pids:
-                    pids.append(pid)
-        return pids
+        devices = nv.get("devices") or [] if nv.get("ok") else []
+        procs = [p for d in devices for k in ("compute_procs", "graphics_procs") for p in d.get(k) or []]
+        pids = [p.get("pid") for p in procs if isinstance(p, Mapping)]
+        return list(dict.fromkeys(p for p in pids if type(p) is int and p > 0))
 
     def command(self, argv: Sequence[str], *, timeout: float | None = None) -> CommandResult:
         run = lambda: run_command(argv, timeout=timeout or self.timeout, env=self.env).to_dict()  # noqa: E731
@@ -245,20 +201,21 @@ class Machine:
         def probe() -> dict[str, Any]:
             request = json.dumps(dict(config or {}))
             step = step_timeout or self.timeout
-            early = self._take_early(key)
+            with self._early_lock:
+                early = self._early.pop(key, None)
             if early is not None:  # started early: the request goes on its stdin
-                return follow(early, step_timeout=step, total_timeout=total_timeout, stdin_data=request).to_dict()
-            return run_python(
-                script_source(*scripts), args=[request], step_timeout=step, total_timeout=total_timeout,
+                return child.follow(early, step_timeout=step, total_timeout=total_timeout,
+                                    stdin_data=request).to_dict()  # fmt: skip
+            return child.run_python(
+                child.script_source(*scripts), args=[request], step_timeout=step, total_timeout=total_timeout,
                 env=self.env if env is None else dict(env), python=self.python,
             ).to_dict()
 
         return ChildResult.from_dict(self.store.get_or_compute(key, probe))
 
     def start_early(self, key: str, scripts: Sequence[str], ready: Callable[[], Spawned | None] | None = None) -> bool:
-        """Start the child of ``key`` before its request is known; :meth:`python_child` writes
-        the request to its stdin later. ``ready`` may hand over one started elsewhere (early.py).
-        Nothing starts when ``key`` is answered or started; :meth:`drop_early` kills one never asked for."""
+        """Start the child of ``key`` before its request is known (:meth:`python_child` writes it to its
+        stdin; ``ready`` may hand over one early.py started), unless answered or started already."""
         with self._early_lock:
             if key in self._early or self.store.peek(key) is not None:
                 return False
@@ -268,28 +225,24 @@ class Machine:
             self._early[key] = spawned
             return True
 
-    def _take_early(self, key: str) -> Spawned | None:
-        with self._early_lock:
-            return self._early.pop(key, None)
-
     def drop_early(self) -> int:
         """Kill the children started early that nothing asked for; how many."""
         with self._early_lock:
             left, self._early = list(self._early.values()), {}
         for spawned in left:
-            abandon(spawned)
+            child.abandon(spawned)
         return len(left)
 
     def kernel_log(self) -> KernelLog:
-        """The kernel log since boot (``<root>/dev/kmsg``, else ``journalctl -k -b``, else
-        ``dmesg``), bounded; once per run. Xid lines (G4) and OOM kills (G3) come from it.
-        The two programs run as :meth:`command` runs them, but their output is not kept in the
-        store (a capture would record a MiB of kernel log; the store keeps the parsed records)."""
+        """The kernel log since boot (``<root>/dev/kmsg``, else ``journalctl -k -b``, else ``dmesg``),
+        bounded, once per run (G4's Xids, G3's OOM kills). The programs' output is not stored: a capture
+        would record a MiB of kernel log, the store keeps the parsed records."""
 
         def run(argv: Sequence[str], seconds: float) -> CommandResult:
             return run_command(argv, timeout=seconds, env=self.env)
 
-        return self.store.get_or_compute("kernel_log", lambda: read_kernel_log(str(self.path(KMSG)), run, timeout=self.timeout))
+        return self.store.get_or_compute(
+            "kernel_log", lambda: read_kernel_log(str(self.path(KMSG)), run, timeout=self.timeout))
 
     def nvml(self) -> NvmlSnapshot:
         """A snapshot of every GPU through NVML, in a child."""
@@ -297,25 +250,24 @@ class Machine:
 
     def nvml_sample(self, seconds: float, interval: float = 0.1) -> NvmlSnapshot:
         """Temperature, power, SM clock and clock-event reasons as a series, with the clock-event
-        counters read before and after it (G4)."""
+        counters before and after it (G4)."""
 
         def probe() -> NvmlSnapshot:
-            child = self.python_child(
+            ran = self.python_child(
                 f"nvml:sample-child:{seconds}:{interval}", ["nvml_child.py"],
                 {"mode": "sample", "seconds": seconds, "interval": interval},
                 total_timeout=seconds + self.timeout * 3,
             )
-            out = nvml_snapshot(child, sampling=True)
-            out["samples"] = child.events
-            out["counters_before"] = child.data.get("counters_before")
-            out["counters_after"] = child.data.get("counters_after")
+            out = nvml_snapshot(ran, sampling=True)
+            out["samples"] = ran.events
+            out["counters_before"] = ran.data.get("counters_before")
+            out["counters_after"] = ran.data.get("counters_after")
             return out
 
         return self.store.get_or_compute(f"nvml:sample:{seconds}:{interval}", probe)
 
     def torch(self, request: Mapping[str, Any]) -> ChildResult:
-        """The one torch child of the run; the first caller's request (the engine's, built from
-        every selected check) wins."""
+        """The one torch child of the run; the first caller's request (the engine's) wins."""
         return self.python_child("torch", TORCH_SCRIPTS, request)
 
     def start_torch_early(self, ready: Callable[[], Spawned | None] | None = None) -> bool:
@@ -325,8 +277,10 @@ class Machine:
     def has_gpu_device_node(self) -> bool:
         return any(self.exists(n) for n in ("/dev/nvidiactl", "/dev/nvidia0"))
 
-    def identity(self) -> Identity:
-        def probe() -> Identity:
+    def identity(self) -> dict[str, Any]:
+        """Host facts for report headers and JUnit suite properties."""
+
+        def probe() -> dict[str, Any]:
             nv = self.nvml()
             os_release, _ = self.read_text("/etc/os-release", 65536)
             devices = nv.get("devices") or []
@@ -358,42 +312,38 @@ def format_cuda_version(value: Any) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def nvml_snapshot(child: ChildResult, *, sampling: bool = False) -> NvmlSnapshot:
+def nvml_snapshot(ran: ChildResult, *, sampling: bool = False) -> NvmlSnapshot:
     """The NVML child's output as a snapshot with one reason line."""
-    d = child.data
+    d = ran.data
     out: NvmlSnapshot = {
-        "ok": False, "reason": None, "hung": False, "duration_s": round(child.duration_s, 4),
+        "ok": False, "reason": None, "hung": False, "duration_s": round(ran.duration_s, 4),
         "driver_version": d.get("driver_version"), "cuda_driver_version": d.get("cuda_driver_version"),
         "nvml_version": d.get("nvml_version"), "devices": d.get("devices") or [],
         "system_errors": d.get("system_errors") or {},
     }
     init = d.get("init_error")
-    broken_import = child.step == "import pynvml" and not child.ok
-    if child.resource_limit:  # ulimit -u / -v: nothing about the GPU
-        out["limited"] = child.resource_limit
-        out["reason"] = f"NVML not read: {child.resource_limit}"
+    broken_import = ran.step == "import pynvml" and not ran.ok
+    if ran.resource_limit:  # ulimit -u / -v: nothing about the GPU
+        out.update({"limited": ran.resource_limit, "reason": f"NVML not read: {ran.resource_limit}"})
     elif d.get("import_error"):
-        out["reason"] = f"nvidia-ml-py (pynvml) not importable: {d['import_error']}"
-        out["missing"] = True
-    elif broken_import and not (child.timed_out or child.overflow or child.signal or child.error):
+        out.update({"reason": f"nvidia-ml-py (pynvml) not importable: {d['import_error']}", "missing": True})
+    elif broken_import and not (ran.timed_out or ran.overflow or ran.signal or ran.error):
         # the binding exited while importing: NVML was never called (a broken install, not a driver)
-        out["reason"] = f"nvidia-ml-py (pynvml) not importable: {child.describe('the NVML child')}"
-        out["missing"] = True
+        out.update({"reason": f"nvidia-ml-py (pynvml) not importable: {ran.describe('the NVML child')}",
+                    "missing": True})
     elif init:
         name = init.get("name", "?")
         out["init_error"] = name
         out["missing"] = name in ("LibraryNotFound", "DriverNotLoaded", "NoPermission")
         out["reason"] = f"NVML unavailable: {init.get('message') or name} ({name})"
-    elif child.timed_out:
-        out["hung"] = True
-        out["reason"] = "NVML " + child.describe("query").removeprefix("query ")
-    elif not child.ok:
-        out["reason"] = child.describe("NVML child")
-        if child.signal:
+    elif ran.timed_out:
+        out.update({"hung": True, "reason": "NVML " + ran.describe("query").removeprefix("query ")})
+    elif not ran.ok:
+        out["reason"] = ran.describe("NVML child")
+        if ran.signal:
             out["crashed"] = True
     else:
         out["ok"] = True
         if not sampling and not d.get("device_count"):
-            out["reason"] = "NVML answered but reports no GPU"
-            out["no_gpu"] = True
+            out.update({"reason": "NVML answered but reports no GPU", "no_gpu": True})
     return out

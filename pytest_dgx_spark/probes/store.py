@@ -1,6 +1,5 @@
-"""Where a run keeps its probe answers, facts and check results: each computed
-once (threads of the run wait for the one computing it). Values take a JSON
-round trip, so a check sees what a replay of the capture will see."""
+"""Where a run keeps its probe answers, facts and check results: each computed once (threads of
+the run wait for the one computing it), through a JSON round trip (a check sees what a replay sees)."""
 
 from __future__ import annotations
 

@@ -19,8 +19,6 @@ _READINGS = {
     "max_clock_mem_mhz": ("nvmlDeviceGetMaxClockInfo", ("NVML_CLOCK_MEM", 2)),
     "max_clock_sm_mhz": ("nvmlDeviceGetMaxClockInfo", ("NVML_CLOCK_SM", 1)),
 }
-_STATIC = ("name", "uuid", "power_usage_mw", "power_limit_mw", "temperature_c", "clock_sm_mhz",
-           "clock_mem_mhz", "max_clock_mem_mhz", "max_clock_sm_mhz")
 _SAMPLE_STATIC = ("name", "power_limit_mw", "max_clock_sm_mhz")  # what does not change during a sample
 # clock-event counters (microseconds since the driver loaded) by NVML field id, named as
 # nvidia-smi's clocks_event_reasons_counters.*; older bindings lack 269-271's names (NVML-COUNTERS.md)
@@ -92,7 +90,7 @@ def _device_static(nv, i):
     dev["capability"] = list(cc) if cc is not None else None
     mem = _call(errors, "memory", nv.nvmlDeviceGetMemoryInfo, h)
     dev["memory"] = {"total": int(mem.total), "free": int(mem.free), "used": int(mem.used)} if mem is not None else None
-    _read(nv, h, _STATIC[2:], dev)
+    _read(nv, h, tuple(_READINGS)[2:], dev)  # the rest of the readings, in their order
     width = _fn(nv, "nvmlDeviceGetMemoryBusWidth")
     dev["mem_bus_width_bits"] = _call(errors, "mem_bus_width_bits", width, h) if width else None
     reasons = _fn(nv, *_REASONS_FN)
@@ -198,7 +196,7 @@ def _series(nv, cfg, count, stream):
     begin("streaming" if stream else "sampling", scale=1)
     lost = set()
     t0 = _time.monotonic()
-    n = (_stream if stream else _sampling)(nv, cfg, handles, lost, t0)
+    n = _loop(nv, cfg, handles, lost, t0, stream)
     taken = round(_time.monotonic() - t0, 4)
     if not stream:
         begin("counters after")
@@ -206,23 +204,11 @@ def _series(nv, cfg, count, stream):
     data(samples=n, seconds=taken)
 
 
-def _sampling(nv, cfg, handles, lost, t0):
-    interval = max(float(cfg.get("interval", 0.1)), 0.01)
-    n = 0
-    while True:
-        event(_sample(nv, handles, t0, lost))
-        n += 1
-        if _time.monotonic() - t0 >= float(cfg.get("seconds", 1.0)) or len(lost) == len(handles):
-            return n
-        _time.sleep(interval)
-
-
-def _stream(nv, cfg, handles, lost, t0):
-    interval = max(float(cfg.get("interval", 1.0)), 0.01)
-    procs_every = float(cfg.get("procs_every", 5.0))
-    seen_cmd = set()
-    next_procs = 0.0
-    n = 0
+def _loop(nv, cfg, handles, lost, t0, stream):
+    """The samples, each an event; how many. A stream lists the GPU processes every ``procs_every`` s."""
+    interval = max(float(cfg.get("interval", 1.0 if stream else 0.1)), 0.01)
+    procs_every = float(cfg.get("procs_every", 5.0)) if stream else -1.0
+    seen_cmd, next_procs, n = set(), 0.0, 0
     while True:
         s = _sample(nv, handles, t0, lost)
         if procs_every >= 0 and s["t"] >= next_procs:
@@ -230,8 +216,13 @@ def _stream(nv, cfg, handles, lost, t0):
             next_procs = s["t"] + procs_every
         event(s)
         n += 1
-        if _time.monotonic() - t0 >= float(cfg.get("max_seconds", 86400.0)) or _stdin_closed(interval):
+        elapsed = _time.monotonic() - t0
+        if stream and (elapsed >= float(cfg.get("max_seconds", 86400.0)) or _stdin_closed(interval)):
             return n
+        if not stream:
+            if elapsed >= float(cfg.get("seconds", 1.0)) or len(lost) == len(handles):
+                return n
+            _time.sleep(interval)
 
 
 def main():
@@ -255,12 +246,10 @@ def main():
         errors = {}
         count = _call(errors, "device_count", nv.nvmlDeviceGetCount) or 0
         cuda = _fn(nv, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-        data(
-            driver_version=_call(errors, "driver_version", nv.nvmlSystemGetDriverVersion),
-            nvml_version=_call(errors, "nvml_version", nv.nvmlSystemGetNVMLVersion),
-            cuda_driver_version=_call(errors, "cuda_driver_version", cuda), device_count=count,
-            system_errors=errors,
-        )
+        data(driver_version=_call(errors, "driver_version", nv.nvmlSystemGetDriverVersion),
+             nvml_version=_call(errors, "nvml_version", nv.nvmlSystemGetNVMLVersion),
+             cuda_driver_version=_call(errors, "cuda_driver_version", cuda), device_count=count,
+             system_errors=errors)
         if cfg.get("mode") in ("sample", "stream"):
             _series(nv, cfg, count, cfg.get("mode") == "stream")
         else:

@@ -279,7 +279,8 @@ def _triton_ptxas(ctx: CheckContext) -> TritonPtxas | None:
         return out
     bin_dir = os.path.join(os.path.dirname(location), "triton", "backends", "nvidia", "bin")
     blackwell = os.path.isfile(os.path.join(bin_dir, "ptxas-blackwell"))
-    binary, env_name = ("ptxas-blackwell" if blackwell else "ptxas"), _env_name(blackwell)
+    # the variable's name is written out here: tests/test_hermetic.py finds every variable read by its literal
+    binary, env_name = ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH") if blackwell else ("ptxas", "TRITON_PTXAS_PATH")
     override = machine.env.get(env_name) or ""
     path = override if os.path.isfile(override) else os.path.join(bin_dir, binary)
     out["binary"], out["path"], out["env"] = binary, path, env_name if path == override else None

@@ -1,8 +1,5 @@
-"""``spark-preflight``: the ten checks without pytest's output around them.
-
-Same engine, options, configuration files and lines as ``pytest
---spark-preflight``; the exit code is the gate (``--help`` lists the codes).
-"""
+"""``spark-preflight``: the ten checks without pytest's output around them (same engine, options,
+configuration files and lines as ``pytest --spark-preflight``); the exit code is the gate."""
 
 from __future__ import annotations
 
@@ -56,15 +53,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Option help wrapped to the terminal, at most 80 columns; the epilog as written."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=min(HELP_WIDTH, shutil.get_terminal_size().columns))
 
 
 def say(text: str, colour: str | None = None) -> None:
-    """Our lines on stdout: escaped once more (newlines kept), fitted to the
-    terminal's encoding ("..." for "…" on ASCII), coloured when asked;
+    """Our lines on stdout: escaped (newlines kept), fitted to its encoding, coloured when asked;
     nothing when stdout is closed (``>&-``)."""
     if sys.stdout is not None:
         text = fit(visible_lines(text), getattr(sys.stdout, "encoding", None))
@@ -95,7 +90,6 @@ def _wrapped(lead: str, text: str, indent: int) -> list[str]:
 
 
 def epilog() -> str:
-    """Exit codes and where the settings come from: what the options' help does not say."""
     lines = ["exit codes:"]
     for code, text in EXIT_CODES:
         lines += _wrapped(f"  {code:<6} ", text, 9)
@@ -108,7 +102,6 @@ def epilog() -> str:
 
 
 def thresholds_help() -> str:
-    """``--help-thresholds``: every name, its defaults and what it means."""
     lines = ["thresholds for --threshold NAME=VALUE (default with the gb10 / the generic profile):"]
     for t in THRESHOLDS.values():
         lines.append(f"  {t.name} = {t.gb10:g} / {t.generic:g}{' ' + t.unit if t.unit else ''}")
@@ -146,13 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --------------------------------------------------------------------------- configuration
-
-
 def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple[Path, dict[str, Any], list[str]]:
-    """``(rootdir, spark_preflight_* values, notes)`` found by the installed
-    pytest's own discovery, so both read the same file by the same rules;
-    the values converted as its ``getini`` converts them."""
+    """``(rootdir, spark_preflight_* values, notes)`` found by the installed pytest's own discovery,
+    so both read the same file by the same rules; the values converted as its ``getini`` does."""
     from _pytest.config.exceptions import UsageError  # lazy: pytest's discovery (~50 ms), not for --help
     from _pytest.config.findpaths import determine_setup  # lazy: as above
     from _pytest.outcomes import Failed  # lazy: as above
@@ -185,9 +174,6 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
             notes.append(f"unknown config option: {key} in {inipath}"
                          + (f" (did you mean {near[0]}?)" if near else ""))  # fmt: skip
     return root, values, notes
-
-
-# --------------------------------------------------------------------------- main
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -275,21 +261,13 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
     return Engine(settings, capture.ReplayMachine(replay), replay=replay)
 
 
-def _not_run(results: list[Any]) -> tuple[str, dict[str, str]]:
-    """Why checks were not run, and the checks --only left out, by one rule with pytest's (issue 24 item 3)."""
-    ran = {r.check_id for r in results}
-    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
-    return why, {cid: why for cid in catalog.IDS if cid not in ran}
-
-
 def _said(written: list[str]) -> list[str] | None:
     """The files written, to say; a report not written is an error (None: exit 2), an extra
     not written (G4's chart) a warning that keeps the outcome; both on stderr."""
-    failed = [n for n in written if n.startswith("cannot write")]
     for note in written:
         if note.startswith(("cannot write", "could not write")):
-            say_error(f"{'error' if note in failed else 'warning'}: {note}")
-    if failed:
+            say_error(f"{'error' if note.startswith('cannot write') else 'warning'}: {note}")
+    if any(n.startswith("cannot write") for n in written):
         return None
     return [n for n in written if not n.startswith(("cannot write", "could not write"))]
 
@@ -316,7 +294,9 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         engine.close()
     host, profile = engine.machine.identity(), engine.profile()
-    why, not_run = _not_run(results)
+    ran = {r.check_id for r in results}  # the checks --only left out, by one rule with pytest's (issue 24 item 3)
+    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
+    not_run = {cid: why for cid in catalog.IDS if cid not in ran}
     said = _said(report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ,
         not_run=not_run,
@@ -327,8 +307,7 @@ def _main(argv: Sequence[str] | None) -> int:
     last, v = verdict_line(results, strict=strict, not_run=not_run), verdict(results, strict=strict, not_run=not_run).value
     block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),
                              profile=profile, not_run=not_run) if ns.json else None  # fmt: skip
-    skipped = [f"{', '.join(not_run)} not run: {why}"] if not_run else []
-    _show(ns, results, block, (last, v), said, skipped)
+    _show(ns, results, block, (last, v), said, [f"{', '.join(not_run)} not run: {why}"] if not_run else [])
     return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
 
 
@@ -341,9 +320,7 @@ def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | No
         for note in said:
             say_error(note)
     else:
-        paint = colour_wanted(ns.color, sys.stdout)
-        for r in results:
-            say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+        paint = _say_lines(ns, results)
         for line in not_run:  # as pytest's section says it
             say(line, COLOURS.get("WARN") if paint else None)
         say(verdict[0], COLOURS[verdict[1]] if paint else None)
@@ -351,6 +328,14 @@ def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | No
             say(visible(note))  # one line: a newline in a path is escaped, not printed
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
         say_error(f"stdout is closed: no check line printed; {verdict[0]}")
+
+
+def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
+    """A line for each result (its whole text under -v), coloured if wanted; whether they were."""
+    paint = colour_wanted(ns.color, sys.stdout)
+    for r in results:
+        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+    return paint
 
 
 # --------------------------------------------------------------------------- diagnose (issue 23)
@@ -470,9 +455,7 @@ def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result],
         block = report.run_block(lines, strict=False, host=host, extra={"diagnosis": diag.to_dict()})
         say(json.dumps(block, indent=2, default=str))
         return
-    paint = colour_wanted(ns.color, sys.stdout)
-    for r in lines:
-        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+    paint = _say_lines(ns, lines)
     if ns.verbose:
         for note in ignored(diag.files, table):
             say(f"  {note}")

@@ -53,7 +53,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=min(HELP_WIDTH, shutil.get_terminal_size().columns))
 
@@ -246,9 +245,9 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
     if (path := settings.replay) is None:
         return Engine(settings, Machine(timeout=settings.timeout))
     given = [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
-    ignored = options.replay_ignores(given)
-    if ignored:
-        say_error(f"note: {ignored}")
+    if given:
+        say_error(f"note: {', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect on a replay: "
+                  "the capture's facts were gathered by the run that made it")  # fmt: skip
     try:
         replay = capture.load(path)
     except capture.CaptureError as exc:
@@ -259,6 +258,13 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
     say_error(f"note: replay of {path.name} (captured {replay.get('created_at', '?')}, host "
               f"{cap.get('hostname', '?')}, {cap.get('gpu') or 'no GPU'}): this machine was not read")
     return Engine(settings, capture.ReplayMachine(replay), replay=replay)
+
+
+def _not_run(results: list[Any]) -> tuple[str, dict[str, str]]:
+    """Why checks were not run, and the checks --only left out, by one rule with pytest's (issue 24 item 3)."""
+    ran = {r.check_id for r in results}
+    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
+    return why, {cid: why for cid in catalog.IDS if cid not in ran}
 
 
 def _said(written: list[str]) -> list[str] | None:
@@ -294,9 +300,7 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         engine.close()
     host, profile = engine.machine.identity(), engine.profile()
-    ran = {r.check_id for r in results}  # the checks --only left out, by one rule with pytest's (issue 24 item 3)
-    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
-    not_run = {cid: why for cid in catalog.IDS if cid not in ran}
+    why, not_run = _not_run(results)
     said = _said(report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ,
         not_run=not_run,
@@ -305,29 +309,22 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     strict = settings.strict
     last, v = verdict_line(results, strict=strict, not_run=not_run), verdict(results, strict=strict, not_run=not_run).value
-    block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),
-                             profile=profile, not_run=not_run) if ns.json else None  # fmt: skip
-    _show(ns, results, block, (last, v), said, [f"{', '.join(not_run)} not run: {why}"] if not_run else [])
-    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
-
-
-def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | None, verdict: tuple[str, str],
-          said: list[str], not_run: list[str]) -> None:  # fmt: skip
-    """The results on stdout (JSON, or a line each and the verdict, coloured as
-    pytest colours them), then what was written where (stderr under --json)."""
-    if block is not None:
+    if ns.json:  # the block on stdout, what was written where on stderr
+        block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),
+                                 profile=profile, not_run=not_run)  # fmt: skip
         say(json.dumps(block, indent=2, default=str))
         for note in said:
             say_error(note)
-    else:
+    else:  # a line each and the verdict, coloured as pytest colours them
         paint = _say_lines(ns, results)
-        for line in not_run:  # as pytest's section says it
-            say(line, COLOURS.get("WARN") if paint else None)
-        say(verdict[0], COLOURS[verdict[1]] if paint else None)
+        if not_run:  # as pytest's section says it
+            say(f"{', '.join(not_run)} not run: {why}", COLOURS["WARN"] if paint else None)
+        say(last, COLOURS[v] if paint else None)
         for note in said:
             say(visible(note))  # one line: a newline in a path is escaped, not printed
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
-        say_error(f"stdout is closed: no check line printed; {verdict[0]}")
+        say_error(f"stdout is closed: no check line printed; {last}")
+    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
 
 
 def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
@@ -364,13 +361,18 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[str]]:
-    """The ten checks on this machine or a capture's, as the preflight runs them, and this
-    machine's kernel log since boot (G3 and G4 read it; a replay has none)."""
+def _diagnose_live(
+    ns: argparse.Namespace, table: Any, idle: float
+) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[Any]]:
+    """The ten checks on this machine or a capture's, as the preflight runs them, and this machine's
+    kernel log since boot (G3 and G4 read it; a replay has none) scanned as a ``--kernel-log`` file
+    named after its source (``kmsg:12``, ``journalctl:40``)."""
+    from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
+
     engine = _engine(ns, _settings(ns))
+    kernel: list[str] = []
     try:
         found = engine.run_many()
-        kernel: list[str] = []
         if not ns.spark_replay and not ns.kernel_log:
             from pytest_dgx_spark.probes import kernel_log  # lazy: the reader G4 loads for its Xids
 
@@ -378,21 +380,14 @@ def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[s
             kernel = [str(log.get("source") or "")] + [r.text for r in kernel_log.records(log)]
     finally:
         engine.close()
-    return {r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile(), kernel
-
-
-def _scan_kernel_log(kernel: list[str], table: Any, idle: float) -> list[Any]:
-    """This machine's kernel log (from :func:`_diagnose_live`), scanned as a ``--kernel-log`` file
-    named after its source (``kmsg:12``, ``journalctl:40``); nothing when none was readable."""
+    live = ({r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile())
     if len(kernel) < 2 or not kernel[0]:
-        return []
-    from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
-
+        return (*live, [])
     name = "kmsg" if kernel[0].endswith("kmsg") else os.path.basename(kernel[0].split()[0]) or "kernel-log"
     with tempfile.TemporaryDirectory(prefix="spark-diagnose-") as folder:
         path = Path(folder) / name
         path.write_text("\n".join(kernel[1:]) + "\n", encoding="utf-8", errors="replace")
-        return logscan.scan_logs([], [str(path)], table, idle)
+        return (*live, logscan.scan_logs([], [str(path)], table, idle))
 
 
 def _diagnose(argv: Sequence[str]) -> int:
@@ -412,8 +407,8 @@ def _diagnose(argv: Sequence[str]) -> int:
         host: Mapping[str, Any] = {}
         settings, profile = None, "auto"
         if not ns.no_machine:
-            live, host, settings, profile, kernel = _diagnose_live(ns)
-            scans += _scan_kernel_log(kernel, table, idle)
+            live, host, settings, profile, kernel_scans = _diagnose_live(ns, table, idle)
+            scans += kernel_scans
     except (logscan.TableError, logscan.LogError, _Stop) as exc:
         say_error(f"error: {exc}")
         return EXIT_USAGE

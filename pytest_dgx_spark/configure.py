@@ -17,8 +17,7 @@ from pytest_dgx_spark.safe_text import visible, write_line
 
 def configure(config: pytest.Config, enabled: bool) -> None:
     """``pytest_configure`` past the markers (``enabled``: the preflight runs)."""
-    moved = value_taken_as_test_path(config)
-    if moved:
+    if moved := value_taken_as_test_path(config):
         raise pytest.UsageError(visible(moved))
     if enabled:
         from pytest_dgx_spark import session  # lazy: the preflight's machinery, only with --spark-preflight

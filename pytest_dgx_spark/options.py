@@ -38,7 +38,8 @@ class Option:
         self.name, self.kind, self.group, self.help, self.metavar = name, kind, group, help, metavar
         self.default = EMPTY.get(kind) if default is None else default
         self.choices, self.minimum, self.exclusive_min, self.maximum = choices, minimum, exclusive_min, maximum
-        self.flag, self.cli_flag, self.ini_type = f"--spark-{name}", f"--{name}", INI_TYPES.get(kind, "string")
+        self.flag, self.cli_flag = f"--spark-{name}", f"--{name}"
+        self.ini_type = INI_TYPES.get(kind, "string")
         self.dest, self.ini = "spark_" + name.replace("-", "_"), "spark_preflight_" + name.replace("-", "_")
 
     def __repr__(self) -> str:
@@ -108,14 +109,6 @@ BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 #: options that change only what is gathered: a replay's facts were gathered already
 GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url", "known-bad")
-
-
-def replay_ignores(given: list[str]) -> str | None:
-    """One line naming the gathering options given to a replay, else ``None``."""
-    if not given:
-        return None
-    verb = "has" if len(given) == 1 else "have"
-    return f"{', '.join(given)} {verb} no effect on a replay: the capture's facts were gathered by the run that made it"
 
 
 def add_pytest_options(parser: Any) -> None:

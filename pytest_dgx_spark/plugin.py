@@ -43,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """Take the checks' node ids (``spark_preflight::G3``, no file on disk) out before pytest resolves paths."""
+    """Take the checks' node ids (``spark_preflight::G3``: no file) out before pytest resolves paths."""
     if not any("spark_preflight" in str(a) for a in args):  # a plain run pays for this search only
         return
     ns = early_config.known_args_namespace

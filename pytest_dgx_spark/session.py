@@ -140,14 +140,10 @@ def start(config: pytest.Config) -> None:
     """Read the settings (and any capture to replay), guard other plugins' outputs, register the plugin."""
     try:
         settings = settings_from_pytest(config)
-    except OptionError as exc:
+        replay = capture.load(settings.replay) if settings.replay is not None else None
+    except (OptionError, capture.CaptureError) as exc:
         raise pytest.UsageError(visible(str(exc))) from None
-    replay = None
-    if settings.replay is not None:
-        try:
-            replay = capture.load(settings.replay)
-        except capture.CaptureError as exc:
-            raise pytest.UsageError(visible(str(exc))) from None
+    if replay is not None:
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
     for dest, flag, folder in FOREIGN_OUTPUTS:
         value = getattr(config.option, dest, None)

@@ -65,9 +65,8 @@ class Settings:
     diagnose: tuple[Path, ...] = _DEFAULT["diagnose"]
     signatures: Path | None = _DEFAULT["signatures"]
     rootdir: Path = field(default_factory=Path.cwd)
-    #: where ``github_url`` came from: "default", "ini" (the checkout's own
-    #: config) or the command line ("flag", "cli"); G8 sends ``GITHUB_TOKEN``
-    #: to another host only when the user gave it (issue 19, item 2)
+    #: where ``github_url`` came from: "default", "ini" (the checkout's own config), "flag" or "cli";
+    #: G8 sends ``GITHUB_TOKEN`` to another host only when the user gave it (issue 19, item 2)
     github_url_source: str = "default"
 
     @property
@@ -106,7 +105,7 @@ def _parse_float(opt: Option, raw: Any, where: str, base: Path) -> float:
         value = float(str(raw).strip())
     except ValueError:
         raise OptionError(f"{where}: expected a number, got {raw!r}") from None
-    if math.isnan(value) or math.isinf(value):
+    if not math.isfinite(value):
         raise OptionError(f"{where}: expected a finite number, got {raw!r}")
     low = opt.minimum
     if low is not None and (value <= low if opt.exclusive_min else value < low):
@@ -123,13 +122,12 @@ def _items(raw: Any) -> list[str]:
 
 
 def _parse_ids(opt: Option, raw: Any, where: str, base: Path) -> tuple[str, ...]:
-    ids: list[str] = []
+    ids: set[str] = set()
     for part in _items(raw):
         cid = catalog.normalize_id(part)
         if cid is None:
             raise OptionError(f"{where}: {part!r} is not a check id (expected G1..G10, e.g. G1,G5)")
-        if cid not in ids:
-            ids.append(cid)
+        ids.add(cid)
     if not ids:
         raise OptionError(f"{where}: expected check ids such as G1,G5, got {raw!r}")
     return tuple(sorted(ids, key=lambda c: catalog.BY_ID[c].number))
@@ -147,7 +145,7 @@ def _parse_pairs(opt: Option, raw: Any, where: str, base: Path) -> dict[str, flo
             number = float(value)
         except ValueError:
             raise OptionError(f"{where}: {name} needs a number, got {value!r}") from None
-        if math.isnan(number) or math.isinf(number) or number < 0:
+        if not math.isfinite(number) or number < 0:
             raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
         out[name] = number
     return out

@@ -23,7 +23,9 @@ class Threshold(NamedTuple):
 
 #: one row per threshold: [name, gb10 default, generic default, unit, help]
 _ROWS = json.loads((Path(__file__).parent / "data" / "thresholds.json").read_text(encoding="utf-8"))
-THRESHOLDS: dict[str, Threshold] = {r[0]: Threshold(r[0], float(r[1]), float(r[2]), r[3], r[4]) for r in _ROWS}
+THRESHOLDS: dict[str, Threshold] = {
+    row[0]: Threshold(row[0], float(row[1]), float(row[2]), row[3], row[4]) for row in _ROWS
+}
 
 
 def defaults(profile: str) -> dict[str, float]:

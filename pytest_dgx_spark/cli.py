@@ -115,14 +115,11 @@ class _ThresholdsHelp(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="spark-preflight",
-        description="Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
-        "then the verdict: ready, ready-with-warnings or blocked.",
-        epilog=epilog(),
-        formatter_class=_Formatter,
-        allow_abbrev=False,  # as pytest: --workload is no --workload-gb
-    )
+    description = ("Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
+                   "then the verdict: ready, ready-with-warnings or blocked.")  # fmt: skip
+    # allow_abbrev off as in pytest: --workload is no --workload-gb
+    parser = _Parser(prog="spark-preflight", description=description, epilog=epilog(),
+                     formatter_class=_Formatter, allow_abbrev=False)
     parser.add_argument("--help-thresholds", nargs=0, action=_ThresholdsHelp, help="list the thresholds and exit")
     parser.add_argument("--version", action="version", version=f"pytest-dgx-spark {__version__}")
     groups = options.add_cli_options(parser)
@@ -148,9 +145,8 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
     from pytest_dgx_spark.settings import ini_value  # lazy: the preflight's validation, not --help's
 
     try:
-        root, inipath, cfg, _ = determine_setup(
-            inifile=inifile, override_ini=None, args=[], rootdir_cmd_arg=rootdir, invocation_dir=cwd
-        )
+        root, inipath, cfg, _ = determine_setup(inifile=inifile, override_ini=None, args=[],
+                                                rootdir_cmd_arg=rootdir, invocation_dir=cwd)  # fmt: skip
     except UsageError as exc:
         cause = exc.__cause__
         if cause is not None and type(cause).__name__ == "TOMLDecodeError":
@@ -186,8 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stdout is not None:
             sys.stdout.flush()  # a closed pipe must show here, not at interpreter exit
         return code
-    except BrokenPipeError:
-        return _stdout_closed()
+    except BrokenPipeError:  # the reader left (| head -1): stdout to devnull, as the signal module advises
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no real stdout file descriptor: nothing will flush to it
+            pass
+        return EXIT_PIPE
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         say_error(f"interrupted by {commands.signal_name(signum)}; probes stopped")
@@ -197,17 +199,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     finally:
         commands.restore_signal_handlers()
-
-
-def _stdout_closed() -> int:
-    """The reader went away (``| head -1``): stdout to devnull (the signal module's advice), exit 141."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no real stdout file descriptor: nothing will flush to it
-        pass
-    return EXIT_PIPE
 
 
 class _Stop(Exception):

@@ -71,7 +71,5 @@ def value_taken_as_test_path(config: pytest.Config) -> str | None:
         return None
     flag, value = spaced[0]
     ini = f"{inipath} was not read" if inipath else "no ini file"
-    return (
-        f"{flag} {value}: pytest read {value!r} as a test path before this plugin loaded, so the rootdir "
-        f"became {config.rootpath} ({ini}); write {flag}={value}"
-    )
+    return (f"{flag} {value}: pytest read {value!r} as a test path before this plugin loaded, so the rootdir "
+            f"became {config.rootpath} ({ini}); write {flag}={value}")  # fmt: skip

@@ -72,9 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
     enabled = options.preflight_enabled(config)
     bad = None if enabled else options.bad_ini(config, "spark_preflight_enabled")
     if bad:  # a plain run goes on, but says why the preflight did not run
-        config.issue_config_time_warning(
-            pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
-        )
+        warning = pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run")
+        config.issue_config_time_warning(warning, stacklevel=2)
     spark_args = "--spark" in os.environ.get("PYTEST_ADDOPTS", "") or any(
         str(a).startswith("--spark") for a in config.invocation_params.args
     )

@@ -104,7 +104,11 @@ class SparkCheckItem(pytest.Item):
     def runtest(self) -> None:
         plugin: Any = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         result = self.spark_result = plugin.result_for(self.spec.id)
-        if plugin.junit_family in ("xunit1", "legacy"):
+        try:
+            family = str(self.config.getini("junit_family"))
+        except (ValueError, KeyError):
+            family = "xunit2"
+        if family in ("xunit1", "legacy"):
             self.user_properties.extend(report.case_properties(result))
         text = result.report_text()
         if result.status is Status.FAIL:
@@ -285,13 +289,6 @@ class SparkPreflight:
     @property
     def host(self) -> dict[str, Any]:
         return self.run.host
-
-    @property
-    def junit_family(self) -> str:
-        try:
-            return str(self.config.getini("junit_family"))
-        except (ValueError, KeyError):
-            return "xunit2"
 
     @property
     def engine(self) -> Engine:

@@ -321,9 +321,8 @@ def build_settings(lookup: Callable[[Option], tuple[Any, str] | None], *, base: 
         values[opt.dest[len("spark_") :]] = value
         sources[opt.name] = source
     if values.get("capture") and values.get("replay"):
-        raise OptionError(
-            f"{BY_NAME['capture'].flag} and {BY_NAME['replay'].flag} together: a replay reads no machine to capture"
-        )
+        c, r = BY_NAME["capture"].flag, BY_NAME["replay"].flag
+        raise OptionError(f"{c} and {r} together: a replay reads no machine to capture")
     _one_file_each(values, sources)
     if "github-url" in sources:
         values["github_url_source"] = sources["github-url"]

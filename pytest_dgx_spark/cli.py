@@ -407,7 +407,12 @@ def _diagnose(argv: Sequence[str]) -> int:
         say_error(f"error: --timeout: expected a number, got {ns.spark_timeout!r}")
         return EXIT_USAGE
     lines, diag = diagnose_run(scans, table, live, host)
-    written = _diagnose_write(settings, lines, host, profile, diag)
+    written: list[str] = []
+    if settings is not None:  # --report / --capture as the preflight writes them, with the diagnosis key
+        from pytest_dgx_spark import report  # lazy: the report machinery
+
+        written = report.write_run_files(settings, lines, host=host, profile=profile, store_items=lambda: {},
+                                         env=os.environ, extra={"diagnosis": diag.to_dict()})  # fmt: skip
     _diagnose_show(ns, diag, lines, table, host)
     for note in written:
         (say_error if note.startswith(("cannot write", "could not write")) else say)(note)
@@ -419,16 +424,6 @@ def _diagnose(argv: Sequence[str]) -> int:
     if diag.errors or any(n.startswith("cannot write") for n in written):
         return EXIT_USAGE
     return EXIT_FAIL if diag.cause is not None else EXIT_OK
-
-
-def _diagnose_write(settings: Any, lines: list[Result], host: Mapping[str, Any], profile: str, diag: Diagnosis) -> list[str]:
-    """``--report`` / ``--capture`` as the preflight writes them, with the ``diagnosis`` key."""
-    if settings is None:
-        return []
-    from pytest_dgx_spark import report  # lazy: the report machinery
-
-    return report.write_run_files(settings, lines, host=host, profile=profile, store_items=lambda: {},
-                                  env=os.environ, extra={"diagnosis": diag.to_dict()})  # fmt: skip
 
 
 def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result], table: Table,

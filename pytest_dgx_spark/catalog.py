@@ -53,9 +53,7 @@ TORCH_CHECKS: tuple[str, ...] = ("G1", "G2", "G5", "G7")
 
 def normalize_id(text: str) -> str | None:
     """``g5`` / ``G05`` / `` 5 `` -> ``G5``; ``None`` when it names no check."""
-    t = text.strip().upper()
-    if t.startswith("G"):
-        t = t[1:]
+    t = text.strip().upper().removeprefix("G")
     if not t.isdigit():
         return None
     cid = f"G{int(t)}"

@@ -1,8 +1,5 @@
-"""``spark-preflight``: the ten checks without pytest's output around them.
-
-Same engine, options, configuration files and lines as ``pytest
---spark-preflight``; the exit code is the gate (``--help`` lists the codes).
-"""
+"""``spark-preflight``: the ten checks without pytest's output around them (same engine, options,
+configuration files and lines as ``pytest --spark-preflight``); the exit code is the gate."""
 
 from __future__ import annotations
 
@@ -56,15 +53,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Option help wrapped to the terminal, at most 80 columns; the epilog as written."""
-
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=min(HELP_WIDTH, shutil.get_terminal_size().columns))
 
 
 def say(text: str, colour: str | None = None) -> None:
-    """Our lines on stdout: escaped once more (newlines kept), fitted to the
-    terminal's encoding ("..." for "…" on ASCII), coloured when asked;
+    """Our lines on stdout: escaped (newlines kept), fitted to its encoding, coloured when asked;
     nothing when stdout is closed (``>&-``)."""
     if sys.stdout is not None:
         text = fit(visible_lines(text), getattr(sys.stdout, "encoding", None))
@@ -95,7 +89,6 @@ def _wrapped(lead: str, text: str, indent: int) -> list[str]:
 
 
 def epilog() -> str:
-    """Exit codes and where the settings come from: what the options' help does not say."""
     lines = ["exit codes:"]
     for code, text in EXIT_CODES:
         lines += _wrapped(f"  {code:<6} ", text, 9)
@@ -108,7 +101,6 @@ def epilog() -> str:
 
 
 def thresholds_help() -> str:
-    """``--help-thresholds``: every name, its defaults and what it means."""
     lines = ["thresholds for --threshold NAME=VALUE (default with the gb10 / the generic profile):"]
     for t in THRESHOLDS.values():
         lines.append(f"  {t.name} = {t.gb10:g} / {t.generic:g}{' ' + t.unit if t.unit else ''}")
@@ -123,14 +115,11 @@ class _ThresholdsHelp(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="spark-preflight",
-        description="Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
-        "then the verdict: ready, ready-with-warnings or blocked.",
-        epilog=epilog(),
-        formatter_class=_Formatter,
-        allow_abbrev=False,  # as pytest: --workload is no --workload-gb
-    )
+    description = ("Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
+                   "then the verdict: ready, ready-with-warnings or blocked.")  # fmt: skip
+    # allow_abbrev off as in pytest: --workload is no --workload-gb
+    parser = _Parser(prog="spark-preflight", description=description, epilog=epilog(),
+                     formatter_class=_Formatter, allow_abbrev=False)
     parser.add_argument("--help-thresholds", nargs=0, action=_ThresholdsHelp, help="list the thresholds and exit")
     parser.add_argument("--version", action="version", version=f"pytest-dgx-spark {__version__}")
     groups = options.add_cli_options(parser)
@@ -146,13 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --------------------------------------------------------------------------- configuration
-
-
 def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple[Path, dict[str, Any], list[str]]:
-    """``(rootdir, spark_preflight_* values, notes)`` found by the installed
-    pytest's own discovery, so both read the same file by the same rules;
-    the values converted as its ``getini`` converts them."""
+    """``(rootdir, spark_preflight_* values, notes)`` found by the installed pytest's own discovery,
+    so both read the same file by the same rules; the values converted as its ``getini`` does."""
     from _pytest.config.exceptions import UsageError  # lazy: pytest's discovery (~50 ms), not for --help
     from _pytest.config.findpaths import determine_setup  # lazy: as above
     from _pytest.outcomes import Failed  # lazy: as above
@@ -160,9 +145,8 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
     from pytest_dgx_spark.settings import ini_value  # lazy: the preflight's validation, not --help's
 
     try:
-        root, inipath, cfg, _ = determine_setup(
-            inifile=inifile, override_ini=None, args=[], rootdir_cmd_arg=rootdir, invocation_dir=cwd
-        )
+        root, inipath, cfg, _ = determine_setup(inifile=inifile, override_ini=None, args=[],
+                                                rootdir_cmd_arg=rootdir, invocation_dir=cwd)  # fmt: skip
     except UsageError as exc:
         cause = exc.__cause__
         if cause is not None and type(cause).__name__ == "TOMLDecodeError":
@@ -187,9 +171,6 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
     return root, values, notes
 
 
-# --------------------------------------------------------------------------- main
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; never a traceback (exit 2 with one line instead)."""
     from pytest_dgx_spark.probes import commands  # lazy: the probe machinery, not for --help
@@ -201,8 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sys.stdout is not None:
             sys.stdout.flush()  # a closed pipe must show here, not at interpreter exit
         return code
-    except BrokenPipeError:
-        return _stdout_closed()
+    except BrokenPipeError:  # the reader left (| head -1): stdout to devnull, as the signal module advises
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no real stdout file descriptor: nothing will flush to it
+            pass
+        return EXIT_PIPE
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         say_error(f"interrupted by {commands.signal_name(signum)}; probes stopped")
@@ -212,17 +199,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     finally:
         commands.restore_signal_handlers()
-
-
-def _stdout_closed() -> int:
-    """The reader went away (``| head -1``): stdout to devnull (the signal module's advice), exit 141."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no real stdout file descriptor: nothing will flush to it
-        pass
-    return EXIT_PIPE
 
 
 class _Stop(Exception):
@@ -260,9 +236,9 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
     if (path := settings.replay) is None:
         return Engine(settings, Machine(timeout=settings.timeout))
     given = [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
-    ignored = options.replay_ignores(given)
-    if ignored:
-        say_error(f"note: {ignored}")
+    if given:
+        say_error(f"note: {', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect on a replay: "
+                  "the capture's facts were gathered by the run that made it")  # fmt: skip
     try:
         replay = capture.load(path)
     except capture.CaptureError as exc:
@@ -285,11 +261,10 @@ def _not_run(results: list[Any]) -> tuple[str, dict[str, str]]:
 def _said(written: list[str]) -> list[str] | None:
     """The files written, to say; a report not written is an error (None: exit 2), an extra
     not written (G4's chart) a warning that keeps the outcome; both on stderr."""
-    failed = [n for n in written if n.startswith("cannot write")]
     for note in written:
         if note.startswith(("cannot write", "could not write")):
-            say_error(f"{'error' if note in failed else 'warning'}: {note}")
-    if failed:
+            say_error(f"{'error' if note.startswith('cannot write') else 'warning'}: {note}")
+    if any(n.startswith("cannot write") for n in written):
         return None
     return [n for n in written if not n.startswith(("cannot write", "could not write"))]
 
@@ -325,32 +300,30 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     strict = settings.strict
     last, v = verdict_line(results, strict=strict, not_run=not_run), verdict(results, strict=strict, not_run=not_run).value
-    block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),
-                             profile=profile, not_run=not_run) if ns.json else None  # fmt: skip
-    skipped = [f"{', '.join(not_run)} not run: {why}"] if not_run else []
-    _show(ns, results, block, (last, v), said, skipped)
-    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
-
-
-def _show(ns: argparse.Namespace, results: list[Any], block: dict[str, Any] | None, verdict: tuple[str, str],
-          said: list[str], not_run: list[str]) -> None:  # fmt: skip
-    """The results on stdout (JSON, or a line each and the verdict, coloured as
-    pytest colours them), then what was written where (stderr under --json)."""
-    if block is not None:
+    if ns.json:  # the block on stdout, what was written where on stderr
+        block = report.run_block(results, strict=strict, host=host, settings=settings.to_dict(),
+                                 profile=profile, not_run=not_run)  # fmt: skip
         say(json.dumps(block, indent=2, default=str))
         for note in said:
             say_error(note)
-    else:
-        paint = colour_wanted(ns.color, sys.stdout)
-        for r in results:
-            say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
-        for line in not_run:  # as pytest's section says it
-            say(line, COLOURS.get("WARN") if paint else None)
-        say(verdict[0], COLOURS[verdict[1]] if paint else None)
+    else:  # a line each and the verdict, coloured as pytest colours them
+        paint = _say_lines(ns, results)
+        if not_run:  # as pytest's section says it
+            say(f"{', '.join(not_run)} not run: {why}", COLOURS["WARN"] if paint else None)
+        say(last, COLOURS[v] if paint else None)
         for note in said:
             say(visible(note))  # one line: a newline in a path is escaped, not printed
     if sys.stdout is None:  # `>&-`: the verdict said where it can be, and in the exit code
-        say_error(f"stdout is closed: no check line printed; {verdict[0]}")
+        say_error(f"stdout is closed: no check line printed; {last}")
+    return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
+
+
+def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
+    """A line for each result (its whole text under -v), coloured if wanted; whether they were."""
+    paint = colour_wanted(ns.color, sys.stdout)
+    for r in results:
+        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+    return paint
 
 
 # --------------------------------------------------------------------------- diagnose (issue 23)
@@ -379,13 +352,18 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[str]]:
-    """The ten checks on this machine or a capture's, as the preflight runs them, and this
-    machine's kernel log since boot (G3 and G4 read it; a replay has none)."""
+def _diagnose_live(
+    ns: argparse.Namespace, table: Any, idle: float
+) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[Any]]:
+    """The ten checks on this machine or a capture's, as the preflight runs them, and this machine's
+    kernel log since boot (G3 and G4 read it; a replay has none) scanned as a ``--kernel-log`` file
+    named after its source (``kmsg:12``, ``journalctl:40``)."""
+    from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
+
     engine = _engine(ns, _settings(ns))
+    kernel: list[str] = []
     try:
         found = engine.run_many()
-        kernel: list[str] = []
         if not ns.spark_replay and not ns.kernel_log:
             from pytest_dgx_spark.probes import kernel_log  # lazy: the reader G4 loads for its Xids
 
@@ -393,21 +371,14 @@ def _diagnose_live(ns: argparse.Namespace) -> tuple[dict[str, Result], Mapping[s
             kernel = [str(log.get("source") or "")] + [r.text for r in kernel_log.records(log)]
     finally:
         engine.close()
-    return {r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile(), kernel
-
-
-def _scan_kernel_log(kernel: list[str], table: Any, idle: float) -> list[Any]:
-    """This machine's kernel log (from :func:`_diagnose_live`), scanned as a ``--kernel-log`` file
-    named after its source (``kmsg:12``, ``journalctl:40``); nothing when none was readable."""
+    live = ({r.check_id: r for r in found}, engine.machine.identity(), engine.settings, engine.profile())
     if len(kernel) < 2 or not kernel[0]:
-        return []
-    from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
-
+        return (*live, [])
     name = "kmsg" if kernel[0].endswith("kmsg") else os.path.basename(kernel[0].split()[0]) or "kernel-log"
     with tempfile.TemporaryDirectory(prefix="spark-diagnose-") as folder:
         path = Path(folder) / name
         path.write_text("\n".join(kernel[1:]) + "\n", encoding="utf-8", errors="replace")
-        return logscan.scan_logs([], [str(path)], table, idle)
+        return (*live, logscan.scan_logs([], [str(path)], table, idle))
 
 
 def _diagnose(argv: Sequence[str]) -> int:
@@ -427,8 +398,8 @@ def _diagnose(argv: Sequence[str]) -> int:
         host: Mapping[str, Any] = {}
         settings, profile = None, "auto"
         if not ns.no_machine:
-            live, host, settings, profile, kernel = _diagnose_live(ns)
-            scans += _scan_kernel_log(kernel, table, idle)
+            live, host, settings, profile, kernel_scans = _diagnose_live(ns, table, idle)
+            scans += kernel_scans
     except (logscan.TableError, logscan.LogError, _Stop) as exc:
         say_error(f"error: {exc}")
         return EXIT_USAGE
@@ -436,7 +407,12 @@ def _diagnose(argv: Sequence[str]) -> int:
         say_error(f"error: --timeout: expected a number, got {ns.spark_timeout!r}")
         return EXIT_USAGE
     lines, diag = diagnose_run(scans, table, live, host)
-    written = _diagnose_write(settings, lines, host, profile, diag)
+    written: list[str] = []
+    if settings is not None:  # --report / --capture as the preflight writes them, with the diagnosis key
+        from pytest_dgx_spark import report  # lazy: the report machinery
+
+        written = report.write_run_files(settings, lines, host=host, profile=profile, store_items=lambda: {},
+                                         env=os.environ, extra={"diagnosis": diag.to_dict()})  # fmt: skip
     _diagnose_show(ns, diag, lines, table, host)
     for note in written:
         (say_error if note.startswith(("cannot write", "could not write")) else say)(note)
@@ -450,16 +426,6 @@ def _diagnose(argv: Sequence[str]) -> int:
     return EXIT_FAIL if diag.cause is not None else EXIT_OK
 
 
-def _diagnose_write(settings: Any, lines: list[Result], host: Mapping[str, Any], profile: str, diag: Diagnosis) -> list[str]:
-    """``--report`` / ``--capture`` as the preflight writes them, with the ``diagnosis`` key."""
-    if settings is None:
-        return []
-    from pytest_dgx_spark import report  # lazy: the report machinery
-
-    return report.write_run_files(settings, lines, host=host, profile=profile, store_items=lambda: {},
-                                  env=os.environ, extra={"diagnosis": diag.to_dict()})  # fmt: skip
-
-
 def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result], table: Table,
                    host: Mapping[str, Any]) -> None:  # fmt: skip
     """The ten lines and the diagnosis (or the JSON block), as the preflight prints its lines."""
@@ -470,9 +436,7 @@ def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result],
         block = report.run_block(lines, strict=False, host=host, extra={"diagnosis": diag.to_dict()})
         say(json.dumps(block, indent=2, default=str))
         return
-    paint = colour_wanted(ns.color, sys.stdout)
-    for r in lines:
-        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+    paint = _say_lines(ns, lines)
     if ns.verbose:
         for note in ignored(diag.files, table):
             say(f"  {note}")

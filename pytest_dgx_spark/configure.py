@@ -1,9 +1,6 @@
-"""What ``pytest_configure`` does once a run has something for us: loaded
-only with ``--spark-preflight`` or a ``--spark-*`` flag. It stops on the
-``--spark-config PATH`` trap, says in one line when ``--spark-*`` options were
-given without the preflight, and otherwise hands over to
-:func:`pytest_dgx_spark.session.start`. It stays light: a plain run given a
-``--spark-*`` flag imports neither the settings nor the machinery."""
+"""``pytest_configure`` with ``--spark-preflight`` or a ``--spark-*`` flag: stop on the
+``--spark-config PATH`` trap, say in one line when ``--spark-*`` options came without the
+preflight, else hand over to :func:`.session.start` (only then are the settings imported)."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from pytest_dgx_spark.safe_text import visible, write_line
 
 def configure(config: pytest.Config, enabled: bool) -> None:
     """``pytest_configure`` past the markers (``enabled``: the preflight runs)."""
-    moved = value_taken_as_test_path(config)
-    if moved:
+    if moved := value_taken_as_test_path(config):
         raise pytest.UsageError(visible(moved))
     if enabled:
         from pytest_dgx_spark import session  # lazy: the preflight's machinery, only with --spark-preflight
@@ -34,9 +30,8 @@ def configure(config: pytest.Config, enabled: bool) -> None:
 
 
 def options_without_preflight(config: pytest.Config) -> str | None:
-    """The ``--spark-*`` options given on a run without the preflight (a CI
-    line that forgets ``--spark-preflight`` would gate nothing, silently).
-    xdist workers stay quiet: the controller says it once."""
+    """The ``--spark-*`` options given without the preflight (a CI line that forgets
+    ``--spark-preflight`` would gate nothing, silently); xdist workers leave it to the controller."""
     if hasattr(config, "workerinput"):
         return None
     given = [o.flag for o in options.OPTIONS if getattr(config.option, o.dest, None) is not None]
@@ -56,14 +51,9 @@ class OneLine:
 
 
 def value_taken_as_test_path(config: pytest.Config) -> str | None:
-    """Say so when ``--spark-config PATH`` (space form) moved the rootdir.
-
-    pytest finds the rootdir and ini file before it loads entry-point
-    plugins, so ``PATH`` after a then-unknown ``--spark-*`` flag reads as a
-    test path: the rootdir moves and the project's ini is not read. Once
-    loaded, we find the setup again without our values; when it differs, the
-    run stops asking for ``--spark-config=PATH``.
-    """
+    """Say so when ``--spark-config PATH`` (space form) moved the rootdir: pytest finds the rootdir
+    before it loads entry-point plugins, so ``PATH`` after a then-unknown flag reads as a test path.
+    We find the setup again without our values; when it differs, the run asks for ``--flag=PATH``."""
     args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *map(str, config.invocation_params.args)]
     valued = {o.flag for o in options.OPTIONS if o.kind != "bool"}
     spaced = [(args[i], args[i + 1]) for i in range(len(args) - 1) if args[i] in valued]
@@ -72,19 +62,14 @@ def value_taken_as_test_path(config: pytest.Config) -> str | None:
     try:
         ns = config.known_args_namespace
         rootpath, inipath, *_ = determine_setup(
-            inifile=ns.inifilename,
-            override_ini=ns.override_ini,
-            args=[str(a) for a in ns.file_or_dir],
-            rootdir_cmd_arg=ns.rootdir or None,
-            invocation_dir=config.invocation_params.dir,
-        )
+            inifile=ns.inifilename, override_ini=ns.override_ini, args=[str(a) for a in ns.file_or_dir],
+            rootdir_cmd_arg=ns.rootdir or None, invocation_dir=config.invocation_params.dir,
+        )  # fmt: skip
     except Exception:  # another pytest's internals: do not guess, do not block
         return None
     if rootpath == config.rootpath and inipath == config.inipath:
         return None
     flag, value = spaced[0]
     ini = f"{inipath} was not read" if inipath else "no ini file"
-    return (
-        f"{flag} {value}: pytest read {value!r} as a test path before this plugin loaded, so the rootdir "
-        f"became {config.rootpath} ({ini}); write {flag}={value}"
-    )
+    return (f"{flag} {value}: pytest read {value!r} as a test path before this plugin loaded, so the rootdir "
+            f"became {config.rootpath} ({ini}); write {flag}={value}")  # fmt: skip

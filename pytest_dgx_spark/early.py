@@ -1,14 +1,8 @@
-"""Start the torch child while pytest is still starting.
-
-``pytest --spark-preflight`` spends half a second or more loading plugins
-before any hook of ours sees the options; the torch child (seconds of
-``import torch``) needs none of them: it imports torch, then waits for its
-request on stdin. So when the command line plainly asks for the preflight
-on a machine with an NVIDIA device node, the child starts at plugin import.
-The run's :class:`~pytest_dgx_spark.probes.machine.Machine` claims it only
-if it would start the very same child (same interpreter and environment);
-one nobody claims is killed at the end of the run (or at exit).
-Nothing starts where torch may not be needed or the run is elsewhere.
+"""Start the torch child while pytest is still starting: ``pytest --spark-preflight`` spends half a
+second or more loading plugins, and the child (seconds of ``import torch``) needs no option. It
+starts at plugin import when the command line plainly asks for the preflight on a machine with an
+NVIDIA device node; the run claims it only if it would start the very same child, and one nobody
+claims is killed at the end of the run (or at exit).
 """
 
 from __future__ import annotations
@@ -24,10 +18,8 @@ from pytest_dgx_spark.probes.child import Spawned, abandon, child_env
 from pytest_dgx_spark.probes.machine import TORCH_SCRIPTS, Machine, spawn_early
 
 #: options after which nothing runs here, or it runs elsewhere
-NOT_HERE = frozenset(
-    {"--spark-replay", "--collect-only", "--co", "--help", "-h", "--version", "-V", "--fixtures", "--markers"}
-    | {"--numprocesses", "--dist", "-k", "--setup-plan"}
-)
+NOT_HERE = frozenset({"--spark-replay", "--collect-only", "--co", "--help", "-h", "--version", "-V",
+                      "--fixtures", "--markers", "--numprocesses", "--dist", "-k", "--setup-plan"})
 
 _started: dict[str, tuple[Spawned, dict[str, str], str]] = {}
 
@@ -69,9 +61,8 @@ def start(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = Non
 
 
 def claim(key: str, env: Mapping[str, str], python: str) -> Spawned | None:
-    """The child started for ``key`` if it is the one the caller would start
-    (same interpreter and child environment); a different one is killed.
-    One that died already is claimed too: following it says how it died."""
+    """The child started for ``key`` if the caller would start the same one (interpreter and child
+    environment), else killed; one that died is claimed too: following it says how it died."""
     entry = _started.pop(key, None)
     if entry is None:
         return None

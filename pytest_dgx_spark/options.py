@@ -1,11 +1,6 @@
-"""One table of options, registered twice: as pytest options with ini twins
-(``--spark-<name>`` / ``spark_preflight_<name>``) and as ``spark-preflight``
-flags (``--<name>``).
-
-Every pytest run imports this module (``pytest_addoption``), so it holds the
-table and the registration only; :mod:`pytest_dgx_spark.settings` validates
-values by their option's kind.
-"""
+"""One table of options, registered as pytest options with ini twins (``--spark-<name>`` /
+``spark_preflight_<name>``) and as ``spark-preflight`` flags (``--<name>``). Every pytest run
+imports it, so it holds only the table and the registration: :mod:`.settings` validates values."""
 
 from __future__ import annotations
 
@@ -34,8 +29,8 @@ class Option:
     float, str, name, url, choice, ids, path, infile, paths, datafiles, pairs or xid-classes;
     ``maximum`` refuses a duration or size past any sane run in one line."""
 
-    __slots__ = ("choices", "default", "exclusive_min", "group", "help", "kind", "maximum", "metavar",
-                 "minimum", "name")  # fmt: skip
+    __slots__ = ("choices", "cli_flag", "default", "dest", "exclusive_min", "flag", "group", "help", "ini",
+                 "ini_type", "kind", "maximum", "metavar", "minimum", "name")  # fmt: skip
 
     def __init__(self, name: str, kind: str, group: str, help: str, metavar: str | None = None,
                  default: Any = None, choices: tuple[str, ...] = (), minimum: float | None = None,
@@ -43,38 +38,17 @@ class Option:
         self.name, self.kind, self.group, self.help, self.metavar = name, kind, group, help, metavar
         self.default = EMPTY.get(kind) if default is None else default
         self.choices, self.minimum, self.exclusive_min, self.maximum = choices, minimum, exclusive_min, maximum
-
-    @property
-    def flag(self) -> str:
-        return f"--spark-{self.name}"
-
-    @property
-    def cli_flag(self) -> str:
-        return f"--{self.name}"
-
-    @property
-    def dest(self) -> str:
-        return "spark_" + self.name.replace("-", "_")
-
-    @property
-    def ini(self) -> str:
-        return "spark_preflight_" + self.name.replace("-", "_")
-
-    @property
-    def ini_type(self) -> str:
-        return INI_TYPES.get(self.kind, "string")
+        self.flag, self.cli_flag = f"--spark-{name}", f"--{name}"
+        self.ini_type = INI_TYPES.get(kind, "string")
+        self.dest, self.ini = "spark_" + name.replace("-", "_"), "spark_preflight_" + name.replace("-", "_")
 
     def __repr__(self) -> str:
         return f"Option({self.name!r}, {self.kind!r})"
 
 
 #: the CLI's help groups, in order (``--help``)
-GROUPS = {
-    "run": "what to check",
-    "rules": "what counts as bad",
-    "probe": "how the machine is probed",
-    "files": "output and files",
-}
+GROUPS = {"run": "what to check", "rules": "what counts as bad", "probe": "how the machine is probed",
+          "files": "output and files"}  # fmt: skip
 
 # fmt: off
 OPTIONS: tuple[Option, ...] = (
@@ -137,21 +111,9 @@ BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url", "known-bad")
 
 
-def replay_ignores(given: list[str]) -> str | None:
-    """One line naming the gathering options given to a replay, else ``None``."""
-    if not given:
-        return None
-    verb = "has" if len(given) == 1 else "have"
-    return f"{', '.join(given)} {verb} no effect on a replay: the capture's facts were gathered by the run that made it"
-
-
-# --------------------------------------------------------------------------- pytest
-
-
 def add_pytest_options(parser: Any) -> None:
-    """Register ``--spark-*`` options and ``spark_preflight_*`` ini keys. A
-    pyproject.toml number or list is a value of its own type, so numbers are
-    "float" keys and ids "args" keys (a "string" key warns about them)."""
+    """Register ``--spark-*`` options and ``spark_preflight_*`` ini keys: numbers are "float" keys and
+    ids "args" keys, since a pyproject.toml number or list would warn as a "string" key's value."""
     group = parser.getgroup("dgx-spark", "DGX Spark preflight (pytest-dgx-spark)")
     group.addoption("--spark-preflight", action="store_true", default=None, dest="spark_preflight",
                     help="collect and run the ten DGX Spark preflight checks G1..G10.")  # fmt: skip
@@ -175,8 +137,7 @@ def preflight_enabled(config: Any) -> bool:
 
 
 def ini_error(name: str, exc: Exception) -> str:
-    """``exc`` from reading ini key ``name`` as one line naming the key
-    (pytest's own "invalid truth value 'maybe'" does not)."""
+    """``exc`` from reading ini key ``name`` as one line naming the key (pytest's own does not)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     for prefix, expected in (("invalid truth value ", "true or false"),
                              ("could not convert string to float: ", "a number")):  # fmt: skip
@@ -193,8 +154,6 @@ def bad_ini(config: Any, name: str) -> str | None:
         return ini_error(name, exc)
     return None
 
-
-# --------------------------------------------------------------------------- CLI
 
 #: the CLI's own help where the pytest text does not fit a ``spark-preflight`` user
 CLI_HELP: dict[str, str] = {
@@ -221,10 +180,9 @@ PYTEST_ONLY = frozenset({"gate"})
 
 
 def add_cli_options(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
-    """The same options for ``spark-preflight``, spelled ``--<name>``, in their
-    help groups (returned). ``--spark-<name>`` is accepted too, unlisted, so a
-    flag quoted in a check's line works as written; pytest-only options are
-    parsed but hidden, so the CLI can refuse them by name."""
+    """The same options for ``spark-preflight`` as ``--<name>``, in their help groups (returned);
+    ``--spark-<name>`` too, unlisted, so a flag quoted in a check's line works as written.
+    Pytest-only options are parsed but hidden, so the CLI can refuse them by name."""
     groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
     for opt in OPTIONS:
         text = argparse.SUPPRESS if opt.name in PYTEST_ONLY else CLI_HELP.get(opt.name, opt.help)

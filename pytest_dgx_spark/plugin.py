@@ -1,9 +1,6 @@
-"""The ``dgx_spark`` entry point: loaded on every pytest run, so it stays small.
-
-It registers options, ini keys, markers and the two fixtures. Only with
-``--spark-preflight`` (or ``spark_preflight_enabled``), or a ``--spark-*``
-flag, does it import the machinery (:mod:`pytest_dgx_spark.configure`);
-a plain run never imports ``pynvml``, ``psutil`` or the checks.
+"""The ``dgx_spark`` entry point, loaded on every pytest run, so small: options, ini keys, markers,
+the two fixtures. Only with ``--spark-preflight`` (or ``spark_preflight_enabled``) or a ``--spark-*``
+flag does it import the machinery; a plain run never imports ``pynvml``, ``psutil`` or the checks.
 """
 
 from __future__ import annotations
@@ -25,9 +22,8 @@ __all__ = ["PLUGIN_NAME", "spark_preflight", "spark_sampler", "start_early"]
 
 
 def start_early() -> str | None:
-    """``pytest --spark-preflight``: start the torch child now, while pytest
-    goes on loading plugins and collecting (:mod:`pytest_dgx_spark.early`).
-    It only saves time, so a failure never stops pytest; returns why it failed."""
+    """``pytest --spark-preflight``: start the torch child now (:mod:`.early`); it only saves time,
+    so a failure never stops pytest: returns why it failed."""
     if "--spark-preflight" not in sys.argv and "--spark-preflight" not in os.environ.get("PYTEST_ADDOPTS", ""):
         return None
     try:
@@ -47,8 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """Node ids of the checks (``spark_preflight::G3``) name no file on disk:
-    take them out of the arguments before pytest resolves those as paths."""
+    """Take the checks' node ids (``spark_preflight::G3``: no file) out before pytest resolves paths."""
     if not any("spark_preflight" in str(a) for a in args):  # a plain run pays for this search only
         return
     ns = early_config.known_args_namespace
@@ -77,9 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
     enabled = options.preflight_enabled(config)
     bad = None if enabled else options.bad_ini(config, "spark_preflight_enabled")
     if bad:  # a plain run goes on, but says why the preflight did not run
-        config.issue_config_time_warning(
-            pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run"), stacklevel=2
-        )
+        warning = pytest.PytestConfigWarning(f"{bad}; the spark preflight does not run")
+        config.issue_config_time_warning(warning, stacklevel=2)
     spark_args = "--spark" in os.environ.get("PYTEST_ADDOPTS", "") or any(
         str(a).startswith("--spark") for a in config.invocation_params.args
     )
@@ -91,9 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def spark_preflight(request: pytest.FixtureRequest) -> PreflightResults:
-    """The preflight results (``"G3" -> Result``, with ``.verdict`` and
-    ``.failed``), computed once before the first test, so a training test can
-    decide on them."""
+    """The preflight results (``"G3" -> Result``, ``.verdict``, ``.failed``), computed once before the
+    first test, so a training test can decide on them."""
     plugin: Any = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
     if plugin is None:
         pytest.skip("the spark_preflight fixture needs --spark-preflight (or spark_preflight_enabled = true)")
@@ -103,10 +96,9 @@ def spark_preflight(request: pytest.FixtureRequest) -> PreflightResults:
 
 @pytest.fixture
 def spark_sampler(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Sample every GPU in the background while the test runs; the summary and
-    series go to the test's report (``-rA``, JUnit, json-report). Parameters by
-    indirect parametrization: ``interval`` (1 s), ``procs_every``, ``max_points``.
-    Yields a :class:`pytest_dgx_spark.sampler.GpuSampler`."""
+    """Sample every GPU in the background while the test runs, into the test's report (``-rA``, JUnit,
+    json-report); indirect parameters ``interval`` (1 s), ``procs_every``, ``max_points``. Yields a
+    :class:`pytest_dgx_spark.sampler.GpuSampler`."""
     from pytest_dgx_spark.sampler import run_fixture  # lazy: a plain run must not load the sampler
 
     yield from run_fixture(request)

@@ -1,18 +1,7 @@
-"""The plugin object registered with ``--spark-preflight``.
-
-* The ten checks are items of a ``pytest.File`` named ``spark_preflight`` at
-  the rootdir (not on disk): node ids ``spark_preflight::G3``, run first,
-  G1..G10. :func:`take_check_args` takes such ids out of the command line
-  before pytest resolves it as paths.
-* Selection of the check items (``--spark-only``, node ids, ``-k``, ``-m``,
-  ``--deselect``) is decided here by :func:`why_deselected`, the same way in a
-  process that collects and on an xdist controller that collects nothing. A
-  bare check id in ``-k`` names that check only (``G1`` is not ``G10``).
-* The preflight runs once, in this process (the controller under xdist),
-  before the first test, into one :class:`RunResults`. xdist workers receive
-  it through ``workerinput`` and never run a check.
-* Outcomes: PASS and INFO pass, WARN passes as ``warned`` (W), SKIP skips,
-  FAIL fails with the G-line as message and the whole text as its body.
+"""The plugin object registered with ``--spark-preflight``: the ten checks are items
+``spark_preflight::G<n>`` of a file at the rootdir that is not on disk, run first. Their
+selection is decided by :func:`why_deselected`, alike with or without xdist; the preflight
+runs once, before the first test (on the xdist controller, whose workers receive it).
 """
 
 from __future__ import annotations
@@ -51,12 +40,15 @@ NAMED_WORKER_KEY = "spark_preflight_named"
 COLORS: dict[Status, dict[str, Any]] = {Status.PASS: {"green": True}, Status.INFO: {"cyan": True},
     Status.WARN: {"yellow": True}, Status.SKIP: {"yellow": False}, Status.FAIL: {"red": True, "bold": True}}
 VERDICT_COLORS: dict[str, dict[str, Any]] = {"blocked": {"red": True, "bold": True}, "ready-with-warnings": {"yellow": True}}
+#: a passed check's outcome as pytest shows it: WARN as ``warned`` (W), INFO as ``I``
+TEST_STATUS = {
+    "WARN": ("warned", "W", ("WARN", {"yellow": True})), "INFO": ("passed", "I", ("INFO", {"cyan": True}))
+}
 
 
 @dataclass
 class RunResults:
-    """Everything the preflight of a run found: read by the items, the gate,
-    the fixture and every report; sent to xdist workers as a plain dict."""
+    """Everything the preflight of a run found; sent to xdist workers as a plain dict."""
 
     results: dict[str, Result] = field(default_factory=dict)
     host: dict[str, Any] = field(default_factory=dict)
@@ -96,9 +88,8 @@ class SparkPreflightFile(pytest.File):
         self.ids = list(ids)
 
     def collect(self) -> Iterable[pytest.Item]:
-        for spec in catalog.CHECKS:
-            if spec.id in self.ids:
-                yield SparkCheckItem.from_parent(self, name=spec.id, spec=spec)
+        specs = [c for c in catalog.CHECKS if c.id in self.ids]
+        return [SparkCheckItem.from_parent(self, name=c.id, spec=c) for c in specs]
 
 
 class SparkCheckItem(pytest.Item):
@@ -112,9 +103,12 @@ class SparkCheckItem(pytest.Item):
 
     def runtest(self) -> None:
         plugin: Any = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
-        result = plugin.result_for(self.spec.id)
-        self.spark_result = result
-        if plugin.junit_family in ("xunit1", "legacy"):
+        result = self.spark_result = plugin.result_for(self.spec.id)
+        try:
+            family = str(self.config.getini("junit_family"))
+        except (ValueError, KeyError):
+            family = "xunit2"
+        if family in ("xunit1", "legacy"):
             self.user_properties.extend(report.case_properties(result))
         text = result.report_text()
         if result.status is Status.FAIL:
@@ -146,31 +140,24 @@ class SparkCheckItem(pytest.Item):
         return self.path, 0, f"{self.spec.id} {self.spec.title}"
 
 
-# --------------------------------------------------------------------------- start
-
-
 def start(config: pytest.Config) -> None:
-    """Read the settings (and the capture to replay), guard the other plugins'
-    outputs, and register :class:`SparkPreflight`."""
+    """Read the settings (and any capture to replay), guard other plugins' outputs, register the plugin."""
     try:
         settings = settings_from_pytest(config)
-    except OptionError as exc:
+        replay = capture.load(settings.replay) if settings.replay is not None else None
+    except (OptionError, capture.CaptureError) as exc:
         raise pytest.UsageError(visible(str(exc))) from None
-    replay = None
-    if settings.replay is not None:
-        try:
-            replay = capture.load(settings.replay)
-        except capture.CaptureError as exc:
-            raise pytest.UsageError(visible(str(exc))) from None
+    if replay is not None:
         settings = capture.replay_settings(settings, replay)  # the captured run's checks and --strict
     for dest, flag, folder in FOREIGN_OUTPUTS:
         value = getattr(config.option, dest, None)
-        if value and launch.rank(os.environ) != 0:  # under torchrun rank N writes <stem>.rankN<suffix>
+        if not value:
+            continue
+        if launch.rank(os.environ) != 0:  # under torchrun rank N writes <stem>.rankN<suffix>
             value = str(report.per_rank_path(value, os.environ))
             setattr(config.option, dest, value)  # before those plugins read it (plugin.py: tryfirst)
-        try:
-            if value:  # never written through a path another user planted
-                outfile.check_foreign(str(value), folder=folder)
+        try:  # never written through a path another user planted
+            outfile.check_foreign(str(value), folder=folder)
         except outfile.Refused as exc:
             raise pytest.UsageError(visible(f"{flag}: {str(value)!r} refused: {exc.strerror}")) from None
     early = sys.modules.get("pytest_dgx_spark.early")
@@ -186,10 +173,6 @@ FOREIGN_OUTPUTS = (
     ("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True)
 )
 
-
-# --------------------------------------------------------------------------- selection
-
-
 #: options whose value is never a test path (``--deselect spark_preflight::G3``, ``-m spark_preflight``)
 VALUE_OPTIONS = frozenset({"-k", "-m", "--deselect", "-p", "-o", "--override-ini", "--ignore", "--ignore-glob"})
 
@@ -197,13 +180,9 @@ VALUE_OPTIONS = frozenset({"-k", "-m", "--deselect", "-p", "-o", "--override-ini
 def take_check_args(
     args: list[str], positional: Sequence[str], rootpath: Path, here: Path
 ) -> tuple[list[str], bool] | None:
-    """Remove ``spark_preflight[::G<n>]`` from ``args`` (pytest's arguments, in
-    ``pytest_load_initial_conftests``, before pytest resolves them as paths).
-
-    Returns the ids named (the file alone names all ten) and whether other
-    paths are left, or ``None`` when no argument names a check. The printed
-    id (relative to the rootdir) works from a subfolder too; an unknown id is
-    a one-line UsageError. ``positional``: pytest's parse of the paths."""
+    """Remove ``spark_preflight[::G<n>]`` from ``args`` before pytest resolves them as paths: the ids
+    named (the file alone names all ten) and whether other paths are left, or ``None`` when none
+    names a check. ``positional``: pytest's parse of the paths."""
     target = rootpath / FILE_NAME
     if target.exists() or (here / FILE_NAME).exists():  # a real file of that name: pytest's to resolve
         return None
@@ -258,15 +237,8 @@ def why_deselected(item: SparkCheckItem, config: pytest.Config, settings: Settin
     return None
 
 
-def later_deselection(config: pytest.Config) -> str:
-    """The options that deselect after this plugin (``--lf``, ``--sw``)."""
-    flags = (("lf", "--lf"), ("stepwise", "--sw"))
-    return ", ".join(flag for dest, flag in flags if config.getoption(dest, None))
-
-
 class ChecksFirst:
-    """Registered beside :class:`SparkPreflight`: the checks run first, G1..G10,
-    after pytest-randomly and any other reordering (an outer wrapper)."""
+    """The checks run first, G1..G10, after pytest-randomly and any other reordering (an outer wrapper)."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
@@ -276,36 +248,28 @@ class ChecksFirst:
             items[:] = [*checks, *(i for i in items if not isinstance(i, SparkCheckItem))]
 
 
-# --------------------------------------------------------------------------- the plugin
-
-
 class SparkPreflight:
     """Hooks active only with ``--spark-preflight``."""
 
     def __init__(self, config: pytest.Config, settings: Settings, replay: dict[str, Any] | None = None) -> None:
-        self.config = config
-        self.settings = settings
-        self.replay = replay
+        self.config, self.settings, self.replay = config, settings, replay
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
-        #: the run's results (filled by the preflight, or received by a worker)
         sent = (workerinput or {}).get(RESULTS_KEY)
         self.run = RunResults.from_dict(sent) if sent else RunResults()
         #: check ids named as node ids (``None``: none named), and whether paths were named too
         named = (workerinput or {}).get(NAMED_WORKER_KEY) or config.stash.get(NAMED_KEY, None)
         self.named: list[str] | None = list(named[0]) if named else None
         self.paths_named = bool(named[1]) if named else True
-        #: why each check's test is not selected (filled at collection)
-        self.deselected: dict[str, str] = {}
-        #: the checks whose tests are selected (``None``: collection never finished)
-        self.selected: list[str] | None = None
+        self.deselected: dict[str, str] = {}  # why each check's test is not selected
+        self.selected: list[str] | None = None  # None: collection never finished
         self.session: pytest.Session | None = None
         self._engine: Engine | None = None
         self._collect_errors = 0
         self._exitstatus = int(pytest.ExitCode.OK)
         self._notes: list[str] = []
         if not self.is_worker:  # SIGTERM/SIGHUP end the run like Ctrl-C, after killing every probe group
-            install_signal_handlers()  # (workers run no probe)
+            install_signal_handlers()
         config.pluginmanager.register(ChecksFirst(), "dgx_spark_checks_first")
         report_plugins.register(config, self)
         #: ``--spark-diagnose``'s signature table, read at configure: a bad --spark-signatures is a usage error
@@ -318,8 +282,6 @@ class SparkPreflight:
             except logscan.TableError as exc:
                 raise pytest.UsageError(visible(f"{BY_NAME['signatures'].flag}: {exc}")) from None
 
-    # ------------------------------------------------------------------ the results object
-
     @property
     def results(self) -> dict[str, Result]:
         return self.run.results
@@ -327,13 +289,6 @@ class SparkPreflight:
     @property
     def host(self) -> dict[str, Any]:
         return self.run.host
-
-    @property
-    def junit_family(self) -> str:
-        try:
-            return str(self.config.getini("junit_family"))
-        except (ValueError, KeyError):
-            return "xunit2"
 
     @property
     def engine(self) -> Engine:
@@ -352,8 +307,8 @@ class SparkPreflight:
         return [c for c in self.settings.selected if self.named is None or c in self.named]
 
     def run_preflight(self, selected: list[str], wants_all: str) -> None:
-        """Run the checks, once, before the first test: the selected ones, and
-        every enabled one when ``wants_all`` (the gate, the fixture) says who needs them."""
+        """Run the selected checks once, before the first test, and every enabled one when
+        ``wants_all`` (the gate, the fixture) says who needs them."""
         enabled = self.enabled()
         ids = [c for c in catalog.IDS if c in selected or (wants_all and c in enabled)]
         self.run.planned = ids
@@ -370,15 +325,9 @@ class SparkPreflight:
         if self.signatures is not None:  # --spark-diagnose: the logs decide each check's outcome first
             results, diagnosis = self.diagnose(results, host)
         outside = [r.check_id for r in results if r.check_id not in selected]
-        self.run = RunResults(
-            {r.check_id: r for r in results},
-            host,
-            {cid: engine.facts(cid) for cid in ids if engine.facts(cid)},
-            outside,
-            wants_all if outside else "",
-            ids,
-            diagnosis,
-        )
+        facts = {cid: engine.facts(cid) for cid in ids if engine.facts(cid)}
+        ran_for = wants_all if outside else ""
+        self.run = RunResults({r.check_id: r for r in results}, host, facts, outside, ran_for, ids, diagnosis)
         for result in results:
             self.config.hook.pytest_spark_preflight_result(config=self.config, result=result)
 
@@ -390,8 +339,7 @@ class SparkPreflight:
         ran = {r.check_id: r for r in live}
         scans = scan_logs([str(p) for p in self.settings.diagnose], [], self.signatures, self.settings.timeout)
         lines, diag = diagnose_run(scans, self.signatures, ran, host)
-        for scan in scans:
-            self._notes += [f"note: {scan.name}: {n}" for n in scan.notes]
+        self._notes += [f"note: {scan.name}: {n}" for scan in scans for n in scan.notes]
         self._notes += [f"cannot read log {e}" for e in diag.errors]
         return [r for r in lines if r.check_id in ran], diag.to_dict()
 
@@ -400,20 +348,16 @@ class SparkPreflight:
         found = self.results.get(check_id)
         if found is not None:
             return found
-        why = (
-            "the xdist controller ran the preflight before this selection was known (e.g. --lf); "
-            "run it without -n to check it"
-            if self.is_worker
-            else "the preflight did not run it"
-        )
+        why = "the preflight did not run it"
+        if self.is_worker:
+            why = ("the xdist controller ran the preflight before this selection was known (e.g. --lf); "
+                   "run it without -n to check it")  # fmt: skip
         return Result(check_id, Status.SKIP, f"not run: {why}", headline="not run: selection not foreseen")
 
     def fixture_results(self) -> PreflightResults:
         if not self.results:
             pytest.skip("no preflight check ran (all deselected); select one for the spark_preflight fixture")
         return PreflightResults(self.results.values(), strict=self.settings.strict)
-
-    # ------------------------------------------------------------------ header, collection
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         s = self.settings
@@ -432,8 +376,7 @@ class SparkPreflight:
         return True if not self.paths_named else None
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self._collect_errors += 1
+        self._collect_errors += report.failed
 
     def check_items(self, session: pytest.Session, collect: bool) -> list[SparkCheckItem]:
         """The check items (through ``genitems``, so pytest counts them, when ``collect``)."""
@@ -480,12 +423,11 @@ class SparkPreflight:
     def collection_finished(self, nodeids: Iterable[str]) -> None:
         ids = set(nodeids)
         self.selected = [cid for cid in catalog.IDS if f"{FILE_NAME}::{cid}" in ids]
-        later = later_deselection(self.config)
+        flags = (("lf", "--lf"), ("stepwise", "--sw"))  # they deselect after this plugin
+        later = ", ".join(flag for dest, flag in flags if self.config.getoption(dest, None))
         for cid in self.enabled():
             if cid not in self.selected and cid not in self.deselected:
                 self.deselected[cid] = later or "another plugin"
-
-    # ------------------------------------------------------------------ running the preflight
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -539,13 +481,7 @@ class SparkPreflight:
         data = getattr(report, "spark_result", None)
         if report.when != "call" or not report.passed or not data:
             return None
-        if data.get("status") == "WARN":
-            return "warned", "W", ("WARN", {"yellow": True})
-        if data.get("status") == "INFO":
-            return "passed", "I", ("INFO", {"cyan": True})
-        return None
-
-    # ------------------------------------------------------------------ json-report
+        return TEST_STATUS.get(data.get("status"))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
@@ -561,18 +497,11 @@ class SparkPreflight:
         )  # fmt: skip
 
     def _profile_label(self) -> str:
-        if self.settings.profile != "auto":
-            return self.settings.profile
-        if self.host:
-            return "gb10" if self.host.get("gb10") else "generic"
-        return "auto"
-
-    # ------------------------------------------------------------------ not run
+        return report.profile_label(self.settings.profile, self.host)
 
     def not_run(self) -> dict[str, str]:
         """Every check without a result, with why: one rule however it was left
-        out (node id, -k, -m, --spark-only), so the verdict is never ``ready``
-        while a check went unverified."""
+        out, so the verdict is never ``ready`` while a check went unverified."""
         return {cid: self._why_not_run(cid) for cid in catalog.IDS if cid not in self.results}
 
     def _why_not_run(self, check_id: str) -> str:
@@ -600,8 +529,6 @@ class SparkPreflight:
             hows = ", ".join(dict.fromkeys(why.removeprefix("deselected (")[:-1] for why in whys))
             return f"no preflight check ran (all deselected: {hows})"
         return "no preflight check ran: the run stopped before collection finished"
-
-    # ------------------------------------------------------------------ end of run
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

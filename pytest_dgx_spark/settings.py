@@ -1,7 +1,5 @@
-"""Validated options: one :class:`Settings` per run, from pytest's command
-line and ini file or from ``spark-preflight``'s flags and the same file.
-Every bad value is an :class:`OptionError` whose one line names the option.
-Loaded only when the preflight runs (plain pytest runs never import it).
+"""Validated options: one :class:`Settings` per run, from pytest's or ``spark-preflight``'s flags
+and the ini file; a bad value is an :class:`OptionError` naming the option. Only the preflight loads it.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import os
 import re
 import shlex
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,7 @@ _PATH_USERINFO = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*:/+)[^/\s@:]*(:[^/\s@]*)?
 
 
 class OptionError(ValueError):
-    """A bad option value, in one line naming the option: scrubbed of what
-    looks like a secret (the value is echoed) and of terminal controls."""
+    """A bad option value, in one line naming the option, scrubbed of secrets and terminal controls."""
 
     def __init__(self, message: object = "") -> None:
         text = _PATH_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", str(message))
@@ -41,8 +38,7 @@ _DEFAULT: dict[str, Any] = {o.name: o.default for o in OPTIONS}
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated options for one run: one field per option (its ``dest``
-    without ``spark_``), each default the option table's."""
+    """One field per option (its ``dest`` without ``spark_``), each default the option table's."""
 
     strict: bool = _DEFAULT["strict"]
     gate: bool = _DEFAULT["gate"]
@@ -69,9 +65,8 @@ class Settings:
     diagnose: tuple[Path, ...] = _DEFAULT["diagnose"]
     signatures: Path | None = _DEFAULT["signatures"]
     rootdir: Path = field(default_factory=Path.cwd)
-    #: where ``github_url`` came from: "default", "ini" (the checkout's own
-    #: config) or the command line ("flag", "cli"); G8 sends ``GITHUB_TOKEN``
-    #: to another host only when the user gave it (issue 19, item 2)
+    #: where ``github_url`` came from: "default", "ini" (the checkout's own config), "flag" or "cli";
+    #: G8 sends ``GITHUB_TOKEN`` to another host only when the user gave it (issue 19, item 2)
     github_url_source: str = "default"
 
     @property
@@ -101,9 +96,6 @@ class Settings:
         return out
 
 
-# --------------------------------------------------------------------------- parsing
-
-
 def _where(opt: Option, source: str) -> str:
     return {"ini": f"{opt.ini} (ini)", "cli": opt.cli_flag}.get(source, opt.flag)
 
@@ -113,7 +105,7 @@ def _parse_float(opt: Option, raw: Any, where: str, base: Path) -> float:
         value = float(str(raw).strip())
     except ValueError:
         raise OptionError(f"{where}: expected a number, got {raw!r}") from None
-    if math.isnan(value) or math.isinf(value):
+    if not math.isfinite(value):
         raise OptionError(f"{where}: expected a finite number, got {raw!r}")
     low = opt.minimum
     if low is not None and (value <= low if opt.exclusive_min else value < low):
@@ -130,13 +122,12 @@ def _items(raw: Any) -> list[str]:
 
 
 def _parse_ids(opt: Option, raw: Any, where: str, base: Path) -> tuple[str, ...]:
-    ids: list[str] = []
+    ids: set[str] = set()
     for part in _items(raw):
         cid = catalog.normalize_id(part)
         if cid is None:
             raise OptionError(f"{where}: {part!r} is not a check id (expected G1..G10, e.g. G1,G5)")
-        if cid not in ids:
-            ids.append(cid)
+        ids.add(cid)
     if not ids:
         raise OptionError(f"{where}: expected check ids such as G1,G5, got {raw!r}")
     return tuple(sorted(ids, key=lambda c: catalog.BY_ID[c].number))
@@ -154,7 +145,7 @@ def _parse_pairs(opt: Option, raw: Any, where: str, base: Path) -> dict[str, flo
             number = float(value)
         except ValueError:
             raise OptionError(f"{where}: {name} needs a number, got {value!r}") from None
-        if math.isnan(number) or math.isinf(number) or number < 0:
+        if not math.isfinite(number) or number < 0:
             raise OptionError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
         out[name] = number
     return out
@@ -220,16 +211,14 @@ def _parse_input_file(opt: Option, raw: Any, where: str, base: Path) -> Path:
     raise OptionError(f"{where}: {text!r} is not a file")
 
 
-def _given_paths(raw: Any, where: str, base: Path) -> Iterator[tuple[str, Path]]:
-    """Each non-empty path of a repeatable path option (one value or a list), resolved as given."""
-    for item in raw if isinstance(raw, (list, tuple)) else [raw]:
-        if str(item).strip():
-            yield _given_path(item, where, base)
+def _given_paths(raw: Any) -> list[Any]:
+    """Each non-empty item of a repeatable path option (one value or a list)."""
+    return [item for item in (raw if isinstance(raw, (list, tuple)) else [raw]) if str(item).strip()]
 
 
 def _parse_config_paths(opt: Option, raw: Any, where: str, base: Path) -> tuple[Path, ...]:
     paths: list[Path] = []
-    for text, path in _given_paths(raw, where, base):
+    for text, path in (_given_path(item, where, base) for item in _given_paths(raw)):
         if not path.exists():
             raise OptionError(f"{where}: {text!r} does not exist")
         paths.append(path)
@@ -242,14 +231,12 @@ def _parse_known_bad(opt: Option, raw: Any, where: str, base: Path) -> tuple[Pat
     from pytest_dgx_spark.known_bad import KnownBadError, load  # lazy: only when the option is given
 
     paths: list[Path] = []
-    for text, path in _given_paths(raw, where, base):
-        if not path.is_file():
-            raise OptionError(f"{where}: {text!r} is not a file")
+    for item in _given_paths(raw):
+        paths.append(_parse_input_file(opt, item, where, base))
         try:
-            load(path)
+            load(paths[-1])
         except KnownBadError as exc:
             raise OptionError(f"{where}: {exc}") from None
-        paths.append(path)
     return tuple(paths)
 
 
@@ -303,8 +290,7 @@ PARSERS: dict[str, Callable[[Option, Any, str, Path], Any]] = {
 
 
 def parse_value(opt: Option, raw: Any, source: str, base: Path) -> Any:
-    """Validate one raw value for ``opt``; relative paths are relative to
-    ``base`` (the invocation folder for a flag, the rootdir for an ini value)."""
+    """Validate one raw value for ``opt``; a relative path is relative to ``base``."""
     where = _where(opt, source)
     try:
         return PARSERS[opt.kind](opt, raw, where, base)
@@ -320,8 +306,7 @@ def _shown(text: Any, width: int = 80) -> str:
 
 
 def build_settings(lookup: Callable[[Option], tuple[Any, str] | None], *, base: Path, rootdir: Path | None = None) -> Settings:
-    """Validate every given option into :class:`Settings`; ``lookup(opt)``
-    is ``(raw, source: "flag", "cli" or "ini")`` or ``None`` (not given)."""
+    """Validate every given option; ``lookup(opt)``: ``(raw, "flag", "cli" or "ini")`` or ``None``."""
     root = rootdir or base
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -336,9 +321,8 @@ def build_settings(lookup: Callable[[Option], tuple[Any, str] | None], *, base: 
         values[opt.dest[len("spark_") :]] = value
         sources[opt.name] = source
     if values.get("capture") and values.get("replay"):
-        raise OptionError(
-            f"{BY_NAME['capture'].flag} and {BY_NAME['replay'].flag} together: a replay reads no machine to capture"
-        )
+        c, r = BY_NAME["capture"].flag, BY_NAME["replay"].flag
+        raise OptionError(f"{c} and {r} together: a replay reads no machine to capture")
     _one_file_each(values, sources)
     if "github-url" in sources:
         values["github_url_source"] = sources["github-url"]
@@ -346,9 +330,8 @@ def build_settings(lookup: Callable[[Option], tuple[Any, str] | None], *, base: 
 
 
 def _inside_rootdir(opt: Option, raw: Any, path: Path, rootdir: Path) -> None:
-    """A report or capture path from a config file stays in the project: a
-    downloaded project's ``spark_preflight_report = "~/.bashrc"`` replaced the
-    user's ``.bashrc`` (issue 19, item 2). Elsewhere takes the command line."""
+    """A report or capture path from a config file stays in the project: a downloaded project's
+    ``spark_preflight_report = "~/.bashrc"`` replaced the user's ``.bashrc`` (issue 19, item 2)."""
     root = os.path.realpath(rootdir)
     if os.path.commonpath([root, os.path.realpath(path.parent)]) != root:
         raise OptionError(
@@ -373,8 +356,7 @@ def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> Non
 
 
 def _from(opt: Option, given: Any, source: str, ini: Any) -> tuple[Any, str] | None:
-    """The one precedence rule: a flag, else the ini value as pytest's
-    ``getini`` gives it (an unset bool is False, an unset value empty)."""
+    """A flag, else the ini value as pytest's ``getini`` gives it (an unset bool False, a value empty)."""
     if given is not None:
         return given, source
     if opt.kind == "bool":
@@ -391,8 +373,7 @@ def settings_from_pytest(config: Any) -> Settings:
             raise OptionError(bad)
         return _from(opt, given, "flag", None if given is not None else config.getini(opt.ini))
 
-    bad = bad_ini(config, "spark_preflight_enabled")  # with --spark-preflight given, still refuse it
-    if bad:
+    if bad := bad_ini(config, "spark_preflight_enabled"):  # with --spark-preflight given, still refuse it
         raise OptionError(bad)
     return build_settings(lookup, base=Path(config.invocation_params.dir), rootdir=Path(config.rootpath))
 
@@ -415,9 +396,8 @@ def _truth(text: str) -> bool:
 
 
 def ini_value(opt: Option, value: Any, mode: str, inipath: Path | None) -> Any:
-    """A ``spark_preflight_*`` value as pytest's ``getini`` converts it for
-    the key's type: from text in "ini" mode, type-checked in "toml" mode
-    (``pytest.toml``, ``[tool.pytest]``). Raises :class:`OptionError`."""
+    """A ``spark_preflight_*`` value as pytest's ``getini`` converts it for the key's type: from text
+    in "ini" mode, type-checked in "toml" mode (``pytest.toml``, ``[tool.pytest]``)."""
     kind = opt.ini_type
     try:
         if mode == "toml":

@@ -101,9 +101,8 @@ def _number(
 ) -> float | None:
     """The first key's number, scaled (and rounded); None when no key holds one."""
     for key, scale in keys:
-        value = gpu.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value) * scale if digits is None else round(float(value) * scale, digits)
+        if (value := thermal.number(gpu.get(key))) is not None:
+            return value * scale if digits is None else round(value * scale, digits)
     return None
 
 

@@ -139,27 +139,28 @@ class GpuSeries:
                 "idle_samples": self.idle_samples, "errors": dict(self.errors), "lost_at": self.lost_at}
 
 
-def _number(value: object) -> float | None:
+def number(value: object) -> float | None:
+    """``value`` as a float when it is an int or a float (a JSON bool is neither); else None."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_points: bool = True) -> None:
     """Fold one ``{"t", "gpus": [...]}`` sample into per-GPU series."""
-    t = _number(sample.get("t")) or 0.0
+    t = number(sample.get("t")) or 0.0
     for gpu in sample.get("gpus") or []:
         if not isinstance(gpu, Mapping):
             continue
         s = series.setdefault(int(gpu.get("index", 0)), GpuSeries(int(gpu.get("index", 0))))
         lost = _errors(s, gpu, t)
-        temp, mw = _number(gpu.get("temperature_c")), _number(gpu.get("power_usage_mw"))
+        temp, mw = number(gpu.get("temperature_c")), number(gpu.get("power_usage_mw"))
         watts = None if mw is None else mw / 1000.0
         if lost and temp is None and watts is None:
             continue  # the GPU is gone: a time of loss, not a reading
         s.samples += 1
         s.temperature.add(temp)
         s.power_w.add(watts)
-        s.clock_sm.add(_number(gpu.get("clock_sm_mhz")))
-        s.tlimit.add(_number(gpu.get("tlimit_c")))
+        s.clock_sm.add(number(gpu.get("clock_sm_mhz")))
+        s.tlimit.add(number(gpu.get("tlimit_c")))
         if (mask := parse_mask(gpu.get("clock_event_reasons"))) is not None:
             s.reason_samples += 1
             s.idle_samples += bool(mask & BIT_OF["GpuIdle"])
@@ -284,10 +285,10 @@ def parse_smi_q(text: str) -> list[SmiQGpu]:
             key, _, value = stripped.partition(":")
             key, gpu = key.strip().lower(), gpus[-1]
             if section == "clocks event reasons counters" and key in _Q_COUNTERS:
-                if (number := _leading_int(value)) is None:
+                if (counted := _leading_int(value)) is None:
                     gpu["errors"][_Q_COUNTERS[key]] = "NotSupported"
                 else:
-                    gpu["us"][_Q_COUNTERS[key]] = number
+                    gpu["us"][_Q_COUNTERS[key]] = counted
             elif section == "temperature" and key in _Q_TEMPS:
                 gpu["temps"][_Q_TEMPS[key]] = _leading_int(value)
     return gpus

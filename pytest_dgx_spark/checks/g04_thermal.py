@@ -394,7 +394,7 @@ def _rnd(value: float | None, digits: int = 1) -> float | None:
 
 
 def _watts(mw: object) -> float | None:
-    return mw / 1000.0 if isinstance(mw, (int, float)) and not isinstance(mw, bool) else None
+    return None if (value := thermal.number(mw)) is None else value / 1000.0
 
 
 def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float | None]:
@@ -579,7 +579,7 @@ def _low_power_gpu(
     label: str, gpus: Sequence[GpuReading], first: bool, gates: tuple[float, float, float], source: str, out: Findings
 ) -> list[Reading]:
     gate, clock_max, watts_max = gates
-    utils = [float(u) for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and not isinstance(u, bool)]
+    utils = [u for g in gpus if (u := thermal.number(g.get("utilization_gpu"))) is not None]
     loaded = [g for g in gpus if isinstance(u := g.get("utilization_gpu"), (int, float)) and u >= gate]
     readings: list[Reading] = []
     if first:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,12 @@ def one_line_changed(lines: list[str], changed: str, verdict: str) -> list[str]:
     replaced by it and the verdict by ``verdict``: one planted fault, one line moves."""
     check = changed.split(" ", 1)[0] + " "
     return [changed if line.startswith(check) else line for line in lines[:-1]] + [verdict]
+
+
+def both_print(plugin: pytest.RunResult, cli: subprocess.CompletedProcess[str], expected: list[str]) -> None:
+    """The plugin's section and the CLI's output are ``expected``, line for line: one run, two doors."""
+    assert section(plugin.outlines) == expected, plugin.stdout.str()
+    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
 
 
 def healthy_lines() -> list[str]:
@@ -239,8 +246,7 @@ def test_a_healthy_spark_reads_ready_with_no_warn_and_no_skip(
     cli = run_cli(scene, pytester.path, args)
 
     expected = healthy_lines()
-    assert section(plugin.outlines) == expected, plugin.stdout.str()
-    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+    both_print(plugin, cli, expected)
     assert plugin.ret == pytest.ExitCode.OK and cli.returncode == 0
     assert plugin.parseoutcomes() == {"passed": 10}
     assert all(len(line) <= 120 for line in expected)
@@ -325,8 +331,7 @@ def test_a_ready_spark_prints_these_ten_lines_through_plugin_and_cli(
 
     expected = ready_lines(vllm)
     plugin_text = plugin.stdout.str()
-    assert section(plugin.outlines) == expected, plugin_text
-    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+    both_print(plugin, cli, expected)
     assert plugin.ret == pytest.ExitCode.OK and cli.returncode == 0
     assert plugin.parseoutcomes() == {"passed": 9, "warned": 1}
     assert cli.stderr == ""
@@ -347,8 +352,7 @@ def test_a_blocked_spark_prints_these_fail_lines_through_plugin_and_cli(
 
     expected = blocked_lines(vllm)
     plugin_text = plugin.stdout.str()
-    assert section(plugin.outlines) == expected, plugin_text
-    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+    both_print(plugin, cli, expected)
     assert plugin.ret == pytest.ExitCode.TESTS_FAILED and cli.returncode == 1
     assert plugin.parseoutcomes() == {"failed": 3, "passed": 2, "warned": 5}
     # each FAIL is reported by its G-line alone (pytest.fail(pytrace=False)), never a traceback
@@ -502,8 +506,7 @@ def test_nvfp4_declared_in_the_ini_warns_on_the_healthy_spark_through_plugin_and
         "builds for sm_121a"
     )
     expected = one_line_changed(healthy_lines(), g7, "verdict: ready-with-warnings (6 PASS, 1 WARN, 3 INFO)")
-    assert section(plugin.outlines) == expected, plugin.stdout.str()
-    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+    both_print(plugin, cli, expected)
 
 
 def test_an_image_built_for_a_newer_cuda_blocks_the_healthy_spark(
@@ -697,8 +700,7 @@ def test_triton_with_a_ptxas_that_rejects_sm_121a_blocks_the_healthy_spark(
         "fix: export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas"
     )
     expected = one_line_changed(healthy_lines(), g7, "verdict: blocked (G7 failed; 6 PASS, 1 FAIL, 3 INFO)")
-    assert section(plugin.outlines) == expected, plugin.stdout.str()
-    assert cli.stdout.splitlines() == expected, cli.stdout + cli.stderr
+    both_print(plugin, cli, expected)
 
 
 def test_fp8_planned_on_the_healthy_spark_names_cublas_tn_only(

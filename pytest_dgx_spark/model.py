@@ -106,6 +106,13 @@ class Result:
     short_fix: str = ""
     #: a SKIP the user asked for (``--spark-offline``): not a warning, the run can be ``ready``
     by_choice: bool = False
+    #: the stable codes of the findings behind this status (``G4.xid-hardware``), first the line's own
+    codes: list[str] = field(default_factory=list)
+
+    @property
+    def code(self) -> str:
+        """The first finding's stable code, or ``""`` when it has none."""
+        return self.codes[0] if self.codes else ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -154,7 +161,8 @@ class Result:
         return {"id": self.check_id, "status": self.status.value, "summary": self.summary, "fix": self.fix,
                 "line": self.line(), "readings": {r.name: r.to_dict() for r in self.readings},
                 "details": list(self.details), "duration_s": round(self.duration_s, 4),
-                "headline": self.headline, "short_fix": self.short_fix, "by_choice": self.by_choice}
+                "headline": self.headline, "short_fix": self.short_fix, "by_choice": self.by_choice,
+                "codes": list(self.codes)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
@@ -164,6 +172,7 @@ class Result:
             [Reading(name, spec.get("value"), spec.get("unit", "")) for name, spec in readings.items()],
             float(data.get("duration_s", 0.0)), list(data.get("details") or []),
             str(data.get("headline") or ""), str(data.get("short_fix") or ""), bool(data.get("by_choice")),
+            [str(c) for c in data.get("codes") or [] if isinstance(c, str)],
         )  # fmt: skip
 
 

@@ -186,18 +186,23 @@ class Findings:
     details: list[str] = field(default_factory=list)
     readings: list[Reading] = field(default_factory=list)
     short: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: a finding's stable code (``G4.xid-hardware``) by its text; a finding without one has none here
+    codes: dict[str, str] = field(default_factory=dict)
 
-    def fail(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
-        self.flag(Status.FAIL, text, fix, headline, short_fix)
+    def fail(self, text: str, fix: str = "", headline: str = "", short_fix: str = "", *, code: str = "") -> None:
+        self.flag(Status.FAIL, text, fix, headline, short_fix, code=code)
 
-    def warn(self, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
-        self.flag(Status.WARN, text, fix, headline, short_fix)
+    def warn(self, text: str, fix: str = "", headline: str = "", short_fix: str = "", *, code: str = "") -> None:
+        self.flag(Status.WARN, text, fix, headline, short_fix, code=code)
 
-    def flag(self, status: Status, text: str, fix: str = "", headline: str = "", short_fix: str = "") -> None:
-        """A FAIL (``status`` FAIL) or a WARN (any other), with its short form."""
+    def flag(self, status: Status, text: str, fix: str = "", headline: str = "", short_fix: str = "", *,
+             code: str = "") -> None:
+        """A FAIL (``status`` FAIL) or a WARN (any other), with its short form and its stable code."""
         (self.problems if status is Status.FAIL else self.warnings).append((text, fix))
         if headline or short_fix:
             self.short.setdefault(text, (headline or text, short_fix))
+        if code:
+            self.codes.setdefault(text, code)
 
     def note(self, *texts: str) -> None:
         self.details.extend(t for t in texts if t)
@@ -226,6 +231,7 @@ class Findings:
         if not pairs:
             return Result(self.check_id, Status(ok_status), ok_summary, readings=list(self.readings),
                           details=list(self.details), headline=headline)
+        codes = list(dict.fromkeys(self.codes[t] for t, _ in pairs if t in self.codes))
         texts = [t for t, _ in pairs]
         fixes = list(dict.fromkeys(f for _, f in pairs[:shown] if f))
         first_head, first_fix = self.first_short()
@@ -234,4 +240,5 @@ class Findings:
             fix="; ".join(fixes), readings=list(self.readings), details=[*texts[shown:], *self.details],
             headline=headline or first_head,
             short_fix=short_fix or (first_fix if texts[0] in self.short else "") or next(iter(fixes), ""),
+            codes=codes,
         )  # fmt: skip

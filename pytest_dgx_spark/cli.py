@@ -12,6 +12,7 @@ import signal
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -234,7 +235,7 @@ def _engine(ns: argparse.Namespace, settings: Any) -> Any:
     from pytest_dgx_spark.probes.machine import Machine  # lazy: as above
 
     if (path := settings.replay) is None:
-        return Engine(settings, Machine(timeout=settings.timeout))
+        return Engine(settings, Machine(timeout=settings.timeout, judged=settings.python))
     given = [o.cli_flag for o in options.OPTIONS if o.name in options.GATHER_ONLY and getattr(ns, o.dest) is not None]
     if given:
         say_error(f"note: {', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect on a replay: "
@@ -286,6 +287,7 @@ def _main(argv: Sequence[str] | None) -> int:
         say_error(f"error: {stop}")
         return EXIT_USAGE
     settings = engine.settings
+    started = (time.time(), time.monotonic())
     try:
         results = engine.run_many()
     finally:
@@ -294,7 +296,7 @@ def _main(argv: Sequence[str] | None) -> int:
     why, not_run = _not_run(results)
     said = _said(report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ,
-        not_run=not_run,
+        not_run=not_run, started=started[0], duration=time.monotonic() - started[1],
     ))  # fmt: skip
     if said is None:
         return EXIT_USAGE

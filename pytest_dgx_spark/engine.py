@@ -111,7 +111,7 @@ class Engine:
             with contextlib.suppress(Exception):  # the check that needs it computes it again and says why
                 if m.has_gpu_device_node() and not self._closed.is_set():
                     # the child pytest started while it loaded, if it is this run's
-                    m.start_torch_early(lambda: early.claim("torch", m.env, m.python))
+                    m.start_torch_early(lambda: early.claim("torch", m.env, m.torch_python))
                 self.torch()
 
         def each(work: Callable[[str], object], ids: list[str]) -> None:
@@ -184,8 +184,25 @@ class Engine:
                 raise TypeError(f"check returned {result!r}")
         except Exception as exc:
             result = crashed(check_id, exc)
+        judged = self.judged_python()
+        if judged and check_id in JUDGED_CHECKS:
+            result = judged_line(result, judged, self._interpreter_error())
         result.duration_s = time.monotonic() - start
         return result
+
+    def judged_python(self) -> str | None:
+        """The interpreter ``--python`` named (a replay's: the one the captured run judged)."""
+        if self.replay is not None:
+            options = self.replay.get("options")
+            found = options.get("python") if isinstance(options, Mapping) else None
+            return str(found) if found else None
+        return self.settings.python
+
+    def _interpreter_error(self) -> str | None:
+        if self.replay is not None:
+            return None
+        found = self.machine.store.peek("python:judged")
+        return None if not isinstance(found, Mapping) or found.get("ok") else str(found.get("reason") or "?")
 
     def _gather_then_evaluate(self, module: ModuleType, ctx: CheckContext) -> Result:
         key = f"facts:{ctx.check_id}"
@@ -254,6 +271,24 @@ def replay_params(doc: Mapping[str, Any], settings: Settings, profile: str) -> P
     thresholds.update({k: float(v) for k, v in dict(overrides).items() if k in thresholds})
     thresholds.update(settings.threshold)
     return Params(profile=profile, thresholds=thresholds, options=options)
+
+
+#: the checks that judge the ``--python`` interpreter's packages and torch (issue 33 item 1)
+JUDGED_CHECKS = ("G1", "G2", "G7", "G9")
+
+
+def judged_line(result: Result, python: str, error: str | None = None) -> Result:
+    """The result's line names the interpreter it judged (``python /job/venv/bin/python: …``); a PASS or
+    SKIP from an interpreter whose packages could not be listed says so instead of passing."""
+    if error and result.status in (Status.PASS, Status.SKIP):
+        return Result(result.check_id, Status.SKIP, f"python {python}: not checked: its packages could not be "
+                      f"listed ({error})", "run that interpreter by hand: it must start and import", codes=[],
+                      readings=result.readings, details=result.details)  # fmt: skip
+    data = result.to_dict()
+    data["summary"] = f"python {python}: {result.summary}"
+    if result.headline:
+        data["headline"] = f"python {python}: {result.headline}"
+    return Result.from_dict(data)
 
 
 def describe_crash(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ REPEATABLE = ("paths", "datafiles", "pairs", "xid-classes")
 
 class Option:
     """One option. ``kind`` picks its parser (``settings.PARSERS``): bool,
-    float, str, name, url, choice, ids, path, infile, paths, datafiles, pairs or xid-classes;
+    float, str, name, url, choice, ids, path, infile, python, paths, datafiles, pairs or xid-classes;
     ``maximum`` refuses a duration or size past any sane run in one line."""
 
     __slots__ = ("choices", "cli_flag", "default", "dest", "exclusive_min", "flag", "group", "help", "ini",
@@ -100,6 +100,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("diagnose", "paths", "files", "a failed run's log (repeatable; .gz read as gzip): each check also "
            "reads it, a FAIL quotes the line that shows its gotcha, and a diagnosis line follows the verdict.",
            metavar="LOG"),
+    Option("python", "python", "run", "G1, G2, G7, G9: judge the packages of this Python interpreter and run "
+           "the torch child with it (the job's venv, a conda env, a container's python reached through a path).",
+           metavar="PATH"),
+    Option("prometheus-textfile", "path", "files", "write the run (a status per check, findings with codes, "
+           "readings, verdict) in node_exporter's textfile-collector format to PATH, replaced atomically.",
+           metavar="PATH"),
     Option("signatures", "infile", "files", "a JSON file of more failure-log signatures (pattern, gotcha, "
            "weight, fix, source) for the logs --spark-diagnose reads.", metavar="PATH"),
 )
@@ -108,7 +114,8 @@ OPTIONS: tuple[Option, ...] = (
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 #: options that change only what is gathered: a replay's facts were gathered already
-GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url", "known-bad")
+GATHER_ONLY = ("timeout", "offline", "intrusive", "thermal-seconds", "config", "drop-caches", "github-url", "known-bad",
+               "python")
 
 
 def add_pytest_options(parser: Any) -> None:

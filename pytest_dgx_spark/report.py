@@ -151,11 +151,23 @@ def case_properties(result: Result) -> list[tuple[str, str]]:
 def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, Any], profile: str,
                     store_items: Callable[[], Mapping[str, Any]], env: Mapping[str, str],
                     not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None,
+                    started: float | None = None, duration: float | None = None,
                     ) -> list[str]:
-    """Write ``--spark-report`` (with G4's chart beside it) and ``--spark-capture`` for the plugin
-    and the CLI. One line per file: where it went, or ``cannot write …``."""
+    """Write ``--spark-report`` (with G4's chart beside it), ``--spark-capture`` and
+    ``--spark-prometheus-textfile`` for the plugin and the CLI. One line per file: where it went, or
+    ``cannot write …``. ``started``: the run's start (epoch seconds), ``duration``: its seconds."""
     notes: list[str] = []
     capture_path = getattr(settings, "capture", None)
+    textfile = getattr(settings, "prometheus_textfile", None)
+    # one file per node (node_exporter refuses two files with the same series): its first local rank's
+    if textfile is not None and launch.torchrun_env(env).get("LOCAL_RANK", "0").strip() in ("0", ""):
+        from pytest_dgx_spark import prometheus  # lazy: only with --spark-prometheus-textfile
+
+        took = prometheus.run_duration(results) if duration is None else duration
+        when = time.time() - took if started is None else started
+        v = verdict(results, strict=settings.strict, not_run=not_run)
+        notes.append(_write(Path(textfile), "Prometheus textfile", lambda p: prometheus.write_textfile(
+            p, results, v, when, took, not_run=not_run, python=getattr(settings, "python", None))))
     if settings.report is None and capture_path is None:
         return notes
     items = store_items()  # once: under xdist it reads every answer file of the run

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,6 +269,8 @@ class SparkPreflight:
         self._collect_errors = 0
         self._exitstatus = int(pytest.ExitCode.OK)
         self._notes: list[str] = []
+        #: when the run started (epoch seconds, monotonic): the Prometheus textfile's time and duration
+        self._started = (time.time(), time.monotonic())
         if not self.is_worker:  # SIGTERM/SIGHUP end the run like Ctrl-C, after killing every probe group
             install_signal_handlers()
         config.pluginmanager.register(ChecksFirst(), "dgx_spark_checks_first")
@@ -298,7 +301,7 @@ class SparkPreflight:
                 machine: Any = capture.ReplayMachine(self.replay)
             else:
                 store = MemoryStore({f"facts:{cid}": facts for cid, facts in self.run.facts.items()})
-                machine = Machine(timeout=self.settings.timeout, store=store)
+                machine = Machine(timeout=self.settings.timeout, store=store, judged=self.settings.python)
             self._engine = Engine(self.settings, machine, self.settings.selected, replay=self.replay)
         return self._engine
 
@@ -557,6 +560,7 @@ class SparkPreflight:
             self._notes += report.write_run_files(
                 self.settings, results, host=self.host, profile=self._profile_label(),
                 store_items=self.store_items, env=os.environ, not_run=not_run, extra=self._extra(),
+                started=self._started[0], duration=time.monotonic() - self._started[1],
             )  # fmt: skip
             if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot") for n in self._notes):
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR  # the CLI's exit 2: no report, no green run

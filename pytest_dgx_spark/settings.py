@@ -64,6 +64,8 @@ class Settings:
     replay: Path | None = _DEFAULT["replay"]
     diagnose: tuple[Path, ...] = _DEFAULT["diagnose"]
     signatures: Path | None = _DEFAULT["signatures"]
+    python: str | None = _DEFAULT["python"]
+    prometheus_textfile: Path | None = _DEFAULT["prometheus-textfile"]
     rootdir: Path = field(default_factory=Path.cwd)
     #: where ``github_url`` came from: "default", "ini" (the checkout's own config), "flag" or "cli";
     #: G8 sends ``GITHUB_TOKEN`` to another host only when the user gave it (issue 19, item 2)
@@ -211,6 +213,43 @@ def _parse_input_file(opt: Option, raw: Any, where: str, base: Path) -> Path:
     raise OptionError(f"{where}: {text!r} is not a file")
 
 
+#: how long ``--python``'s interpreter may take to say it is one (a cold container filesystem is slow)
+PYTHON_ANSWER_S = 30.0
+_PYTHON_PROBE = 'import sys; print("spark-python %d.%d %s" % (sys.version_info[0], sys.version_info[1], sys.executable))'
+
+
+def _parse_python(opt: Option, raw: Any, where: str, base: Path) -> str:
+    """An interpreter to judge (G1, G2, G7, G9): a path, or a name found on ``PATH``; started once, bounded,
+    so a path that is not a runnable Python 3.8+ is one line before the run. The path is kept as given,
+    not resolved: a venv's ``bin/python`` is a symlink whose target knows nothing of the venv."""
+    from pytest_dgx_spark.probes.commands import find_program, run_command  # lazy: only when given
+
+    text = str(raw).strip()
+    if text and os.sep not in text and not text.startswith("~"):
+        found = find_program(text)
+        if found is None:
+            raise OptionError(f"{where}: {text!r} is not on PATH; give the interpreter's path")
+        path = Path(found)
+    else:
+        text, path = _given_path(raw, where, base)
+    if not path.exists():
+        raise OptionError(f"{where}: {text!r} is not a runnable Python: no such file")
+    if path.is_dir():
+        raise OptionError(f"{where}: {text!r} is a folder, not a runnable Python (give .../bin/python)")
+    if not os.access(path, os.X_OK):
+        raise OptionError(f"{where}: {text!r} is not a runnable Python: not executable")
+    ran = run_command([str(path), "-c", _PYTHON_PROBE], timeout=PYTHON_ANSWER_S)
+    said = ran.stdout.strip().splitlines()[-1:] if ran.ok else []
+    words = said[0].split() if said else []
+    if not ran.ok or len(words) < 2 or words[0] != "spark-python":
+        why = ran.describe() if not ran.ok else "it did not answer as Python does"
+        raise OptionError(f"{where}: {text!r} is not a runnable Python: {visible(why)}")
+    major, _, minor = words[1].partition(".")
+    if (int(major), int(minor or 0)) < (3, 8):
+        raise OptionError(f"{where}: {text!r} is Python {words[1]}; the package scan needs Python 3.8 or later")
+    return str(path)
+
+
 def _given_paths(raw: Any) -> list[Any]:
     """Each non-empty item of a repeatable path option (one value or a list)."""
     return [item for item in (raw if isinstance(raw, (list, tuple)) else [raw]) if str(item).strip()]
@@ -284,6 +323,7 @@ PARSERS: dict[str, Callable[[Option, Any, str, Path], Any]] = {
     "paths": _parse_config_paths,
     "datafiles": _parse_known_bad,
     "infile": _parse_input_file,
+    "python": _parse_python,
     "pairs": _parse_pairs,
     "xid-classes": _parse_xid_classes,
 }
@@ -340,19 +380,23 @@ def _inside_rootdir(opt: Option, raw: Any, path: Path, rootdir: Path) -> None:
         )
 
 
+#: the options that each write a file of the run
+_OUT_FILES = ("report", "capture", "prometheus-textfile")
+
+
 def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     """``--report X --capture X`` silently lost the report (issue 19, item 11)."""
-    report, capture = values.get("report"), values.get("capture")
-    if report is None or capture is None:
-        return
-    same = os.path.abspath(report) == os.path.abspath(capture)
-    try:
-        same = same or os.path.samefile(report, capture)
-    except OSError:  # not both there yet: the spelled paths decide
-        pass
-    if same:
-        r, c = (_where(BY_NAME[n], sources[n]) for n in ("report", "capture"))
-        raise OptionError(f"{r} and {c} name the same file ({report}): give each its own path")
+    given = [(n, values[n.replace("-", "_")]) for n in _OUT_FILES if values.get(n.replace("-", "_")) is not None]
+    for i, (one, first) in enumerate(given):
+        for other, second in given[i + 1 :]:
+            same = os.path.abspath(first) == os.path.abspath(second)
+            try:
+                same = same or os.path.samefile(first, second)
+            except OSError:  # not both there yet: the spelled paths decide
+                pass
+            if same:
+                r, c = (_where(BY_NAME[n], sources[n]) for n in (one, other))
+                raise OptionError(f"{r} and {c} name the same file ({first}): give each its own path")
 
 
 def _from(opt: Option, given: Any, source: str, ini: Any) -> tuple[Any, str] | None:

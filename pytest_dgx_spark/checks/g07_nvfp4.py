@@ -305,7 +305,8 @@ def _triton_compile(ctx: CheckContext) -> TritonCompile | None:
         env = {**machine.env, "TRITON_CACHE_DIR": os.path.join(work, "cache")}
         config = {"capability": 121, "workdir": work}
         child = machine.python_child("triton:compile", ["triton_compile.py"], config,
-                                     step_timeout=machine.timeout, total_timeout=machine.timeout * 6, env=env)
+                                     step_timeout=machine.timeout, total_timeout=machine.timeout * 6, env=env,
+                                     python=machine.torch_python)
     d = child.data
     if _imported_elsewhere(d.get("triton_file"), machine.python_path()):
         return None  # the child found another Triton than the checked environment's: no verdict from it

@@ -65,7 +65,10 @@ class MachineLike(Protocol):
     timeout: float
     store: MemoryStore
     python: str
+    judged: str | None
 
+    @property
+    def torch_python(self) -> str: ...
     def identity(self) -> Mapping[str, Any]: ...
     def path(self, absolute: str) -> Path: ...
     def exists(self, absolute: str) -> bool: ...
@@ -79,7 +82,7 @@ class MachineLike(Protocol):
     def python_child(
         self, key: str, scripts: Sequence[str], config: Mapping[str, Any] | None = None, *,
         step_timeout: float | None = None, total_timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None, python: str | None = None,
     ) -> ChildResult: ...
     def nvml(self) -> NvmlSnapshot: ...
     def nvml_sample(self, seconds: float, interval: float = 0.1) -> NvmlSnapshot: ...
@@ -102,12 +105,15 @@ class Machine:
     def __init__(
         self, *, root: Path | str | None = None, env: Mapping[str, str] | None = None, timeout: float = 10.0,
         store: MemoryStore | None = None, python: str | None = None, euid: int | None = None,
+        judged: str | None = None,
     ) -> None:
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self.root = Path(root if root is not None else self.env.get(ROOT_ENV) or "/")
         self.timeout = float(timeout)
         self.store = store if store is not None else MemoryStore()
         self.python = python or sys.executable
+        #: the interpreter ``--python`` names: its packages are judged, the torch child runs in it
+        self.judged = judged
         self.euid = os.geteuid() if euid is None else euid
         self._early: dict[str, Spawned] = {}  # children started before their request, by store key
         self._early_lock = threading.Lock()
@@ -159,16 +165,35 @@ class Machine:
 
         return self.store.get_or_compute("drop_caches", probe)
 
+    @property
+    def torch_python(self) -> str:
+        """The interpreter of the torch child (and of other children that import the job's packages)."""
+        return self.judged or self.python
+
+    def interpreter(self) -> dict[str, Any]:
+        """The ``--python`` interpreter's own answer (:func:`interpreter.describe`), once per run."""
+        from pytest_dgx_spark.probes import interpreter  # lazy: only with --python
+
+        judged = self.judged or self.python
+        return self.store.get_or_compute("python:judged", lambda: interpreter.describe(judged, self.env, self.timeout))
+
     def python_path(self) -> list[str]:
-        """Where the checked Python finds packages: ``PYTHONPATH`` first (a test's fake site-packages
-        shadows the real one, as for the children), then ``sys.path`` (or ``SPARK_PREFLIGHT_PYTHON_PATH``)."""
+        """Where the checked Python finds packages: the ``--python`` interpreter's own ``sys.path``; else
+        ``PYTHONPATH`` first (a test's fake site-packages shadows the real one, as for the children), then
+        ``sys.path`` (or ``SPARK_PREFLIGHT_PYTHON_PATH``)."""
+        if self.judged:
+            return [p for p in dict.fromkeys(map(os.path.abspath, self.interpreter()["path"])) if os.path.isdir(p)]
         entries = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
         given = self.env.get(PYTHON_PATH_ENV)
         entries += [p for p in (sys.path if given is None else given.split(os.pathsep)) if p]
         return [p for p in dict.fromkeys(map(os.path.abspath, entries)) if os.path.isdir(p)]
 
     def packages(self) -> dict[str, Any]:
-        """Installed distributions (metadata only)."""
+        """Installed distributions (metadata only); the ``--python`` interpreter's as it lists them."""
+        if self.judged:
+            found = self.interpreter()
+            return {"dists": found["dists"], "errors": found["errors"], "python": self.judged,
+                    **({"error": found["reason"]} if not found["ok"] else {})}  # fmt: skip
         return self.store.get_or_compute("packages", lambda: list_distributions(self.python_path()))
 
     def processes(self) -> dict[str, Any]:
@@ -193,10 +218,11 @@ class Machine:
     def python_child(
         self, key: str, scripts: Sequence[str], config: Mapping[str, Any] | None = None, *,
         step_timeout: float | None = None, total_timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None, python: str | None = None,
     ) -> ChildResult:
         """Run probe scripts in a child, once per key; ``env`` replaces this machine's environment
-        for that child (G10 gives its job children torchrun's names for an srun task)."""
+        for that child (G10 gives its job children torchrun's names for an srun task); ``python``
+        runs it in another interpreter (:attr:`torch_python` for the job's packages)."""
 
         def probe() -> dict[str, Any]:
             request = json.dumps(dict(config or {}))
@@ -208,18 +234,19 @@ class Machine:
                                     stdin_data=request).to_dict()  # fmt: skip
             return child.run_python(
                 child.script_source(*scripts), args=[request], step_timeout=step, total_timeout=total_timeout,
-                env=self.env if env is None else dict(env), python=self.python,
+                env=self.env if env is None else dict(env), python=python or self.python,
             ).to_dict()
 
         return ChildResult.from_dict(self.store.get_or_compute(key, probe))
 
-    def start_early(self, key: str, scripts: Sequence[str], ready: Callable[[], Spawned | None] | None = None) -> bool:
+    def start_early(self, key: str, scripts: Sequence[str], ready: Callable[[], Spawned | None] | None = None,
+                    python: str | None = None) -> bool:
         """Start the child of ``key`` before its request is known (:meth:`python_child` writes it to its
         stdin; ``ready`` may hand over one early.py started), unless answered or started already."""
         with self._early_lock:
             if key in self._early or self.store.peek(key) is not None:
                 return False
-            spawned = (ready() if ready else None) or spawn_early(scripts, self.env, self.python)
+            spawned = (ready() if ready else None) or spawn_early(scripts, self.env, python or self.python)
             if spawned is None:
                 return False
             self._early[key] = spawned
@@ -268,11 +295,11 @@ class Machine:
 
     def torch(self, request: Mapping[str, Any]) -> ChildResult:
         """The one torch child of the run; the first caller's request (the engine's) wins."""
-        return self.python_child("torch", TORCH_SCRIPTS, request)
+        return self.python_child("torch", TORCH_SCRIPTS, request, python=self.torch_python)
 
     def start_torch_early(self, ready: Callable[[], Spawned | None] | None = None) -> bool:
         """Start the torch child now: its ``import torch`` overlaps NVML and the extension scan."""
-        return self.start_early("torch", TORCH_SCRIPTS, ready)
+        return self.start_early("torch", TORCH_SCRIPTS, ready, python=self.torch_python)
 
     def has_gpu_device_node(self) -> bool:
         return any(self.exists(n) for n in ("/dev/nvidiactl", "/dev/nvidia0"))

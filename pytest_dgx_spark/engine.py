@@ -278,16 +278,19 @@ JUDGED_CHECKS = ("G1", "G2", "G7", "G9")
 
 
 def judged_line(result: Result, python: str, error: str | None = None) -> Result:
-    """The result's line names the interpreter it judged (``python /job/venv/bin/python: …``); a PASS or
-    SKIP from an interpreter whose packages could not be listed says so instead of passing."""
-    if error and result.status in (Status.PASS, Status.SKIP):
+    """The result's line names the interpreter it judged (``python /job/venv/bin/python: …``). When that
+    interpreter could not list its packages, what the check said of them is not true: a SKIP saying why,
+    the check's own line kept as a detail."""
+    if error:
         return Result(result.check_id, Status.SKIP, f"python {python}: not checked: its packages could not be "
                       f"listed ({error})", "run that interpreter by hand: it must start and import", codes=[],
-                      readings=result.readings, details=result.details)  # fmt: skip
+                      readings=result.readings, details=[f"the check said: {result.line()}", *result.details],
+                      headline="not checked: the --python interpreter did not list its packages")  # fmt: skip
     data = result.to_dict()
     data["summary"] = f"python {python}: {result.summary}"
-    if result.headline:
-        data["headline"] = f"python {python}: {result.headline}"
+    # the default line keeps its room for the finding: the interpreter's last three path parts
+    short = "/".join(python.rstrip("/").split("/")[-3:])
+    data["headline"] = f"{short}: {result.headline or result.summary}"
     return Result.from_dict(data)
 
 

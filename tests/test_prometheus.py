@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import spark_cli as cli
 from pytest_dgx_spark import __version__, catalog, prometheus
 from pytest_dgx_spark.model import Reading, Result, Status, Verdict
+
+from conftest import spark_cli as cli
 
 #: read before the autouse hermetic_env fixture removes it: CI installs node_exporter, so there its
 #: absence is a failure, not a skip (``.ci/run``: apt-get install -y prometheus-node-exporter)

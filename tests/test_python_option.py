@@ -11,15 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from doubles import gb10
 
-from conftest import DOUBLES, make_root
-from conftest import spark_cli as cli
 from pytest_dgx_spark import capture
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
+
+from conftest import DOUBLES, make_root
+from conftest import spark_cli as cli
+from doubles import gb10
 
 TORCH_VERSION = "2.5.0+cu124"
 

@@ -19,7 +19,8 @@ from pytest_dgx_spark.probes.machine import TORCH_SCRIPTS, Machine, spawn_early
 
 #: options after which nothing runs here, or it runs elsewhere
 NOT_HERE = frozenset({"--spark-replay", "--collect-only", "--co", "--help", "-h", "--version", "-V",
-                      "--fixtures", "--markers", "--numprocesses", "--dist", "-k", "--setup-plan"})
+                      "--fixtures", "--markers", "--numprocesses", "--dist", "-k", "--setup-plan",
+                      "--spark-python"})  # fmt: skip
 
 _started: dict[str, tuple[Spawned, dict[str, str], str]] = {}
 

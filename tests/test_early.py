@@ -35,6 +35,8 @@ PYTEST = [*PYTEST_CHILD, "-q"]
         (["--spark-preflight", "--spark-replay", "x.json"], {}, "--spark-replay given"),
         (["--spark-preflight", "--spark-replay=x.json"], {}, "--spark-replay given"),
         (["--spark-preflight", "--co"], {}, "--co given"),
+        # the torch child runs in the interpreter --spark-python names, started with its options
+        (["--spark-preflight", "--spark-python=/job/venv/bin/python"], {}, "--spark-python given"),
         (["--spark-preflight", "--spark-only", "G3,G4"], {}, "--spark-only names no check that reads torch"),
         (["--spark-preflight", "--spark-only=g3"], {}, "--spark-only names no check that reads torch"),
         (["-q"], {"PYTEST_ADDOPTS": "--spark-preflight -n 4"}, "-n given"),

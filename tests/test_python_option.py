@@ -71,13 +71,16 @@ def run(check: str, machine: Machine, python: str | None) -> object:
     return Engine(Settings(only=(check,), profile="gb10", python=python), machine).run(check)
 
 
-def test_g1_fails_on_the_judged_venvs_cuda12_torch_while_ours_has_none(job_venv, gb10_doubles) -> None:
+def test_g1_fails_on_the_judged_venvs_cuda12_torch_while_ours_has_none(job_venv, gb10_doubles, tmp_path) -> None:
+    """The tool's own environment: a bare venv runs its children (a GPU image's interpreter has a torch)
+    and its package scan reads only what the test plants (``SPARK_PREFLIGHT_PYTHON_PATH`` empty)."""
     python, scenario = job_venv
+    bare, _ = make_venv(tmp_path / "tool")
     gb10_doubles.extra["SPARK_FAKE_TORCH"] = str(scenario)
-    ours = run("G1", Machine(env=gb10_doubles.env, timeout=10.0), None)
+    ours = run("G1", Machine(env=gb10_doubles.env, timeout=10.0, python=str(bare)), None)
     assert ours.status is Status.SKIP, ours.report_text()
     assert "torch is not installed" in ours.summary
-    machine = Machine(env=gb10_doubles.env, timeout=10.0, judged=str(python))
+    machine = Machine(env=gb10_doubles.env, timeout=10.0, python=str(bare), judged=str(python))
     result = run("G1", machine, str(python))
     assert result.status is Status.FAIL, result.report_text()
     assert result.summary.startswith(f"python {python}: torch {TORCH_VERSION} is built for CUDA 12.4")

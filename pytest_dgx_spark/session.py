@@ -369,6 +369,8 @@ class SparkPreflight:
             parts.append("only " + ",".join(s.only))
         flags = ("strict", "gate", "intrusive", "offline", "drop_caches")
         parts += [flag.replace("_", "-") for flag in flags if getattr(s, flag)]
+        if s.python:  # which interpreter G1, G2, G7 and G9 judge
+            parts.append(f"python {s.python}")
         return "spark preflight: " + ", ".join(parts)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:

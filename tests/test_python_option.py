@@ -168,7 +168,8 @@ def test_pytest_ini_twin_runs_g1_in_the_named_interpreter(job_venv, gb10_doubles
     pytester.makeini(f"[pytest]\nspark_preflight_python = {python}\n")
     result = pytester.runpytest_subprocess("--spark-preflight", "--spark-only", "G1", "--spark-profile", "gb10")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"*G1 FAIL: venv/bin/python: torch {TORCH_VERSION}*"])
+    result.stdout.fnmatch_lines([f"spark preflight: profile gb10, timeout 10 s, only G1, python {python}",
+                                 f"*G1 FAIL: venv/bin/python: torch {TORCH_VERSION}*"])  # fmt: skip
 
 
 def _script(path: Path, text: str, mode: int = 0o755) -> Path:

@@ -301,7 +301,7 @@ def _main(argv: Sequence[str] | None) -> int:
         say_error("error: --diagnose and --signatures read logs: spark-preflight diagnose LOG [LOG ...]")
         return EXIT_USAGE
     from pytest_dgx_spark import report  # lazy: the preflight machinery, once the flags parsed
-    from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
+    from pytest_dgx_spark.model import Status, shorten, verdict, verdict_line  # lazy: as above
 
     try:
         engine = _engine(ns, _settings(ns))
@@ -332,7 +332,7 @@ def _main(argv: Sequence[str] | None) -> int:
     else:  # a line each and the verdict, coloured as pytest colours them
         paint = _say_lines(ns, results)
         if not_run:  # as pytest's section says it
-            say(f"{', '.join(not_run)} not run: {why}", COLOURS["WARN"] if paint else None)
+            say(shorten(f"{', '.join(not_run)} not run: {why}", terminal_width()), COLOURS["WARN"] if paint else None)
         say(last, COLOURS[v] if paint else None)
         for note in said:
             say(visible(note))  # one line: a newline in a path is escaped, not printed
@@ -341,11 +341,32 @@ def _main(argv: Sequence[str] | None) -> int:
     return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
 
 
+def terminal_width() -> int:
+    """The width of a default line: the terminal's as pytest reads it (``COLUMNS``, then the terminal,
+    80 for one under 40 columns); ``SHORT_WIDTH`` when stdout is no terminal (a pipe, a file)."""
+    from pytest_dgx_spark.model import SHORT_WIDTH  # lazy: the model, once the flags parsed
+
+    columns = shutil.get_terminal_size(fallback=(SHORT_WIDTH, 24)).columns
+    return columns if columns >= 40 else 80
+
+
+def _at_a_terminal() -> bool:
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
+
+
 def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
-    """A line for each result (its whole text under -v), coloured if wanted; whether they were."""
+    """A line for each result (its whole text under -v, else at most the terminal's width), coloured if
+    wanted, after each gotcha's name at a terminal (a pipe gets the lines alone); whether coloured."""
     paint = colour_wanted(ns.color, sys.stdout)
+    width = terminal_width()
+    if _at_a_terminal():
+        for line in catalog.legend([r.check_id for r in results], width):
+            say(line)
     for r in results:
-        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+        say(r.report_text() if ns.verbose else r.short_line(width), COLOURS.get(r.status.value) if paint else None)
     return paint
 
 

@@ -4,6 +4,7 @@ Every pytest run reads it (``--markers``): standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 MARKER_ALL = "spark_preflight"
@@ -58,3 +59,19 @@ def normalize_id(text: str) -> str | None:
         return None
     cid = f"G{int(t)}"
     return cid if cid in BY_ID else None
+
+
+def legend(ids: Iterable[str], width: int) -> list[str]:
+    """``gotchas: G1 CUDA 12/13 ABI, G2 flash-attn and Unsloth, …`` for these checks, each name whole,
+    wrapped to ``width``: where a newcomer reads each gotcha's name beside the default lines, whose
+    ``G<n> <STATUS>: <text>`` format tools parse and so does not change (issue 34 item 7)."""
+    names = [f"{BY_ID[i].id} {BY_ID[i].title}" for i in ids if i in BY_ID]
+    lines: list[str] = []
+    line = "gotchas:"
+    for n, name in enumerate(names):
+        piece = name + ("," if n < len(names) - 1 else "")
+        if len(line) + 1 + len(piece) > width and line.strip() not in ("", "gotchas:"):
+            lines.append(line)
+            line = " "
+        line += " " + piece
+    return [*lines, line] if names else []

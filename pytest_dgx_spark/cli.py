@@ -13,7 +13,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -115,24 +115,47 @@ class _ThresholdsHelp(argparse.Action):
         parser.exit(EXIT_OK)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    description = ("Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
-                   "then the verdict: ready, ready-with-warnings or blocked.")  # fmt: skip
-    # allow_abbrev off as in pytest: --workload is no --workload-gb
-    parser = _Parser(prog="spark-preflight", description=description, epilog=epilog(),
-                     formatter_class=_Formatter, allow_abbrev=False)
-    parser.add_argument("--help-thresholds", nargs=0, action=_ThresholdsHelp, help="list the thresholds and exit")
-    parser.add_argument("--version", action="version", version=f"pytest-dgx-spark {__version__}")
-    groups = options.add_cli_options(parser)
-    out = groups["files"]
+def usage() -> str:
+    """The usage lines: the preflight, then each subcommand (:data:`SUBCOMMANDS`) with what it does."""
+    lines = ["spark-preflight [OPTION ...]"]
+    lines += [f"       spark-preflight {name} {args}" for name, (args, _, _) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def commands_help() -> str:
+    """``commands:``, a line for each subcommand, for the top-level ``--help``."""
+    lines = ["commands (spark-preflight COMMAND --help for each):"]
+    for name, (_, text, _) in SUBCOMMANDS.items():
+        lines += _wrapped(f"  {name:<10} ", text, 13)
+    return "\n".join(lines)
+
+
+def _add_output_flags(parser: argparse.ArgumentParser, out: Any, shown: bool = True) -> None:
+    """--json, -v, --color, -c, --rootdir, --help-thresholds, --version: the CLI's own; ``shown``: listed."""
+    def text(words: str) -> str:
+        return words if shown else argparse.SUPPRESS
+
+    parser.add_argument("--help-thresholds", nargs=0, action=_ThresholdsHelp, help=text("list the thresholds and exit"))
+    parser.add_argument("--version", action="version", version=f"pytest-dgx-spark {__version__}",
+                        help=text("show the version and exit"))  # fmt: skip
     out.add_argument("--json", action="store_true", help="print the results as JSON instead of lines")
     out.add_argument("-v", "--verbose", action="store_true",
                      help="print each check's whole line, details and readings (default: one short line)")  # fmt: skip
     out.add_argument("--color", choices=("yes", "no", "auto"), default="auto",
-                     help="colour the lines: yes, no or auto (default: on a terminal, as pytest)")  # fmt: skip
+                     help=text("colour the lines: yes, no or auto (default: on a terminal, as pytest)"))  # fmt: skip
     config = parser.add_argument_group("configuration (as pytest's)")
-    config.add_argument("-c", "--config-file", metavar="FILE", help="read this pytest configuration file")
-    config.add_argument("--rootdir", metavar="DIR", help="the project's folder (default: the config file's)")
+    config.add_argument("-c", "--config-file", metavar="FILE", help=text("read this pytest configuration file"))
+    config.add_argument("--rootdir", metavar="DIR", help=text("the project's folder (default: the config file's)"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    description = ("Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
+                   "then the verdict: ready, ready-with-warnings or blocked.\n\n" + commands_help())  # fmt: skip
+    # allow_abbrev off as in pytest: --workload is no --workload-gb
+    parser = _Parser(prog="spark-preflight", usage=usage(), description=description, epilog=epilog(),
+                     formatter_class=_Formatter, allow_abbrev=False)  # fmt: skip
+    groups = options.add_cli_options(parser)
+    _add_output_flags(parser, groups["files"])
     return parser
 
 
@@ -272,14 +295,14 @@ def _said(written: list[str]) -> list[str] | None:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["diagnose"]:  # the one subcommand; without it the argv is the preflight's, as before
-        return _diagnose(args[1:])
+    if args and args[0] in SUBCOMMANDS:  # a subcommand; without one the argv is the preflight's, as before
+        return SUBCOMMANDS[args[0]][2](args[1:])
     ns = build_parser().parse_args(args)
     if ns.spark_diagnose or ns.spark_signatures:
         say_error("error: --diagnose and --signatures read logs: spark-preflight diagnose LOG [LOG ...]")
         return EXIT_USAGE
     from pytest_dgx_spark import report  # lazy: the preflight machinery, once the flags parsed
-    from pytest_dgx_spark.model import Status, verdict, verdict_line  # lazy: as above
+    from pytest_dgx_spark.model import Status, shorten, verdict, verdict_line  # lazy: as above
 
     try:
         engine = _engine(ns, _settings(ns))
@@ -311,7 +334,7 @@ def _main(argv: Sequence[str] | None) -> int:
     else:  # a line each and the verdict, coloured as pytest colours them
         paint = _say_lines(ns, results)
         if not_run:  # as pytest's section says it
-            say(f"{', '.join(not_run)} not run: {why}", COLOURS["WARN"] if paint else None)
+            say(shorten(f"{', '.join(not_run)} not run: {why}", terminal_width()), COLOURS["WARN"] if paint else None)
         say(last, COLOURS[v] if paint else None)
         for note in said:
             say(visible(note))  # one line: a newline in a path is escaped, not printed
@@ -320,11 +343,32 @@ def _main(argv: Sequence[str] | None) -> int:
     return EXIT_FAIL if v == "blocked" or any(r.status is Status.FAIL for r in results) else EXIT_OK
 
 
+def terminal_width() -> int:
+    """The width of a default line: the terminal's as pytest reads it (``COLUMNS``, then the terminal,
+    80 for one under 40 columns); ``SHORT_WIDTH`` when stdout is no terminal (a pipe, a file)."""
+    from pytest_dgx_spark.model import SHORT_WIDTH  # lazy: the model, once the flags parsed
+
+    columns = shutil.get_terminal_size(fallback=(SHORT_WIDTH, 24)).columns
+    return columns if columns >= 40 else 80
+
+
+def _at_a_terminal() -> bool:
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
+
+
 def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
-    """A line for each result (its whole text under -v), coloured if wanted; whether they were."""
+    """A line for each result (its whole text under -v, else at most the terminal's width), coloured if
+    wanted, after each gotcha's name at a terminal (a pipe gets the lines alone); whether coloured."""
     paint = colour_wanted(ns.color, sys.stdout)
+    width = terminal_width()
+    if _at_a_terminal():
+        for line in catalog.legend([r.check_id for r in results], width):
+            say(line)
     for r in results:
-        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+        say(r.report_text() if ns.verbose else r.short_line(width), COLOURS.get(r.status.value) if paint else None)
     return paint
 
 
@@ -338,19 +382,27 @@ DIAGNOSE_EXIT_CODES = (
 
 
 def build_diagnose_parser() -> argparse.ArgumentParser:
-    """The preflight's parser (its options drive the live checks) with the logs and diagnose's flags."""
-    parser = build_parser()
-    parser.prog = "spark-preflight diagnose"
-    parser.description = ("Name the gotcha (G1..G10) that a failed run's logs show: each check reads the logs,\n"
-                          "then one line: diagnosis: G<n> (first failure at FILE:LINE) or diagnosis: unknown.")  # fmt: skip
-    parser.epilog = "exit codes:\n" + "\n".join(f"  {c:<6} {t}" for c, t in DIAGNOSE_EXIT_CODES)
+    """The logs and diagnose's own flags, listed first and alone; the preflight's options (they drive
+    the live checks) are accepted unlisted: ``spark-preflight --help`` lists them."""
+    description = ("Name the gotcha (G1..G10) that a failed run's logs show: each check reads\n"
+                   "the logs, then one line: diagnosis: G<n> (first failure at FILE:LINE)\n"
+                   "or diagnosis: unknown.")  # fmt: skip
+    epilog = "\n".join([
+        "exit codes:", *(f"  {c:<6} {t}" for c, t in DIAGNOSE_EXIT_CODES), "",
+        *_wrapped("", "The live checks take every option of spark-preflight --help (--workload-gb, --config, "
+                  "--threshold, ...), and the project's pytest configuration as the preflight reads it.", 0),
+    ])  # fmt: skip
+    parser = _Parser(prog="spark-preflight diagnose", description=description, epilog=epilog,
+                     formatter_class=_Formatter, allow_abbrev=False)  # fmt: skip
     parser.add_argument("logs", nargs="+", metavar="LOG",
                         help="a log of the failed run (- for stdin, .gz read as gzip); several are ranks or nodes "
                         "of one job")  # fmt: skip
     group = parser.add_argument_group("diagnose")
-    group.add_argument("--no-machine", action="store_true", help="decide from the logs alone; read no machine")
     group.add_argument("--kernel-log", action="append", default=[], metavar="PATH",
                        help="the kernel log of the failure's window (dmesg, journalctl -k), read with the logs")  # fmt: skip
+    group.add_argument("--no-machine", action="store_true", help="decide from the logs alone; read no machine")
+    options.add_cli_options(parser, "diagnose", into=group)
+    _add_output_flags(parser, group, shown=False)
     return parser
 
 
@@ -446,6 +498,13 @@ def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result],
         say(f"  {note}")
     colour = COLOURS["FAIL"] if diag.cause else COLOURS["ready"]
     say(diag.line(), colour if paint else None)
+
+
+#: ``spark-preflight NAME …``: its arguments in the usage line, what it does, its entry (the rest of the
+#: argv -> exit code; :func:`main` turns its exceptions into one line). A new subcommand is one entry here.
+SUBCOMMANDS: dict[str, tuple[str, str, Callable[[Sequence[str]], int]]] = {
+    "diagnose": ("[OPTION ...] LOG [LOG ...]", "name the gotcha (G1..G10) a failed run's logs show", _diagnose),
+}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,9 +1,11 @@
 """pytest-html: each check's row reads as the terminal does.
 
 pytest-html knows only pytest's outcomes and a WARN is a passed test to pytest, so a WARN row stays
-in the "Passed" filter but reads "Warned" (INFO "Info"), the counts read ``8 Passed, 1 Warned``, a
-skip's log says its reason, and *Status*, *Check* and *Readings* columns are added; the summary gets
-the verdict and counts, G4's row the thermal chart. pytest-html is imported only while reporting.
+in the "Passed" filter (its filters and sort read the row's outcome, not the cell) but its Result cell
+is the text ``WARN`` (INFO ``INFO``: what copy-paste and a screen reader get, as the terminal's -v
+says it), the counts read ``8 Passed, 1 Warned``, a skip's log says its reason, and *Status*, *Check*
+and *Readings* columns are added; the summary gets the verdict and counts, G4's row the thermal
+chart. pytest-html is imported only while reporting.
 """
 
 from __future__ import annotations
@@ -22,13 +24,11 @@ from pytest_dgx_spark.report import ordered
 SYMBOLS = {"PASS": "✓", "INFO": "ℹ", "WARN": "⚠", "SKIP": "○", "FAIL": "✗"}
 HEADER = ('<th class="sortable" data-column-type="sparkStatus">Status</th>', "<th>Check</th>",
           "<th>Readings</th>")
-#: the Result cell's word for a passed check, as the terminal's -v says it
-WORDS = {"WARN": "Warned", "INFO": "Info"}
-#: the Result cell keeps pytest's word (the filters read it) and shows ours; lines stay whole
+#: the Result cell's text for a passed check, as the terminal's -v says it (pytest-html's filters and
+#: sort read the row's outcome, "Passed", from its data, not this text: issue 34 item 9)
+WORDS = {"WARN": "WARN", "INFO": "INFO"}
+#: the words coloured as the terminal colours them; lines stay whole
 STYLE = """<style>
-td.col-result.spark-word { font-size: 0; }
-td.col-result.spark-word::before { content: attr(data-word); font-size: 12px; }
-td.col-result.spark-word:hover::after { font-size: 12px; }
 td.col-result.spark-WARN { color: #c77c00; }
 td.col-result.spark-INFO { color: #138496; }
 td.col-sparkStatus, td.col-sparkCheck, span.spark-reading { white-space: nowrap; }
@@ -86,10 +86,10 @@ class HtmlReport:
         data = getattr(report, "spark_result", None) or {}
         status = data.get("status") if report.when == "call" else None
         word = WORDS.get(status or "") if report.passed else None
+        self._restore_outcomes()
         if word and cells and cells[0].startswith('<td class="col-result">'):
             self.warned += status == "WARN"
-            cells[0] = cells[0].replace('class="col-result"', f'class="col-result spark-word spark-{status}" '
-                                        f'data-word="{word}"', 1)
+            cells[0] = f'<td class="col-result spark-{status}">{word}</td>'  # the text itself, not a CSS word
         line = escape(Result.from_dict(data).line()) if status else ""
         check = f'<td class="col-sparkCheck" title="{line}">{line}</td>'
         readings = "; ".join(f'<span class="spark-reading">{escape(text)}</span>'
@@ -107,6 +107,7 @@ class HtmlReport:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str]) -> None:
+        self._restore_outcomes()
         self._count_warned()
         prefix.append(STYLE)
         results = ordered(self.preflight.results.values())
@@ -120,6 +121,18 @@ class HtmlReport:
         loud = "".join(f"<li>{SYMBOLS[r.status.value]} {escape(r.line())}</li>" for r in results if r.loud)
         if loud:
             prefix.append(f"<ul>{loud}</ul>")
+
+    def _restore_outcomes(self) -> None:
+        """pytest-html reads a row's outcome (its filters, sort and row class) from the Result cell's text:
+        a WARN or INFO row's outcome is put back to "Passed", which pytest decided, so the "Passed"
+        filter still shows and hides it. Each row is in the page's data once added (after this hook
+        ran for it): done at the next row and at the summary, before the final page is written."""
+        data = getattr(self.page, "data", None)
+        tests = data.get("tests") if isinstance(data, dict) else None
+        for rows in tests.values() if isinstance(tests, dict) else ():
+            for row in rows if isinstance(rows, list) else ():
+                if isinstance(row, dict) and row.get("result") in WORDS.values():
+                    row["result"] = "Passed"
 
     def _count_warned(self) -> None:
         """``8 Passed, 1 Warned`` where pytest-html counted 9 passed: the one

@@ -129,12 +129,18 @@ def add_pytest_options(parser: Any) -> None:
     for opt in OPTIONS:
         kw: dict[str, Any] = {"action": "store_true"} if opt.kind == "bool" else {
             "action": "append" if opt.kind in REPEATABLE else "store",
-            "metavar": opt.metavar or opt.name.upper(),
+            "metavar": choices_metavar(opt) or opt.metavar or opt.name.upper(),
         }  # fmt: skip
         group.addoption(opt.flag, default=None, dest=opt.dest, help=opt.help, **kw)
         lines = " (one per line)" if opt.ini_type == "linelist" else ""
         default = {"bool": False, "linelist": [], "string": ""}.get(opt.ini_type)
         parser.addini(opt.ini, opt.help + lines, type=opt.ini_type, default=default)
+
+
+def choices_metavar(opt: Option) -> str | None:
+    """``{auto,gb10,generic}``: a choice option's values, shown in ``--help`` where its value goes
+    (pytest's and the CLI's; the values are checked by :mod:`.settings`, in its own words)."""
+    return "{" + ",".join(opt.choices) + "}" if opt.choices else None
 
 
 def preflight_enabled(config: Any) -> bool:
@@ -184,20 +190,35 @@ CLI_HELP: dict[str, str] = {
 
 #: pytest-only options: the CLI refuses them with one line
 PYTEST_ONLY = frozenset({"gate"})
+#: options that read logs: the CLI offers them under ``spark-preflight diagnose`` only (the preflight
+#: parses them to refuse them in one line); ``--diagnose LOG`` is diagnose's positional LOG there
+DIAGNOSE_ONLY = frozenset({"diagnose", "signatures"})
+#: the options ``spark-preflight diagnose --help`` lists beside its own (the rest are accepted, for the
+#: live checks, and listed by ``spark-preflight --help``)
+DIAGNOSE_SHOWN = frozenset({"signatures", "replay", "timeout", "report"})
 
 
-def add_cli_options(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
-    """The same options for ``spark-preflight`` as ``--<name>``, in their help groups (returned);
-    ``--spark-<name>`` too, unlisted, so a flag quoted in a check's line works as written.
-    Pytest-only options are parsed but hidden, so the CLI can refuse them by name."""
-    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
+def cli_shown(opt: Option, command: str) -> bool:
+    """Whether ``spark-preflight [command] --help`` lists ``opt`` (``command``: "" or "diagnose")."""
+    if opt.name in PYTEST_ONLY:
+        return False
+    return opt.name in DIAGNOSE_SHOWN if command == "diagnose" else opt.name not in DIAGNOSE_ONLY
+
+
+def add_cli_options(parser: argparse.ArgumentParser, command: str = "",
+                    into: argparse._ArgumentGroup | None = None) -> dict[str, argparse._ArgumentGroup]:  # fmt: skip
+    """The same options for ``spark-preflight`` as ``--<name>``, in their help groups (returned), or all
+    in ``into``; ``--spark-<name>`` too, unlisted, so a flag quoted in a check's line works as written.
+    Options ``command`` does not list (:func:`cli_shown`) are parsed but hidden: the CLI refuses a
+    pytest-only one by name, and diagnose's live checks take every other."""
+    groups = {key: into or parser.add_argument_group(title) for key, title in GROUPS.items()}
     for opt in OPTIONS:
-        text = argparse.SUPPRESS if opt.name in PYTEST_ONLY else CLI_HELP.get(opt.name, opt.help)
+        text = CLI_HELP.get(opt.name, opt.help) if cli_shown(opt, command) else argparse.SUPPRESS
         kw: dict[str, Any] = {"action": "store_true"}
         if opt.kind in REPEATABLE:
             kw = {"action": "append", "metavar": opt.metavar}
         elif opt.kind != "bool":
-            kw = {"metavar": "{" + ",".join(opt.choices) + "}" if opt.choices else opt.metavar or opt.name.upper()}
+            kw = {"metavar": choices_metavar(opt) or opt.metavar or opt.name.upper()}
         for flag, shown in ((opt.cli_flag, text), (opt.flag, argparse.SUPPRESS)):
             groups[opt.group].add_argument(flag, default=None, dest=opt.dest, help=shown, **kw)
     return groups

@@ -23,7 +23,7 @@ from _pytest.mark.expression import Expression
 from pytest_dgx_spark import capture, catalog, launch, outfile, report, report_plugins
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.hooks import PLUGIN_NAME
-from pytest_dgx_spark.model import PreflightResults, Result, Status, verdict
+from pytest_dgx_spark.model import PreflightResults, Result, Status, shorten, verdict
 from pytest_dgx_spark.options import BY_NAME
 from pytest_dgx_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_dgx_spark.probes.machine import Machine
@@ -590,14 +590,24 @@ class SparkPreflight:
             write_line(tr, self._outside_line())
         verbose = config.get_verbosity() > 0
         width = config.get_terminal_writer().fullwidth
-        for result in results:  # the short line by default; the whole one with -v (the FAILURES body has it too)
-            write_line(tr, result.line() if verbose else result.short_line(width), **COLORS[result.status])
+        if config.get_verbosity() >= 0:  # each gotcha's name, for a reader new to G1..G10 (not under -q)
+            for line in catalog.legend([r.check_id for r in results], width):
+                write_line(tr, line)
+        for result in results:  # the short line by default, at most the terminal's width
+            if not verbose:
+                write_line(tr, result.short_line(width), **COLORS[result.status])
+                continue
+            # -v: the whole line, its details and readings, as the CLI's -v (the FAILURES body has them too)
+            first, *rest = result.report_text().splitlines()
+            write_line(tr, first, **COLORS[result.status])
+            for line in rest:
+                write_line(tr, line)
         if results:
             groups: dict[str, list[str]] = {}
             for cid, why in not_run.items():
                 groups.setdefault(why, []).append(cid)
             for why, ids in groups.items():
-                write_line(tr, f"{', '.join(ids)} not run: {why}", yellow=True)
+                write_line(tr, shorten(f"{', '.join(ids)} not run: {why}", width), yellow=True)
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run).value
         text = report.verdict_text(results, strict=self.settings.strict, not_run=not_run)
         write_line(tr, text, **VERDICT_COLORS.get(v, {"green": True}))

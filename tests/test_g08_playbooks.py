@@ -357,8 +357,24 @@ def test_nothing_listening_is_offline() -> None:
     r = Engine(Settings(github_url=f"http://127.0.0.1:{port}", playbook="vllm"), machine).run("G8")
     assert (r.status, r.summary) == (
         Status.SKIP,
-        "offline: connection to 127.0.0.1 refused; playbook issues not checked",
+        "connection to 127.0.0.1 refused; playbook issues not checked",
     )
+    assert r.short_line() == "G8 SKIP: connection to 127.0.0.1 refused: playbook issues not checked"
+    assert not r.by_choice
+
+
+def test_a_name_that_does_not_resolve_says_so_not_offline() -> None:
+    """Issue 34 item 4: without --offline a DNS failure read ``SKIP: offline: playbook issues not
+    checked``, the words of a chosen --offline; ``.invalid`` never resolves (RFC 2606)."""
+    machine = Machine(env={"PATH": os.environ.get("PATH", "")})
+    settings = Settings(github_url="https://api.github.invalid", playbook="vllm", timeout=5.0)
+    r = Engine(settings, machine).run("G8")
+    assert r.status is Status.SKIP and not r.by_choice, r.to_dict()
+    assert r.short_line().startswith("G8 SKIP: cannot resolve api.github.invalid: playbook issues not checked")
+    assert r.summary.startswith("cannot resolve api.github.invalid (") and "offline" not in r.summary
+    fresh = Machine(env={"PATH": os.environ.get("PATH", "")})
+    chosen = Engine(Settings(offline=True, playbook="vllm"), fresh).run("G8")
+    assert chosen.by_choice and chosen.short_line() == "G8 SKIP: offline: playbook issues not checked"
 
 
 # --------------------------------------------------------------------------- the token never leaks

@@ -111,6 +111,8 @@ def test_skip_says_why(pytester: pytest.Pytester, spark_env) -> None:
 def test_terminal_section_has_ten_g_lines_and_a_verdict(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-workload-gb", "10")
     section = spark_section(result)
+    assert section[0].startswith("gotchas: G1 CUDA 12/13 ABI")  # each gotcha's name first (issue 34 item 7)
+    section = section[next(i for i, ln in enumerate(section) if GLINE.match(ln)) :]
     g_lines = [ln for ln in section if GLINE.match(ln)]
     assert [ln.split()[0] for ln in g_lines] == [f"G{n}" for n in range(1, 11)]
     assert section[len(g_lines)].startswith("verdict: ")

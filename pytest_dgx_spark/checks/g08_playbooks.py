@@ -259,8 +259,8 @@ def _unauthorized(a: dict[str, Any], message: str) -> str:
 
 def _skip_reason(f: Facts, limited: bool, redirect: bool, failed: bool) -> str | None:
     a, status, message = f.answer, f.answer.get("status"), f.answer.get("message") or ""
-    if a.get("offline"):
-        return f"offline: {a.get('error')}; {NOT_CHECKED}"
+    if a.get("offline"):  # no network, which the user did not ask for: the line says what failed
+        return f"{a.get('error')}; {NOT_CHECKED}"
     if a.get("timed_out"):
         return f"GitHub lookup gave up: {a.get('error')} (--spark-timeout)"
     if a.get("too_large"):
@@ -290,8 +290,8 @@ def _skip(f: Facts) -> tuple[str, str] | None:
     reason = _skip_reason(f, limited, redirect, failed)
     if reason is None:
         return None
-    if a.get("offline"):
-        return reason, f"offline: {NOT_CHECKED}"
+    if a.get("offline"):  # "cannot resolve api.github.com", not "offline" (--spark-offline's word)
+        return reason, f"{str(a.get('error')).split(' (')[0]}: {NOT_CHECKED}"
     if a.get("timed_out"):
         return reason, f"GitHub did not answer in time: {NOT_CHECKED}"
     if limited:

@@ -670,8 +670,35 @@ ROLE_TEXT = {
 }
 
 
+#: a running process of the user's own, neither the launcher of this run nor marked training or serving
+FIX_OTHER_JOB = (
+    "if it is the job you are about to train, launch it with DDP/FSDP across Sparks and TP inside one node; "
+    "if it is another job, this run is not affected"
+)
+
+
+def _judge_other_jobs(bad: list[View], out: Findings) -> list[View]:
+    """Running processes G10 cannot classify are other jobs than the one being launched: a WARN naming
+    them, never this run's FAIL (issue 34 item 6: an unrelated ``--tensor-parallel-size 2 --nnodes 2``
+    failed G10 and ``--spark-gate`` skipped the user's training). The rest are returned to be judged."""
+    loose = [b for b in bad if b.kind == "process" and not b.role]
+    if loose:
+        b = loose[0]
+        more = f"; {len(loose) - 1} more in the details" if len(loose) > 1 else ""
+        out.flag(
+            Status.WARN,
+            f"tensor parallel {b.tp} across {b.nodes} nodes in a running process not marked as training or "
+            f"serving ({_evidence(b)}){more}: another job than the one this run launches; {_FRAGILE}",
+            FIX_OTHER_JOB, f"running {b.name}: TP {b.tp} across {b.nodes} nodes, another job",
+            f"check {b.name.split(' (')[0]}",
+        )  # fmt: skip
+    return [b for b in bad if b.kind != "process" or b.role]
+
+
 def _judge_tp(bad: list[View], option: str, out: Findings) -> None:
-    """One finding per kind of job: training by ``--spark-tp-across-nodes`` (FAIL), serving WARN."""
+    """One finding per kind of job: training by ``--spark-tp-across-nodes`` (FAIL), serving WARN;
+    a running process of no known kind, another job than this run's, WARN."""
+    bad = _judge_other_jobs(bad, out)
     for role in ("training", "", "serving"):
         mine = [b for b in bad if b.role == role]
         if not mine:

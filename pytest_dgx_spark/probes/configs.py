@@ -47,6 +47,9 @@ SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", "dist-packages", "b
 #: a test run's own records: Allure results and report folders, allure-pytest's files anywhere
 REPORT_DIRS = {"allure-results", "allure-report"}
 REPORT_FILE = re.compile(r".+-(?:result|container)\.json|.+-attachment(?:\.[\w-]+)?", re.IGNORECASE)
+#: this package's own folder (its data files are JSON): run from a checkout of pytest-dgx-spark, it lies
+#: under the rootdir, and G10 read ``pytest_dgx_spark/data/known_bad.json`` as a config (issue 34 item 5)
+PACKAGE_DIR = os.path.realpath(Path(__file__).resolve().parent.parent)
 SKIP_FILES = {"package.json", "package-lock.json", "tsconfig.json", "tokenizer.json", "tokenizer_config.json",
               "vocab.json", "special_tokens_map.json", "generation_config.json"}  # fmt: skip
 
@@ -527,7 +530,8 @@ class _Search:
         name = entry.name
         venv = os.path.join(entry.path, "pyvenv.cfg")
         return (name.startswith(".") or name in SKIP_DIRS or name.endswith(".egg-info")
-                or depth + 1 > self.max_depth or os.path.exists(venv))  # fmt: skip
+                or depth + 1 > self.max_depth or os.path.exists(venv)
+                or (name == os.path.basename(PACKAGE_DIR) and os.path.realpath(entry.path) == PACKAGE_DIR))  # fmt: skip
 
     def folder(self, folder: str, depth: int, entries: list[os.DirEntry[str]], listed_more: bool, queue: deque[tuple[str, int]]) -> bool:
         """One folder's entries, within its budget; True when the whole search stops."""
@@ -577,8 +581,8 @@ def find_configs(
     folder_files: int = FOLDER_FILES,
 ) -> Scan:
     """YAML/JSON/TOML files under ``root``, breadth first, skipping hidden and VCS folders, venvs
-    (``pyvenv.cfg``), caches, build output, test suites, run records, test reports and data
-    folders, each folder within its own budget. Symlinked folders are not followed, symlinked
+    (``pyvenv.cfg``), caches, build output, test suites, run records, test reports, data
+    folders and this package's own folder, each folder within its own budget. Symlinked folders are not followed, symlinked
     files only when they stay under ``root``. :meth:`Scan.incomplete` says what was not seen."""
     scan = Scan(root=str(root))
     search = _Search(scan, os.path.realpath(root), max_depth, max_files, max_entries, deadline, folder_entries, folder_files)

@@ -306,6 +306,14 @@ class SparkPreflight:
         """The checks this run is to check: --spark-only's, or those named."""
         return [c for c in self.settings.selected if self.named is None or c in self.named]
 
+    @property
+    def runs_nothing(self) -> str:
+        """The pytest option under which no test runs (``--co``; ``--setup-plan``, which runs nothing;
+        ``--setup-only``, which sets fixtures up but runs no test, and a check is a test), else ""."""
+        opt = self.config.option
+        flags = (("collectonly", "--collect-only"), ("setupplan", "--setup-plan"), ("setuponly", "--setup-only"))
+        return next((flag for dest, flag in flags if getattr(opt, dest, False)), "")
+
     def run_preflight(self, selected: list[str], wants_all: str) -> None:
         """Run the selected checks once, before the first test, and every enabled one when
         ``wants_all`` (the gate, the fixture) says who needs them."""
@@ -355,6 +363,8 @@ class SparkPreflight:
         return Result(check_id, Status.SKIP, f"not run: {why}", headline="not run: selection not foreseen")
 
     def fixture_results(self) -> PreflightResults:
+        if self.runs_nothing:
+            pytest.skip(f"no preflight check ran: {self.runs_nothing} runs no test")
         if not self.results:
             pytest.skip("no preflight check ran (all deselected); select one for the spark_preflight fixture")
         return PreflightResults(self.results.values(), strict=self.settings.strict)
@@ -432,7 +442,7 @@ class SparkPreflight:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Without xdist: the preflight of the selected checks, before the first test."""
-        if self.is_worker or self.config.pluginmanager.hasplugin("dsession") or self.config.option.collectonly:
+        if self.is_worker or self.config.pluginmanager.hasplugin("dsession") or self.runs_nothing:
             return
         if session.testsfailed and not self.config.option.continue_on_collection_errors:
             return  # pytest stops for the collection errors
@@ -553,7 +563,7 @@ class SparkPreflight:
                           ("spark.diagnosis.gotcha", str(self.run.diagnosis["gotcha"] or "unknown"))]  # fmt: skip
             for name, value in props:
                 xml.add_global_property(name, value)
-        if not self.config.option.collectonly:  # --co runs nothing by design: no report claims a verdict
+        if not self.runs_nothing:  # --co, --setup-plan run nothing by design: no report claims a verdict
             self._notes += report.write_run_files(
                 self.settings, results, host=self.host, profile=self._profile_label(),
                 store_items=self.store_items, env=os.environ, not_run=not_run, extra=self._extra(),
@@ -572,7 +582,7 @@ class SparkPreflight:
         return self._engine.machine.store.items() if self._engine is not None else {}
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.is_worker or config.option.collectonly:
+        if self.is_worker or self.runs_nothing:
             return
         results = report.ordered(self.results.values())
         not_run = self.not_run()

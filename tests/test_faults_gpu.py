@@ -186,8 +186,9 @@ def test_nvidia_smi_faults_through_pytest(
     assert took < 2 * (TIMEOUT + MARGIN)
     if fault == "hang":
         started = [int(p) for p in pids.read_text().split()]
-        assert len(started) == 4, "G4's query and G6's query each started a shell and its sleep"
-        for shell in started[0::2]:  # each nvidia-smi led its own group, its sleep in it
+        # G4's query started a shell and its sleep; G6 did not ask the wedged driver again (issue 34 item 13)
+        assert len(started) == 2, started
+        for shell in started[0::2]:  # nvidia-smi led its own group, its sleep in it
             assert group_gone(shell), f"nvidia-smi's group {shell} still has {live_members(shell)}"
 
 

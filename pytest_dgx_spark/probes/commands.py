@@ -39,6 +39,7 @@ class CommandExtra(TypedDict, total=False):
     timeout: float
     resource_limit: str  # the command could not start for a limit of this box
     pipes_held: str  # it exited, and a process it started held its output open
+    hung_before: str  # not started: this program hung earlier in the run (its driver is wedged)
 
 
 @dataclass
@@ -69,6 +70,9 @@ class CommandResult:
             return f"{self.name}: {self.error}"
         if self.overflow:
             return f"{self.name} printed more than {MAX_OUTPUT >> 20} MiB on {self.overflow} (killed)"
+        if self.timed_out and self.extra.get("hung_before"):
+            return (f"{self.name} not asked again: an earlier {self.extra['hung_before']} call in this run "
+                    f"did not answer within {self.extra.get('timeout', '?')} s")
         if self.timed_out:
             return f"{self.name} did not answer within {self.extra.get('timeout', '?')} s (killed)"
         if self.signal:

@@ -264,6 +264,7 @@ class SparkPreflight:
         self.deselected: dict[str, str] = {}  # why each check's test is not selected
         self.selected: list[str] | None = None  # None: collection never finished
         self.session: pytest.Session | None = None
+        self.tested: set[str] = set()  # checks whose test reported (ran, in this process or a worker)
         self._engine: Engine | None = None
         self._collect_errors = 0
         self._exitstatus = int(pytest.ExitCode.OK)
@@ -485,6 +486,26 @@ class SparkPreflight:
             rep.spark_result = item.spark_result.to_dict()
         return rep
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Which checks' tests ran (xdist hands the controller the workers' reports)."""
+        cid = report.nodeid.partition(f"{FILE_NAME}::")[2] if report.nodeid.startswith(f"{FILE_NAME}::") else ""
+        if cid in catalog.IDS:
+            self.tested.add(cid)
+
+    def tests_left(self) -> tuple[list[str], str]:
+        """The checks with a result whose selected test never ran (``-x``, ``--maxfail``, Ctrl-C
+        stopped the session first), and why: their lines are the preflight's, not passed tests."""
+        left = [cid for cid in self.selected or [] if cid in self.results and cid not in self.tested]
+        if not left:
+            return [], ""
+        session = self.session
+        stop = (session.shouldfail or session.shouldstop) if session is not None else ""
+        if isinstance(stop, str) and stop:
+            return left, stop
+        if self._exitstatus == pytest.ExitCode.INTERRUPTED:
+            return left, "the run was interrupted"
+        return left, "the session stopped before them"
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         # pure: pytest-json-report calls it a second time per report
@@ -602,6 +623,10 @@ class SparkPreflight:
                 groups.setdefault(why, []).append(cid)
             for why, ids in groups.items():
                 write_line(tr, f"{', '.join(ids)} not run: {why}", yellow=True)
+            left, stopped = self.tests_left()
+            if left:  # their checks ran; pytest's tally counts none of them
+                write_line(tr, f"{', '.join(left)} tests not run: {stopped} (the lines above are the preflight's, "
+                           "run before the first test)", yellow=True)
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run).value
         text = report.verdict_text(results, strict=self.settings.strict, not_run=not_run)
         write_line(tr, text, **VERDICT_COLORS.get(v, {"green": True}))

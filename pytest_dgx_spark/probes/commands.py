@@ -198,10 +198,12 @@ def start(
 
 def finish(proc: subprocess.Popen[Any]) -> None:
     """The end of every follow, however it ends (pytest-timeout, Ctrl-C included): the group is
-    killed if it still runs, and the pipes are closed without waiting for a writer."""
+    killed, and the pipes are closed without waiting for a writer. Killed even when the leader
+    exited: a worker it forked (``import torch`` may start one) stays in the group it started in,
+    and would outlive the run (issue 34 item 15). The group's id is the leader's pid, which the
+    kernel does not hand out again while a member of the group lives."""
     untrack(proc)
-    if proc.poll() is None:
-        killpg(proc)
+    killpg(proc)
     close_pipes(proc)
 
 

@@ -456,6 +456,8 @@ class SparkPreflight:
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Any) -> None:
         """xdist's controller: decide the selection and run the preflight before any worker starts."""
         assert self.session is not None
+        if self.runs_nothing:
+            return
         selected = [i.spec.id for i in self.select(self.check_items(self.session, collect=False))]
         self.run_preflight(selected, "--spark-gate" if self.settings.gate else "")
 

@@ -67,10 +67,13 @@ def say(text: str, colour: str | None = None) -> None:
 
 
 def say_error(text: str) -> None:
-    """``spark-preflight: <text>`` on stderr, always one line."""
-    if sys.stderr is not None:
-        sys.stderr.write(fit(f"spark-preflight: {visible(text)}", getattr(sys.stderr, "encoding", None)) + "\n")
-        sys.stderr.flush()
+    """``spark-preflight: <text>`` on stderr, always one line. With stderr closed (``2>&-``) an
+    ``error:`` goes to stdout instead, so an exit 2 is never silent; notes and warnings do not
+    (``--json``'s stdout is the block alone)."""
+    stream = sys.stderr if sys.stderr is not None else sys.stdout if text.startswith("error:") else None
+    if stream is not None:
+        stream.write(fit(f"spark-preflight: {visible(text)}", getattr(stream, "encoding", None)) + "\n")
+        stream.flush()
 
 
 def colour_wanted(choice: str, stream: TextIO | None) -> bool:

@@ -18,9 +18,9 @@ from pytest_dgx_spark.probes.child import Spawned, abandon, child_env
 from pytest_dgx_spark.probes.machine import TORCH_SCRIPTS, Machine, spawn_early
 
 #: options after which nothing runs here, or it runs elsewhere
-NOT_HERE = frozenset({"--spark-replay", "--collect-only", "--co", "--help", "-h", "--version", "-V",
-                      "--fixtures", "--markers", "--numprocesses", "--dist", "-k", "--setup-plan",
-                      "--spark-python"})  # fmt: skip
+NOT_HERE = frozenset({"--spark-replay", "--collect-only", "--collectonly", "--co", "--help", "-h", "--version", "-V",
+                      "--fixtures", "--markers", "--numprocesses", "--dist", "-k", "--setup-plan", "--setupplan",
+                      "--setup-only", "--setuponly", "--spark-python"})  # fmt: skip
 
 _started: dict[str, tuple[Spawned, dict[str, str], str]] = {}
 

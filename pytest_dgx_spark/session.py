@@ -265,6 +265,7 @@ class SparkPreflight:
         self.deselected: dict[str, str] = {}  # why each check's test is not selected
         self.selected: list[str] | None = None  # None: collection never finished
         self.session: pytest.Session | None = None
+        self.tested: set[str] = set()  # checks whose test reported (ran, in this process or a worker)
         self._engine: Engine | None = None
         self._collect_errors = 0
         self._exitstatus = int(pytest.ExitCode.OK)
@@ -308,6 +309,14 @@ class SparkPreflight:
     def enabled(self) -> list[str]:
         """The checks this run is to check: --spark-only's, or those named."""
         return [c for c in self.settings.selected if self.named is None or c in self.named]
+
+    @property
+    def runs_nothing(self) -> str:
+        """The pytest option under which no test runs (``--co``; ``--setup-plan``, which runs nothing;
+        ``--setup-only``, which sets fixtures up but runs no test, and a check is a test), else ""."""
+        opt = self.config.option
+        flags = (("collectonly", "--collect-only"), ("setupplan", "--setup-plan"), ("setuponly", "--setup-only"))
+        return next((flag for dest, flag in flags if getattr(opt, dest, False)), "")
 
     def run_preflight(self, selected: list[str], wants_all: str) -> None:
         """Run the selected checks once, before the first test, and every enabled one when
@@ -358,6 +367,8 @@ class SparkPreflight:
         return Result(check_id, Status.SKIP, f"not run: {why}", headline="not run: selection not foreseen")
 
     def fixture_results(self) -> PreflightResults:
+        if self.runs_nothing:
+            pytest.skip(f"no preflight check ran: {self.runs_nothing} runs no test")
         if not self.results:
             pytest.skip("no preflight check ran (all deselected); select one for the spark_preflight fixture")
         return PreflightResults(self.results.values(), strict=self.settings.strict)
@@ -437,7 +448,7 @@ class SparkPreflight:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Without xdist: the preflight of the selected checks, before the first test."""
-        if self.is_worker or self.config.pluginmanager.hasplugin("dsession") or self.config.option.collectonly:
+        if self.is_worker or self.config.pluginmanager.hasplugin("dsession") or self.runs_nothing:
             return
         if session.testsfailed and not self.config.option.continue_on_collection_errors:
             return  # pytest stops for the collection errors
@@ -450,6 +461,8 @@ class SparkPreflight:
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Any) -> None:
         """xdist's controller: decide the selection and run the preflight before any worker starts."""
         assert self.session is not None
+        if self.runs_nothing:
+            return
         selected = [i.spec.id for i in self.select(self.check_items(self.session, collect=False))]
         self.run_preflight(selected, "--spark-gate" if self.settings.gate else "")
 
@@ -479,6 +492,26 @@ class SparkPreflight:
         if isinstance(item, SparkCheckItem) and call.when == "call" and item.spark_result is not None:
             rep.spark_result = item.spark_result.to_dict()
         return rep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Which checks' tests ran (xdist hands the controller the workers' reports)."""
+        cid = report.nodeid.partition(f"{FILE_NAME}::")[2] if report.nodeid.startswith(f"{FILE_NAME}::") else ""
+        if cid in catalog.IDS:
+            self.tested.add(cid)
+
+    def tests_left(self) -> tuple[list[str], str]:
+        """The checks with a result whose selected test never ran (``-x``, ``--maxfail``, Ctrl-C
+        stopped the session first), and why: their lines are the preflight's, not passed tests."""
+        left = [cid for cid in self.selected or [] if cid in self.results and cid not in self.tested]
+        if not left:
+            return [], ""
+        session = self.session
+        stop = (session.shouldfail or session.shouldstop) if session is not None else ""
+        if isinstance(stop, str) and stop:
+            return left, stop
+        if self._exitstatus == pytest.ExitCode.INTERRUPTED:
+            return left, "the run was interrupted"
+        return left, "the session stopped before them"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -558,7 +591,7 @@ class SparkPreflight:
                           ("spark.diagnosis.gotcha", str(self.run.diagnosis["gotcha"] or "unknown"))]  # fmt: skip
             for name, value in props:
                 xml.add_global_property(name, value)
-        if not self.config.option.collectonly:  # --co runs nothing by design: no report claims a verdict
+        if not self.runs_nothing:  # --co, --setup-plan run nothing by design: no report claims a verdict
             self._notes += report.write_run_files(
                 self.settings, results, host=self.host, profile=self._profile_label(),
                 store_items=self.store_items, env=os.environ, not_run=not_run, extra=self._extra(),
@@ -578,7 +611,7 @@ class SparkPreflight:
         return self._engine.machine.store.items() if self._engine is not None else {}
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.is_worker or config.option.collectonly:
+        if self.is_worker or self.runs_nothing:
             return
         results = report.ordered(self.results.values())
         not_run = self.not_run()
@@ -608,6 +641,10 @@ class SparkPreflight:
                 groups.setdefault(why, []).append(cid)
             for why, ids in groups.items():
                 write_line(tr, shorten(f"{', '.join(ids)} not run: {why}", width), yellow=True)
+            left, stopped = self.tests_left()
+            if left:  # their checks ran; pytest's tally counts none of them
+                write_line(tr, shorten(f"{', '.join(left)} tests not run: {stopped} (the lines above are the "
+                                       "preflight's, run before the first test)", width), yellow=True)
         v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run).value
         text = report.verdict_text(results, strict=self.settings.strict, not_run=not_run)
         write_line(tr, text, **VERDICT_COLORS.get(v, {"green": True}))

@@ -37,6 +37,9 @@ PYTEST = [*PYTEST_CHILD, "-q"]
         (["--spark-preflight", "--co"], {}, "--co given"),
         # the torch child runs in the interpreter --spark-python names, started with its options
         (["--spark-preflight", "--spark-python=/job/venv/bin/python"], {}, "--spark-python given"),
+        (["--spark-preflight", "--setup-plan"], {}, "--setup-plan given"),
+        (["--spark-preflight", "--setup-only"], {}, "--setup-only given"),
+        (["--spark-preflight", "--setuponly"], {}, "--setuponly given"),
         (["--spark-preflight", "--spark-only", "G3,G4"], {}, "--spark-only names no check that reads torch"),
         (["--spark-preflight", "--spark-only=g3"], {}, "--spark-only names no check that reads torch"),
         (["-q"], {"PYTEST_ADDOPTS": "--spark-preflight -n 4"}, "-n given"),

@@ -250,6 +250,21 @@ MINE = {"entries": [{
 }]}  # fmt: skip
 
 
+def test_a_users_entry_naming_a_kernel_and_a_driver_needs_both() -> None:
+    """Issue 34 item 16: every key of ``match`` must hold. Every shipped entry has one key, so an
+    ``any`` there never showed; a user's entry for a kernel *with* a driver flags only that pair."""
+    entry = {**MINE["entries"][0], "id": "lab-pair", "match": {"kernel": "6.17.0-1040-*", "driver": "580.95.*"}}
+    entries = [*known_bad.shipped(), known_bad.parse(json.dumps({"entries": [entry]}), "mine")[0]]
+    kernel_only = decide(stack(kernel_release="6.17.0-1040-nvidia", known_bad=entries))
+    assert kernel_only.status is Status.PASS, kernel_only.line()  # the double's driver is 580.173.02
+    both = decide(stack(kernel_release="6.17.0-1040-nvidia", nvidia_module=gb10.NVIDIA_VERSION.strip().replace(
+        "580.173.02", "580.95.05"), known_bad=entries))
+    assert both.status is Status.FAIL and "(lab-pair, from mine)" in both.summary, both.line()
+    assert known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": "580.95.05"})
+    assert not known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": "580.173.02"})
+    assert not known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": None})  # not read: no match
+
+
 def stack_machine(doubles, root: Path) -> Machine:
     doubles.nvml(gb10.nvml())
     doubles.torch(gb10.torch())

@@ -186,6 +186,18 @@ def test_after_compaction_55_blocks_warn(fake_root, doubles) -> None:
                   threshold={"g3_contig_blocks_min": 50}).status is Status.INFO
 
 
+@pytest.mark.parametrize(("order9", "status"), [(199, Status.WARN), (200, Status.INFO), (201, Status.INFO)])
+def test_exactly_the_minimum_of_free_blocks_is_enough(fake_root, doubles, order9: int, status: Status) -> None:
+    """Issue 34 item 16: *fewer* than ``g3_contig_blocks_min`` (200) free 32 MiB blocks warn; 200 is enough."""
+    buddy = gb10.buddyinfo_fragmented_64k(90.0).replace("     27      0", f"     27 {order9:6d}", 1)
+    pages = gb10.free_pages(buddy)
+    root = {"proc/meminfo": gb10.meminfo(free_gib=pages * 64 / gb10.GIB_KB, cache_gib=17.5), "proc/buddyinfo": buddy,
+            "proc/vmstat": gb10.vmstat(pages), PMD: "536870912\n"}
+    result = run_g3(fake_root, doubles, files(root))
+    assert result.reading("normal_free_blocks").value == order9
+    assert result.status is status, result.line()
+
+
 def test_the_generic_profile_reads_fragmentation_without_judging_it() -> None:
     facts = g3.Facts.from_dict({"meminfo": {"MemTotal": 131981020, "MemFree": 4 * 977746},
                                 "buddyinfo": {"zones": mp.parse_buddyinfo(gb10.buddyinfo_fragmented_4k())},
@@ -279,6 +291,21 @@ def test_the_smallest_limit_up_the_tree_counts(fake_root, doubles) -> None:
     result = run_g3(fake_root, doubles, root, workload_gb=80)
     assert result.status is Status.FAIL
     assert "(/sys/fs/cgroup/system.slice/memory.max)" in result.summary
+
+
+def test_a_parent_cap_below_the_jobs_own_limit_is_the_limit(fake_root, doubles) -> None:
+    """Issue 34 item 16: a job whose own cgroup says 100 GiB, capped at 16 GiB by its parent slice,
+    can use 16 GiB: the smallest limit on the path counts, wherever it sits (here above the job)."""
+    job = "user.slice/job-42.scope"
+    root = files({"proc/self/cgroup": f"0::/{job}\n"})
+    root |= {f"sys/fs/cgroup/{job}/memory.max": f"{100 << 30}\n", "sys/fs/cgroup/user.slice/memory.max": f"{16 << 30}\n"}
+    result = run_g3(fake_root, doubles, root, workload_gb=20)
+    assert result.reading("cgroup_memory_limit").value == 16.0
+    assert result.status is Status.FAIL and "(/sys/fs/cgroup/user.slice/memory.max)" in result.summary, result.line()
+    # and the other way round: the job's own cap under a looser parent
+    root |= {f"sys/fs/cgroup/{job}/memory.max": f"{16 << 30}\n", "sys/fs/cgroup/user.slice/memory.max": f"{100 << 30}\n"}
+    inner = run_g3(fake_root, doubles, root, workload_gb=20)
+    assert inner.reading("cgroup_memory_limit").value == 16.0 and f"(/sys/fs/cgroup/{job}/memory.max)" in inner.summary
 
 
 def test_a_v1_limit_and_v1_unlimited(fake_root, doubles) -> None:

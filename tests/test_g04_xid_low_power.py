@@ -212,6 +212,14 @@ def test_the_gate_thresholds_are_configurable(name: str, value: float, status: S
     assert g4.evaluate(facts(loaded(96, 799, 19.5)), params).status is status
 
 
+@pytest.mark.parametrize(("util", "status"), [(80, Status.FAIL), (80.0, Status.FAIL), (79.9, Status.INFO)])
+def test_exactly_the_utilisation_gate_is_under_load(util: float, status: Status) -> None:
+    """Issue 34 item 16: ``g4_low_power_util_pct`` (80 %) is "at least": 80 % is under load."""
+    result = g4.evaluate(facts(loaded(util, 799, 19.5)), GB10_T)
+    assert result.status is status, result.line()
+    assert result.reading("loaded_samples").value == (6 if status is Status.FAIL else 0)
+
+
 def test_the_generic_profile_leaves_the_gb10_rule_off() -> None:
     """An H200 at 450 MHz idle or any non-GB10 GPU: the PD state is GB10's."""
     result = g4.evaluate(facts(loaded(96, 799, 19.5)), GENERIC_T)
@@ -223,6 +231,22 @@ def test_nvml_utilisation_reaches_the_rule_through_the_child(tmp_path: Path, dou
     result = run_g4(spark_root(tmp_path, [gb10.GPU_FOUND]), gb10.nvml(device={"samples": samples}), doubles)
     assert result.status is Status.FAIL, result.line()
     assert result.headline == "stuck low-power state: 799 MHz, 19.5 W at 96 % load"
+
+
+def test_our_own_resource_limit_with_an_old_hardware_xid_stays_a_skip() -> None:
+    """Issue 34 item 16: a limit of this box (``ulimit -u``) stopped the sampling: G4 judged nothing
+    about the GPU, so an old hardware Xid in the kernel log is a detail, not the FAIL it is when no
+    GPU answers (``test_xid_169_with_no_gpu_answering_fails_instead_of_skipping``)."""
+    xid = {"code": 120, "pci": "PCI:000f:01:00", "pid": 7, "name": "python", "message": "m", "seq": 1, "t": 1.0}
+    limited = g4.Facts(seconds=3.0, samples=[], missing=f"{g4.LIMITED}can't start a new thread",
+                       kernel_log_source="/dev/kmsg", xids=[xid], xid_counts={"120": 1})
+    result = g4.evaluate(limited, GB10_T)
+    assert result.status is Status.SKIP, result.line()
+    assert result.headline == "not checked (resource limit)"
+    assert any(d.startswith("Xid 120 at 1.0 s") for d in result.details)
+    gone = g4.evaluate(g4.Facts(seconds=3.0, samples=[], missing="NVML: LibraryNotFound", kernel_log_source="/dev/kmsg",
+                                xids=[xid], xid_counts={"120": 1}), GB10_T)
+    assert gone.status is Status.FAIL, gone.line()  # no GPU and a hardware Xid: the Xid is why
 
 
 # ---------------------------------------------------------------------- --spark-xid-class

@@ -151,3 +151,27 @@ def test_exitfirst_stops_at_the_first_failing_check(pytester: pytest.Pytester) -
     assert "test_train" not in result.stdout.str().split("short test summary")[0].split("spark preflight")[-1]
     assert "G3 FAIL" in result.stdout.str()
     assert sum(outcomes.get(k, 0) for k in ("passed", "skipped", "warned", "failed")) < 11
+
+
+@pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]], ids=["-x", "--maxfail"])
+def test_exitfirst_says_which_checks_tests_it_left_unrun(pytester: pytest.Pytester, stop: list[str]) -> None:
+    """Issue 34 item 12: with ``-x`` and a FAIL, the checks after it have lines (the preflight ran
+    them all before the first test) but their tests never ran; the section says so, naming them and
+    why, instead of leaving the seven lines to read as seven passed tests."""
+    pytester.makepyfile(test_user="def test_train(): pass")
+    result = run(pytester, "--spark-preflight", "--spark-workload-gb", "500", *stop)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 2, outcomes  # G1, G2 passed; G3 failed
+    section = result.stdout.str().split("= spark preflight =")[-1].splitlines()
+    said = [ln for ln in section if "tests not run" in ln]
+    # the start, which fits any width (a narrow terminal may cut the rest: "(the lines above are …")
+    assert len(said) == 1 and said[0].startswith("G4, G5, G6, G7, G8, G9, G10 tests not run: stopping after 1 "
+                                                 "failures"), section
+    assert [ln for ln in section if ln.startswith("verdict: blocked (G3 failed")], section
+
+
+def test_a_run_that_ran_every_check_says_no_test_was_left(pytester: pytest.Pytester) -> None:
+    """Without ``-x`` every check's test runs after the same FAIL: no such line."""
+    result = run(pytester, "--spark-preflight", "--spark-workload-gb", "500")
+    assert "tests not run" not in result.stdout.str()
+    assert result.parseoutcomes().get("failed") == 1

@@ -330,3 +330,23 @@ def test_a_worker_never_runs_a_check_the_controller_did_not_plan(pytester: pytes
     result.stdout.fnmatch_lines(["SKIPPED [[]1] spark_preflight:1: G3 SKIP: not run: the xdist controller ran the preflight before*"])
     assert result.parseoutcomes()["skipped"] == 1
     assert {p.read_text() for p in pytester.path.glob("gw*")} == {"None"}
+
+
+@pytest.mark.parametrize("flag", ["--setup-plan", "--setup-only", "--setupplan"])
+@pytest.mark.parametrize("how", ["inline", "subprocess", "xdist"])
+def test_setup_plan_and_setup_only_run_no_check(
+    pytester: pytest.Pytester, spark_env, user_tests, flag: str, how: str
+) -> None:
+    """Issue 34 item 11: ``--setup-plan`` (like ``--co``) runs nothing, and ``--setup-only`` runs no
+    test, and the checks are tests: no NVML or torch child, no section, no report claiming a
+    verdict. The subprocess run also covers the torch child started while pytest loads; under
+    xdist the controller, which runs the preflight before the workers start, runs none either."""
+    run = pytester.runpytest if how == "inline" else pytester.runpytest_subprocess
+    extra = ["-p", "xdist", "-n", "2"] if how == "xdist" else []
+    result = run(*NORANDOM, *extra, "--spark-preflight", flag, "--spark-report", "env.json")
+    assert result.ret == pytest.ExitCode.OK, result.outlines
+    assert spark_env.count(spark_env.nvml_log) == 0 and spark_env.count(spark_env.torch_log) == 0
+    assert not [ln for ln in result.outlines if ln.startswith("verdict") or "= spark preflight =" in ln]
+    assert not (pytester.path / "env.json").exists()
+    if how != "xdist":  # the plan still lists the checks (a worker's plan is not printed)
+        result.stdout.fnmatch_lines(["*spark_preflight::G1*"])

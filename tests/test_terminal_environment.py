@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
-from conftest import spark_cli
+from conftest import PYTEST_CHILD, spark_cli
 
 #: a title GitHub may well hold: long (cut with "…"), a dash, an accent, CJK
 TITLE = "vLLM serve crashes on GB10 \u2014 caf\u00e9 \u4e2d " + "after the driver update " * 6
@@ -78,6 +78,54 @@ def test_cli_with_stdout_closed_says_the_verdict_on_stderr(tmp_path: Path) -> No
     assert done.stderr.splitlines() == ["spark-preflight: stdout is closed: no check line printed; "
                                         "verdict: ready-with-warnings (1 WARN, 9 not run)"]
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "ready-with-warnings"
+
+
+# ---------------------------------------------------------------------- stderr closed
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--bogus"], "spark-preflight: error: unrecognized arguments: --bogus"),
+        (["--timeout", "abc"], "spark-preflight: error: --timeout: expected a number, got 'abc'"),
+        (["--only", "G11"], "spark-preflight: error: --only: 'G11' is not a check id"),
+        (["diagnose", "--offline", "missing.log"], "spark-preflight: error: missing.log: cannot open"),
+    ],
+    ids=["unknown-option", "bad-number", "bad-check", "diagnose-missing-log"],
+)
+def test_cli_usage_error_with_stderr_closed_is_said_on_stdout(tmp_path: Path, args: list[str], said: str) -> None:
+    """Issue 34 item 14: ``spark-preflight --bogus 2>&-`` exited 2 and said nothing anywhere. With
+    stderr gone, the one error line goes to stdout: an exit 2 is never silent."""
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *_cli_argv(*args)],
+                          capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+    assert done.returncode == 2, done.stdout
+    assert done.stderr == ""
+    assert_no_crash(done.stdout)
+    lines = done.stdout.splitlines()  # diagnose prints its lines first
+    assert lines and lines[-1].startswith(said) and (len(lines) == 1 or args[0] == "diagnose"), lines
+    assert sum("error:" in line for line in lines) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--spark-timeout=abc"], "ERROR: --spark-timeout: expected a number, got 'abc'"),
+        (["--spark-bogus"], "*error: unrecognized arguments: --spark-bogus"),
+    ],
+    ids=["bad-number", "unknown-option"],
+)
+def test_pytest_usage_error_with_stderr_closed_is_said_on_stdout(
+    pytester: pytest.Pytester, args: list[str], said: str
+) -> None:
+    """The plugin's usage errors (pytest's ``UsageError``) with ``2>&-``: pytest's writer falls
+    back to stdout; this keeps it so (exit 4, the reason on stdout)."""
+    argv = [*PYTEST_CHILD, "--spark-preflight", *args]
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *argv],
+                          capture_output=True, text=True, cwd=pytester.path, env=_env(), timeout=120)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout
+    assert done.stderr == ""
+    assert_no_crash(done.stdout)
+    pytest.LineMatcher(done.stdout.splitlines()).fnmatch_lines([said])
 
 
 # ---------------------------------------------------------------------- a terminal that is not UTF-8

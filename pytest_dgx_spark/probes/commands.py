@@ -39,6 +39,7 @@ class CommandExtra(TypedDict, total=False):
     timeout: float
     resource_limit: str  # the command could not start for a limit of this box
     pipes_held: str  # it exited, and a process it started held its output open
+    hung_before: str  # not started: this program hung earlier in the run (its driver is wedged)
 
 
 @dataclass
@@ -69,6 +70,9 @@ class CommandResult:
             return f"{self.name}: {self.error}"
         if self.overflow:
             return f"{self.name} printed more than {MAX_OUTPUT >> 20} MiB on {self.overflow} (killed)"
+        if self.timed_out and self.extra.get("hung_before"):
+            return (f"{self.name} not asked again: an earlier {self.extra['hung_before']} call in this run "
+                    f"did not answer within {self.extra.get('timeout', '?')} s")
         if self.timed_out:
             return f"{self.name} did not answer within {self.extra.get('timeout', '?')} s (killed)"
         if self.signal:
@@ -194,10 +198,12 @@ def start(
 
 def finish(proc: subprocess.Popen[Any]) -> None:
     """The end of every follow, however it ends (pytest-timeout, Ctrl-C included): the group is
-    killed if it still runs, and the pipes are closed without waiting for a writer."""
+    killed, and the pipes are closed without waiting for a writer. Killed even when the leader
+    exited: a worker it forked (``import torch`` may start one) stays in the group it started in,
+    and would outlive the run (issue 34 item 15). The group's id is the leader's pid, which the
+    kernel does not hand out again while a member of the group lives."""
     untrack(proc)
-    if proc.poll() is None:
-        killpg(proc)
+    killpg(proc)
     close_pipes(proc)
 
 

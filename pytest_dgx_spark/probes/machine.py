@@ -101,6 +101,10 @@ def spawn_early(scripts: Sequence[str], env: Mapping[str, str] | None = None, py
     return spawned if isinstance(spawned, Spawned) else None
 
 
+#: programs that wait on the GPU driver: one that hung is not asked again in the same run
+DRIVER_PROGRAMS = frozenset({"nvidia-smi"})
+
+
 class Machine:
     def __init__(
         self, *, root: Path | str | None = None, env: Mapping[str, str] | None = None, timeout: float = 10.0,
@@ -117,6 +121,9 @@ class Machine:
         self.euid = os.geteuid() if euid is None else euid
         self._early: dict[str, Spawned] = {}  # children started before their request, by store key
         self._early_lock = threading.Lock()
+        #: the driver's programs that hung this run (name -> seconds waited): a wedged driver
+        #: costs the run one timeout, not one per check that asks it (issue 34 item 13)
+        self._hung: dict[str, float] = {}
 
     def path(self, absolute: str) -> Path:
         """``/proc/meminfo`` under this machine's root."""
@@ -212,7 +219,20 @@ class Machine:
         return list(dict.fromkeys(p for p in pids if type(p) is int and p > 0))
 
     def command(self, argv: Sequence[str], *, timeout: float | None = None) -> CommandResult:
-        run = lambda: run_command(argv, timeout=timeout or self.timeout, env=self.env).to_dict()  # noqa: E731
+        """``argv``'s result, once per run. ``nvidia-smi`` after one that hung is not started again:
+        the driver it waits on is wedged, and each call would wait the whole timeout again."""
+        name = os.path.basename(str(argv[0])) if argv else ""
+
+        def run() -> dict[str, Any]:
+            waited = self._hung.get(name)
+            if waited is not None:
+                return CommandResult(argv=[str(a) for a in argv], timed_out=True,
+                                     extra={"timeout": waited, "hung_before": name}).to_dict()  # fmt: skip
+            res = run_command(argv, timeout=timeout or self.timeout, env=self.env)
+            if res.timed_out and name in DRIVER_PROGRAMS:
+                self._hung.setdefault(name, float(res.extra.get("timeout", timeout or self.timeout)))
+            return res.to_dict()
+
         return CommandResult.from_dict(self.store.get_or_compute("cmd:" + "\x00".join(argv), run))
 
     def python_child(

@@ -14,6 +14,8 @@ and can fail the way real builds fail:
   garbage: "text printed on stdout at import (not JSON)"
   half: true  (print half a JSON line at import, then exit 0)
   log: path of a file that gets one line per import (to count probes)
+  fork_sleeper: {"seconds": 30, "pidfile": path}  (at import, fork a child that sleeps in the probe's
+    process group holding its pipes, as a compile or loader worker does; its pid goes to pidfile)
   copy_gbps: bandwidth the fake copy reports (for G5); mem_free: what mem_get_info says is free;
   copy_error: "CUDA out of memory ..." (raised by torch.empty on cuda);
   hang/crash where "alloc" | "copy" (G5's copy probe)
@@ -50,6 +52,14 @@ if _S.get("half"):
     _sys.stdout.write('{"data": {"torch_vers')
     _sys.stdout.flush()
     _os._exit(0)
+if _S.get("fork_sleeper"):
+    _sys.stdout.flush()
+    _pid = _os.fork()
+    if _pid == 0:  # the worker: same process group, the probe's pipes inherited
+        _time.sleep(float(_S["fork_sleeper"].get("seconds", 30)))
+        _os._exit(0)
+    with open(_S["fork_sleeper"]["pidfile"], "w", encoding="utf-8") as _fh:
+        _fh.write(str(_pid))
 _fault("import")
 if _S.get("import_error"):
     raise ImportError(_S["import_error"])

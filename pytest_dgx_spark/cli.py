@@ -322,7 +322,8 @@ def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
     """A line for each result (its whole text under -v), coloured if wanted; whether they were."""
     paint = colour_wanted(ns.color, sys.stdout)
     for r in results:
-        say(r.report_text() if ns.verbose else r.short_line(), COLOURS.get(r.status.value) if paint else None)
+        text = r.report_text(codes=True) if ns.verbose else r.short_line()
+        say(text, COLOURS.get(r.status.value) if paint else None)
     return paint
 
 

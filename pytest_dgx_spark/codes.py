@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from pytest_dgx_spark import catalog
+
 #: ``G<n>.<kebab-case-slug>``
 CODE_FORMAT = re.compile(r"G\d+\.[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -119,6 +121,7 @@ _ROWS: tuple[FindingCode, ...] = (
     FindingCode("G7.fp8-cublas-tn-only", "WARN", "--spark-precision fp8 with a cuBLAS whose FP8 GEMMs are TN-only "
                 "on cc 12.x"),
     FindingCode("G7.vllm-no-fp8-kernel", "WARN", "--spark-precision fp8, but vLLM has no cubin for SM121"),
+    FindingCode("G7.arch-list-unknown", "INFO", "SM121 found, but torch's arch list could not be read"),
     FindingCode("G7.no-gpu", "SKIP", "no NVIDIA GPU found"),
     FindingCode("G7.not-sm121", "SKIP", "the GPU is not SM121: the NVFP4 vs FP8 question is GB10's"),
     # G8: stale playbooks
@@ -168,17 +171,31 @@ _ROWS: tuple[FindingCode, ...] = (
 #: code -> its row
 CODES: dict[str, FindingCode] = {row.code: row for row in _ROWS}
 
-#: the code of a check that crashed (any check: ``G<n>.check-crashed``); made by the engine
-CRASHED = "check-crashed"
+#: a check that crashed (the engine), and diagnose's log evidence for a check (a strong line, a
+#: medium or weak sign): codes every check has, ``G<n>.<slug>``
+CRASHED, LOG_FAILURE, LOG_SIGN = "check-crashed", "log-failure", "log-sign"
+PER_CHECK: dict[str, tuple[str, str]] = {
+    CRASHED: ("FAIL", "the check itself crashed, so nothing was verified"),
+    LOG_FAILURE: ("FAIL", "diagnose: a strong line of the failed run's logs names this gotcha"),
+    LOG_SIGN: ("WARN", "diagnose: a medium or weak sign of this gotcha in the failed run's logs"),
+}
 
 
 def crashed(check_id: str) -> str:
     return f"{check_id}.{CRASHED}"
 
 
+def log_code(check_id: str, strong: bool) -> str:
+    """diagnose's code for a check's log evidence (which signature: the result's details)."""
+    return f"{check_id}.{LOG_FAILURE if strong else LOG_SIGN}"
+
+
 def known(code: str) -> bool:
-    """A code of the registry, or a check's ``check-crashed``."""
-    return code in CODES or (code.endswith("." + CRASHED) and bool(CODE_FORMAT.fullmatch(code)))
+    """A code of the registry, or one every check has (``G<n>.check-crashed``, ``G<n>.log-failure``…)."""
+    if code in CODES:
+        return True
+    check, _, slug = code.partition(".")
+    return slug in PER_CHECK and check in catalog.IDS
 
 
 def _check_number(code: str) -> int:
@@ -190,5 +207,5 @@ def markdown_table() -> str:
     rows = sorted(_ROWS, key=lambda r: _check_number(r.code))  # stable: the registry's order in a check
     lines = ["| code | status | meaning |", "|---|---|---|"]
     lines += [f"| `{r.code}` | {r.status} | {r.meaning} |" for r in rows]
-    lines.append(f"| `G<n>.{CRASHED}` | FAIL | the check itself crashed, so nothing was verified |")
+    lines += [f"| `G<n>.{slug}` | {status} | {meaning} |" for slug, (status, meaning) in PER_CHECK.items()]
     return "\n".join(lines) + "\n"

@@ -586,6 +586,8 @@ class SparkPreflight:
         width = config.get_terminal_writer().fullwidth
         for result in results:  # the short line by default; the whole one with -v (the FAILURES body has it too)
             write_line(tr, result.line() if verbose else result.short_line(width), **COLORS[result.status])
+            if verbose and result.codes:
+                write_line(tr, "  " + result.code_line())
         if results:
             groups: dict[str, list[str]] = {}
             for cid, why in not_run.items():

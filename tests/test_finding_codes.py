@@ -44,7 +44,8 @@ def corpus() -> dict[str, dict[str, Any]]:
 def decide(entry: dict[str, Any]) -> Result:
     """The check's own decision on the recorded facts and options (pure: nothing is probed)."""
     module = importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[entry['check']].module}")
-    result: Result = module.evaluate(module.FACTS.from_dict(entry["facts"]), Params.from_dict(entry["params"]))
+    facts, params = module.FACTS.from_dict(entry["facts"]), Params.from_dict(entry["params"])
+    result: Result = module.evaluate(facts, params)
     return result
 
 
@@ -84,7 +85,8 @@ def built_at_run_time(node: ast.AST) -> bool:
 
 
 def package_trees() -> dict[str, ast.Module]:
-    return {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.rglob("*.py"))}
+    paths = sorted(PACKAGE.rglob("*.py"))
+    return {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8")) for p in paths}
 
 
 def code_strings(tree: ast.AST) -> set[str]:
@@ -164,7 +166,8 @@ def test_every_code_is_listed_as_released() -> None:
 def test_reference_findings_table_is_the_registry() -> None:
     doc = REFERENCE.read_text(encoding="utf-8")
     assert codes.with_table(doc) == doc, (
-        "docs/REFERENCE.md's findings table is stale: python -m pytest_dgx_spark.codes --update docs/REFERENCE.md"
+        "docs/REFERENCE.md's findings table is stale: "
+        "python -m pytest_dgx_spark.codes --update docs/REFERENCE.md"
     )
 
 
@@ -207,7 +210,7 @@ def test_snapshot_renders_every_findings_text_once() -> None:
     """What each finding says, in one file: a change of wording shows here as a diff to read."""
     got = render()
     want = SNAPSHOT.read_text(encoding="utf-8")
-    assert got == want, "a finding's text changed: python tests/test_finding_codes.py --update, and read the diff"
+    assert got == want, "a finding's text changed: python tests/test_finding_codes.py --update; read the diff"
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--update"]:

@@ -488,12 +488,14 @@ def _torch_child(v: _View, out: Findings) -> None:
     step = str(c.get("step") or "")
     if c.get("error"):
         what = c.get("describe") or "torch child could not start"
-        out.fail(what, "check the Python interpreter pytest runs", what, "check the Python interpreter", code="G1.child-not-started")
+        out.fail(what, "check the Python interpreter pytest runs", what, "check the Python interpreter",
+                 code="G1.child-not-started")
     elif err and not v.absent:
         out.fail(
             f"torch is installed but does not import: {err}",
             f"reinstall torch for this CUDA ({TORCH_INDEX}) or use an NGC container",
-            f"torch does not import: {_gist(err)}", "reinstall torch (cu130 index)", code="G1.torch-import-error")
+            f"torch does not import: {_gist(err)}", "reinstall torch (cu130 index)",
+            code="G1.torch-import-error")
     elif v.died and (step in G1_STEPS or step.startswith(("load ", "import "))):
         how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
         crash = not c.get("timed_out") and c.get("signal") in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL")
@@ -502,7 +504,8 @@ def _torch_child(v: _View, out: Findings) -> None:
             if crash and step in ("cuda init", "tiny kernel") else ""
         )
         fix, short = _death_fix(v, step, c)
-        out.fail(str(c.get("describe")) + hint, fix, f"torch child {how} in {step!r}", short, code="G1.child-died")
+        out.fail(str(c.get("describe")) + hint, fix, f"torch child {how} in {step!r}", short,
+                 code="G1.child-died")
     elif v.died:
         out.note(f"{c.get('describe')} (not a G1 step; G2/G5 report it)")
 
@@ -617,7 +620,8 @@ def _cpu_only_torch(v: _View, out: Findings) -> None:
         f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
         f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
         TORCH_INDEX + ("; PyPI's aarch64 torch before 2.11 is CPU-only" if aarch64 else ""),
-        f"torch {v.torch_version} is CPU-only on {gpu}", "pip install torch from the cu130 index", code="G1.torch-cpu-only")
+        f"torch {v.torch_version} is CPU-only on {gpu}", "pip install torch from the cu130 index",
+        code="G1.torch-cpu-only")
 
 
 def _kernel(v: _View, out: Findings) -> str:
@@ -631,14 +635,16 @@ def _kernel(v: _View, out: Findings) -> str:
         out.fail(
             f"torch's tiny kernel failed on {gpu}: {got}",
             "install a torch build whose CUDA major and arch list cover this GPU (cu130 on GB10)",
-            f"torch's tiny kernel failed on {gpu}", "reinstall torch for this GPU (cu130 on GB10)", code="G1.kernel-failed")
+            f"torch's tiny kernel failed on {gpu}", "reinstall torch for this GPU (cu130 on GB10)",
+            code="G1.kernel-failed")
         return "failed"
     if v.torch_cuda and v.gpu_seen and v.torch_version and t.get("cuda_available") is False:
         why = t.get("cuda_error") or "torch.cuda.is_available() is False"
         out.fail(
             f"torch {v.torch_version} (CUDA {v.torch_cuda}) cannot use the GPU: {why}",
             "check the driver (nvidia-smi) and that torch's CUDA major is not above the driver's",
-            f"torch {v.torch_version} cannot use the GPU", "check nvidia-smi and torch's CUDA major", code="G1.cuda-unavailable")
+            f"torch {v.torch_version} cannot use the GPU", "check nvidia-smi and torch's CUDA major",
+            code="G1.cuda-unavailable")
     return "not run"
 
 
@@ -672,7 +678,8 @@ def _loads(v: _View, out: Findings) -> None:
         else:
             fix, short = f"reinstall or uninstall {dist}", f"reinstall {dist}"
         who = _owned(owner, name)
-        out.fail(f"{who}: {name} does not load: {err}", fix, f"{who}: {_short_name(name)}: {_gist(err)}", short, code="G1.load-failed")
+        out.fail(f"{who}: {name} does not load: {err}", fix, f"{who}: {_short_name(name)}: {_gist(err)}", short,
+                 code="G1.load-failed")
 
 
 def _arch_notes(v: _View, out: Findings) -> None:
@@ -699,7 +706,8 @@ def _variant_sets(v: _View, out: Findings) -> None:
             out.fail(
                 f"{info.owner} ships builds for CUDA {span} and none for torch's CUDA {v.torch_cuda}",
                 f"pip install -U {dist} (a release with a CUDA {v.reference} build), or pip uninstall {dist}",
-                f"{info.owner}: no build for CUDA {v.reference} (has {span})", f"pip install -U {dist}", code="G1.no-cuda-variant")
+                f"{info.owner}: no build for CUDA {v.reference} (has {span})", f"pip install -U {dist}",
+                code="G1.no-cuda-variant")
 
 
 def _leftovers(v: _View, out: Findings) -> None:
@@ -722,7 +730,8 @@ def _leftovers(v: _View, out: Findings) -> None:
     out.warn(
         f"leftover CUDA {majors} libraries linked by nothing ({first_n(parts, 2)})", fix.strip(),
         f"leftover CUDA {majors} libraries linked by nothing ({count(len(parts), 'library', 'libraries')})",
-        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry", code="G1.leftover-runtime")
+        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry",
+        code="G1.leftover-runtime")
 
 
 def _unlinked(v: _View, ref: int, providers: list[Provider]) -> dict[tuple[str, int], list[str]]:
@@ -943,7 +952,8 @@ def _stack(v: _View, out: Findings) -> None:
             f"CmaFree {cma['CmaFree']} kB > CmaTotal {cma['CmaTotal']} kB in /proc/meminfo: the kernel's KHO/CMA "
             f"accounting bug (kernel {st.kernel or '?'}); NCCL's memory registration between Sparks fails with "
             "'ibv_reg_mr_iova2 … Cannot allocate memory'", KHO_FIX,
-            "CmaFree > CmaTotal: the kernel's CMA accounting bug", "boot 6.17.0-1032-nvidia or add kho=off", code="G1.cma-accounting")
+            "CmaFree > CmaTotal: the kernel's CMA accounting bug", "boot 6.17.0-1032-nvidia or add kho=off",
+            code="G1.cma-accounting")
 
 
 def _stack_readings(v: _View, st: Stack, out: Findings) -> None:

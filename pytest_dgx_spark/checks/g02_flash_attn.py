@@ -154,7 +154,8 @@ def _broken(f: Facts, version: str, readings: list[Reading]) -> Result | None:
     if not fa.get("importable"):
         err = str(fa.get("error") or "")
         return _fail(f"flash-attn {version} is installed but does not import: {err}",
-                     f"flash-attn {version} does not import: {_short_error(err)}", readings, code="G2.import-error")
+                     f"flash-attn {version} does not import: {_short_error(err)}", readings,
+                     code="G2.import-error")
     kernel = fa.get("kernel") or Kernel()
     ran = {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run")  # type: ignore[arg-type]
     readings.append(Reading("flash_attn_kernel", ran))

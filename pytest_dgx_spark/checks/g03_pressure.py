@@ -127,7 +127,8 @@ def _flag_fragmented(
            "do not start a large load right after killing a large process")
     out.flag(Status.FAIL if blocks == 0 else Status.WARN, text, fix,
              f"memory fragmented: {blocks} free {block:g} MiB blocks in zone Normal (want >= {minimum:g})",
-             "reboot" if reboot else "compact memory as root (drop_caches, compact_memory) or reboot", code="G3.fragmented")
+             "reboot" if reboot else "compact memory as root (drop_caches, compact_memory) or reboot",
+             code="G3.fragmented")
 
 
 def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: Any, out: Findings) -> None:

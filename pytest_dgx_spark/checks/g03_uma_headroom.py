@@ -306,7 +306,8 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
             f"{what} > this machine's total memory {total_g} GiB",
             f"shrink the workload below the machine's memory ({shrink}, LoRA instead of full fine-tuning) "
             "or spread it over more machines",
-            "shrink the workload (quantize, smaller batch/context) or use more machines", code="G3.exceeds-total",
+            "shrink the workload (quantize, smaller batch/context) or use more machines",
+            code="G3.exceeds-total",
         )
     retained = next((r.value for r in out.readings if r.name == "unaccounted"), None)
     if isinstance(retained, (int, float)) and retained >= UNACCOUNTED_NOTE_GIB:

@@ -425,7 +425,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
     if driver_lost:
         if facts.broken:
-            out.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT, code="G4.driver-not-answering")
+            out.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT,
+                     code="G4.driver-not-answering")
         result = out.result(Status.INFO)
         result.summary = "GPU/driver stopped answering: " + result.summary
     else:
@@ -536,7 +537,8 @@ def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Map
         if latest and (latest.get("pid") is not None or latest.get("name")):
             who = f"pid {latest.get('pid')} {latest.get('name') or ''}".strip()
         out.warn(f"a GPU kernel faulted since boot ({who}): {named}{tail}", XID_APP_FIX,
-                 f"Xid {first} since boot ({who})", "update/patch the faulting kernel path", code="G4.xid-application")
+                 f"Xid {first} since boot ({who})", "update/patch the faulting kernel path",
+                 code="G4.xid-application")
     else:
         out.warn(f"Xid events in the kernel log since boot: {named}{tail}", XID_OTHER_FIX,
                  f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue", code="G4.xid-other")
@@ -623,7 +625,8 @@ def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findi
     real = {k: v for k, v in sorted(s.errors.items()) if v != "NotSupported"}
     if s.temperature.n == 0 and s.power_w.n == 0 and real:
         errs = ", ".join(f"{k}: {v}" for k, v in real.items())
-        out.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, f"GPU {s.index} answered errors only", DRIVER_SHORT, code="G4.gpu-errors")
+        out.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, f"GPU {s.index} answered errors only", DRIVER_SHORT,
+                 code="G4.gpu-errors")
         return []
     out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
@@ -675,11 +678,13 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None
         gb10 = " (GB10's throttle trip is 86-87 C)" if params.gb10 else ""
         trip = "; GB10 trips at 86-87 C" if params.gb10 else ""
         text = f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C{gb10}"
-        out.warn(text, COOL_FIX, f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})", COOL_SHORT, code="G4.temperature-high")
+        out.warn(text, COOL_FIX, f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})", COOL_SHORT,
+                 code="G4.temperature-high")
     elif margin > 0 and tlim is not None and tlim <= margin:
         out.warn(f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
                  f"{_fmt(tmax, 'C')}: about to slow down for heat", COOL_FIX,
-                 f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit", COOL_SHORT, code="G4.tlimit-margin")
+                 f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit", COOL_SHORT,
+                 code="G4.tlimit-margin")
 
 
 def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float | None, params: Params, out: Findings) -> None:

@@ -278,7 +278,8 @@ def _plan_stage(
             f"{_floor_value(plan, workload)} the plan assumes")
     out.warn(text, f"plan with <= {gbps(cap)} GB/s sustained (the spec figure is not reachable in practice): "
              "lower the throughput target, or move fewer bytes per step (quantize, smaller batch)",
-             f"planned {plan:g} GB/s > {short}", f"plan with <= {gbps(cap)} GB/s", code="G5.plan-above-budget")
+             f"planned {plan:g} GB/s > {short}", f"plan with <= {gbps(cap)} GB/s",
+             code="G5.plan-above-budget")
     return Status.WARN, (text, None)
 
 

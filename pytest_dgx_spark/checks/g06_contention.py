@@ -436,7 +436,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
         out.warn(
             f"process table incomplete ({facts.process_error}): a server or trainer whose command line "
             f"was not read would not show [{context}]",
-            "rerun; if it persists, look for processes with very long command lines (ps -eo pid,args)", code="G6.process-table-incomplete",
+            "rerun; if it persists, look for processes with very long command lines (ps -eo pid,args)",
+            code="G6.process-table-incomplete",
         )
         head, short_fix = "process table incomplete: a server's flags may be unread", "rerun"
     head = head or "no other GPU process"
@@ -456,7 +457,8 @@ def _contenders(out: Findings, judged: Sequence[Judged], cap_max: float, context
             f"{first_n([describe(j) for j in fails])}{others} [{context}]",
             f"stop it before a run that needs the unified pool (kill {pids}), or restart it capped at "
             f"<= {cap_max:g} (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI "
-            "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)", code="G6.uncapped-process",
+            "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)",
+            code="G6.uncapped-process",
         )
         fix = f"kill {pids}, or restart capped at <= {cap_max:g}"
         return plus_more(headline(fails[0], cap_max), len(fails)), fix
@@ -465,7 +467,8 @@ def _contenders(out: Findings, judged: Sequence[Judged], cap_max: float, context
             f"{count(len(warns), 'other GPU process', 'other GPU processes')}, capped at <= {cap_max:g} or "
             f"small: {first_n([describe(j) for j in warns])} [{context}]",
             "a small job can share the pool with capped servers (the seed ran a <4 GB LoRA next to vLLM "
-            "at 0.5); check G3's headroom, and stop them before a run that needs the whole pool", code="G6.capped-process",
+            "at 0.5); check G3's headroom, and stop them before a run that needs the whole pool",
+            code="G6.capped-process",
         )
         fix = "check G3's headroom; stop it for a whole-pool run"
         return plus_more(headline(warns[0], cap_max), len(warns)), fix

@@ -309,7 +309,8 @@ def _replaced_stage(facts: Facts, out: Findings) -> tuple[str, str]:
         was = f" ({name} {original})" if original else ""
         torch = f"torch {installed} has no .nvYY.MM suffix: pip replaced the container's build{was}"
         other = f"pip replaced its {name} {original} with {installed}"
-        out.warn(f"NGC PyTorch {ngc} container, but {torch if name == 'torch' else other}", REPLACED_FIX, code="G9.replaced-by-pip")
+        out.warn(f"NGC PyTorch {ngc} container, but {torch if name == 'torch' else other}", REPLACED_FIX,
+                 code="G9.replaced-by-pip")
     name, installed, original = replaced[0]
     headline = plus_more(f"NGC {name} {original} replaced by {installed}", len(replaced))
     if not original or len(headline) > SHORT_BUDGET - len(REPLACED_SHORT):

@@ -419,7 +419,8 @@ def _judge_probe(probe: Probe | None, multi_node: bool, params: Params, speed: s
         where = "hung" if probe.get("hung") else "failed"
         fix = "check that every rank runs G10 with --spark-intrusive, that all reach MASTER_ADDR, and "
         out.flag(Status.WARN, f"all-reduce probe {where}: {probe['error']}", fix + FIX_LINK,
-                 f"all-reduce probe {where}", "run G10 on every rank; check the link", code="G10.probe-failed")
+                 f"all-reduce probe {where}", "run G10 on every rank; check the link",
+                 code="G10.probe-failed")
         return ""
     if d.get("wrong"):
         check = d.get("check") or {}
@@ -427,7 +428,8 @@ def _judge_probe(probe: Probe | None, multi_node: bool, params: Params, speed: s
             Status.WARN,
             f"all-reduce returned wrong values (expected {check.get('expected')}, got {check.get('got')})",
             "a corrupted collective: check the NCCL build (DGX OS's system NCCL) and the link",
-            "all-reduce returned wrong values", "check the NCCL build and the link", code="G10.allreduce-wrong",
+            "all-reduce returned wrong values", "check the NCCL build and the link",
+            code="G10.allreduce-wrong",
         )
         return ""
     group = d.get("group_busbw_gbps")
@@ -517,7 +519,8 @@ def _judge_rdma_access(f: Facts, params: Params, out: Findings) -> None:
             "start the container with --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1 on "
             "every node (compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE",
             "no /dev/infiniband in this container",
-            "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1", code="G10.container-no-rdma",
+            "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
+            code="G10.container-no-rdma",
         )
     elif f.container and not rdma and not verbs:
         out.note(
@@ -609,7 +612,8 @@ def _judge_twins(value: str, chosen: list[str], rdma: dict[str, Any], out: Findi
                 f"NCCL_IB_HCA={value} names {dev} but not its twin {missing[0]} (the same QSFP port on the "
                 "other PCIe root): one twin caps near 12 GB/s, both reach 20-24 GB/s",
                 f"NCCL_IB_HCA={both} on every node (NCCL_IB_MERGE_NICS=1 merges them)",
-                f"NCCL_IB_HCA has one RoCE twin of 2 ({dev})", f"NCCL_IB_HCA={both}", code="G10.nccl-ib-hca-twin",
+                f"NCCL_IB_HCA has one RoCE twin of 2 ({dev})", f"NCCL_IB_HCA={both}",
+                code="G10.nccl-ib-hca-twin",
             )
             return
 
@@ -634,7 +638,8 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
             "(a few GB/s where the two-Spark link gives 20-24)",
             "unset NCCL_IB_DISABLE (or set it to 0) so NCCL uses RoCE on the ConnectX-7 port; over TCP "
             "sockets the link gives a few GB/s",
-            "NCCL_IB_DISABLE=1 across nodes: TCP, not RoCE", "unset NCCL_IB_DISABLE", code="G10.nccl-ib-disabled",
+            "NCCL_IB_DISABLE=1 across nodes: TCP, not RoCE", "unset NCCL_IB_DISABLE",
+            code="G10.nccl-ib-disabled",
         )
     if not link or not link.get("sysfs"):
         return
@@ -655,7 +660,8 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
             f"MTU below {MIN_MTU} on NCCL's interface: {shown}; the two-Spark link reaches 20-24 GB/s at "
             "MTU 9000",
             f"set mtu: 9000 on {names} on both Sparks (netplan), then re-run",
-            f"MTU {low[0][1]} on {low[0][0]}, below {MIN_MTU}", f"set MTU 9000 on {names}", code="G10.mtu-low",
+            f"MTU {low[0][1]} on {low[0][0]}, below {MIN_MTU}", f"set MTU 9000 on {names}",
+            code="G10.mtu-low",
         )
 
 
@@ -681,12 +687,15 @@ def _judge_tp(bad: list[View], option: str, out: Findings) -> None:
         text = f"tensor parallel {b.tp} across {b.nodes} nodes ({_evidence(b)}){more}, {ROLE_TEXT[role]}"
         head = f"{role or 'job'}: TP {b.tp} across {b.nodes} nodes ({b.tp_by.split(': ', 1)[0]})"
         if role == "serving":
-            out.flag(Status.WARN, text, FIX_SERVE, head, "serve with DGX OS's system NCCL (vLLM #42354)", code="G10.tp-serving")
+            out.flag(Status.WARN, text, FIX_SERVE, head, "serve with DGX OS's system NCCL (vLLM #42354)",
+                     code="G10.tp-serving")
         elif option == "fail":
             fix = FIX_TP if role else FIX_TP_UNKNOWN
-            out.flag(Status.FAIL, text, fix, head, "DDP/FSDP across Sparks, TP within one node", code="G10.tp-across-nodes")
+            out.flag(Status.FAIL, text, fix, head, "DDP/FSDP across Sparks, TP within one node",
+                     code="G10.tp-across-nodes")
         else:
-            out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks", code="G10.tp-across-nodes")
+            out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks",
+                     code="G10.tp-across-nodes")
 
 
 def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[Finding]]:
@@ -908,7 +917,8 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
             f"rank {who} never joined the node comparison ({error})",
             f"{first} with the same MASTER_ADDR/MASTER_PORT on every node, and check that {store} is "
             "reachable from every node (firewall, the address MASTER_ADDR resolves to)",
-            f"rank {who} never joined the node comparison", f"start rank {who}; check {store} is reachable", code="G10.rank-missing",
+            f"rank {who} never joined the node comparison", f"start rank {who}; check {store} is reachable",
+            code="G10.rank-missing",
         )
     elif exchanged.get("cause") == "rendezvous":
         out.warn(
@@ -923,7 +933,8 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
             f"nodes not compared: {error}",
             "install torch with torch.distributed (gloo) on every node" if torch
             else f"use a MASTER_PORT that is free on rank 0's node and the same on every node (now {store})",
-            "nodes not compared", "install torch with gloo" if torch else "check MASTER_ADDR/MASTER_PORT", code="G10.nodes-not-compared",
+            "nodes not compared", "install torch with gloo" if torch else "check MASTER_ADDR/MASTER_PORT",
+            code="G10.nodes-not-compared",
         )
     return 0
 

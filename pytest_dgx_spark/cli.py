@@ -371,7 +371,8 @@ def _say_lines(ns: argparse.Namespace, results: list[Any]) -> bool:
         for line in catalog.legend([r.check_id for r in results], width):
             say(line)
     for r in results:
-        say(r.report_text() if ns.verbose else r.short_line(width), COLOURS.get(r.status.value) if paint else None)
+        text = r.report_text(codes=True) if ns.verbose else r.short_line(width)
+        say(text, COLOURS.get(r.status.value) if paint else None)
     return paint
 
 

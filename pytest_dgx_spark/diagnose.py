@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from pytest_dgx_spark import catalog
+from pytest_dgx_spark import catalog, codes
 from pytest_dgx_spark.logscan import GATES, FileScan, Hit, Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.safe_text import shortened
@@ -85,7 +85,8 @@ class Diagnosis:
         c = self.cause
         return {
             "gotcha": c and c.gotcha, "line": self.line(), "at": c and c.hit.where, "quote": c and c.hit.text,
-            "signature": c and c.sig.id, "fix": c and c.sig.fix, "secondary": list(self.secondary),
+            "signature": c and c.sig.id, "code": c and codes.log_code(c.gotcha, True),
+            "fix": c and c.sig.fix, "secondary": list(self.secondary),
             "files": [{"name": f.name, "path": f.path, "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
                        "notes": list(f.notes)} for f in self.files],
             "errors": list(self.errors),
@@ -185,12 +186,12 @@ def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
         gated = f" (with {', '.join(GATE_WORDS.get(g, g) for g in best.gated_by)})" if best.gated_by else ""
         summary = f"{hit.quoted()} — {sig.means}{gated}{row}{why}"
         return Result(cid, Status.FAIL, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
-                      headline=hit.quoted())
+                      headline=hit.quoted(), codes=[codes.log_code(cid, True)])
     confirm = [GATE_WORDS[g] for g in sig.gate]
     tail = f"; {', '.join(confirm)} would confirm it" if confirm else ""
     summary = f"{hit.quoted()} — {best.weight} sign: {sig.means}{row}{tail}"
     return Result(cid, Status.WARN, summary, fix=sig.fix, details=details, short_fix=_first_clause(sig.fix),
-                  headline=f"{hit.quoted()} — {best.weight} sign")
+                  headline=f"{hit.quoted()} — {best.weight} sign", codes=[codes.log_code(cid, False)])
 
 
 def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = None) -> list[Result]:
@@ -203,13 +204,14 @@ def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = N
             r = _log_result(cid, evs, diag)
             if now is not None and now.status in (Status.FAIL, Status.WARN):
                 r.summary += f"; this machine confirms it now ({now.status.value}: {now.headline or now.summary})"
+                r.codes = list(dict.fromkeys([*r.codes, *now.codes]))
             elif now is not None:
                 r.details.append(f"this machine now: {now.status.value}: {now.summary}")
         elif now is not None:
             r = Result(cid, now.status, f"the logs show no sign of {cid}; this machine now: {now.summary}",
                        fix=now.fix, readings=list(now.readings), details=list(now.details),
                        headline=now.headline or now.summary, short_fix=now.short_fix,
-                       by_choice=now.by_choice)  # fmt: skip
+                       by_choice=now.by_choice, codes=list(now.codes))  # fmt: skip
         else:
             r = Result(cid, Status.INFO, f"the logs show no sign of {cid} ({catalog.BY_ID[cid].title})")
         r.readings.append(Reading("log_evidence", len(evs)))

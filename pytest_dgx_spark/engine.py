@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
-from pytest_dgx_spark import catalog, early, redact
+from pytest_dgx_spark import catalog, codes, early, redact
 from pytest_dgx_spark.capture import facts_mismatch
 from pytest_dgx_spark.checks.kit import PARAM_OPTIONS, CheckContext, Params
 from pytest_dgx_spark.model import Result, Status
@@ -317,5 +317,5 @@ def crashed(check_id: str, exc: BaseException | str) -> Result:
         check_id, Status.FAIL, f"the check itself crashed ({what}), so nothing was verified",
         "report this to pytest-dgx-spark; --spark-only can leave this check out meanwhile",
         headline=f"the check itself crashed{named}, so nothing was verified",
-        short_fix="report it to pytest-dgx-spark",
+        short_fix="report it to pytest-dgx-spark", codes=[codes.crashed(check_id)],
     )  # fmt: skip

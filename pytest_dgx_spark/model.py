@@ -147,9 +147,18 @@ class Result:
     def reading(self, name: str) -> Reading | None:
         return next((r for r in self.readings if r.name == name), None)
 
-    def report_text(self) -> str:
-        """The G-line, then details and readings one per line (``<system-out>``, ``-v``)."""
-        lines = [self.line(), *(f"  {d}" for d in self.details)]
+    def code_line(self) -> str:
+        """``code: G4.xid-hardware`` (``codes: A, B`` for several), or ``""`` without a code: what
+        ``-v`` prints under the G-line, so a reader can key on the finding, not its words."""
+        if not self.codes:
+            return ""
+        return f"code{'s' if len(self.codes) > 1 else ''}: {', '.join(self.codes)}"
+
+    def report_text(self, *, codes: bool = False) -> str:
+        """The G-line, its codes (``codes``: the CLI's ``-v``), then details and readings one per line
+        (``<system-out>``, the FAILURES body, ``-v``)."""
+        code = self.code_line() if codes else ""
+        lines = [self.line(), *(f"  {c}" for c in [code] if c), *(f"  {d}" for d in self.details)]
         return "\n".join(lines + [f"  {r.name} = {r.render()}" for r in self.readings])
 
     def seed_value(self) -> str:

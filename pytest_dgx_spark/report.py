@@ -85,6 +85,7 @@ def env_report(results: Iterable[Result], *, strict: bool, host: Mapping[str, An
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "profile": profile, "strict": strict,
             "workload_gb": workload_gb, "host": dict(host or {}), "lines": [r.line() for r in rs],
             "fixes": {r.check_id: r.fix for r in rs if r.fix},
+            "codes": {r.check_id: list(r.codes) for r in rs if r.codes},
             "readings": {r.check_id: {x.name: x.to_dict() for x in r.readings} for r in rs},
             "details": {r.check_id: list(r.details) for r in rs if r.details},
             "timings": {r.check_id: round(r.duration_s, 4) for r in rs}, "options": dict(settings or {})}
@@ -137,6 +138,7 @@ def suite_properties(results: Iterable[Result], *, strict: bool, host: Mapping[s
     props += [(f"spark.host.{key}", str(value)) for key, value in (host or {}).items() if value is not None]
     for r in rs:
         props += [(f"spark.{r.check_id}.status", r.status.value), (f"spark.{r.check_id}.summary", r.text)]
+        props += [(f"spark.{r.check_id}.codes", ",".join(r.codes))] if r.codes else []
         props += [(f"spark.{r.check_id}.{x.name}", x.render()) for x in r.readings]
     return props
 
@@ -145,6 +147,7 @@ def case_properties(result: Result) -> list[tuple[str, str]]:
     """Per-testcase properties for ``junit_family=xunit1``/``legacy`` (Jenkins)."""
     props = [("spark.id", result.check_id), ("spark.status", result.status.value),
              ("spark.summary", result.text)]
+    props += [("spark.codes", ",".join(result.codes))] if result.codes else []
     return props + [(f"spark.reading.{r.name}", r.render()) for r in result.readings]
 
 

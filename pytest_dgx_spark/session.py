@@ -630,8 +630,8 @@ class SparkPreflight:
             if not verbose:
                 write_line(tr, result.short_line(width), **COLORS[result.status])
                 continue
-            # -v: the whole line, its details and readings, as the CLI's -v (the FAILURES body has them too)
-            first, *rest = result.report_text().splitlines()
+            # -v: the whole line, its code, details and readings, as the CLI's -v (the FAILURES body has them too)
+            first, *rest = result.report_text(codes=True).splitlines()
             write_line(tr, first, **COLORS[result.status])
             for line in rest:
                 write_line(tr, line)

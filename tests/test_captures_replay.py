@@ -322,3 +322,35 @@ def test_the_field_readings_recorded_on_a_real_gpu_are_decided_again(tmp_path: P
     assert got["G7"]["triton_sm121_compile"] == "ok"
     assert (got["G9"]["image_cuda"], got["G9"]["host_driver_cuda"]) == ("13.0", "13.0")
     assert block["verdict"] == "ready-with-warnings"
+
+
+def test_a_replay_says_each_findings_code(tmp_path: Path) -> None:
+    """Issue 31: a replay decides the codes again from the facts (``--json`` and ``-v`` carry them);
+    a check recorded without facts keeps its recorded result's codes; a recorded crash replays with
+    its code."""
+    vllm = CAPTURES / "h200-vllm.json.gz"
+    out, code = replay(vllm, "--json")
+    by_id = {r["id"]: r for r in json.loads(out)["results"]}
+    assert code == 1 and by_id["G6"]["status"] == "FAIL" and by_id["G6"]["codes"] == ["G6.uncapped-process"]
+    assert by_id["G8"]["codes"] == ["G8.offline"] and by_id["G7"]["codes"] == ["G7.not-sm121"]
+    assert by_id["G1"]["codes"] == []  # a PASS states no finding
+    verbose, _ = replay(vllm, "--only", "G6", "-v")
+    assert verbose.splitlines()[:2] == [
+        next(ln for ln in verbose.splitlines() if ln.startswith("G6 FAIL: ")), "  code: G6.uncapped-process"
+    ]
+
+    def result_only(doc: dict[str, Any]) -> None:
+        recorded = doc["checks"]["G3"]["result"]
+        doc["checks"]["G3"] = {"result": {**recorded, "status": "WARN", "codes": ["G3.oom-kills"]}}
+
+    out, _ = replay(edited(tmp_path, result_only), "--only", "G3", "--json")
+    assert json.loads(out)["results"][0]["codes"] == ["G3.oom-kills"]  # what the run recorded, kept
+
+    def crash_recorded(doc: dict[str, Any]) -> None:
+        from pytest_dgx_spark.engine import crashed
+
+        doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
+        doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()
+
+    out, _ = replay(edited(tmp_path, crash_recorded), "--only", "G1", "--json")
+    assert json.loads(out)["results"][0]["codes"] == ["G1.check-crashed"]

@@ -83,6 +83,7 @@ def test_each_signature_is_named_from_its_posted_line_among_healthy_ones(sid: st
     assert diag.per_check[expected][0].hit.line == 41
     line = {r.check_id: r for r in results(diag, TABLE)}[expected]
     assert line.status is (Status.FAIL if sig.weight == "strong" else Status.WARN)
+    assert line.codes == [f"{expected}.log-failure" if sig.weight == "strong" else f"{expected}.log-sign"]
     assert "train.log:41" in line.summary and line.fix == sig.fix
     if sig.weight == "strong":
         assert diag.line() == f"diagnosis: {expected} (first failure at {tmp_path / 'train.log'}:41)"
@@ -164,7 +165,9 @@ def test_json_and_the_report_carry_the_diagnosis(tmp_path, capsys) -> None:
     code, out, _ = diagnose(tmp_path, capsys, buried(POSTED["failure"]["S18"]), args=("--json",))
     block = json.loads("\n".join(out))
     assert code == 1 and block["diagnosis"]["gotcha"] == "G2" and block["diagnosis"]["signature"] == "S18"
-    assert [r["status"] for r in block["results"] if r["id"] == "G2"] == ["FAIL"]
+    assert block["diagnosis"]["code"] == "G2.log-failure"
+    assert [(r["status"], r["codes"]) for r in block["results"] if r["id"] == "G2"] == [("FAIL", ["G2.log-failure"])]
+    assert all(r["codes"] == [] for r in block["results"] if r["status"] == "INFO")  # no sign: no finding
 
 
 # --------------------------------------------------------------------------- the machine

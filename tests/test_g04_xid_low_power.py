@@ -92,8 +92,8 @@ def test_a_gsp_crash_fails_with_the_hotplug_and_suspend_fix(tmp_path: Path, doub
 def test_xid_169_fails_with_the_open_kernel_modules_fix(tmp_path: Path, doubles: Any) -> None:
     """dmesg_xid_5.txt: proprietary 580.173.02 modules on GB10."""
     result = run_g4(spark_root(tmp_path, XID_169), gb10.nvml(), doubles)
-    assert result.status is Status.FAIL
-    assert "Xid 169 x1" in result.summary and "open kernel modules" in result.fix
+    assert (result.status, result.codes) == (Status.FAIL, ["G4.xid-hardware"])  # the finding, by its code
+    assert "open kernel modules" in result.fix
     assert result.short_fix == "install the open kernel modules; reboot"
 
 
@@ -101,7 +101,7 @@ def test_xid_169_with_no_gpu_answering_fails_instead_of_skipping(tmp_path: Path,
     """The same post: "nvidia-smi hanging and then reporting no devices": no GPU to sample, and
     the kernel log says why."""
     result = run_g4(spark_root(tmp_path, XID_169), {"init_error": "DriverNotLoaded"}, doubles)
-    assert result.status is Status.FAIL, result.line()
+    assert (result.status, result.codes) == (Status.FAIL, ["G4.xid-hardware"]), result.line()
     assert result.summary.startswith("no NVIDIA GPU: ") and "Xid 169 x1" in result.summary
     assert "open kernel modules" in result.fix
 
@@ -110,7 +110,7 @@ def test_application_xids_warn_naming_the_process_and_counting(tmp_path: Path, d
     """dmesg_xid_2.txt: 91 Xid 13 in one second and one Xid 43 (the line names no process)."""
     lines = [gb10.GPU_FOUND, *XID_13_VLLM * 91, "NVRM: Xid (PCI:000f:01:00): 43, pid=1977, name=vllm, Ch 00000010"]
     result = run_g4(spark_root(tmp_path, lines), gb10.nvml(), doubles)
-    assert result.status is Status.WARN, result.line()
+    assert (result.status, result.codes) == (Status.WARN, ["G4.xid-application"]), result.line()
     assert result.summary.startswith("a GPU kernel faulted since boot (pid 1977 vllm): Xid 13 x91, Xid 43 x1; latest: Xid 43")
     assert "update or patch the kernel path" in result.fix and "a service may still exit 0" in result.fix
     assert result.reading("xid_application").value == 92
@@ -124,7 +124,7 @@ def test_an_xid_13_without_a_process_says_it_is_not_named() -> None:
                                           "message": XID_13_ILLEGAL[0].split("13, ", 1)[1], "seq": 9, "t": 3.0}],
               xid_counts={"13": 1}, kernel_log_records=9)
     result = g4.evaluate(f, GB10_T)
-    assert result.status is Status.WARN
+    assert result.codes == ["G4.xid-application"]
     assert result.headline == "Xid 13 since boot (the process not named in the line)"
 
 
@@ -133,8 +133,8 @@ def test_an_unclassified_xid_warns_with_the_catalogue() -> None:
                                          {"code": 999, "pci": "p", "pid": None, "name": None, "message": "m", "seq": 2, "t": 2.0}],
               xid_counts={"31": 1, "999": 1})
     result = g4.evaluate(f, GB10_T)
-    assert result.status is Status.WARN
-    assert any("Xid 999 x1" in t for t in [result.summary, *result.details]) and "Xid catalogue" in result.fix
+    assert (result.status, result.codes) == (Status.WARN, ["G4.xid-application", "G4.xid-other"])
+    assert "Xid catalogue" in result.fix
 
 
 def test_an_unreadable_kernel_log_is_a_detail_never_a_verdict() -> None:

@@ -58,6 +58,9 @@ def test_default_xunit2_is_schema_valid_and_carries_suite_properties(
     assert props["spark.G3.summary"].startswith("workload 100 GiB fits MemAvailable")
     for cid in IDS:
         assert props[f"spark.{cid}.status"] in ("PASS", "FAIL", "WARN", "SKIP", "INFO")
+        if props[f"spark.{cid}.status"] in ("FAIL", "WARN"):  # every FAIL/WARN carries its finding codes
+            assert props[f"spark.{cid}.codes"], cid
+    assert props["spark.G3.codes"] == "G3.needs-cache-drop"
     # xunit2: no per-testcase properties (they would break the schema)
     for case in root.iter("testcase"):
         assert case.find("properties") is None
@@ -99,6 +102,7 @@ def test_xunit1_and_legacy_carry_per_testcase_properties(pytester: pytest.Pytest
     assert props["spark.status"] == "WARN"
     assert props["spark.summary"].startswith("workload 100 GiB")
     assert props["spark.reading.mem_free"] == "96.0 GiB"
+    assert props["spark.codes"] == "G3.needs-cache-drop"
     assert suite_props(root)["spark.G3.status"] == "WARN"
 
 
@@ -124,10 +128,12 @@ def test_json_report_metadata_and_run_block(pytester: pytest.Pytester, xdist: li
     assert by_id["G3"]["outcome"] == "warned"
     assert by_id["G3"]["metadata"]["spark"]["status"] == "WARN"
     assert by_id["G3"]["metadata"]["spark"]["readings"]["mem_free"] == {"value": 96.0, "unit": "GiB"}
+    assert by_id["G3"]["metadata"]["spark"]["codes"] == ["G3.needs-cache-drop"]
     assert data["summary"]["warned"] >= 1
     block = data["spark_preflight"]
     assert block["schema"] == "pytest_spark/1"
     assert [r["id"] for r in block["results"]] == IDS
+    assert next(r for r in block["results"] if r["id"] == "G3")["codes"] == ["G3.needs-cache-drop"]
     assert block["host"]["gpu"] == "NVIDIA GB10"
 
 
@@ -145,6 +151,9 @@ def test_env_report_in_the_seed_schema(pytester: pytest.Pytester) -> None:
     assert doc["verdict"] == "ready-with-warnings"
     assert doc["schema"] == "pytest_spark/1"
     assert doc["readings"]["G3"]["mem_free"] == {"value": 96.0, "unit": "GiB"}
+    assert doc["codes"]["G3"] == ["G3.needs-cache-drop"]
+    loud = [cid for cid, value in doc["checks"].items() if value.split(":")[0] in ("warn", "fail")]
+    assert loud and all(doc["codes"].get(cid) for cid in loud)  # every FAIL/WARN carries its codes
     assert set(doc["timings"]) == set(IDS)
     assert doc["host"]["gb10"] is True
     result.stdout.fnmatch_lines(["env report written to *env-report.json"])
@@ -158,3 +167,4 @@ def test_env_report_blocked_on_fail(pytester: pytest.Pytester) -> None:
     doc = json.loads(Path(pytester.path / "env.json").read_text())
     assert doc["verdict"] == "blocked"
     assert doc["checks"]["G3"].startswith("fail: workload 500 GiB")
+    assert doc["codes"]["G3"] == ["G3.exceeds-total"]

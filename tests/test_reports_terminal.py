@@ -241,8 +241,13 @@ def test_default_output_shows_each_fail_whole_once(blocked_run: Callable[..., py
 
 def test_full_text_under_v_and_ra(blocked_run: Callable[..., pytest.RunResult]) -> None:
     """The whole G-line and its details stay one flag away."""
-    for flag in ("-v", "-rA"):
+    for flag in ("-rA", "-v"):
         result = blocked_run(flag)
         out = result.stdout.str()
         assert "G1 FAIL: 1 shared object links another CUDA major than torch 2.11.0+cu130" in out, flag
         assert re.search(r"^  \S", out, re.M), flag
+    # the last run's -v: under the section's G1 line (unchanged), the finding's codes
+    lines = result.outlines
+    start = next(i for i, ln in enumerate(lines) if re.match(r"^=+ spark preflight =+$", ln))
+    at = next(i for i in range(start, len(lines)) if lines[i].startswith("G1 FAIL: "))
+    assert lines[at + 1].startswith("  code") and "G1.cuda-major-mismatch" in lines[at + 1], lines[at : at + 2]

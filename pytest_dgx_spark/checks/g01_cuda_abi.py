@@ -488,12 +488,14 @@ def _torch_child(v: _View, out: Findings) -> None:
     step = str(c.get("step") or "")
     if c.get("error"):
         what = c.get("describe") or "torch child could not start"
-        out.fail(what, "check the Python interpreter pytest runs", what, "check the Python interpreter")
+        out.fail(what, "check the Python interpreter pytest runs", what, "check the Python interpreter",
+                 code="G1.child-not-started")
     elif err and not v.absent:
         out.fail(
             f"torch is installed but does not import: {err}",
             f"reinstall torch for this CUDA ({TORCH_INDEX}) or use an NGC container",
-            f"torch does not import: {_gist(err)}", "reinstall torch (cu130 index)")
+            f"torch does not import: {_gist(err)}", "reinstall torch (cu130 index)",
+            code="G1.torch-import-error")
     elif v.died and (step in G1_STEPS or step.startswith(("load ", "import "))):
         how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
         crash = not c.get("timed_out") and c.get("signal") in ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL")
@@ -502,7 +504,8 @@ def _torch_child(v: _View, out: Findings) -> None:
             if crash and step in ("cuda init", "tiny kernel") else ""
         )
         fix, short = _death_fix(v, step, c)
-        out.fail(str(c.get("describe")) + hint, fix, f"torch child {how} in {step!r}", short)
+        out.fail(str(c.get("describe")) + hint, fix, f"torch child {how} in {step!r}", short,
+                 code="G1.child-died")
     elif v.died:
         out.note(f"{c.get('describe')} (not a G1 step; G2/G5 report it)")
 
@@ -555,7 +558,7 @@ def _mismatch(v: _View, out: Findings) -> None:
         f"{_objects(len(mismatched), 'link')} another CUDA major than {v.ref_text}: {first_n(shown)}",
         f"pip uninstall {' '.join(names)} and reinstall builds for CUDA {ref} ({_wheels(ref)})"
         if names else f"remove or rebuild those files for CUDA {ref}",
-        _mismatch_head(v, mismatched[0], len(groups), short), short)
+        _mismatch_head(v, mismatched[0], len(groups), short), short, code="G1.cuda-major-mismatch")
 
 
 def _with_error(v: _View, x: Linker) -> str:
@@ -591,7 +594,7 @@ def _torch_fits(v: _View, out: Findings) -> None:
             f"{v.ref_text or f'CUDA {ref}'} needs CUDA {ref} but the driver ({f.driver_version or '?'}) supports CUDA {v.driver_text}",
             f"upgrade the NVIDIA driver to one that supports CUDA {ref}, or install a torch built for CUDA {v.driver_major}",
             f"CUDA {ref} build, driver {f.driver_version or '?'} supports CUDA {v.driver_text}",
-            f"upgrade the driver to CUDA {ref}")
+            f"upgrade the driver to CUDA {ref}", code="G1.driver-too-old")
     required = int(v.params.threshold("g1_cuda_major") or 0)
     if required and v.torch_major is not None and v.torch_major != required:
         where = "GB10 (SM121)" if v.params.gb10 else "this profile"
@@ -600,7 +603,7 @@ def _torch_fits(v: _View, out: Findings) -> None:
             f"torch {version} is built for CUDA {built}; {where} needs a CUDA {required} build",
             f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
             f"torch {version} is CUDA {built}; {where} needs CUDA {required}",
-            "pip install torch from the cu130 index")
+            "pip install torch from the cu130 index", code="G1.torch-cuda-major")
     if v.cpu_only and v.gpu_seen:
         _cpu_only_torch(v, out)
 
@@ -617,7 +620,8 @@ def _cpu_only_torch(v: _View, out: Findings) -> None:
         f"torch {v.torch_version} is a CPU-only build (torch.version.cuda is None: "
         f'"Torch not compiled with CUDA enabled") on a machine with {gpu}{driver}',
         TORCH_INDEX + ("; PyPI's aarch64 torch before 2.11 is CPU-only" if aarch64 else ""),
-        f"torch {v.torch_version} is CPU-only on {gpu}", "pip install torch from the cu130 index")
+        f"torch {v.torch_version} is CPU-only on {gpu}", "pip install torch from the cu130 index",
+        code="G1.torch-cpu-only")
 
 
 def _kernel(v: _View, out: Findings) -> str:
@@ -631,14 +635,16 @@ def _kernel(v: _View, out: Findings) -> str:
         out.fail(
             f"torch's tiny kernel failed on {gpu}: {got}",
             "install a torch build whose CUDA major and arch list cover this GPU (cu130 on GB10)",
-            f"torch's tiny kernel failed on {gpu}", "reinstall torch for this GPU (cu130 on GB10)")
+            f"torch's tiny kernel failed on {gpu}", "reinstall torch for this GPU (cu130 on GB10)",
+            code="G1.kernel-failed")
         return "failed"
     if v.torch_cuda and v.gpu_seen and v.torch_version and t.get("cuda_available") is False:
         why = t.get("cuda_error") or "torch.cuda.is_available() is False"
         out.fail(
             f"torch {v.torch_version} (CUDA {v.torch_cuda}) cannot use the GPU: {why}",
             "check the driver (nvidia-smi) and that torch's CUDA major is not above the driver's",
-            f"torch {v.torch_version} cannot use the GPU", "check nvidia-smi and torch's CUDA major")
+            f"torch {v.torch_version} cannot use the GPU", "check nvidia-smi and torch's CUDA major",
+            code="G1.cuda-unavailable")
     return "not run"
 
 
@@ -672,7 +678,8 @@ def _loads(v: _View, out: Findings) -> None:
         else:
             fix, short = f"reinstall or uninstall {dist}", f"reinstall {dist}"
         who = _owned(owner, name)
-        out.fail(f"{who}: {name} does not load: {err}", fix, f"{who}: {_short_name(name)}: {_gist(err)}", short)
+        out.fail(f"{who}: {name} does not load: {err}", fix, f"{who}: {_short_name(name)}: {_gist(err)}", short,
+                 code="G1.load-failed")
 
 
 def _arch_notes(v: _View, out: Findings) -> None:
@@ -699,7 +706,8 @@ def _variant_sets(v: _View, out: Findings) -> None:
             out.fail(
                 f"{info.owner} ships builds for CUDA {span} and none for torch's CUDA {v.torch_cuda}",
                 f"pip install -U {dist} (a release with a CUDA {v.reference} build), or pip uninstall {dist}",
-                f"{info.owner}: no build for CUDA {v.reference} (has {span})", f"pip install -U {dist}")
+                f"{info.owner}: no build for CUDA {v.reference} (has {span})", f"pip install -U {dist}",
+                code="G1.no-cuda-variant")
 
 
 def _leftovers(v: _View, out: Findings) -> None:
@@ -722,7 +730,8 @@ def _leftovers(v: _View, out: Findings) -> None:
     out.warn(
         f"leftover CUDA {majors} libraries linked by nothing ({first_n(parts, 2)})", fix.strip(),
         f"leftover CUDA {majors} libraries linked by nothing ({count(len(parts), 'library', 'libraries')})",
-        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry")
+        f"pip uninstall {' '.join(pips[:2])}" if pips else "remove the old ld.so.conf.d entry",
+        code="G1.leftover-runtime")
 
 
 def _unlinked(v: _View, ref: int, providers: list[Provider]) -> dict[tuple[str, int], list[str]]:
@@ -789,7 +798,7 @@ def _unverified(v: _View, out: Findings) -> None:
             f"extension objects not loaded ({first_n(names)}): {v.c.get('describe')}",
             "see the check that owns that step (G2 flash-attn, G5 bandwidth)",
             f"{count(len(names), 'extension object')} not loaded: the torch child stopped",
-            "see G2/G5 for the step that stopped it")
+            "see G2/G5 for the step that stopped it", code="G1.not-loaded")
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -822,7 +831,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
             f"torch {v.torch_version} is CPU-only, yet {_objects(len(v.linkers), 'link')} CUDA {majors}: they cannot run with this torch",
             "install a CUDA build of torch (cu130) or uninstall the CUDA packages",
             f"torch {v.torch_version} is CPU-only, yet {count(len(v.linkers), 'module')} link CUDA {majors}",
-            "install a CUDA torch (cu130) or uninstall them")
+            "install a CUDA torch (cu130) or uninstall them", code="G1.cpu-torch-cuda-modules")
     return _verdict(v, out, kernel, loaded)
 
 
@@ -835,7 +844,7 @@ def _nothing_to_check(v: _View) -> Result | None:
     return Result(
         "G1", Status.SKIP,
         f"{what}, and none of the {scanned} shared objects scanned links a CUDA runtime: no CUDA ABI to check",
-        headline=f"{what}; no CUDA module among {scanned} shared objects")
+        headline=f"{what}; no CUDA module among {scanned} shared objects", codes=["G1.nothing-to-check"])
 
 
 def _verdict(v: _View, out: Findings, kernel: str, loaded: int) -> Result:
@@ -846,7 +855,8 @@ def _verdict(v: _View, out: Findings, kernel: str, loaded: int) -> Result:
         texts = [s for s, _ in out.warnings]
         fix = "; ".join(dict.fromkeys(x for _, x in out.warnings[:2]))
         # the warnings past two: counted in the line, listed in the details
-        result = Result("G1", Status.WARN, f"{first_n(texts, 2)}; {body}", fix, list(out.readings), details=[*texts[2:], *out.details])
+        result = Result("G1", Status.WARN, f"{first_n(texts, 2)}; {body}", fix, list(out.readings), details=[*texts[2:], *out.details],
+                        codes=out.codes_of())
         return _short(out, result)
     short = f"{f'torch {v.torch_version or v.torch_dist}' if v.ref_from == 'torch' else head} on driver CUDA {v.driver_text or '?'}"
     short += f", {count(n, 'CUDA module')} on CUDA {majors}" if n else ""
@@ -942,7 +952,8 @@ def _stack(v: _View, out: Findings) -> None:
             f"CmaFree {cma['CmaFree']} kB > CmaTotal {cma['CmaTotal']} kB in /proc/meminfo: the kernel's KHO/CMA "
             f"accounting bug (kernel {st.kernel or '?'}); NCCL's memory registration between Sparks fails with "
             "'ibv_reg_mr_iova2 … Cannot allocate memory'", KHO_FIX,
-            "CmaFree > CmaTotal: the kernel's CMA accounting bug", "boot 6.17.0-1032-nvidia or add kho=off")
+            "CmaFree > CmaTotal: the kernel's CMA accounting bug", "boot 6.17.0-1032-nvidia or add kho=off",
+            code="G1.cma-accounting")
 
 
 def _stack_readings(v: _View, st: Stack, out: Findings) -> None:
@@ -984,7 +995,7 @@ def _version_mismatch(v: _View, st: Stack, out: Findings) -> None:
         head = f"kernel module {st.module_version} != user-space driver {st.userspace}"
     else:
         return
-    out.fail(text, RELOAD, head, "reboot (or reload the nvidia modules)")
+    out.fail(text, RELOAD, head, "reboot (or reload the nvidia modules)", code="G1.driver-library-mismatch")
 
 
 def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: Stack, out: Findings) -> None:
@@ -1009,4 +1020,4 @@ def _known_bad_finding(item: known_bad.Entry, reading: known_bad.Reading, st: St
         f"{what} is known-bad ({item.get('id')}{origin}): breaks {item.get('breaks')}{now} "
         f"(source: {first_n(list(item.get('sources') or []), 1)})", fix,
         f"{tag}: {item['short']}" if item.get("short") else f"{tag} is known-bad ({item.get('id')})",
-        str(item.get("short_fix") or first))
+        str(item.get("short_fix") or first), code="G1.known-bad")

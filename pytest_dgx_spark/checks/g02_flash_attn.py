@@ -108,9 +108,9 @@ def _on(f: Facts) -> str:
     return f"{f.device_name or 'the GPU'} " + (f"({cap[0]}, {cap[1]})" if cap and len(cap) >= 2 else "?")
 
 
-def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_BROKEN) -> Result:
+def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_BROKEN, *, code: str) -> Result:
     short = SHORT_BROKEN if fix == FIX_BROKEN else "pip uninstall flash-attn, then reinstall it"
-    return Result("G2", Status.FAIL, summary, fix, readings, headline=headline, short_fix=short)
+    return Result("G2", Status.FAIL, summary, fix, readings, headline=headline, short_fix=short, codes=[code])
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -131,14 +131,15 @@ def evaluate(facts: Facts, params: Params) -> Result:
         why = facts.torch_error or c.get("describe") or "the torch child did not reach the flash-attn step"
         summary = f"flash-attn {version} is installed but could not be checked: {why} (see G1)"
         return Result("G2", Status.SKIP, summary, readings=readings,
-                      headline=f"flash-attn {version} not checked: torch did not load (see G1)")
+                      headline=f"flash-attn {version} not checked: torch did not load (see G1)",
+                      codes=["G2.torch-not-loaded"])
     return _broken(facts, version, readings) or _working(facts, version, readings)
 
 
 def _died(c: ChildFacts, version: str, readings: list[Reading]) -> Result:
     how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
     headline = f"flash-attn {version}: probe {how} in {c.get('step')!r}"
-    return _fail(f"flash-attn {version}: {c.get('describe')}", headline, readings)
+    return _fail(f"flash-attn {version}: {c.get('describe')}", headline, readings, code="G2.probe-died")
 
 
 def _broken(f: Facts, version: str, readings: list[Reading]) -> Result | None:
@@ -148,12 +149,13 @@ def _broken(f: Facts, version: str, readings: list[Reading]) -> Result | None:
             f"flash-attn {version} is installed (metadata) but no flash_attn package is on the import path",
             f"flash-attn {version} in metadata, no flash_attn package",
             readings,
-            fix="pip uninstall flash-attn, then reinstall it if you need it",
+            fix="pip uninstall flash-attn, then reinstall it if you need it", code="G2.no-package",
         )
     if not fa.get("importable"):
         err = str(fa.get("error") or "")
         return _fail(f"flash-attn {version} is installed but does not import: {err}",
-                     f"flash-attn {version} does not import: {_short_error(err)}", readings)
+                     f"flash-attn {version} does not import: {_short_error(err)}", readings,
+                     code="G2.import-error")
     kernel = fa.get("kernel") or Kernel()
     ran = {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run")  # type: ignore[arg-type]
     readings.append(Reading("flash_attn_kernel", ran))
@@ -166,7 +168,7 @@ def _broken(f: Facts, version: str, readings: list[Reading]) -> Result | None:
         shape = f"shape {kernel.get('shape')} (expected {kernel.get('expected')})"
         what = f"its kernel returned {shape}{finite} on {_on(f)}"
     headline = f"flash-attn {version} kernel fails on {_on(f)}"
-    return _fail(f"flash-attn {version} imports but {what}", headline, readings)
+    return _fail(f"flash-attn {version} imports but {what}", headline, readings, code="G2.kernel-failed")
 
 
 def _short_error(err: str) -> str:
@@ -205,6 +207,7 @@ def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
             details=details,
             headline=f"{unsloth} ignores attn_implementation='sdpa': flash-attn {version} is used",
             short_fix=f"load inside `with {HELPER}():`",
+            codes=["G2.unsloth-ignores-sdpa"],
         )
     if unsloth:
         why = "no CUDA device" if has_fa is None else "its predicate is False here"

@@ -127,7 +127,8 @@ def _flag_fragmented(
            "do not start a large load right after killing a large process")
     out.flag(Status.FAIL if blocks == 0 else Status.WARN, text, fix,
              f"memory fragmented: {blocks} free {block:g} MiB blocks in zone Normal (want >= {minimum:g})",
-             "reboot" if reboot else "compact memory as root (drop_caches, compact_memory) or reboot")
+             "reboot" if reboot else "compact memory as root (drop_caches, compact_memory) or reboot",
+             code="G3.fragmented")
 
 
 def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: Any, out: Findings) -> None:
@@ -150,7 +151,7 @@ def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: An
                  "job there, whatever MemAvailable says",
                  f"{raise_it} above the workload, or shrink the workload",
                  f"cgroup memory limit {limit_g:g} GiB < workload {workload:g} GiB",
-                 "raise the container's memory limit")
+                 "raise the container's memory limit", code="G3.cgroup-below-workload")
         return
     fraction = params.threshold("g3_cgroup_limit_fraction")
     if workload is None and total_kib and limit < fraction * total_kib * 1024:
@@ -158,7 +159,7 @@ def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: An
                  "still has room",
                  f"declare --spark-workload-gb to check the job fits under it, or {raise_it}",
                  f"cgroup memory limit {limit_g:g} of {gib(total_kib):g} GiB",
-                 "declare --spark-workload-gb, or raise it")
+                 "declare --spark-workload-gb, or raise it", code="G3.cgroup-limit")
         return
     out.note(f"cgroup memory limit {limit_g:g} GiB ({where})")
 
@@ -198,7 +199,7 @@ def ray(facts: Any, total_kib: int | None, params: Any, out: Findings) -> None:
              "(ray.exceptions.OutOfMemoryError at 0.950345 on a Spark)",
              "export RAY_memory_monitor_refresh_ms=0 on every node before ray start",
              f"Ray's memory monitor kills workers at {threshold:g} of node memory",
-             "RAY_memory_monitor_refresh_ms=0 on every node")
+             "RAY_memory_monitor_refresh_ms=0 on every node", code="G3.ray-memory-monitor")
 
 
 def shm(facts: Any, total_kib: int | None, out: Findings) -> None:
@@ -242,7 +243,7 @@ def oom_kills(facts: Any, out: Findings) -> None:
              "leave headroom for the load spike (a lower --gpu-memory-utilization or an explicit KV cache "
              "size), add swap, or lower the victim's oom_score_adj; G6 lists what holds the pool",
              f"kernel OOM-killed pid {last['pid']} ({last['name']})",
-             "leave headroom for the load spike; add swap")
+             "leave headroom for the load spike; add swap", code="G3.oom-kills")
 
 
 _RANK = {Status.FAIL: 0, Status.WARN: 1}
@@ -254,7 +255,8 @@ def merge(head: Result, extra: Findings) -> Result:
     readings, details = [*head.readings, *extra.readings], [*head.details, *extra.details]
     if extra.status is None:
         return Result(head.check_id, head.status, head.summary, head.fix, readings, details=details,
-                      headline=head.headline, short_fix=head.short_fix, by_choice=head.by_choice)
+                      headline=head.headline, short_fix=head.short_fix, by_choice=head.by_choice,
+                      codes=list(head.codes))
     own = head.status in _RANK
     items = [(head.status, head.summary, head.fix, head.headline, head.short_fix)] if own else []
     items += [(Status.FAIL, t, f, *extra.short.get(t, (t, f))) for t, f in extra.problems]
@@ -264,6 +266,8 @@ def merge(head: Result, extra: Findings) -> Result:
     context = [] if own else [head.summary]
     fixes = list(dict.fromkeys(item[2] for item in items if item[2]))
     first = items[0]
+    by_text = {**({head.summary: head.code} if own and head.code else {}), **extra.codes}
+    codes = [*(by_text[t] for t in texts if t in by_text), *([] if own else head.codes)]
     return Result(head.check_id, first[0], "; ".join([*texts[:3], *context]), "; ".join(fixes[:3]), readings,
                   details=[*texts[3:], *details], headline=plus_more(first[3] or first[1], len(items)),
-                  short_fix=first[4])
+                  short_fix=first[4], codes=list(dict.fromkeys(codes)))

@@ -254,7 +254,7 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
     reason = facts.meminfo_error or impossible(facts.meminfo)
     if reason:
         text = f"cannot read memory headroom: {reason}"
-        return Result("G3", Status.SKIP, text, headline=text)
+        return Result("G3", Status.SKIP, text, headline=text, codes=["G3.unreadable"])
     out = Findings("G3")  # readings and details; the verdict is one decision, not a list of findings
     pool = _pool(facts.meminfo, out)
     suffix = "".join(f"; {n}" for n in (_gpu_view(facts, out), _drop_view(facts.drop, out)) if n)
@@ -265,7 +265,7 @@ def decide(facts: Facts, workload_gib: float | None, margin_gib: float = 0.0) ->
             "G3", Status.INFO, f"{avail} GiB of {total} GiB (MemFree {pool.g('MemFree')}, page cache "
             f"{gib(pool.cache)}, swap free {swap}){suffix}; no workload declared (--spark-workload-gb)",
             readings=out.readings, details=out.details,
-            headline=f"{avail} of {total} GiB; no workload declared",
+            headline=f"{avail} of {total} GiB; no workload declared", codes=["G3.no-workload"],
         )
     out.readings.insert(0, Reading("workload", round(workload_gib, 1), "GiB"))
     return _verdict(pool, workload_gib, margin_gib, suffix, out)
@@ -279,9 +279,10 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
     what = f"workload {workload_gib:g} GiB" + (f" + {margin_gib:g} GiB margin" if margin_gib else "")
     free_g, avail_g, total_g, word = pool.g("MemFree"), gib(pool.available), pool.g("MemTotal"), pool.word
 
-    def result(status: Status, summary: str, headline: str, fix: str = "", short_fix: str = "") -> Result:
+    def result(status: Status, summary: str, headline: str, fix: str = "", short_fix: str = "", *,
+               code: str = "") -> Result:
         return Result("G3", status, summary + suffix, fix, out.readings, details=out.details,
-                      headline=headline, short_fix=short_fix)
+                      headline=headline, short_fix=short_fix, codes=[code] if code else [])
 
     if need_kib <= m["MemFree"]:
         return result(Status.PASS, f"{what} fits in MemFree {free_g} GiB ({word} {avail_g} of {total_g} GiB)",
@@ -294,7 +295,7 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
             f"dropped: MemFree is {free_g} GiB, and CUDA on unified memory counts only MemFree as free",
             f"{what} fits only after dropping {gib(pool.cache)} GiB of page cache (MemFree {free_g} GiB)",
             f"between runs, {DROP_CMD} (or --spark-drop-caches as root); not mid-training",
-            "drop the page cache between runs (--spark-drop-caches as root)",
+            "drop the page cache between runs (--spark-drop-caches as root)", code="G3.needs-cache-drop",
         )
     shrink = "quantize, smaller batch or context, gradient checkpointing"
     if need_kib > m["MemTotal"]:
@@ -306,6 +307,7 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
             f"shrink the workload below the machine's memory ({shrink}, LoRA instead of full fine-tuning) "
             "or spread it over more machines",
             "shrink the workload (quantize, smaller batch/context) or use more machines",
+            code="G3.exceeds-total",
         )
     retained = next((r.value for r in out.readings if r.name == "unaccounted"), None)
     if isinstance(retained, (int, float)) and retained >= UNACCOUNTED_NOTE_GIB:
@@ -319,11 +321,11 @@ def _verdict(pool: Pool, workload_gib: float, margin_gib: float, suffix: str, ou
             "stop other jobs holding the memory pool (see G6); if G6 lists none, the memory is the "
             f"driver's retained pool: a reboot returns the {retained:g} GiB to MemAvailable; or shrink the "
             f"workload ({shrink})",
-            "stop GPU jobs (G6); if none, reboot",
+            "stop GPU jobs (G6); if none, reboot", code="G3.retained-memory",
         )
     return result(
         Status.FAIL, f"{what} > {word} {avail_g} GiB of {total_g} GiB (MemFree {free_g} GiB)",
         f"{what} > {word} {avail_g} GiB",
         f"stop other jobs holding the memory pool (see G6), or shrink the workload ({shrink})",
-        "stop other jobs holding the pool (see G6) or shrink the workload",
+        "stop other jobs holding the pool (see G6) or shrink the workload", code="G3.exceeds-available",
     )

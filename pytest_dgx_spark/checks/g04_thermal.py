@@ -425,7 +425,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"
     if driver_lost:
         if facts.broken:
-            out.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT)
+            out.fail(facts.broken, DRIVER_FIX, "GPU/driver stopped answering", DRIVER_SHORT,
+                     code="G4.driver-not-answering")
         result = out.result(Status.INFO)
         result.summary = "GPU/driver stopped answering: " + result.summary
     else:
@@ -441,23 +442,24 @@ def evaluate(facts: Facts, params: Params) -> Result:
 def _unreachable(facts: Facts) -> Result | None:
     """FAIL for a driver that does not answer, SKIP for no GPU or a resource limit, else None."""
 
-    def stop(status: Status, summary: str, headline: str, fix: str = "", short_fix: str = "") -> Result:
-        return Result("G4", status, summary, fix, details=facts.notes, headline=headline, short_fix=short_fix)
+    def stop(status: Status, summary: str, headline: str, fix: str = "", short_fix: str = "", *, code: str) -> Result:
+        return Result("G4", status, summary, fix, details=facts.notes, headline=headline, short_fix=short_fix,
+                      codes=[code])
 
     if facts.missing and facts.missing.startswith(LIMITED):
         return stop(Status.SKIP, f"not checked: {facts.missing}; raise the limit (ulimit -u / -v) and run "
-                    "again", "not checked (resource limit)")
+                    "again", "not checked (resource limit)", code="G4.resource-limit")
     if facts.hung:
         return stop(Status.FAIL, f"driver not answering: {facts.hung}", "GPU driver not answering",
-                    DRIVER_FIX, DRIVER_SHORT)
+                    DRIVER_FIX, DRIVER_SHORT, code="G4.driver-not-answering")
     if facts.missing:
         names = re.findall(r"\(([A-Za-z]+)\)", facts.missing)  # the error name, else the start
         return stop(Status.SKIP, f"no NVIDIA GPU: {facts.missing}",
-                    f"no NVIDIA GPU ({names[0] if names else facts.missing[:40]})")
+                    f"no NVIDIA GPU ({names[0] if names else facts.missing[:40]})", code="G4.no-gpu")
     if not _answered(facts):
         why = facts.broken or "no GPU answered a sample"
         return stop(Status.FAIL, f"GPU/driver not answering: {why}", "GPU/driver not answering", DRIVER_FIX,
-                    DRIVER_SHORT)
+                    DRIVER_SHORT, code="G4.driver-not-answering")
     return None
 
 
@@ -471,6 +473,7 @@ def _with_xids(early: Result, facts: Facts, params: Params) -> Result:
         head, short = out.short.get(text, (text, fix))
         early.status, early.summary = Status.FAIL, f"{early.summary}; {text}"
         early.fix, early.headline, early.short_fix = fix, head, short
+        early.codes = out.codes_of()
     return early
 
 
@@ -528,16 +531,17 @@ def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Map
         _, fix, short = next(f for f in XID_FIXES if f[0] is None or f[0] & set(codes))
         kind = "GSP" if set(codes) & {119, 120} else "hardware/GSP"
         out.fail(f"GPU faults in the kernel log since boot ({kind}): {named}{tail}", fix,
-                 f"Xid {first} since boot ({kind} fault)", short)
+                 f"Xid {first} since boot ({kind} fault)", short, code="G4.xid-hardware")
     elif klass == "application":
         who = "the process not named in the line"
         if latest and (latest.get("pid") is not None or latest.get("name")):
             who = f"pid {latest.get('pid')} {latest.get('name') or ''}".strip()
         out.warn(f"a GPU kernel faulted since boot ({who}): {named}{tail}", XID_APP_FIX,
-                 f"Xid {first} since boot ({who})", "update/patch the faulting kernel path")
+                 f"Xid {first} since boot ({who})", "update/patch the faulting kernel path",
+                 code="G4.xid-application")
     else:
         out.warn(f"Xid events in the kernel log since boot: {named}{tail}", XID_OTHER_FIX,
-                 f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue")
+                 f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue", code="G4.xid-other")
 
 
 def _median(values: Sequence[float]) -> float:
@@ -604,7 +608,7 @@ def _low_power_gpu(
         out.fail(f"{seen}, both under the low-power gate ({clock_max:g} MHz, {watts_max:g} W) with no "
                  "throttle reason: a stuck low-power state", LOW_POWER_FIX,
                  f"stuck low-power state: {_fmt(clock, 'MHz')}, {_fmt(power, 'W')} at {max(utils):g} % load",
-                 LOW_POWER_SHORT)
+                 LOW_POWER_SHORT, code="G4.low-power-stuck")
     else:
         out.note(f"{seen}: no stuck low-power state" + (" (a throttle reason explains the clock)" if throttled else ""))
     return readings
@@ -616,12 +620,13 @@ def _gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findi
     if s.lost:
         out.fail(f"{label} was lost mid-sample (GpuIsLost at t={s.lost_at:.1f} s, after {s.samples} "
                  "readings)", DRIVER_FIX, f"GPU {s.index} lost mid-sample (t={s.lost_at:.1f} s)",
-                 DRIVER_SHORT)
+                 DRIVER_SHORT, code="G4.gpu-lost")
         return []
     real = {k: v for k, v in sorted(s.errors.items()) if v != "NotSupported"}
     if s.temperature.n == 0 and s.power_w.n == 0 and real:
         errs = ", ".join(f"{k}: {v}" for k, v in real.items())
-        out.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, f"GPU {s.index} answered errors only", DRIVER_SHORT)
+        out.fail(f"{label} answered errors only ({errs})", DRIVER_FIX, f"GPU {s.index} answered errors only", DRIVER_SHORT,
+                 code="G4.gpu-errors")
         return []
     out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
@@ -661,7 +666,7 @@ def _reasons_stage(s: GpuSeries, label: str, out: Findings) -> None:
     tmax = _fmt(s.temperature.max, "C")
     out.warn(f"{label}: {names} (max {tmax})", "; ".join(f for f, _ in fixes),
              f"{first} in {throttle[first]}/{s.reason_samples} samples, max {tmax}",
-             fixes[0][1] if fixes else "")
+             fixes[0][1] if fixes else "", code="G4.throttle-reasons")
 
 
 def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None:
@@ -673,11 +678,13 @@ def _heat_stage(s: GpuSeries, label: str, params: Params, out: Findings) -> None
         gb10 = " (GB10's throttle trip is 86-87 C)" if params.gb10 else ""
         trip = "; GB10 trips at 86-87 C" if params.gb10 else ""
         text = f"{label} reached {_fmt(tmax, 'C')}, at or above g4_hot_c = {hot:g} C{gb10}"
-        out.warn(text, COOL_FIX, f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})", COOL_SHORT)
+        out.warn(text, COOL_FIX, f"GPU {s.index} at {_fmt(tmax, 'C')} (warns from {hot:g} C{trip})", COOL_SHORT,
+                 code="G4.temperature-high")
     elif margin > 0 and tlim is not None and tlim <= margin:
         out.warn(f"{label}: T.Limit margin {_fmt(tlim, 'C')} (<= g4_tlimit_margin_c = {margin:g} C) at "
                  f"{_fmt(tmax, 'C')}: about to slow down for heat", COOL_FIX,
-                 f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit", COOL_SHORT)
+                 f"GPU {s.index} {_fmt(tlim, 'C')} from its slowdown limit", COOL_SHORT,
+                 code="G4.tlimit-margin")
 
 
 def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float | None, params: Params, out: Findings) -> None:
@@ -699,7 +706,7 @@ def _flat_stage(s: GpuSeries, label: str, limit_w: float | None, ceiling: float 
             "the power adapter, then re-sample under the real load (--spark-thermal-seconds 900, or the "
             "spark_sampler fixture in a training smoke test)",
             f"power flat at {watts} while temperature rose {flat.rise:.1f} C",
-            "check cooling and power adapter; re-sample under load",
+            "check cooling and power adapter; re-sample under load", code="G4.flat-power",
         )
     elif ceiling is None and s.power_w.n:
         out.note(f"{label}: no enforced power limit and g4_flat_power_w = 0, so the flat-power rule was not applied")
@@ -737,14 +744,14 @@ def _counter_findings(where: str, us: Mapping[str, int], delta: Mapping[str, int
         brake = set(grew) == {"hw_power_brake_slowdown"}
         out.warn(f"{where} clocks cut during the sample: {words} (clock-event counters)",
                  BRAKE_FIX if brake else COOL_FIX, f"{words} during the sample",
-                 BRAKE_SHORT if brake else COOL_SHORT)
+                 BRAKE_SHORT if brake else COOL_SHORT, code="G4.clocks-cut")
     elif sum(us.get(n) or 0 for n in thermal.SLOWDOWN_COUNTERS) / 1e6 > boot_s:
         words = ", ".join(f"{thermal.WORDS[n]} {thermal.seconds_text(us.get(n))}"
                           for n in thermal.SLOWDOWN_COUNTERS if us.get(n))
         out.warn(f"{where} clocks were cut since the driver loaded: {words} (> g4_slowdown_since_boot_s = "
                  f"{boot_s:g} s; none during the sample)", COOL_FIX + "; then re-run the 15-minute check "
                  "(--spark-thermal-seconds 900)", f"{words} since boot (> {boot_s:g} s)",
-                 "check cooling; re-run with --spark-thermal-seconds 900")
+                 "check cooling; re-run with --spark-thermal-seconds 900", code="G4.clocks-cut-since-boot")
 
 
 def _counter_figures(facts: Facts) -> tuple[dict[str, int], list[tuple[str, str]], str | None] | None:

@@ -236,7 +236,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
         fix = "check `dmesg | grep -i -e NVRM -e Xid`; a wedged driver needs a reboot"
         return Result("G5", Status.FAIL, summary, fix, out.readings, details=out.details,
                       headline="copy probe hung: driver not answering",
-                      short_fix="dmesg | grep -i Xid; reboot")
+                      short_fix="dmesg | grep -i Xid; reboot", codes=["G5.probe-hung"])
     elif facts.intrusive:
         text = _probe_missing(facts)
         out.note(text)
@@ -248,7 +248,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     head, short_fix = out.short[out.warnings[0][0]] if out.warnings else (first_n(info, 2), "")
     fix = "; ".join(dict.fromkeys(f for _, f in out.warnings))
     return Result("G5", Status.WARN if out.warnings else status, "; ".join(text for text, _ in parts), fix,
-                  out.readings, details=out.details, headline=head, short_fix=short_fix)
+                  out.readings, details=out.details, headline=head, short_fix=short_fix, codes=out.codes_of())
 
 
 def _plan_stage(
@@ -278,7 +278,8 @@ def _plan_stage(
             f"{_floor_value(plan, workload)} the plan assumes")
     out.warn(text, f"plan with <= {gbps(cap)} GB/s sustained (the spec figure is not reachable in practice): "
              "lower the throughput target, or move fewer bytes per step (quantize, smaller batch)",
-             f"planned {plan:g} GB/s > {short}", f"plan with <= {gbps(cap)} GB/s")
+             f"planned {plan:g} GB/s > {short}", f"plan with <= {gbps(cap)} GB/s",
+             code="G5.plan-above-budget")
     return Status.WARN, (text, None)
 
 
@@ -300,7 +301,7 @@ def _measurement_stage(m: Measurement, b: Budget, params: Params, no_plan: bool,
         out.warn(low, "re-run on an idle box (G6); a low copy bandwidth on an idle box points at a degraded "
                  "power state (G4's clocks) or memory configuration",
                  f"copy {rate:.0f} GB/s < {floor:.0f} GB/s healthy floor",
-                 "re-run idle; check G4 clocks and power state")
+                 "re-run idle; check G4 clocks and power state", code="G5.copy-low")
         return low, None
     healthy_text = f"copy {rate:.0f} GB/s (healthy >= {gbps(floor)} GB/s)"
     return text + (f"; {b.text()}" if no_plan else ""), healthy_text
@@ -316,10 +317,11 @@ def _nothing_to_judge(facts: Facts, b: Budget, workload: float | None, out: Find
     if facts.intrusive:
         what = _probe_missing(facts)
         summary = f"{what}; no planned bandwidth declared; {b.text()}"
-        return Result("G5", Status.SKIP, summary, readings=out.readings, details=out.details, headline=what)
+        return Result("G5", Status.SKIP, summary, readings=out.readings, details=out.details, headline=what,
+                      codes=["G5.probe-not-run"])
     floor = f": {step_floor(b.high, workload)}" if workload and b.high else ""
     summary = (f"{b.text()}{floor}; no planned bandwidth to judge (--spark-planned-bandwidth) and no "
                "measurement (--spark-intrusive)")
     head = f"budget {b.decode_text()} GB/s decode, {b.hardware_text()} GB/s hardware"
     return Result("G5", Status.INFO, summary, readings=out.readings, details=out.details,
-                  headline=head if b.high else "no bandwidth budget known")
+                  headline=head if b.high else "no bandwidth budget known", codes=["G5.budget-only"])

@@ -415,7 +415,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     details = _notes(facts, judged, survey.excluded)
     skip = _cannot_survey(facts, judged)
     if skip is not None:
-        return Result("G6", Status.SKIP, skip[0], readings=readings, details=details, headline=skip[1])
+        return Result("G6", Status.SKIP, skip[0], readings=readings, details=details, headline=skip[1],
+                      codes=["G6.no-gpu" if facts.no_gpu else "G6.not-surveyed"])
     if facts.gpu_source == "none" and not judged:
         # the process table alone cannot show an unknown program holding GPU memory: never a PASS
         return Result(
@@ -425,6 +426,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
             "see G4: a driver that does not answer is the first problem; rerun once nvidia-smi answers",
             readings, details=details, short_fix="see G4; rerun once nvidia-smi answers",
             headline="GPU process list unreadable (NVML and nvidia-smi did not answer)",
+            codes=["G6.process-list-unreadable"],
         )
     out = Findings("G6", details=details, readings=readings)
     context = _context(facts, judged)
@@ -435,6 +437,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
             f"process table incomplete ({facts.process_error}): a server or trainer whose command line "
             f"was not read would not show [{context}]",
             "rerun; if it persists, look for processes with very long command lines (ps -eo pid,args)",
+            code="G6.process-table-incomplete",
         )
         head, short_fix = "process table incomplete: a server's flags may be unread", "rerun"
     head = head or "no other GPU process"
@@ -455,6 +458,7 @@ def _contenders(out: Findings, judged: Sequence[Judged], cap_max: float, context
             f"stop it before a run that needs the unified pool (kill {pids}), or restart it capped at "
             f"<= {cap_max:g} (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TGI "
             "--cuda-memory-fraction); on GB10 vLLM may overshoot its cap at startup (vLLM #46307)",
+            code="G6.uncapped-process",
         )
         fix = f"kill {pids}, or restart capped at <= {cap_max:g}"
         return plus_more(headline(fails[0], cap_max), len(fails)), fix
@@ -464,6 +468,7 @@ def _contenders(out: Findings, judged: Sequence[Judged], cap_max: float, context
             f"small: {first_n([describe(j) for j in warns])} [{context}]",
             "a small job can share the pool with capped servers (the seed ran a <4 GB LoRA next to vLLM "
             "at 0.5); check G3's headroom, and stop them before a run that needs the whole pool",
+            code="G6.capped-process",
         )
         fix = "check G3's headroom; stop it for a whole-pool run"
         return plus_more(headline(warns[0], cap_max), len(warns)), fix

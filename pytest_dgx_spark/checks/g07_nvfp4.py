@@ -450,7 +450,7 @@ def _gpu(f: Facts) -> tuple[Result | None, list[Cap]]:
         why = f.nvml_reason or "NVML lists no GPU"
         summary = f"no NVIDIA GPU found ({why}): NVFP4 on SM121 does not apply"
         headline = "no NVIDIA GPU found: the SM121 check does not apply"
-        return Result("G7", Status.SKIP, summary, headline=headline), []
+        return Result("G7", Status.SKIP, summary, headline=headline, codes=["G7.no-gpu"]), []
     if any(c == SM121 for _, c in caps):
         return None, caps
     found = "; ".join(f"{n} has capability ({c[0]}, {c[1]})" for n, c in dict.fromkeys(caps))
@@ -458,7 +458,8 @@ def _gpu(f: Facts) -> tuple[Result | None, list[Cap]]:
     name, cap = caps[0]
     headline = f"not SM121: {name} is {cap[0]}.{cap[1]}; this check is GB10's"
     readings = [Reading("capability", _caps_text(caps))]
-    return Result("G7", Status.SKIP, summary, readings=readings, headline=headline), caps
+    return Result("G7", Status.SKIP, summary, readings=readings, headline=headline,
+                  codes=["G7.not-sm121"]), caps
 
 
 def _who(f: Facts) -> str:
@@ -472,7 +473,8 @@ def _torch_stage(f: Facts, archs: list[Arch], out: Findings) -> tuple[str, bool 
     # a CPU-only wheel: ``+cpu``, or no CUDA version and no arch
     if f.torch_version and ("+cpu" in f.torch_version or (f.torch_cuda is None and not f.arch_list)):
         out.fail(f"{who} is a CPU-only build (torch.version.cuda is None): nothing runs on the GB10",
-                 CUDA_TORCH_FIX, headline=f"{who} is CPU-only", short_fix=CUDA_TORCH_SHORT)
+                 CUDA_TORCH_FIX, headline=f"{who} is CPU-only", short_fix=CUDA_TORCH_SHORT,
+                 code="G7.torch-cpu-only")
         return f"{who} is CPU-only", False
     if not archs:
         return f"torch arch list unknown ({_unknown_why(f)})", None
@@ -487,7 +489,8 @@ def _torch_stage(f: Facts, archs: list[Arch], out: Findings) -> tuple[str, bool 
         return f"{listed}: runs through {_names(runnable)} PTX (JIT)", True
     out.fail(f"{listed}: no 12.x cubin and no PTX that compiles for SM121, so no CUDA kernel runs on "
              "the GB10", CUDA_TORCH_FIX, short_fix=CUDA_TORCH_SHORT,
-             headline=f"{who} has no kernel for SM121 (arch list ends at {archs[-1].name})")
+             headline=f"{who} has no kernel for SM121 (arch list ends at {archs[-1].name})",
+             code="G7.no-sm121-kernel")
     return listed, False
 
 
@@ -500,7 +503,7 @@ def _env_stage(f: Facts, archs: list[Arch], out: Findings) -> str:
         out.warn(f"{text}: extensions built here get no target that runs on SM121",
                  "export TORCH_CUDA_ARCH_LIST=12.0 (12.1a for FP4 kernels) before building CUDA extensions, "
                  "or unset it", headline=f"{text} builds nothing SM121 runs",
-                 short_fix="export TORCH_CUDA_ARCH_LIST=12.0 (or 12.1a)")
+                 short_fix="export TORCH_CUDA_ARCH_LIST=12.0 (or 12.1a)", code="G7.arch-list-env")
     return text
 
 
@@ -545,11 +548,12 @@ def _nvfp4_stage(f: Facts, precision: str | None, builds: list[Arch], out: Findi
         targets = {d: [t for x in lacking if x["dist"] == d for t in x["targets"]] for d in lacking_dists}
         shown = [f"{d} ({', '.join(dict.fromkeys(t))})" for d, t in targets.items()]
         out.warn(f"NVFP4 kernels without an SM121 FP4 target: {lib_text} (GB10 needs sm_121a or sm_120f)",
-                 NVFP4_FIX, headline=f"no sm_121a NVFP4 kernel in {first_n(shown, 1)}", short_fix=NVFP4_SHORT)
+                 NVFP4_FIX, headline=f"no sm_121a NVFP4 kernel in {first_n(shown, 1)}", short_fix=NVFP4_SHORT,
+                 code="G7.nvfp4-no-target")
     elif precision == "nvfp4" and not fp4_dists and not any(fp4_target(a) for a in builds):
         out.warn(f"--spark-precision nvfp4, but nothing installed targets sm_121a or sm_120f: {lib_text}",
                  NVFP4_FIX, headline="NVFP4 planned, but no installed kernel targets sm_121a/sm_120f",
-                 short_fix=NVFP4_SHORT)
+                 short_fix=NVFP4_SHORT, code="G7.nvfp4-planned-no-kernel")
     return lib_text
 
 
@@ -584,7 +588,8 @@ def _triton_stage(f: Facts, floor: float, out: Findings, compiled: bool = False)
     out.warn(f"{t['dist']} compiles SM121 kernels with {where}, ptxas {shown} (< {floor:g}), which rejects "
              "sm_121a (\"Value 'sm_121a' is not defined for option 'gpu-name'\"): torch.compile and Triton "
              "kernels fail", f"{export} (CUDA 13's ptxas; triton #8539)",
-             headline=f"triton ptxas {shown} rejects sm_121a (torch.compile)", short_fix=export)
+             headline=f"triton ptxas {shown} rejects sm_121a (torch.compile)", short_fix=export,
+             code="G7.triton-ptxas-old")
     return ""
 
 
@@ -637,7 +642,7 @@ def _compile_failed(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) 
         out.note(f"{short}: " + " | ".join(x.strip() for x in error.splitlines() if x.strip())[:600])
         out.read("triton_sm121_compile", reading)
         if on_spark:
-            out.fail(text, fix, headline=headline, short_fix=short_fix)
+            out.fail(text, fix, headline=headline, short_fix=short_fix, code="G7.ptxas-rejects")
         else:
             out.note(f"on a Spark: {text}; fix: {fix}")
         return
@@ -648,7 +653,8 @@ def _compile_failed(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) 
         return
     out.warn(f"{dist} could not compile a trivial kernel for sm_121a with {_ptxas_text(tc)}: {short}: "
              f"{_key_line(error)}", f"upgrade Triton (pip install -U torch triton), or {fix}",
-             headline=f"triton cannot compile for sm_121a ({short})", short_fix="pip install -U torch triton")
+             headline=f"triton cannot compile for sm_121a ({short})", short_fix="pip install -U torch triton",
+             code="G7.triton-compile-failed")
 
 
 def _python_h(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) -> None:
@@ -678,7 +684,8 @@ def _python_h(f: Facts, tc: TritonCompile, on_spark: bool, out: Findings) -> Non
         out.note(f"{text}; fix: {fix}")
         return
     out.flag(Status.FAIL if native else Status.WARN, text, fix,
-             headline="no Python.h: Triton cannot build its launcher", short_fix=f"apt install {package}")
+             headline="no Python.h: Triton cannot build its launcher", short_fix=f"apt install {package}",
+             code="G7.python-h-missing")
 
 
 def _compile_stage(f: Facts, on_spark: bool, out: Findings) -> tuple[str, bool]:
@@ -736,7 +743,7 @@ def _fp8_stage(f: Facts, precision: str | None, floor: float, out: Findings) -> 
             "train FP8 with per-tensor scaling, or in BF16, until cuBLAS 13.6 or newer is installed (a newer "
             "nvidia-cublas wheel or CUDA toolkit); inference GEMMs (TN) are not affected",
             headline=f"cuBLAS {shown} < {floor:g}: FP8 training GEMMs TN-only on SM12x",
-            short_fix=FP8_TRAIN_SHORT)
+            short_fix=FP8_TRAIN_SHORT, code="G7.fp8-cublas-tn-only")
     _vllm_fp8(f, out)
 
 
@@ -767,7 +774,8 @@ def _vllm_fp8(f: Facts, out: Findings) -> None:
                  "its FP8 CUTLASS GEMMs were not built for 12.x ('Not building scaled_mm_c3x_120 as no "
                  "compatible archs found')", "install a vLLM built for 12.0/12.1 (TORCH_CUDA_ARCH_LIST=12.1a "
                  "when building; vllm PR #38484), or an NGC vLLM container",
-                 headline=f"vllm {f.vllm} has no FP8 kernel for SM121", short_fix="a vLLM built for 12.1")
+                 headline=f"vllm {f.vllm} has no FP8 kernel for SM121", short_fix="a vLLM built for 12.1",
+                 code="G7.vllm-no-fp8-kernel")
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -798,7 +806,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     headline, short_fix = out.first_short()
     summary = "; ".join(p for p in parts if p)
     result = out.result(Status.PASS if runs else Status.INFO, summary,
-                        headline=headline or _ok_headline(facts, torch_archs, runs), short_fix=short_fix)
+                        headline=headline or _ok_headline(facts, torch_archs, runs), short_fix=short_fix,
+                        ok_code="" if runs else "G7.arch-list-unknown")
     if result.status in (Status.FAIL, Status.WARN):
         result.summary = f"{gpu}: {result.summary}"
     return result

@@ -329,7 +329,7 @@ def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
     return out.result(
         Status.INFO,
         f"{count} open issues in {REPO}; newest: {shown}; name your playbook with --spark-playbook",
-        headline=f"{count} open playbook issues; name your playbook to match it",
+        headline=f"{count} open playbook issues; name your playbook to match it", ok_code="G8.no-playbook",
     )
 
 
@@ -351,7 +351,7 @@ def _matches(f: Facts, out: Findings, count: str, scope: str) -> Result:
         f"{len(hits)} open {noun} the '{playbook}' playbook in {REPO}: "
         + first_n([short(i) for i, _ in hits], SHOWN_IN_SUMMARY),
         f"read {'it' if len(hits) == 1 else 'them'} before following the {playbook} playbook verbatim "
-        "(look for a workaround or a pinned version in the thread)",
+        "(look for a workaround or a pinned version in the thread)", code="G8.playbook-issues",
     )
     return out.result(headline=f"{len(hits)} open {noun} the '{playbook}' playbook ({numbers})",
                       short_fix=f"read {numbers} before following it")
@@ -361,12 +361,14 @@ def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G8 from the parsed issue list (pure: no network here); never a FAIL."""
     if facts.offline_flag:  # the user's own --spark-offline: a SKIP by choice, not a warning
         summary = "offline: GitHub not contacted, playbook issues not checked"
-        return Result("G8", Status.SKIP, summary, headline=f"offline: {NOT_CHECKED}", by_choice=True)
+        return Result("G8", Status.SKIP, summary, headline=f"offline: {NOT_CHECKED}", by_choice=True,
+                      codes=["G8.offline"])
     out = Findings("G8")
     _readings(facts, out)
     skip = _skip(facts)
     if skip:
-        return out.result(Status.SKIP, skip[0], headline=skip[1])
+        return out.result(Status.SKIP, skip[0], headline=skip[1],
+                          ok_code="G8.offline" if facts.answer.get("offline") else "G8.github-unavailable")
     out.read("open_issues", len(facts.issues))
     out.read("pull_requests_dropped", facts.pull_requests)
     if facts.not_issues:

@@ -275,7 +275,7 @@ def _requirements(facts: Facts, out: Findings) -> int:
         out.note(facts.cgroup_error)
     out.read("broken_requirements", len(problems))
     for text in problems:
-        out.fail(text, BROKEN_FIX)
+        out.fail(text, BROKEN_FIX, code="G9.broken-requirements")
     return len(problems)
 
 
@@ -309,7 +309,8 @@ def _replaced_stage(facts: Facts, out: Findings) -> tuple[str, str]:
         was = f" ({name} {original})" if original else ""
         torch = f"torch {installed} has no .nvYY.MM suffix: pip replaced the container's build{was}"
         other = f"pip replaced its {name} {original} with {installed}"
-        out.warn(f"NGC PyTorch {ngc} container, but {torch if name == 'torch' else other}", REPLACED_FIX)
+        out.warn(f"NGC PyTorch {ngc} container, but {torch if name == 'torch' else other}", REPLACED_FIX,
+                 code="G9.replaced-by-pip")
     name, installed, original = replaced[0]
     headline = plus_more(f"NGC {name} {original} replaced by {installed}", len(replaced))
     if not original or len(headline) > SHORT_BUDGET - len(REPLACED_SHORT):
@@ -468,7 +469,7 @@ def _floor_with_compat(facts: Facts, gb10: bool, driver: str | None, host: str, 
         f"{text}, but GB10 may not support forward compatibility (NGC's entrypoint reports 'compatibility "
         "mode is UNAVAILABLE' on 580 Sparks): JIT kernels can still fail (cudaErrorUnsupportedPtxVersion)",
         FLOOR_FIX.format(host=host), f"image needs {needs}, host gives CUDA {host}: forward compat on GB10",
-        f"a CUDA {host} image")
+        f"a CUDA {host} image", code="G9.forward-compat-gb10")
 
 
 def _floor_fail(
@@ -484,7 +485,7 @@ def _floor_fail(
         "Driver Release … or later') or on its first JIT kernel (cudaErrorUnsupportedPtxVersion)",
         FLOOR_FIX.format(host=host),
         f"image needs {_needs(need, need_driver)}, host driver {driver or '?'} gives CUDA {host}",
-        f"a CUDA {host} image; keep the NGC ENTRYPOINT")
+        f"a CUDA {host} image; keep the NGC ENTRYPOINT", code="G9.driver-below-image")
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
@@ -522,5 +523,5 @@ def evaluate(facts: Facts, params: Params) -> Result:
         pid1 = f"PID 1 is {facts.pid1!r}" if facts.pid1 else "PID 1 unreadable"
         posture = f"unknown: no container marker matched ({pid1}; cgroup v2 and some runtimes hide it)"
         headline = f"no container marker matched ({pid1})"
-    out.warn(f"{posture}; {stack_text}; declared requirements hold", CONTAINER_FIX)
+    out.warn(f"{posture}; {stack_text}; declared requirements hold", CONTAINER_FIX, code="G9.no-container")
     return out.result(headline=headline, short_fix=CONTAINER_SHORT)

@@ -419,7 +419,8 @@ def _judge_probe(probe: Probe | None, multi_node: bool, params: Params, speed: s
         where = "hung" if probe.get("hung") else "failed"
         fix = "check that every rank runs G10 with --spark-intrusive, that all reach MASTER_ADDR, and "
         out.flag(Status.WARN, f"all-reduce probe {where}: {probe['error']}", fix + FIX_LINK,
-                 f"all-reduce probe {where}", "run G10 on every rank; check the link")
+                 f"all-reduce probe {where}", "run G10 on every rank; check the link",
+                 code="G10.probe-failed")
         return ""
     if d.get("wrong"):
         check = d.get("check") or {}
@@ -428,6 +429,7 @@ def _judge_probe(probe: Probe | None, multi_node: bool, params: Params, speed: s
             f"all-reduce returned wrong values (expected {check.get('expected')}, got {check.get('got')})",
             "a corrupted collective: check the NCCL build (DGX OS's system NCCL) and the link",
             "all-reduce returned wrong values", "check the NCCL build and the link",
+            code="G10.allreduce-wrong",
         )
         return ""
     group = d.get("group_busbw_gbps")
@@ -465,7 +467,7 @@ def _judge_busbw(
             "the QSFP cable first), then re-run; check NCCL_DEBUG=INFO says NET/IB, not NET/Socket (NVIDIA "
             "dgx-spark-playbooks PR #108)",
             f"all-reduce {group:.1f} GB/s, below {fail:g} GB/s" + (f" ({speed})" if speed else ""),
-            "reboot both Sparks; re-seat the cable",
+            "reboot both Sparks; re-seat the cable", code="G10.busbw-degraded",
         )
         return ""
     if group < floor:
@@ -475,7 +477,7 @@ def _judge_busbw(
             f"{text}{reports} is below the {floor:g} GB/s floor for a two-Spark link "
             f"(20-24 GB/s is healthy){cpu}",
             FIX_LINK, f"all-reduce {group:.1f} GB/s, below the {floor:g} GB/s floor",
-            "both RoCE twins in NCCL_IB_HCA, MTU 9000",
+            "both RoCE twins in NCCL_IB_HCA, MTU 9000", code="G10.busbw-low",
         )
         return ""
     return text
@@ -518,6 +520,7 @@ def _judge_rdma_access(f: Facts, params: Params, out: Findings) -> None:
             "every node (compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE",
             "no /dev/infiniband in this container",
             "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
+            code="G10.container-no-rdma",
         )
     elif f.container and not rdma and not verbs:
         out.note(
@@ -547,7 +550,7 @@ def _judge_memlock(memlock: dict[str, Any] | None, params: Params, out: Findings
                 "raise the memlock limit: --ulimit memlock=-1:-1 for a container, or `* - memlock unlimited` "
                 "in /etc/security/limits.conf (LimitMEMLOCK=infinity for a systemd service) on the host",
                 f"memlock limit {mib:g} MiB, below {least:g} MiB",
-                "--ulimit memlock=-1:-1 (or limits.conf memlock unlimited)",
+                "--ulimit memlock=-1:-1 (or limits.conf memlock unlimited)", code="G10.memlock-low",
             )
 
 
@@ -589,7 +592,7 @@ def _judge_hca(env: dict[str, str], rdma: dict[str, Any], chosen: list[str], out
             "device and sends over TCP sockets (a few GB/s where the two-Spark link gives 20-24)",
             f"NCCL_IB_HCA={use} on every node (the devices `ibdev2netdev` shows Up), or unset it",
             f"NCCL_IB_HCA={value} {'matches no RoCE device here' if not chosen else 'names only down ports'}",
-            f"NCCL_IB_HCA={use}",
+            f"NCCL_IB_HCA={use}", code="G10.nccl-ib-hca",
         )
         return
     _judge_twins(value, chosen, rdma, out)
@@ -610,6 +613,7 @@ def _judge_twins(value: str, chosen: list[str], rdma: dict[str, Any], out: Findi
                 "other PCIe root): one twin caps near 12 GB/s, both reach 20-24 GB/s",
                 f"NCCL_IB_HCA={both} on every node (NCCL_IB_MERGE_NICS=1 merges them)",
                 f"NCCL_IB_HCA has one RoCE twin of 2 ({dev})", f"NCCL_IB_HCA={both}",
+                code="G10.nccl-ib-hca-twin",
             )
             return
 
@@ -635,6 +639,7 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
             "unset NCCL_IB_DISABLE (or set it to 0) so NCCL uses RoCE on the ConnectX-7 port; over TCP "
             "sockets the link gives a few GB/s",
             "NCCL_IB_DISABLE=1 across nodes: TCP, not RoCE", "unset NCCL_IB_DISABLE",
+            code="G10.nccl-ib-disabled",
         )
     if not link or not link.get("sysfs"):
         return
@@ -656,6 +661,7 @@ def _judge_link(env: dict[str, str], link: dict[str, Any] | None, out: Findings)
             "MTU 9000",
             f"set mtu: 9000 on {names} on both Sparks (netplan), then re-run",
             f"MTU {low[0][1]} on {low[0][0]}, below {MIN_MTU}", f"set MTU 9000 on {names}",
+            code="G10.mtu-low",
         )
 
 
@@ -708,12 +714,15 @@ def _judge_tp(bad: list[View], option: str, out: Findings) -> None:
         text = f"tensor parallel {b.tp} across {b.nodes} nodes ({_evidence(b)}){more}, {ROLE_TEXT[role]}"
         head = f"{role or 'job'}: TP {b.tp} across {b.nodes} nodes ({b.tp_by.split(': ', 1)[0]})"
         if role == "serving":
-            out.flag(Status.WARN, text, FIX_SERVE, head, "serve with DGX OS's system NCCL (vLLM #42354)")
+            out.flag(Status.WARN, text, FIX_SERVE, head, "serve with DGX OS's system NCCL (vLLM #42354)",
+                     code="G10.tp-serving")
         elif option == "fail":
             fix = FIX_TP if role else FIX_TP_UNKNOWN
-            out.flag(Status.FAIL, text, fix, head, "DDP/FSDP across Sparks, TP within one node")
+            out.flag(Status.FAIL, text, fix, head, "DDP/FSDP across Sparks, TP within one node",
+                     code="G10.tp-across-nodes")
         else:
-            out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks")
+            out.flag(Status.WARN, text, FIX_TP_WARN, head, "prefer DDP/FSDP across Sparks",
+                     code="G10.tp-across-nodes")
 
 
 def _env_view(env: dict[str, str], world: int | None) -> tuple[View, list[Finding]]:
@@ -814,12 +823,14 @@ def _nothing_to_go_on(f: Facts, out: Findings, p_text: str) -> Result:
     )
     if given and all(src.get("error") for src in given):
         head = f"named config unreadable: {broken[0]['name']}"
-        return out.result(Status.SKIP, f"cannot judge the named config: {text}", headline=head)
+        return out.result(Status.SKIP, f"cannot judge the named config: {text}", headline=head,
+                          ok_code="G10.config-unreadable")
     if not given:
         out.note("name your job's config with --spark-config if it is elsewhere")
     if partial:
         head = f"config search incomplete: nothing multi-node ({said})"
-        return out.result(Status.INFO, f"config search incomplete ({incomplete}): {text}", headline=head)
+        return out.result(Status.INFO, f"config search incomplete ({incomplete}): {text}", headline=head,
+                          ok_code="G10.config-search-incomplete")
     head = f"single node: nothing multi-node ({said})"
     return out.result(Status.PASS, f"single node: {text}", headline=head)
 
@@ -906,6 +917,7 @@ def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok
         r.status = Status.INFO  # a search that did not finish is never a PASS
         r.summary = f"{r.summary}; config search incomplete ({incomplete})"
         r.headline = f"{r.headline}; config search incomplete"
+        r.codes = ["G10.config-search-incomplete"]
     return r
 
 
@@ -933,6 +945,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
             f"{first} with the same MASTER_ADDR/MASTER_PORT on every node, and check that {store} is "
             "reachable from every node (firewall, the address MASTER_ADDR resolves to)",
             f"rank {who} never joined the node comparison", f"start rank {who}; check {store} is reachable",
+            code="G10.rank-missing",
         )
     elif exchanged.get("cause") == "rendezvous":
         out.warn(
@@ -940,7 +953,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
             'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) and '
             "MASTER_PORT=<a free port, the same on every node> before srun (README: Two Sparks)",
             "nodes not compared: srun gives no MASTER_ADDR/MASTER_PORT",
-            "export MASTER_ADDR, MASTER_PORT before srun",
+            "export MASTER_ADDR, MASTER_PORT before srun", code="G10.nodes-not-compared",
         )
     else:
         out.warn(
@@ -948,6 +961,7 @@ def _judge_fleet(exchanged: dict[str, Any] | None, out: Findings) -> int:
             "install torch with torch.distributed (gloo) on every node" if torch
             else f"use a MASTER_PORT that is free on rank 0's node and the same on every node (now {store})",
             "nodes not compared", "install torch with gloo" if torch else "check MASTER_ADDR/MASTER_PORT",
+            code="G10.nodes-not-compared",
         )
     return 0
 
@@ -963,6 +977,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
         result.fix = "rerun; if it persists, name the job's config with --spark-config"
         result.headline = "process table incomplete: a job's flags may be unread"
         result.short_fix = "rerun; or --spark-config the job's config"
+        result.codes = ["G10.process-table-incomplete"]
     return result
 
 

@@ -223,15 +223,21 @@ class Findings:
         headline, short_fix = self.short.get(text, (text, fix))
         return plus_more(headline, len(pairs)), short_fix
 
+    def codes_of(self, pairs: Sequence[tuple[str, str]] | None = None) -> list[str]:
+        """The codes of ``pairs`` (default: the problems, else the warnings), in order, each once."""
+        pairs = (self.problems or self.warnings) if pairs is None else pairs
+        return list(dict.fromkeys(self.codes[t] for t, _ in pairs if t in self.codes))
+
     def result(self, ok_status: Status | str = Status.PASS, ok_summary: str = "", *, shown: int = 3,
-               headline: str = "", short_fix: str = "") -> Result:
-        """FAIL with the problems, else WARN with the warnings, else ``ok_status``; what the line
-        leaves out goes first in the details."""
+               headline: str = "", short_fix: str = "", ok_code: str = "") -> Result:
+        """FAIL with the problems, else WARN with the warnings, else ``ok_status`` (with ``ok_code``
+        where that status states a finding: an INFO, a SKIP that says why); what the line leaves
+        out goes first in the details."""
         pairs = self.problems or self.warnings
         if not pairs:
             return Result(self.check_id, Status(ok_status), ok_summary, readings=list(self.readings),
-                          details=list(self.details), headline=headline)
-        codes = list(dict.fromkeys(self.codes[t] for t, _ in pairs if t in self.codes))
+                          details=list(self.details), headline=headline, codes=[ok_code] if ok_code else [])
+        codes = self.codes_of(pairs)
         texts = [t for t, _ in pairs]
         fixes = list(dict.fromkeys(f for _, f in pairs[:shown] if f))
         first_head, first_fix = self.first_short()

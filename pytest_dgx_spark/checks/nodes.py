@@ -17,7 +17,7 @@ from pytest_dgx_spark.model import Status
 Fingerprint = Mapping[str, Any]
 Read = Callable[[Fingerprint], object]
 #: (whole text, short text, how to read it, whole fix, short fix) of one comparison
-Row = tuple[str, str, Read, str, str]
+Row = tuple[str, str, Read, str, str, str]  # ..., the finding's code
 
 #: one node with less than this fraction of the best node's MemAvailable warns
 MEMORY_SPREAD = 0.8
@@ -53,15 +53,17 @@ BREAKING: tuple[tuple[str, Read], ...] = (
     ("NCCL (torch's) major.minor", lambda f: _major_minor(f.get("nccl_torch"))),
     ("NCCL library major.minor", lambda f: _major_minor(_nccl_lib(f))),
 )
-#: section of a fingerprint -> (what differs, whole fix, short fix); a difference WARNs
+#: section of a fingerprint -> (what differs, whole fix, short fix, code); a difference WARNs
 SECTIONS = {
-    "env": ("{key} differs", "set the same NCCL/UCX/GLOO variables on every node", "the same on every node"),
+    "env": ("{key} differs", "set the same NCCL/UCX/GLOO variables on every node", "the same on every node",
+            "G10.nodes-differ-env"),
     "container": (
         "container {key} differs", "run the same container tag on every node", "same container on every node",
+        "G10.nodes-differ-container",
     ),
     "packages": (
         "{key} differs", "install the same package versions on every node",
-        "same package versions on every node",
+        "same package versions on every node", "G10.nodes-differ-packages",
     ),
 }
 
@@ -72,7 +74,7 @@ def _shown(value: object) -> str:
 
 def _differ(fps: Sequence[Fingerprint], out: Findings, status: Status, row: Row) -> None:
     """One finding when the nodes differ in what ``row`` reads."""
-    what, short_what, read, fix, short_fix = row
+    what, short_what, read, fix, short_fix, code = row
     values = [read(fp) for fp in fps]
     if len({repr(v) for v in values}) < 2:
         return
@@ -81,7 +83,7 @@ def _differ(fps: Sequence[Fingerprint], out: Findings, status: Status, row: Row)
     for v, fp in zip(values, fps, strict=True):
         ranks.setdefault(_shown(v), []).append(str(fp.get("rank", "?")))
     short = ", ".join(f"{v} on rank{'s' if len(r) > 1 else ''} {','.join(r)}" for v, r in ranks.items())
-    out.flag(status, f"{what}: {spread}", fix, f"{short_what}: {short}", short_fix)
+    out.flag(status, f"{what}: {spread}", fix, f"{short_what}: {short}", short_fix, code=code)
 
 
 def compare(fps: Sequence[Fingerprint], out: Findings, own_rank: Any = None) -> None:
@@ -89,7 +91,8 @@ def compare(fps: Sequence[Fingerprint], out: Findings, own_rank: Any = None) -> 
     own G10 status is not repeated (its findings are already in ``out``)."""
     fix = "give every node the same container image and driver (pin the image by digest)"
     for what, read in BREAKING:
-        row = (f"nodes differ in {what}", f"{what} differs", read, fix, "same image and driver on every node")
+        row = (f"nodes differ in {what}", f"{what} differs", read, fix, "same image and driver on every node",
+               "G10.nodes-differ")
         _differ(fps, out, Status.FAIL, row)
     for row in _often(fps):
         _differ(fps, out, Status.WARN, row)
@@ -102,10 +105,10 @@ def _field(section: str, key: str) -> Read:
 
 
 def _section(fps: Sequence[Fingerprint], section: str) -> Iterator[Row]:
-    text, fix, short = SECTIONS[section]
+    text, fix, short, code = SECTIONS[section]
     for key in sorted({k for fp in fps for k in (fp.get(section) or {})}):
         if section != "packages" or not (key.startswith("nvidia-nccl") or key == "torch"):  # those FAIL
-            yield text.format(key=key), text.format(key=key), _field(section, key), fix, short
+            yield text.format(key=key), text.format(key=key), _field(section, key), fix, short, code
 
 
 def _often(fps: Sequence[Fingerprint]) -> Iterator[Row]:
@@ -113,10 +116,10 @@ def _often(fps: Sequence[Fingerprint]) -> Iterator[Row]:
     yield from _section(fps, "env")
     yield from _section(fps, "container")
     yield ("MTU of the NCCL interface differs", "MTU differs", lambda f: f.get("mtu"),
-           "set MTU 9000 on both ends of the link", "MTU 9000 on both ends")
+           "set MTU 9000 on both ends of the link", "MTU 9000 on both ends", "G10.nodes-differ-mtu")
     yield from _section(fps, "packages")
     yield ("Python differs", "Python differs", lambda f: _major_minor(f.get("python")),
-           "use the same Python on every node", "same Python on every node")
+           "use the same Python on every node", "same Python on every node", "G10.nodes-differ-python")
 
 
 def _memory(fps: Sequence[Fingerprint], out: Findings) -> None:
@@ -130,7 +133,7 @@ def _memory(fps: Sequence[Fingerprint], out: Findings) -> None:
             f"MemAvailable much lower on {shown} than the best node's {best / 1048576:.1f} GiB",
             "stop what holds memory there (see that node's G3 and G6) before the job starts",
             f"MemAvailable low: {short}, best node {best / 1048576:.1f} GiB",
-            "free memory there (its G3, G6)",
+            "free memory there (its G3, G6)", code="G10.node-memory-low",
         )
 
 
@@ -145,5 +148,5 @@ def _statuses(fps: Sequence[Fingerprint], out: Findings, own_rank: str | None) -
         short = first_n([f"rank {fp.get('rank', '?')} {cid}" for fp, cid in failed], sep=", ")
         out.fail(
             f"a node fails its own preflight: {whole}", "fix that node first (see its report)",
-            f"a node fails its own preflight: {short}", "fix that node first",
+            f"a node fails its own preflight: {short}", "fix that node first", code="G10.node-fails",
         )

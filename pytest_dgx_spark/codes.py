@@ -149,6 +149,8 @@ _ROWS: tuple[FindingCode, ...] = (
     FindingCode("G10.tp-across-nodes", "FAIL/WARN",
                 "tensor parallelism across nodes for a training (or unmarked) job"),
     FindingCode("G10.tp-serving", "WARN", "a serving job runs tensor parallelism across nodes"),
+    FindingCode("G10.other-job", "WARN",
+                "a running process of yours, not this run's job nor marked training or serving, uses TP across nodes"),
     FindingCode("G10.container-no-rdma", "FAIL", "a multi-node job in a container without /dev/infiniband"),
     FindingCode("G10.memlock-low", "WARN", "the memlock limit is too low for NCCL's RDMA registration"),
     FindingCode("G10.nccl-ib-hca", "WARN",

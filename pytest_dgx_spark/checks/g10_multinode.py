@@ -696,7 +696,7 @@ def _judge_other_jobs(bad: list[View], out: Findings) -> list[View]:
             f"tensor parallel {b.tp} across {b.nodes} nodes in a running process not marked as training or "
             f"serving ({_evidence(b)}){more}: another job than the one this run launches; {_FRAGILE}",
             FIX_OTHER_JOB, f"running {b.name}: TP {b.tp} across {b.nodes} nodes, another job",
-            f"check {b.name.split(' (')[0]}",
+            f"check {b.name.split(' (')[0]}", code="G10.other-job",
         )  # fmt: skip
     return [b for b in bad if b.kind != "process" or b.role]
 

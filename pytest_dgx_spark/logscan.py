@@ -38,6 +38,12 @@ GOTCHAS = tuple(f"G{n}" for n in range(1, 11))
 #: facts a gate may name (:class:`pytest_dgx_spark.diagnose.MachineFacts` keys, true when they hold)
 GATES = ("kernel_7_0_0_1019", "cma_free_over_total", "high_order_blocks_empty", "image_cuda_newer_than_driver",
          "other_gpu_process")  # fmt: skip
+#: what a context entry's named groups may read from a log (:func:`pytest_dgx_spark.diagnose.log_facts`)
+LOG_FACTS = ("kernel_release", "driver", "cuda", "gpu", "free_32mib_blocks", "cma_total", "cma_free", "nranks",
+             "nodes", "host", "watchdog_timeout", "rdma_completion_error", "error_line")  # fmt: skip
+#: the context a signature may require or be cancelled by (``requires``, ``cancelled_by``), or be gated on:
+#: a job of more than one node, of one node, a watchdog timeout or an RDMA completion error in the job
+CONTEXTS = (*GATES, "multi_node", "single_node", "watchdog_timeout", "rdma_completion_error")
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -76,6 +82,12 @@ class Signature:
     #: a context entry's id: a line of it at the same second makes this one strong (an Xid and a "clean" stop)
     same_second: str | None = None
     kind: str = "signature"  # signature | healthy | secondary | context
+    #: context the hit needs from its own log (else the job's, else the machine's) to count at all,
+    #: and context that cancels it (``NET/IB : No device found`` counts only in a multi-node job)
+    requires: tuple[str, ...] = ()
+    cancelled_by: tuple[str, ...] = ()
+    #: the fix when no gate holds (S31: the memlock limit, not the kernel)
+    ungated_fix: str | None = None
 
 
 @dataclass
@@ -125,13 +137,23 @@ def _signature(entry: Any, kind: str, where: str) -> Signature:
         raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
     gotcha, weight = _gotcha_weight(entry, kind, where)
     gate = entry.get("gate") or []
-    if not isinstance(gate, list) or any(g not in GATES for g in gate):
-        raise TableError(f"{where}: 'gate' must list facts among {', '.join(GATES)}")
+    if not isinstance(gate, list) or any(g not in CONTEXTS for g in gate):
+        raise TableError(f"{where}: 'gate' must list facts among {', '.join(CONTEXTS)}")
+    context = {key: entry.get(key) or [] for key in ("requires", "cancelled_by")}
+    for key, names in context.items():
+        if not isinstance(names, list) or any(n not in CONTEXTS for n in names):
+            raise TableError(f"{where}: '{key}' must list context among {', '.join(CONTEXTS)}")
+    if kind == "context" and not set(pattern.groupindex) <= set(LOG_FACTS):
+        raise TableError(f"{where}: a context pattern's named groups must be among {', '.join(LOG_FACTS)}")
+    if entry.get("ungated_fix") is not None and not isinstance(entry["ungated_fix"], str):
+        raise TableError(f"{where}: 'ungated_fix' must be a string")
     return Signature(
         id=sid, pattern=pattern, gotcha=gotcha, weight=weight, means=str(entry.get("means") or entry.get("why") or ""),
         fix=str(entry.get("fix") or ""), source=str(entry.get("source") or ""), row=entry.get("row"),
         literals=tuple(literals), gate=tuple(gate), gated_weight=entry.get("gated_weight"),
         ungated_gotcha=entry.get("ungated_gotcha"), same_second=entry.get("same_second"), kind=kind,
+        requires=tuple(context["requires"]), cancelled_by=tuple(context["cancelled_by"]),
+        ungated_fix=entry.get("ungated_fix"),
     )  # fmt: skip
 
 

@@ -156,9 +156,11 @@ class Diagnosis:
         """Where to look next when nothing is named: the first error-looking line and a capture."""
         if self.cause is not None:
             return []
-        first = [f"first error-looking line: {self.first_error.quoted()}"] if self.first_error else []
-        return [*first, "next: read the lines before it in that log, and for an issue report attach "
-                "spark-preflight --capture spark.json.gz (what each check saw, redacted)"]  # fmt: skip
+        capture = "for an issue report attach spark-preflight --capture spark.json.gz (what each check saw, redacted)"
+        if self.first_error is None:
+            return [f"next: {capture}"]
+        return [f"first error-looking line: {self.first_error.quoted()}",
+                f"next: read the lines before {self.first_error.where}; {capture}"]
 
     def to_dict(self) -> dict[str, Any]:
         c = self.cause

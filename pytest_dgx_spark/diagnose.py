@@ -170,7 +170,8 @@ class Diagnosis:
             "weak_signs": [{"gotcha": e.gotcha, "at": e.hit.where, "signature": e.sig.id} for e in self.weak],
             "first_error": self.first_error and self.first_error.where, "hints": self.hints(),
             "files": [{"name": f.name, "path": f.path, "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
-                       "notes": list(f.notes), "facts": facts} for f, facts in zip(self.files, self.facts)],
+                       "notes": list(f.notes), "facts": self.facts[i] if i < len(self.facts) else {}}
+                      for i, f in enumerate(self.files)],
             "errors": list(self.errors),
         }  # fmt: skip
 
@@ -251,7 +252,10 @@ def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None =
     secondary = _secondary(files, table, first_strong, cause) if cause is not None else []
     errors = [f.error for f in files if f.error]
     order = {scan.name: i for i, scan in enumerate(files)}
-    where = lambda e: (order.get(e.hit.file, 0), e.hit.line)  # noqa: E731
+
+    def where(e: Evidence) -> tuple[int, int]:
+        return order.get(e.hit.file, 0), e.hit.line
+
     weak = sorted((min(evs, key=where) for evs in per_check.values() if evs and evs[0].weight != "strong"), key=where)
     return Diagnosis(list(files), per_check, cause, secondary, errors, weak, _first_error(files, table), stated)
 

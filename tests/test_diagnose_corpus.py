@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from pytest_dgx_spark import cli, logscan
-from pytest_dgx_spark.diagnose import Diagnosis, MachineFacts, decide, fact_gates, log_facts, machine_facts, results
+from pytest_dgx_spark.diagnose import (
+    Diagnosis,
+    MachineFacts,
+    decide,
+    fact_gates,
+    log_facts,
+    machine_facts,
+    results,
+)
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.redact import Redactor
 
@@ -317,11 +325,11 @@ def test_a_line_says_each_clause_once(sid: str, tmp_path) -> None:
 
 
 def test_s31_shows_the_memlock_fix_unless_the_kernel_says_n3(tmp_path) -> None:
-    diag, lines = posted_results("S31", tmp_path)
+    _, lines = posted_results("S31", tmp_path)
     g10 = {r.check_id: r for r in lines}["G10"]
     assert g10.status is Status.WARN and "memlock" in g10.fix and "6.17" not in g10.fix + (g10.short_fix or "")
     assert all(r.status is Status.INFO for r in lines if r.check_id != "G10")
-    diag, lines = posted_results("S31", tmp_path, {"kernel_release": "7.0.0-1019-nvidia"})
+    _, lines = posted_results("S31", tmp_path, {"kernel_release": "7.0.0-1019-nvidia"})
     g10 = {r.check_id: r for r in lines}["G10"]
     assert g10.status is Status.FAIL and "6.17.0-1032" in g10.fix and "kernel 7.0.0-1019" in g10.summary
 

@@ -14,6 +14,7 @@ box is judged by its own facts. Context can also decide whether a line counts at
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -62,13 +63,21 @@ def _count(text: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+#: the host in NCCL's line prefix (``spark-fb97:23491:23520 [0] NCCL INFO …``), read from the kept
+#: ``nranks`` lines only (matching it in the table would run on every candidate line)
+NCCL_HOST = re.compile(r"^\s*(?:\S+\s+)?([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
+
+
 def log_facts(scan: FileScan, table: Table) -> dict[str, list[str]]:
     """What one log states about its machine and job: the named groups of its context lines
     (``kernel_release``, ``free_32mib_blocks``, ``nranks``, ``host`` …), each value as read, in order."""
     facts: dict[str, list[str]] = {}
     for hit in scan.context:
         m = table.by_id(hit.sig).pattern.search(hit.text)
-        for key, value in (m.groupdict() if m else {}).items():
+        found = dict(m.groupdict()) if m else {}
+        if found.get("nranks") and (host := NCCL_HOST.match(hit.text)):
+            found["host"] = host.group(1)
+        for key, value in found.items():
             if value is not None and value not in facts.setdefault(key, []):
                 facts[key].append(value)
     return facts

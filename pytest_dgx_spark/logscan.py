@@ -350,15 +350,33 @@ class FileScan:
     error: str | None = None
 
 
+def _trie(words: set[bytes]) -> bytes:
+    """A regular expression matching any of ``words``, factored by common prefixes (``NCCL (?:WARN|INFO)``):
+    the prefilter tries one branch per distinct next byte instead of one per literal."""
+    if not words:
+        return b""
+    groups: dict[bytes, set[bytes]] = {}
+    for word in words:
+        groups.setdefault(word[:1], set()).add(word[1:])
+    parts = []
+    for head, tails in sorted(groups.items()):
+        rest = _trie(tails - {b""})
+        if rest and b"" in tails:
+            rest = b"(?:%s)?" % rest
+        parts.append(re.escape(head) + rest)
+    return parts[0] if len(parts) == 1 else b"(?:%s)" % b"|".join(parts)
+
+
 class Matcher:
     """The table compiled once: the literal prefilter over whole blocks, then each entry's pattern."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        alternatives: set[bytes] = {re.escape(lit.encode()) for s in table.signatures for lit in s.literals}
+        # the literals as one trie (a flat alternation costs a try per literal at every position)
+        alternatives: set[bytes] = {_trie({lit.encode() for s in table.signatures for lit in s.literals})}
         # a user pattern without a literal: the pattern itself prefilters
         alternatives |= {b"(?:%s)" % s.pattern.pattern.encode() for s in table.signatures if not s.literals}
-        unique = sorted(alternatives, key=lambda a: (-len(a), a))
+        unique = sorted(alternatives - {b""}, key=lambda a: (-len(a), a))
         self.prefilter = re.compile(b"|".join(unique))
         self._healthy = [s for s in table.signatures if s.kind == "healthy"]
         self._by_literal = [(lit, i) for i, s in enumerate(table.signatures) for lit in s.literals]

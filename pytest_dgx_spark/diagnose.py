@@ -48,6 +48,7 @@ GATE_WORDS = {
     "single_node": "a job of one node",
     "watchdog_timeout": "a NCCL watchdog timeout in the job",
     "rdma_completion_error": "an RDMA completion error in the job",
+    "lowprec_kernel": "an NVFP4/MXFP4/FP8 kernel path named in the job",
 }
 
 #: how many of a gotcha's weak signs the "unknown" line names
@@ -101,7 +102,7 @@ def fact_gates(facts: Mapping[str, list[str]]) -> dict[str, bool | None]:
         gates["multi_node"], gates["single_node"] = True, False
     elif ranks or nodes:
         gates["multi_node"], gates["single_node"] = False, True
-    for name in ("watchdog_timeout", "rdma_completion_error"):
+    for name in ("watchdog_timeout", "rdma_completion_error", "lowprec_kernel"):
         if facts.get(name):
             gates[name] = True
     return gates
@@ -125,14 +126,15 @@ def weigh(hit: Hit, sig: Signature, gates: Mapping[str, bool | None]) -> Evidenc
     if any(gates.get(c) for c in sig.cancelled_by) or not all(gates.get(c) for c in sig.requires):
         return None
     context = list(sig.requires)
-    if sig.same_second and hit.ts is not None and (sig.same_second, hit.ts[0], hit.ts[1].split('.')[0]) in gates:
-        return Evidence(hit, sig, sig.gotcha or "", "strong", [*context, f"same_second:{sig.same_second}"], sig.fix)
     held = [g for g in sig.gate if gates.get(g)]
+    # no gate held: the check and fix the line has alone (an Xid 13 is G4 unless the job names NVFP4)
+    gotcha = sig.ungated_gotcha if sig.gate and not held and sig.ungated_gotcha else sig.gotcha
+    fix = sig.ungated_fix if sig.gate and not held and sig.ungated_fix else sig.fix
+    if sig.same_second and hit.ts is not None and (sig.same_second, hit.ts[0], hit.ts[1].split('.')[0]) in gates:
+        return Evidence(hit, sig, gotcha or "", "strong", [*context, *held, f"same_second:{sig.same_second}"], fix)
     if held and sig.gated_weight:
-        return Evidence(hit, sig, sig.gotcha or "", sig.gated_weight, [*context, *held], sig.fix)
-    gotcha = sig.ungated_gotcha if sig.gate and sig.ungated_gotcha else sig.gotcha
-    fix = sig.ungated_fix if sig.gate and sig.ungated_fix else sig.fix
-    return Evidence(hit, sig, gotcha or "", sig.weight, context, fix)
+        return Evidence(hit, sig, gotcha or "", sig.gated_weight, [*context, *held], fix)
+    return Evidence(hit, sig, gotcha or "", sig.weight, [*context, *held], fix)
 
 
 @dataclass

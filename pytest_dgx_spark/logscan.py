@@ -40,10 +40,11 @@ GATES = ("kernel_7_0_0_1019", "cma_free_over_total", "high_order_blocks_empty", 
          "other_gpu_process")  # fmt: skip
 #: what a context entry's named groups may read from a log (:func:`pytest_dgx_spark.diagnose.log_facts`)
 LOG_FACTS = ("kernel_release", "driver", "cuda", "gpu", "free_32mib_blocks", "cma_total", "cma_free", "nranks",
-             "nodes", "host", "watchdog_timeout", "rdma_completion_error", "error_line")  # fmt: skip
+             "nodes", "host", "watchdog_timeout", "rdma_completion_error", "lowprec_kernel", "error_line")  # fmt: skip
 #: the context a signature may require or be cancelled by (``requires``, ``cancelled_by``), or be gated on:
-#: a job of more than one node, of one node, a watchdog timeout or an RDMA completion error in the job
-CONTEXTS = (*GATES, "multi_node", "single_node", "watchdog_timeout", "rdma_completion_error")
+#: a job of more than one node, of one node, a watchdog timeout, an RDMA completion error or an NVFP4/FP8
+#: kernel path named in the job
+CONTEXTS = (*GATES, "multi_node", "single_node", "watchdog_timeout", "rdma_completion_error", "lowprec_kernel")
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -261,6 +261,20 @@ def test_the_compiling_rank_is_the_cause_not_the_watchdog(tmp_path, capsys) -> N
     assert not decide([scan(alone)], TABLE).per_check["G10"]
 
 
+def test_an_xid_13_is_g7_when_the_job_names_nvfp4_kernels_else_g4(tmp_path) -> None:
+    """dmesg_xid_2: Xid 13 under vLLM's NVFP4 kernels; the application log of the job names them."""
+    kern = tmp_path / "kern.log"
+    kern.write_text("Aug 28 11:55:08 spark-0d93 kernel: NVRM: Xid (PCI:000f:01:00): 13, Graphics SM Global Exception\n")
+    app = tmp_path / "vllm.log"
+    app.write_text("INFO 08-28 11:40:02 [config.py:1] Using FlashInfer CUTLASS NVFP4 MoE backend\n")
+    plain = tmp_path / "train.log"
+    plain.write_text("step 10 loss 2.1\n")
+    with_nvfp4 = decide([scan(app), scan(kern)], TABLE)
+    assert with_nvfp4.per_check["G7"] and with_nvfp4.per_check["G7"][0].hit.file == "kern.log"
+    assert not decide([scan(plain), scan(kern)], TABLE).per_check["G7"]
+    assert decide([scan(plain), scan(kern)], TABLE).per_check["G4"][0].weight == "medium"
+
+
 def test_shm_broadcast_is_weak_alone_and_strong_next_to_an_rdma_error(tmp_path) -> None:
     shm = POSTED["failure"]["M7"]
     cqe = ("[2026-04-06 23:02:12] gx10-9eba:158:188 [0] transport/net_ib/p2p.cc:651 NCCL WARN NET/IB: Got completion "

@@ -498,7 +498,7 @@ def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result],
     if ns.verbose:
         for note in ignored(diag.files, table):
             say(f"  {note}")
-    for note in diag.secondary:
+    for note in [*diag.secondary, *diag.hints()]:
         say(f"  {note}")
     colour = COLOURS["FAIL"] if diag.cause else COLOURS["ready"]
     say(diag.line(), colour if paint else None)

@@ -38,6 +38,13 @@ GOTCHAS = tuple(f"G{n}" for n in range(1, 11))
 #: facts a gate may name (:class:`pytest_dgx_spark.diagnose.MachineFacts` keys, true when they hold)
 GATES = ("kernel_7_0_0_1019", "cma_free_over_total", "high_order_blocks_empty", "image_cuda_newer_than_driver",
          "other_gpu_process")  # fmt: skip
+#: what a context entry's named groups may read from a log (:func:`pytest_dgx_spark.diagnose.log_facts`)
+LOG_FACTS = ("kernel_release", "driver", "cuda", "gpu", "free_32mib_blocks", "cma_total", "cma_free", "nranks",
+             "nodes", "host", "watchdog_timeout", "rdma_completion_error", "lowprec_kernel", "error_line")  # fmt: skip
+#: the context a signature may require or be cancelled by (``requires``, ``cancelled_by``), or be gated on:
+#: a job of more than one node, of one node, a watchdog timeout, an RDMA completion error or an NVFP4/FP8
+#: kernel path named in the job
+CONTEXTS = (*GATES, "multi_node", "single_node", "watchdog_timeout", "rdma_completion_error", "lowprec_kernel")
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -76,6 +83,12 @@ class Signature:
     #: a context entry's id: a line of it at the same second makes this one strong (an Xid and a "clean" stop)
     same_second: str | None = None
     kind: str = "signature"  # signature | healthy | secondary | context
+    #: context the hit needs from its own log (else the job's, else the machine's) to count at all,
+    #: and context that cancels it (``NET/IB : No device found`` counts only in a multi-node job)
+    requires: tuple[str, ...] = ()
+    cancelled_by: tuple[str, ...] = ()
+    #: the fix when no gate holds (S31: the memlock limit, not the kernel)
+    ungated_fix: str | None = None
 
 
 @dataclass
@@ -125,13 +138,23 @@ def _signature(entry: Any, kind: str, where: str) -> Signature:
         raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
     gotcha, weight = _gotcha_weight(entry, kind, where)
     gate = entry.get("gate") or []
-    if not isinstance(gate, list) or any(g not in GATES for g in gate):
-        raise TableError(f"{where}: 'gate' must list facts among {', '.join(GATES)}")
+    if not isinstance(gate, list) or any(g not in CONTEXTS for g in gate):
+        raise TableError(f"{where}: 'gate' must list facts among {', '.join(CONTEXTS)}")
+    context = {key: entry.get(key) or [] for key in ("requires", "cancelled_by")}
+    for key, names in context.items():
+        if not isinstance(names, list) or any(n not in CONTEXTS for n in names):
+            raise TableError(f"{where}: '{key}' must list context among {', '.join(CONTEXTS)}")
+    if kind == "context" and not set(pattern.groupindex) <= set(LOG_FACTS):
+        raise TableError(f"{where}: a context pattern's named groups must be among {', '.join(LOG_FACTS)}")
+    if entry.get("ungated_fix") is not None and not isinstance(entry["ungated_fix"], str):
+        raise TableError(f"{where}: 'ungated_fix' must be a string")
     return Signature(
         id=sid, pattern=pattern, gotcha=gotcha, weight=weight, means=str(entry.get("means") or entry.get("why") or ""),
         fix=str(entry.get("fix") or ""), source=str(entry.get("source") or ""), row=entry.get("row"),
         literals=tuple(literals), gate=tuple(gate), gated_weight=entry.get("gated_weight"),
         ungated_gotcha=entry.get("ungated_gotcha"), same_second=entry.get("same_second"), kind=kind,
+        requires=tuple(context["requires"]), cancelled_by=tuple(context["cancelled_by"]),
+        ungated_fix=entry.get("ungated_fix"),
     )  # fmt: skip
 
 
@@ -328,15 +351,33 @@ class FileScan:
     error: str | None = None
 
 
+def _trie(words: set[bytes]) -> bytes:
+    """A regular expression matching any of ``words``, factored by common prefixes (``NCCL (?:WARN|INFO)``):
+    the prefilter tries one branch per distinct next byte instead of one per literal."""
+    if not words:
+        return b""
+    groups: dict[bytes, set[bytes]] = {}
+    for word in words:
+        groups.setdefault(word[:1], set()).add(word[1:])
+    parts = []
+    for head, tails in sorted(groups.items()):
+        rest = _trie(tails - {b""})
+        if rest and b"" in tails:
+            rest = b"(?:%s)?" % rest
+        parts.append(re.escape(head) + rest)
+    return parts[0] if len(parts) == 1 else b"(?:%s)" % b"|".join(parts)
+
+
 class Matcher:
     """The table compiled once: the literal prefilter over whole blocks, then each entry's pattern."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        alternatives: set[bytes] = {re.escape(lit.encode()) for s in table.signatures for lit in s.literals}
+        # the literals as one trie (a flat alternation costs a try per literal at every position)
+        alternatives: set[bytes] = {_trie({lit.encode() for s in table.signatures for lit in s.literals})}
         # a user pattern without a literal: the pattern itself prefilters
         alternatives |= {b"(?:%s)" % s.pattern.pattern.encode() for s in table.signatures if not s.literals}
-        unique = sorted(alternatives, key=lambda a: (-len(a), a))
+        unique = sorted(alternatives - {b""}, key=lambda a: (-len(a), a))
         self.prefilter = re.compile(b"|".join(unique))
         self._healthy = [s for s in table.signatures if s.kind == "healthy"]
         self._by_literal = [(lit, i) for i, s in enumerate(table.signatures) for lit in s.literals]

@@ -38,7 +38,9 @@ PROC_LIMIT = 1 << 20
 class NvmlStream:
     """The NVML child in stream mode; :meth:`ask` requests a sample, :meth:`take` waits for it."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, python: str | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, python: str | None = None,
+                 silent_after: float = 10.0) -> None:
+        self.silent_after = silent_after  # an unanswered request older than this is "no answer"
         self.env = dict(os.environ if env is None else env)
         self.python = python or sys.executable
         self.proc: subprocess.Popen[bytes] | None = None
@@ -109,7 +111,8 @@ class NvmlStream:
             os.write(proc.stdin.fileno(), b"\n")
 
     def take(self, wait: float) -> tuple[dict[str, Any] | None, str]:
-        """The sample answered since the last take (waiting up to ``wait`` s), and ``"ok"`` or why none."""
+        """The sample answered since the last take (waiting up to ``wait`` s), and ``"ok"``, ``"pending"``
+        (asked, not answered yet) or why none."""
         deadline = time.monotonic() + wait
         with self._cond:
             while self._latest is None and self.problem is None and time.monotonic() < deadline:
@@ -120,7 +123,9 @@ class NvmlStream:
             if self.problem is not None:
                 return None, self.problem
             asked = self._asked_at
-        return None, f"no answer for {time.monotonic() - asked:.0f} s" if asked is not None else "ok"
+        if asked is None or time.monotonic() - asked < self.silent_after:
+            return None, "pending"
+        return None, f"no answer for {time.monotonic() - asked:.0f} s"
 
     def stop(self) -> None:
         proc = self.proc

@@ -51,10 +51,16 @@ class _Parser(argparse.ArgumentParser):
         raise Usage(scrub(message))
 
 
+#: the last byte the job wrote to our stderr: a line of ours after a job's unfinished line starts a new one
+_LAST = {"stderr": b"\n"}
+
+
 def say(text: str) -> None:
     """One line of ours on stderr, in one write (the job's stderr shares it)."""
+    lead = "" if _LAST["stderr"] == b"\n" else "\n"
     with contextlib.suppress(OSError, ValueError):
-        os.write(2, (PREFIX + visible(text) + "\n").encode("utf-8", "replace"))
+        os.write(2, (lead + PREFIX + visible(text) + "\n").encode("utf-8", "replace"))
+    _LAST["stderr"] = b"\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,6 +180,8 @@ def pump(src: int, dst: int, kept: Output) -> None:
     try:
         while chunk := os.read(src, 1 << 16):
             kept.add(chunk)
+            if dst == 2:
+                _LAST["stderr"] = chunk[-1:]
             view = memoryview(chunk)
             while open_dst and view:
                 try:
@@ -233,7 +241,7 @@ class Watch:
         self.pid: int = ns.spark_pid or 0
         self.t0 = time.monotonic()
         self.started_wall = time.time()
-        self.nvml = probes.NvmlStream()
+        self.nvml = probes.NvmlStream(silent_after=max(3 * self.interval, 1.0))
         self.kmsg = probes.KmsgTail(str(self.root / "dev/kmsg"))
         self.host: probes.HostReader | None = None
         self.timeline = Timeline(ns.spark_timeline)

@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_dgx_spark.probes import commands, kernel_log, procfs
 from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines, child_env, script_source
-from pytest_dgx_spark.probes.memory_pressure import PMD_SIZE_FILE, PAGE_SIZES_KIB, parse_buddyinfo
+from pytest_dgx_spark.probes.memory_pressure import PAGE_SIZES_KIB, PMD_SIZE_FILE, parse_buddyinfo
 
 #: an NVML child asked for a sample never samples on its own before this (seconds)
 _NO_OWN_SAMPLES = 10 * 365 * 86400.0
@@ -150,7 +150,8 @@ class KmsgTail:
     gives each reader its own position; a regular file planted there is followed by its offset)."""
 
     def __init__(self, path: str) -> None:
-        self.path, self.fd, self.problem = path, -1, None
+        self.path, self.fd = path, -1
+        self.problem: str | None = None
         self.device = False
         self._rest = b""
         self.kept: list[kernel_log.KernelRecord] = []  # every record since start, for the post-mortem (bounded)

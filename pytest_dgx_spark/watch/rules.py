@@ -273,8 +273,10 @@ class Watcher:
         key = f"G4.clocks-low@{i}"
         if low and self._low_runs[i] < LOW_CLOCK_SAMPLES:
             return
-        text = (f"GPU {i} at {util:.0f} % load runs at SM {clock:.0f} MHz and {mw / 1000:.0f} W with no throttle "
-                "reason: a stuck low-power state") if low else ""
+        text = ""
+        if low and util is not None and clock is not None and mw is not None:
+            text = (f"GPU {i} at {util:.0f} % load runs at SM {clock:.0f} MHz and {mw / 1000:.0f} W with no throttle "
+                    "reason: a stuck low-power state")
         self._set(out, t, key, "G4.clocks-low", low, text, f"GPU {i} clocks back up")
 
     def _stall(self, out: list[Event], t: float, s: WatchSample) -> None:
@@ -291,7 +293,7 @@ class Watcher:
         stalled = self._idle_since is not None and t - self._idle_since >= self.p.stall_s
         if stalled and "G6.job-stalled" not in self.active:
             text = (f"the job's GPU has been idle (utilisation under {STALL_UTIL_PCT:g} %) for "
-                    f"{duration(t - (self._idle_since or t))}, after it was busy")
+                    f"{duration(t - (self._idle_since if self._idle_since is not None else t))}, after it was busy")
             self._set(out, t, "G6.job-stalled", "G6.job-stalled", True, text)
         elif busy:
             self._set(out, t, "G6.job-stalled", "G6.job-stalled", False, clear_text="the job's GPU is busy again")
@@ -328,7 +330,7 @@ class Watcher:
     def _memory(self, out: list[Event], t: float, s: WatchSample) -> None:
         p = self.p
         avail = s.get("mem_available_kb")
-        if p.workload_gb and avail is not None:
+        if p.workload_gb is not None and avail is not None:
             floor = max(p.margin_gb, p.workload_gb * MEM_MARGIN_FRACTION)
             low = avail / GIB_KB < floor
             self._set(out, t, "G3.memavailable-low", "G3.memavailable-low", low,

@@ -320,9 +320,9 @@ class Watch:
             s["problems"].append(host_answer)
         else:
             buddy = host.get("buddy")
-            s.update(mem_available_kb=host.get("mem_available_kb"), mem_total_kb=host.get("mem_total_kb"),
-                     xids=host.get("xids") or [], ooms=host.get("ooms") or [],
-                     free_blocks=rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None)
+            s["mem_available_kb"], s["mem_total_kb"] = host.get("mem_available_kb"), host.get("mem_total_kb")
+            s["xids"], s["ooms"] = host.get("xids") or [], host.get("ooms") or []
+            s["free_blocks"] = rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
             if host.get("problem"):
                 s["problems"].append(host["problem"])
         events = self.watcher.step(s)
@@ -363,11 +363,10 @@ class Watch:
         code: int | None = None
         if self.proc is not None:
             code = self.proc.wait()
-            for t in self.pumps:
-                t.join(timeout=5)
+            for pump_thread in self.pumps:
+                pump_thread.join(timeout=5)
         self.tick()  # the kernel's last words (an Xid logged as the job died)
-        t = time.monotonic() - self.t0
-        for e in self.watcher.finish(t):
+        for e in self.watcher.finish(time.monotonic() - self.t0):
             self._event(e)
         self.nvml.stop()
         self.kmsg.close()

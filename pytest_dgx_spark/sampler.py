@@ -375,7 +375,7 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Flat ``spark.sampler.*`` properties for JUnit (xunit1/legacy only)."""
     out = [("spark.sampler.ok", "yes" if s.get("ok") else "no"),
            ("spark.sampler.samples", str(s.get("samples", 0))),
-           ("spark.sampler.throttled", {True: "yes", False: "no"}.get(s.get("throttled"), "unknown")),
+           ("spark.sampler.throttled", "unknown" if s.get("throttled") is None else "yes" if s["throttled"] else "no"),
            ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none")]
     gpus = s.get("gpus") or []
     for key, field, pick in (("temperature_max", "temperature_c", max), ("power_max", "power_w", max),

@@ -31,6 +31,8 @@ from pytest_dgx_spark.probes.memory_pressure import PAGE_SIZES_KIB, PMD_SIZE_FIL
 _NO_OWN_SAMPLES = 10 * 365 * 86400.0
 #: new kernel-log records read per tick at most (a storm of lines is cut, the rest next tick)
 MAX_NEW_RECORDS = 5000
+#: GPU processes' command lines remembered
+MAX_CMDS = 1024
 #: bytes of /proc files read at most
 PROC_LIMIT = 1 << 20
 
@@ -51,6 +53,7 @@ class NvmlStream:
         self._latest: dict[str, Any] | None = None
         self._asked_at: float | None = None  # an unanswered request since
         self._thread: threading.Thread | None = None
+        self._cmds: dict[int, str] = {}
 
     def start(self) -> None:
         cfg = {"mode": "stream", "interval": _NO_OWN_SAMPLES, "procs_every": 0, "max_seconds": _NO_OWN_SAMPLES}
@@ -96,6 +99,14 @@ class NvmlStream:
                     self.problem = f"NVML unavailable: {init.get('message') or init.get('name')}"
             if isinstance(msg.get("event"), dict):
                 self._latest, self._asked_at = dict(msg["event"]), None
+                for p in self._latest.get("procs") or []:  # the child names a process once: every sample does
+                    if isinstance(p, dict) and isinstance(pid := p.get("pid"), int):
+                        if p.get("cmd"):
+                            self._cmds[pid] = str(p["cmd"])
+                            while len(self._cmds) > MAX_CMDS:
+                                del self._cmds[next(iter(self._cmds))]
+                        elif pid in self._cmds:
+                            p["cmd"] = self._cmds[pid]
                 self._samples += 1
             self._cond.notify_all()
 

@@ -219,7 +219,7 @@ class Watcher:
         out: list[Event] = []
         for key, a in list(self.active.items()):
             code = key.split("@", 1)[0]
-            self._set(out, t, key, code, False, clear_text=f"{a.text} (until the end of the watch)")
+            self._set(out, t, key, code, False, clear_text=f"still active when the watch ended: {a.text}")
         self.events += out
         return out
 

@@ -367,7 +367,7 @@ class Watch:
                 pump_thread.join(timeout=5)
         self.tick()  # the kernel's last words (an Xid logged as the job died)
         for e in self.watcher.finish(time.monotonic() - self.t0):
-            self._event(e)
+            self.timeline.write(e.to_dict())  # the interval closed in the timeline; on stderr the summary says it
         self.nvml.stop()
         self.kmsg.close()
         return code

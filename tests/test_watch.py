@@ -155,6 +155,13 @@ def timeline(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def wait_samples(path: Path, n: int, limit: float = 30.0) -> None:
+    """Until the watcher wrote ``n`` samples: it reads the box, its kernel log is open."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and (not path.exists() or path.read_bytes().count(b'"type":"sample"') < n):
+        time.sleep(0.02)
+
+
 def events(records: list[dict[str, Any]], code: str | None = None) -> list[dict[str, Any]]:
     return [r for r in records if r["type"] == "event" and (code is None or r["code"] == code)]
 
@@ -300,8 +307,8 @@ def test_memory_events_follow_the_planted_files(box: dict[str, Any]) -> None:
     """MemAvailable and the free 32 MiB blocks change while the job runs: start, then clear."""
     root, path = box["root"], box["tmp"] / "t.jsonl"
     proc = subprocess.Popen(watch_argv("--interval", str(INTERVAL), "--workload-gb", "100", "--timeline", str(path),
-                                       "--", "sleep", "4"), env=box["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.0)
+                                       "--", "sleep", "5"), env=box["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_samples(path, 2)
     (root / "proc/meminfo").write_text(gb10.meminfo(free_gib=2.0, cache_gib=0.5))
     (root / "proc/buddyinfo").write_text(gb10.buddyinfo_fragmented_4k())
     changed = time.time()
@@ -323,9 +330,9 @@ def test_a_failure_after_a_planted_xid_is_diagnosed_g4_with_the_events_time(box:
     """The kernel log grows while the job runs (an Xid 79, which no log signature names); the job then fails."""
     kmsg, path = box["root"] / "dev/kmsg", box["tmp"] / "t.jsonl"
     proc = subprocess.Popen(watch_argv("--interval", str(INTERVAL), "--timeline", str(path), "--",
-                                       "sh", "-c", "sleep 2; echo 'RuntimeError: CUDA error: unspecified launch failure' >&2; exit 1"),
+                                       "sh", "-c", "sleep 3; echo 'RuntimeError: CUDA error: unspecified launch failure' >&2; exit 1"),
                             env=box["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(0.8)
+    wait_samples(path, 2)
     with kmsg.open("a") as fh:
         fh.write(gb10.kmsg([XID_79], first_seq=100, first_usec=900_000_000))
     logged = time.time()
@@ -347,9 +354,9 @@ def test_a_failure_after_a_planted_xid_is_diagnosed_g4_with_the_events_time(box:
 def test_a_new_oom_kill_in_the_kernel_log_is_an_event_and_diagnose_reads_the_timeline(box: dict[str, Any]) -> None:
     kmsg, path = box["root"] / "dev/kmsg", box["tmp"] / "t.jsonl"
     proc = subprocess.Popen(watch_argv("--interval", str(INTERVAL), "--timeline", str(path), "--no-diagnose", "--",
-                                       "sh", "-c", "sleep 1.5; exit 137"),
+                                       "sh", "-c", "sleep 3; exit 137"),
                             env=box["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(0.6)
+    wait_samples(path, 2)
     with kmsg.open("a") as fh:
         fh.write(gb10.kmsg([OOM], first_seq=200, first_usec=950_000_000))
     logged = time.time()

@@ -407,3 +407,40 @@ def test_pid_mode_watches_until_the_process_ends(box: dict[str, Any]) -> None:
     finally:
         job.wait(timeout=10)
     assert r.returncode == 0 and f"pid {job.pid} ended after".encode() in r.stderr
+
+
+def test_clocks_stuck_low_and_a_stalled_job_start_and_clear(box: dict[str, Any]) -> None:
+    """Planted per tick: busy, then busy at a low clock and power (N5), then idle (a stall after
+    --stall-seconds), then busy again."""
+    def at(i: int) -> dict[str, Any]:
+        if i < 3:
+            return {"utilization_gpu": 99, "clock_sm_mhz": 2522, "power_usage_mw": 95000}
+        if i < 8:
+            return {"utilization_gpu": 95, "clock_sm_mhz": 800, "power_usage_mw": 20000}
+        return {"utilization_gpu": 0 if i < 18 else 99, "clock_sm_mhz": 2522, "power_usage_mw": 15000}
+    samples = [{**at(i), "clock_event_reasons": 0} for i in range(60)]
+    env = {**box["doubles"].nvml(gb10.nvml(device={"samples": samples})).env, ROOT_ENV: str(box["root"])}
+    path = box["tmp"] / "t.jsonl"
+    r = run_watch(env, "--interval", str(INTERVAL), "--stall-seconds", "0.5", "--timeline", str(path), "--",
+                  "sleep", "6")
+    records = timeline(path)
+    low = events(records, "G4.clocks-low")
+    stall = events(records, "G6.job-stalled")
+    assert r.returncode == 0
+    assert [e["state"] for e in low] == ["start", "clear"] and "SM 800 MHz and 20 W" in low[0]["text"]
+    assert [e["state"] for e in stall] == ["start", "clear"] and "busy again" in stall[1]["text"]
+    utils = [(x["gpus"] or [{}])[0].get("utilization_gpu") for x in records if x["type"] == "sample" and x["gpus"]]
+    assert utils.count(0) >= 3  # the stall came while the planted idle lasted, not at the end
+
+
+def test_flat_power_while_the_temperature_climbs_is_an_event() -> None:
+    """The seed's pattern on a GB10 (g4_flat_power_w 100): 60 W held while the chip heats 60 → 75 C."""
+    w = rules.Watcher(rules.Params(flat_power_w=100.0, flat_band=0.15, flat_rise_c=5.0, idle_w=20.0))
+    heating = [{"gpus": [gpu(mw=60000, util=99, temp=60 + i)]} for i in range(16)]
+    cool = [{"gpus": [gpu(mw=140000, util=99, temp=75)]}] * rules.FLAT_WINDOW
+    out = steps(w, heating + cool)
+    started = [(i, e) for i, o in enumerate(out) for e in o if e.code == "G4.flat-power"]
+    assert [e.state for _, e in started] == ["start", "clear"]
+    assert "power flat at 60-60 W (<= 100 W) while the temperature rose" in started[0][1].text
+    idle = rules.Watcher(rules.Params(flat_power_w=100.0, idle_w=20.0))
+    assert not any(steps(idle, [{"gpus": [gpu(mw=11000, util=0, temp=40 + i)]} for i in range(16)]))

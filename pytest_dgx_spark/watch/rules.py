@@ -27,6 +27,8 @@ REASONS = ("SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown",
 LOW_CLOCK_SAMPLES = 3
 #: GPU utilisation (%) under which the job's GPU counts as idle (a hung collective reads 0)
 STALL_UTIL_PCT = 5.0
+#: samples in the window the flat-power-while-heating rule judges (5 minutes at the default interval)
+FLAT_WINDOW = 60
 #: MemAvailable below this fraction of --workload-gb (or g3_margin_gb when larger) warns
 MEM_MARGIN_FRACTION = 0.1
 GIB_KB = 1 << 20
@@ -47,6 +49,9 @@ CODES: dict[str, Code] = {
     "G4.clock-event": Code("G4", "WARN", "heat or the power supply is cutting the clocks: check airflow and the "
                            "power brick (240 W USB-C PD); SwPowerCap alone is the GPU at its power limit"),
     "G4.clocks-low": Code("G4", "WARN", LOW_POWER_FIX),
+    "G4.flat-power": Code("G4", "WARN", "the seed's throttling pattern: power held well under the limit while the "
+                          "temperature climbs; check airflow and the power brick, and the clock-event counters "
+                          "(nvidia-smi -q -d PERFORMANCE)"),
     "G4.no-answer": Code("G4", "WARN", "the driver stopped answering NVML: if it stays so, the GPU may be lost "
                          "(look for an Xid; reboot)"),
     "G4.xid-hardware": Code("G4", "FAIL", XID_FIXES[-1][1]),
@@ -154,6 +159,10 @@ class Params:
     low_util_pct: float = 80.0  # g4_low_power_util_pct
     low_clock_mhz: float = 1400.0
     low_power_w: float = 30.0
+    flat_power_w: float = 0.0  # g4_flat_power_w, or the enforced limit x g4_flat_power_fraction (0: off)
+    flat_band: float = 0.15
+    flat_rise_c: float = 5.0
+    idle_w: float = 0.0
     xid_classes: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -166,6 +175,7 @@ class Watcher:
         self.events: list[Event] = []
         self._last_gpu: dict[int, thermal.GpuReading] = {}  # the last reading without a given reason
         self._low_runs: dict[int, int] = {}
+        self._window: dict[int, list[tuple[float, thermal.GpuReading]]] = {}
         self._busy_seen = False
         self._idle_since: float | None = None
         self._cmd: dict[int, str] = {}
@@ -198,6 +208,7 @@ class Watcher:
         for g in s.get("gpus") or []:
             self._clock_events(out, t, g)
             self._clocks_low(out, t, g)
+            self._flat_power(out, t, g)
         if s.get("gpus") is not None:
             self._stall(out, t, s)
         if s.get("procs") is not None:
@@ -278,6 +289,28 @@ class Watcher:
             text = (f"GPU {i} at {util:.0f} % load runs at SM {clock:.0f} MHz and {mw / 1000:.0f} W with no throttle "
                     "reason: a stuck low-power state")
         self._set(out, t, key, "G4.clocks-low", low, text, f"GPU {i} clocks back up")
+
+    def _flat_power(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+        """Power flat well under the limit while the temperature climbs, over the last :data:`FLAT_WINDOW`
+        samples (``thermal.flat_power_climb``, G4's and the sampler's rule)."""
+        i = int(g.get("index", 0))
+        window = self._window.setdefault(i, [])
+        window.append((t, g))
+        del window[:-FLAT_WINDOW]
+        p = self.p
+        if p.flat_power_w <= 0 or len(window) < 5:
+            return
+        series: dict[int, thermal.GpuSeries] = {}
+        for when, reading in window:
+            thermal.add_sample(series, {"t": when, "gpus": [reading]})
+        flat = thermal.flat_power_climb(series[i], ceiling_w=p.flat_power_w, band_fraction=p.flat_band,
+                                        rise_c=p.flat_rise_c, idle_w=p.idle_w)
+        text = ""
+        if flat is not None:
+            text = (f"GPU {i}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
+                    f"while the temperature rose {flat.temp_start:.0f} → {flat.temp_end:.0f} C in {duration(flat.seconds)}")
+        self._set(out, t, f"G4.flat-power@{i}", "G4.flat-power", flat is not None, text,
+                  f"GPU {i}: power and temperature no longer the throttling pattern")
 
     def _stall(self, out: list[Event], t: float, s: WatchSample) -> None:
         """The job's GPU idle (utilisation under :data:`STALL_UTIL_PCT`) for ``stall_s`` after it was busy."""

@@ -234,6 +234,7 @@ class Watch:
         self.root = Path(os.environ.get(ROOT_ENV) or "/")
         self.params = rules.Params(interval=self.interval, workload_gb=ns.spark_workload_gb,
                                    stall_s=float(ns.spark_stall_seconds or 600.0))  # fmt: skip
+        self.nvml = probes.NvmlStream(silent_after=max(3 * self.interval, 1.0))
         self._profile("generic")
         self.watcher = rules.Watcher(self.params)
         self.output = Output()
@@ -241,7 +242,6 @@ class Watch:
         self.pid: int = ns.spark_pid or 0
         self.t0 = time.monotonic()
         self.started_wall = time.time()
-        self.nvml = probes.NvmlStream(silent_after=max(3 * self.interval, 1.0))
         self.kmsg = probes.KmsgTail(str(self.root / "dev/kmsg"))
         self.host: probes.HostReader | None = None
         self.timeline = Timeline(ns.spark_timeline)
@@ -259,6 +259,9 @@ class Watch:
         p.margin_gb, p.blocks_min, p.block_mib = t["g3_margin_gb"], t["g3_contig_blocks_min"], t["g3_contig_block_mib"]
         p.low_util_pct, p.low_clock_mhz, p.low_power_w = (t["g4_low_power_util_pct"], t["g4_low_power_clock_mhz"],
                                                           t["g4_low_power_w"])
+        p.flat_band, p.flat_rise_c, p.idle_w = t["g4_flat_power_band_fraction"], t["g4_temp_rise_c"], t["g4_idle_power_w"]
+        limits = [mw for d in self.nvml.data.get("sample_devices") or [] if isinstance(mw := d.get("power_limit_mw"), (int, float))]
+        p.flat_power_w = t["g4_flat_power_w"] or (min(limits) / 1000 * t["g4_flat_power_fraction"] if limits else 0.0)
 
     # -- the job
     def start(self) -> None:

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 #: distinct GPU processes remembered (the rest are counted)
 MAX_PROCS = 256
-#: events kept (a flapping reason over a day-long test stays bounded)
-MAX_EVENTS = 1000
 #: where the fixture leaves the summary on the test item (for conftest hooks)
 SUMMARY_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: the stored series and GPU names, for the thermal chart
@@ -199,8 +197,7 @@ class GpuSampler:
               "job_running": False, "job_pids": [me, *(p for p, mine in self._mine.items() if mine)]}
         if isinstance(procs, list):
             ws["procs"] = procs
-        self._watcher.step(ws)
-        del self._watcher.events[MAX_EVENTS:]
+        self._watcher.step(ws)  # it keeps its latest events only (watch.rules.MAX_EVENTS)
 
     def events(self, check: str | None = None) -> list[dict[str, Any]]:
         """The events so far (``spark-preflight watch``'s: starts, clears, instants), of one check

@@ -75,6 +75,7 @@ def test_a_new_process_is_an_event_the_jobs_own_is_not() -> None:
     codes = sorted((e.code, e.state) for e in out[1])
     assert codes == [("G6.new-process", "start"), ("G6.over-cap", "start")]  # 8 GiB > 0.05 x 100 GiB
     assert "pid 4242" in out[1][0].text and "cap 0.05" in out[1][0].text
+    assert out[1][0].text.endswith(": vllm serve --gpu-memory-utilization 0.05")  # the model name is not shown
     assert sorted((e.code, e.state) for e in out[3]) == [("G6.new-process", "clear"), ("G6.over-cap", "clear")]
 
 
@@ -118,8 +119,8 @@ def test_a_silent_driver_is_an_event_and_the_summary_counts() -> None:
     out = steps(w, [{"gpu": "ok"}, {"gpu": "no answer for 12 s"}, {"gpu": "no answer for 17 s"}, {"gpu": "ok"}])
     assert [[(e.code, e.state) for e in o] for o in out] == [[], [("G4.no-answer", "start")], [],
                                                              [("G4.no-answer", "clear")]]
-    assert rules.summary(w.events, 3725) == "1 event in 1 h 2 m: G4.no-answer"
-    assert rules.summary([], 22320) == "no event in 6 h 12 m"
+    assert w.summary(3725) == "1 event in 1 h 2 m: G4.no-answer"
+    assert rules.Watcher(rules.Params()).summary(22320) == "no event in 6 h 12 m"
     assert rules.line(out[1][0]).startswith("+00:00:01 G4 WARN [G4.no-answer] NVML: no answer for 12 s — fix: ")
 
 
@@ -183,10 +184,19 @@ def test_bad_input_is_one_line_and_exit_2(box: dict[str, Any], args: list[str], 
 
 
 def test_another_users_pid_is_refused(box: dict[str, Any]) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root may watch any process")
-    r = run_watch(box["env"], "--pid", "1")
-    assert r.returncode == 2 and "another user's process" in r.stderr.decode()
+    """--pid of a process this user may not signal: one line, exit 2. As root, the watcher runs as
+    nobody (uid 65534) and is given this test's own pid."""
+    target = "1" if os.geteuid() != 0 else str(os.getpid())
+    kw: dict[str, Any] = {"user": 65534, "group": 65534, "cwd": "/"} if os.geteuid() == 0 else {}
+    try:
+        r = run_watch(box["env"], "--pid", target, **kw)
+    except PermissionError as exc:
+        pytest.skip(f"nobody cannot run this interpreter: {exc}")
+    if os.geteuid() == 0 and b"No module named" in r.stderr:
+        pytest.skip("nobody cannot read this checkout")
+    assert r.returncode == 2
+    assert r.stderr.decode().splitlines() == [f"spark-preflight watch: error: --pid {target}: another user's "
+                                              "process, not readable as this user (run as its owner or root)"]
 
 
 def test_output_passes_through_byte_for_byte(box: dict[str, Any]) -> None:

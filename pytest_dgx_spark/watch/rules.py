@@ -19,6 +19,7 @@ from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.g03_pressure import contiguous, normal_counts
 from pytest_dgx_spark.checks.g04_thermal import XID_APP_FIX, XID_FIXES, XID_OTHER_FIX, xid_class
 from pytest_dgx_spark.probes.gpu_programs import classify
+from pytest_dgx_spark.redact import reduce_argv
 
 #: the clock-event reasons an event is raised for: SwPowerCap as INFO (normal under load, but the
 #: seed's "throughput drops" often is one), heat and the power supply as WARN
@@ -32,6 +33,8 @@ FLAT_WINDOW = 60
 #: MemAvailable below this fraction of --workload-gb (or g3_margin_gb when larger) warns
 MEM_MARGIN_FRACTION = 0.1
 GIB_KB = 1 << 20
+#: events a watcher keeps (the latest; a reason that flaps for a week stays bounded), counted all
+MAX_EVENTS = 5000
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,7 @@ class Watcher:
         self.p = params
         self.active: dict[str, _Active] = {}
         self.events: list[Event] = []
+        self.counts: dict[str, int] = {}  # code -> conditions started (or instants), over the whole watch
         self._last_gpu: dict[int, thermal.GpuReading] = {}  # the last reading without a given reason
         self._low_runs: dict[int, int] = {}
         self._window: dict[int, list[tuple[float, thermal.GpuReading]]] = {}
@@ -222,8 +226,23 @@ class Watcher:
                        + (", the job's own" if job else "")
                        + (f", {o['anon_rss_kb'] / GIB_KB:.1f} GiB resident" if o.get("anon_rss_kb") else ""),
                        f"oom:{o.get('pid')}", "FAIL" if job else None)
-        self.events += out
+        self._keep(out)
         return out
+
+    def _keep(self, out: list[Event]) -> None:
+        for e in out:
+            if e.state != "clear":
+                self.counts[e.code] = self.counts.get(e.code, 0) + 1
+        self.events += out
+        del self.events[:-MAX_EVENTS]
+
+    def summary(self, seconds: float) -> str:
+        """``no event in 6 h 12 m`` or ``3 events in 2 m 5 s: G4.clock-event x2, G6.new-process``."""
+        if not self.counts:
+            return f"no event in {duration(seconds)}"
+        n = sum(self.counts.values())
+        named = ", ".join(f"{c} x{k}" if k > 1 else c for c, k in self.counts.items())
+        return f"{n} event{'s' if n != 1 else ''} in {duration(seconds)}: {named}"
 
     def finish(self, t: float) -> list[Event]:
         """Clear what is still active when the watch ends (the job is gone)."""
@@ -231,7 +250,7 @@ class Watcher:
         for key, a in list(self.active.items()):
             code = key.split("@", 1)[0]
             self._set(out, t, key, code, False, clear_text=f"still active when the watch ended: {a.text}")
-        self.events += out
+        self._keep(out)
         return out
 
     # -- the rules
@@ -342,18 +361,19 @@ class Watcher:
             if p.get("cmd"):
                 self._cmd[pid] = str(p["cmd"])
             cmd = self._cmd.get(pid, "?")
+            shown = " ".join(reduce_argv(cmd.split()))[:120] or "?"  # program and flags, as a capture keeps them
             used = p.get("used_bytes")
             mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
             kind = classify(cmd.split()) if cmd != "?" else None
             cap = f", cap {kind.cap:g}" if kind is not None and kind.cap is not None else ", no cap"
             if pid not in self._job:
                 self._set(out, t, f"G6.new-process@{pid}", "G6.new-process", True,
-                          f"new GPU process pid {pid} on GPU {p.get('gpu')} ({mem}{cap}): {cmd[:120]}")
+                          f"new GPU process pid {pid} on GPU {p.get('gpu')} ({mem}{cap}): {shown}")
             over = (kind is not None and kind.cap is not None and isinstance(used, int) and bool(total_kb)
                     and used > kind.cap * float(total_kb or 0) * 1024)
             self._set(out, t, f"G6.over-cap@{pid}", "G6.over-cap", over,
                       f"pid {pid} uses {mem}, over its cap {kind.cap if kind else ''} of "
-                      f"{float(total_kb or 0) / GIB_KB:.0f} GiB: {cmd[:120]}" if over else "")
+                      f"{float(total_kb or 0) / GIB_KB:.0f} GiB: {shown}" if over else "")
         for key in [k for k in self.active if k.startswith(("G6.new-process@", "G6.over-cap@"))]:
             pid = int(key.rsplit("@", 1)[1])
             if pid not in seen:
@@ -409,15 +429,3 @@ def free_blocks(buddyinfo: Sequence[Mapping[str, Any]], page_kib: int, block_mib
     """Free ``block_mib`` blocks in zone Normal (as G3 counts them); None without a zone Normal."""
     counts = normal_counts(list(buddyinfo))
     return contiguous(counts, page_kib, block_mib)[0] if counts else None
-
-
-def summary(events: Sequence[Event], seconds: float) -> str:
-    """``no event in 6 h 12 m`` or ``3 events in 2 m 5 s: G4.clock-event x2, G6.new-process``."""
-    started = [e for e in events if e.state != "clear"]
-    if not started:
-        return f"no event in {duration(seconds)}"
-    counts: dict[str, int] = {}
-    for e in started:
-        counts[e.code] = counts.get(e.code, 0) + 1
-    named = ", ".join(f"{c} x{n}" if n > 1 else c for c, n in counts.items())
-    return f"{len(started)} event{'s' if len(started) != 1 else ''} in {duration(seconds)}: {named}"

@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 from pytest_dgx_spark import options, outfile
 from pytest_dgx_spark.probes.machine import ROOT_ENV
-from pytest_dgx_spark.redact import Redactor, scrub
+from pytest_dgx_spark.redact import Redactor, reduce_argv, scrub
 from pytest_dgx_spark.safe_text import visible
 from pytest_dgx_spark.thresholds import defaults
 from pytest_dgx_spark.watch import probes, rules
@@ -284,7 +284,7 @@ class Watch:
         self.host = probes.HostReader(self.root, self.kmsg)
         self.nvml.start()
         self.timeline.write({"type": "watch", "version": 1, "started": self.started_wall,
-                             "command": list(self.command), "pid": self.pid, "interval": self.interval,
+                             "argv": list(self.command), "pid": self.pid, "interval": self.interval,
                              "host": os.uname().nodename})  # fmt: skip
         if self.kmsg.problem:
             say(self.kmsg.problem)
@@ -332,7 +332,11 @@ class Watch:
         self.samples += 1
         for e in events:
             self._event(e)
-        self.timeline.write({"type": "sample", **s, "wall": round(time.time(), 3)})
+        record: dict[str, Any] = {"type": "sample", **s, "wall": round(time.time(), 3)}
+        if s.get("procs"):  # command lines as a capture keeps them: the program and its flags
+            record["procs"] = [{**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd") else p
+                               for p in s["procs"] or []]
+        self.timeline.write(record)
         return events
 
     def _event(self, e: rules.Event) -> None:
@@ -423,7 +427,7 @@ def _run(ns: argparse.Namespace, command: list[str]) -> int:
     received = watch.loop()
     code = watch.finish()
     seconds = time.monotonic() - watch.t0
-    summary = rules.summary(watch.watcher.events, seconds)
+    summary = watch.watcher.summary(seconds)
     if code is None:
         result = 0
         say(f"pid {watch.pid} ended after {rules.duration(seconds)} (its exit status is its parent's to read); "

@@ -175,6 +175,9 @@ def events(records: list[dict[str, Any]], code: str | None = None) -> list[dict[
     (["--pid", "4194000"], "no such process"),
     (["--", "./no-such-program"], "cannot start ./no-such-program: No such file or directory"),
     (["--pid", "1", "--", "true"], "either --pid PID or -- COMMAND"),
+    (["--threshold", "g3_nope=1", "--", "true"], "no threshold named 'g3_nope'"),
+    (["--workload-gb", "-3", "--", "true"], "--workload-gb: expected a number above 0"),
+    (["--timeline", "/proc/no/such/t.jsonl", "--", "true"], "--timeline /proc/no/such/t.jsonl: "),
 ])
 def test_bad_input_is_one_line_and_exit_2(box: dict[str, Any], args: list[str], says: str) -> None:
     r = run_watch(box["env"], *args, cwd=box["tmp"])
@@ -454,3 +457,20 @@ def test_flat_power_while_the_temperature_climbs_is_an_event() -> None:
     assert "power flat at 60-60 W (<= 100 W) while the temperature rose" in started[0][1].text
     idle = rules.Watcher(rules.Params(flat_power_w=100.0, idle_w=20.0))
     assert not any(steps(idle, [{"gpus": [gpu(mw=11000, util=0, temp=40 + i)]} for i in range(16)]))
+
+
+def test_a_signal_ends_a_pid_watch_and_leaves_the_process_alone(box: dict[str, Any]) -> None:
+    job = subprocess.Popen(["sleep", "30"])
+    try:
+        path = box["tmp"] / "t.jsonl"
+        watcher = subprocess.Popen(watch_argv("--interval", str(INTERVAL), "--timeline", str(path), "--pid", str(job.pid)),
+                                   env=box["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_samples(path, 2)
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=30)
+        assert watcher.returncode == 130 and b"stopped by SIGINT" in err
+        assert job.poll() is None  # not ours to stop
+        assert timeline(path)[-1]["type"] == "end"
+    finally:
+        job.kill()
+        job.wait(timeout=10)

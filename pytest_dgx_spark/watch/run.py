@@ -29,7 +29,7 @@ from pytest_dgx_spark import options, outfile
 from pytest_dgx_spark.probes.machine import ROOT_ENV
 from pytest_dgx_spark.redact import Redactor, reduce_argv, scrub
 from pytest_dgx_spark.safe_text import visible
-from pytest_dgx_spark.thresholds import defaults
+from pytest_dgx_spark.thresholds import THRESHOLDS, defaults
 from pytest_dgx_spark.watch import probes, rules
 
 EXIT_USAGE = 2
@@ -127,6 +127,14 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     for name in ("interval", "stall-seconds", "workload-gb"):
         value = _number(ns, name)
         setattr(ns, "spark_" + name.replace("-", "_"), value)
+    for pair in ns.spark_threshold or []:
+        name, _, value = str(pair).partition("=")
+        if name.strip() not in THRESHOLDS:
+            raise Usage(f"--threshold {pair}: no threshold named {name.strip()!r} (spark-preflight --help-thresholds)")
+        try:
+            float(value)
+        except ValueError:
+            raise Usage(f"--threshold {pair}: expected NAME=NUMBER") from None
     if ns.spark_pid is not None and command:
         raise Usage("give either --pid PID or -- COMMAND, not both")
     if ns.spark_pid is None and not command:
@@ -253,8 +261,7 @@ class Watch:
         t = defaults(profile)
         for pair in self.ns.spark_threshold or []:
             name, _, value = str(pair).partition("=")
-            with contextlib.suppress(ValueError):
-                t[name.strip()] = float(value)
+            t[name.strip()] = float(value)  # checked by parse()
         p = self.params
         p.margin_gb, p.blocks_min, p.block_mib = t["g3_margin_gb"], t["g3_contig_blocks_min"], t["g3_contig_block_mib"]
         p.low_util_pct, p.low_clock_mhz, p.low_power_w = (t["g4_low_power_util_pct"], t["g4_low_power_clock_mhz"],
@@ -358,7 +365,10 @@ class Watch:
             poll = min(next_tick - now, 1.0) if self.proc is None else next_tick - now
             info = signal.sigtimedwait(waited, poll)
             if info is not None and info.si_signo != signal.SIGCHLD:
-                forward = info.si_code != SI_KERNEL or self.proc is None
+                if self.proc is None:  # --pid: the job is not ours to signal; the watch ends
+                    received.append((info.si_signo, False))
+                    break
+                forward = info.si_code != SI_KERNEL
                 received.append((info.si_signo, forward))
                 if forward and self.proc is not None:
                     with contextlib.suppress(OSError):
@@ -428,7 +438,11 @@ def _run(ns: argparse.Namespace, command: list[str]) -> int:
     code = watch.finish()
     seconds = time.monotonic() - watch.t0
     summary = watch.watcher.summary(seconds)
-    if code is None:
+    if code is None and received:
+        result = 128 + received[-1][0]
+        say(f"watch of pid {watch.pid} stopped by {signal.Signals(received[-1][0]).name} after "
+            f"{rules.duration(seconds)} (the process was not signalled); {summary}")
+    elif code is None:
         result = 0
         say(f"pid {watch.pid} ended after {rules.duration(seconds)} (its exit status is its parent's to read); "
             f"{summary}")

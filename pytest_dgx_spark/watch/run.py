@@ -125,14 +125,13 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         args, command = args[:at], args[at + 1:]
     ns = build_parser().parse_args(args)
     for name in ("interval", "stall-seconds", "workload-gb"):
-        value = _number(ns, name)
-        setattr(ns, "spark_" + name.replace("-", "_"), value)
+        setattr(ns, "spark_" + name.replace("-", "_"), _number(ns, name))
     for pair in ns.spark_threshold or []:
-        name, _, value = str(pair).partition("=")
-        if name.strip() not in THRESHOLDS:
-            raise Usage(f"--threshold {pair}: no threshold named {name.strip()!r} (spark-preflight --help-thresholds)")
+        key, _, number = str(pair).partition("=")
+        if key.strip() not in THRESHOLDS:
+            raise Usage(f"--threshold {pair}: no threshold named {key.strip()!r} (spark-preflight --help-thresholds)")
         try:
-            float(value)
+            float(number)
         except ValueError:
             raise Usage(f"--threshold {pair}: expected NAME=NUMBER") from None
     if ns.spark_pid is not None and command:

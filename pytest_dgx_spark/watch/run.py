@@ -391,10 +391,12 @@ class Watch:
     def close(self, code: int | None, exit_code: int, summary: str) -> None:
         record: dict[str, Any] = {"type": "end", "t": round(time.monotonic() - self.t0, 3), "wall": time.time(),
                                   "exit": exit_code, "returncode": code, "summary": summary}
-        if code not in (None, 0):
+        if code not in (None, 0):  # one record a line, so diagnose cites the line it matched
             lines = self.output.text().decode("utf-8", "replace").splitlines()
-            record["output_tail"] = lines[-TIMELINE_TAIL_LINES:]
-            record["kernel_log"] = [r.text for r in self.kmsg.kept][-TIMELINE_TAIL_LINES:]
+            for text in lines[-TIMELINE_TAIL_LINES:]:
+                self.timeline.write({"type": "output", "line": text})
+            for r in self.kmsg.kept[-TIMELINE_TAIL_LINES:]:
+                self.timeline.write({"type": "kernel", "t": r.seconds, "line": r.text})
         self.timeline.write(record)
         self.timeline.close()
 

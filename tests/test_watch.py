@@ -478,3 +478,19 @@ def test_a_signal_ends_a_pid_watch_and_leaves_the_process_alone(box: dict[str, A
     finally:
         job.kill()
         job.wait(timeout=10)
+
+
+def test_the_post_mortem_quotes_a_power_cap_before_the_failure_with_its_times(box: dict[str, Any]) -> None:
+    """The issue's example: "G4: SwPowerCap from 02:14:10, SM 2522 → 1100 MHz, then the job died at 02:31:55"."""
+    samples = [{"clock_event_reasons": SWPOWERCAP if 2 <= i < 5 else 0, "clock_sm_mhz": 1100 if 2 <= i < 5 else 2522,
+                "power_usage_mw": 95000, "utilization_gpu": 99} for i in range(60)]
+    env = {**box["doubles"].nvml(gb10.nvml(device={"samples": samples})).env, ROOT_ENV: str(box["root"])}
+    path = box["tmp"] / "t.jsonl"
+    r = run_watch(env, "--interval", str(INTERVAL), "--timeline", str(path), "--", "sh", "-c", "sleep 3; exit 1")
+    assert r.returncode == 1
+    start, clear = events(timeline(path), "G4.clock-event")
+    clock = [time.strftime("%H:%M:%S", time.localtime(e["wall"])) for e in (start, clear)]
+    (line,) = [ln for ln in r.stderr.decode().splitlines() if "evidence: G4:" in ln]
+    assert "clock-event reason SwPowerCap active on GPU 0: SM 2522 → 1100 MHz" in line
+    assert f" from {clock[0]} (+00:00:0" in line and f" until {clock[1]}, then the job died at " in line
+    assert "diagnosis: unknown" in r.stderr.decode()  # an INFO power cap is evidence, not the cause

@@ -10,6 +10,7 @@ Loaded only when a job failed.
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,16 +25,17 @@ if TYPE_CHECKING:
 MAX_EVIDENCE = 8
 
 
-def _clock(watch: Watch, t: float) -> str:
-    from pytest_dgx_spark.watch.run import elapsed_wall
-
-    return elapsed_wall(watch, t)
+def _clock(wall: float) -> str:
+    """``02:14:10``, local time."""
+    return time.strftime("%H:%M:%S", time.localtime(wall))
 
 
 def evidence(watch: Watch, seconds: float) -> list[rules.Event]:
-    """The events worth quoting: FAIL first, then WARN, each kind once, in time order within."""
-    started = [e for e in watch.watcher.events if e.state != "clear" and e.status in ("FAIL", "WARN")]
-    ranked = sorted(started, key=lambda e: (e.status != "FAIL", e.t))
+    """The events worth quoting: FAIL first, then WARN, then INFO (a SwPowerCap), each kind once, in
+    time order within."""
+    rank = {"FAIL": 0, "WARN": 1, "INFO": 2}
+    started = [e for e in watch.watcher.events if e.state != "clear" and e.status in rank]
+    ranked = sorted(started, key=lambda e: (rank[e.status], e.t))
     seen: set[str] = set()
     out = []
     for e in ranked:
@@ -45,7 +47,9 @@ def evidence(watch: Watch, seconds: float) -> list[rules.Event]:
 
 def _until(watch: Watch, e: rules.Event) -> str:
     cleared = next((c for c in watch.watcher.events if c.state == "clear" and c.key == e.key and c.t >= e.t), None)
-    return f" until {_clock(watch, cleared.t)}" if cleared is not None and cleared.t < watch.watcher.events[-1].t else ""
+    if cleared is None or cleared.text.startswith("still active when the watch ended"):
+        return ""
+    return f" until {_clock(cleared.wall)}"
 
 
 def post_mortem(watch: Watch, seconds: float) -> list[str]:
@@ -61,17 +65,17 @@ def post_mortem(watch: Watch, seconds: float) -> list[str]:
             kernel.append(str(path))
         scans = logscan.scan_logs([str(out)], kernel, table)
         lines, diag = diagnose_run(scans, table, {}, {})
-    died = _clock(watch, seconds)
+    died = _clock(watch.started_wall + seconds)
     said = ["post-mortem (the job's output, the kernel log since it started, the watch's events):"]
     said += [f"  {r.short_line()}" for r in lines if r.status.value in ("FAIL", "WARN")]
     quoted = evidence(watch, seconds)
     cause = diag.cause.gotcha if diag.cause is not None else None
-    if cause is None and quoted:
+    if cause is None and quoted and quoted[0].status != "INFO":
         first = quoted[0]
-        said.append(f"diagnosis: {first.check} (from the watch: [{first.code}] at {_clock(watch, first.t)})")
+        said.append(f"diagnosis: {first.check} (from the watch: [{first.code}] at {_clock(first.wall)})")
     else:
         said.append(diag.line())
     for e in quoted:
-        said.append(f"  evidence: {e.check}: {e.text} from {_clock(watch, e.t)} ({rules.elapsed(e.t)})"
+        said.append(f"  evidence: {e.check}: {e.text} from {_clock(e.wall)} ({rules.elapsed(e.t)})"
                     f"{_until(watch, e)}, then the job died at {died}")
     return said

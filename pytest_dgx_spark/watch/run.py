@@ -466,11 +466,6 @@ def _run(ns: argparse.Namespace, command: list[str]) -> int:
     return result
 
 
-def elapsed_wall(watch: Watch, t: float) -> str:
-    """The local clock time ``t`` seconds into the watch: ``02:14:10``."""
-    return time.strftime("%H:%M:%S", time.localtime(watch.started_wall + t))
-
-
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main(sys.argv[1:]))
 

@@ -43,8 +43,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0, help="the long watch (default 60)")
     ap.add_argument("--interval", type=float, default=5.0)
-    ap.add_argument("--double", action=argparse.BooleanOptionalAction, default=None,
-                    help="answer NVML with the test double (default: when nvidia-smi is not on PATH)")
+    ap.add_argument(
+        "--double",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="answer NVML with the test double (default: when nvidia-smi is not on PATH)",
+    )
     ns = ap.parse_args()
     env = dict(os.environ)
     double = ns.double if ns.double is not None else shutil.which("nvidia-smi") is None
@@ -54,12 +58,25 @@ def main() -> int:
             from doubles import gb10  # the GB10 scenario the tests use
 
             scenario = Path(folder) / "nvml.json"
-            scenario.write_text(json.dumps(gb10.nvml(device={"compute_procs": [{"pid": 1, "used_bytes": 1 << 30}]})))
-            env.update(SPARK_FAKE_NVML=str(scenario),
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(DOUBLE), env.get("PYTHONPATH")])))
+            scenario.write_text(
+                json.dumps(gb10.nvml(device={"compute_procs": [{"pid": 1, "used_bytes": 1 << 30}]}))
+            )
+            env.update(
+                SPARK_FAKE_NVML=str(scenario),
+                PYTHONPATH=os.pathsep.join(filter(None, [str(DOUBLE), env.get("PYTHONPATH")])),
+            )
         timeline = str(Path(folder) / "t.jsonl")
-        watch = [sys.executable, "-m", "pytest_dgx_spark", "watch", "--interval", str(ns.interval),
-                 "--timeline", timeline, "--"]
+        watch = [
+            sys.executable,
+            "-m",
+            "pytest_dgx_spark",
+            "watch",
+            "--interval",
+            str(ns.interval),
+            "--timeline",
+            timeline,
+            "--",
+        ]
         short_s = max(2 * ns.interval, 5.0)
         short_cpu, short_wall = cpu_of([*watch, "sleep", str(short_s)], env)
         long_cpu, long_wall = cpu_of([*watch, "sleep", str(short_s + ns.seconds)], env)
@@ -68,8 +85,10 @@ def main() -> int:
     print(f"NVML: {'test double' if double else 'this machine'}; interval {ns.interval:g} s")
     print(f"short watch: {short_cpu:.3f} s CPU in {short_wall:.1f} s (start-up included)")
     print(f"long watch:  {long_cpu:.3f} s CPU in {long_wall:.1f} s; timeline {size:,} bytes")
-    print(f"steady CPU of the watcher and its NVML child: {100 * steady:.3f} % of one core "
-          f"(bound: 1 %) -> {'ok' if steady <= 0.01 else 'OVER'}")
+    print(
+        f"steady CPU of the watcher and its NVML child: {100 * steady:.3f} % of one core "
+        f"(bound: 1 %) -> {'ok' if steady <= 0.01 else 'OVER'}"
+    )
     return 0 if steady <= 0.01 else 1
 
 

@@ -46,7 +46,9 @@ def evidence(watch: Watch, seconds: float) -> list[rules.Event]:
 
 
 def _until(watch: Watch, e: rules.Event) -> str:
-    cleared = next((c for c in watch.watcher.events if c.state == "clear" and c.key == e.key and c.t >= e.t), None)
+    cleared = next(
+        (c for c in watch.watcher.events if c.state == "clear" and c.key == e.key and c.t >= e.t), None
+    )
     if cleared is None or cleared.text.startswith("still active when the watch ended"):
         return ""
     return f" until {_clock(cleared.wall)}"
@@ -61,7 +63,9 @@ def post_mortem(watch: Watch, seconds: float) -> list[str]:
         kernel: list[str] = []
         if watch.kmsg.kept:
             path = Path(folder) / "kmsg"
-            path.write_text("".join(r.text + "\n" for r in watch.kmsg.kept), encoding="utf-8", errors="replace")
+            path.write_text(
+                "".join(r.text + "\n" for r in watch.kmsg.kept), encoding="utf-8", errors="replace"
+            )
             kernel.append(str(path))
         scans = logscan.scan_logs([str(out)], kernel, table)
         lines, diag = diagnose_run(scans, table, {}, {})
@@ -76,6 +80,8 @@ def post_mortem(watch: Watch, seconds: float) -> list[str]:
     else:
         said.append(diag.line())
     for e in quoted:
-        said.append(f"  evidence: {e.check}: {e.text} from {_clock(e.wall)} ({rules.elapsed(e.t)})"
-                    f"{_until(watch, e)}, then the job died at {died}")
+        said.append(
+            f"  evidence: {e.check}: {e.text} from {_clock(e.wall)} ({rules.elapsed(e.t)})"
+            f"{_until(watch, e)}, then the job died at {died}"
+        )
     return said

@@ -40,8 +40,9 @@ PROC_LIMIT = 1 << 20
 class NvmlStream:
     """The NVML child in stream mode; :meth:`ask` requests a sample, :meth:`take` waits for it."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, python: str | None = None,
-                 silent_after: float = 10.0) -> None:
+    def __init__(
+        self, env: Mapping[str, str] | None = None, python: str | None = None, silent_after: float = 10.0
+    ) -> None:
         self.silent_after = silent_after  # an unanswered request older than this is "no answer"
         self.env = dict(os.environ if env is None else env)
         self.python = python or sys.executable
@@ -56,12 +57,23 @@ class NvmlStream:
         self._cmds: dict[int, str] = {}
 
     def start(self) -> None:
-        cfg = {"mode": "stream", "interval": _NO_OWN_SAMPLES, "procs_every": 0, "max_seconds": _NO_OWN_SAMPLES}
+        cfg = {
+            "mode": "stream",
+            "interval": _NO_OWN_SAMPLES,
+            "procs_every": 0,
+            "max_seconds": _NO_OWN_SAMPLES,
+        }
         argv = [self.python, "-c", script_source("nvml_child.py"), json.dumps(cfg)]
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, env=child_env(base=self.env),
-                                         start_new_session=True, preexec_fn=commands.die_with_parent())
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=child_env(base=self.env),
+                start_new_session=True,
+                preexec_fn=commands.die_with_parent(),
+            )
         except OSError as exc:
             self.problem = f"could not start the NVML child: {exc.strerror or exc}"
             return
@@ -165,14 +177,18 @@ class KmsgTail:
         self.problem: str | None = None
         self.device = False
         self._rest = b""
-        self.kept: list[kernel_log.KernelRecord] = []  # every record since start, for the post-mortem (bounded)
+        self.kept: list[
+            kernel_log.KernelRecord
+        ] = []  # every record since start, for the post-mortem (bounded)
 
     def open(self) -> None:
         try:
             self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
             mode = os.fstat(self.fd).st_mode
         except OSError as exc:
-            self.problem = f"kernel log not read ({self.path}: {exc.strerror or exc}): no Xid or OOM-kill events"
+            self.problem = (
+                f"kernel log not read ({self.path}: {exc.strerror or exc}): no Xid or OOM-kill events"
+            )
             return
         if not (stat.S_ISCHR(mode) or stat.S_ISREG(mode)):
             self.problem = f"kernel log not read ({self.path} is not the kernel's device)"
@@ -208,10 +224,12 @@ class KmsgTail:
                     found.append(rec)
                 continue
             *lines, self._rest = (self._rest + raw).split(b"\n")
-            found += [r for ln in lines if not ln.startswith(b" ") and (r := kernel_log.parse_kmsg_record(ln))]
-            self._rest = self._rest[-kernel_log.MAX_TEXT * 4:]
+            found += [
+                r for ln in lines if not ln.startswith(b" ") and (r := kernel_log.parse_kmsg_record(ln))
+            ]
+            self._rest = self._rest[-kernel_log.MAX_TEXT * 4 :]
         recs = kernel_log.records({"records": found})
-        self.kept = (self.kept + recs)[-kernel_log.MAX_RECORDS // 10:]
+        self.kept = (self.kept + recs)[-kernel_log.MAX_RECORDS // 10 :]
         return recs
 
     def close(self) -> None:
@@ -233,7 +251,9 @@ class HostReader:
 
     def _text(self, absolute: str) -> str | None:
         try:
-            return procfs.read_regular(self.root / absolute.lstrip("/"), PROC_LIMIT).decode("utf-8", "replace")
+            return procfs.read_regular(self.root / absolute.lstrip("/"), PROC_LIMIT).decode(
+                "utf-8", "replace"
+            )
         except OSError:
             return None
 
@@ -285,7 +305,7 @@ def descendants_of(root_pid: int, pid: int, limit: int = 64) -> bool:
             return False
         try:
             raw = procfs.read_regular(f"/proc/{pid}/stat", 4096).decode("ascii", "replace")
-            pid = int(raw[raw.rindex(")") + 2:].split()[1])
+            pid = int(raw[raw.rindex(")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             return False
     return False

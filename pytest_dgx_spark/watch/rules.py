@@ -46,32 +46,68 @@ class Code:
     fix: str
 
 
-LOW_POWER_FIX = ("a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the Spark, "
-                 "wait 60 s, plug it back in; if it persists, try another 240 W supply, then RMA")
+LOW_POWER_FIX = (
+    "a stuck low-power (USB-C PD) state: unplug the power brick from the wall and from the Spark, "
+    "wait 60 s, plug it back in; if it persists, try another 240 W supply, then RMA"
+)
 CODES: dict[str, Code] = {
-    "G4.clock-event": Code("G4", "WARN", "heat or the power supply is cutting the clocks: check airflow and the "
-                           "power brick (240 W USB-C PD); SwPowerCap alone is the GPU at its power limit"),
+    "G4.clock-event": Code(
+        "G4",
+        "WARN",
+        "heat or the power supply is cutting the clocks: check airflow and the "
+        "power brick (240 W USB-C PD); SwPowerCap alone is the GPU at its power limit",
+    ),
     "G4.clocks-low": Code("G4", "WARN", LOW_POWER_FIX),
-    "G4.flat-power": Code("G4", "WARN", "the seed's throttling pattern: power held well under the limit while the "
-                          "temperature climbs; check airflow and the power brick, and the clock-event counters "
-                          "(nvidia-smi -q -d PERFORMANCE)"),
-    "G4.no-answer": Code("G4", "WARN", "the driver stopped answering NVML: if it stays so, the GPU may be lost "
-                         "(look for an Xid; reboot)"),
+    "G4.flat-power": Code(
+        "G4",
+        "WARN",
+        "the seed's throttling pattern: power held well under the limit while the "
+        "temperature climbs; check airflow and the power brick, and the clock-event counters "
+        "(nvidia-smi -q -d PERFORMANCE)",
+    ),
+    "G4.no-answer": Code(
+        "G4",
+        "WARN",
+        "the driver stopped answering NVML: if it stays so, the GPU may be lost (look for an Xid; reboot)",
+    ),
     "G4.xid-hardware": Code("G4", "FAIL", XID_FIXES[-1][1]),
     "G4.xid-application": Code("G4", "WARN", XID_APP_FIX),
     "G4.xid-other": Code("G4", "WARN", XID_OTHER_FIX),
-    "G6.new-process": Code("G6", "WARN", "another process shares the GPU and its memory: stop it, or cap both "
-                           "(vLLM --gpu-memory-utilization, PYTORCH_CUDA_ALLOC_CONF)"),
-    "G6.over-cap": Code("G6", "WARN", "the process uses more GPU memory than its flag caps it at: lower its "
-                        "batch/KV cache or raise the cap knowingly"),
-    "G6.job-stalled": Code("G6", "WARN", "the job's GPU went idle while it runs: a hung collective or dataloader "
-                           "(py-spy dump --pid PID; NCCL_DEBUG=INFO)"),
-    "G3.memavailable-low": Code("G3", "WARN", "free memory is running out: stop other jobs or lower the "
-                                "workload before the OOM killer picks one"),
-    "G3.fragmented": Code("G3", "WARN", "too few free 32 MiB blocks for large allocations: "
-                          "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory'"),
-    "G3.oom-kill": Code("G3", "WARN", "the kernel killed a process for memory: lower the workload or stop "
-                        "other jobs; --workload-gb makes the watcher warn before it"),
+    "G6.new-process": Code(
+        "G6",
+        "WARN",
+        "another process shares the GPU and its memory: stop it, or cap both "
+        "(vLLM --gpu-memory-utilization, PYTORCH_CUDA_ALLOC_CONF)",
+    ),
+    "G6.over-cap": Code(
+        "G6",
+        "WARN",
+        "the process uses more GPU memory than its flag caps it at: lower its "
+        "batch/KV cache or raise the cap knowingly",
+    ),
+    "G6.job-stalled": Code(
+        "G6",
+        "WARN",
+        "the job's GPU went idle while it runs: a hung collective or dataloader "
+        "(py-spy dump --pid PID; NCCL_DEBUG=INFO)",
+    ),
+    "G3.memavailable-low": Code(
+        "G3",
+        "WARN",
+        "free memory is running out: stop other jobs or lower the workload before the OOM killer picks one",
+    ),
+    "G3.fragmented": Code(
+        "G3",
+        "WARN",
+        "too few free 32 MiB blocks for large allocations: "
+        "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory'",
+    ),
+    "G3.oom-kill": Code(
+        "G3",
+        "WARN",
+        "the kernel killed a process for memory: lower the workload or stop "
+        "other jobs; --workload-gb makes the watcher warn before it",
+    ),
 }
 
 
@@ -112,9 +148,19 @@ class Event:
         return self.code.split(".", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "event", "t": round(self.t, 3), "wall": round(self.wall, 3), "code": self.code,
-                "check": self.check, "state": self.state, "status": self.status, "text": self.text,
-                "fix": self.fix, "key": self.key, "since": self.since}
+        return {
+            "type": "event",
+            "t": round(self.t, 3),
+            "wall": round(self.wall, 3),
+            "code": self.code,
+            "check": self.check,
+            "state": self.state,
+            "status": self.status,
+            "text": self.text,
+            "fix": self.fix,
+            "key": self.key,
+            "since": self.since,
+        }
 
 
 def elapsed(seconds: float) -> str:
@@ -186,8 +232,18 @@ class Watcher:
         self._job: set[int] = set()
 
     # -- the machinery: a condition is a key that is active or not
-    def _set(self, out: list[Event], t: float, key: str, code: str, on: bool, text: str = "",
-             clear_text: str = "", status: str | None = None, **data: Any) -> None:
+    def _set(
+        self,
+        out: list[Event],
+        t: float,
+        key: str,
+        code: str,
+        on: bool,
+        text: str = "",
+        clear_text: str = "",
+        status: str | None = None,
+        **data: Any,
+    ) -> None:
         was = self.active.get(key)
         c = CODES[code]
         if on and was is None:
@@ -196,10 +252,20 @@ class Watcher:
         elif not on and was is not None:
             del self.active[key]
             lasted = f" after {duration(t - was.since)}"
-            out.append(Event(t, code, "clear", "OK", (clear_text or was.text) + lasted, "", key, since=was.since))
+            out.append(
+                Event(t, code, "clear", "OK", (clear_text or was.text) + lasted, "", key, since=was.since)
+            )
 
-    def _once(self, out: list[Event], t: float, code: str, text: str, key: str, status: str | None = None,
-              fix: str | None = None) -> None:
+    def _once(
+        self,
+        out: list[Event],
+        t: float,
+        code: str,
+        text: str,
+        key: str,
+        status: str | None = None,
+        fix: str | None = None,
+    ) -> None:
         c = CODES[code]
         out.append(Event(t, code, "once", status or c.status, text, fix if fix is not None else c.fix, key))
 
@@ -222,10 +288,16 @@ class Watcher:
             self._xid(out, t, x)
         for o in s.get("ooms") or []:
             job = o.get("pid") in self._job
-            self._once(out, t, "G3.oom-kill", f"the kernel OOM-killed pid {o.get('pid')} ({o.get('name')})"
-                       + (", the job's own" if job else "")
-                       + (f", {o['anon_rss_kb'] / GIB_KB:.1f} GiB resident" if o.get("anon_rss_kb") else ""),
-                       f"oom:{o.get('pid')}", "FAIL" if job else None)
+            self._once(
+                out,
+                t,
+                "G3.oom-kill",
+                f"the kernel OOM-killed pid {o.get('pid')} ({o.get('name')})"
+                + (", the job's own" if job else "")
+                + (f", {o['anon_rss_kb'] / GIB_KB:.1f} GiB resident" if o.get("anon_rss_kb") else ""),
+                f"oom:{o.get('pid')}",
+                "FAIL" if job else None,
+            )
         self._keep(out)
         return out
 
@@ -284,8 +356,14 @@ class Watcher:
                 a = self.active[key]
                 low = a.data.get("min_clock")
                 during = f"; SM down to {low:.0f} MHz" if low is not None else ""
-                self._set(out, t, key, "G4.clock-event", False,
-                          clear_text=f"clock-event reason {reason} on GPU {i}{during}")
+                self._set(
+                    out,
+                    t,
+                    key,
+                    "G4.clock-event",
+                    False,
+                    clear_text=f"clock-event reason {reason} on GPU {i}{during}",
+                )
         if not names & set(REASONS):
             self._last_gpu[i] = g
 
@@ -296,17 +374,27 @@ class Watcher:
         mw = thermal.number(g.get("power_usage_mw"))
         mask = thermal.parse_mask(g.get("clock_event_reasons")) or 0
         p = self.p
-        low = (util is not None and clock is not None and mw is not None and p.low_clock_mhz > 0
-               and util >= p.low_util_pct and clock < p.low_clock_mhz and mw / 1000 < p.low_power_w
-               and not mask & thermal.WARN_MASK)
+        low = (
+            util is not None
+            and clock is not None
+            and mw is not None
+            and p.low_clock_mhz > 0
+            and util >= p.low_util_pct
+            and clock < p.low_clock_mhz
+            and mw / 1000 < p.low_power_w
+            and not mask & thermal.WARN_MASK
+        )
         self._low_runs[i] = self._low_runs.get(i, 0) + 1 if low else 0
         key = f"G4.clocks-low@{i}"
         if low and self._low_runs[i] < LOW_CLOCK_SAMPLES:
             return
         text = ""
         if low and util is not None and clock is not None and mw is not None:
-            text = (f"GPU {i} at {util:.0f} % load runs at SM {clock:.0f} MHz and {mw / 1000:.0f} W with no throttle "
-                    "reason: a stuck low-power state")
+            text = (
+                f"GPU {i} at {util:.0f} % load runs at SM {clock:.0f} MHz and {mw / 1000:.0f} W "
+                "with no throttle "
+                "reason: a stuck low-power state"
+            )
         self._set(out, t, key, "G4.clocks-low", low, text, f"GPU {i} clocks back up")
 
     def _flat_power(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
@@ -322,18 +410,36 @@ class Watcher:
         series: dict[int, thermal.GpuSeries] = {}
         for when, reading in window:
             thermal.add_sample(series, {"t": when, "gpus": [reading]})
-        flat = thermal.flat_power_climb(series[i], ceiling_w=p.flat_power_w, band_fraction=p.flat_band,
-                                        rise_c=p.flat_rise_c, idle_w=p.idle_w)
+        flat = thermal.flat_power_climb(
+            series[i],
+            ceiling_w=p.flat_power_w,
+            band_fraction=p.flat_band,
+            rise_c=p.flat_rise_c,
+            idle_w=p.idle_w,
+        )
         text = ""
         if flat is not None:
-            text = (f"GPU {i}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W (<= {flat.ceiling_w:g} W) "
-                    f"while the temperature rose {flat.temp_start:.0f} → {flat.temp_end:.0f} C in {duration(flat.seconds)}")
-        self._set(out, t, f"G4.flat-power@{i}", "G4.flat-power", flat is not None, text,
-                  f"GPU {i}: power and temperature no longer the throttling pattern")
+            text = (
+                f"GPU {i}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W "
+                f"(<= {flat.ceiling_w:g} W) "
+                f"while the temperature rose {flat.temp_start:.0f} → {flat.temp_end:.0f} C "
+                f"in {duration(flat.seconds)}"
+            )
+        self._set(
+            out,
+            t,
+            f"G4.flat-power@{i}",
+            "G4.flat-power",
+            flat is not None,
+            text,
+            f"GPU {i}: power and temperature no longer the throttling pattern",
+        )
 
     def _stall(self, out: list[Event], t: float, s: WatchSample) -> None:
         """The job's GPU idle (utilisation under :data:`STALL_UTIL_PCT`) for ``stall_s`` after it was busy."""
-        utils = [u for g in s.get("gpus") or [] if (u := thermal.number(g.get("utilization_gpu"))) is not None]
+        utils = [
+            u for g in s.get("gpus") or [] if (u := thermal.number(g.get("utilization_gpu"))) is not None
+        ]
         if not utils or not s.get("job_running", True):
             return
         busy = max(utils) >= STALL_UTIL_PCT
@@ -344,11 +450,16 @@ class Watcher:
             self._idle_since = t
         stalled = self._idle_since is not None and t - self._idle_since >= self.p.stall_s
         if stalled and "G6.job-stalled" not in self.active:
-            text = (f"the job's GPU has been idle (utilisation under {STALL_UTIL_PCT:g} %) for "
-                    f"{duration(t - (self._idle_since if self._idle_since is not None else t))}, after it was busy")
+            text = (
+                f"the job's GPU has been idle (utilisation under {STALL_UTIL_PCT:g} %) for "
+                f"{duration(t - (self._idle_since if self._idle_since is not None else t))}, "
+                "after it was busy"
+            )
             self._set(out, t, "G6.job-stalled", "G6.job-stalled", True, text)
         elif busy:
-            self._set(out, t, "G6.job-stalled", "G6.job-stalled", False, clear_text="the job's GPU is busy again")
+            self._set(
+                out, t, "G6.job-stalled", "G6.job-stalled", False, clear_text="the job's GPU is busy again"
+            )
 
     def _procs(self, out: list[Event], t: float, s: WatchSample) -> None:
         seen: set[int] = set()
@@ -361,19 +472,40 @@ class Watcher:
             if p.get("cmd"):
                 self._cmd[pid] = str(p["cmd"])
             cmd = self._cmd.get(pid, "?")
-            shown = " ".join(reduce_argv(cmd.split()))[:120] or "?"  # program and flags, as a capture keeps them
+            shown = (
+                " ".join(reduce_argv(cmd.split()))[:120] or "?"
+            )  # program and flags, as a capture keeps them
             used = p.get("used_bytes")
             mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
             kind = classify(cmd.split()) if cmd != "?" else None
             cap = f", cap {kind.cap:g}" if kind is not None and kind.cap is not None else ", no cap"
             if pid not in self._job:
-                self._set(out, t, f"G6.new-process@{pid}", "G6.new-process", True,
-                          f"new GPU process pid {pid} on GPU {p.get('gpu')} ({mem}{cap}): {shown}")
-            over = (kind is not None and kind.cap is not None and isinstance(used, int) and bool(total_kb)
-                    and used > kind.cap * float(total_kb or 0) * 1024)
-            self._set(out, t, f"G6.over-cap@{pid}", "G6.over-cap", over,
-                      f"pid {pid} uses {mem}, over its cap {kind.cap if kind else ''} of "
-                      f"{float(total_kb or 0) / GIB_KB:.0f} GiB: {shown}" if over else "")
+                self._set(
+                    out,
+                    t,
+                    f"G6.new-process@{pid}",
+                    "G6.new-process",
+                    True,
+                    f"new GPU process pid {pid} on GPU {p.get('gpu')} ({mem}{cap}): {shown}",
+                )
+            over = (
+                kind is not None
+                and kind.cap is not None
+                and isinstance(used, int)
+                and bool(total_kb)
+                and used > kind.cap * float(total_kb or 0) * 1024
+            )
+            self._set(
+                out,
+                t,
+                f"G6.over-cap@{pid}",
+                "G6.over-cap",
+                over,
+                f"pid {pid} uses {mem}, over its cap {kind.cap if kind else ''} of "
+                f"{float(total_kb or 0) / GIB_KB:.0f} GiB: {shown}"
+                if over
+                else "",
+            )
         for key in [k for k in self.active if k.startswith(("G6.new-process@", "G6.over-cap@"))]:
             pid = int(key.rsplit("@", 1)[1])
             if pid not in seen:
@@ -386,16 +518,31 @@ class Watcher:
         if p.workload_gb is not None and avail is not None:
             floor = max(p.margin_gb, p.workload_gb * MEM_MARGIN_FRACTION)
             low = avail / GIB_KB < floor
-            self._set(out, t, "G3.memavailable-low", "G3.memavailable-low", low,
-                      f"MemAvailable {avail / GIB_KB:.1f} GiB, under the margin {floor:.1f} GiB "
-                      f"(10 % of --workload-gb {p.workload_gb:g})" if low else "",
-                      f"MemAvailable {avail / GIB_KB:.1f} GiB, above the margin again")
+            self._set(
+                out,
+                t,
+                "G3.memavailable-low",
+                "G3.memavailable-low",
+                low,
+                f"MemAvailable {avail / GIB_KB:.1f} GiB, under the margin {floor:.1f} GiB "
+                f"(10 % of --workload-gb {p.workload_gb:g})"
+                if low
+                else "",
+                f"MemAvailable {avail / GIB_KB:.1f} GiB, above the margin again",
+            )
         blocks = s.get("free_blocks")
         if p.blocks_min > 0 and blocks is not None:
             low = blocks < p.blocks_min
-            self._set(out, t, "G3.fragmented", "G3.fragmented", low,
-                      f"{blocks} free {p.block_mib:g} MiB blocks in zone Normal (want >= {p.blocks_min:g})",
-                      f"{blocks} free {p.block_mib:g} MiB blocks again", status="FAIL" if blocks == 0 else None)
+            self._set(
+                out,
+                t,
+                "G3.fragmented",
+                "G3.fragmented",
+                low,
+                f"{blocks} free {p.block_mib:g} MiB blocks in zone Normal (want >= {p.blocks_min:g})",
+                f"{blocks} free {p.block_mib:g} MiB blocks again",
+                status="FAIL" if blocks == 0 else None,
+            )
 
     def _xid(self, out: list[Event], t: float, x: Mapping[str, Any]) -> None:
         code = x.get("code")
@@ -413,15 +560,19 @@ class Watcher:
 
 def _readings(before: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str:
     """``SM 2522 → 1100 MHz, power 95 → 60 W`` (before the reason, and now)."""
+
     def pair(key: str, scale: float, unit: str) -> str:
         b = thermal.number((before or {}).get(key))
         n = thermal.number(now.get(key))
         if n is None:
             return ""
         return f"{b / scale:.0f} → {n / scale:.0f} {unit}" if b is not None else f"{n / scale:.0f} {unit}"
-    parts = [f"SM {x}" if (x := pair("clock_sm_mhz", 1, "MHz")) else "",
-             f"power {x}" if (x := pair("power_usage_mw", 1000, "W")) else "",
-             f"{x}" if (x := pair("temperature_c", 1, "C")) else ""]
+
+    parts = [
+        f"SM {x}" if (x := pair("clock_sm_mhz", 1, "MHz")) else "",
+        f"power {x}" if (x := pair("power_usage_mw", 1000, "W")) else "",
+        f"{x}" if (x := pair("temperature_c", 1, "C")) else "",
+    ]
     return ", ".join(p for p in parts if p) or "no reading"
 
 

@@ -66,8 +66,9 @@ def say(text: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="spark-preflight watch", allow_abbrev=False,
                      usage="spark-preflight watch [options] -- COMMAND [ARGS...]  |  --pid PID",
-                     description="Run COMMAND (or watch --pid) and say, as it happens, when the GPU throttles, "
-                     "another process takes the GPU, memory runs out or fragments, an Xid or OOM kill appears, or "
+                     description="Run COMMAND (or watch --pid) and say, as it happens, when the GPU "
+                     "throttles, another process takes the GPU, memory runs out or fragments, an Xid or OOM "
+                     "kill appears, or "
                      "the job's GPU goes idle; a diagnosis when it fails. Exit code: the job's (128+N for a "
                      "signal); 2 for bad input.")  # fmt: skip
     options.add_watch_options(parser)
@@ -100,8 +101,9 @@ def _pid(raw: str) -> int:
     except ProcessLookupError:
         raise Usage(f"--pid {pid}: no such process") from None
     except PermissionError:
-        raise Usage(f"--pid {pid}: another user's process, not readable as this user (run as its owner or "
-                    "root)") from None
+        raise Usage(
+            f"--pid {pid}: another user's process, not readable as this user (run as its owner or root)"
+        ) from None
     if _state(pid) in (None, "Z", "X"):
         raise Usage(f"--pid {pid}: the process has ended")
     return pid
@@ -112,7 +114,7 @@ def _state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             raw = fh.read(4096).decode("ascii", "replace")
-        return raw[raw.rindex(")") + 2:].split()[0]
+        return raw[raw.rindex(")") + 2 :].split()[0]
     except (OSError, ValueError, IndexError):
         return None
 
@@ -122,14 +124,16 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     command: list[str] = []
     if "--" in args:
         at = args.index("--")
-        args, command = args[:at], args[at + 1:]
+        args, command = args[:at], args[at + 1 :]
     ns = build_parser().parse_args(args)
     for name in ("interval", "stall-seconds", "workload-gb"):
         setattr(ns, "spark_" + name.replace("-", "_"), _number(ns, name))
     for pair in ns.spark_threshold or []:
         key, _, number = str(pair).partition("=")
         if key.strip() not in THRESHOLDS:
-            raise Usage(f"--threshold {pair}: no threshold named {key.strip()!r} (spark-preflight --help-thresholds)")
+            raise Usage(
+                f"--threshold {pair}: no threshold named {key.strip()!r} (spark-preflight --help-thresholds)"
+            )
         try:
             float(number)
         except ValueError:
@@ -192,7 +196,7 @@ def pump(src: int, dst: int, kept: Output) -> None:
             view = memoryview(chunk)
             while open_dst and view:
                 try:
-                    view = view[os.write(dst, view):]
+                    view = view[os.write(dst, view) :]
                 except BrokenPipeError:
                     open_dst = False
                 except OSError:
@@ -262,12 +266,29 @@ class Watch:
             name, _, value = str(pair).partition("=")
             t[name.strip()] = float(value)  # checked by parse()
         p = self.params
-        p.margin_gb, p.blocks_min, p.block_mib = t["g3_margin_gb"], t["g3_contig_blocks_min"], t["g3_contig_block_mib"]
-        p.low_util_pct, p.low_clock_mhz, p.low_power_w = (t["g4_low_power_util_pct"], t["g4_low_power_clock_mhz"],
-                                                          t["g4_low_power_w"])
-        p.flat_band, p.flat_rise_c, p.idle_w = t["g4_flat_power_band_fraction"], t["g4_temp_rise_c"], t["g4_idle_power_w"]
-        limits = [mw for d in self.nvml.data.get("sample_devices") or [] if isinstance(mw := d.get("power_limit_mw"), (int, float))]
-        p.flat_power_w = t["g4_flat_power_w"] or (min(limits) / 1000 * t["g4_flat_power_fraction"] if limits else 0.0)
+        p.margin_gb, p.blocks_min, p.block_mib = (
+            t["g3_margin_gb"],
+            t["g3_contig_blocks_min"],
+            t["g3_contig_block_mib"],
+        )
+        p.low_util_pct, p.low_clock_mhz, p.low_power_w = (
+            t["g4_low_power_util_pct"],
+            t["g4_low_power_clock_mhz"],
+            t["g4_low_power_w"],
+        )
+        p.flat_band, p.flat_rise_c, p.idle_w = (
+            t["g4_flat_power_band_fraction"],
+            t["g4_temp_rise_c"],
+            t["g4_idle_power_w"],
+        )
+        limits = [
+            mw
+            for d in self.nvml.data.get("sample_devices") or []
+            if isinstance(mw := d.get("power_limit_mw"), (int, float))
+        ]
+        p.flat_power_w = t["g4_flat_power_w"] or (
+            min(limits) / 1000 * t["g4_flat_power_fraction"] if limits else 0.0
+        )
 
     # -- the job
     def start(self) -> None:
@@ -280,8 +301,15 @@ class Watch:
                 raise Usage(f"cannot start {self.command[0]}: {exc.strerror or exc}") from None
             self.pid = self.proc.pid
             assert self.proc.stdout is not None and self.proc.stderr is not None
-            self.pumps = [threading.Thread(target=pump, args=(os.dup(s.fileno()), fd, self.output), daemon=True,
-                                           name=f"spark-watch-{fd}") for s, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2))]
+            self.pumps = [
+                threading.Thread(
+                    target=pump,
+                    args=(os.dup(s.fileno()), fd, self.output),
+                    daemon=True,
+                    name=f"spark-watch-{fd}",
+                )
+                for s, fd in ((self.proc.stdout, 1), (self.proc.stderr, 2))
+            ]
             for s in (self.proc.stdout, self.proc.stderr):
                 s.close()
             for t in self.pumps:
@@ -331,7 +359,9 @@ class Watch:
             buddy = host.get("buddy")
             s["mem_available_kb"], s["mem_total_kb"] = host.get("mem_available_kb"), host.get("mem_total_kb")
             s["xids"], s["ooms"] = host.get("xids") or [], host.get("ooms") or []
-            s["free_blocks"] = rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
+            s["free_blocks"] = (
+                rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
+            )
             if host.get("problem"):
                 s["problems"].append(host["problem"])
         events = self.watcher.step(s)
@@ -340,8 +370,10 @@ class Watch:
             self._event(e)
         record: dict[str, Any] = {"type": "sample", **s, "wall": round(time.time(), 3)}
         if s.get("procs"):  # command lines as a capture keeps them: the program and its flags
-            record["procs"] = [{**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd") else p
-                               for p in s["procs"] or []]
+            record["procs"] = [
+                {**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd") else p
+                for p in s["procs"] or []
+            ]
         self.timeline.write(record)
         return events
 
@@ -383,14 +415,22 @@ class Watch:
                 pump_thread.join(timeout=5)
         self.tick()  # the kernel's last words (an Xid logged as the job died)
         for e in self.watcher.finish(time.monotonic() - self.t0):
-            self.timeline.write(e.to_dict())  # the interval closed in the timeline; on stderr the summary says it
+            self.timeline.write(
+                e.to_dict()
+            )  # the interval closed in the timeline; on stderr the summary says it
         self.nvml.stop()
         self.kmsg.close()
         return code
 
     def close(self, code: int | None, exit_code: int, summary: str) -> None:
-        record: dict[str, Any] = {"type": "end", "t": round(time.monotonic() - self.t0, 3), "wall": time.time(),
-                                  "exit": exit_code, "returncode": code, "summary": summary}
+        record: dict[str, Any] = {
+            "type": "end",
+            "t": round(time.monotonic() - self.t0, 3),
+            "wall": time.time(),
+            "exit": exit_code,
+            "returncode": code,
+            "summary": summary,
+        }
         if code not in (None, 0):  # one record a line, so diagnose cites the line it matched
             lines = self.output.text().decode("utf-8", "replace").splitlines()
             for text in lines[-TIMELINE_TAIL_LINES:]:
@@ -441,17 +481,23 @@ def _run(ns: argparse.Namespace, command: list[str]) -> int:
     summary = watch.watcher.summary(seconds)
     if code is None and received:
         result = 128 + received[-1][0]
-        say(f"watch of pid {watch.pid} stopped by {signal.Signals(received[-1][0]).name} after "
-            f"{rules.duration(seconds)} (the process was not signalled); {summary}")
+        say(
+            f"watch of pid {watch.pid} stopped by {signal.Signals(received[-1][0]).name} after "
+            f"{rules.duration(seconds)} (the process was not signalled); {summary}"
+        )
     elif code is None:
         result = 0
-        say(f"pid {watch.pid} ended after {rules.duration(seconds)} (its exit status is its parent's to read); "
-            f"{summary}")
+        say(
+            f"pid {watch.pid} ended after {rules.duration(seconds)} "
+            "(its exit status is its parent's to read); "
+            f"{summary}"
+        )
     else:
         result = exit_code(code)
-        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}")
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
         if received and code < 0:
-            how += f" (the watcher forwarded {', '.join(signal.Signals(s).name for s, f in received if f) or 'nothing'})"
+            sent = ", ".join(signal.Signals(s).name for s, f in received if f) or "nothing"
+            how += f" (the watcher forwarded {sent})"
         say(f"the job {how} after {rules.duration(seconds)}; {summary}")
     failed = code not in (None, 0) or any(e.status == "FAIL" for e in watch.watcher.events)
     if failed and not ns.spark_no_diagnose:
@@ -461,11 +507,12 @@ def _run(ns: argparse.Namespace, command: list[str]) -> int:
             say(text)
     watch.close(code, result, summary)
     if ns.spark_timeline:
-        say(f"timeline: {ns.spark_timeline} ({watch.timeline.bytes:,} bytes, {watch.samples} samples, "
-            f"{len(watch.watcher.events)} events)")
+        say(
+            f"timeline: {ns.spark_timeline} ({watch.timeline.bytes:,} bytes, {watch.samples} samples, "
+            f"{len(watch.watcher.events)} events)"
+        )
     return result
 
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main(sys.argv[1:]))
-

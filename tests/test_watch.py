@@ -710,3 +710,19 @@ def test_the_post_mortem_quotes_a_power_cap_before_the_failure_with_its_times(bo
     assert "clock-event reason SwPowerCap active on GPU 0: SM 2522 → 1100 MHz" in line
     assert f" from {clock[0]} (+00:00:0" in line and f" until {clock[1]}, then the job died at " in line
     assert "diagnosis: unknown" in r.stderr.decode()  # an INFO power cap is evidence, not the cause
+
+
+def test_the_timeline_is_written_by_the_safe_writer(box: dict[str, Any]) -> None:
+    """A symlink planted where the timeline goes is refused before the job starts (nothing written
+    through it); a regular file of an earlier run is replaced."""
+    target = box["tmp"] / "victim"
+    target.write_text("keep")
+    link = box["tmp"] / "t.jsonl"
+    link.symlink_to(target)
+    r = run_watch(box["env"], "--timeline", str(link), "--", "sh", "-c", "echo ran")
+    assert r.returncode == 2 and r.stdout == b"" and b"a symlink is there" in r.stderr
+    assert target.read_text() == "keep"
+    link.unlink()
+    link.write_text("an earlier run's\n")
+    r = run_watch(box["env"], "--interval", str(INTERVAL), "--timeline", str(link), "--", "true")
+    assert r.returncode == 0 and timeline(link)[0]["type"] == "watch"

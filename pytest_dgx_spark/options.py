@@ -211,7 +211,7 @@ WATCH_OPTIONS: tuple[Option, ...] = (
     Option("no-diagnose", "bool", "watch", "when the job fails, do not run the post-mortem diagnosis."),
 )
 # fmt: on
-WATCH_SHARED = ("workload-gb", "threshold")
+WATCH_SHARED = ("workload-gb", "threshold", "xid-class")
 
 
 def add_watch_options(parser: argparse.ArgumentParser) -> None:

@@ -142,6 +142,14 @@ def test_without_a_workload_memavailable_is_not_judged() -> None:
     assert steps(w, [{"mem_available_kb": 1}]) == [[]]
 
 
+def test_an_xid_put_in_the_ignore_class_is_no_event() -> None:
+    w = rules.Watcher(rules.Params(xid_classes={"79": "ignore", "13": "hardware"}))
+    (only,) = steps(w, [{"xids": [{"code": 79, "pci": "x", "seq": 1}, {"code": 13, "pci": "x", "seq": 2}]}])[
+        0
+    ]
+    assert (only.code, only.status) == ("G4.xid-hardware", "FAIL") and "Xid 13" in only.text
+
+
 def test_xids_by_class_and_oom_kills_are_instants() -> None:
     w = rules.Watcher(rules.Params())
     ((hw, app, oom),) = steps(
@@ -271,6 +279,7 @@ def events(records: list[dict[str, Any]], code: str | None = None) -> list[dict[
         (["--threshold", "g3_nope=1", "--", "true"], "no threshold named 'g3_nope'"),
         (["--workload-gb", "-3", "--", "true"], "--workload-gb: expected a number above 0"),
         (["--timeline", "/proc/no/such/t.jsonl", "--", "true"], "--timeline /proc/no/such/t.jsonl: "),
+        (["--xid-class", "79=harmless", "--", "true"], "--xid-class: Xid 79 class must be one of"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(box: dict[str, Any], args: list[str], says: str) -> None:

@@ -138,6 +138,13 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
             float(number)
         except ValueError:
             raise Usage(f"--threshold {pair}: expected NAME=NUMBER") from None
+    from pytest_dgx_spark.settings import PARSERS, OptionError  # lazy: the option parsers G4 reads them by
+
+    opt = options.BY_NAME["xid-class"]
+    try:
+        ns.spark_xid_class = PARSERS[opt.kind](opt, ns.spark_xid_class or [], opt.cli_flag, Path.cwd())
+    except OptionError as exc:
+        raise Usage(str(exc)) from None
     if ns.spark_pid is not None and command:
         raise Usage("give either --pid PID or -- COMMAND, not both")
     if ns.spark_pid is None and not command:
@@ -244,7 +251,8 @@ class Watch:
         self.interval = float(ns.spark_interval or 5.0)
         self.root = Path(os.environ.get(ROOT_ENV) or "/")
         self.params = rules.Params(interval=self.interval, workload_gb=ns.spark_workload_gb,
-                                   stall_s=float(ns.spark_stall_seconds or 600.0))  # fmt: skip
+                                   stall_s=float(ns.spark_stall_seconds or 600.0),
+                                   xid_classes=ns.spark_xid_class or {})  # fmt: skip
         self.nvml = probes.NvmlStream(silent_after=max(3 * self.interval, 1.0))
         self._profile("generic")
         self.watcher = rules.Watcher(self.params)

@@ -106,6 +106,9 @@ def test_a_new_process_is_an_event_the_jobs_own_is_not() -> None:
         ],
     )
     assert out[0] == [] and out[2] == []
+    w2 = rules.Watcher(rules.Params())
+    (e,) = steps(w2, [{"procs": [other], "unseen_pids": [4242]}])[0]
+    assert e.text.endswith("(no such pid in this PID namespace: NVML may name host pids in a container)")
     codes = sorted((e.code, e.state) for e in out[1])
     assert codes == [("G6.new-process", "start"), ("G6.over-cap", "start")]  # 8 GiB > 0.05 x 100 GiB
     assert "pid 4242" in out[1][0].text and "cap 0.05" in out[1][0].text

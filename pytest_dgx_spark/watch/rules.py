@@ -120,6 +120,7 @@ class WatchSample(TypedDict, total=False):
     devices: list[dict[str, Any]]  # names and limits, from the first sample
     procs: list[dict[str, Any]] | None  # GPU processes: pid, gpu, type, used_bytes, cmd
     job_pids: list[int]  # the job and its descendants
+    unseen_pids: list[int]  # GPU processes with no /proc entry here (another PID namespace: a container)
     job_running: bool
     mem_available_kb: int | None
     mem_total_kb: int | None
@@ -480,6 +481,8 @@ class Watcher:
             kind = classify(cmd.split()) if cmd != "?" else None
             cap = f", cap {kind.cap:g}" if kind is not None and kind.cap is not None else ", no cap"
             if pid not in self._job:
+                if pid in (s.get("unseen_pids") or []):
+                    shown += " (no such pid in this PID namespace: NVML may name host pids in a container)"
                 self._set(
                     out,
                     t,

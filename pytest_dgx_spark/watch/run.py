@@ -358,7 +358,9 @@ class Watch:
                                 "procs": got.get("procs") if got and "procs" in got else None,
                                 "job_running": self.running(), "problems": []}  # fmt: skip
         if s["procs"] is not None:
-            s["job_pids"] = self._job([p["pid"] for p in s["procs"] if isinstance(p.get("pid"), int)])
+            pids = [p["pid"] for p in s["procs"] if isinstance(p.get("pid"), int)]
+            s["job_pids"] = self._job(pids)
+            s["unseen_pids"] = [p for p in pids if _state(p) is None]
         else:
             s["job_pids"] = [self.pid]
         if host is None:

@@ -301,6 +301,7 @@ class Watch:
     # -- the job
     def start(self) -> None:
         """Start the job (or check the pid), then the readers; raises :class:`Usage` when it cannot start."""
+        self.kmsg.open()  # first: an Xid logged as the job starts is the job's
         if self.command:
             try:
                 self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -322,12 +323,11 @@ class Watch:
                 s.close()
             for t in self.pumps:
                 t.start()
-        self.kmsg.open()
         self.host = probes.HostReader(self.root, self.kmsg)
         self.nvml.start()
+        # no host name: a capture keeps none
         self.timeline.write({"type": "watch", "version": 1, "started": self.started_wall,
-                             "argv": list(self.command), "pid": self.pid, "interval": self.interval,
-                             "host": os.uname().nodename})  # fmt: skip
+                             "argv": list(self.command), "pid": self.pid, "interval": self.interval})  # fmt: skip
         if self.kmsg.problem:
             say(self.kmsg.problem)
 

@@ -738,3 +738,44 @@ def test_the_timeline_is_written_by_the_safe_writer(box: dict[str, Any]) -> None
     link.write_text("an earlier run's\n")
     r = run_watch(box["env"], "--interval", str(INTERVAL), "--timeline", str(link), "--", "true")
     assert r.returncode == 0 and timeline(link)[0]["type"] == "watch"
+
+
+def test_a_terminals_ctrl_c_reaches_the_job_once(box: dict[str, Any]) -> None:
+    """Under a terminal, ^C signals the whole foreground group (the watcher and the job): the watcher
+    does not send it a second time (torch's second ^C kills without cleanup)."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    job = ("import signal, time\nn = [0]\nsignal.signal(signal.SIGINT, lambda *a: n.__setitem__(0, n[0] + 1))\n"
+           "print('ready', flush=True)\ntime.sleep(2)\nprint('got', n[0], flush=True)\n")  # fmt: skip
+
+    def controlling_tty() -> None:  # after setsid (start_new_session): the pty becomes our terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(watch_argv("--interval", "0.5", "--no-diagnose", "--", sys.executable, "-c", job),
+                            env=box["env"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            preexec_fn=controlling_tty)  # fmt: skip
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"ready" not in seen and time.monotonic() < deadline:
+            seen += os.read(master, 4096)
+        os.write(master, b"\x03")  # the terminal's interrupt character
+        while proc.poll() is None or b"got" not in seen:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the last writer closed the pty
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(timeout=30)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert b"got 1" in seen and proc.returncode == 0

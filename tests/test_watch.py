@@ -779,3 +779,19 @@ def test_a_terminals_ctrl_c_reaches_the_job_once(box: dict[str, Any]) -> None:
             proc.kill()
             proc.wait(timeout=10)
     assert b"got 1" in seen and proc.returncode == 0
+
+
+def test_the_timeline_is_redacted_as_a_capture_is(box: dict[str, Any]) -> None:
+    """A secret in the environment, one shaped like a token in the output and one in the command line
+    stay out of the timeline; the post-mortem still runs."""
+    env = {**box["env"], "WANDB_API_KEY": "plain-secret-value-123"}
+    token = "hf_" + "A1b2C3d4E5f6G7h8J9k0"
+    path = box["tmp"] / "t.jsonl"
+    job = f"echo 'key plain-secret-value-123 token {token}'; exit 2"
+    r = run_watch(
+        env, "--interval", str(INTERVAL), "--timeline", str(path), "--", "sh", "-c", job, "--token", token
+    )
+    raw = path.read_text()
+    assert r.returncode == 2 and r.stdout.decode().count(token) == 1  # the job's own output is untouched
+    assert "plain-secret-value-123" not in raw and token not in raw
+    assert any(x["type"] == "output" for x in timeline(path))

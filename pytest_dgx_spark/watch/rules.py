@@ -24,6 +24,9 @@ from pytest_dgx_spark.redact import reduce_argv
 #: the clock-event reasons an event is raised for: SwPowerCap as INFO (normal under load, but the
 #: seed's "throughput drops" often is one), heat and the power supply as WARN
 REASONS = ("SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
+#: samples in a row without a clock-event reason before it counts as cleared (a reason that flickers
+#: off for one sample, as SwPowerCap does at a power limit, stays one event)
+CLEAR_AFTER = 2
 #: samples in a row under load with low clock and power before "clocks stuck low" (N5) is raised
 LOW_CLOCK_SAMPLES = 3
 #: GPU utilisation (%) under which the job's GPU counts as idle (a hung collective reads 0)
@@ -349,12 +352,16 @@ class Watcher:
                 self.active[key].data["before"] = dict(before or {})
             elif on:
                 a = self.active[key]
+                a.data["off"] = 0
                 clock = thermal.number(g.get("clock_sm_mhz"))
                 low = a.data.get("min_clock")
                 if clock is not None and (low is None or clock < low):
                     a.data["min_clock"] = clock
             elif key in self.active:
                 a = self.active[key]
+                a.data["off"] = a.data.get("off", 0) + 1
+                if a.data["off"] < CLEAR_AFTER:
+                    continue
                 low = a.data.get("min_clock")
                 during = f"; SM down to {low:.0f} MHz" if low is not None else ""
                 self._set(

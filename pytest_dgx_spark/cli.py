@@ -200,6 +200,11 @@ def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; never a traceback (exit 2 with one line instead)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["watch"]:  # its own signal handling: it forwards signals to the job it runs
+        from pytest_dgx_spark.watch.run import main as watch  # lazy: only for the subcommand
+
+        return watch(args[1:])
     from pytest_dgx_spark.probes import commands  # lazy: the probe machinery, not for --help
 
     # SIGTERM/SIGHUP end the run like Ctrl-C: every probe group is killed first

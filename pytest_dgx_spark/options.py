@@ -222,3 +222,30 @@ def add_cli_options(parser: argparse.ArgumentParser, command: str = "",
         for flag, shown in ((opt.cli_flag, text), (opt.flag, argparse.SUPPRESS)):
             groups[opt.group].add_argument(flag, default=None, dest=opt.dest, help=shown, **kw)
     return groups
+
+
+# fmt: off
+#: ``spark-preflight watch``'s own flags (CLI only: a pytest run has the ``spark_sampler`` fixture);
+#: ``--workload-gb`` and ``--threshold`` are the table's above
+WATCH_OPTIONS: tuple[Option, ...] = (
+    Option("interval", "float", "watch", "seconds between samples (default 5, at most 3600).", metavar="SECONDS",
+           default=5.0, minimum=0.0, exclusive_min=True, maximum=MAX_SECONDS),
+    Option("pid", "str", "watch", "watch a job already running, until it ends, instead of starting COMMAND.",
+           metavar="PID"),
+    Option("timeline", "path", "watch", "write one JSON line per sample and per event to PATH, each flushed "
+           "as written (redacted as a capture is); spark-preflight diagnose reads it.", metavar="PATH"),
+    Option("stall-seconds", "float", "watch", "the job's GPU idle this long after it was busy is a stall event "
+           "(default 600).", metavar="SECONDS", default=600.0, minimum=0.0, exclusive_min=True, maximum=86400.0),
+    Option("no-diagnose", "bool", "watch", "when the job fails, do not run the post-mortem diagnosis."),
+)
+# fmt: on
+WATCH_SHARED = ("workload-gb", "threshold", "xid-class")
+
+
+def add_watch_options(parser: argparse.ArgumentParser) -> None:
+    """``spark-preflight watch``'s flags: its own, then the shared ones it reads, as ``--<name>``."""
+    group = parser.add_argument_group("watch")
+    for opt in (*WATCH_OPTIONS, *(BY_NAME[n] for n in WATCH_SHARED)):
+        kw: dict[str, Any] = {"action": "store_true"} if opt.kind == "bool" else {
+            "action": "append" if opt.kind in REPEATABLE else "store", "metavar": opt.metavar}
+        group.add_argument(opt.cli_flag, default=None, dest=opt.dest, help=CLI_HELP.get(opt.name, opt.help), **kw)

@@ -182,6 +182,24 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             raise
 
 
+def open_stream(path: str | os.PathLike[str]) -> int:
+    """A descriptor to append records to ``path`` as they come (the watcher's timeline), made by the
+    rules of :func:`write_bytes`: an empty file created beside the path and renamed over it, so each
+    record written after is on disk at once and a killed writer leaves every whole line it wrote."""
+    with _folder_of(path) as (full, name, fd):
+        old = _existing(full, name, fd)
+        tmp, out = _create_temp(name, fd)
+        try:
+            _take_over(out, old)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            os.close(out)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+        return out
+
+
 def _create_temp(name: str, dir_fd: int) -> tuple[str, int]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):

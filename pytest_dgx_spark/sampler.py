@@ -65,6 +65,8 @@ class GpuSampler:
         self._stderr: list[bytes] = []
         self._finished = False
         self._stop_note: str | None = None
+        self._watcher: Any = None  # watch.rules.Watcher, made with the first sample
+        self._mine: dict[int, bool] = {}  # GPU process pid -> this process or a child of it
 
     def start(self) -> GpuSampler:
         """Start the child; returns at once (a missing NVML shows in the summary)."""
@@ -168,6 +170,7 @@ class GpuSampler:
             if not isinstance(sample, dict):
                 return
             self._last_event = time.monotonic()
+            self._watch(sample)
             thermal.add_sample(self._series, sample, keep_points=False)
             for p in sample.get("procs") or []:
                 self._add_proc(p, sample.get("t"))
@@ -177,6 +180,32 @@ class GpuSampler:
                 if len(self._points) >= self.max_points:
                     self._points = self._points[::2]
                     self._stride *= 2
+
+    def _watch(self, sample: Mapping[str, Any]) -> None:
+        """The watcher's events over this sample (clock-event reasons, clocks stuck low, a new GPU
+        process that is not this test's), as ``spark-preflight watch`` raises them."""
+        from pytest_dgx_spark.watch import probes, rules  # lazy: the rules load with the first sample
+
+        if self._watcher is None:
+            self._watcher = rules.Watcher(rules.Params(interval=self.interval))
+        procs = sample.get("procs")
+        me = os.getpid()
+        for p in procs or []:
+            if isinstance(pid := p.get("pid"), int) and pid not in self._mine and len(self._mine) < MAX_PROCS:
+                self._mine[pid] = probes.descendants_of(me, pid)
+        ws = {"t": thermal.number(sample.get("t")) or 0.0, "gpus": sample.get("gpus") or [], "gpu": "ok",
+              "job_running": False, "job_pids": [me, *(p for p, mine in self._mine.items() if mine)]}
+        if isinstance(procs, list):
+            ws["procs"] = procs
+        self._watcher.step(ws)  # it keeps its latest events only (watch.rules.MAX_EVENTS)
+
+    def events(self, check: str | None = None) -> list[dict[str, Any]]:
+        """The events so far (``spark-preflight watch``'s: starts, clears, instants), of one check
+        (``"G4"``) or code (``"G4.clock-event"``) when given: ``assert not spark_sampler.events("G4")``.
+        Empty also when nothing was sampled: ``summary()["ok"]`` says whether it was."""
+        with self._lock:
+            found = list(self._watcher.events) if self._watcher is not None else []
+        return [e.to_dict() for e in found if check is None or check in (e.check, e.code)]
 
     def _add_proc(self, p: Mapping[str, Any], t: Any) -> None:
         try:
@@ -261,7 +290,9 @@ class GpuSampler:
             "ok": reason is None and bool(series), "reason": reason, "interval_s": self.interval,
             "seconds": round(end - self._started, 3) if self._started else 0.0,
             "samples": self._seen, "stored_points": len(points), "stride": self._stride, "gpus": gpus,
-            "throttled": bool(throttle) or bool(flat_notes) or bool(slowdown),
+            # None, not False, when nothing was sampled: "not throttled" is a reading
+            "throttled": (bool(throttle) or bool(flat_notes) or bool(slowdown)) if series else None,
+            "events": self.events(),
             "throttle_reasons": throttle, "slowdown_counters": slowdown, "flat_power": flat_notes,
             "lost": [g["index"] for g in gpus if g.get("lost_at") is not None],
             "processes": sorted(procs, key=lambda p: p["pid"]), "processes_dropped": self._procs_dropped,
@@ -273,6 +304,8 @@ class GpuSampler:
         s = dict(summary or self.summary())
         lines = [summary_line(s), *(f"  {_gpu_line(g)}" for g in s["gpus"])]
         lines += [f"  flat power: {note}" for note in s["flat_power"]]
+        lines += [f"  event {e['t']:.1f} s: {e['check']} {'OK' if e['state'] == 'clear' else e['status']} "
+                  f"[{e['code']}] {'cleared: ' if e['state'] == 'clear' else ''}{e['text']}" for e in s.get("events", [])]
         for p in s["processes"][:20]:
             used = p.get("max_used_bytes")
             mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
@@ -339,7 +372,7 @@ def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Flat ``spark.sampler.*`` properties for JUnit (xunit1/legacy only)."""
     out = [("spark.sampler.ok", "yes" if s.get("ok") else "no"),
            ("spark.sampler.samples", str(s.get("samples", 0))),
-           ("spark.sampler.throttled", "yes" if s.get("throttled") else "no"),
+           ("spark.sampler.throttled", "unknown" if s.get("throttled") is None else "yes" if s["throttled"] else "no"),
            ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none")]
     gpus = s.get("gpus") or []
     for key, field, pick in (("temperature_max", "temperature_c", max), ("power_max", "power_w", max),

@@ -259,3 +259,23 @@ def test_unchanged_counters_are_not_throttling(doubles: Any) -> None:
         wait_samples(sampler, 3)
     s = sampler.summary()
     assert s["slowdown_counters"] == {} and s["throttled"] is False
+
+
+def test_the_sampler_raises_the_watchers_events(doubles: Any) -> None:
+    """SwThermalSlowdown from the 6th sample on: one G4 event that starts (not one per sample), in the
+    summary and the report text; a test can assert on ``events("G4")``."""
+    with GpuSampler(interval=0.02, env=doubles.nvml(hot_gb10()).env, timeout=2) as sampler:
+        wait_samples(sampler, 12)
+    found = sampler.events("G4")
+    assert [(e["code"], e["state"], e["status"]) for e in found] == [("G4.clock-event", "start", "WARN")]
+    assert "SwThermalSlowdown active on GPU 0" in found[0]["text"] and sampler.events("G6") == []
+    assert sampler.summary()["events"] == found
+    assert "[G4.clock-event] clock-event reason SwThermalSlowdown" in sampler.report_text()
+
+
+def test_a_sampler_without_a_sample_is_not_read_as_not_throttled(doubles: Any) -> None:
+    with GpuSampler(interval=0.02, env=doubles.nvml({"init_error": "DriverNotLoaded"}).env) as sampler:
+        time.sleep(0.3)
+    s = sampler.summary()
+    assert s["ok"] is False and s["throttled"] is None and s["events"] == []
+    assert ("spark.sampler.throttled", "unknown") in properties(s)

@@ -19,7 +19,7 @@ Scenario keys (all optional):
             clock_sm_mhz, clock_mem_mhz, max_clock_mem_mhz, max_clock_sm_mhz,
             mem_bus_width_bits, clock_event_reasons, compute_procs [{pid, used_bytes}],
             graphics_procs, samples [{temperature_c, power_usage_mw, clock_sm_mhz,
-            clock_event_reasons, tlimit_c, utilization_gpu}], utilization_gpu (%), lost_after (GpuIsLost after N sample reads),
+            clock_event_reasons, tlimit_c, utilization_gpu, compute_procs}], utilization_gpu (%), lost_after (GpuIsLost after N sample reads),
             tlimit_c (the "GPU T.Limit Temp" margin, C),
             counters {sw_power_cap, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
                       hw_power_brake_slowdown: microseconds, or a list read one per call
@@ -249,7 +249,14 @@ nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetCurrentClocksEventReaso
 
 def _procs(h, key):
     _need_init()
-    raw = _value(_dev(h).get(key, []))
+    dev = _dev(h)
+    raw = dev.get(key, [])
+    samples = dev.get("samples")
+    if samples:  # a sample may carry its own process list (a process that comes and goes)
+        n = max([c for (hh, _), c in _sample_reads.items() if hh == h] or [1]) - 1
+        sample = samples[min(n, len(samples) - 1)]
+        raw = sample.get(key, raw)
+    raw = _value(raw)
     return [_Struct(pid=p["pid"], usedGpuMemory=p.get("used_bytes")) for p in raw]
 
 

@@ -202,9 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; never a traceback (exit 2 with one line instead)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["watch"]:  # its own signal handling: it forwards signals to the job it runs
-        from pytest_dgx_spark.watch.run import main as watch  # lazy: only for the subcommand
-
-        return watch(args[1:])
+        return _watch(args[1:])
     from pytest_dgx_spark.probes import commands  # lazy: the probe machinery, not for --help
 
     # SIGTERM/SIGHUP end the run like Ctrl-C: every probe group is killed first
@@ -509,10 +507,19 @@ def _diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result],
     say(diag.line(), colour if paint else None)
 
 
+def _watch(args: Sequence[str]) -> int:
+    from pytest_dgx_spark.watch.run import main as watch  # lazy: only for the subcommand
+
+    return watch(args)
+
+
 #: ``spark-preflight NAME …``: its arguments in the usage line, what it does, its entry (the rest of the
 #: argv -> exit code; :func:`main` turns its exceptions into one line). A new subcommand is one entry here.
 SUBCOMMANDS: dict[str, tuple[str, str, Callable[[Sequence[str]], int]]] = {
     "diagnose": ("[OPTION ...] LOG [LOG ...]", "name the gotcha (G1..G10) a failed run's logs show", _diagnose),
+    # main() runs it before the preflight's signal handlers: it forwards signals to the job it wraps
+    "watch": ("[OPTION ...] (-- COMMAND [ARG ...] | --pid PID)",
+              "run or follow a job, say each G3/G4/G6 event as it happens, diagnose it if it fails", _watch),
 }
 
 

@@ -179,8 +179,24 @@ _ROWS: tuple[FindingCode, ...] = (
     FindingCode("G10.config-unreadable", "SKIP", "the config named with --spark-config could not be read"),
 )
 
-#: code -> its row
+#: codes only ``spark-preflight watch`` says (an event during the run; its fix: ``watch/rules.py``):
+#: a preflight check never carries them, so no recorded facts make them
+_WATCH_ROWS: tuple[FindingCode, ...] = (
+    FindingCode("G3.memavailable-low", "WARN", "watch: MemAvailable fell below the declared workload's margin"),
+    FindingCode("G3.oom-kill", "WARN", "watch: a new OOM kill in the kernel log during the run"),
+    FindingCode("G4.clock-event", "INFO/WARN",
+                "watch: a clock-event reason became active (power cap INFO; thermal, slowdown, brake WARN)"),
+    FindingCode("G4.clocks-low", "WARN", "watch: clocks stuck low while the GPU is busy"),
+    FindingCode("G4.no-answer", "WARN", "watch: NVML stopped answering for three intervals"),
+    FindingCode("G6.new-process", "WARN", "watch: a new GPU process appeared during the run"),
+    FindingCode("G6.over-cap", "WARN", "watch: a GPU process grew past its memory cap"),
+    FindingCode("G6.job-stalled", "WARN", "watch: the job's GPU stayed idle past --stall-seconds while it ran"),
+)
+
+#: code -> its row (a check's findings)
 CODES: dict[str, FindingCode] = {row.code: row for row in _ROWS}
+#: code -> its row (watch's events beyond the checks' own codes)
+WATCH: dict[str, FindingCode] = {row.code: row for row in _WATCH_ROWS}
 
 #: a check that crashed (the engine), and diagnose's log evidence for a check (a strong line, a
 #: medium or weak sign): codes every check has, ``G<n>.<slug>``
@@ -203,7 +219,7 @@ def log_code(check_id: str, strong: bool) -> str:
 
 def known(code: str) -> bool:
     """A code of the registry, or one every check has (``G<n>.check-crashed``, ``G<n>.log-failure``…)."""
-    if code in CODES:
+    if code in CODES or code in WATCH:
         return True
     check, _, slug = code.partition(".")
     return slug in PER_CHECK and check in catalog.IDS
@@ -215,7 +231,7 @@ def _check_number(code: str) -> int:
 
 def markdown_table() -> str:
     """docs/REFERENCE.md's findings table, one row per code, by check."""
-    rows = sorted(_ROWS, key=lambda r: _check_number(r.code))  # stable: the registry's order in a check
+    rows = sorted((*_ROWS, *_WATCH_ROWS), key=lambda r: _check_number(r.code))  # stable within a check
     lines = ["| code | status | meaning |", "|---|---|---|"]
     lines += [f"| `{r.code}` | {r.status} | {r.meaning} |" for r in rows]
     lines += [f"| `G<n>.{slug}` | {status} | {meaning} |" for slug, (status, meaning) in PER_CHECK.items()]

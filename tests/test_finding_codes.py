@@ -101,8 +101,9 @@ def code_strings(tree: ast.AST) -> set[str]:
 
 
 def test_each_registry_row_is_a_well_formed_code_of_a_check() -> None:
-    rows = codes._ROWS
-    assert len(rows) == len(codes.CODES), "a code is declared twice"
+    rows = (*codes._ROWS, *codes._WATCH_ROWS)
+    assert len(rows) == len(codes.CODES) + len(codes.WATCH), "a code is declared twice"
+    assert not set(codes.CODES) & set(codes.WATCH), "a watch code is a check's code too"
     for row in rows:
         assert codes.CODE_FORMAT.fullmatch(row.code), row
         assert row.check in catalog.IDS, row
@@ -142,7 +143,7 @@ def test_every_code_at_a_finding_site_is_in_the_registry_and_visible_to_this_sca
 def test_every_registry_code_is_said_by_some_check() -> None:
     """No dead row: each code is written at a finding site (its row stays once released)."""
     said = set().union(*(code_strings(t) for n, t in package_trees().items() if not n.endswith("codes.py")))
-    assert [c for c in codes.CODES if c not in said] == []
+    assert [c for c in [*codes.CODES, *codes.WATCH] if c not in said] == []
 
 
 # ------------------------------------------------------------------------------ released codes
@@ -156,7 +157,7 @@ def test_no_released_code_is_renamed_or_removed() -> None:
 def test_every_code_is_listed_as_released() -> None:
     """A new code gets its line in tests/data/released_codes.txt, so its removal is caught later."""
     listed = set(released())
-    every = [*codes.CODES, *(f"{cid}.{slug}" for cid in catalog.IDS for slug in codes.PER_CHECK)]
+    every = [*codes.CODES, *codes.WATCH, *(f"{cid}.{slug}" for cid in catalog.IDS for slug in codes.PER_CHECK)]
     assert [c for c in every if c not in listed] == []
 
 
@@ -216,3 +217,12 @@ def test_snapshot_renders_every_findings_text_once() -> None:
 if __name__ == "__main__" and sys.argv[1:] == ["--update"]:
     SNAPSHOT.write_text(render(), encoding="utf-8")
     print(f"wrote {SNAPSHOT.relative_to(ROOT)}")
+
+
+def test_every_watch_event_code_is_a_registry_row() -> None:
+    """watch's table of event codes (with their fixes) names only registry codes, and every watch-only
+    row is one of its events: the two stay in step."""
+    from pytest_dgx_spark.watch import rules
+
+    assert [c for c in rules.CODES if not codes.known(c)] == []
+    assert sorted(c for c in codes.WATCH if c not in rules.CODES) == []

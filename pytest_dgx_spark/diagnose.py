@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 from pytest_dgx_spark import catalog
 from pytest_dgx_spark.logscan import GATES, FileScan, Hit, Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
-from pytest_dgx_spark.safe_text import shortened
+from pytest_dgx_spark.safe_text import shortened, visible
 
 RANK = {"strong": 0, "medium": 1, "weak": 2}
 
@@ -86,7 +86,7 @@ class Diagnosis:
         return {
             "gotcha": c and c.gotcha, "line": self.line(), "at": c and c.hit.where, "quote": c and c.hit.text,
             "signature": c and c.sig.id, "fix": c and c.sig.fix, "secondary": list(self.secondary),
-            "files": [{"name": f.name, "path": f.path, "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
+            "files": [{"name": f.name, "path": visible(f.path), "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
                        "notes": list(f.notes)} for f in self.files],
             "errors": list(self.errors),
         }  # fmt: skip

@@ -64,6 +64,7 @@ class Settings:
     replay: Path | None = _DEFAULT["replay"]
     diagnose: tuple[Path, ...] = _DEFAULT["diagnose"]
     signatures: Path | None = _DEFAULT["signatures"]
+    gunzip_max_mib: float = _DEFAULT["gunzip-max-mib"]
     rootdir: Path = field(default_factory=Path.cwd)
     #: where ``github_url`` came from: "default", "ini" (the checkout's own config), "flag" or "cli";
     #: G8 sends ``GITHUB_TOKEN`` to another host only when the user gave it (issue 19, item 2)

@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_dgx_spark.options import BY_NAME
+from pytest_dgx_spark.options import BY_NAME, DEFAULT_GUNZIP_MIB
 from pytest_dgx_spark.probes import commands
 from pytest_dgx_spark.redact import Redactor, outgoing
 from pytest_dgx_spark.safe_text import visible
@@ -49,7 +49,9 @@ MAX_TABLE_BYTES = 1 << 20  # a signature file bigger than this is no signature f
 PATTERN_BUDGET_S = 0.25
 MIB = 1 << 20
 #: decompressed bytes read of a .gz log unless ``--gunzip-max-mib`` says otherwise
-GUNZIP_LIMIT = int(BY_NAME["gunzip-max-mib"].default * MIB)
+GUNZIP_LIMIT = int(DEFAULT_GUNZIP_MIB * MIB)
+#: the folder holding this package: the line filter's child imports it from there
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 WEIGHTS = ("strong", "medium", "weak")
 GOTCHAS = tuple(f"G{n}" for n in range(1, 11))
 #: facts a gate may name (:class:`pytest_dgx_spark.diagnose.MachineFacts` keys, true when they hold)
@@ -344,7 +346,8 @@ class _Source:
 
 
 def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None, *, shown: str | None = None,
-           limit: int | None = GUNZIP_LIMIT, on_limit: Callable[[int], None] | None = None) -> Iterator[bytes]:  # fmt: skip
+           limit: int | None = GUNZIP_LIMIT,
+           on_limit: Callable[[int], None] | None = None) -> Iterator[bytes]:  # fmt: skip
     """The log's bytes in blocks of about 1 MiB (decompressed when the name ends in ``.gz``, up to
     ``limit`` bytes: a 2 MB gzip bomb expands to GiBs; ``on_limit(bytes)`` is told)."""
     src = _Source(name, idle_s, shown)
@@ -455,12 +458,10 @@ class Matcher:
     def __init__(self, table: Table, gunzip_limit: int | None = GUNZIP_LIMIT,
                  limit_flag: str = BY_NAME["gunzip-max-mib"].cli_flag) -> None:  # fmt: skip
         self.table, self.gunzip_limit, self.limit_flag = table, gunzip_limit, limit_flag
-        alternatives: set[bytes] = {re.escape(lit.encode()) for s in table.signatures for lit in s.literals}
         #: a pattern without a literal reads every line: joined into the filter, its anchors, flags and
         #: groups would mean something else (``^`` at a block's start, ``\1`` another pattern's group)
         self.every_line = any(not s.literals for s in table.signatures)
-        unique = b"|".join(sorted(alternatives, key=lambda a: (-len(a), a))) or b"(?!)"
-        self.prefilter = _literal_filter(unique)
+        self.finder = LineFinder([lit for s in table.signatures for lit in s.literals])
         self._healthy = [s for s in table.signatures if s.kind == "healthy"]
         self._by_literal = [(lit, i) for i, s in enumerate(table.signatures) for lit in s.literals]
         #: every literal, when every entry names its own (``grep -F`` can then find the candidates)
@@ -510,17 +511,8 @@ class Matcher:
                 self._line(scan, raw, number, redactor)
             scan.lines += block.count(b"\n")
             return
-        base, pos, counted = scan.lines, 0, 0
-        search = self.prefilter.search
-        while m := search(block, pos):
-            start = block.rfind(b"\n", 0, m.start()) + 1
-            end = block.find(b"\n", m.end())
-            end = len(block) if end < 0 else end
-            base += block.count(b"\n", counted, start)
-            counted = start
-            if m.start() - start < MAX_LINE:  # beyond a line's first 4 KiB nothing is read
-                self._line(scan, block[start:end], base + 1, redactor)
-            pos = end + 1
+        for number, start, end in self.finder.lines(block, scan.lines + 1):
+            self._line(scan, block[start:end], number, redactor)
         scan.lines += block.count(b"\n")
 
     def scan(self, name: str, redactor: Redactor, *, kernel: bool = False, idle_s: float = IDLE_S,
@@ -531,9 +523,12 @@ class Matcher:
         finds the candidate lines in what this reader feeds it: the same lines, some 10x faster."""
         scan = FileScan(visible(label or name), path=name, kernel=kernel)
         program = commands.find_program("grep") if grep and self.literals else None
+        ours = [sys.executable, "-m", "pytest_dgx_spark.logscan", "--filter" if re2 else "--filter-re"]
+        argv = [program, "-F", "-n", "-a", *(x for lit in self.literals for x in ("-e", lit))] if program else [
+            *ours, *self.literals]  # fmt: skip
         try:
-            if program:
-                self._scan_grep(scan, program, idle_s, redactor)
+            if grep and self.literals:
+                self._scan_grep(scan, argv, idle_s, redactor)
             else:
                 self._scan_python(scan, idle_s, redactor)
         except (LogError, TableError) as exc:  # TableError: a user pattern past its time budget
@@ -550,7 +545,8 @@ class Matcher:
         def stopped(at: int) -> None:
             scan.stopped_at = at
 
-        found = blocks(scan.path, idle_s, scan.notes, shown=scan.name, limit=self.gunzip_limit, on_limit=stopped)
+        found = blocks(scan.path, idle_s, scan.notes, shown=scan.name, limit=self.gunzip_limit,
+                       on_limit=stopped)  # fmt: skip
         return checked(found, scan)
 
     def _scan_python(self, scan: FileScan, idle_s: float, redactor: Redactor) -> None:
@@ -558,11 +554,14 @@ class Matcher:
         for blk in whole_lines(self._blocks(scan, idle_s), scan):
             self._block(scan, blk, redactor)
 
-    def _scan_grep(self, scan: FileScan, program: str, idle_s: float, redactor: Redactor) -> None:
-        """``grep -F -n`` fed by this reader (so every bound of :func:`blocks` holds), its
-        candidate lines read back through the same 4 KiB cut; the lines counted here."""
-        argv = [program, "-F", "-n", "-a", *(x for lit in sorted(self.literals) for x in ("-e", lit))]
-        proc = commands.start(argv, {"LC_ALL": "C", "PATH": os.defpath}, stdin=True)
+    def _scan_grep(self, scan: FileScan, argv: list[str], idle_s: float, redactor: Redactor) -> None:
+        """``grep -F -n`` (or, where grep is not on PATH, :func:`filter_main` in a child: the same
+        lines, found on another core while this one classifies them) fed by this reader (so every
+        bound of :func:`blocks` holds), its candidate lines read back through the same 4 KiB cut;
+        the lines counted here."""
+        ours = argv[0] == sys.executable
+        env = {"LC_ALL": "C", "PATH": os.defpath, **({"PYTHONPATH": PACKAGE_ROOT} if ours else {})}
+        proc = commands.start(argv, env, stdin=True)
         if isinstance(proc, tuple):  # grep would not start: read in this process
             self._scan_python(scan, idle_s, redactor)
             return
@@ -578,9 +577,13 @@ class Matcher:
                     if number.isdigit():
                         self._line(scan, raw, int(number), redactor)
             feeder.join()
+            code = proc.wait(timeout=10) if ours else 0
         finally:
             commands.finish(proc)
             feeder.join(timeout=5)
+        if code:  # our filter died (an import, memory): its lines are not all there
+            raise LogError(f"{scan.name}: the line filter ({argv[0]} -m pytest_dgx_spark.logscan) "
+                           f"exited {code}")  # fmt: skip
         if failed:
             raise failed[0]
 
@@ -600,15 +603,89 @@ class Matcher:
                 proc.stdin.close()
 
 
-def _literal_filter(alternation: bytes) -> Any:
-    """The literals' alternation compiled for whole blocks: RE2's automaton when installed (some 6x
-    Python's ``re`` on 60 literals, where ``grep`` is not on PATH), else ``re``."""
-    if re2 is not None:
-        options = re2.Options()
-        options.log_errors = False
-        with suppress(Exception):
-            return re2.compile(alternation, options)
-    return re.compile(alternation)
+class LineFinder:
+    """The lines of a block that hold one of ``literals``: RE2 finds them whole in one pass when
+    installed; else Python's ``re`` on the literals as a trie (``(?:NCCL (?:INFO|WARN))``: some
+    2x a flat alternation), each hit widened to its line."""
+
+    def __init__(self, literals: Sequence[str]) -> None:
+        words = sorted({lit.encode() for lit in literals})
+        trie = _trie(words) if words else b"(?!)"
+        self.search = re.compile(trie).search
+        #: Python's re would backtrack on the ``[^\n]*``; RE2's automaton does not
+        self.whole = _linear_bytes(b"[^\n]*(?:%s)[^\n]*" % trie) if words else None
+
+    def lines(self, block: bytes, first: int) -> Iterator[tuple[int, int, int]]:
+        """``(number, start, end)`` of each candidate line of ``block`` (whole lines), numbered from
+        ``first``; a literal past a line's first :data:`MAX_LINE` bytes reads nothing."""
+        number, counted = first, 0
+        if self.whole is not None:
+            for m in self.whole.finditer(block):
+                start, end = m.span()
+                number += block.count(b"\n", counted, start)
+                counted = start
+                yield number, start, end
+            return
+        pos = 0
+        while m := self.search(block, pos):
+            start = block.rfind(b"\n", 0, m.start()) + 1
+            end = block.find(b"\n", m.end())
+            end = len(block) if end < 0 else end
+            number += block.count(b"\n", counted, start)
+            counted = start
+            if m.start() - start < MAX_LINE:  # beyond a line's first 4 KiB nothing is read
+                yield number, start, end
+            pos = end + 1
+
+
+def _trie(words: Sequence[bytes]) -> bytes:
+    """An alternation of ``words`` factored by prefix, so ``re`` tries each first byte once."""
+    node: dict[Any, Any] = {}
+    for word in words:
+        at = node
+        for byte in word:
+            at = at.setdefault(byte, {})
+        at[None] = {}
+
+    def pattern(at: dict[Any, Any]) -> bytes:
+        ends = None in at
+        alts = [re.escape(bytes([b])) + pattern(rest) for b, rest in sorted((k, v) for k, v in at.items()
+                                                                              if k is not None)]  # fmt: skip
+        if not alts:
+            return b""
+        body = alts[0] if len(alts) == 1 and not ends else b"(?:" + b"|".join(alts) + b")"
+        return b"(?:" + body + b")?" if ends else body
+
+    return pattern(node)
+
+
+def filter_main(literals: Sequence[str], engine: str = "re2") -> int:
+    """``python -m pytest_dgx_spark.logscan --filter LIT…``: what ``grep -F -n -a -e LIT…`` prints
+    (``N:line`` for each line of stdin that holds a literal), for a machine without grep on PATH;
+    ``--filter-re`` (``engine="re"``): on Python's re, as the parent that started it has no RE2."""
+    global re2
+    if engine == "re":
+        re2 = None
+    finder = LineFinder(literals)
+    out, number = sys.stdout.buffer, 1
+    for blk in whole_lines(iter(lambda: os.read(0, BLOCK), b""), None):
+        out.write(b"".join(b"%d:%s\n" % (n, blk[start:end]) for n, start, end in finder.lines(blk, number)))
+        number += blk.count(b"\n")
+    out.flush()
+    return 0
+
+
+def _linear_bytes(pattern: bytes) -> Any:
+    """``pattern`` on RE2 for whole blocks (its automaton finds 60 literals some 4x faster than
+    Python's ``re``: the prefilter where ``grep`` is not on PATH), or ``None`` without RE2."""
+    if re2 is None:
+        return None
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except Exception:  # a wrapper that refuses it: Python's re does the work
+        return None
 
 
 def checked(chunks: Iterator[bytes], scan: FileScan) -> Iterator[bytes]:
@@ -658,3 +735,7 @@ def scan_logs(logs: Sequence[str], kernel_logs: Sequence[str], table: Table, idl
     labels = bases if len(set(bases)) == len(bases) else names
     return [matcher.scan(name, redactor, kernel=i >= len(logs), idle_s=idle_s, label=label)
             for i, (name, label) in enumerate(zip(names, labels, strict=True))]  # fmt: skip
+
+
+if __name__ == "__main__" and sys.argv[1:2] in (["--filter"], ["--filter-re"]):
+    sys.exit(filter_main(sys.argv[2:], "re" if sys.argv[1] == "--filter-re" else "re2"))

@@ -27,11 +27,12 @@ FILLER = (DATA / "healthy_nccl_init.txt").read_text(encoding="utf-8")
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 FORGED = "verdict: ready"
 #: run the CLI with RE2 hidden (``--no-re2`` below): the fallback every install without it takes
-NO_RE2 = "import sys\nfrom pytest_dgx_spark import cli, logscan\nlogscan.re2 = None\nsys.exit(cli.main(sys.argv[1:]))\n"
+NO_RE2 = ("import sys\nfrom pytest_dgx_spark import cli, logscan\nlogscan.re2 = None\n"
+          "sys.exit(cli.main(sys.argv[1:]))\n")
 
 
 def spark(*args: str, cwd: Path, re2: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """The real ``spark-preflight`` in a child; with ``re2=False`` as an install without google-re2 runs it."""
+    """The real ``spark-preflight`` in a child; ``re2=False``: as an install without google-re2 runs it."""
     argv = [sys.executable, "-m", "pytest_dgx_spark.cli"] if re2 else [sys.executable, "-c", NO_RE2]
     env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.run([*argv, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
@@ -114,7 +115,7 @@ def test_no_literal_patterns_do_not_change_what_the_built_in_ones_find(tmp_path:
     assert plain.hits and (plain.lines, plain.hits, plain.counts) == (mixed.lines, mixed.hits, mixed.counts)
 
 
-# --------------------------------------------------------------------------- 3. a file name that forges a line
+# --------------------------------------------------------------------------- 3. a name that forges a line
 
 
 def test_a_log_name_with_a_newline_forges_no_line(tmp_path: Path) -> None:
@@ -134,8 +135,9 @@ def test_a_log_name_with_a_newline_forges_no_line(tmp_path: Path) -> None:
 def test_a_log_name_with_a_newline_forges_no_junit_or_html_line(pytester: pytest.Pytester, spark_env) -> None:
     name = "rank1\nverdict: ready\n\u2028x.log"
     (pytester.path / name).write_text(FILLER + POSTED["failure"]["S1"] + "\n")
-    result = pytester.runpytest("-p", "no:randomly", "--spark-offline", "--spark-preflight", f"--spark-diagnose={name}",
-                                "--junitxml=r.xml", "--spark-report=env.json")  # fmt: skip
+    result = pytester.runpytest("-p", "no:randomly", "--spark-offline", "--spark-preflight",
+                                f"--spark-diagnose={name}", "--junitxml=r.xml",
+                                "--spark-report=env.json")  # fmt: skip
     junit = (pytester.path / "r.xml").read_text()
     ET.fromstring(junit)
     props = {p.get("name"): p.get("value") or "" for p in ET.fromstring(junit).iter("property")}
@@ -177,13 +179,14 @@ def test_a_replayed_hostname_reaches_junit_escaped(pytester: pytest.Pytester) ->
      ({"id": ["U1"]}, "'id' must be a non-empty string")],
 )  # fmt: skip
 def test_every_signature_field_is_checked_where_it_is_read(tmp_path: Path, change: dict, reason: str) -> None:
-    entry = {"id": "U1", "pattern": "bad thing", "gotcha": "G3", "weight": "weak", "gate": ["kernel_7_0_0_1019"],
-             "gated_weight": "strong", **change}  # fmt: skip
+    entry = {"id": "U1", "pattern": "bad thing", "gotcha": "G3", "weight": "weak",
+             "gate": ["kernel_7_0_0_1019"], "gated_weight": "strong", **change}  # fmt: skip
     sigs = user_file(tmp_path, entry)
     (tmp_path / "train.log").write_text("bad thing\n")
     proc = spark("diagnose", "--no-machine", "--signatures", str(sigs), "train.log", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.count("\n") == 1 and "mine.json: signatures[0]" in proc.stderr and reason in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "mine.json: signatures[0]" in proc.stderr
+    assert reason in proc.stderr
 
 
 @pytest.mark.parametrize("flag", ["--signatures", "--known-bad"])
@@ -194,7 +197,8 @@ def test_deeply_nested_json_is_one_line_naming_the_file(tmp_path: Path, flag: st
         "--only", "G1", flag, "deep.json"]  # fmt: skip
     proc = spark(*args, cwd=tmp_path)
     assert proc.returncode == 2 and "internal error" not in proc.stderr and "Recursion" not in proc.stderr
-    assert proc.stderr.count("\n") == 1 and "deep.json" in proc.stderr and "nested" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "deep.json" in proc.stderr, proc.stderr
+    assert "nested" in proc.stderr
 
 
 # --------------------------------------------------------------------------- 6. a gzip bomb
@@ -218,7 +222,8 @@ def test_a_gzip_log_stops_at_its_decompressed_limit_and_says_so(tmp_path: Path) 
     proc = spark("diagnose", "--no-machine", "--gunzip-max-mib", "2", "rank0.log.gz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr  # the failure line lies past the limit: not read
     lines = -(-(2 << 20) // len(LINE))  # the lines begun in 2 MiB
-    assert proc.stdout.splitlines()[-1] == f"diagnosis: unknown — no known failure in {lines:,} lines (1 file)"
+    unknown = f"diagnosis: unknown — no known failure in {lines:,} lines (1 file)"
+    assert proc.stdout.splitlines()[-1] == unknown
     assert proc.stderr == ("spark-preflight: note: rank0.log.gz: stopped at 2 MiB of decompressed text "
                            f"(--gunzip-max-mib), after line {lines:,}: the rest was not read\n")  # fmt: skip
     whole = spark("diagnose", "--no-machine", "--gunzip-max-mib", "16", "rank0.log.gz", cwd=tmp_path)
@@ -232,7 +237,8 @@ def test_the_limit_has_a_sane_default_and_refuses_nonsense(tmp_path: Path) -> No
     (tmp_path / "x.log").write_text("x\n")
     for bad in ("0", "-1", "lots"):
         proc = spark("diagnose", "--no-machine", "--gunzip-max-mib", bad, "x.log", cwd=tmp_path)
-        assert proc.returncode == 2 and proc.stdout == "" and "--gunzip-max-mib" in proc.stderr, (bad, proc.stderr)
+        assert proc.returncode == 2 and proc.stdout == "", (bad, proc.stdout)
+        assert "--gunzip-max-mib" in proc.stderr, (bad, proc.stderr)
 
 
 def test_the_pytest_form_and_its_ini_twin_limit_the_log(pytester: pytest.Pytester, spark_env) -> None:
@@ -240,7 +246,8 @@ def test_the_pytest_form_and_its_ini_twin_limit_the_log(pytester: pytest.Pyteste
     pytester.makeini("[pytest]\nspark_preflight_gunzip_max_mib = 1\n")
     result = pytester.runpytest("-p", "no:randomly", "--spark-offline", "--spark-preflight",
                                 "--spark-diagnose=rank0.log.gz")  # fmt: skip
-    result.stdout.fnmatch_lines(["*diagnosis: unknown*", "note: rank0.log.gz: stopped at 1 MiB of decompressed text (--spark-gunzip-max-mib), after line 24,386: *"])
+    result.stdout.fnmatch_lines(["*diagnosis: unknown*", "note: rank0.log.gz: stopped at 1 MiB of "
+                                 "decompressed text (--spark-gunzip-max-mib), after line 24,386: *"])  # fmt: skip
     big = pytester.runpytest("-p", "no:randomly", "--spark-offline", "--spark-preflight",
                              "--spark-diagnose=rank0.log.gz", "--spark-gunzip-max-mib=8")  # fmt: skip
     big.stdout.fnmatch_lines(["diagnosis: G1 (first failure at rank0.log.gz:*)"])
@@ -267,7 +274,8 @@ def test_an_unreadable_log_is_refused_before_any_check_line(tmp_path: Path, what
         cut_gzip(bad)
     proc = spark("diagnose", "--no-machine", "good.log", what, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"spark-preflight: error: {what}:"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"spark-preflight: error: {what}:"), proc.stderr
 
 
 @pytest.mark.parametrize("what", ["folder", "cut.gz"])
@@ -276,10 +284,49 @@ def test_pytest_refuses_an_unreadable_log_at_start(pytester: pytest.Pytester, sp
     if what == "cut.gz":
         cut_gzip(pytester.path / "logs" / "cut.gz")
     pytester.makepyfile(test_marker="def test_ran(tmp_path):\n    open('ran', 'w').close()\n")
-    target, shown = ("logs", "logs: is a folder") if what == "folder" else ("logs/cut.gz", "cut.gz: not a readable gzip")
+    folder = what == "folder"
+    target = "logs" if folder else "logs/cut.gz"
+    shown = "logs: is a folder" if folder else "cut.gz: not a readable gzip"
     result = pytester.runpytest("-p", "no:randomly", "--spark-offline", "--spark-preflight",
                                 f"--spark-diagnose={target}")  # fmt: skip
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert not (pytester.path / "ran").exists()
     errors = [ln for ln in result.stderr.lines if "ERROR" in ln]
     assert len(errors) == 1 and f"--spark-diagnose: {shown}" in errors[0], result.stderr.lines
+
+
+# --------------------------------------------------------------------------- speed: without grep on PATH
+
+
+@pytest.mark.parametrize("re2", [True, False], ids=["re2", "python-re"])
+def test_without_grep_on_path_the_filter_child_finds_the_same_lines(tmp_path, monkeypatch, re2: bool) -> None:
+    """Where ``grep`` is not on PATH, ``python -m pytest_dgx_spark.logscan --filter`` plays its part
+    (in a child, on another core): the same lines, numbers and counts as grep and as this process."""
+    if re2 and not has_re2():
+        pytest.skip("google-re2 is not installed here")
+    if not re2:
+        monkeypatch.setattr(logscan, "re2", None)
+    text = (FILLER + POSTED["failure"]["S1"] + "\n" + "x" * 5000 + " NV_ERR_NO_MEMORY\n") * 3 + "no newline"
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    matcher = logscan.Matcher(logscan.load_table())
+    redact = logscan.outgoing({})
+    with_grep = matcher.scan(str(log), redact)
+    alone = matcher.scan(str(log), redact, grep=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no grep here
+    assert logscan.commands.find_program("grep") is None
+    child = matcher.scan(str(log), redact)
+    assert child.error is None and child.hits and any(h.sig == "S1" for h in child.hits)
+    for other in (with_grep, alone):
+        assert (child.lines, child.hits, child.counts) == (other.lines, other.hits, other.counts)
+
+
+def test_a_filter_child_that_dies_is_an_error_not_a_silent_unknown(tmp_path: Path, monkeypatch) -> None:
+    """If the child could not do its work (here: it cannot import the package), the scan says so."""
+    log = tmp_path / "train.log"
+    log.write_text(POSTED["failure"]["S1"] + "\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(logscan, "PACKAGE_ROOT", str(tmp_path))
+    monkeypatch.setattr(logscan.sys, "executable", "/bin/false")
+    scan = logscan.Matcher(logscan.load_table()).scan(str(log), logscan.outgoing({}))
+    assert scan.error is not None and "the line filter" in scan.error and "exited 1" in scan.error

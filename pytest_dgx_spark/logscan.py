@@ -60,6 +60,8 @@ GATES = ("kernel_7_0_0_1019", "cma_free_over_total", "high_order_blocks_empty", 
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: what no line holds once :func:`clean` has read it (a literal with one would never match)
+NOT_IN_A_LINE = re.compile("[\x00-\x1f\x7f-\x9f]")
 #: 2026-12-05T11:49:04.123 / 2026-12-05 11:49:04,123 (sortable), and vLLM's ``12-05 11:49:04``
 ISO_TS = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)")
 SHORT_TS = re.compile(r"\b(\d\d-\d\d) (\d\d:\d\d:\d\d)\b")
@@ -128,10 +130,6 @@ class UserPattern:
         self.pattern, self.where, self._re = compiled.pattern, where, compiled
         self._linear = _linear(compiled.pattern)
 
-    @property
-    def engine(self) -> str:
-        return "re2" if self._linear is not None else "re"
-
     def search(self, text: str) -> Any:
         if self._linear is not None:
             return self._linear.search(text)
@@ -186,9 +184,8 @@ def _optional(entry: dict[str, Any], key: str, where: str, among: Sequence[str] 
     if value is None:
         return None
     if among and value not in among:
-        names = "G1..G10" if among == GOTCHAS else ", ".join(among[:-1]) + " or " + among[-1]
-        raise TableError(f"{where}: '{key}' must be one of {names}, got {value!r}"
-                         if among == GOTCHAS else f"{where}: '{key}' must be {names}, got {value!r}")  # fmt: skip
+        names = "one of G1..G10" if among == GOTCHAS else ", ".join(among[:-1]) + " or " + among[-1]
+        raise TableError(f"{where}: '{key}' must be {names}, got {value!r}")
     if not isinstance(value, str):
         raise TableError(f"{where}: '{key}' must be a string, got {type(value).__name__}")
     return value
@@ -226,8 +223,10 @@ def _signature(entry: Any, kind: str, where: str, user: bool = False) -> Signatu
     _optional(entry, "ungated_gotcha", where, GOTCHAS)
     literals = entry.get("literal") or []  # one string or a list of them, each non-empty
     literals = [literals] if isinstance(literals, str) else literals
-    if not isinstance(literals, list) or not all(isinstance(x, str) and x for x in literals):
-        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings")
+    if not isinstance(literals, list) or not all(isinstance(x, str) and x and not NOT_IN_A_LINE.search(x)
+                                                 for x in literals):  # fmt: skip
+        raise TableError(f"{where}: 'literal' must be a string or a list of non-empty strings, "
+                         "without control characters (a line never holds them)")  # fmt: skip
     gotcha, weight = _gotcha_weight(entry, kind, where)
     gate = entry.get("gate") or []
     if not isinstance(gate, list) or any(g not in GATES for g in gate):
@@ -524,8 +523,8 @@ class Matcher:
         scan = FileScan(visible(label or name), path=name, kernel=kernel)
         program = commands.find_program("grep") if grep and self.literals else None
         ours = [sys.executable, "-m", "pytest_dgx_spark.logscan", "--filter" if re2 else "--filter-re"]
-        argv = [program, "-F", "-n", "-a", *(x for lit in self.literals for x in ("-e", lit))] if program else [
-            *ours, *self.literals]  # fmt: skip
+        patterns = [x for lit in self.literals for x in ("-e", lit)]
+        argv = [program, "-F", "-n", "-a", *patterns] if program else [*ours, *self.literals]
         try:
             if grep and self.literals:
                 self._scan_grep(scan, argv, idle_s, redactor)
@@ -537,7 +536,8 @@ class Matcher:
             scan.error = f"{scan.name}: read failed ({exc.strerror or exc})"
         if scan.stopped_at and scan.error is None:
             scan.notes.append(f"stopped at {scan.stopped_at / MIB:,.3g} MiB of decompressed text "
-                              f"({self.limit_flag}), after line {scan.lines:,}: the rest was not read")  # fmt: skip
+                              f"({self.limit_flag}), after line {scan.lines:,}: "
+                              "the rest was not read")  # fmt: skip
         return scan
 
     def _blocks(self, scan: FileScan, idle_s: float) -> Iterator[bytes]:

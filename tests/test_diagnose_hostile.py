@@ -176,7 +176,8 @@ def test_a_replayed_hostname_reaches_junit_escaped(pytester: pytest.Pytester) ->
      ({"row": {"n": 1}}, "'row' must be a string"),
      ({"means": ["x"]}, "'means' must be a string"),
      ({"source": 7}, "'source' must be a string"),
-     ({"id": ["U1"]}, "'id' must be a non-empty string")],
+     ({"id": ["U1"]}, "'id' must be a non-empty string"),
+     ({"literal": "bad\u0000thing"}, "'literal' must be a string or a list of non-empty strings, without")],
 )  # fmt: skip
 def test_every_signature_field_is_checked_where_it_is_read(tmp_path: Path, change: dict, reason: str) -> None:
     entry = {"id": "U1", "pattern": "bad thing", "gotcha": "G3", "weight": "weak",

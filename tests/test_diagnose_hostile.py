@@ -136,13 +136,15 @@ def test_a_log_name_with_a_newline_forges_no_junit_or_html_line(pytester: pytest
     name = "rank1\nverdict: ready\n\u2028x.log"
     (pytester.path / name).write_text(FILLER + POSTED["failure"]["S1"] + "\n")
     result = pytester.runpytest("-p", "no:randomly", "--spark-offline", "--spark-preflight",
-                                f"--spark-diagnose={name}", "--junitxml=r.xml",
-                                "--spark-report=env.json")  # fmt: skip
+                                f"--spark-diagnose={name}", "--junitxml=r.xml", "--spark-report=env.json",
+                                "--html=r.html", "--self-contained-html")  # fmt: skip
     junit = (pytester.path / "r.xml").read_text()
+    html = (pytester.path / "r.html").read_text()
+    assert "rank1\\nverdict: ready\\n\\u2028x.log:" in html  # the G1 line quotes the log, escaped
     ET.fromstring(junit)
     props = {p.get("name"): p.get("value") or "" for p in ET.fromstring(junit).iter("property")}
     assert "\\nverdict: ready" in props["spark.diagnosis"], props["spark.diagnosis"]
-    for text in (*props.values(), (pytester.path / "env.json").read_text(), result.stdout.str()):
+    for text in (*props.values(), (pytester.path / "env.json").read_text(), result.stdout.str(), html):
         assert RAW.findall(text.replace("\n", "")) == [] and "\nverdict: ready" not in text, text
 
 

@@ -11,6 +11,7 @@ is matched alone on each line, so its anchors, flags and groups mean what they s
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import os
@@ -565,6 +566,9 @@ class Matcher:
         if isinstance(proc, tuple):  # grep would not start: read in this process
             self._scan_python(scan, idle_s, redactor)
             return
+        for pipe in (proc.stdin, proc.stdout):  # 1 MiB pipes: a block per hand-over, not 64 KiB
+            with suppress(OSError, AttributeError, ValueError):
+                fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, BLOCK)  # type: ignore[union-attr]
         failed: list[BaseException] = []
         feeder = threading.Thread(target=self._feed, args=(scan, proc, idle_s, failed), daemon=True)
         feeder.start()
@@ -604,27 +608,33 @@ class Matcher:
 
 
 class LineFinder:
-    """The lines of a block that hold one of ``literals``: RE2 finds them whole in one pass when
-    installed; else Python's ``re`` on the literals as a trie (``(?:NCCL (?:INFO|WARN))``: some
-    2x a flat alternation), each hit widened to its line."""
+    """The lines of a block that hold one of ``literals``: RE2 finds runs of such lines whole in
+    one pass when installed (a flood of healthy NCCL lines is one match, not hundreds); else
+    Python's ``re`` on the literals as a trie (``(?:NCCL (?:INFO|WARN))``: some 2x a flat
+    alternation), each hit widened to its line."""
 
     def __init__(self, literals: Sequence[str]) -> None:
         words = sorted({lit.encode() for lit in literals})
         trie = _trie(words) if words else b"(?!)"
         self.search = re.compile(trie).search
         #: Python's re would backtrack on the ``[^\n]*``; RE2's automaton does not
-        self.whole = _linear_bytes(b"[^\n]*(?:%s)[^\n]*" % trie) if words else None
+        self.whole = _linear_bytes(b"(?:[^\n]*(?:%s)[^\n]*\n)+" % trie) if words else None
 
     def lines(self, block: bytes, first: int) -> Iterator[tuple[int, int, int]]:
-        """``(number, start, end)`` of each candidate line of ``block`` (whole lines), numbered from
-        ``first``; a literal past a line's first :data:`MAX_LINE` bytes reads nothing."""
+        """``(number, start, end)`` of each candidate line of ``block`` (whole lines, the last one
+        ending in a newline), numbered from ``first``; a literal past a line's first
+        :data:`MAX_LINE` bytes reads nothing (RE2 finds the line; :meth:`Matcher.classify` then
+        sees no literal in its first 4 KiB)."""
         number, counted = first, 0
         if self.whole is not None:
             for m in self.whole.finditer(block):
                 start, end = m.span()
                 number += block.count(b"\n", counted, start)
-                counted = start
-                yield number, start, end
+                counted = end
+                while start < end:  # the run's lines, each ending in a newline
+                    nl = block.find(b"\n", start, end)
+                    yield number, start, nl
+                    number, start = number + 1, nl + 1
             return
         pos = 0
         while m := self.search(block, pos):

@@ -20,7 +20,7 @@ from pytest_dgx_spark import __version__, catalog, outfile
 from pytest_dgx_spark.model import SHORT_WIDTH, Result, Status
 from pytest_dgx_spark.probes.store import MemoryStore
 from pytest_dgx_spark.redact import Redactor
-from pytest_dgx_spark.safe_text import plus_more
+from pytest_dgx_spark.safe_text import plus_more, visible
 
 SCHEMA = "pytest_spark.capture"
 VERSION = 1
@@ -191,7 +191,11 @@ class ReplayMachine:
         self.timeout = 0.0
 
     def identity(self) -> dict[str, Any]:
-        return dict(self.document.get("host") or {})
+        """The captured host, its strings escaped: a capture is a file anyone can edit, and its
+        hostname reached JUnit properties and reports with raw U+202E, U+2028 and NEL."""
+        host = self.document.get("host")
+        return {visible(str(k)): visible(v) if isinstance(v, str) else v
+                for k, v in (host.items() if isinstance(host, Mapping) else ())}  # fmt: skip
 
     def __getattr__(self, name: str) -> Any:
         raise CaptureError(f"a replay reads no machine (asked for {name!r})")

@@ -414,14 +414,14 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
 
 
 def _diagnose_live(
-    ns: argparse.Namespace, table: Any, idle: float
+    ns: argparse.Namespace, table: Any, idle: float, settings: Any
 ) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[Any]]:
     """The ten checks on this machine or a capture's, as the preflight runs them, and this machine's
     kernel log since boot (G3 and G4 read it; a replay has none) scanned as a ``--kernel-log`` file
     named after its source (``kmsg:12``, ``journalctl:40``)."""
     from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
 
-    engine = _engine(ns, _settings(ns))
+    engine = _engine(ns, settings)
     kernel: list[str] = []
     try:
         found = engine.run_many()
@@ -454,12 +454,19 @@ def _diagnose(argv: Sequence[str]) -> int:
         if ns.no_machine and ns.spark_replay:
             raise _Stop("--no-machine and --replay: choose one (--replay names whose machine it was)")
         idle = float(ns.spark_timeout) if ns.spark_timeout else logscan.IDLE_S
-        scans = logscan.scan_logs(ns.logs, ns.kernel_log, table, idle)
+        given = _settings(ns)  # every option checked (and the ini twins read) before a log is
+        limit = int(given.gunzip_max_mib * logscan.MIB)
+        scans = logscan.scan_logs(ns.logs, ns.kernel_log, table, idle, gunzip_limit=limit)
+        unread = [scan.error for scan in scans if scan.error]
+        if unread:  # refused before any check line: ten "no sign" lines would read as a verdict
+            for error in unread:
+                say_error(f"error: {error}")
+            return EXIT_USAGE
         live: dict[str, Result] = {}
         host: Mapping[str, Any] = {}
         settings, profile = None, "auto"
         if not ns.no_machine:
-            live, host, settings, profile, kernel_scans = _diagnose_live(ns, table, idle)
+            live, host, settings, profile, kernel_scans = _diagnose_live(ns, table, idle, given)
             scans += kernel_scans
     except (logscan.TableError, logscan.LogError, _Stop) as exc:
         say_error(f"error: {exc}")

@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from pytest_dgx_spark import catalog, codes
 from pytest_dgx_spark.logscan import CONTEXTS, GATES, FileScan, Hit, Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
-from pytest_dgx_spark.safe_text import shortened
+from pytest_dgx_spark.safe_text import shortened, visible
 
 RANK = {"strong": 0, "medium": 1, "weak": 2}
 
@@ -181,8 +181,9 @@ class Diagnosis:
             "fix": c and c.fix, "secondary": list(self.secondary),
             "weak_signs": [{"gotcha": e.gotcha, "at": e.hit.where, "signature": e.sig.id} for e in self.weak],
             "first_error": self.first_error and self.first_error.where, "hints": self.hints(),
-            "files": [{"name": f.name, "path": f.path, "lines": f.lines, "kernel_log": f.kernel, "error": f.error,
-                       "notes": list(f.notes), "facts": self.facts[i] if i < len(self.facts) else {}}
+            "files": [{"name": f.name, "path": visible(f.path), "lines": f.lines, "kernel_log": f.kernel,
+                       "error": f.error, "notes": list(f.notes),
+                       "facts": self.facts[i] if i < len(self.facts) else {}}
                       for i, f in enumerate(self.files)],
             "errors": list(self.errors),
         }  # fmt: skip

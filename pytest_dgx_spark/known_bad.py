@@ -121,6 +121,8 @@ def parse(text: str, origin: str) -> list[Entry]:
         data = json.loads(text)
     except ValueError as exc:
         raise KnownBadError(f"{origin}: not JSON ({exc})") from None
+    except RecursionError:  # thousands of nested brackets: json's recursion limit, one line here
+        raise KnownBadError(f"{origin}: not JSON (nested too deeply)") from None
     entries = data.get("entries") if isinstance(data, Mapping) else None
     if not isinstance(entries, list):
         raise KnownBadError(f'{origin}: expected an object {{"entries": [...]}}')

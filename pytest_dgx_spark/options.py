@@ -13,6 +13,9 @@ DEFAULT_GITHUB_URL = "https://api.github.com"
 MAX_SECONDS = 3600.0
 MAX_WORKLOAD_GIB = 65536.0  # 64 TiB: more than any one machine G3 could judge
 MAX_BANDWIDTH_GBPS = 100000.0  # some 20x the fastest GPU memory shipping
+MAX_GUNZIP_MIB = 1048576.0  # 1 TiB of text: no log; a limit the user raises on purpose
+#: diagnose reads this much of a .gz log's text: a log of ~20M lines, some 20 s; a bomb stops here
+DEFAULT_GUNZIP_MIB = 2048.0
 
 #: the value of an option not given, by kind (unless the Option says otherwise)
 EMPTY: dict[str, Any] = {"bool": False, "ids": (), "paths": (), "datafiles": (), "pairs": MappingProxyType({}),
@@ -108,6 +111,10 @@ OPTIONS: tuple[Option, ...] = (
            metavar="PATH"),
     Option("signatures", "infile", "files", "a JSON file of more failure-log signatures (pattern, gotcha, "
            "weight, fix, source) for the logs --spark-diagnose reads.", metavar="PATH"),
+    Option("gunzip-max-mib", "float", "files", "diagnose: read at most N MiB of a .gz log's decompressed text "
+           f"(default {DEFAULT_GUNZIP_MIB:g}, at most {MAX_GUNZIP_MIB:g}): a small file can expand to GiBs; "
+           "the output says where it stopped.", metavar="N", default=DEFAULT_GUNZIP_MIB, minimum=0.0,
+           exclusive_min=True, maximum=MAX_GUNZIP_MIB),
 )
 # fmt: on
 

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_dgx_spark import __version__, capture, catalog, launch, outfile
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.model import SCHEMA, Result, Verdict, verdict, verdict_line
+from pytest_dgx_spark.safe_text import visible
 
 #: the verdict over the checks that ran, a check that did not run counting as a warning
 run_verdict = verdict
@@ -135,7 +136,8 @@ def suite_properties(results: Iterable[Result], *, strict: bool, host: Mapping[s
     rs = ordered(results)
     props = [("spark.schema", SCHEMA), ("spark.version", __version__),
              ("spark.verdict", verdict(rs, strict=strict, not_run=not_run).value)]
-    props += [(f"spark.host.{key}", str(value)) for key, value in (host or {}).items() if value is not None]
+    props += [(f"spark.host.{visible(key)}", visible(value)) for key, value in (host or {}).items()
+              if value is not None]  # fmt: skip
     for r in rs:
         props += [(f"spark.{r.check_id}.status", r.status.value), (f"spark.{r.check_id}.summary", r.text)]
         props += [(f"spark.{r.check_id}.codes", ",".join(r.codes))] if r.codes else []

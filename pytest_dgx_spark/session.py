@@ -276,15 +276,34 @@ class SparkPreflight:
             install_signal_handlers()
         config.pluginmanager.register(ChecksFirst(), "dgx_spark_checks_first")
         report_plugins.register(config, self)
-        #: ``--spark-diagnose``'s signature table, read at configure: a bad --spark-signatures is a usage error
+        #: ``--spark-diagnose``'s signature table and logs, read at configure: a bad --spark-signatures
+        #: or a log that cannot be read (missing, a folder, binary, a cut gzip) is a usage error before
+        #: any test runs, not exit 4 after the whole session
         self.signatures: Any = None
+        self.scans: list[Any] = []
         if settings.diagnose and not self.is_worker:
-            from pytest_dgx_spark import logscan  # lazy: only with --spark-diagnose
+            self.signatures, self.scans = self._read_logs(settings)
 
-            try:
-                self.signatures = logscan.load_table(settings.signatures)
-            except logscan.TableError as exc:
-                raise pytest.UsageError(visible(f"{BY_NAME['signatures'].flag}: {exc}")) from None
+    @staticmethod
+    def _read_logs(settings: Settings) -> tuple[Any, list[Any]]:
+        """The signature table and every ``--spark-diagnose`` log scanned, or a one-line usage error."""
+        from pytest_dgx_spark import logscan  # lazy: only with --spark-diagnose
+
+        try:
+            table = logscan.load_table(settings.signatures)
+        except logscan.TableError as exc:
+            raise pytest.UsageError(visible(f"{BY_NAME['signatures'].flag}: {exc}")) from None
+        flag = BY_NAME["diagnose"].flag
+        try:
+            scans = logscan.scan_logs([str(p) for p in settings.diagnose], [], table, settings.timeout,
+                                      gunzip_limit=int(settings.gunzip_max_mib * logscan.MIB),
+                                      limit_flag=BY_NAME["gunzip-max-mib"].flag)  # fmt: skip
+        except logscan.LogError as exc:
+            raise pytest.UsageError(visible(f"{flag}: {exc}")) from None
+        unread = [scan.error for scan in scans if scan.error]
+        if unread:
+            raise pytest.UsageError(visible(f"{flag}: {'; '.join(unread)}"))
+        return table, scans
 
     @property
     def results(self) -> dict[str, Result]:
@@ -346,10 +365,9 @@ class SparkPreflight:
     def diagnose(self, live: list[Result], host: dict[str, Any]) -> tuple[list[Result], dict[str, Any]]:
         """The checks' results with the logs' evidence (``--spark-diagnose``), and the diagnosis."""
         from pytest_dgx_spark.diagnose import diagnose_run  # lazy: only with --spark-diagnose
-        from pytest_dgx_spark.logscan import scan_logs  # lazy: as above
 
         ran = {r.check_id: r for r in live}
-        scans = scan_logs([str(p) for p in self.settings.diagnose], [], self.signatures, self.settings.timeout)
+        scans = self.scans  # read at configure
         lines, diag = diagnose_run(scans, self.signatures, ran, host)
         self._notes += [f"note: {scan.name}: {n}" for scan in scans for n in scan.notes]
         self._notes += [f"cannot read log {e}" for e in diag.errors]

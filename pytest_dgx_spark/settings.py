@@ -66,6 +66,7 @@ class Settings:
     signatures: Path | None = _DEFAULT["signatures"]
     python: str | None = _DEFAULT["python"]
     prometheus_textfile: Path | None = _DEFAULT["prometheus-textfile"]
+    gunzip_max_mib: float = _DEFAULT["gunzip-max-mib"]
     rootdir: Path = field(default_factory=Path.cwd)
     #: where ``github_url`` came from: "default", "ini" (the checkout's own config), "flag" or "cli";
     #: G8 sends ``GITHUB_TOKEN`` to another host only when the user gave it (issue 19, item 2)

@@ -490,8 +490,19 @@ class Matcher:
         #: groups would mean something else (``^`` at a block's start, ``\1`` another pattern's group)
         self.every_line = any(not s.literals for s in table.signatures)
         self.finder = LineFinder([lit for s in table.signatures for lit in s.literals])
-        self._healthy = [s for s in table.signatures if s.kind == "healthy"]
-        self._by_literal = [(lit, i) for i, s in enumerate(table.signatures) for lit in s.literals]
+        self._healthy_literals: list[tuple[str | None, Signature]] = [
+            (lit, s) for s in table.signatures if s.kind == "healthy" for lit in (s.literals or (None,))]
+        #: literal -> the entries (by index) that name it; the entries without one are tried on every line
+        self._by_literal: dict[str, list[int]] = {}
+        for i, sig in enumerate(table.signatures):
+            for lit in sig.literals:
+                self._by_literal.setdefault(lit, []).append(i)
+        self._no_literal = [i for i, sig in enumerate(table.signatures) if not sig.literals and sig.kind != "healthy"]
+        #: at each position of a line the longest literal starting there (a lookahead over the trie, so
+        #: matches may overlap); a shorter literal starting at the same position is a prefix of it (below)
+        words = sorted(self._by_literal)
+        self._at_each = re.compile(f"(?=({_text_trie(words)}))") if words else None
+        self._prefixes = {w: [v for v in words if w.startswith(v)] for w in words}
         #: every literal, when every entry names its own (``grep -F`` can then find the candidates)
         self.literals = sorted({x for s in table.signatures for x in s.literals}) if all(
             s.literals for s in table.signatures) else []
@@ -500,14 +511,17 @@ class Matcher:
         """The entries a line matches: a healthy line matches nothing else; one signature per gotcha.
         Only entries whose literal the line holds run their pattern (healthy ones first: floods of
         healthy NCCL lines cost one look each)."""
-        for sig in self._healthy:
-            if (not sig.literals or any(lit in text for lit in sig.literals)) and sig.pattern.search(text):
+        for lit, sig in self._healthy_literals:  # a few entries, a literal or two each: cheaper than the scan below
+            if (lit is None or lit in text) and sig.pattern.search(text):
                 return [sig]
-        held = {i for lit, i in self._by_literal if lit in text}
+        present = {v for m in self._at_each.finditer(text) for v in self._prefixes[m.group(1)]} if (
+            self._at_each) else set()  # fmt: skip
+        held = sorted({i for lit in present for i in self._by_literal[lit]}.union(self._no_literal))
         found: list[Signature] = []
         gotchas: set[str | None] = set()
-        for i, sig in enumerate(self.table.signatures):
-            if sig.kind == "healthy" or (sig.literals and i not in held):
+        for i in held:  # the table's order: a user's entry before the built-in one of its gotcha
+            sig = self.table.signatures[i]
+            if sig.kind == "healthy":
                 continue
             if not (sig.kind == "signature" and sig.gotcha in gotchas) and sig.pattern.search(text):
                 found.append(sig)
@@ -674,6 +688,26 @@ class LineFinder:
             if m.start() - start < MAX_LINE:  # beyond a line's first 4 KiB nothing is read
                 yield number, start, end
             pos = end + 1
+
+
+def _text_trie(words: Sequence[str]) -> str:
+    """:func:`_trie` for text (a literal may hold any character): the longest word first at a position."""
+    node: dict[Any, Any] = {}
+    for word in words:
+        at = node
+        for ch in word:
+            at = at.setdefault(ch, {})
+        at[None] = {}
+
+    def pattern(at: dict[Any, Any]) -> str:
+        ends = None in at
+        alts = [re.escape(ch) + pattern(rest) for ch, rest in sorted((k, v) for k, v in at.items() if k is not None)]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 and not ends else "(?:" + "|".join(alts) + ")"
+        return "(?:" + body + ")?" if ends else body
+
+    return pattern(node)
 
 
 def _trie(words: Sequence[bytes]) -> bytes:

@@ -40,6 +40,8 @@ except ImportError:  # pragma: no cover - an install without it: Python's re, us
     re2 = None
 
 BLOCK = 1 << 20
+#: a log ending in at least this many NUL bytes was cut off with its host (FIELD-2026-12b M5)
+NUL_TAIL = 64
 MAX_LINE = 4096  # a longer line is matched and quoted on its first MAX_LINE bytes
 QUOTE_CHARS = 200  # quoted text of a hit, at most
 IDLE_S = 10.0  # seconds a pipe, FIFO or stdin may stay silent before the reader gives up
@@ -411,10 +413,14 @@ def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None, *,
 def binary_reason(head: bytes) -> str | None:
     """Why the first bytes of a log are no text (NULs, or mostly undecodable), else ``None``."""
     sample = head[:65536]
-    nul = sample.count(0)
-    if nul > len(sample) // 100:
+    # a text log whose tail is NULs is a file cut off with its host (FIELD M5), not a binary
+    body = sample.rstrip(b"\0")
+    if not body and sample:
+        return f"not a text log (only NUL bytes in the first {len(sample)} bytes)"
+    nul = body.count(0)
+    if nul > len(body) // 100:
         return f"not a text log ({nul} NUL bytes in the first {len(sample)} bytes: binary?)"
-    text = sample.decode("utf-8", "replace")
+    text = body.decode("utf-8", "replace")
     bad = text.count("\ufffd")
     if bad > len(text) // 10:
         return f"not a text log ({bad} undecodable bytes in the first {len(sample)}: binary or another encoding?)"
@@ -761,11 +767,19 @@ def _linear_bytes(pattern: bytes) -> Any:
 
 
 def checked(chunks: Iterator[bytes], scan: FileScan) -> Iterator[bytes]:
-    """``chunks``, after its first has passed :func:`binary_reason`."""
+    """``chunks``, after its first has passed :func:`binary_reason`; a tail of NUL bytes is said in a note:
+    an output file whose end was never written, as when the host is lost mid-run (power, a hard hang)."""
+    tail = 0
     for n, chunk in enumerate(chunks):
         if n == 0 and (why := binary_reason(chunk)):
             raise LogError(f"{scan.name}: {why}")
+        kept = chunk.rstrip(b"\0")
+        tail = len(chunk) - len(kept) if kept else tail + len(chunk)
         yield chunk
+    if tail >= NUL_TAIL:
+        scan.notes.append(f"the log ends in {tail:,} NUL bytes: it was cut off with its host (lost mid-run: a "
+                          "hard hang or power loss); read the previous boot's kernel log (journalctl -k -b -1): "
+                          "NV_ERR_NO_MEMORY there points to G3")  # fmt: skip
 
 
 def whole_lines(chunks: Iterator[bytes], scan: FileScan | None) -> Iterator[bytes]:

@@ -333,3 +333,19 @@ def test_a_filter_child_that_dies_is_an_error_not_a_silent_unknown(tmp_path: Pat
     monkeypatch.setattr(logscan.sys, "executable", "/bin/false")
     scan = logscan.Matcher(logscan.load_table()).scan(str(log), logscan.outgoing({}))
     assert scan.error is not None and "the line filter" in scan.error and "exited 1" in scan.error
+
+
+def test_a_log_cut_off_with_its_host_is_read_and_says_so(tmp_path: Path) -> None:
+    """FIELD-2026-12b M5: a host lost mid-run leaves an output file whose tail is NUL bytes. That is
+    evidence, not a binary: the text is read (its CUDA-12 line still names G1) and a note says the file
+    was cut off; a file of NULs alone is still refused."""
+    cut = tmp_path / "train.log"
+    cut.write_bytes((FILLER + "ImportError: libcudart.so.12: cannot open shared object file\n").encode()
+                    + b"\0" * 8192)  # fmt: skip
+    proc = spark("diagnose", "--no-machine", "train.log", cwd=tmp_path)
+    assert proc.returncode == 1 and "diagnosis: G1" in proc.stdout, proc.stdout + proc.stderr
+    assert "ends in 8,192 NUL bytes" in proc.stderr and "journalctl -k -b -1" in proc.stderr, proc.stderr
+    (tmp_path / "nul.log").write_bytes(b"\0" * 4096)
+    refused = spark("diagnose", "--no-machine", "nul.log", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert "only NUL bytes" in refused.stderr, refused.stderr

@@ -117,13 +117,14 @@ def run_preflight(flags: Sequence[str], budget: float, env: dict[str, str] | Non
 
 def _parser(prog: str, what: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog, description=f"{what} Other flags go to spark-preflight; flags are also read from "
-        f"${ARGS_FILE_ENV} (default {ARGS_FILE}), which slurm.conf cannot pass.",  # fmt: skip
+        prog=prog,
+        description=f"{what} Other flags go to spark-preflight; flags are also read from "
+        f"${ARGS_FILE_ENV} (default {ARGS_FILE}), which slurm.conf cannot pass.",
     )
     parser.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
                         help=f"seconds the whole preflight may take (default {BUDGET_S:g})")  # fmt: skip
     parser.add_argument("--drain-on-error", action="store_true",
-                        help="drain also when the preflight could not run (default: only on a FAIL)")  # fmt: skip
+                        help="drain also when the preflight could not run (default: on a FAIL)")  # fmt: skip
     return parser
 
 
@@ -161,8 +162,8 @@ def _state_file() -> Path:
 def prolog(argv: Sequence[str] | None = None) -> int:
     """``Prolog=``: exit 1 on a FAIL (slurmd drains the node and requeues the job held), else 0.
     Calls no Slurm command."""
-    ns, flags = _parser("spark-slurm-prolog", "Slurm Prolog: the quick, non-intrusive preflight of "
-                        f"this node ({PROLOG_CHECKS}); exit 1 on a FAIL.").parse_known_args(_args(argv))  # fmt: skip
+    what = f"Slurm Prolog: the quick, non-intrusive preflight of this node ({PROLOG_CHECKS}); 1 on a FAIL."
+    ns, flags = _parser("spark-slurm-prolog", what).parse_known_args(_args(argv))
     outcome = run_preflight(["--only", PROLOG_CHECKS, *flags], ns.budget, _env())
     note = _state_file()
     if outcome.code == 0:
@@ -216,8 +217,9 @@ def decide(outcome: Outcome, state: str, reason: str, drain_on_error: bool, prol
 
 def health(argv: Sequence[str] | None = None) -> int:
     """``HealthCheckProgram=``: drain this node on a FAIL, resume it when its own drain is over."""
-    ns, flags = _parser("spark-slurm-health", "Slurm HealthCheckProgram: drain this node when a check "
-                        f"of it ({HEALTH_CHECKS}) FAILs, resume it when the check passes again.").parse_known_args(_args(argv))  # fmt: skip
+    what = (f"Slurm HealthCheckProgram: drain this node when a check of it ({HEALTH_CHECKS}) FAILs, "
+            "resume it when the check passes again.")  # fmt: skip
+    ns, flags = _parser("spark-slurm-health", what).parse_known_args(_args(argv))
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     outcome = run_preflight(["--only", HEALTH_CHECKS, *flags], ns.budget, _env())
     note = _state_file()

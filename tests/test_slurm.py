@@ -176,7 +176,9 @@ class Cluster:
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             for proc in self.procs:
-                assert proc.poll() is None, f"{proc.args[0]} exited ({proc.returncode}) waiting for {what}\n{self.logs()}"
+                assert proc.poll() is None, (
+                    f"{proc.args[0]} exited ({proc.returncode}) waiting for {what}\n{self.logs()}"
+                )
             got = ready()
             if got:
                 return got
@@ -208,8 +210,10 @@ def _wrapper(path: Path, entry: str, env: dict[str, str], runs: Path) -> None:
     run is counted in ``runs``; while ``<runs>.pause`` exists the program is not run (the test
     decides when the health check may look, so that the prolog meets the fault first)."""
     exports = "".join(f"export {k}='{v}'\n" for k, v in sorted(env.items()))
-    path.write_text(f"#!/bin/sh\n{exports}[ -e '{runs}.pause' ] && {{ echo paused >> '{runs}'; exit 0; }}\n"
-                    f"echo run >> '{runs}'\nexec '{sys.executable}' -m pytest_dgx_spark.slurm {entry} \"$@\"\n")
+    path.write_text(
+        f"#!/bin/sh\n{exports}[ -e '{runs}.pause' ] && {{ echo paused >> '{runs}'; exit 0; }}\n"
+        f"echo run >> '{runs}'\nexec '{sys.executable}' -m pytest_dgx_spark.slurm {entry} \"$@\"\n"
+    )
     path.chmod(0o755)
 
 
@@ -229,20 +233,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
     key.write_bytes(os.urandom(128))
     key.chmod(0o400)
     (base / "munge-key").chmod(0o700)
-    root = make_root(base / "host", {"proc/meminfo": gb10.meminfo(), "proc/1/cgroup": "0::/\n",
-                                     **gb10.stack_files(), **gb10.memory_files(), "dev/kmsg": gb10.HEALTHY_KMSG})  # fmt: skip
+    spark = {"proc/meminfo": gb10.meminfo(), "proc/1/cgroup": "0::/\n", **gb10.stack_files()}
+    spark |= gb10.memory_files()
+    root = make_root(base / "host", {**spark, "dev/kmsg": gb10.HEALTHY_KMSG})
     (base / "doubles").mkdir()
     doubles = Doubles(base / "doubles").nvml(gb10.nvml()).torch(gb10.torch())
     conf = base / "slurm.conf"
     planted = {k: doubles.env[k] for k in ("SPARK_FAKE_NVML", "SPARK_FAKE_TORCH", "PYTHONPATH", "PATH")}
     planted |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "SPARK_PREFLIGHT_PYTHON_PATH": "",
-                "SPARK_SLURM_STATE_DIR": str(base / "spark-state"), "SPARK_SLURM_ARGS_FILE": str(base / "none"),
+                "SPARK_SLURM_STATE_DIR": str(base / "spark-state"),
+                "SPARK_SLURM_ARGS_FILE": str(base / "none"),
                 "SLURM_CONF": str(conf)}  # fmt: skip
     lines = []
     for line in readme_conf_lines():
         name, value = line.split("=", 1)
+        if name == "HealthCheckInterval":  # the README's 300 s; a test looks every few seconds
+            continue
         if value.startswith(README_BIN):
-            program = base / "bin" / value[len(README_BIN):]
+            program = base / "bin" / value[len(README_BIN) :]
             entry = "prolog" if name == "Prolog" else "health"
             _wrapper(program, entry, planted, base / f"{entry}.log")
             line = f"{name}={program}"
@@ -251,15 +259,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
     host = socket.gethostname().split(".")[0]
     conf.write_text("\n".join([
         "ClusterName=sparktest", f"SlurmctldHost={host}(127.0.0.1)", "SlurmUser=root", "SlurmdUser=root",
-        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}", "AuthType=auth/munge", "CredType=cred/munge",
+        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
+        "AuthType=auth/munge", "CredType=cred/munge",
         f"AuthInfo=socket={sock}", f"StateSaveLocation={base / 'state'}", f"SlurmdSpoolDir={base / 'spool'}",
         f"SlurmctldPidFile={base / 'slurmctld.pid'}", f"SlurmdPidFile={base / 'slurmd.pid'}",
         f"SlurmctldLogFile={base / 'slurmctld.log'}", f"SlurmdLogFile={base / 'slurmd.log'}",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/linear",
-        "SchedulerType=sched/builtin", "SwitchType=switch/none", "MpiDefault=none", "JobCompType=jobcomp/none",
+        "SchedulerType=sched/builtin", "SwitchType=switch/none", "MpiDefault=none",
+        "JobCompType=jobcomp/none",
         "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
         "ReturnToService=2", "SlurmdTimeout=300", "MailProg=/bin/true",
-        *lines,  # the README's, the interval below shortened for a test
+        *lines,  # the README's
         f"HealthCheckInterval={HEALTH_INTERVAL_S}",
         f"NodeName=spark1 NodeAddr=127.0.0.1 NodeHostname={host} CPUs=1 RealMemory=100 State=UNKNOWN",
         "PartitionName=debug Nodes=spark1 Default=YES MaxTime=INFINITE State=UP", "",
@@ -267,15 +277,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
     env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(conf), "HOME": str(base), "LANG": "C.UTF-8"}
     c = Cluster(base, env)
     try:
-        c.start(_tool("munged"), "-F", "-f", f"--socket={sock}", f"--key-file={key}", f"--pid-file={base / 'munged.pid'}",
-                f"--seed-file={base / 'munged.seed'}", f"--log-file={base / 'munged.log'}", log="munged.out")  # fmt: skip
+        c.start(_tool("munged"), "-F", "-f", f"--socket={sock}", f"--key-file={key}",
+                f"--pid-file={base / 'munged.pid'}", f"--seed-file={base / 'munged.seed'}",
+                f"--log-file={base / 'munged.log'}", log="munged.out")  # fmt: skip
         c.wait("munged's socket", sock.exists)
         c.start(_tool("slurmctld"), "-D", "-i", "-f", str(conf), log="slurmctld.out")
         c.start(_tool("slurmd"), "-D", "-N", "spark1", "-f", str(conf), log="slurmd.out")
         yield c, root
     finally:
         try:
-            subprocess.run([_tool("scancel"), "--full", "-u", "root"], capture_output=True, timeout=30, env=env)
+            subprocess.run(
+                [_tool("scancel"), "--full", "-u", "root"], capture_output=True, timeout=30, env=env
+            )
         except (OSError, subprocess.SubprocessError):
             pass
         c.stop()
@@ -286,7 +299,9 @@ def _health_runs(c: Cluster, what: str = "run") -> int:
     return log.read_text().splitlines().count(what) if log.exists() else 0
 
 
-def test_a_real_cluster_drains_on_a_fail_holds_the_job_and_resumes_once_healthy(cluster: tuple[Cluster, Path]) -> None:
+def test_a_real_cluster_drains_on_a_fail_holds_the_job_and_resumes_once_healthy(
+    cluster: tuple[Cluster, Path],
+) -> None:
     c, root = cluster
     sbatch, scontrol = _tool("sbatch"), _tool("scontrol")
     # healthy: the node comes up and a job runs to completion
@@ -304,7 +319,10 @@ def test_a_real_cluster_drains_on_a_fail_holds_the_job_and_resumes_once_healthy(
     c.wait("the health check paused", lambda: _health_runs(c, "paused") > paused)
     (root / "dev" / "kmsg").write_text(XID_79)
     second = c.run(sbatch, "--parsable", "-o", str(c.base / "job-%j.out"), "--wrap", "echo trained").strip()
-    c.wait("the job held after its prolog failed", lambda: c.job(second) == ("PENDING", "launch_failed_requeued_held"))
+    c.wait(
+        "the job held after its prolog failed",
+        lambda: c.job(second) == ("PENDING", "launch_failed_requeued_held"),
+    )
     state, reason = c.node()
     assert "DRAIN" in state and reason.startswith(slurm.PROLOG_REASON), (state, reason)
     held = c.base / f"job-{second}.out"  # slurmd says there why the job did not start; it did not

@@ -24,6 +24,9 @@ import pytest
 
 from conftest import PYTEST_ARGS
 
+#: builds the sdist: once per CI run (.ci/run's fresh lane), not in every lane
+pytestmark = pytest.mark.packaging
+
 ROOT = Path(__file__).resolve().parent.parent
 #: what .ci/run treats as a packaging warning
 WARNING = re.compile(r"^WARNING|would be ignored|SetuptoolsDeprecationWarning", re.MULTILINE)

@@ -37,8 +37,10 @@ from typing import Any
 PREFIX = "spark-preflight:"
 #: the reason slurmd gives a node whose prolog failed (slurmctld: "Prolog error")
 PROLOG_REASON = "Prolog error"
-ARGS_FILE_ENV, ARGS_FILE = "SPARK_SLURM_ARGS_FILE", "/etc/spark-preflight/slurm.args"
-STATE_DIR_ENV, STATE_DIR = "SPARK_SLURM_STATE_DIR", "/run/spark-preflight"
+ARGS_FILE = "/etc/spark-preflight/slurm.args"
+ARGS_FILE_ENV = "SPARK_PREFLIGHT_SLURM_ARGS"  # another args file
+STATE_DIR = "/run/spark-preflight"
+STATE_DIR_ENV = "SPARK_PREFLIGHT_SLURM_STATE"  # another folder for the prolog's note
 #: the checks of the node itself that a job cannot fix: memory headroom and fragmentation (G3), GPU
 #: faults, Xid and clocks (G4), GPU memory held by processes left behind (G6). The job's own Python
 #: is not the prolog's (root's), so G1/G2/G7/G9 are for the job script or ``--python``.
@@ -142,8 +144,15 @@ def _args(argv: Sequence[str] | None) -> list[str]:
 
 
 def say(text: str) -> None:
-    """One line on stderr, which slurmd puts in its log."""
-    print(f"spark-preflight (slurm): {text}", file=sys.stderr, flush=True)
+    """One line on stderr (``spark-preflight: <text>``, escaped), which slurmd puts in its log."""
+    from pytest_dgx_spark.cli import say_error  # the one writer to a terminal or log
+
+    say_error(text)
+
+
+def _shown(outcome: Outcome) -> str:
+    """The drain reason without its prefix, after ``say``'s own ``spark-preflight:``."""
+    return outcome.reason().removeprefix(PREFIX).strip()
 
 
 def _env() -> dict[str, str]:
@@ -169,7 +178,7 @@ def prolog(argv: Sequence[str] | None = None) -> int:
     if outcome.code == 0:
         note.unlink(missing_ok=True)
         return 0
-    say(outcome.reason())
+    say(f"prolog: {_shown(outcome)}")
     if outcome.failed or ns.drain_on_error:
         try:
             note.parent.mkdir(parents=True, exist_ok=True)
@@ -232,15 +241,15 @@ def health(argv: Sequence[str] | None = None) -> int:
             done = _scontrol("update", f"nodename={node}", "state=resume")
         else:
             if outcome.code not in (0, 1) or outcome.error:
-                say(f"{outcome.reason()} (not drained: --drain-on-error drains then)")
+                say(f"health check: {_shown(outcome)} (not drained: --drain-on-error drains then)")
             return 1 if action == "leave" and outcome.code != 0 else 0
     except (OSError, subprocess.SubprocessError) as exc:
-        say(f"cannot ask Slurm about node {node}: {exc}")
+        say(f"health check: cannot ask Slurm about node {node}: {exc}")
         return 2
     if done.returncode != 0:
-        say(f"scontrol update {node} ({action}): {(done.stderr or done.stdout).strip()[:150]}")
+        say(f"health check: scontrol update {node} ({action}): {(done.stderr or done.stdout).strip()[:150]}")
         return 2
-    say(f"node {node}: {action}" + (f" ({outcome.reason()})" if action == "drain" else ""))
+    say(f"health check: node {node}: {action}" + (f" ({_shown(outcome)})" if action == "drain" else ""))
     note.unlink(missing_ok=True)  # the drain is now named as ours, or over
     return 1 if action == "drain" else 0
 
@@ -248,6 +257,6 @@ def health(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":  # python -m pytest_dgx_spark.slurm prolog|health [flags]
     entry = {"prolog": prolog, "health": health}.get(sys.argv[1] if len(sys.argv) > 1 else "")
     if entry is None:
-        print("usage: python -m pytest_dgx_spark.slurm prolog|health [flags]", file=sys.stderr)
+        say("usage: python -m pytest_dgx_spark.slurm prolog|health [flags]")
         sys.exit(2)
     sys.exit(entry(sys.argv[2:]))

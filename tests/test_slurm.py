@@ -241,8 +241,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
     conf = base / "slurm.conf"
     planted = {k: doubles.env[k] for k in ("SPARK_FAKE_NVML", "SPARK_FAKE_TORCH", "PYTHONPATH", "PATH")}
     planted |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "SPARK_PREFLIGHT_PYTHON_PATH": "",
-                "SPARK_SLURM_STATE_DIR": str(base / "spark-state"),
-                "SPARK_SLURM_ARGS_FILE": str(base / "none"),
+                slurm.STATE_DIR_ENV: str(base / "spark-state"),
+                slurm.ARGS_FILE_ENV: str(base / "none"),
                 "SLURM_CONF": str(conf)}  # fmt: skip
     lines = []
     for line in readme_conf_lines():

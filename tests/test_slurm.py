@@ -122,6 +122,36 @@ def test_a_preflight_past_its_budget_is_stopped_and_drains_nothing(tmp_path: Pat
     assert decide(outcome, "IDLE", "", False, False) == "leave"
 
 
+@pytest.mark.parametrize(
+    ("kmsg", "flags", "code", "note"),
+    [
+        (XID_79, [], 1, True),  # a FAIL: Slurm drains the node and holds the job
+        (gb10.HEALTHY_KMSG, [], 0, False),
+        (gb10.HEALTHY_KMSG, ["--bogus"], 0, False),  # could not run: the node stays up
+        (gb10.HEALTHY_KMSG, ["--bogus", "--drain-on-error"], 1, True),
+    ],
+    ids=["fail", "healthy", "could-not-run", "could-not-run-drain-on-error"],
+)
+def test_the_prologs_exit_code_and_its_note_for_the_health_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    kmsg: str, flags: list[str], code: int, note: bool,
+) -> None:  # fmt: skip
+    """The prolog as slurmd runs it (no arguments but the args file's), on a planted host."""
+    root = make_root(tmp_path / "host", {"dev/kmsg": kmsg, "dev/nvidiactl": "", "proc/1/cgroup": "0::/\n"})
+    args = tmp_path / "slurm.args"
+    args.write_text("# as an admin writes it\n" + " ".join(flags) + "\n")
+    monkeypatch.setenv("SPARK_PREFLIGHT_HOST_ROOT", str(root))
+    monkeypatch.setenv(slurm.ARGS_FILE_ENV, str(args))
+    monkeypatch.setenv(slurm.STATE_DIR_ENV, str(tmp_path / "state"))
+    assert slurm.prolog([]) == code
+    said = capsys.readouterr().err
+    assert (tmp_path / "state" / "prolog-failed").exists() == note
+    if kmsg is XID_79:
+        assert said.startswith("spark-preflight: prolog: G4 FAIL"), said
+    elif flags:
+        assert "spark-preflight: prolog: could not run: " in said and "--bogus" in said, said
+
+
 # --------------------------------------------------------------------------- the real cluster
 
 

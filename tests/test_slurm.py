@@ -374,6 +374,15 @@ def test_a_real_cluster_drains_on_a_fail_holds_the_job_and_resumes_once_healthy(
     c.wait("the released job to complete", lambda: c.job(second)[0] == "COMPLETED")
     assert held.read_text().strip().endswith("trained")
 
+    # the job-script line (docs/SLURM.md): a failed run's log diagnosed into the job's own output
+    crash = "import sys; sys.exit('OSError: libcudart.so.12: cannot open shared object file')"
+    line = (f"'{sys.executable}' -c \"{crash}\" > train.log 2>&1"
+            f" || '{sys.executable}' -m pytest_dgx_spark diagnose train.log --offline --only G1")  # fmt: skip
+    third = c.run(sbatch, "--parsable", "-D", str(c.base), "-o", str(c.base / "job-%j.out"), "--wrap", line).strip()
+    c.wait("the diagnosing job to end", lambda: c.job(third)[0] in ("COMPLETED", "FAILED"))
+    diagnosis = (c.base / f"job-{third}.out").read_text()
+    assert 'G1 FAIL: train.log:1: "OSError: libcudart.so.12' in diagnosis, diagnosis
+
     # an admin's drain: the health check, though the node is healthy, leaves it drained
     c.run(scontrol, "update", "nodename=spark1", "state=drain", "reason=new DIMM, ticket 42")
     runs = _health_runs(c)

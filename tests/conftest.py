@@ -274,8 +274,8 @@ def spark_env(tmp_path: Path, doubles: Doubles, monkeypatch: pytest.MonkeyPatch)
     return SparkEnv(tmp_path, doubles).apply(monkeypatch)
 
 
-#: ``nonroot_run`` and the unprivileged user it makes (removed at the end of
-#: the session that made it; the account files checked unchanged): suiteuser.py
+#: ``nonroot_run``: a child as the machine's own unprivileged user, ``nobody`` (no account is
+#: made or removed): suiteuser.py
 pytest_plugins = ("suiteuser",)
 
 
@@ -382,22 +382,3 @@ def matplotlib_loaded() -> None:
     """matplotlib, imported and used once before any test (see :func:`_draw_one_chart`)."""
     if not MATPLOTLIB:
         pytest.skip("matplotlib is not installed")
-
-
-@pytest.fixture
-def accounts_to_ourselves(pytestconfig: pytest.Config) -> Iterator[None]:
-    """For a test whose child pytest loads suiteuser, which compares the
-    account files before and after its run: the outer run's other workers
-    change them too (tests/test_suite_manners.py, the outer ``sparktest``).
-    They take turns on the lock suiteuser's ``made_here`` holds while it
-    makes ``sparktest``."""
-    import fcntl
-    import tempfile
-
-    import suiteuser
-
-    state = pytestconfig.stash.get(suiteuser._STATE, None)
-    folder = state if state is not None and state.is_dir() else Path(tempfile.gettempdir())
-    with open(folder / "useradd.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield

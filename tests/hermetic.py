@@ -69,6 +69,7 @@ NAMES = frozenset(
 #: whole families, by prefix
 PREFIXES = (
     "SLURM_",
+    "SLURMD_",  # SLURMD_NODENAME: the node a Slurm health check runs on (pytest_dgx_spark/slurm.py)
     "OMPI_",
     "PMI_",
     "PMIX_",

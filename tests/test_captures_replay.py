@@ -41,8 +41,17 @@ def replay_note(stderr: str, capture: Path) -> bool:
     return len(said) == 1 and re.fullmatch(note, said[0]) is not None
 
 
-def replay(path: Path, *args: str) -> tuple[str, int]:
-    env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+def child_home(tmp_path: Path) -> str:
+    """An empty home under pytest's temp root for a child that must find nothing of ours there
+    (a home of ``/nonexistent``, run as root, had matplotlib create ``/nonexistent/.cache`` and
+    ``.config``: issue 34 item 10)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return str(home)
+
+
+def replay(path: Path, *args: str, home: Path) -> tuple[str, int]:
+    env = {"PATH": "", "HOME": child_home(home), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env["SPARK_PREFLIGHT_HOST_ROOT"] = "/nonexistent-host-root"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(path), *args],
@@ -60,8 +69,8 @@ def test_there_are_five_captures() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_capture_replays_to_the_lines_its_run_printed(name: str) -> None:
-    out, code = replay(CAPTURES / f"{name}.json.gz")
+def test_a_capture_replays_to_the_lines_its_run_printed(name: str, tmp_path: Path) -> None:
+    out, code = replay(CAPTURES / f"{name}.json.gz", home=tmp_path)
     assert out + f"exit {code}\n" == (CAPTURES / f"{name}.lines").read_text()
 
 
@@ -75,7 +84,7 @@ def untouched(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.Complet
     root, cwd, log = tmp_path / "empty-root", tmp_path / "run", tmp_path / "touched.json"
     root.mkdir(exist_ok=True)
     cwd.mkdir(exist_ok=True)
-    env = {"PATH": "", "HOME": "/nonexistent", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {"PATH": "", "HOME": child_home(tmp_path), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env |= {"SPARK_PREFLIGHT_HOST_ROOT": str(root), "NO_MACHINE_LOG": str(log), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env["COLUMNS"] = "120"  # pytest's section cuts lines to the terminal's width; the .lines files are 120 wide
     # matplotlib (G4's chart from the captured samples) builds its font list on first use with
@@ -159,7 +168,7 @@ def test_h200_captures_hold_what_their_runs_saw() -> None:
     assert docs["h200-load"]["checks"]["G4"]["result"]["readings"]["power_max"]["value"] > 300
 
 
-def test_the_gb10_capture_names_its_sources_and_reads_ready() -> None:
+def test_the_gb10_capture_names_its_sources_and_reads_ready(tmp_path: Path) -> None:
     doc = json.loads(gzip.decompress((CAPTURES / "gb10-public-healthy.json.gz").read_bytes()))
     assert doc["host"]["gpu"] == "NVIDIA GB10" and doc["profile"] == "gb10"
     # the host is a Spark's as posted (torch_arch_list_2.txt's uname), not the machine that built it
@@ -177,14 +186,14 @@ def test_the_gb10_capture_names_its_sources_and_reads_ready() -> None:
         assert (repo.group(1) if repo else "repository path was not recorded") in header, entry
     assert (CAPTURES.parent / doc["built_from"][0]["file"].removeprefix("tests/data/")).is_file()
     assert "shared/" not in json.dumps(doc["built_from"]) and "not a real Spark" in doc["note"]
-    out, code = replay(CAPTURES / "gb10-public-healthy.json.gz")
+    out, code = replay(CAPTURES / "gb10-public-healthy.json.gz", home=tmp_path)
     assert out.splitlines()[-1] == "verdict: ready (7 PASS, 3 INFO)" and code == 0
 
 
-def test_other_thresholds_change_a_recorded_verdict() -> None:
+def test_other_thresholds_change_a_recorded_verdict(tmp_path: Path) -> None:
     """The H200 under load drew ~690 W: with a GB10-style 'hot' threshold at 50 C
     G4 warns from the same recorded samples."""
-    out, _ = replay(CAPTURES / "h200-load.json.gz", "--only", "G4", "--threshold", "g4_hot_c=50")
+    out, _ = replay(CAPTURES / "h200-load.json.gz", "--only", "G4", "--threshold", "g4_hot_c=50", home=tmp_path)
     assert out.startswith("G4 WARN"), out
 
 
@@ -221,7 +230,7 @@ def test_facts_missing_a_field_skip_that_check_and_say_so(tmp_path: Path) -> Non
         for cid, key in DROPPED.items():
             del doc["checks"][cid]["facts"][key]
 
-    out, code = replay(edited(tmp_path, drop))
+    out, code = replay(edited(tmp_path, drop), home=tmp_path)
     g_lines = out.splitlines()[:10]
     for cid, line in zip(DROPPED, g_lines, strict=True):
         assert line.startswith(
@@ -236,7 +245,7 @@ def test_facts_with_an_unknown_field_skip_that_check_and_say_so(tmp_path: Path) 
     def add(doc: dict[str, Any]) -> None:
         doc["checks"]["G9"]["facts"]["from_the_future"] = True
 
-    out, _ = replay(edited(tmp_path, add), "--only", "G9,G3")
+    out, _ = replay(edited(tmp_path, add), "--only", "G9,G3", home=tmp_path)
     assert out.splitlines()[:2] == [
         "G3 INFO: MemAvailable 125.4 of 125.8 GiB; no workload declared",
         "G9 SKIP: capture's G9 facts have unknown 'from_the_future' (schema 1, written by 0.1.0);"
@@ -253,13 +262,13 @@ def test_facts_this_version_cannot_decide_skip_that_check_and_say_so(tmp_path: P
     def garble(doc: dict[str, Any]) -> None:
         doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
 
-    out, code = replay(edited(tmp_path, garble), "--only", "G1,G3")
+    out, code = replay(edited(tmp_path, garble), "--only", "G1,G3", home=tmp_path)
     assert out.splitlines()[:2] == [
         "G1 SKIP: capture's G1 facts cannot be decided (AttributeError); capture again",
         "G3 INFO: MemAvailable 125.4 of 125.8 GiB; no workload declared",
     ]
     assert "crashed" not in out and code == 0
-    verbose, _ = replay(edited(tmp_path, garble), "--only", "G1", "-v")
+    verbose, _ = replay(edited(tmp_path, garble), "--only", "G1", "-v", home=tmp_path)
     assert "(AttributeError: 'str' object has no attribute 'get' at g01_cuda_abi.py:" in verbose
     assert "written by 0.1.0); capture again with this version" in verbose
 
@@ -274,7 +283,7 @@ def test_a_run_whose_evaluate_crashed_replays_as_that_crash(tmp_path: Path) -> N
         doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
         doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()
 
-    out, code = replay(edited(tmp_path, crash_recorded), "--only", "G1")
+    out, code = replay(edited(tmp_path, crash_recorded), "--only", "G1", home=tmp_path)
     assert out.startswith("G1 FAIL: the check itself crashed (AttributeError), so nothing was verified") and code == 1
 
 
@@ -284,7 +293,7 @@ def test_a_replay_says_what_the_run_said_and_draws_its_g4_chart(tmp_path: Path, 
     is drawn from the captured samples beside the report, as the live run's was."""
     name = CAPTURES / "gb10-public-healthy.json.gz"
     recorded = capture.load(name)["checks"]["G8"]["result"]["readings"]["github_token"]["value"]
-    out, code = replay(name, "--json", f"--report={tmp_path / 'env-report.json'}")
+    out, code = replay(name, "--json", f"--report={tmp_path / 'env-report.json'}", home=tmp_path)
     g8 = next(r for r in json.loads(out)["results"] if r["id"] == "G8")
     assert code == 0
     assert g8["readings"]["github_token"]["value"] == recorded == "not set"

@@ -12,7 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
-MAX_WORDS = 2500
+#: issue 21's 2,500, plus the Slurm section issue 33 asks for (<= 25 lines; the rest is in
+#: docs/SLURM.md): the README had 2,498 words before it
+MAX_WORDS = 2580
 #: 0.3.0's README sections (and the new Install and Sample runs), each a heading of the README or of a page in docs/
 SECTIONS = (
     "Install",
@@ -45,7 +47,7 @@ def headings(text: str) -> set[str]:
     return {m.group(1).strip() for m in re.finditer(r"^#{1,4} (.+)$", text, re.MULTILINE)}
 
 
-def test_the_readme_has_at_most_2500_words() -> None:
+def test_the_readme_stays_within_its_word_budget() -> None:
     words = len(README.split())
     assert words <= MAX_WORDS, f"README.md has {words} words; move reference material to docs/"
 

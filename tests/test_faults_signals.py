@@ -82,6 +82,14 @@ def survivors(pids: list[int], wait: float = 3.0) -> list[int]:
     return left
 
 
+def _signals_as_a_shell_gives_them() -> None:
+    """SIGINT and SIGHUP at their defaults in the run: a suite started under ``nohup`` or as a
+    background job of a script (``cmd &``) has them ignored, and a child inherits that, so the
+    signal would be lost and the test fail on how it was started, not on the code."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def start(argv: list[str], scene: Scene, cwd: Path) -> subprocess.Popen[str]:
     # its own session: whatever happens, the test can clean up the whole run
     return subprocess.Popen(
@@ -92,6 +100,7 @@ def start(argv: list[str], scene: Scene, cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=_signals_as_a_shell_gives_them,
     )
 
 

@@ -220,6 +220,7 @@ def assert_installed_plugin_runs(env: dict[str, str], where: Path) -> None:
     assert plugin.returncode == 0 and "10 passed" in plugin.stdout, plugin.stdout[-2000:] + plugin.stderr[-2000:]
 
 
+@pytest.mark.packaging  # builds a wheel into new venvs: once per CI run (.ci/run's fresh lane)
 def test_the_readme_path_and_wheel_installs_work_in_a_clean_venv(tmp_path: Path) -> None:
     """The README's install block, run as written from the folder the clone is
     in (the ``git clone`` itself is a copy of this checkout's files)."""

@@ -24,6 +24,9 @@ import pytest
 
 from conftest import PYTEST_ARGS
 
+#: builds the sdist: once per CI run (.ci/run's fresh lane), not in every lane
+pytestmark = pytest.mark.packaging
+
 ROOT = Path(__file__).resolve().parent.parent
 #: what .ci/run treats as a packaging warning
 WARNING = re.compile(r"^WARNING|would be ignored|SetuptoolsDeprecationWarning", re.MULTILINE)
@@ -142,7 +145,7 @@ def test_every_local_link_of_the_readme_and_docs_resolves_in_the_sdist(sdist: Pa
     assert (sdist / "CHANGELOG.md").is_file() and (sdist / "LICENSE").is_file()
 
 
-def test_the_sdists_test_suite_collects_and_a_replay_test_runs(sdist: Path, accounts_to_ourselves: None) -> None:
+def test_the_sdists_test_suite_collects_and_a_replay_test_runs(sdist: Path) -> None:
     """The suite's helpers and data travel with it (conftest, doubles, data);
     the capture replays run from the sdist's own files."""
     assert not list(sdist.rglob("__pycache__")), "bytecode in the sdist"

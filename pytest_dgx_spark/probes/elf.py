@@ -191,9 +191,11 @@ def read_dynamic_pyelftools(path: str) -> Dynamic:
     try:
         with open(path, "rb") as fh:
             segments = [seg for seg in ELFFile(fh).iter_segments() if isinstance(seg, DynamicSegment)]
-            tags = [t for seg in segments for t in seg.iter_tags()]
-            sonames = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]  # type: ignore[attr-defined]
-            needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
+            # Any: pyelftools adds .soname/.needed per tag at run time, and without pyelftools
+            # installed mypy knows nothing of it (no ignore that is unused in one of the two)
+            tags: list[Any] = [t for seg in segments for t in seg.iter_tags()]
+            sonames = [t.soname for t in tags if t.entry.d_tag == "DT_SONAME"]
+            needed = [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
             return Dynamic(tuple(needed), (sonames or [None])[-1])
     except IsADirectoryError:
         raise ElfError("directory", "is a directory") from None

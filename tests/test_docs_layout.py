@@ -1,4 +1,4 @@
-"""The README is a guide for users, at most 2,500 words; the reference lives in
+"""The README is a guide for users, at most 2,700 words; the reference lives in
 docs/ and nothing of 0.3.0's README was dropped on the way (issue 21, step 7).
 """
 
@@ -12,9 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
-#: issue 21's 2,500, plus the Slurm section issue 33 asks for (<= 25 lines; the rest is in
-#: docs/SLURM.md): the README had 2,498 words before it
-MAX_WORDS = 2580
+#: issue 21's 2,500, plus the sections issues 30, 32 and 33 ask the README for (adding a signature,
+#: "During the run: watch", "Prometheus", "Slurm", each <= 25 lines with the rest in docs/): the
+#: README had 2,498 words before them
+MAX_WORDS = 2700
 #: 0.3.0's README sections (and the new Install and Sample runs), each a heading of the README or of a page in docs/
 SECTIONS = (
     "Install",

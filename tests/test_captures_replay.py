@@ -338,12 +338,12 @@ def test_a_replay_says_each_findings_code(tmp_path: Path) -> None:
     a check recorded without facts keeps its recorded result's codes; a recorded crash replays with
     its code."""
     vllm = CAPTURES / "h200-vllm.json.gz"
-    out, code = replay(vllm, "--json")
+    out, code = replay(vllm, "--json", home=tmp_path)
     by_id = {r["id"]: r for r in json.loads(out)["results"]}
     assert code == 1 and by_id["G6"]["status"] == "FAIL" and by_id["G6"]["codes"] == ["G6.uncapped-process"]
     assert by_id["G8"]["codes"] == ["G8.offline"] and by_id["G7"]["codes"] == ["G7.not-sm121"]
     assert by_id["G1"]["codes"] == []  # a PASS states no finding
-    verbose, _ = replay(vllm, "--only", "G6", "-v")
+    verbose, _ = replay(vllm, "--only", "G6", "-v", home=tmp_path)
     assert verbose.splitlines()[:2] == [
         next(ln for ln in verbose.splitlines() if ln.startswith("G6 FAIL: ")), "  code: G6.uncapped-process"
     ]
@@ -352,7 +352,7 @@ def test_a_replay_says_each_findings_code(tmp_path: Path) -> None:
         recorded = doc["checks"]["G3"]["result"]
         doc["checks"]["G3"] = {"result": {**recorded, "status": "WARN", "codes": ["G3.oom-kills"]}}
 
-    out, _ = replay(edited(tmp_path, result_only), "--only", "G3", "--json")
+    out, _ = replay(edited(tmp_path, result_only), "--only", "G3", "--json", home=tmp_path)
     assert json.loads(out)["results"][0]["codes"] == ["G3.oom-kills"]  # what the run recorded, kept
 
     def crash_recorded(doc: dict[str, Any]) -> None:
@@ -361,5 +361,5 @@ def test_a_replay_says_each_findings_code(tmp_path: Path) -> None:
         doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
         doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()
 
-    out, _ = replay(edited(tmp_path, crash_recorded), "--only", "G1", "--json")
+    out, _ = replay(edited(tmp_path, crash_recorded), "--only", "G1", "--json", home=tmp_path)
     assert json.loads(out)["results"][0]["codes"] == ["G1.check-crashed"]

@@ -1319,13 +1319,15 @@ def test_a_running_wrapped_job_of_yours_names_the_program(tmp_path: Path) -> Non
 
 
 def test_a_running_job_of_another_user_is_only_a_note(tmp_path: Path) -> None:
-    """A real ``timeout 60 python3 evil.py …`` of another uid, in its own session."""
+    """A real ``timeout 60 python3 theirs.py …`` of another uid, in its own session. Its own name: a
+    test beside it under xdist runs a job of ours with the same flags (``evil.py``), which G10 rightly
+    names while both run."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to start a process of another user")
     folder = Path(tempfile.mkdtemp(prefix="spark-other-"))
     try:
         folder.chmod(0o755)
-        script = folder / "evil.py"
+        script = folder / "theirs.py"
         script.write_text("import time\ntime.sleep(60)\n")
         script.chmod(0o644)
         prefix = ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups"]
@@ -1357,9 +1359,9 @@ def test_a_running_job_of_another_user_is_only_a_note(tmp_path: Path) -> None:
             _stop(proc)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    assert not any("evil.py" in t for t in (r.summary, r.headline, r.fix)), r.line()
+    assert not any("theirs.py" in t for t in (r.summary, r.headline, r.fix)), r.line()
     notes = [d for d in r.details if d.startswith("not judged, another user's job (uid 4242): pid ")]
-    assert len(notes) == 1 and "(evil.py): --tensor-parallel-size = 2, --nnodes = 2" in notes[0], r.details
+    assert len(notes) == 1 and "(theirs.py): --tensor-parallel-size = 2, --nnodes = 2" in notes[0], r.details
 
 
 # --------------------------------------------------------------------------- issue 22, G10+: a degraded link, a container without RDMA

@@ -157,7 +157,13 @@ def test_an_unreadable_kmsg_says_how_to_allow_it(tmp_path: Path) -> None:
 
 
 #: what the child below imports, as user nobody
-NOBODY_IMPORTS = "import pytest_dgx_spark.probes.kernel_log, pytest_dgx_spark.probes.commands"
+#: nobody imports the package, and from the checkout asked for: where it cannot read that folder,
+#: Python skips it on sys.path and may find an installed copy instead (a GPU image's editable install)
+NOBODY_IMPORTS = (
+    "import os, sys, pytest_dgx_spark.probes.kernel_log, pytest_dgx_spark.probes.commands\n"
+    "got, want = os.path.realpath(pytest_dgx_spark.__file__), os.path.realpath(sys.argv[1])\n"
+    "sys.exit(None if got.startswith(want + os.sep) else f'imports pytest_dgx_spark from {got}, not {want}')\n"
+)
 
 
 def nobody_import_problem(python: str, drop: Any, package: str) -> str:
@@ -165,7 +171,7 @@ def nobody_import_problem(python: str, drop: Any, package: str) -> str:
     the interpreter may sit under root's home, the checkout in a folder of mode 0700 (a clone inside
     ``mktemp -d``), as the suite's other unprivileged tests check (suiteuser.import_problem)."""
     try:
-        done = subprocess.run([python, "-c", NOBODY_IMPORTS], preexec_fn=drop, cwd="/", timeout=30,
+        done = subprocess.run([python, "-c", NOBODY_IMPORTS, package], preexec_fn=drop, cwd="/", timeout=30,
                               capture_output=True, text=True, env={"PYTHONPATH": package, "PATH": os.defpath})  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{python}: {exc}"

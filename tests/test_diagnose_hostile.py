@@ -336,7 +336,7 @@ def test_a_filter_child_that_dies_is_an_error_not_a_silent_unknown(tmp_path: Pat
 
 
 def test_a_log_cut_off_with_its_host_is_read_and_says_so(tmp_path: Path) -> None:
-    """FIELD-2026-12b M5: a host lost mid-run leaves an output file whose tail is NUL bytes. That is
+    """NVIDIA/dgx-spark-playbooks #97, #116: a host lost mid-run leaves an output file whose tail is NUL bytes. That is
     evidence, not a binary: the text is read (its CUDA-12 line still names G1) and a note says the file
     was cut off; a file of NULs alone is still refused."""
     cut = tmp_path / "train.log"

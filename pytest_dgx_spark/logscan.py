@@ -413,7 +413,7 @@ def blocks(name: str, idle_s: float = IDLE_S, notes: list[str] | None = None, *,
 def binary_reason(head: bytes) -> str | None:
     """Why the first bytes of a log are no text (NULs, or mostly undecodable), else ``None``."""
     sample = head[:65536]
-    # a text log whose tail is NULs is a file cut off with its host (FIELD M5), not a binary
+    # a text log whose tail is NULs is a file cut off with its host (a host lost mid-run), not a binary
     body = sample.rstrip(b"\0")
     if not body and sample:
         return f"not a text log (only NUL bytes in the first {len(sample)} bytes)"

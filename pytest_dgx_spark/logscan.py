@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - an install without it: Python's re, us
     re2 = None
 
 BLOCK = 1 << 20
-#: a log ending in at least this many NUL bytes was cut off with its host (NVIDIA/dgx-spark-playbooks #97, #116)
+#: a log ending in this many NUL bytes or more was cut off with its host (dgx-spark-playbooks #97, #116)
 NUL_TAIL = 64
 MAX_LINE = 4096  # a longer line is matched and quoted on its first MAX_LINE bytes
 QUOTE_CHARS = 200  # quoted text of a hit, at most

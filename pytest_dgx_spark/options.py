@@ -246,7 +246,7 @@ WATCH_OPTIONS: tuple[Option, ...] = (
     Option("no-diagnose", "bool", "watch", "when the job fails, do not run the post-mortem diagnosis."),
 )
 # fmt: on
-WATCH_SHARED = ("workload-gb", "threshold", "xid-class")
+WATCH_SHARED = ("workload-gb", "threshold", "xid-class", "prometheus-textfile")
 
 
 def add_watch_options(parser: argparse.ArgumentParser) -> None:

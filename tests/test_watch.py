@@ -798,3 +798,43 @@ def test_the_timeline_is_redacted_as_a_capture_is(box: dict[str, Any]) -> None:
     assert r.returncode == 2 and r.stdout.decode().count(token) == 1  # the job's own output is untouched
     assert "plain-secret-value-123" not in raw and token not in raw
     assert any(x["type"] == "output" for x in timeline(path))
+
+
+def test_the_prometheus_textfile_is_refreshed_every_sample(box: dict[str, Any]) -> None:
+    """Issue 33: under watch, ``--prometheus-textfile`` is rewritten each sample. Before the planted
+    Xid 79 the watched checks read pass; after it G4 reads fail with its code, the other checks are
+    ``not_run`` with why, and every file written parses with prometheus_client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    kmsg, path, prom = box["root"] / "dev/kmsg", box["tmp"] / "t.jsonl", box["tmp"] / "spark.prom"
+
+    def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = prom.read_text()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for fam in text_string_to_metric_families(text) for s in fam.samples}  # fmt: skip
+
+    proc = subprocess.Popen(
+        watch_argv("--interval", str(INTERVAL), "--timeline", str(path), "--prometheus-textfile", str(prom),
+                   "--no-diagnose", "--", "sleep", "4"),
+        env=box["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    wait_samples(path, 2)
+    before = samples()
+    g4_before = {dict(k[1])["status"]: v for k, v in before.items()
+                 if k[0] == "spark_preflight_check_status" and dict(k[1])["check"] == "G4"}  # fmt: skip
+    assert g4_before["pass"] == 1 and g4_before["fail"] == 0, g4_before
+    (info,) = [dict(k[1]) for k in before if k[0] == "spark_preflight_build_info"]
+    assert info["mode"] == "watch", info
+    with kmsg.open("a") as fh:
+        fh.write(gb10.kmsg([XID_79], first_seq=100, first_usec=900_000_000))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    after = samples()
+    g4 = {dict(k[1])["status"]: v for k, v in after.items()
+          if k[0] == "spark_preflight_check_status" and dict(k[1])["check"] == "G4"}  # fmt: skip
+    assert g4["fail"] == 1 and g4["pass"] == 0, g4
+    assert after[("spark_preflight_finding", (("check", "G4"), ("code", "G4.xid-hardware"), ("status", "fail")))] == 1
+    reasons = {dict(k[1])["check"]: dict(k[1])["reason"] for k in after if k[0] == "spark_preflight_check_reason"}
+    assert reasons["G1"] == "not watched: watch samples G3, G4 and G6" and "G4" not in reasons
+    assert after[("spark_preflight_verdict", (("verdict", "blocked"),))] == 1
+

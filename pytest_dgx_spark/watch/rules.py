@@ -196,6 +196,8 @@ class _Active:
     since: float
     text: str
     data: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
+    status: str = ""
 
 
 @dataclass
@@ -251,7 +253,7 @@ class Watcher:
         was = self.active.get(key)
         c = CODES[code]
         if on and was is None:
-            self.active[key] = _Active(t, text, data)
+            self.active[key] = _Active(t, text, data, code, status or c.status)
             out.append(Event(t, code, "start", status or c.status, text, c.fix, key))
         elif not on and was is not None:
             del self.active[key]

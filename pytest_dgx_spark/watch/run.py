@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pytest_dgx_spark import options, outfile
+from pytest_dgx_spark import catalog, options, outfile
 from pytest_dgx_spark.probes.machine import ROOT_ENV
 from pytest_dgx_spark.redact import Redactor, reduce_argv, scrub
 from pytest_dgx_spark.safe_text import visible
@@ -40,6 +40,10 @@ HEAD_BYTES, TAIL_BYTES = 64 << 10, 1 << 20
 TIMELINE_TAIL_LINES = 200
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent (a terminal's ^C to the foreground group)
+
+
+#: the checks a watch samples (the rest are ``not_run`` in its Prometheus textfile)
+WATCHED = ("G3", "G4", "G6")
 
 
 class Usage(Exception):
@@ -158,6 +162,11 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
             outfile.check(ns.spark_timeline)
         except OSError as exc:
             raise Usage(f"--timeline {ns.spark_timeline}: {exc.strerror or exc}") from None
+    if ns.spark_prometheus_textfile is not None:
+        try:
+            outfile.check(ns.spark_prometheus_textfile)
+        except OSError as exc:
+            raise Usage(f"--prometheus-textfile {ns.spark_prometheus_textfile}: {exc.strerror or exc}") from None
     return ns, command
 
 
@@ -267,6 +276,8 @@ class Watch:
         self._job_pids: dict[int, bool] = {}
         self._profiled = False
         self.samples = 0
+        self.instants: dict[str, tuple[str, str]] = {}  # code -> (status, text) of the first instant event
+        self._prometheus_failed = False
 
     def _profile(self, profile: str) -> None:
         t = defaults(profile)
@@ -385,11 +396,58 @@ class Watch:
                 for p in s["procs"] or []
             ]
         self.timeline.write(record)
+        self._prometheus(s)
         return events
 
     def _event(self, e: rules.Event) -> None:
         say(rules.line(e))
         self.timeline.write(e.to_dict())
+        if e.state == "once":  # an instant (a new Xid, an OOM kill) stays in the textfile for the watch
+            self.instants.setdefault(e.code, (e.status, e.text))
+
+    def _prometheus(self, s: rules.WatchSample) -> None:
+        """``--prometheus-textfile``, refreshed every sample (issue 33): G3, G4 and G6 by the worst
+        condition active now (or instant seen), with its codes; the other checks ``not_run`` and why;
+        the sample's readings in base units. A file that cannot be written is said once."""
+        path = self.ns.spark_prometheus_textfile
+        if not path or self._prometheus_failed:
+            return
+        from pytest_dgx_spark import prometheus
+        from pytest_dgx_spark.model import Reading, Result, Status
+
+        found: dict[str, list[tuple[str, str, str]]] = {}
+        for a in self.watcher.active.values():
+            found.setdefault(a.code.split(".", 1)[0], []).append((a.status, a.code, a.text))
+        for code, (status, text) in self.instants.items():
+            found.setdefault(code.split(".", 1)[0], []).append((status, code, text))
+        rank = {"FAIL": 0, "WARN": 1, "INFO": 2}
+        results = []
+        for cid in WATCHED:
+            mine = sorted(found.get(cid, []), key=lambda f: rank.get(f[0], 3))
+            if mine:
+                codes = list(dict.fromkeys(c for _, c, _ in mine))
+                results.append(Result(cid, Status(mine[0][0]), mine[0][2], codes=codes))
+            else:
+                results.append(Result(cid, Status.PASS, "no condition active"))
+        statuses = {r.status for r in results}
+        verdict = ("blocked" if Status.FAIL in statuses else
+                   "ready-with-warnings" if Status.WARN in statuses else "ready")  # fmt: skip
+        readings = []
+        for g in s.get("gpus") or []:
+            i = g.get("index", 0)
+            readings += [Reading(f"gpu{i}_temperature_c", g.get("temperature_c"), "C"),
+                         Reading(f"gpu{i}_power_w", (g.get("power_usage_mw") or 0) / 1000 if
+                                 g.get("power_usage_mw") is not None else None, "W"),
+                         Reading(f"gpu{i}_clock_sm_mhz", g.get("clock_sm_mhz"), "MHz")]  # fmt: skip
+        if s.get("mem_available_kb") is not None:
+            readings.append(Reading("mem_available_kib", s.get("mem_available_kb"), "KiB"))
+        not_run = {cid: "not watched: watch samples G3, G4 and G6" for cid in catalog.IDS if cid not in WATCHED}
+        try:
+            prometheus.write_textfile(path, results, verdict, self.started_wall, time.monotonic() - self.t0,
+                                      not_run=not_run, readings=readings, mode="watch")  # fmt: skip
+        except OSError as exc:
+            self._prometheus_failed = True
+            say(f"--prometheus-textfile {path}: not written further: {exc.strerror or exc}")
 
     # -- the loop
     def loop(self) -> list[tuple[int, bool]]:

@@ -697,7 +697,8 @@ class LineFinder:
 
 
 def _text_trie(words: Sequence[str]) -> str:
-    """:func:`_trie` for text (a literal may hold any character): the longest word first at a position."""
+    """An alternation of ``words`` factored by prefix, so ``re`` tries each first character once; at a
+    position the longest word matches first (a shorter one is then a prefix of it)."""
     node: dict[Any, Any] = {}
     for word in words:
         at = node
@@ -717,24 +718,8 @@ def _text_trie(words: Sequence[str]) -> str:
 
 
 def _trie(words: Sequence[bytes]) -> bytes:
-    """An alternation of ``words`` factored by prefix, so ``re`` tries each first byte once."""
-    node: dict[Any, Any] = {}
-    for word in words:
-        at = node
-        for byte in word:
-            at = at.setdefault(byte, {})
-        at[None] = {}
-
-    def pattern(at: dict[Any, Any]) -> bytes:
-        ends = None in at
-        alts = [re.escape(bytes([b])) + pattern(rest) for b, rest in sorted((k, v) for k, v in at.items()
-                                                                              if k is not None)]  # fmt: skip
-        if not alts:
-            return b""
-        body = alts[0] if len(alts) == 1 and not ends else b"(?:" + b"|".join(alts) + b")"
-        return b"(?:" + body + b")?" if ends else body
-
-    return pattern(node)
+    """:func:`_text_trie` for bytes (grep's filter): latin-1 maps each byte to one character and back."""
+    return _text_trie([w.decode("latin-1") for w in words]).encode("latin-1")
 
 
 def filter_main(literals: Sequence[str], engine: str = "re2") -> int:

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dgx_spark import outfile
+
 #: every drain reason this tool writes starts so; a drain without it is someone else's
 PREFIX = "spark-preflight:"
 #: the reason slurmd gives a node whose prolog failed (slurmctld: "Prolog error")
@@ -182,7 +184,7 @@ def prolog(argv: Sequence[str] | None = None) -> int:
     if outcome.failed or ns.drain_on_error:
         try:
             note.parent.mkdir(parents=True, exist_ok=True)
-            note.write_text(outcome.reason() + "\n")
+            outfile.write_bytes(note, (outcome.reason() + "\n").encode("utf-8"))  # no planted link followed
         except OSError as exc:
             say(f"cannot leave the note for the health check in {note}: {exc.strerror or exc}")
         return 1

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_dgx_spark.checks import g10_multinode as g10
+from pytest_dgx_spark.checks.g10_multinode import check as g10
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings

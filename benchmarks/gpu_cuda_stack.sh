@@ -54,7 +54,7 @@ else
       "$CUOBJDUMP" --list-elf "$W/libg7demo.so" | tee "$OUTDIR/cuobjdump_list_elf_g7demo.txt"
       "$PY" -c "
 import subprocess, sys
-from pytest_dgx_spark.checks.g07_nvfp4 import parse_cuobjdump
+from pytest_dgx_spark.checks.g07_nvfp4.check import parse_cuobjdump
 out = subprocess.run([sys.argv[1], '--list-elf', sys.argv[2]], capture_output=True, text=True, timeout=60).stdout
 print('parsed targets:', parse_cuobjdump(out))
 " "$CUOBJDUMP" "$W/libg7demo.so" | tee -a "$OUTDIR/cuobjdump_list_elf_g7demo.txt"

@@ -25,7 +25,7 @@ from pytest_dgx_spark.thresholds import defaults
 
 
 def check_module(check_id: str) -> ModuleType:
-    return importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[check_id].module}")
+    return importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[check_id].module}.check")
 
 
 #: our modules the prefetch threads would otherwise import (see :meth:`Engine.prefetch`)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark.checks.g10_multinode import LAUNCHER_ENV as G10_LAUNCHER_ENV
-from pytest_dgx_spark.checks.g10_multinode import TP_ENV as G10_TP_ENV
+from pytest_dgx_spark.checks.g10_multinode.check import LAUNCHER_ENV as G10_LAUNCHER_ENV
+from pytest_dgx_spark.checks.g10_multinode.check import TP_ENV as G10_TP_ENV
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data"

@@ -256,20 +256,20 @@ def test_facts_with_an_unknown_field_skip_that_check_and_say_so(tmp_path: Path) 
 def test_facts_this_version_cannot_decide_skip_that_check_and_say_so(tmp_path: Path) -> None:
     """Facts of the right fields but the wrong shape (a capture edited by hand)
     made evaluate raise: "the check itself crashed ... report it to
-    pytest-dgx-spark". It is that check's SKIP asking for a new capture; the
-    other checks decide as recorded."""
+    pytest-dgx-spark". It is that check's SKIP asking for a new capture, naming
+    the field the typed facts refused (issue 31); the other checks decide as recorded."""
 
     def garble(doc: dict[str, Any]) -> None:
         doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
 
     out, code = replay(edited(tmp_path, garble), "--only", "G1,G3", home=tmp_path)
     assert out.splitlines()[:2] == [
-        "G1 SKIP: capture's G1 facts cannot be decided (AttributeError); capture again",
+        "G1 SKIP: capture's G1 facts cannot be decided (FactsError); capture again",
         "G3 INFO: MemAvailable 125.4 of 125.8 GiB; no workload declared",
     ]
     assert "crashed" not in out and code == 0
     verbose, _ = replay(edited(tmp_path, garble), "--only", "G1", "-v", home=tmp_path)
-    assert "(AttributeError: 'str' object has no attribute 'get' at g01_cuda_abi.py:" in verbose
+    assert "(FactsError: scan: expected a table, got str 'not a scan'" in verbose
     assert "written by 0.1.0); capture again with this version" in verbose
 
 
@@ -281,10 +281,10 @@ def test_a_run_whose_evaluate_crashed_replays_as_that_crash(tmp_path: Path) -> N
         from pytest_dgx_spark.engine import crashed
 
         doc["checks"]["G1"]["facts"]["scan"] = "not a scan"
-        doc["checks"]["G1"]["result"] = crashed("G1", "AttributeError: 'str' object has no attribute 'get'").to_dict()
+        doc["checks"]["G1"]["result"] = crashed("G1", "FactsError: scan: expected a table, got str").to_dict()
 
     out, code = replay(edited(tmp_path, crash_recorded), "--only", "G1", home=tmp_path)
-    assert out.startswith("G1 FAIL: the check itself crashed (AttributeError), so nothing was verified") and code == 1
+    assert out.startswith("G1 FAIL: the check itself crashed (FactsError), so nothing was verified") and code == 1
 
 
 def test_a_replay_says_what_the_run_said_and_draws_its_g4_chart(tmp_path: Path, matplotlib_loaded: None) -> None:

@@ -161,7 +161,7 @@ def h200_g4_facts() -> dict[str, Any]:
     """G4's facts (its own dataclass, through its JSON round trip) of the
     recorded H200 load series, the counters as that H200 read them before,
     and after: 10.3 s more power capping and 3 s of SW thermal slowdown."""
-    from pytest_dgx_spark.checks import g04_thermal as g4
+    from pytest_dgx_spark.checks.g04_thermal import check as g4
 
     doc = h200_load()
     before = h200_counters()

@@ -20,7 +20,7 @@ import pytest
 from localserver import ISSUES_PATH, Answer
 from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
-from pytest_dgx_spark.checks import g08_playbooks as g8
+from pytest_dgx_spark.checks.g08_playbooks import check as g8
 
 from conftest import DATA, PYTEST_CHILD
 

@@ -200,7 +200,7 @@ def test_the_cycle_finder_sees_both_kinds() -> None:
 HAND_WRITTEN_MORE = re.compile(r"\{[^{}]*\s-\s*[^{}]+\}\s*more\b|…['\"]\s*if\s+len\(")
 #: (module, why) for a count that is not the "first N" rule
 OWN_WORDING = {
-    "pytest_dgx_spark.checks.g10_multinode": "'; 2 more in the details': the rest are in the details, not left out",
+    "pytest_dgx_spark.checks.g10_multinode.check": "'; 2 more in the details': the rest are in the details, not left out",
 }
 
 
@@ -336,7 +336,7 @@ def impure_reach(sources: dict[str, str], start: str) -> tuple[list[str], set[st
 def _check_modules() -> list[str]:
     from pytest_dgx_spark import catalog
 
-    return [f"pytest_dgx_spark.checks.{spec.module}" for spec in catalog.CHECKS]
+    return [f"pytest_dgx_spark.checks.{spec.module}.check" for spec in catalog.CHECKS]
 
 
 @pytest.mark.parametrize("module", _check_modules())

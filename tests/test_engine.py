@@ -75,7 +75,7 @@ def test_close_kills_probes_still_running(tmp_path: Path) -> None:
 
 def test_a_check_that_raises_is_its_own_fail_not_an_exception(monkeypatch, spark_env) -> None:
     # the module the engine runs: after an in-process pytester run dropped it
-    # from sys.modules, `from pytest_dgx_spark.checks import g09_container` would
+    # from sys.modules, `from pytest_dgx_spark.checks.g09_container import check as g09_container` would
     # still hand back the old module object, and the engine would import anew
     g09_container = check_module("G9")
 

@@ -43,7 +43,7 @@ def corpus() -> dict[str, dict[str, Any]]:
 
 def decide(entry: dict[str, Any]) -> Result:
     """The check's own decision on the recorded facts and options (pure: nothing is probed)."""
-    module = importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[entry['check']].module}")
+    module = importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[entry['check']].module}.check")
     facts, params = module.FACTS.from_dict(entry["facts"]), Params.from_dict(entry["params"])
     result: Result = module.evaluate(facts, params)
     return result

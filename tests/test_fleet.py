@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import nodes
+from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import Findings
 from pytest_dgx_spark.model import Result, Status
 
@@ -245,7 +245,7 @@ def test_the_fingerprint_mtu_is_that_of_the_interfaces_nccl_sends_on(
     interface only when sockets carry the data."""
     from test_g10_multinode import sys_tree
 
-    from pytest_dgx_spark.checks import g10_multinode as g10
+    from pytest_dgx_spark.checks.g10_multinode import check as g10
     from pytest_dgx_spark.probes import fleet
     from pytest_dgx_spark.probes import multinode as mn
     from pytest_dgx_spark.probes.machine import Machine
@@ -373,7 +373,7 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
 def test_the_intrusive_gate_decides_on_differing_fingerprints_without_crashing(change: dict, blocks: bool) -> None:
     """The all-reduce probe waits for fingerprints that agree on what breaks
     collectives: a WARN-only difference lets it run, a FAIL one stops it."""
-    from pytest_dgx_spark.checks import g10_multinode as g10
+    from pytest_dgx_spark.checks.g10_multinode import check as g10
 
     fps = recorded_pair()
     fps[1].update(change)
@@ -626,7 +626,7 @@ def test_two_ranks_through_pytest_rank_0_junit_carries_every_node(tmp_path: Path
 
 def g10_on_rank_0(*fps: dict) -> Result:
     """G10 of rank 0 of a two-node job whose exchange brought back ``fps``."""
-    from pytest_dgx_spark.checks import g10_multinode as g10
+    from pytest_dgx_spark.checks.g10_multinode import check as g10
     from pytest_dgx_spark.checks.kit import Params
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "spark-a", "MASTER_PORT": "29500"}

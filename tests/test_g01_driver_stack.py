@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark import known_bad
-from pytest_dgx_spark.checks import g01_cuda_abi as g1
+from pytest_dgx_spark.checks.g01_cuda_abi import check as g1
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

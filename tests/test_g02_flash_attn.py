@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import g02_flash_attn as g2
+from pytest_dgx_spark.checks.g02_flash_attn import check as g2
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

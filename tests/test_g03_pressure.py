@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import g03_pressure as pressure
-from pytest_dgx_spark.checks import g03_uma_headroom as g3
+from pytest_dgx_spark.checks.g03_uma_headroom import check as g3
+from pytest_dgx_spark.checks.g03_uma_headroom import pressure as pressure
 from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
@@ -464,7 +464,7 @@ def test_the_oom_kill_is_read_from_the_kernel_log_under_the_root(fake_root, doub
     """The whole path: LMCache #4759's kernel lines as /dev/kmsg records under the machine root
     (the log G4 reads for Xids) make G3 name the victim; a root with no readable kernel log
     reads "not read", not "no kill"."""
-    from pytest_dgx_spark.checks import g03_pressure as g3p
+    from pytest_dgx_spark.checks.g03_uma_headroom import pressure as g3p
 
     posted = [ln.split("] ", 1)[1] for ln in (DATA / "dmesg_oom_1.txt").read_text().splitlines() if "] " in ln]
     unread = run_g3(fake_root, doubles, files())  # no dev/kmsg; journalctl and dmesg are off the test PATH

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import g03_uma_headroom as g3
+from pytest_dgx_spark.checks.g03_uma_headroom import check as g3
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark.checks import g04_thermal as g4
+from pytest_dgx_spark.checks.g04_thermal import check as g4
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark.checks import g05_bandwidth as g5
+from pytest_dgx_spark.checks.g05_bandwidth import check as g5
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status

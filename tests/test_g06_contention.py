@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark.checks import g06_contention as g6
+from pytest_dgx_spark.checks.g06_contention import check as g6
 from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status

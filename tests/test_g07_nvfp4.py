@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import g07_nvfp4 as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, gb10_facts
 
-from pytest_dgx_spark.checks import g07_nvfp4 as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import PYTHON_PATH_ENV, Machine

@@ -17,7 +17,7 @@ import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 from tlsserver import TlsServer, tls_cert_fixture, tls_server_fixture  # noqa: F401 - tls_cert, tls_server
 
-from pytest_dgx_spark.checks import g08_playbooks as g8
+from pytest_dgx_spark.checks.g08_playbooks import check as g8
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import g09_container as g9
+from pytest_dgx_spark.checks.g09_container import check as g9
 from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

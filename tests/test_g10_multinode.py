@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark.checks import g10_multinode as g10
+from pytest_dgx_spark.checks.g10_multinode import check as g10
 from pytest_dgx_spark.checks.kit import CheckContext, Params
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status

@@ -9,6 +9,7 @@ timings are in ``benchmarks/bench_speed.py``.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,11 @@ from pathlib import Path
 import pytest
 
 from conftest import autoload_only
+
+#: a check's spec package (``checks/g04_thermal/__init__.py``: its id, title, marker, codes), which the
+#: catalog reads on every run for the markers; the check's code (``.check``) is the preflight's only
+SPEC_PACKAGE = re.compile(r"pytest_dgx_spark\.checks\.g\d{2}_[a-z0-9_]+")
+SPEC_MODULE = "pytest_dgx_spark.checks.spec"
 
 RECORDER = """
 import json, sys
@@ -38,8 +44,9 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
         for m in modules
         if m.split(".")[0] in ("pynvml", "psutil", "torch", "yaml", "elftools")
         or m.startswith(
-            ("pytest_dgx_spark.session", "pytest_dgx_spark.engine", "pytest_dgx_spark.probes", "pytest_dgx_spark.checks")
+            ("pytest_dgx_spark.session", "pytest_dgx_spark.engine", "pytest_dgx_spark.probes")
         )
+        or (m.startswith("pytest_dgx_spark.checks.") and not SPEC_PACKAGE.fullmatch(m) and m != SPEC_MODULE)
     ]
     assert loaded == []
     if not extra:
@@ -57,7 +64,12 @@ def test_plain_run_imports_nothing_heavy(pytester: pytest.Pytester, extra: list[
         "pytest_dgx_spark.options",
         "pytest_dgx_spark.catalog",
         "pytest_dgx_spark.hooks",
+        "pytest_dgx_spark.checks",
+        "pytest_dgx_spark.checks.spec",
     }
+    if not extra:
+        assert {m for m in ours if SPEC_PACKAGE.fullmatch(m)}, "the catalog found the checks by their spec packages"
+    ours = {m for m in ours if not SPEC_PACKAGE.fullmatch(m)}
     assert ours <= allowed, sorted(ours - allowed)
 
 
@@ -145,7 +157,12 @@ def test_what_pytest_rewrites_on_a_plain_run_stays_small(
     result = pytester.runpytest_subprocess(*autoload_only("dgx_spark"))
     result.assert_outcomes(passed=1)
     loaders = json.loads((pytester.path / "loaders.json").read_text())
-    small = ("plugin", "options", "catalog", "hooks")
-    assert set(loaders) == {"pytest_dgx_spark", *(f"pytest_dgx_spark.{m}" for m in small)}, loaders
-    lines = sum(len((site / "pytest_dgx_spark" / f"{m}.py").read_text().splitlines()) for m in small)
-    assert lines <= 650, f"a plain run parses {lines} lines of this plugin"
+    small = ("plugin", "options", "catalog", "hooks", "checks/__init__", "checks/spec")
+    specs = sorted(p.parent.name for p in (site / "pytest_dgx_spark" / "checks").glob("g*/__init__.py"))
+    expected = {"pytest_dgx_spark", *(f"pytest_dgx_spark.{m}".replace("/", ".").removesuffix(".__init__") for m in small)}
+    assert set(loaders) == expected | {f"pytest_dgx_spark.checks.{name}" for name in specs}, loaders
+    parsed = [*(site / "pytest_dgx_spark" / f"{m}.py" for m in small),
+              *(site / "pytest_dgx_spark" / "checks" / name / "__init__.py" for name in specs)]  # fmt: skip
+    lines = sum(len(path.read_text().splitlines()) for path in parsed)
+    # the check specs (some 15 lines each) read on every run: the tables, not the checks
+    assert lines <= 650 + 16 * len(specs), f"a plain run parses {lines} lines of this plugin"

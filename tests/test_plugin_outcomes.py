@@ -123,7 +123,7 @@ def test_a_crashing_check_is_that_checks_fail_not_an_internal_error(pytester: py
     pytester.makeconftest(
         textwrap.dedent(
             """
-            import pytest_dgx_spark.checks.g03_uma_headroom as g3
+            import pytest_dgx_spark.checks.g03_uma_headroom.check as g3
 
             def broken(*args, **kwargs):
                 raise ZeroDivisionError("planted")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks import g07_nvfp4 as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
 
 from conftest import DATA, H200
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
 
+from pytest_dgx_spark.checks.record import FactsError, Record, plain  # noqa: F401  (FactsError: re-exported)
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.options import BY_NAME
 from pytest_dgx_spark.probes.commands import ResourceLimit
@@ -133,36 +133,18 @@ def child_facts(child: ChildResult, *keys: str) -> ChildFacts:
     return {k: v for k, v in every.items() if k in keys} if keys else every  # type: ignore[return-value]
 
 
-def plain(value: Any) -> Any:
-    """``value`` as JSON data: dataclasses to dicts, tuples and sets to lists, NaN/inf to strings."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [plain(v) for v in (sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)]
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return str(value)
-    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+class FactsBase(Record):
+    """A check's ``Facts`` dataclass: a JSON round trip that rebuilds each field as its type says
+    (:mod:`.record`). A field added after captures were written is named in ``ADDED`` (with why; its
+    default must mean "not read") or ``NOT_CAPTURED`` (with the value that says so); else its absence
+    is a SKIP. A newer capture's extra fact is ignored, not an error."""
 
-
-class FactsBase:
-    """Mixin for a check's ``Facts`` dataclass: a JSON round trip (fields hold plain data). A field
-    added after captures were written is named in ``ADDED`` (with why; its default must mean "not
-    read") or ``NOT_CAPTURED`` (with the value that says so); else its absence is a SKIP."""
-
-    ADDED: ClassVar[Mapping[str, str]] = {}
     NOT_CAPTURED: ClassVar[Mapping[str, Any]] = {}
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(plain(self))
-
     @classmethod
-    def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
-        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        # a newer capture's extra fact is ignored, not an error
+    def from_dict(cls: type[T], data: Any) -> T:
         given = {**copy.deepcopy(dict(cls.NOT_CAPTURED)), **dict(data or {})}
-        return cls(**{name: value for name, value in given.items() if name in known})
+        return super().from_dict(given)
 
 
 def first_n(items: Sequence[str], n: int = 3, *, sep: str = "; ") -> str:

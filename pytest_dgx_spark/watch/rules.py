@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from pytest_dgx_spark import thermal
-from pytest_dgx_spark.checks.g03_pressure import contiguous, normal_counts
-from pytest_dgx_spark.checks.g04_thermal import XID_APP_FIX, XID_FIXES, XID_OTHER_FIX, xid_class
+from pytest_dgx_spark.checks.g03_uma_headroom.pressure import contiguous, normal_counts
+from pytest_dgx_spark.checks.g04_thermal.check import XID_APP_FIX, XID_FIXES, XID_OTHER_FIX, xid_class
 from pytest_dgx_spark.probes.gpu_programs import classify
 from pytest_dgx_spark.redact import reduce_argv
 

@@ -18,7 +18,7 @@ import sys
 import time
 from types import SimpleNamespace
 
-from pytest_dgx_spark.checks import g07_nvfp4 as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
 from pytest_dgx_spark.probes.machine import PYTHON_PATH_ENV, Machine
 
 

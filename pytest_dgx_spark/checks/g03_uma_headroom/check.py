@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
-from pytest_dgx_spark.checks import g03_pressure as pressure
+from pytest_dgx_spark.checks.g03_uma_headroom import pressure as pressure
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes import kernel_log

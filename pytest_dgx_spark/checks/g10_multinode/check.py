@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_dgx_spark import launch
-from pytest_dgx_spark.checks import g09_container, nodes
+from pytest_dgx_spark.checks.g09_container import check as g09_container
+from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, shortened
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as cfgs

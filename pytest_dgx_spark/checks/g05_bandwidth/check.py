@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 # G5 refuses its probe on G6's judgement of other GPU work (see other_work there)
-from pytest_dgx_spark.checks import g06_contention
+from pytest_dgx_spark.checks.g06_contention import check as g06_contention
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes.child import ChildResult

@@ -1,0 +1,70 @@
+"""Typed facts (issue 31 item 2): one converter from JSON to the dataclasses a check declares, which
+refuses data of another shape by naming the field, so a check reads attributes, not ``.get`` chains."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, TypedDict
+
+import pytest
+
+from pytest_dgx_spark.checks.kit import FactsBase
+from pytest_dgx_spark.checks.record import FactsError, Record
+
+
+@dataclass
+class Device(Record):
+    index: int = 0
+    name: str = ""
+    temperature_c: float | None = None
+    clocks: dict[str, int] = field(default_factory=dict)
+
+
+class Loose(TypedDict, total=False):
+    anything: str
+
+
+@dataclass
+class Facts(FactsBase):
+    devices: list[Device]
+    mode: Literal["live", "replay"] = "live"
+    tags: tuple[str, ...] = ()
+    extra: Loose = field(default_factory=lambda: Loose())
+    NOT_CAPTURED: ClassVar[dict[str, object]] = {"tags": ["old"]}
+
+
+def test_nested_records_lists_tuples_and_nan_come_back_as_their_types() -> None:
+    facts = Facts([Device(0, "GB10", math.nan, {"sm": 2418})], "replay", ("a",))
+    back = Facts.from_dict(facts.to_dict())
+    assert isinstance(back.devices[0], Device) and back.devices[0].clocks == {"sm": 2418}
+    assert math.isnan(back.devices[0].temperature_c or 0.0) and back.tags == ("a",) and back.mode == "replay"
+
+
+def test_a_nested_field_absent_takes_its_default_and_not_captured_fills_the_top() -> None:
+    back = Facts.from_dict({"devices": [{"index": 1}]})
+    assert back.devices == [Device(1)] and back.tags == ("old",)
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"devices": [{"index": "1"}]}, "devices[0].index: expected an integer, got str '1'"),
+        ({"devices": [{"temperature_c": "hot"}]}, "devices[0].temperature_c: expected a number or null, got str"),
+        ({"devices": [{"clocks": {"sm": 1.5}}]}, "devices[0].clocks['sm']: expected an integer, got float 1.5"),
+        ({"devices": {"index": 1}}, "devices: expected a list, got dict"),
+        ({"devices": [], "mode": "dream"}, "mode: expected one of 'live', 'replay', got str 'dream'"),
+        ({}, "devices: missing"),
+        ({"devices": [True]}, "devices[0]: expected a table, got bool True"),
+    ],
+)
+def test_data_of_another_shape_is_refused_naming_the_field(data: dict[str, object], said: str) -> None:
+    with pytest.raises(FactsError) as caught:
+        Facts.from_dict(data)
+    assert str(caught.value).startswith(said)
+
+
+def test_a_bool_is_not_a_number_and_an_unknown_fact_is_ignored() -> None:
+    with pytest.raises(FactsError, match=r"index: expected an integer, got bool"):
+        Facts.from_dict({"devices": [{"index": True}]})
+    assert Facts.from_dict({"devices": [], "from_a_newer_version": 1}).devices == []

@@ -137,10 +137,10 @@ def test_every_default_comes_from_the_option_table() -> None:
     import dataclasses
 
     fields = {f.name for f in dataclasses.fields(Settings)} - {"rootdir", "github_url_source"}
-    assert fields == {o.dest.removeprefix("spark_") for o in options.OPTIONS}
+    assert fields == {o.attr for o in options.OPTIONS}
     plain = Settings()
     for opt in options.OPTIONS:
-        assert getattr(plain, opt.dest.removeprefix("spark_")) == opt.default, opt.name
+        assert getattr(plain, opt.attr) == opt.default, opt.name
     assert plain.timeout == 10.0 and plain.github_url == options.DEFAULT_GITHUB_URL
     assert Settings().threshold is not Settings().threshold  # no dict shared between runs
 

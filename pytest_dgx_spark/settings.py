@@ -98,13 +98,10 @@ def _inside_rootdir(opt: Option, raw: Any, path: Path, rootdir: Path) -> None:
         )
 
 
-#: the options that each write a file of the run
-_OUT_FILES = ("report", "capture", "prometheus-textfile")
-
-
 def _one_file_each(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-    """``--report X --capture X`` silently lost the report (issue 19, item 11)."""
-    given = [(n, values[n.replace("-", "_")]) for n in _OUT_FILES if values.get(n.replace("-", "_")) is not None]
+    """``--report X --capture X`` silently lost the report (issue 19, item 11): each option of kind
+    "path" (a file the run writes) needs its own file."""
+    given = [(o.name, values[o.attr]) for o in OPTIONS if o.kind == "path" and values.get(o.attr) is not None]
     for i, (one, first) in enumerate(given):
         for other, second in given[i + 1 :]:
             same = os.path.abspath(first) == os.path.abspath(second)

@@ -2,7 +2,8 @@
 type, for mypy and :class:`~pytest_dgx_spark.settings.Settings`) holding an :class:`Option` (every
 other fact about it), registered as pytest options with ini twins (``--spark-<name>`` /
 ``spark_preflight_<name>``) and as ``spark-preflight`` flags (``--<name>``). Every pytest run imports
-it, so it holds only the table and the registration: :mod:`.settings` validates values."""
+it, so it holds only the table and the registration: :mod:`.parsers` validates values and
+:mod:`.settings` holds them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec
 
-if TYPE_CHECKING:  # pragma: no cover - what mypy sees; at run time settings.py builds it (below)
+if TYPE_CHECKING:  # pragma: no cover - mypy sees Values as the dataclass values_dataclass() makes it
     from dataclasses import dataclass as lazy_dataclass
     from pathlib import Path
 else:

@@ -137,10 +137,10 @@ def test_every_default_comes_from_the_option_table() -> None:
     import dataclasses
 
     fields = {f.name for f in dataclasses.fields(Settings)} - {"rootdir", "github_url_source"}
-    assert fields == {o.dest.removeprefix("spark_") for o in options.OPTIONS}
+    assert fields == {o.attr for o in options.OPTIONS}
     plain = Settings()
     for opt in options.OPTIONS:
-        assert getattr(plain, opt.dest.removeprefix("spark_")) == opt.default, opt.name
+        assert getattr(plain, opt.attr) == opt.default, opt.name
     assert plain.timeout == 10.0 and plain.github_url == options.DEFAULT_GITHUB_URL
     assert Settings().threshold is not Settings().threshold  # no dict shared between runs
 
@@ -214,3 +214,100 @@ def test_precision_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(
         ["ERROR: spark_preflight_precision (ini): expected one of nvfp4, fp8, bf16, got 'float4'*"]
     )
+
+
+#: a throwaway option, declared the way docs/INTERNALS.md's recipe says: one attribute of ``Values``
+DEMO_DECLARATION = '''    demo_level: float | None = declare(
+        "float", "rules", "G3: a demo level for this test.", metavar="N", minimum=0.0, maximum=10.0,
+        param=True, watch=True, cli_help="G3: a demo level, as spark-preflight says it.")
+'''
+
+#: what the copy of the package says of it, from its own modules (run with the copy first on sys.path)
+DEMO_PROBE = '''
+import sys
+from pathlib import Path
+import pytest_dgx_spark
+from pytest_dgx_spark import cli, options, settings
+from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.watch.run import build_parser as watch_parser
+
+here = Path(sys.argv[1])
+assert Path(pytest_dgx_spark.__file__).is_relative_to(here), pytest_dgx_spark.__file__
+assert settings.Settings().demo_level is None and settings.Settings(demo_level=2.5).demo_level == 2.5
+ns = cli.build_parser().parse_args(["--demo-level", "3"])
+given = settings.settings_from_cli(ns, {}, base=here, rootdir=here)
+from_ini = settings.settings_from_cli(cli.build_parser().parse_args([]), {"spark_preflight_demo_level": "4"},
+                                      base=here, rootdir=here)
+try:
+    settings.settings_from_cli(cli.build_parser().parse_args(["--demo-level", "11"]), {}, base=here, rootdir=here)
+except settings.OptionError as exc:
+    refused = str(exc)
+print("value", given.demo_level, from_ini.demo_level, given.to_dict()["demo-level"])
+print("refused", refused)
+print("param", Params.from_settings(given, "gb10").option("demo_level"), Params().option("demo_level"))
+print("cli", " ".join(cli.build_parser().format_help().split()))
+print("watch", " ".join(watch_parser().format_help().split()))
+'''
+
+
+def test_a_new_option_is_one_declaration(tmp_path) -> None:
+    """Issue 31 item 4: an option added to ``options.Values`` alone, in a copy of the package, is a
+    pytest flag and ini key, a CLI flag (listed, and in watch's help when declared so), a typed
+    ``Settings`` attribute validated by its kind's parser, in the report's options, and a
+    ``Params`` option when declared ``param=True``: no other file of the package names it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import PYTEST_CHILD
+
+    copy = tmp_path / "pkg"
+    shutil.copytree(os.path.dirname(options.__file__), copy / "pytest_dgx_spark",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    table = copy / "pytest_dgx_spark" / "options.py"
+    source = table.read_text()
+    assert source.count("\n# fmt: on\n\n#: every option") == 1
+    table.write_text(source.replace("\n# fmt: on\n\n#: every option", f"\n{DEMO_DECLARATION}# fmt: on\n\n"
+                                    "#: every option"))  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(copy), "COLUMNS": "200", "PYTHONDONTWRITEBYTECODE": "1"}
+    probe = subprocess.run([sys.executable, "-c", DEMO_PROBE, str(copy)], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    said = dict(line.split(" ", 1) for line in probe.stdout.splitlines())
+    assert said["value"] == "3.0 4.0 3.0"
+    assert said["refused"] == "--demo-level: must be <= 10, got '11'"
+    assert said["param"] == "3.0 None"
+    assert "--demo-level N G3: a demo level, as spark-preflight says it." in said["cli"]
+    assert "--demo-level N G3: a demo level, as spark-preflight says it." in said["watch"]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nspark_preflight_demo_level = 12\n")
+    helped = subprocess.run([*PYTEST_CHILD, "--help"], capture_output=True, text=True, env=env, cwd=project,
+                            timeout=120)  # fmt: skip
+    shown = " ".join(helped.stdout.split())
+    assert "--spark-demo-level=N G3: a demo level for this test." in shown, helped.stderr
+    assert "spark_preflight_demo_level (string): G3: a demo level for this test." not in shown
+    assert "spark_preflight_demo_level (float): G3: a demo level for this test." in shown
+    run = [*PYTEST_CHILD, "--spark-preflight", "--spark-only", "G3"]
+    refused = subprocess.run(run, capture_output=True, text=True, env=env, cwd=project, timeout=120)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: spark_preflight_demo_level (ini): must be <= 10, got 12.0" in refused.stderr, refused.stderr
+
+
+def test_the_sets_of_options_are_views_of_the_declarations() -> None:
+    """What cli.py and Params read is derived from each Option's own facts: the sets the tables listed
+    by hand before (issue 31 item 4) come out of the declarations unchanged."""
+    from pytest_dgx_spark.checks.kit import PARAM_OPTIONS
+
+    assert options.GATHER_ONLY == ("timeout", "offline", "intrusive", "thermal-seconds", "config",
+                                   "drop-caches", "github-url", "known-bad", "python")  # fmt: skip
+    assert {"gate"} == options.PYTEST_ONLY
+    assert sorted(PARAM_OPTIONS) == ["intrusive", "offline", "planned_bandwidth", "playbook", "precision",
+                                     "strict", "tp_across_nodes", "workload_gb", "xid_class"]  # fmt: skip
+    assert [o.name for o in options.OPTIONS if options.cli_shown(o, "diagnose")] == [
+        "report", "timeout", "replay", "signatures"]
+    assert [o.name for o in options.OPTIONS if not options.cli_shown(o, "")] == ["gate", "diagnose", "signatures"]
+    assert [o.name for o in options.OPTIONS if o.watch] == ["workload-gb", "threshold", "xid-class",
+                                                           "prometheus-textfile"]  # fmt: skip
+    with pytest.raises(ValueError, match="cli='everywhere'"):
+        options.Option("bool", "run", "x", cli="everywhere")

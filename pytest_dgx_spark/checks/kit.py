@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
 
 from pytest_dgx_spark.checks.record import FactsError, Record, plain  # noqa: F401  (FactsError: re-exported)
 from pytest_dgx_spark.model import Reading, Result, Status
-from pytest_dgx_spark.options import BY_NAME
+from pytest_dgx_spark.options import BY_NAME, OPTIONS
 from pytest_dgx_spark.probes.commands import ResourceLimit
 from pytest_dgx_spark.safe_text import plus_more, shortened
 from pytest_dgx_spark.thresholds import defaults
@@ -65,9 +65,8 @@ class CheckContext:
         return self.engine.params()
 
 
-#: the option values an ``evaluate`` may read (``Settings`` attribute names)
-PARAM_OPTIONS = ("workload_gb", "planned_bandwidth", "playbook", "tp_across_nodes", "intrusive", "offline",
-                 "strict", "precision", "xid_class")
+#: the option values an ``evaluate`` may read (``Settings`` attribute names): those declared ``param=True``
+PARAM_OPTIONS = tuple(o.attr for o in OPTIONS if o.param)
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ class Params:
     def option(self, name: str) -> Any:
         """The run's value of a :data:`PARAM_OPTIONS` option, else the option table's default."""
         if name not in PARAM_OPTIONS:
-            raise KeyError(f"{name!r} is not an option a decision reads (PARAM_OPTIONS)")
+            raise KeyError(f"{name!r} is not an option a decision reads (declared param=True)")
         value = self.options.get(name)
         return BY_NAME[name.replace("_", "-")].default if value is None else value
 

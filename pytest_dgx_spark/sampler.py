@@ -193,11 +193,11 @@ class GpuSampler:
         for p in procs or []:
             if isinstance(pid := p.get("pid"), int) and pid not in self._mine and len(self._mine) < MAX_PROCS:
                 self._mine[pid] = probes.descendants_of(me, pid)
-        ws = {"t": thermal.number(sample.get("t")) or 0.0, "gpus": sample.get("gpus") or [], "gpu": "ok",
+        ws: dict[str, Any] = {"t": thermal.number(sample.get("t")) or 0.0, "gpus": sample.get("gpus") or [], "gpu": "ok",
               "job_running": False, "job_pids": [me, *(p for p, mine in self._mine.items() if mine)]}
         if isinstance(procs, list):
             ws["procs"] = procs
-        self._watcher.step(ws)  # it keeps its latest events only (watch.rules.MAX_EVENTS)
+        self._watcher.step(rules.WatchSample.from_dict(ws))  # it keeps its latest events only (watch.rules.MAX_EVENTS)
 
     def events(self, check: str | None = None) -> list[dict[str, Any]]:
         """The events so far (``spark-preflight watch``'s: starts, clears, instants), of one check

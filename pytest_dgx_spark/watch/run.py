@@ -364,36 +364,36 @@ class Watch:
             self._profiled = True
             names = " ".join(str(d.get("name") or "") for d in self.nvml.data["sample_devices"])
             self._profile("gb10" if "GB10" in names.upper() else "generic")
-        s: rules.WatchSample = {"t": round(time.monotonic() - self.t0, 3), "gpu": answer,
-                                "gpus": got.get("gpus") if got else None,
-                                "procs": got.get("procs") if got and "procs" in got else None,
-                                "job_running": self.running(), "problems": []}  # fmt: skip
-        if s["procs"] is not None:
-            pids = [p["pid"] for p in s["procs"] if isinstance(p.get("pid"), int)]
-            s["job_pids"] = self._job(pids)
-            s["unseen_pids"] = [p for p in pids if _state(p) is None]
+        raw: dict[str, Any] = {"t": round(time.monotonic() - self.t0, 3), "gpu": answer,
+                               "gpus": got.get("gpus") if got else None,
+                               "procs": got.get("procs") if got and "procs" in got else None,
+                               "job_running": self.running(), "problems": []}  # fmt: skip
+        if raw["procs"] is not None:
+            pids = [p["pid"] for p in raw["procs"] if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+            raw["job_pids"] = self._job(pids)
+            raw["unseen_pids"] = [p for p in pids if _state(p) is None]
         else:
-            s["job_pids"] = [self.pid]
+            raw["job_pids"] = [self.pid]
         if host is None:
-            s["problems"].append(host_answer)
+            raw["problems"].append(host_answer)
         else:
             buddy = host.get("buddy")
-            s["mem_available_kb"], s["mem_total_kb"] = host.get("mem_available_kb"), host.get("mem_total_kb")
-            s["xids"], s["ooms"] = host.get("xids") or [], host.get("ooms") or []
-            s["free_blocks"] = (
+            raw["mem_available_kb"], raw["mem_total_kb"] = host.get("mem_available_kb"), host.get("mem_total_kb")
+            raw["xids"], raw["ooms"] = host.get("xids") or [], host.get("ooms") or []
+            raw["free_blocks"] = (
                 rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
             )
             if host.get("problem"):
-                s["problems"].append(host["problem"])
+                raw["problems"].append(host["problem"])
+        s = rules.WatchSample.from_dict(raw)
         events = self.watcher.step(s)
         self.samples += 1
         for e in events:
             self._event(e)
-        record: dict[str, Any] = {"type": "sample", **s, "wall": round(time.time(), 3)}
-        if s.get("procs"):  # command lines as a capture keeps them: the program and its flags
+        record: dict[str, Any] = {"type": "sample", **s.to_record(), "wall": round(time.time(), 3)}
+        if s.procs:  # command lines as a capture keeps them: the program and its flags
             record["procs"] = [
-                {**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd") else p
-                for p in s["procs"] or []
+                {**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd") else p for p in s.procs
             ]
         self.timeline.write(record)
         self._prometheus(s)
@@ -433,14 +433,14 @@ class Watch:
         verdict = ("blocked" if Status.FAIL in statuses else
                    "ready-with-warnings" if Status.WARN in statuses else "ready")  # fmt: skip
         readings = []
-        for g in s.get("gpus") or []:
+        for g in s.gpus or []:
             i = g.get("index", 0)
             readings += [Reading(f"gpu{i}_temperature_c", g.get("temperature_c"), "C"),
                          Reading(f"gpu{i}_power_w", (g.get("power_usage_mw") or 0) / 1000 if
                                  g.get("power_usage_mw") is not None else None, "W"),
                          Reading(f"gpu{i}_clock_sm_mhz", g.get("clock_sm_mhz"), "MHz")]  # fmt: skip
-        if s.get("mem_available_kb") is not None:
-            readings.append(Reading("mem_available_kib", s.get("mem_available_kb"), "KiB"))
+        if s.mem_available_kb is not None:
+            readings.append(Reading("mem_available_kib", s.mem_available_kb, "KiB"))
         not_run = {cid: "not watched: watch samples G3, G4 and G6" for cid in catalog.IDS if cid not in WATCHED}
         try:
             prometheus.write_textfile(path, results, verdict, self.started_wall, time.monotonic() - self.t0,

@@ -20,7 +20,9 @@ MAX_EVENTS = 5000
 
 
 @dataclass
-class _Active:
+class Active:
+    """A condition active now: since when, its text, its kind and status, what its rule keeps."""
+
     since: float
     text: str
     data: dict[str, Any] = field(default_factory=dict)
@@ -54,7 +56,7 @@ class Conditions:
 
     def __init__(self, params: Params) -> None:
         self.p = params
-        self.active: dict[str, _Active] = {}
+        self.active: dict[str, Active] = {}
         self.events: list[Event] = []
         self.counts: dict[str, int] = {}  # code -> conditions started (or instants), over the whole watch
 
@@ -64,7 +66,7 @@ class Conditions:
         was = self.active.get(key)
         c = CODES[code]
         if on and was is None:
-            self.active[key] = _Active(t, text, data, code, status or c.status)
+            self.active[key] = Active(t, text, data, code, status or c.status)
             out.append(Event(t, code, "start", status or c.status, text, c.fix, key))
         elif not on and was is not None:
             del self.active[key]

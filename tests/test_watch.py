@@ -46,7 +46,8 @@ def gpu(mask: int = 0, clock: int = 2522, mw: int = 95000, util: int = 99, temp:
 
 
 def steps(w: rules.Watcher, samples: list[dict[str, Any]]) -> list[list[rules.Event]]:
-    return [w.step(rules.WatchSample.from_dict({"t": float(i), "job_pids": [100], **s})) for i, s in enumerate(samples)]
+    return [w.step(rules.WatchSample.from_dict({"t": float(i), "job_pids": [100], **s}))
+            for i, s in enumerate(samples)]
 
 
 def test_a_clock_event_is_one_event_while_it_lasts_and_one_when_it_clears() -> None:

@@ -118,5 +118,6 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         try:
             outfile.check(ns.spark_prometheus_textfile)
         except OSError as exc:
-            raise Usage(f"--prometheus-textfile {ns.spark_prometheus_textfile}: {exc.strerror or exc}") from None
+            why = exc.strerror or exc
+            raise Usage(f"--prometheus-textfile {ns.spark_prometheus_textfile}: {why}") from None
     return ns, command

@@ -21,8 +21,8 @@ from pytest_dgx_spark.watch.events import CODES, Code, Event, duration, elapsed,
 from pytest_dgx_spark.watch.gpu_rules import CLEAR_AFTER, FLAT_WINDOW, LOW_CLOCK_SAMPLES, REASONS, GpuRules
 from pytest_dgx_spark.watch.sample import WatchSample
 
-__all__ = ["CLEAR_AFTER", "CODES", "FLAT_WINDOW", "LOW_CLOCK_SAMPLES", "MAX_EVENTS", "REASONS", "Code", "Event",
-           "Params", "WatchSample", "Watcher", "duration", "elapsed", "free_blocks", "line"]  # fmt: skip
+__all__ = ["CLEAR_AFTER", "CODES", "FLAT_WINDOW", "LOW_CLOCK_SAMPLES", "MAX_EVENTS", "REASONS", "Code",
+           "Event", "Params", "WatchSample", "Watcher", "duration", "elapsed", "free_blocks", "line"]
 
 #: MemAvailable below this fraction of --workload-gb (or g3_margin_gb when larger) warns
 MEM_MARGIN_FRACTION = 0.1
@@ -55,8 +55,9 @@ class Watcher(GpuRules):
 
     def _oom(self, out: list[Event], t: float, o: Mapping[str, Any]) -> None:
         job = o.get("pid") in self._job
-        text = (f"the kernel OOM-killed pid {o.get('pid')} ({o.get('name')})" + (", the job's own" if job else "")
-                + (f", {o['anon_rss_kb'] / GIB_KB:.1f} GiB resident" if o.get("anon_rss_kb") else ""))  # fmt: skip
+        rss = f", {o['anon_rss_kb'] / GIB_KB:.1f} GiB resident" if o.get("anon_rss_kb") else ""
+        whose = ", the job's own" if job else ""
+        text = f"the kernel OOM-killed pid {o.get('pid')} ({o.get('name')}){whose}{rss}"
         self._once(out, t, "G3.oom-kill", text, f"oom:{o.get('pid')}", "FAIL" if job else None)
 
     def _procs(self, out: list[Event], t: float, s: WatchSample) -> None:

@@ -123,7 +123,8 @@ class Watch:
         self.nvml.start()
         # no host name: a capture keeps none
         self.timeline.write({"type": "watch", "version": 1, "started": self.started_wall,
-                             "argv": list(self.command), "pid": self.pid, "interval": self.interval})  # fmt: skip
+                             "argv": list(self.command), "pid": self.pid,
+                             "interval": self.interval})  # fmt: skip
         if self.kmsg.problem:
             say(self.kmsg.problem)
 
@@ -163,7 +164,8 @@ class Watch:
             raw["problems"].append(host_answer)
         else:
             buddy = host.get("buddy")
-            raw["mem_available_kb"], raw["mem_total_kb"] = host.get("mem_available_kb"), host.get("mem_total_kb")
+            raw["mem_available_kb"] = host.get("mem_available_kb")
+            raw["mem_total_kb"] = host.get("mem_total_kb")
             raw["xids"], raw["ooms"] = host.get("xids") or [], host.get("ooms") or []
             raw["free_blocks"] = (
                 rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
@@ -177,9 +179,8 @@ class Watch:
             self._event(e)
         record: dict[str, Any] = {"type": "sample", **s.to_record(), "wall": round(time.time(), 3)}
         if s.procs:  # command lines as a capture keeps them: the program and its flags
-            record["procs"] = [
-                {**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd") else p for p in s.procs
-            ]
+            record["procs"] = [{**p, "cmd": " ".join(reduce_argv(str(p["cmd"]).split()))} if p.get("cmd")
+                               else p for p in s.procs]  # fmt: skip
         self.timeline.write(record)
         self._prometheus(s)
         return events

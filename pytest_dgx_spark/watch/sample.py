@@ -41,8 +41,9 @@ class HostReadings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HostReadings:
-        return cls(_int(data.get("mem_available_kb")), _int(data.get("mem_total_kb")), _dicts(data.get("xids")),
-                   _dicts(data.get("ooms")), _int(data.get("free_blocks")))  # fmt: skip
+        return cls(_int(data.get("mem_available_kb")), _int(data.get("mem_total_kb")),
+                   _dicts(data.get("xids")), _dicts(data.get("ooms")),
+                   _int(data.get("free_blocks")))  # fmt: skip
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """A small picture of a thermal series: temperature, power and SM clock against time, with
 throttle reasons and clock-event counter growth shaded.
 
-:func:`from_samples` turns G4's sample or a ``spark_sampler`` series (``{"t", "gpus": [...]}``,
-values under any of several names, any missing) into :class:`ChartData`; :func:`render` draws it
+:func:`from_samples` turns a series a check attached (:func:`from_attachment`) or a ``spark_sampler``
+series (``{"t", "gpus": [...]}``, values under any of several names, any missing) into :class:`ChartData`; :func:`render` draws it
 with matplotlib (the ``[chart]`` extra) through ``Figure``, touching no pyplot state or GUI backend.
 A slowdown counter that grew between the reads around a series is a hatched band over the whole
 window (when in it is not known).
@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from pytest_dgx_spark import outfile, thermal
+from pytest_dgx_spark.model import Attachment
 from pytest_dgx_spark.safe_text import shortened
 
 #: said instead of a picture when the extra is not installed
@@ -230,8 +230,8 @@ def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
     return None
 
 
-def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") -> ChartData | None:
-    """Chart data from G4's stored facts (``None``: no series to draw)."""
+def from_facts(facts: Mapping[str, Any], *, title: str = "thermal sample") -> ChartData | None:
+    """Chart data from a check's stored facts holding a sample series (``None``: no series to draw)."""
     if not (samples := find_samples(facts)):
         return None
     names = {int(dev.get("index", 0)): str(dev["name"]) for dev in facts.get("devices") or []
@@ -345,23 +345,33 @@ def write(path: Path, data: ChartData) -> str:
 
 
 def beside(report: Path, name: str) -> Path:
-    """``env-report.json`` + ``g4`` -> ``env-report.g4.svg`` (same folder)."""
+    """``env-report.json`` + ``thermal-g4`` -> ``env-report.thermal-g4.svg`` (same folder)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "chart"
     return Path(report).with_name(f"{Path(report).stem}.{safe}.svg")
 
 
 Drawn = tuple[bytes | None, str | None]
-_g4_drawn: WeakKeyDictionary[Any, Drawn] = WeakKeyDictionary()
+#: pictures drawn this run, by attachment (html and Allure show the same one): kept with the attachment
+_drawn: dict[int, tuple[Attachment, Drawn]] = {}
+MAX_DRAWN = 64
 
 
-def g4_chart(preflight: Any) -> Drawn:
-    """G4's chart for the html and Allure reports, from this run's engine (a replay's too), drawn once."""
-    if preflight not in _g4_drawn:
-        try:
-            stored = preflight.engine.facts("G4")
-        except Exception:  # no engine in this process: no chart, never a failed report
-            stored = None
-        facts = stored.get("facts") if isinstance(stored, Mapping) else None
-        data = from_facts(facts) if isinstance(facts, Mapping) and facts else None
-        _g4_drawn[preflight] = draw(data, "svg")
-    return _g4_drawn[preflight]
+def from_attachment(found: Attachment) -> ChartData | None:
+    """Chart data from a ``chart`` attachment (:mod:`.attachments`); None: nothing to draw."""
+    data = found.data if isinstance(found.data, Mapping) else {}
+    names = {int(k): str(v) for k, v in (data.get("names") or {}).items() if str(k).isdigit()}
+    samples = data.get("samples")
+    samples = samples if isinstance(samples, list) else []
+    return from_samples(samples, title=str(data.get("title") or found.title), names=names,
+                        counters_before=data.get("counters_before"),
+                        counters_after=data.get("counters_after"))  # fmt: skip
+
+
+def drawn(found: Attachment) -> Drawn:
+    """A ``chart`` attachment as an SVG for the html and Allure reports, drawn once."""
+    kept = _drawn.get(id(found))
+    if kept is None or kept[0] is not found:
+        if len(_drawn) >= MAX_DRAWN:
+            _drawn.clear()
+        kept = _drawn[id(found)] = (found, draw(from_attachment(found), "svg"))
+    return kept[1]

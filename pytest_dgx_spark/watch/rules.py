@@ -61,57 +61,39 @@ class Watcher(GpuRules):
         self._once(out, t, "G3.oom-kill", text, f"oom:{o.get('pid')}", "FAIL" if job else None)
 
     def _procs(self, out: list[Event], t: float, s: WatchSample) -> None:
+        """G6: each GPU process that is not the job's, and each over the cap its own flags set; both
+        clear when the process is gone."""
         seen: set[int] = set()
-        total_kb = s.mem_total_kb
         for p in s.procs or []:
             pid = p.get("pid")
-            if not isinstance(pid, int):
-                continue
-            seen.add(pid)
-            if p.get("cmd"):
-                self._cmd[pid] = str(p["cmd"])
-            cmd = self._cmd.get(pid, "?")
-            shown = (
-                " ".join(reduce_argv(cmd.split()))[:120] or "?"
-            )  # program and flags, as a capture keeps them
-            used = p.get("used_bytes")
-            mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
-            kind = classify(cmd.split()) if cmd != "?" else None
-            cap = f", cap {kind.cap:g}" if kind is not None and kind.cap is not None else ", no cap"
-            if pid not in self._job:
-                if pid in (s.unseen_pids or []):
-                    shown += " (no such pid in this PID namespace: NVML may name host pids in a container)"
-                self._set(
-                    out,
-                    t,
-                    f"G6.new-process@{pid}",
-                    "G6.new-process",
-                    True,
-                    f"new GPU process pid {pid} on GPU {p.get('gpu')} ({mem}{cap}): {shown}",
-                )
-            over = (
-                kind is not None
-                and kind.cap is not None
-                and isinstance(used, int)
-                and bool(total_kb)
-                and used > kind.cap * float(total_kb or 0) * 1024
-            )
-            self._set(
-                out,
-                t,
-                f"G6.over-cap@{pid}",
-                "G6.over-cap",
-                over,
-                f"pid {pid} uses {mem}, over its cap {kind.cap if kind else ''} of "
-                f"{float(total_kb or 0) / GIB_KB:.0f} GiB: {shown}"
-                if over
-                else "",
-            )
+            if isinstance(pid, int):
+                seen.add(pid)
+                self._proc(out, t, s, pid, p)
         for key in [k for k in self.active if k.startswith(("G6.new-process@", "G6.over-cap@"))]:
             pid = int(key.rsplit("@", 1)[1])
             if pid not in seen:
                 code = key.split("@", 1)[0]
                 self._set(out, t, key, code, False, clear_text=f"GPU process pid {pid} gone")
+
+    def _proc(self, out: list[Event], t: float, s: WatchSample, pid: int, p: Mapping[str, Any]) -> None:
+        if p.get("cmd"):
+            self._cmd[pid] = str(p["cmd"])
+        cmd = self._cmd.get(pid, "?")
+        shown = " ".join(reduce_argv(cmd.split()))[:120] or "?"  # program and flags, as a capture keeps them
+        used = p.get("used_bytes")
+        mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
+        kind = classify(cmd.split()) if cmd != "?" else None
+        cap = kind.cap if kind is not None else None
+        if pid not in self._job:
+            if pid in (s.unseen_pids or []):
+                shown += " (no such pid in this PID namespace: NVML may name host pids in a container)"
+            capped = f", cap {cap:g}" if cap is not None else ", no cap"
+            text = f"new GPU process pid {pid} on GPU {p.get('gpu')} ({mem}{capped}): {shown}"
+            self._set(out, t, f"G6.new-process@{pid}", "G6.new-process", True, text)
+        total_kb = float(s.mem_total_kb or 0)
+        over = cap is not None and isinstance(used, int) and total_kb > 0 and used > cap * total_kb * 1024
+        text = f"pid {pid} uses {mem}, over its cap {cap} of {total_kb / GIB_KB:.0f} GiB: {shown}"
+        self._set(out, t, f"G6.over-cap@{pid}", "G6.over-cap", over, text if over else "")
 
     def _memory(self, out: list[Event], t: float, s: WatchSample) -> None:
         p = self.p

@@ -141,38 +141,8 @@ class Watch:
 
     # -- one tick
     def tick(self) -> list[rules.Event]:
-        assert self.host is not None
-        wait = min(2.0, max(0.05, self.interval / 2))
-        self.nvml.ask()
-        got, answer = self.nvml.take(wait)
-        host, host_answer = self.host.read(wait)
-        if not self._profiled and self.nvml.data.get("sample_devices"):
-            self._profiled = True
-            names = " ".join(str(d.get("name") or "") for d in self.nvml.data["sample_devices"])
-            self._profile("gb10" if "GB10" in names.upper() else "generic")
-        raw: dict[str, Any] = {"t": round(time.monotonic() - self.t0, 3), "gpu": answer,
-                               "gpus": got.get("gpus") if got else None,
-                               "procs": got.get("procs") if got and "procs" in got else None,
-                               "job_running": self.running(), "problems": []}  # fmt: skip
-        if raw["procs"] is not None:
-            pids = [p["pid"] for p in raw["procs"] if isinstance(p, dict) and isinstance(p.get("pid"), int)]
-            raw["job_pids"] = self._job(pids)
-            raw["unseen_pids"] = [p for p in pids if process_state(p) is None]
-        else:
-            raw["job_pids"] = [self.pid]
-        if host is None:
-            raw["problems"].append(host_answer)
-        else:
-            buddy = host.get("buddy")
-            raw["mem_available_kb"] = host.get("mem_available_kb")
-            raw["mem_total_kb"] = host.get("mem_total_kb")
-            raw["xids"], raw["ooms"] = host.get("xids") or [], host.get("ooms") or []
-            raw["free_blocks"] = (
-                rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
-            )
-            if host.get("problem"):
-                raw["problems"].append(host["problem"])
-        s = rules.WatchSample.from_dict(raw)
+        """Read the box once, say the events it brings, write the sample (and its events) down."""
+        s = self._read()
         events = self.watcher.step(s)
         self.samples += 1
         for e in events:
@@ -184,6 +154,37 @@ class Watch:
         self.timeline.write(record)
         self._prometheus(s)
         return events
+
+    def _read(self) -> rules.WatchSample:
+        """This tick's readings: the NVML child's and the host's, each waited for a bounded time."""
+        assert self.host is not None
+        wait = min(2.0, max(0.05, self.interval / 2))
+        self.nvml.ask()
+        got, answer = self.nvml.take(wait)
+        host, host_answer = self.host.read(wait)
+        if not self._profiled and self.nvml.data.get("sample_devices"):
+            self._profiled = True
+            names = " ".join(str(d.get("name") or "") for d in self.nvml.data["sample_devices"])
+            self._profile("gb10" if "GB10" in names.upper() else "generic")
+        procs = got.get("procs") if got and "procs" in got else None
+        raw: dict[str, Any] = {"t": round(time.monotonic() - self.t0, 3), "gpu": answer,
+                               "gpus": got.get("gpus") if got else None, "procs": procs,
+                               "job_running": self.running(), "job_pids": [self.pid]}  # fmt: skip
+        if procs is not None:
+            pids = [p["pid"] for p in procs if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+            raw["job_pids"] = self._job(pids)
+            raw["unseen_pids"] = [p for p in pids if process_state(p) is None]
+        raw.update(self._host(host) if host is not None else {"problems": [host_answer]})
+        return rules.WatchSample.from_dict(raw)
+
+    def _host(self, host: dict[str, Any]) -> dict[str, Any]:
+        """The host reader's answer as a sample's keys: MemAvailable, free blocks, new kernel-log lines."""
+        assert self.host is not None
+        buddy = host.get("buddy")
+        blocks = rules.free_blocks(buddy, self.host.page_kib, self.params.block_mib) if buddy else None
+        return {"mem_available_kb": host.get("mem_available_kb"), "mem_total_kb": host.get("mem_total_kb"),
+                "xids": host.get("xids") or [], "ooms": host.get("ooms") or [], "free_blocks": blocks,
+                "problems": [host["problem"]] if host.get("problem") else []}
 
     def _event(self, e: rules.Event) -> None:
         say(rules.line(e))

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark import attachments, catalog, chart, report
-from pytest_dgx_spark.checks import g04_thermal as g4
-from pytest_dgx_spark.checks import g10_multinode as g10
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.engine import check_module
 from pytest_dgx_spark.model import Attachment, Reading, Result, Status
 
 from conftest import H200
 
+g4, g10 = check_module("G4"), check_module("G10")
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_dgx_spark"
 #: the modules that render results: none may decide anything by a check's id
 REPORT_MODULES = ("report.py", "html_report.py", "allure_report.py", "chart.py", "attachments.py")

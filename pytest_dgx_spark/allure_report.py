@@ -74,7 +74,7 @@ class AllureReport:
         for found in result.attached(CHART):
             from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
 
-            attach_chart(chart.drawn(found)[0], found.title)
+            attach_chart(chart.drawn(found, self.preflight)[0], found.title)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

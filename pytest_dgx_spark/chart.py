@@ -10,7 +10,9 @@ window (when in it is not known).
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from pytest_dgx_spark import outfile, thermal
 from pytest_dgx_spark.model import Attachment
@@ -351,9 +354,9 @@ def beside(report: Path, name: str) -> Path:
 
 
 Drawn = tuple[bytes | None, str | None]
-#: pictures drawn this run, by attachment (html and Allure show the same one): kept with the attachment
-_drawn: dict[int, tuple[Attachment, Drawn]] = {}
-MAX_DRAWN = 64
+#: pictures drawn, per run (its preflight), by their attachment's content: html and Allure show the same
+#: one, Allure from the report's copy of the result
+_drawn: WeakKeyDictionary[Any, dict[str, Drawn]] = WeakKeyDictionary()
 
 
 def from_attachment(found: Attachment) -> ChartData | None:
@@ -367,11 +370,11 @@ def from_attachment(found: Attachment) -> ChartData | None:
                         counters_after=data.get("counters_after"))  # fmt: skip
 
 
-def drawn(found: Attachment) -> Drawn:
-    """A ``chart`` attachment as an SVG for the html and Allure reports, drawn once."""
-    kept = _drawn.get(id(found))
-    if kept is None or kept[0] is not found:
-        if len(_drawn) >= MAX_DRAWN:
-            _drawn.clear()
-        kept = _drawn[id(found)] = (found, draw(from_attachment(found), "svg"))
-    return kept[1]
+def drawn(found: Attachment, run: Any) -> Drawn:
+    """A ``chart`` attachment as an SVG for the html and Allure reports, drawn once per ``run`` (any
+    object that lives as long as the run: the preflight)."""
+    key = hashlib.sha256(json.dumps(found.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    mine = _drawn.setdefault(run, {})
+    if key not in mine:
+        mine[key] = draw(from_attachment(found), "svg")
+    return mine[key]

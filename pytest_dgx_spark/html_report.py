@@ -154,7 +154,7 @@ class HtmlReport:
             from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
 
             for found in charts:
-                picture, why = chart.drawn(found)
+                picture, why = chart.drawn(found, self.preflight)
                 if picture is not None or (why and why != "no series to draw"):
                     rep.extras = [*getattr(rep, "extras", []), chart_extra(picture, why, found.title)]
         return rep

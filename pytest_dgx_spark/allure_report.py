@@ -3,7 +3,8 @@
 allure-pytest knows only passed/failed/broken/skipped, so this tags each check with its status word
 (and label ``spark_status``), makes the G-line the message and its details the trace, reports a FAIL
 (or a WARN under ``--strict``) as "failed", adds readings as ``excluded`` parameters (they must not
-split the history), attaches G4's chart, and writes the verdict to ``environment.properties``.
+split the history), attaches a result's charts (G4's thermal sample), and writes the verdict to
+``environment.properties``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark import outfile
+from pytest_dgx_spark.attachments import CHART
 from pytest_dgx_spark.model import Result, Status, verdict, verdict_line
 from pytest_dgx_spark.report import ordered, profile_label
 from pytest_dgx_spark.safe_text import write_line
@@ -69,10 +71,10 @@ class AllureReport:
             strict = self.preflight.settings.strict
             if result.status is Status.FAIL or (strict and result.status is Status.WARN):
                 test.status = AllureStatus.FAILED
-        if result.check_id == "G4":
+        for found in result.attached(CHART):
             from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
 
-            attach_chart(chart.g4_chart(self.preflight)[0], "G4 thermals")
+            attach_chart(chart.drawn(found, self.preflight)[0], found.title)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

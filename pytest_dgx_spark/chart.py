@@ -1,8 +1,8 @@
 """A small picture of a thermal series: temperature, power and SM clock against time, with
 throttle reasons and clock-event counter growth shaded.
 
-:func:`from_samples` turns G4's sample or a ``spark_sampler`` series (``{"t", "gpus": [...]}``,
-values under any of several names, any missing) into :class:`ChartData`; :func:`render` draws it
+:func:`from_samples` turns a series a check attached (:func:`from_attachment`) or a ``spark_sampler``
+series (``{"t", "gpus": [...]}``, values under any of several names, any missing) into :class:`ChartData`; :func:`render` draws it
 with matplotlib (the ``[chart]`` extra) through ``Figure``, touching no pyplot state or GUI backend.
 A slowdown counter that grew between the reads around a series is a hatched band over the whole
 window (when in it is not known).
@@ -10,7 +10,9 @@ window (when in it is not known).
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +23,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from pytest_dgx_spark import outfile, thermal
+from pytest_dgx_spark.model import Attachment
 from pytest_dgx_spark.safe_text import shortened
 
 #: said instead of a picture when the extra is not installed
@@ -230,8 +233,8 @@ def find_samples(obj: Any, depth: int = 0) -> list[dict[str, Any]] | None:
     return None
 
 
-def from_facts(facts: Mapping[str, Any], *, title: str = "G4 thermal sample") -> ChartData | None:
-    """Chart data from G4's stored facts (``None``: no series to draw)."""
+def from_facts(facts: Mapping[str, Any], *, title: str = "thermal sample") -> ChartData | None:
+    """Chart data from a check's stored facts holding a sample series (``None``: no series to draw)."""
     if not (samples := find_samples(facts)):
         return None
     names = {int(dev.get("index", 0)): str(dev["name"]) for dev in facts.get("devices") or []
@@ -345,23 +348,33 @@ def write(path: Path, data: ChartData) -> str:
 
 
 def beside(report: Path, name: str) -> Path:
-    """``env-report.json`` + ``g4`` -> ``env-report.g4.svg`` (same folder)."""
+    """``env-report.json`` + ``thermal-g4`` -> ``env-report.thermal-g4.svg`` (same folder)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "chart"
     return Path(report).with_name(f"{Path(report).stem}.{safe}.svg")
 
 
 Drawn = tuple[bytes | None, str | None]
-_g4_drawn: WeakKeyDictionary[Any, Drawn] = WeakKeyDictionary()
+#: pictures drawn, per run (its preflight), by their attachment's content: html and Allure show the same
+#: one, Allure from the report's copy of the result
+_drawn: WeakKeyDictionary[Any, dict[str, Drawn]] = WeakKeyDictionary()
 
 
-def g4_chart(preflight: Any) -> Drawn:
-    """G4's chart for the html and Allure reports, from this run's engine (a replay's too), drawn once."""
-    if preflight not in _g4_drawn:
-        try:
-            stored = preflight.engine.facts("G4")
-        except Exception:  # no engine in this process: no chart, never a failed report
-            stored = None
-        facts = stored.get("facts") if isinstance(stored, Mapping) else None
-        data = from_facts(facts) if isinstance(facts, Mapping) and facts else None
-        _g4_drawn[preflight] = draw(data, "svg")
-    return _g4_drawn[preflight]
+def from_attachment(found: Attachment) -> ChartData | None:
+    """Chart data from a ``chart`` attachment (:mod:`.attachments`); None: nothing to draw."""
+    data = found.data if isinstance(found.data, Mapping) else {}
+    names = {int(k): str(v) for k, v in (data.get("names") or {}).items() if str(k).isdigit()}
+    samples = data.get("samples")
+    samples = samples if isinstance(samples, list) else []
+    return from_samples(samples, title=str(data.get("title") or found.title), names=names,
+                        counters_before=data.get("counters_before"),
+                        counters_after=data.get("counters_after"))  # fmt: skip
+
+
+def drawn(found: Attachment, run: Any) -> Drawn:
+    """A ``chart`` attachment as an SVG for the html and Allure reports, drawn once per ``run`` (any
+    object that lives as long as the run: the preflight)."""
+    key = hashlib.sha256(json.dumps(found.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    mine = _drawn.setdefault(run, {})
+    if key not in mine:
+        mine[key] = draw(from_attachment(found), "svg")
+    return mine[key]

@@ -4,8 +4,8 @@ pytest-html knows only pytest's outcomes and a WARN is a passed test to pytest, 
 in the "Passed" filter (its filters and sort read the row's outcome, not the cell) but its Result cell
 is the text ``WARN`` (INFO ``INFO``: what copy-paste and a screen reader get, as the terminal's -v
 says it), the counts read ``8 Passed, 1 Warned``, a skip's log says its reason, and *Status*, *Check*
-and *Readings* columns are added; the summary gets the verdict and counts, G4's row the thermal
-chart. pytest-html is imported only while reporting.
+and *Readings* columns are added; the summary gets the verdict and counts, a row whose result carries a
+chart (G4's thermal sample) the picture. pytest-html is imported only while reporting.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_dgx_spark.attachments import CHART
 from pytest_dgx_spark.model import Reading, Result, Status, verdict_line
 from pytest_dgx_spark.report import ordered
 
@@ -147,11 +148,13 @@ class HtmlReport:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         rep = yield
-        g4 = call.when == "call" and getattr(getattr(item, "spark_result", None), "check_id", None) == "G4"
-        if g4 and html_wanted(self.config):
+        result = getattr(item, "spark_result", None) if call.when == "call" else None
+        charts = result.attached(CHART) if isinstance(result, Result) else []
+        if charts and html_wanted(self.config):
             from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
 
-            picture, why = chart.g4_chart(self.preflight)
-            if picture is not None or (why and why != "no series to draw"):
-                rep.extras = [*getattr(rep, "extras", []), chart_extra(picture, why, "G4 thermals")]
+            for found in charts:
+                picture, why = chart.drawn(found, self.preflight)
+                if picture is not None or (why and why != "no series to draw"):
+                    rep.extras = [*getattr(rep, "extras", []), chart_extra(picture, why, found.title)]
         return rep

@@ -54,6 +54,27 @@ class Reading:
         return {"value": self.value, "unit": self.unit}
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """What a result carries for the reports that can show it (G4's thermal series, G10's node table):
+    ``kind`` says how ``data`` (plain JSON) reads, ``title`` names it where it is shown, ``name`` where
+    it is written beside a report (a file-safe word). A report renders the kinds it knows and leaves
+    the rest: no report names a check."""
+
+    kind: str
+    title: str
+    data: Any = None
+    name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "title": self.title, "data": self.data, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attachment:
+        return cls(str(data.get("kind") or ""), visible(str(data.get("title") or "")), data.get("data"),
+                   str(data.get("name") or ""))
+
+
 def _format_float(value: float) -> str:
     if math.isnan(value) or math.isinf(value):
         return str(value)
@@ -108,6 +129,8 @@ class Result:
     by_choice: bool = False
     #: the stable codes of the findings behind this status (``G4.xid-hardware``), first the line's own
     codes: list[str] = field(default_factory=list)
+    #: what the reports that can show it render (a chart, a node table), by kind
+    attachments: list[Attachment] = field(default_factory=list)
 
     @property
     def code(self) -> str:
@@ -147,6 +170,10 @@ class Result:
     def reading(self, name: str) -> Reading | None:
         return next((r for r in self.readings if r.name == name), None)
 
+    def attached(self, kind: str) -> list[Attachment]:
+        """The attachments of one ``kind`` (``"chart"``, ``"nodes"``), in the order attached."""
+        return [a for a in self.attachments if a.kind == kind]
+
     def code_line(self) -> str:
         """``code: G4.xid-hardware`` (``codes: A, B`` for several), or ``""`` without a code: what
         ``-v`` prints under the G-line, so a reader can key on the finding, not its words."""
@@ -171,7 +198,8 @@ class Result:
                 "line": self.line(), "readings": {r.name: r.to_dict() for r in self.readings},
                 "details": list(self.details), "duration_s": round(self.duration_s, 4),
                 "headline": self.headline, "short_fix": self.short_fix, "by_choice": self.by_choice,
-                "codes": list(self.codes)}
+                "codes": list(self.codes)} | (
+                    {"attachments": [a.to_dict() for a in self.attachments]} if self.attachments else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
@@ -182,6 +210,7 @@ class Result:
             float(data.get("duration_s", 0.0)), list(data.get("details") or []),
             str(data.get("headline") or ""), str(data.get("short_fix") or ""), bool(data.get("by_choice")),
             [str(c) for c in data.get("codes") or [] if isinstance(c, str)],
+            [Attachment.from_dict(a) for a in data.get("attachments") or [] if isinstance(a, Mapping)],
         )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_dgx_spark import __version__, capture, catalog, launch, outfile
+from pytest_dgx_spark import __version__, attachments, capture, catalog, launch, outfile
 from pytest_dgx_spark.checks.kit import Params
 from pytest_dgx_spark.model import SCHEMA, Result, Verdict, verdict, verdict_line
 from pytest_dgx_spark.safe_text import visible
@@ -103,17 +103,19 @@ def write_json(path: Path, document: Mapping[str, Any]) -> None:
     outfile.write_bytes(path, (json.dumps(document, indent=2, default=str) + "\n").encode("utf-8"))
 
 
-def fleet_nodes(store_items: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every rank's fingerprint, when G10 compared the nodes of a multi-node job."""
-    exchanged = (((store_items.get("facts:G10") or {}).get("facts") or {}).get("fleet")) or {}
-    return [dict(fp) for fp in exchanged.get("fingerprints") or [] if isinstance(fp, Mapping)]
+def fleet_nodes(results: Iterable[Result]) -> list[dict[str, Any]]:
+    """Every rank's fingerprint, when a check compared the nodes of a multi-node job (its ``nodes``
+    attachment)."""
+    return attachments.fingerprints(results)[1]
 
 
-def nodes_section(fingerprints: list[dict[str, Any]], results: Iterable[Result]) -> dict[str, Any]:
-    """The merged env-report's ``nodes`` (each rank's fingerprint) and G10's cross-node findings."""
-    g10 = next((r for r in results if r.check_id == "G10"), None)
-    cross = {"status": g10.status.value if g10 else None, "line": g10.line() if g10 else None,
-             "details": list(g10.details) if g10 else []}
+def nodes_section(results: Iterable[Result]) -> dict[str, Any]:
+    """The merged env-report's ``nodes`` (each rank's fingerprint) and the cross-node findings of the
+    check that compared them (``{}``: no check did)."""
+    by, fingerprints = attachments.fingerprints(results)
+    if by is None:
+        return {}
+    cross = {"status": by.status.value, "line": by.line(), "details": list(by.details)}
     return {"nodes": {str(fp.get("rank", i)): fp for i, fp in enumerate(fingerprints)}, "cross_node": cross}
 
 
@@ -158,7 +160,7 @@ def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, 
                     not_run: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None,
                     started: float | None = None, duration: float | None = None,
                     ) -> list[str]:
-    """Write ``--spark-report`` (with G4's chart beside it), ``--spark-capture`` and
+    """Write ``--spark-report`` (with the results' charts beside it), ``--spark-capture`` and
     ``--spark-prometheus-textfile`` for the plugin and the CLI. One line per file: where it went, or
     ``cannot write …``. ``started``: the run's start (epoch seconds), ``duration``: its seconds."""
     notes: list[str] = []
@@ -175,27 +177,34 @@ def write_run_files(settings: Any, results: list[Result], *, host: Mapping[str, 
             p, results, v, when, took, not_run=not_run, python=getattr(settings, "python", None))))
     if settings.report is None and capture_path is None:
         return notes
-    items = store_items()  # once: under xdist it reads every answer file of the run
     if settings.report is not None:
         doc = env_report(results, strict=settings.strict, host=host, workload_gb=settings.workload_gb,
                          settings=settings.to_dict(), profile=profile, not_run=not_run, extra=extra)
-        fingerprints = fleet_nodes(items)
-        if fingerprints and launch.rank(env) == 0:  # rank 0 writes the merged report
-            doc.update(nodes_section(fingerprints, results))
+        if launch.rank(env) == 0:  # rank 0 writes the merged report
+            doc.update(nodes_section(results))
         target = per_rank_path(settings.report, env)
         notes.append(_write(target, "env report", lambda p: write_json(p, doc)))
-        facts = (items.get("facts:G4") or {}).get("facts")
-        from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
-
-        data = chart.from_facts(facts) if isinstance(facts, Mapping) else None
-        if data is not None:  # G4's thermal chart beside the report: env-report.thermal-g4.svg
-            notes.append(chart.write(chart.beside(target, "thermal-g4"), data))
+        notes += charts_beside(target, results)
     if capture_path is not None:
         params = Params.from_settings(settings, profile).to_dict()
+        items = store_items()  # once: under xdist it reads every answer file of the run
         document = capture.build(results=results, store_items=items, host=host, profile=profile,
                                  options=settings.to_dict(), params=params)
         target = per_rank_path(capture_path, env)
         notes.append(_write(target, "capture", lambda p: capture.write(p, document, env)))
+    return notes
+
+
+def charts_beside(target: Path, results: Iterable[Result]) -> list[str]:
+    """Each ``chart`` attachment written beside the report as ``<stem>.<name>.svg``, one note each
+    (nothing for a series with nothing to draw)."""
+    notes = []
+    for _, found in attachments.attached(results, attachments.CHART):
+        from pytest_dgx_spark import chart  # lazy: chart code loads only when a chart is asked for
+
+        data = chart.from_attachment(found)
+        if data is not None:
+            notes.append(chart.write(chart.beside(target, found.name or found.title), data))
     return notes
 
 

@@ -24,7 +24,16 @@ import pytest
 from pytest_dgx_spark import allure_report, html_report, thermal
 from pytest_dgx_spark.probes import commands
 from pytest_dgx_spark.probes.child import MAX_LINE, capped_lines, child_env, script_source
-from pytest_dgx_spark.thresholds import defaults
+from pytest_dgx_spark.sampler_summary import (
+    counter_slowdown,
+    gpu_summaries,
+    properties,
+    report_lines,
+    summary_line,
+)
+
+__all__ = ["SUMMARY_KEY", "GpuSampler", "counter_slowdown", "properties", "run_fixture", "sampler_chart",
+           "summary_line"]
 
 if TYPE_CHECKING:
     from pytest_dgx_spark.chart import Drawn
@@ -193,11 +202,12 @@ class GpuSampler:
         for p in procs or []:
             if isinstance(pid := p.get("pid"), int) and pid not in self._mine and len(self._mine) < MAX_PROCS:
                 self._mine[pid] = probes.descendants_of(me, pid)
-        ws = {"t": thermal.number(sample.get("t")) or 0.0, "gpus": sample.get("gpus") or [], "gpu": "ok",
-              "job_running": False, "job_pids": [me, *(p for p, mine in self._mine.items() if mine)]}
+        ws: dict[str, Any] = {"t": sample.get("t"), "gpus": sample.get("gpus") or [], "gpu": "ok",
+                              "job_running": False,
+                              "job_pids": [me, *(p for p, mine in self._mine.items() if mine)]}  # fmt: skip
         if isinstance(procs, list):
             ws["procs"] = procs
-        self._watcher.step(ws)  # it keeps its latest events only (watch.rules.MAX_EVENTS)
+        self._watcher.step(rules.WatchSample.from_dict(ws))  # it keeps its latest events only (MAX_EVENTS)
 
     def events(self, check: str | None = None) -> list[dict[str, Any]]:
         """The events so far (``spark-preflight watch``'s: starts, clears, instants), of one check
@@ -247,33 +257,6 @@ class GpuSampler:
             return f"the sampler child exited {self._proc.returncode}" + (f": {tail[0]}" if tail else "")
         return None
 
-    def _gpus(
-        self, data: Mapping[str, Any], series: Mapping[int, Any], thinned: Mapping[int, Any]
-    ) -> tuple[list[dict[str, Any]], dict[str, int], list[str]]:
-        """Per GPU summaries, throttle reasons, and flat-power notes (a cap the reasons do not name)."""
-        static = {int(d.get("index", 0)): d for d in data.get("sample_devices") or []}
-        gpus, flat_notes = [], []
-        throttle: dict[str, int] = {}
-        for index, s in sorted(series.items()):
-            dev = static.get(index, {})
-            limit = dev.get("power_limit_mw")
-            entry = {**s.to_dict(), "name": dev.get("name"),
-                     "power_limit_w": limit / 1000.0 if isinstance(limit, (int, float)) else None}
-            for name, count in s.warn_reasons.items():
-                throttle[name] = throttle.get(name, 0) + count
-            t = defaults("gb10" if "GB10" in str(dev.get("name") or "").upper() else "generic")
-            ceiling = self.flat_power_w or t["g4_flat_power_w"] or None
-            if ceiling is None and entry["power_limit_w"]:
-                ceiling = entry["power_limit_w"] * t["g4_flat_power_fraction"]
-            flat = thermal.flat_power_climb(
-                thinned.get(index, s), ceiling_w=ceiling, rise_c=t["g4_temp_rise_c"],
-                band_fraction=t["g4_flat_power_band_fraction"], idle_w=t["g4_idle_power_w"])
-            if flat is not None:
-                flat_notes.append(f"GPU {index}: power flat at {flat.power_min:.0f}-{flat.power_max:.0f} W "
-                                  f"(<= {flat.ceiling_w:g} W) while the temperature rose {flat.rise:.1f} C")
-            gpus.append(entry)
-        return gpus, throttle, flat_notes
-
     def summary(self) -> dict[str, Any]:
         """What was recorded so far (the sampler may still be running)."""
         with self._lock:
@@ -281,7 +264,7 @@ class GpuSampler:
             procs = [dict(p) for p in self._procs.values()]
         end = self._stopped or time.monotonic()
         reason = self._reason(data, bool(series))
-        gpus, throttle, flat_notes = self._gpus(data, series, thermal.summarise(points))
+        gpus, throttle, flat_notes = gpu_summaries(data, series, thermal.summarise(points), self.flat_power_w)
         slowdown = counter_slowdown(data)
         stalled = None
         if self.running and time.monotonic() - self._last_event > self.interval + self.timeout:
@@ -301,88 +284,7 @@ class GpuSampler:
 
     def report_text(self, summary: Mapping[str, Any] | None = None) -> str:
         """The summary lines, then the stored series as CSV (for the report)."""
-        s = dict(summary or self.summary())
-        lines = [summary_line(s), *(f"  {_gpu_line(g)}" for g in s["gpus"])]
-        lines += [f"  flat power: {note}" for note in s["flat_power"]]
-        lines += [f"  event {e['t']:.1f} s: {e['check']} {'OK' if e['state'] == 'clear' else e['status']} "
-                  f"[{e['code']}] {'cleared: ' if e['state'] == 'clear' else ''}{e['text']}" for e in s.get("events", [])]
-        for p in s["processes"][:20]:
-            used = p.get("max_used_bytes")
-            mem = f"{used / (1 << 30):.1f} GiB" if isinstance(used, int) else "memory [N/A]"
-            lines.append(f"  GPU process pid {p['pid']} ({p.get('type')}, GPU {p.get('gpu')}): {mem}; {p.get('cmd') or '?'}")
-        if s.get("stopped") and s["stopped"] != "clean":
-            lines.append(f"  stop: {s['stopped']}")
-        lines.append("t_s,gpu,temperature_c,power_w,clock_sm_mhz,clock_event_reasons")
-        for point in self.series():
-            for g in point["gpus"]:
-                mw, temp, clock = g.get("power_usage_mw"), g.get("temperature_c"), g.get("clock_sm_mhz")
-                watts = f"{mw / 1000:.1f}" if isinstance(mw, (int, float)) else ""
-                reasons = "GpuIsLost" if g.get("lost") else "|".join(
-                    thermal.decode_reasons(thermal.parse_mask(g.get("clock_event_reasons"))))
-                lines.append(f"{point['t']},{g.get('index')},{'' if temp is None else temp},{watts},"
-                             f"{'' if clock is None else clock},{reasons}")
-        return "\n".join(lines)
-
-
-def _stat(d: Mapping[str, Any], unit: str) -> str:
-    if d.get("min") is None:
-        return "[N/A]"
-    return f"{d['min']:.0f}-{d.get('max'):.0f} {unit} (mean {d.get('mean'):.0f})"
-
-
-def _gpu_line(g: Mapping[str, Any]) -> str:
-    name = f" {g['name']}" if g.get("name") else ""
-    reasons = ", ".join(f"{k} {v}/{g['samples']}" for k, v in g.get("reasons", {}).items()) or "none"
-    lost = f"; LOST at t={g['lost_at']} s" if g.get("lost_at") is not None else ""
-    return (f"GPU {g['index']}{name}: {_stat(g['temperature_c'], 'C')}, {_stat(g['power_w'], 'W')}, "
-            f"SM {_stat(g['clock_sm_mhz'], 'MHz')}; reasons: {reasons}{lost}")
-
-
-def counter_slowdown(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """Per GPU, the slowdown seconds the counters gained from start to stop (``{}``: none, or not read)."""
-    before = {c.get("index"): c.get("us") for c in data.get("counters_before") or [] if isinstance(c, Mapping)}
-    out: dict[str, dict[str, float]] = {}
-    for c in (c for c in data.get("counters_after") or [] if isinstance(c, Mapping)):
-        delta = thermal.counter_deltas(before.get(c.get("index")), c.get("us"))
-        if grew := {n: round(d / 1e6, 3) for n, d in delta.items() if n in thermal.SLOWDOWN_COUNTERS and d}:
-            out[str(c.get("index"))] = grew
-    return out
-
-
-def summary_line(s: Mapping[str, Any]) -> str:
-    """``spark sampler: 120 samples over 119.8 s; throttled: SwThermalSlowdown in 12``."""
-    if not s.get("ok"):
-        return f"spark sampler: not sampled: {s.get('reason') or 'no sample taken'}"
-    verdict = "not throttled"
-    if s.get("throttle_reasons"):
-        verdict = "THROTTLED: " + ", ".join(f"{k} in {v} samples" for k, v in s["throttle_reasons"].items())
-    elif s.get("flat_power"):
-        verdict = "THROTTLED (flat power while heating): " + "; ".join(s["flat_power"])
-    if s.get("slowdown_counters"):
-        grew = "; ".join(f"GPU {i}: " + ", ".join(f"{k} +{v:g} s" for k, v in c.items())
-                         for i, c in s["slowdown_counters"].items())
-        verdict = ("" if verdict == "not throttled" else verdict + "; ") + f"THROTTLED (clock-event counters): {grew}"
-    if s.get("lost"):
-        verdict = f"GPU LOST: {s['lost']}; " + verdict
-    extra = f"; {len(s['processes'])} GPU processes seen" if s.get("processes") else ""
-    return f"spark sampler: {s['samples']} samples over {s['seconds']:.1f} s every {s['interval_s']:g} s; {verdict}{extra}"
-
-
-def properties(s: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Flat ``spark.sampler.*`` properties for JUnit (xunit1/legacy only)."""
-    out = [("spark.sampler.ok", "yes" if s.get("ok") else "no"),
-           ("spark.sampler.samples", str(s.get("samples", 0))),
-           ("spark.sampler.throttled", "unknown" if s.get("throttled") is None else "yes" if s["throttled"] else "no"),
-           ("spark.sampler.throttle_reasons", ",".join(s.get("throttle_reasons") or {}) or "none")]
-    gpus = s.get("gpus") or []
-    for key, field, pick in (("temperature_max", "temperature_c", max), ("power_max", "power_w", max),
-                             ("sm_clock_min", "clock_sm_mhz", min)):
-        stat = pick.__name__
-        if values := [g[field][stat] for g in gpus if g.get(field, {}).get(stat) is not None]:
-            out.append((f"spark.sampler.{key}", f"{pick(values):g}"))
-    if not s.get("ok"):
-        out.append(("spark.sampler.reason", str(s.get("reason"))))
-    return out
+        return "\n".join(report_lines(dict(summary or self.summary()), self.series()))
 
 
 def run_fixture(request: pytest.FixtureRequest) -> Iterator[GpuSampler]:

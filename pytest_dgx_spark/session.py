@@ -603,7 +603,7 @@ class SparkPreflight:
         if xml is not None and results:
             props = report.suite_properties(results, strict=strict, host=self.host, not_run=not_run)
             if launch.rank(os.environ) == 0:  # rank 0 speaks for every node
-                props += report.node_properties(report.fleet_nodes(self.store_items()))
+                props += report.node_properties(report.fleet_nodes(results))
             if self.run.diagnosis:
                 props += [("spark.diagnosis", str(self.run.diagnosis["line"])),
                           ("spark.diagnosis.gotcha", str(self.run.diagnosis["gotcha"] or "unknown"))]  # fmt: skip

@@ -39,6 +39,7 @@ from conftest import MATPLOTLIB, PYTEST_ARGS, REPORT_PLUGINS
 FORCING_CONFTEST = textwrap.dedent(
     """
     import pytest_dgx_spark.engine as engine
+    from pytest_dgx_spark import attachments
     from pytest_dgx_spark.model import Reading, Result, Status
 
     def _gb10_series():
@@ -64,10 +65,12 @@ FORCING_CONFTEST = textwrap.dedent(
     _saved = {}
 
     def _run(self, check_id):
-        if check_id == "G4":  # what the engine keeps for a check on the gather/evaluate contract
-            facts = {"devices": [{"index": 0, "name": "NVIDIA GB10"}], "samples": _gb10_series()}
-            self.machine.store.get_or_compute("facts:G4", lambda: {"facts": facts})
-        return Result.from_dict(FORCED[check_id].to_dict())
+        forced = Result.from_dict(FORCED[check_id].to_dict())
+        if check_id == "G4":  # the sample rides on G4's result, as its evaluate attaches it
+            forced.attachments += attachments.thermal_chart(
+                "G4 thermals", "thermal-g4", chart_title="G4 thermal sample", samples=_gb10_series(),
+                devices=[{"index": 0, "name": "NVIDIA GB10"}])
+        return forced
 
     def pytest_configure(config):
         _saved["run"] = engine.Engine.run

@@ -46,7 +46,8 @@ def gpu(mask: int = 0, clock: int = 2522, mw: int = 95000, util: int = 99, temp:
 
 
 def steps(w: rules.Watcher, samples: list[dict[str, Any]]) -> list[list[rules.Event]]:
-    return [w.step({"t": float(i), "job_pids": [100], **s}) for i, s in enumerate(samples)]  # type: ignore[typeddict-item]
+    return [w.step(rules.WatchSample.from_dict({"t": float(i), "job_pids": [100], **s}))
+            for i, s in enumerate(samples)]
 
 
 def test_a_clock_event_is_one_event_while_it_lasts_and_one_when_it_clears() -> None:
@@ -122,6 +123,24 @@ def test_a_new_process_is_an_event_the_jobs_own_is_not() -> None:
         ("G6.new-process", "clear"),
         ("G6.over-cap", "clear"),
     ]
+
+
+def test_a_sample_is_checked_once_where_it_is_built_and_written_back_key_for_key() -> None:
+    """What the NVML child and the host reader hand over is typed in ``WatchSample.from_dict``: a value
+    of the wrong shape is dropped there (no rule guards a read); ``to_record`` gives the timeline's keys
+    in its order, the host's only when it answered, ``unseen_pids`` only when processes were read."""
+    record = {"t": 1.5, "gpu": "ok", "gpus": [gpu(), "garbage"], "procs": [{"pid": 7}, 3],
+              "job_running": True, "problems": [], "job_pids": [100, "101", True], "unseen_pids": [7],
+              "mem_available_kb": 5, "mem_total_kb": "lots", "xids": [{"code": 79}, None], "ooms": "none",
+              "free_blocks": 9}
+    s = rules.WatchSample.from_dict(record)
+    assert s.gpus == [gpu()] and s.procs == [{"pid": 7}] and s.job_pids == [100]
+    host = (s.mem_available_kb, s.mem_total_kb, s.xids, s.ooms, s.free_blocks)
+    assert host == (5, None, [{"code": 79}], [], 9)
+    assert list(s.to_record()) == list(record)
+    bare = rules.WatchSample.from_dict({"t": "soon", "gpus": None, "job_pids": [100]})
+    assert (bare.t, bare.gpu, bare.job_running, bare.host, bare.xids) == (0.0, "ok", True, None, [])
+    assert list(bare.to_record()) == ["t", "gpu", "gpus", "procs", "job_running", "problems", "job_pids"]
 
 
 def test_memory_and_fragmentation_start_and_clear() -> None:

@@ -309,3 +309,13 @@ def descendants_of(root_pid: int, pid: int, limit: int = 64) -> bool:
         except (OSError, ValueError, IndexError):
             return False
     return False
+
+
+def process_state(pid: int) -> str | None:
+    """``R``, ``S``, ``Z``…: the process's state, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read(4096).decode("ascii", "replace")
+        return raw[raw.rindex(")") + 2 :].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None

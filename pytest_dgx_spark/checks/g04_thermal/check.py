@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
-from pytest_dgx_spark import thermal
+from pytest_dgx_spark import attachments, thermal
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params
 from pytest_dgx_spark.model import SHORT_WIDTH, Reading, Result, Status
 from pytest_dgx_spark.probes import kernel_log
@@ -404,7 +404,16 @@ def _range(all_s: Sequence[GpuSeries], stat: str) -> tuple[float | None, float |
 
 
 def evaluate(facts: Facts, params: Params) -> Result:
-    """Decide G4 from a sample series and the clock-event counters (pure)."""
+    """Decide G4 from a sample series and the clock-event counters (pure); the series rides along as
+    a chart attachment, drawn by the reports that can."""
+    result = _decide(facts, params)
+    result.attachments += attachments.thermal_chart(
+        "G4 thermals", "thermal-g4", chart_title="G4 thermal sample", samples=facts.samples,
+        devices=facts.devices, counters_before=facts.counters_before, counters_after=facts.counters_after)
+    return result
+
+
+def _decide(facts: Facts, params: Params) -> Result:
     early = _unreachable(facts)
     if early is not None:
         return _with_xids(early, facts, params)

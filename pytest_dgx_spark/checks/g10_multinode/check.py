@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pytest_dgx_spark import launch
+from pytest_dgx_spark import attachments, launch
 from pytest_dgx_spark.checks.g09_container import check as g09_container
 from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, shortened
@@ -979,6 +979,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
         result.headline = "process table incomplete: a job's flags may be unread"
         result.short_fix = "rerun; or --spark-config the job's config"
         result.codes = ["G10.process-table-incomplete"]
+    result.attachments += attachments.node_table(facts.fleet)  # every rank's fingerprint, for the reports
     return result
 
 

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +50,17 @@ def _sources() -> Iterator[tuple[str, Path]]:
 MODULES = {name: path for name, path in _sources()}
 
 
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """Each module parsed once per process: the checks below walk the same trees (never changed)."""
+    return ast.parse(source)
+
+
+@functools.cache
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
 def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -59,7 +71,7 @@ def long_functions() -> list[str]:
     """``module:function (N lines)`` for every function over the limit, decorators included."""
     out = []
     for module, path in MODULES.items():
-        for fn in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+        for fn in _functions(_parse(_text(path))):
             first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
             length = (fn.end_lineno or fn.lineno) - first + 1
             key = f"{module}:{fn.name}"
@@ -76,7 +88,7 @@ def test_the_allow_list_names_real_functions_with_a_reason() -> None:
     """A stale entry would let the next long function in under its name."""
     for key, why in ALLOWED.items():
         module, _, name = key.partition(":")
-        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        tree = _parse(_text(MODULES[module]))
         assert name in {fn.name for fn in _functions(tree)}, key
         assert len(why) > 10, key
 
@@ -143,7 +155,7 @@ def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     lazy: dict[str, set[str]] = {}
     for module, path in MODULES.items():
         out: dict[str, set[str]] = {"eager": set(), "lazy": set()}
-        _walk_imports(module, ast.parse(path.read_text(encoding="utf-8")).body, False, out)
+        _walk_imports(module, _parse(_text(path)).body, False, out)
         eager[module] = out["eager"]
         lazy[module] = out["lazy"] - out["eager"]
     return eager, lazy
@@ -263,7 +275,7 @@ class _Module:
     def __init__(self, name: str, source: str, known: set[str]) -> None:
         self.name = name
         self.known = known
-        tree = ast.parse(source)
+        tree = _parse(source)
         self.functions: dict[str, ast.AST] = {}
         self.imports: dict[str, str] = {}  # local name -> "module" or "module:attr"
         for node in tree.body:
@@ -365,7 +377,7 @@ def test_evaluate_reads_no_machine(module: str) -> None:
     """Nothing ``evaluate`` reaches (its module's helpers, and ours it calls)
     opens a file, runs a program, reads the environment or the clock: that is
     what lets a replay decide anywhere."""
-    sources = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()}
+    sources = {name: _text(path) for name, path in MODULES.items()}
     found, reached = impure_reach(sources, f"{module}:evaluate")
     assert found == []
     assert len(reached) > 3, reached  # the walk follows evaluate into its stages

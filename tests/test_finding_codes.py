@@ -11,6 +11,7 @@ and read the diff of ``tests/data/findings/snapshot.txt``.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import sys
@@ -84,7 +85,9 @@ def built_at_run_time(node: ast.AST) -> bool:
     )
 
 
+@functools.cache
 def package_trees() -> dict[str, ast.Module]:
+    """The package's modules, parsed once per process (two tests walk them; neither changes them)."""
     paths = sorted(PACKAGE.rglob("*.py"))
     return {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8")) for p in paths}
 

@@ -185,7 +185,9 @@ def test_nvidia_smi_faults_through_pytest(
     g4, g6, verdict = SMI_EXPECTED[fault]
     assert section(result.outlines) == [g4, g6, verdict]
     assert all(t <= TIMEOUT + MARGIN for t in report["timings"].values()), report["timings"]
-    assert took < 2 * (TIMEOUT + MARGIN)
+    # never the hung tool's 30 s sleep: the whole run (a pytest start included, slow on a loaded box)
+    # ends well before it; the checks' own bound is the timings above
+    assert took < 15, f"the run took {took:.1f} s: something waited on the hung nvidia-smi"
     if fault == "hang":
         started = [int(p) for p in pids.read_text().split()]
         # G4's query started a shell and its sleep; G6 did not ask the wedged driver again (issue 34 item 13)

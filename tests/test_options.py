@@ -229,7 +229,7 @@ from pathlib import Path
 import pytest_dgx_spark
 from pytest_dgx_spark import cli, options, settings
 from pytest_dgx_spark.checks.kit import Params
-from pytest_dgx_spark.watch.run import build_parser as watch_parser
+from pytest_dgx_spark.watch.args import build_parser as watch_parser
 
 here = Path(sys.argv[1])
 assert Path(pytest_dgx_spark.__file__).is_relative_to(here), pytest_dgx_spark.__file__

@@ -109,12 +109,12 @@ def test_a_reason_names_the_check_and_code_or_the_headline() -> None:
 
 
 def test_a_preflight_past_its_budget_is_stopped_and_drains_nothing(tmp_path: Path) -> None:
-    """A wedged probe: the budget ends the child's whole group, and the outcome is "could not run"."""
-    hang = tmp_path / "bin"
-    hang.mkdir()
-    (hang / "nvidia-smi").write_text("#!/bin/sh\nsleep 60\n")
-    (hang / "nvidia-smi").chmod(0o755)
-    env = {**os.environ, "PATH": f"{hang}:{os.environ['PATH']}", "SPARK_PREFLIGHT_HOST_ROOT": str(tmp_path)}
+    """A wedged probe: the budget ends the child's whole group, and the outcome is "could not run".
+    NVML is the pynvml double's "library not found" (a GPU machine's real NVML would answer G4, and
+    the hung nvidia-smi would never be asked)."""
+    doubles = Doubles(tmp_path).nvml({"init_error": "LibraryNotFound"})
+    doubles.tool("nvidia-smi", "#!/bin/sh\nsleep 60\n")
+    env = {**doubles.env, "SPARK_PREFLIGHT_HOST_ROOT": str(tmp_path)}
     started = time.monotonic()
     outcome = slurm.run_preflight(["--only", "G4", "--timeout", "30"], 1.5, env)
     assert time.monotonic() - started < 15

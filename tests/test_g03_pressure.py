@@ -86,8 +86,8 @@ def test_the_posts_say_what_the_rule_counts() -> None:
 def test_the_oom_kill_line_of_a_spark_parses_to_its_victim() -> None:
     lines = (DATA / "dmesg_oom_1.txt").read_text().splitlines()
     kills = mp.parse_oom_kills(lines)
-    assert [(k["pid"], k["name"], k["anon_rss_kb"]) for k in kills] == [(3742074, "lmcache", 1058560)]
-    assert kills[0]["text"].startswith("[Thu Aug 27 00:39:44 2026] Out of memory: Killed process 3742074 (lmcache)")
+    assert [(k.pid, k.name, k.anon_rss_kb) for k in kills] == [(3742074, "lmcache", 1058560)]
+    assert kills[0].text.startswith("[Thu Aug 27 00:39:44 2026] Out of memory: Killed process 3742074 (lmcache)")
     # the oom-kill: summary line before it names the task but is not the kill
     assert mp.parse_oom_kill(next(ln for ln in lines if "oom-kill:constraint" in ln)) is None
 
@@ -107,15 +107,15 @@ def test_the_oom_kill_line_of_a_spark_parses_to_its_victim() -> None:
 )
 def test_oom_kill_lines(line: str, expected: tuple | None) -> None:
     kill = mp.parse_oom_kill(line)
-    assert (None if kill is None else (kill["pid"], kill["name"], kill["anon_rss_kb"])) == expected
+    assert (None if kill is None else (kill.pid, kill.name, kill.anon_rss_kb)) == expected
     if kill:
-        assert len(kill["text"]) <= 400
+        assert len(kill.text) <= 400
 
 
 def test_a_log_of_many_kills_keeps_the_latest() -> None:
     lines = (f"Out of memory: Killed process {pid} (w{pid}) total-vm:1kB, anon-rss:4kB" for pid in range(1, 5001))
     kills = mp.parse_oom_kills(lines)
-    assert len(kills) == mp.MAX_OOM_KILLS and kills[-1]["pid"] == 5000
+    assert len(kills) == mp.MAX_OOM_KILLS and kills[-1].pid == 5000
 
 
 @pytest.mark.parametrize(
@@ -360,7 +360,7 @@ def test_ray_installed_on_a_spark_warns_with_the_fix(fake_root, doubles, tmp_pat
 
 
 def test_ray_on_a_discrete_gpu_is_a_note() -> None:
-    facts = g3.Facts(meminfo={"MemTotal": 131981020, "MemFree": 130000000}, ray={"version": "2.49.2"})
+    facts = g3.Facts(meminfo={"MemTotal": 131981020, "MemFree": 130000000}, ray=g3.RayMonitor(version="2.49.2"))
     result = g3.evaluate(facts, GENERIC)
     assert result.status is Status.INFO
     assert detail(result, "Ray 2.49.2 kills workers once node memory passes 0.95")

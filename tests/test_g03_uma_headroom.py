@@ -22,7 +22,8 @@ from doubles import gb10
 
 
 def facts_from(text: str, gpus=None, **kw) -> g3.Facts:
-    return g3.Facts(meminfo=parse_meminfo(text), gpus=gpus or [], **kw)
+    """Facts as a capture holds them (JSON), rebuilt by the one converter."""
+    return g3.Facts.from_dict({"meminfo": parse_meminfo(text), "gpus": gpus or [], **kw})
 
 
 def test_h200_recording_without_workload_is_info(h200: Path) -> None:

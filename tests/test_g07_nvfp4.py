@@ -11,6 +11,7 @@ import pytest
 
 from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -70,16 +71,20 @@ def test_cuobjdump_listing_is_parsed() -> None:
     assert g7.parse_cuobjdump(text) == ["sm_90a", "sm_100a", "sm_120a", "sm_121a"]
 
 
+def facts_of(**fields) -> g7.Facts:
+    """G7's facts from JSON-shaped fields (tables where the facts hold records), as a capture holds
+    them: the one converter builds the records."""
+    return g7.Facts.from_dict(json.loads(json.dumps(plain(fields))))
+
+
 def gb10_facts(**changes) -> g7.Facts:
-    base = g7.Facts(
-        devices=[{"name": "NVIDIA GB10", "capability": [12, 1]}],
-        arch_list=list(gb10.TORCH["arch_list"]),
-        torch_version="2.11.0+cu130",
-        torch_cuda="13.0",
-    )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    base = {
+        "devices": [{"name": "NVIDIA GB10", "capability": [12, 1]}],
+        "arch_list": list(gb10.TORCH["arch_list"]),
+        "torch_version": "2.11.0+cu130",
+        "torch_cuda": "13.0",
+    }
+    return facts_of(**{**base, **changes})
 
 
 P = Params(profile="gb10")
@@ -109,7 +114,7 @@ def capture(name: str) -> str:
 def test_h200_recording_skips_with_its_capability(h200: Path) -> None:
     text = (h200 / "nvml_torch_probe.txt").read_text()
     assert "'cc': (9, 0)" in text
-    result = decide(g7.Facts(devices=[{"name": "NVIDIA H200", "capability": [9, 0]}]))
+    result = decide(facts_of(devices=[{"name": "NVIDIA H200", "capability": [9, 0]}]))
     assert result.status is Status.SKIP
     assert result.summary.startswith("not SM121: NVIDIA H200 has capability (9, 0) (from NVML)")
 

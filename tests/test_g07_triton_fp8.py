@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, gb10_facts
+from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, facts_of, gb10_facts
 
 from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import facts as g7facts
+from pytest_dgx_spark.checks.g07_nvfp4 import probe as g7probe
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import PYTHON_PATH_ENV, Machine
@@ -253,13 +255,7 @@ def test_compile_outcomes_on_recorded_facts() -> None:
 def test_a_passing_compile_overrides_the_release_rule() -> None:
     """A compile that passed is what Triton does; a release below the floor is then a reading."""
     facts = compile_facts(ok=True, seconds=1.0)
-    facts.triton = {
-        "dist": "triton 3.6.0",
-        "binary": "ptxas",
-        "path": "/x/ptxas",
-        "env": None,
-        "release": [12, 8],
-    }
+    facts.triton = g7facts.TritonPtxas(dist="triton 3.6.0", binary="ptxas", path="/x/ptxas", env=None, release=[12, 8])
     result = decide(facts)
     assert result.status is Status.PASS, result.line()
     assert result.reading("triton_ptxas_release").value == "12.8"
@@ -273,7 +269,7 @@ def fp8_facts(cublas: list[int] | None, vllm_targets: list[str] | None = None) -
     if vllm_targets is not None:
         facts.vllm = "0.11.0"
         facts.libs_installed = ["vllm"]
-        facts.libs = [{"dist": "vllm 0.11.0", "path": "/site/vllm/_C.abi3.so", "targets": vllm_targets}]
+        facts.libs = [g7facts.Lib(dist="vllm 0.11.0", path="/site/vllm/_C.abi3.so", targets=vllm_targets)]
     return facts
 
 
@@ -331,14 +327,13 @@ def test_cublas_from_the_wheel_and_the_toolkit(isolated, doubles, tmp_path: Path
     toolkit.mkdir(parents=True)
     for name in ("libcublasLt.so", "libcublasLt.so.13", "libcublasLt.so.13.6.0.1"):
         (toolkit / name).write_bytes(b"\x7fELF")
-    assert g7._cublas(Machine(env={"CUDA_HOME": str(tmp_path / "cuda")}), {}) == {
-        "source": str(toolkit / "libcublasLt.so.13.6.0.1"),
-        "release": [13, 6],
-    }
+    assert g7probe.cublas(Machine(env={"CUDA_HOME": str(tmp_path / "cuda")}), {}) == g7facts.Cublas(
+        source=str(toolkit / "libcublasLt.so.13.6.0.1"), release=[13, 6]
+    )
 
 
 def test_fp8_findings_do_not_apply_off_sm12x() -> None:
-    facts = g7.Facts(
+    facts = facts_of(
         devices=[{"name": "NVIDIA H200", "capability": [9, 0]}],
         triton_compile={"dist": "triton 3.5.0", "ok": True, "seconds": 1.0, "python_h": True},
     )
@@ -390,14 +385,14 @@ def test_real_triton_compiles_for_121(tmp_path: Path) -> None:
     ctx = Ctx()
     ctx.machine = machine  # type: ignore[attr-defined]
     started = time.monotonic()
-    tc = g7._triton_compile(ctx)  # type: ignore[arg-type]
+    tc = g7probe.triton_compile(ctx)  # type: ignore[arg-type]
     took = time.monotonic() - started
     assert tc is not None, "triton importable but no triton distribution listed"
-    print(json.dumps({**tc, "took_s": round(took, 2)}, indent=1))
-    assert "import_error" not in tc and "api_error" not in tc and "child" not in tc, tc
-    assert "ok" in tc, tc
-    if not tc["ok"]:
-        assert str(tc.get("error_type", "")).startswith("triton."), tc
+    print(json.dumps({**tc.to_dict(), "took_s": round(took, 2)}, indent=1))
+    assert tc.import_error is None and tc.api_error is None and tc.child is None, tc
+    assert tc.ok is not None, tc
+    if not tc.ok:
+        assert (tc.error_type or "").startswith("triton."), tc
     assert took < 60
 
 

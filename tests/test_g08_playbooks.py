@@ -67,11 +67,11 @@ def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8
     return g8.Facts(
         playbook=playbook,
         source="https://api.github.com",
-        answer=a,
-        issues=parsed["issues"],
-        pull_requests=parsed["pull_requests"],
-        not_issues=parsed["not_issues"],
-        parse_error=parsed["error"],
+        answer=g8.GitHubAnswer.from_dict(a),
+        issues=parsed.issues,
+        pull_requests=parsed.pull_requests,
+        not_issues=parsed.not_issues,
+        parse_error=parsed.error,
         fetched_at=RESET - 37 * 60,
     )
 
@@ -81,9 +81,9 @@ def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8
 
 def test_recorded_list_drops_pull_requests() -> None:
     parsed = g8.parse_issues(ISSUES.decode())
-    assert parsed["error"] is None
-    assert parsed["pull_requests"] == 2  # #90 and #31 carry a pull_request key
-    assert sorted(i["number"] for i in parsed["issues"]) == [2, 4, 9, 15, 26, 46, 57, 68, 79]
+    assert parsed.error is None
+    assert parsed.pull_requests == 2  # #90 and #31 carry a pull_request key
+    assert sorted(i.number for i in parsed.issues) == [2, 4, 9, 15, 26, 46, 57, 68, 79]
 
 
 def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:

@@ -14,6 +14,8 @@ targets :mod:`.arch`'s.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_dgx_spark.checks.g07_nvfp4 import probe
 from pytest_dgx_spark.checks.g07_nvfp4.arch import (
     SM121,
@@ -71,15 +73,20 @@ def gather(ctx: CheckContext) -> Facts:
         return facts
     dists = probe.dists_of(machine)
     if sm121:
-        probe.gather_libraries(ctx, facts)
-        facts.triton = probe.triton_ptxas(ctx)
-        facts.cublas = probe.cublas(machine, dists)  # what FP8 on SM12x depends on, from versions
-        facts.vllm = str(dists["vllm"]["version"]) if "vllm" in dists else None
+        _gather_stack(ctx, facts, dists)
     # on another GPU too: the compile targets 121, so it tells what this Triton does on a Spark
     facts.torch_dist = str(dists["torch"]["version"]) if "torch" in dists else None
     facts.native_jit = machine.env.get("TORCH_DISABLE_NATIVE_JIT")
     facts.triton_compile = probe.triton_compile(ctx)
     return facts
+
+
+def _gather_stack(ctx: CheckContext, facts: Facts, dists: dict[str, Any]) -> None:
+    """On SM121: the kernel libraries' targets, Triton's ptxas, and what FP8 depends on (versions)."""
+    probe.gather_libraries(ctx, facts)
+    facts.triton = probe.triton_ptxas(ctx)
+    facts.cublas = probe.cublas(ctx.machine, dists)
+    facts.vllm = str(dists["vllm"]["version"]) if "vllm" in dists else None
 
 
 Cap = tuple[str, tuple[int, ...]]  # a GPU's name and capability

@@ -86,8 +86,8 @@ def test_the_posts_say_what_the_rule_counts() -> None:
 def test_the_oom_kill_line_of_a_spark_parses_to_its_victim() -> None:
     lines = (DATA / "dmesg_oom_1.txt").read_text().splitlines()
     kills = mp.parse_oom_kills(lines)
-    assert [(k["pid"], k["name"], k["anon_rss_kb"]) for k in kills] == [(3742074, "lmcache", 1058560)]
-    assert kills[0]["text"].startswith("[Thu Aug 27 00:39:44 2026] Out of memory: Killed process 3742074 (lmcache)")
+    assert [(k.pid, k.name, k.anon_rss_kb) for k in kills] == [(3742074, "lmcache", 1058560)]
+    assert kills[0].text.startswith("[Thu Aug 27 00:39:44 2026] Out of memory: Killed process 3742074 (lmcache)")
     # the oom-kill: summary line before it names the task but is not the kill
     assert mp.parse_oom_kill(next(ln for ln in lines if "oom-kill:constraint" in ln)) is None
 
@@ -107,15 +107,15 @@ def test_the_oom_kill_line_of_a_spark_parses_to_its_victim() -> None:
 )
 def test_oom_kill_lines(line: str, expected: tuple | None) -> None:
     kill = mp.parse_oom_kill(line)
-    assert (None if kill is None else (kill["pid"], kill["name"], kill["anon_rss_kb"])) == expected
+    assert (None if kill is None else (kill.pid, kill.name, kill.anon_rss_kb)) == expected
     if kill:
-        assert len(kill["text"]) <= 400
+        assert len(kill.text) <= 400
 
 
 def test_a_log_of_many_kills_keeps_the_latest() -> None:
     lines = (f"Out of memory: Killed process {pid} (w{pid}) total-vm:1kB, anon-rss:4kB" for pid in range(1, 5001))
     kills = mp.parse_oom_kills(lines)
-    assert len(kills) == mp.MAX_OOM_KILLS and kills[-1]["pid"] == 5000
+    assert len(kills) == mp.MAX_OOM_KILLS and kills[-1].pid == 5000
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,7 @@ def test_proc_self_cgroup(text: str, expected: tuple[int, str] | None) -> None:
 
 def test_the_healthy_double_keeps_its_line_with_the_new_readings(fake_root, doubles) -> None:
     result = run_g3(fake_root, doubles, files())
-    assert result.status is Status.INFO and result.headline == HEALTHY_G3
+    assert (result.status, result.codes) == (Status.INFO, ["G3.no-workload"]) and result.headline == HEALTHY_G3
     assert result.reading("page_size").value == 4
     assert result.reading("normal_free_blocks").value == 2972  # ~93 GiB in 4 MiB blocks, as 32 MiB blocks
     assert result.reading("normal_free_blocks").unit == "x 32 MiB"
@@ -202,9 +202,9 @@ def test_the_generic_profile_reads_fragmentation_without_judging_it() -> None:
     facts = g3.Facts.from_dict({"meminfo": {"MemTotal": 131981020, "MemFree": 4 * 977746},
                                 "buddyinfo": {"zones": mp.parse_buddyinfo(gb10.buddyinfo_fragmented_4k())},
                                 "vmstat": {"counters": {"nr_free_pages": 977746}}})
-    assert g3.evaluate(facts, GENERIC).status is Status.INFO
+    assert g3.evaluate(facts, GENERIC).codes == ["G3.no-workload"]
     assert g3.evaluate(facts, GENERIC).reading("normal_free_blocks").value == 0
-    assert g3.evaluate(facts, GB10).status is Status.FAIL
+    assert g3.evaluate(facts, GB10).code == "G3.fragmented"
 
 
 @pytest.mark.parametrize(
@@ -217,7 +217,7 @@ def test_the_generic_profile_reads_fragmentation_without_judging_it() -> None:
 )
 def test_garbage_buddyinfo_is_a_line_and_no_verdict(fake_root, doubles, buddyinfo: str, said: str) -> None:
     result = run_g3(fake_root, doubles, files({"proc/buddyinfo": buddyinfo}))
-    assert result.status is Status.INFO and result.headline == HEALTHY_G3
+    assert result.codes == ["G3.no-workload"] and result.headline == HEALTHY_G3
     assert detail(result, said)
 
 
@@ -225,7 +225,7 @@ def test_missing_buddyinfo_and_vmstat_say_so(fake_root, doubles) -> None:
     root = files()
     del root["proc/buddyinfo"], root["proc/vmstat"]
     result = run_g3(fake_root, doubles, root)
-    assert result.status is Status.INFO
+    assert result.codes == ["G3.no-workload"]
     assert detail(result, "free-block check not made: cannot read /proc/buddyinfo: No such file")
     assert detail(result, "compaction counters: cannot read /proc/vmstat")
 
@@ -249,7 +249,7 @@ def test_a_capture_replays_to_the_same_decision_and_an_old_one_to_not_read(fake_
     assert g3.evaluate(again, GB10).line() == g3.evaluate(facts, GB10).line()
     old = {k: v for k, v in facts.to_dict().items() if k in ("meminfo", "meminfo_error", "gpus", "nvml_reason", "drop")}
     before = g3.evaluate(g3.Facts.from_dict(old), GB10)
-    assert before.status is Status.INFO
+    assert before.codes == ["G3.no-workload"]
     assert "/proc/buddyinfo: not read" in before.details and "cgroup memory limit: not read" in before.details
 
 
@@ -262,20 +262,20 @@ LIMIT_69 = str(69 * (1 << 30)) + "\n"
 
 def test_a_cgroup_limit_below_the_workload_fails(fake_root, doubles) -> None:
     result = run_g3(fake_root, doubles, files({"sys/fs/cgroup/memory.max": LIMIT_69}), workload_gb=80)
-    assert result.status is Status.FAIL
+    assert (result.status, result.codes) == (Status.FAIL, ["G3.cgroup-below-workload"])
     assert result.summary.startswith(
         "this process's cgroup limits memory to 69 GiB (/sys/fs/cgroup/memory.max), below the workload 80 GiB")
-    assert "docker run --memory" in result.fix
+    assert "docker run --memory" in result.fix  # how to raise it
     assert result.reading("cgroup_memory_limit").value == 69.0
     # a workload under the limit: the headroom decides (PASS), the limit is a note
     fits = run_g3(fake_root, doubles, files({"sys/fs/cgroup/memory.max": LIMIT_69}), workload_gb=10)
-    assert fits.status is Status.PASS
+    assert (fits.status, fits.codes) == (Status.PASS, [])
     assert detail(fits, "cgroup memory limit 69 GiB")
 
 
 def test_a_cgroup_limit_well_under_memtotal_warns_without_a_workload(fake_root, doubles) -> None:
     result = run_g3(fake_root, doubles, files({"sys/fs/cgroup/memory.max": LIMIT_69}))
-    assert result.status is Status.WARN
+    assert (result.status, result.codes) == (Status.WARN, ["G3.cgroup-limit", "G3.no-workload"])
     assert result.headline == "cgroup memory limit 69 of 121.7 GiB"
     assert "--spark-workload-gb" in result.fix
     assert HEALTHY_G3.split(";")[0].replace(" of", " GiB of") in result.summary
@@ -289,8 +289,8 @@ def test_the_smallest_limit_up_the_tree_counts(fake_root, doubles) -> None:
     del root["sys/fs/cgroup/memory.max"]  # the host's root cgroup has none
     root |= {f"sys/fs/cgroup/{scope}/memory.max": "max\n", "sys/fs/cgroup/system.slice/memory.max": LIMIT_69}
     result = run_g3(fake_root, doubles, root, workload_gb=80)
-    assert result.status is Status.FAIL
-    assert "(/sys/fs/cgroup/system.slice/memory.max)" in result.summary
+    assert result.codes == ["G3.cgroup-below-workload"]
+    assert "(/sys/fs/cgroup/system.slice/memory.max)" in result.summary  # the file that limits
 
 
 def test_a_parent_cap_below_the_jobs_own_limit_is_the_limit(fake_root, doubles) -> None:
@@ -301,7 +301,7 @@ def test_a_parent_cap_below_the_jobs_own_limit_is_the_limit(fake_root, doubles) 
     root |= {f"sys/fs/cgroup/{job}/memory.max": f"{100 << 30}\n", "sys/fs/cgroup/user.slice/memory.max": f"{16 << 30}\n"}
     result = run_g3(fake_root, doubles, root, workload_gb=20)
     assert result.reading("cgroup_memory_limit").value == 16.0
-    assert result.status is Status.FAIL and "(/sys/fs/cgroup/user.slice/memory.max)" in result.summary, result.line()
+    assert result.code == "G3.cgroup-below-workload" and "(/sys/fs/cgroup/user.slice/memory.max)" in result.summary
     # and the other way round: the job's own cap under a looser parent
     root |= {f"sys/fs/cgroup/{job}/memory.max": f"{16 << 30}\n", "sys/fs/cgroup/user.slice/memory.max": f"{100 << 30}\n"}
     inner = run_g3(fake_root, doubles, root, workload_gb=20)
@@ -312,7 +312,7 @@ def test_a_v1_limit_and_v1_unlimited(fake_root, doubles) -> None:
     v1 = files({"proc/self/cgroup": "9:memory:/docker/ab\n"})
     del v1["sys/fs/cgroup/memory.max"]
     limited = v1 | {"sys/fs/cgroup/memory/memory.limit_in_bytes": LIMIT_69}
-    assert run_g3(fake_root, doubles, limited, workload_gb=80).status is Status.FAIL
+    assert run_g3(fake_root, doubles, limited, workload_gb=80).codes == ["G3.cgroup-below-workload"]
     unlimited = v1 | {"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}
     assert run_g3(fake_root, doubles, unlimited, workload_gb=80).reading("cgroup_memory_limit").value == "max"
 
@@ -326,7 +326,7 @@ def test_a_v1_limit_and_v1_unlimited(fake_root, doubles) -> None:
 )
 def test_an_unreadable_limit_is_a_line(fake_root, doubles, changes: dict[str, str], said: str) -> None:
     result = run_g3(fake_root, doubles, files(changes), workload_gb=10)
-    assert result.status is Status.PASS
+    assert (result.status, result.codes) == (Status.PASS, [])
     assert detail(result, said)
 
 
@@ -349,22 +349,22 @@ def test_ray_installed_on_a_spark_warns_with_the_fix(fake_root, doubles, tmp_pat
     """MiaAI-Lab GLM-5.3-Flash-NVFP4-Dual-DGX-Spark PR #2: `ray.exceptions.OutOfMemoryError … (0.950345)`."""
     env = {"PYTHONPATH": ray_site(tmp_path), "SPARK_PREFLIGHT_PYTHON_PATH": ""}
     result = run_g3(fake_root, doubles, files(), env=env, profile="gb10")
-    assert result.status is Status.WARN
+    assert (result.status, result.code) == (Status.WARN, "G3.ray-memory-monitor")
     assert result.summary.startswith("Ray 2.49.2 kills workers once node memory passes 0.95 (115.6 of 121.7 GiB)")
     assert result.fix == "export RAY_memory_monitor_refresh_ms=0 on every node before ray start"
     assert result.reading("ray_memory_threshold").value == 0.95
     off = run_g3(fake_root, doubles, files(), env={**env, "RAY_memory_monitor_refresh_ms": "0"}, profile="gb10")
-    assert off.status is Status.INFO and detail(off, "Ray's memory monitor is off")
+    assert off.codes == ["G3.no-workload"] and detail(off, "Ray's memory monitor is off")
     assert run_g3(fake_root, doubles, files(), env={**env, "RAY_memory_usage_threshold": "x"},
-                  profile="gb10").status is Status.INFO
+                  profile="gb10").codes == ["G3.no-workload"]
 
 
 def test_ray_on_a_discrete_gpu_is_a_note() -> None:
-    facts = g3.Facts(meminfo={"MemTotal": 131981020, "MemFree": 130000000}, ray={"version": "2.49.2"})
+    facts = g3.Facts(meminfo={"MemTotal": 131981020, "MemFree": 130000000}, ray=g3.RayMonitor(version="2.49.2"))
     result = g3.evaluate(facts, GENERIC)
-    assert result.status is Status.INFO
+    assert result.codes == ["G3.no-workload"]
     assert detail(result, "Ray 2.49.2 kills workers once node memory passes 0.95")
-    assert g3.evaluate(facts, GB10).status is Status.WARN
+    assert g3.evaluate(facts, GB10).code == "G3.ray-memory-monitor"
 
 
 @pytest.mark.parametrize(
@@ -379,7 +379,7 @@ def test_ray_on_a_discrete_gpu_is_a_note() -> None:
 )
 def test_dev_shm(fake_root, doubles, mounts: str, size: float | None, noted: bool) -> None:
     result = run_g3(fake_root, doubles, files({"proc/mounts": mounts}))
-    assert result.status is Status.INFO
+    assert result.codes == ["G3.no-workload"]  # a note, never a finding
     assert (result.reading("dev_shm_size").value if result.reading("dev_shm_size") else None) == size
     assert any(d.startswith("/dev/shm (tmpfs) may grow to") for d in result.details) is noted
 
@@ -394,7 +394,7 @@ def test_a_recent_oom_kill_warns_naming_the_victim() -> None:
     kills = mp.parse_oom_kills((DATA / "dmesg_oom_1.txt").read_text().splitlines())
     facts = g3.Facts(meminfo=_meminfo(), oom_kills=kills)
     result = g3.evaluate(facts, GB10)
-    assert result.status is Status.WARN
+    assert (result.status, result.codes) == (Status.WARN, ["G3.oom-kills", "G3.no-workload"])
     assert result.summary.startswith(
         "the kernel's OOM killer killed 1 process since boot, the latest pid 3742074 (lmcache, anon-rss 1 GiB)")
     assert result.summary.endswith("MemAvailable 112.8 GiB of 121.7 GiB (MemFree 96.0, page cache 17.2, swap free "
@@ -402,7 +402,7 @@ def test_a_recent_oom_kill_warns_naming_the_victim() -> None:
     assert result.headline == "kernel OOM-killed pid 3742074 (lmcache)"
     assert "add swap" in result.fix
     none = g3.evaluate(g3.Facts(meminfo=_meminfo(), oom_kills=[]), GB10)
-    assert none.status is Status.INFO and none.reading("oom_kills").value == 0
+    assert none.codes == ["G3.no-workload"] and none.reading("oom_kills").value == 0
 
 
 def _meminfo() -> dict[str, int]:
@@ -414,9 +414,8 @@ def _meminfo() -> dict[str, int]:
 def test_findings_merge_worst_first_with_the_headroom_first_among_equals(fake_root, doubles) -> None:
     root = files(fragmented_4k())
     result = run_g3(fake_root, doubles, root, workload_gb=118)  # the headroom FAILs too
-    assert result.status is Status.FAIL
+    assert (result.status, result.codes) == (Status.FAIL, ["G3.exceeds-available", "G3.fragmented"])
     assert result.summary.startswith("workload 118 GiB > MemAvailable 117.5 GiB")
-    assert "; zone Normal has no free blocks of 32 MiB" in result.summary
     assert result.headline.endswith("(+1 more)")
 
 
@@ -452,7 +451,7 @@ def test_fifos_at_every_new_file_are_lines_not_a_hang(fake_root, doubles) -> Non
         os.mkfifo(root / rel)
     machine = Machine(root=root, env=doubles.nvml(gb10.nvml()).env)
     result = Engine(Settings(), machine).run("G3")
-    assert result.status is Status.INFO and result.headline == HEALTHY_G3
+    assert result.codes == ["G3.no-workload"] and result.headline == HEALTHY_G3
     fifo = "not a regular file (a FIFO)"
     assert detail(result, f"free-block check not made: cannot read /proc/buddyinfo: {fifo}")
     assert detail(result, f"compaction counters: cannot read /proc/vmstat: {fifo}")
@@ -470,4 +469,4 @@ def test_the_oom_kill_is_read_from_the_kernel_log_under_the_root(fake_root, doub
     unread = run_g3(fake_root, doubles, files())  # no dev/kmsg; journalctl and dmesg are off the test PATH
     assert unread.reading("oom_kills") is None and g3p.KERNEL_LOG_PENDING in unread.details
     result = run_g3(fake_root, doubles, files({"dev/kmsg": gb10.kmsg(posted)}))  # the same root, planted
-    assert result.status is Status.WARN and result.headline == "kernel OOM-killed pid 3742074 (lmcache)"
+    assert result.code == "G3.oom-kills" and result.headline == "kernel OOM-killed pid 3742074 (lmcache)"

@@ -22,12 +22,13 @@ from doubles import gb10
 
 
 def facts_from(text: str, gpus=None, **kw) -> g3.Facts:
-    return g3.Facts(meminfo=parse_meminfo(text), gpus=gpus or [], **kw)
+    """Facts as a capture holds them (JSON), rebuilt by the one converter."""
+    return g3.Facts.from_dict({"meminfo": parse_meminfo(text), "gpus": gpus or [], **kw})
 
 
 def test_h200_recording_without_workload_is_info(h200: Path) -> None:
     result = g3.decide(facts_from((h200 / "proc_meminfo.txt").read_text()), None)
-    assert result.status is Status.INFO
+    assert (result.status, result.codes) == (Status.INFO, ["G3.no-workload"])
     # MemAvailable 131472676 kB = 125.4 GiB, MemTotal 131981020 kB = 125.9 GiB
     assert result.summary.startswith("MemAvailable 125.4 GiB of 125.9 GiB (MemFree 124.7, page cache 0.9")
     assert result.reading("mem_available").value == 125.4
@@ -35,31 +36,33 @@ def test_h200_recording_without_workload_is_info(h200: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("workload", "status", "start"),
+    ("workload", "status", "code", "start"),
     [
-        (10, Status.PASS, "workload 10 GiB fits in MemFree 96.0 GiB (MemAvailable 112.8 of 121.7 GiB)"),
+        (10, Status.PASS, "", "workload 10 GiB fits in MemFree 96.0 GiB (MemAvailable 112.8 of 121.7 GiB)"),
         (
             100,
             Status.WARN,
+            "G3.needs-cache-drop",
             "workload 100 GiB fits MemAvailable 112.8 GiB only once the page cache (17.2 GiB) is dropped",
         ),
-        (112.7, Status.WARN, "workload 112.7 GiB fits MemAvailable"),
-        (113, Status.FAIL, "workload 113 GiB > MemAvailable 112.8 GiB of 121.7 GiB (MemFree 96.0 GiB)"),
+        (112.7, Status.WARN, "G3.needs-cache-drop", "workload 112.7 GiB fits MemAvailable"),
+        (113, Status.FAIL, "G3.exceeds-available",
+         "workload 113 GiB > MemAvailable 112.8 GiB of 121.7 GiB (MemFree 96.0 GiB)"),
     ],
 )
-def test_gb10_workload_thresholds(workload: float, status: Status, start: str) -> None:
+def test_gb10_workload_thresholds(workload: float, status: Status, code: str, start: str) -> None:
     result = g3.decide(facts_from(gb10.meminfo()), workload)
-    assert result.status is status
-    assert result.summary.startswith(start)
+    assert (result.status, result.code) == (status, code)
+    assert result.summary.startswith(start)  # the numbers the line must show
     if status is Status.WARN:
-        assert "drop_caches" in result.fix
+        assert "drop_caches" in result.fix  # the command to run
     if status is Status.FAIL:
         assert "G6" in result.fix
 
 
 def test_margin_counts_against_headroom() -> None:
     result = g3.decide(facts_from(gb10.meminfo()), 90, margin_gib=10)
-    assert result.status is Status.WARN
+    assert (result.status, result.codes) == (Status.WARN, ["G3.needs-cache-drop"])
     assert result.summary.startswith("workload 90 GiB + 10 GiB margin fits MemAvailable")
 
 
@@ -86,7 +89,7 @@ def test_nvml_not_supported_is_a_na_reading_and_discrete_memory_a_detail() -> No
 def test_missing_memavailable_is_estimated_and_said() -> None:
     text = "\n".join(ln for ln in gb10.meminfo().splitlines() if not ln.startswith("MemAvailable"))
     result = g3.decide(facts_from(text), None)
-    assert result.status is Status.INFO
+    assert (result.status, result.codes) == (Status.INFO, ["G3.no-workload"])
     assert result.summary.startswith("MemAvailable (estimated) ")
     assert any("estimated as MemFree + Cached + Buffers + SReclaimable" in d for d in result.details)
 
@@ -94,8 +97,7 @@ def test_missing_memavailable_is_estimated_and_said() -> None:
 @pytest.mark.parametrize("text", ["", "garbage\x00\x01", "MemTotal: 100 kB\n"])
 def test_unusable_meminfo_skips_with_the_reason(text: str) -> None:
     result = g3.decide(facts_from(text), 10)
-    assert result.status is Status.SKIP
-    assert result.summary.startswith("cannot read memory headroom: ")
+    assert (result.status, result.codes) == (Status.SKIP, ["G3.unreadable"])
 
 
 def test_hugepages_are_reported() -> None:
@@ -117,8 +119,8 @@ def engine_on(root: Path, doubles, **settings) -> Engine:
 def test_through_the_machine_with_unreadable_meminfo(fake_root, doubles) -> None:
     root = fake_root({"proc/meminfo/.keep": ""})  # a directory where the file should be
     result = engine_on(root, doubles).run("G3")
-    assert result.status is Status.SKIP
-    assert "cannot read /proc/meminfo" in result.summary
+    assert (result.status, result.codes) == (Status.SKIP, ["G3.unreadable"])
+    assert "cannot read /proc/meminfo" in result.summary  # which file
 
 
 def test_drop_caches_as_root_writes_3_and_records_before_after(fake_root, doubles) -> None:
@@ -228,6 +230,7 @@ def test_cuda_free_is_memfree_so_a_page_cache_write_turns_pass_into_warn(fake_ro
         if label == "after writing 60GB":
             warned = run_g3(fake_root, doubles, text, workload_gb=50)
     assert statuses == [Status.PASS, Status.WARN, Status.PASS]
+    assert warned.codes == ["G3.needs-cache-drop"]
     assert "MemFree is 41.5 GiB" in warned.summary
     assert any(
         d.startswith("cudaMemGetInfo on GB10 reports MemFree, not MemAvailable") for d in warned.details
@@ -245,10 +248,10 @@ def test_real_spark_meminfo_with_a_big_page_cache(fake_root, doubles) -> None:
     text = capture_meminfo("proc_meminfo_2.txt")
     assert text.startswith("MemTotal: 127601452 kB\nMemFree: 45557560 kB\nMemAvailable: 115669068 kB")
     info = run_g3(fake_root, doubles, text)
-    assert info.status is Status.INFO
+    assert (info.status, info.codes) == (Status.INFO, ["G3.no-workload"])
     assert info.summary.startswith("MemAvailable 110.3 GiB of 121.7 GiB (MemFree 43.4, page cache 0.0")
     warn = run_g3(fake_root, doubles, text, workload_gb=60)
-    assert warn.status is Status.WARN and "drop_caches" in warn.fix
+    assert (warn.status, warn.codes) == (Status.WARN, ["G3.needs-cache-drop"])
 
 
 def test_spark_after_a_runner_stopped_fails_and_notes_the_unaccounted_pool(fake_root, doubles) -> None:
@@ -262,7 +265,7 @@ def test_spark_after_a_runner_stopped_fails_and_notes_the_unaccounted_pool(fake_
     text = capture_meminfo("proc_meminfo_1.txt")
     assert "no CUDA process running" in (GB10_DATA / "proc_meminfo_1.txt").read_text()
     result = run_g3(fake_root, doubles, text, workload_gb=96)
-    assert result.status is Status.FAIL
+    assert (result.status, result.codes) == (Status.FAIL, ["G3.retained-memory"])
     assert result.summary.startswith(
         "workload 96 GiB > MemAvailable 38.3 GiB of 121.7 GiB (MemFree 3.0 GiB), and 80.1 GiB is held outside "
         "every /proc/meminfo category: other GPU jobs, or, with none running, memory the NVIDIA driver kept"
@@ -285,20 +288,18 @@ def test_a_workload_larger_than_the_machine_says_so(fake_root, doubles) -> None:
     """Issue 8/11: 130 GiB on a 121.7 GiB Spark (proc_meminfo_1.txt) is larger
     than the whole machine; stopping other jobs cannot help, and the line says so."""
     result = run_g3(fake_root, doubles, capture_meminfo("proc_meminfo_1.txt"), workload_gb=130)
-    assert result.status is Status.FAIL
-    assert result.summary.startswith(
-        "workload 130 GiB > MemTotal 121.7 GiB: larger than this machine's whole memory"
-    )
+    assert (result.status, result.codes) == (Status.FAIL, ["G3.exceeds-total"])
+    assert result.summary.startswith("workload 130 GiB > MemTotal 121.7 GiB")
     assert "stop other jobs" not in result.text and "G6" not in result.fix
     assert result.headline == "workload 130 GiB > this machine's total memory 121.7 GiB"
     assert result.short_fix.startswith("shrink the workload")
     # just below the total but above MemAvailable: the pool verdict, stop other jobs
     pool = run_g3(fake_root, doubles, capture_meminfo("proc_meminfo_1.txt"), workload_gb=120)
-    assert pool.status is Status.FAIL and "stop other jobs" in pool.fix
+    assert (pool.status, pool.codes) == (Status.FAIL, ["G3.retained-memory"]) and "stop other jobs" in pool.fix
     # a pool held by processes the kernel names (AnonPages): nothing unaccounted to name
     held = meminfo_gib(121.7, 20, 30, 10) + f"AnonPages: {90 * GIB_KB} kB\n"
     plain = run_g3(fake_root, doubles, held, workload_gb=60)
-    assert plain.status is Status.FAIL and "outside" not in plain.text, plain.text
+    assert (plain.status, plain.codes) == (Status.FAIL, ["G3.exceeds-available"]), plain.text
 
 
 def test_healthy_gb10_without_a_workload_is_info_with_a_short_line(fake_root, doubles) -> None:
@@ -340,9 +341,9 @@ def test_impossible_meminfo_is_a_skip_with_the_reason(fake_root, doubles, meminf
     """Issue 12: a crafted /proc/meminfo under the machine's root with values no
     machine has PASSed a 10 GiB workload; it is a SKIP that names the reading."""
     result = run_g3(fake_root, doubles, meminfo, workload_gb=10)
-    assert result.status is Status.SKIP
+    assert (result.status, result.codes) == (Status.SKIP, ["G3.unreadable"])
     assert result.summary.startswith("cannot read memory headroom: impossible /proc/meminfo: ")
-    assert reason in result.summary
+    assert reason in result.summary  # the field and its figures
     assert len(result.short_line()) <= 120
 
 
@@ -354,16 +355,18 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
 
 
 @pytest.mark.parametrize(
-    ("workload", "status", "start"),
+    ("workload", "status", "code", "start"),
     [
-        (96.0, Status.PASS, "workload 96 GiB fits in MemFree 96.0 GiB"),
-        (96.5, Status.WARN, "workload 96.5 GiB fits MemAvailable 112.0 GiB only once the page cache"),
-        (112.0, Status.WARN, "workload 112 GiB fits MemAvailable 112.0 GiB only once the page cache"),
-        (121.0, Status.FAIL, "workload 121 GiB > MemAvailable 112.0 GiB of 121.0 GiB"),
-        (121.5, Status.FAIL, "workload 121.5 GiB > MemTotal 121.0 GiB: larger than this machine's whole memory"),
+        (96.0, Status.PASS, "", "workload 96 GiB fits in MemFree 96.0 GiB"),
+        (96.5, Status.WARN, "G3.needs-cache-drop", "workload 96.5 GiB fits MemAvailable 112.0 GiB"),
+        (112.0, Status.WARN, "G3.needs-cache-drop", "workload 112 GiB fits MemAvailable 112.0 GiB"),
+        (121.0, Status.FAIL, "G3.exceeds-available", "workload 121 GiB > MemAvailable 112.0 GiB of 121.0 GiB"),
+        (121.5, Status.FAIL, "G3.exceeds-total", "workload 121.5 GiB > MemTotal 121.0 GiB"),
     ],
 )
-def test_each_pool_holds_a_workload_of_exactly_its_size(workload: float, status: Status, start: str) -> None:
+def test_each_pool_holds_a_workload_of_exactly_its_size(
+    workload: float, status: Status, code: str, start: str
+) -> None:
     """The three bounds are inclusive: a workload of exactly MemFree PASSes
     (cudaMemGetInfo's free on GB10), one of exactly MemAvailable fits once
     the page cache is dropped (WARN), and only one above MemTotal is "larger
@@ -371,5 +374,5 @@ def test_each_pool_holds_a_workload_of_exactly_its_size(workload: float, status:
     fitting what is available)."""
     text = meminfo_gib(total=121.0, free=96.0, available=112.0, cached=17.0)
     result = g3.decide(facts_from(text), workload)
-    assert result.status is status, result.line()
+    assert (result.status, result.code) == (status, code), result.line()
     assert result.summary.startswith(start), result.summary

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, gb10_facts
+from test_g07_nvfp4 import CUOBJDUMP, P, capture, decide, facts_of, gb10_facts
 
 from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import facts as g7facts
+from pytest_dgx_spark.checks.g07_nvfp4 import probe as g7probe
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import PYTHON_PATH_ENV, Machine
@@ -70,7 +72,7 @@ def test_bundled_ptxas_12_8_fails_the_real_compile(isolated, doubles, tmp_path: 
     user_cache = tmp_path / "home-cache"
     site = triton_site(tmp_path, "12.8")
     result = run(doubles, tmp_path, site, env={"HOME": str(tmp_path), "TRITON_CACHE_DIR": str(user_cache)})
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.codes == ["G7.ptxas-rejects"], result.report_text()
     assert (
         "pytorch-triton 3.5.0+git7416ffcb could not compile a kernel for sm_121a: ptxas 12.8"
         in result.summary
@@ -121,7 +123,7 @@ def test_a_hanging_compile_is_a_line_not_a_verdict(isolated, doubles, tmp_path: 
 def test_a_crashing_compile_falls_back_to_the_ptxas_release(isolated, doubles, tmp_path: Path) -> None:
     site = triton_site(tmp_path, "12.8")
     result = run(doubles, tmp_path, site, env={"SPARK_FAKE_TRITON": json.dumps({"abort": True})})
-    assert result.status is Status.WARN, result.report_text()  # the release rule decides, as before
+    assert result.codes == ["G7.triton-ptxas-old"], result.report_text()  # the release rule decides, as before
     assert "ptxas 12.8 (< 12.9), which rejects sm_121a" in result.summary
     assert any("the Triton compile child was killed by SIGABRT" in d for d in result.details), result.details
 
@@ -152,8 +154,7 @@ def test_h200_compiles_for_121_and_still_skips(isolated, doubles, tmp_path: Path
     result = run(
         doubles, tmp_path, site, nvml=gb10.nvml(device={"name": "NVIDIA H200", "capability": [9, 0]})
     )
-    assert result.status is Status.SKIP, result.report_text()
-    assert result.summary.startswith("not SM121: NVIDIA H200 has capability (9, 0)")
+    assert result.codes == ["G7.not-sm121"], result.report_text()
     assert result.reading("triton_sm121_compile").value == "ptxas rejects sm_121a"
     assert any(
         d.startswith("on a Spark: pytorch-triton 3.5.0+git7416ffcb could not compile") for d in result.details
@@ -202,8 +203,8 @@ def test_python_h_missing_fails_with_torch_2_14() -> None:
     facts = compile_facts(ok=True, python_h=False, seconds=0.8)
     facts.torch_version = "2.14.0+cu130"
     result = decide(facts)
-    assert result.status is Status.FAIL, result.line()
-    assert "no Python.h in /usr/include/python3.12" in result.summary
+    assert (result.status, result.codes) == (Status.FAIL, ["G7.python-h-missing"]), result.line()
+    assert "no Python.h in /usr/include/python3.12" in result.summary  # where it looked
     assert (
         "torch 2.14.0+cu130 runs backward ops through Triton, so the first backward pass dies"
         in result.summary
@@ -216,9 +217,9 @@ def test_python_h_missing_fails_with_torch_2_14() -> None:
         == "G7 FAIL: no Python.h: Triton cannot build its launcher; fix: apt install python3.12-dev"
     )
     facts.native_jit = "1"  # the posted workaround: the backward pass no longer needs Triton
-    assert decide(facts).status is Status.WARN
+    assert (decide(facts).status, decide(facts).code) == (Status.WARN, "G7.python-h-missing")
     facts.native_jit, facts.torch_version = None, "2.11.0+cu130"
-    assert decide(facts).status is Status.WARN  # torch.compile and Triton kernels only
+    assert (decide(facts).status, decide(facts).code) == (Status.WARN, "G7.python-h-missing")  # torch.compile only
 
 
 def test_compile_outcomes_on_recorded_facts() -> None:
@@ -227,7 +228,7 @@ def test_compile_outcomes_on_recorded_facts() -> None:
         "Repro command: /site/triton/backends/nvidia/bin/ptxas -lineinfo -v --gpu-name=sm_121a /tmp/x.ptx -o /tmp/x.ptx.o\n"
     )
     failed = decide(compile_facts(ok=False, error_type="triton.runtime.errors.PTXASError", error=error))
-    assert failed.status is Status.FAIL and "Value 'sm_121a' is not defined" in failed.summary
+    assert failed.codes == ["G7.ptxas-rejects"] and "Value 'sm_121a' is not defined" in failed.summary  # ptxas' line
     assert failed.fix.startswith("export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas")
     blackwell = compile_facts(
         ok=False,
@@ -237,31 +238,25 @@ def test_compile_outcomes_on_recorded_facts() -> None:
     )
     assert decide(blackwell).short_fix == "export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas"
     ok = decide(compile_facts(ok=True, seconds=1.2))
-    assert ok.status is Status.PASS and ok.reading("triton_sm121_compile").value == "ok"
+    assert ok.codes == [] and ok.status is Status.PASS and ok.reading("triton_sm121_compile").value == "ok"
     # a Python error from the compile call is this check's API guess, not Triton's answer
     api = decide(
         compile_facts(ok=False, error_type="builtins.TypeError", error="unexpected keyword 'target'")
     )
-    assert api.status is Status.PASS
+    assert (api.status, api.codes) == (Status.PASS, [])
     assert any("(not decided: an API this check does not know)" in d for d in api.details)
     other = decide(
         compile_facts(ok=False, error_type="triton.compiler.errors.CompilationError", error="at 1:4")
     )
-    assert other.status is Status.WARN and other.short_fix == "pip install -U torch triton"
+    assert other.codes == ["G7.triton-compile-failed"] and other.short_fix == "pip install -U torch triton"
 
 
 def test_a_passing_compile_overrides_the_release_rule() -> None:
     """A compile that passed is what Triton does; a release below the floor is then a reading."""
     facts = compile_facts(ok=True, seconds=1.0)
-    facts.triton = {
-        "dist": "triton 3.6.0",
-        "binary": "ptxas",
-        "path": "/x/ptxas",
-        "env": None,
-        "release": [12, 8],
-    }
+    facts.triton = g7facts.TritonPtxas(dist="triton 3.6.0", binary="ptxas", path="/x/ptxas", env=None, release=[12, 8])
     result = decide(facts)
-    assert result.status is Status.PASS, result.line()
+    assert (result.status, result.codes) == (Status.PASS, []), result.line()
     assert result.reading("triton_ptxas_release").value == "12.8"
 
 
@@ -273,7 +268,7 @@ def fp8_facts(cublas: list[int] | None, vllm_targets: list[str] | None = None) -
     if vllm_targets is not None:
         facts.vllm = "0.11.0"
         facts.libs_installed = ["vllm"]
-        facts.libs = [{"dist": "vllm 0.11.0", "path": "/site/vllm/_C.abi3.so", "targets": vllm_targets}]
+        facts.libs = [g7facts.Lib(dist="vllm 0.11.0", path="/site/vllm/_C.abi3.so", targets=vllm_targets)]
     return facts
 
 
@@ -282,17 +277,17 @@ def test_fp8_with_an_old_cublas_warns_tn_only() -> None:
     cuBLAS 13.6, the dgrad/wgrad GEMMs of training fail (CUBLAS_STATUS_NOT_SUPPORTED)."""
     fp8 = P.replace(options={"precision": "fp8"})
     result = decide(fp8_facts([13, 1]), fp8)
-    assert result.status is Status.WARN, result.line()
-    assert "cuBLAS 13.1 (nvidia-cublas 13.1.0.3): block-scaled and per-row FP8 GEMMs" in result.summary
-    assert "CUBLAS_STATUS_NOT_SUPPORTED" in result.summary
+    assert (result.status, result.codes) == (Status.WARN, ["G7.fp8-cublas-tn-only"]), result.line()
+    assert "cuBLAS 13.1 (nvidia-cublas 13.1.0.3)" in result.summary  # the release and where it was read
+    assert "CUBLAS_STATUS_NOT_SUPPORTED" in result.summary  # the error the user will see
     assert result.short_fix == g7.FP8_TRAIN_SHORT
-    assert decide(fp8_facts([13, 6]), fp8).status is Status.PASS
-    assert decide(fp8_facts([13, 1])).status is Status.PASS  # no precision given: a note, no verdict
+    assert decide(fp8_facts([13, 6]), fp8).codes == []
+    assert decide(fp8_facts([13, 1])).codes == []  # no precision given: a note, no verdict
     assert (
-        decide(fp8_facts([13, 6]), fp8.replace(thresholds={"g7_cublas_fp8_min": 13.7})).status is Status.WARN
+        decide(fp8_facts([13, 6]), fp8.replace(thresholds={"g7_cublas_fp8_min": 13.7})).code == "G7.fp8-cublas-tn-only"
     )
     unknown = decide(fp8_facts(None), fp8)
-    assert unknown.status is Status.PASS
+    assert (unknown.status, unknown.codes) == (Status.PASS, [])
     assert any(d.startswith("cuBLAS version not found") for d in unknown.details)
 
 
@@ -314,7 +309,7 @@ def test_vllm_fp8_kernels_on_121() -> None:
         "carries sm_121a cubins" in d and "This kernel only supports sm120." in d for d in built_121.details
     )
     none = decide(fp8_facts([13, 6], ["sm_90a", "sm_100a"]), fp8)
-    assert none.status is Status.WARN, none.line()
+    assert none.codes == ["G7.vllm-no-fp8-kernel"], none.line()
     assert none.short_line().startswith("G7 WARN: vllm 0.11.0 has no FP8 kernel for SM121")
     assert none.reading("vllm_version").value == "0.11.0"
 
@@ -325,25 +320,24 @@ def test_cublas_from_the_wheel_and_the_toolkit(isolated, doubles, tmp_path: Path
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cublas\nVersion: 13.1.0.3\n")
     result = run(doubles, tmp_path, site, precision="fp8")
-    assert result.status is Status.WARN, result.report_text()
+    assert result.codes == ["G7.fp8-cublas-tn-only"], result.report_text()
     assert result.reading("cublas_release").value == "13.1"
     toolkit = tmp_path / "cuda" / "lib64"
     toolkit.mkdir(parents=True)
     for name in ("libcublasLt.so", "libcublasLt.so.13", "libcublasLt.so.13.6.0.1"):
         (toolkit / name).write_bytes(b"\x7fELF")
-    assert g7._cublas(Machine(env={"CUDA_HOME": str(tmp_path / "cuda")}), {}) == {
-        "source": str(toolkit / "libcublasLt.so.13.6.0.1"),
-        "release": [13, 6],
-    }
+    assert g7probe.cublas(Machine(env={"CUDA_HOME": str(tmp_path / "cuda")}), {}) == g7facts.Cublas(
+        source=str(toolkit / "libcublasLt.so.13.6.0.1"), release=[13, 6]
+    )
 
 
 def test_fp8_findings_do_not_apply_off_sm12x() -> None:
-    facts = g7.Facts(
+    facts = facts_of(
         devices=[{"name": "NVIDIA H200", "capability": [9, 0]}],
         triton_compile={"dist": "triton 3.5.0", "ok": True, "seconds": 1.0, "python_h": True},
     )
     result = decide(facts, P.replace(options={"precision": "fp8"}))
-    assert result.status is Status.SKIP
+    assert (result.status, result.codes) == (Status.SKIP, ["G7.not-sm121"])
     assert "the FP8 and NVFP4 findings are SM12x's: they do not apply here" in result.details
     plain = decide(g7.Facts(devices=facts.devices), P.replace(options={"precision": "fp8"}))
     assert "the FP8 and NVFP4 findings are SM12x's: they do not apply here" in plain.details
@@ -357,7 +351,7 @@ def test_vllm_kernels_through_the_machine_with_fp8(kit, isolated, doubles, tmp_p
     elfkit.install(site, "vllm", "0.11.0", {"vllm/_C.abi3.so": kit.ext13})
     doubles.tool("cuobjdump", CUOBJDUMP.format(log=tmp_path / "cuobjdump.log", extra=""))
     result = run(doubles, tmp_path, site, precision="fp8")
-    assert result.status is Status.WARN, result.report_text()
+    assert "G7.vllm-no-fp8-kernel" in result.codes, result.report_text()
     assert result.reading("vllm_version").value == "0.11.0"
     assert "vllm 0.11.0 has no cubin that runs on SM121 (sm_90a, sm_120a)" in result.summary
 
@@ -390,14 +384,14 @@ def test_real_triton_compiles_for_121(tmp_path: Path) -> None:
     ctx = Ctx()
     ctx.machine = machine  # type: ignore[attr-defined]
     started = time.monotonic()
-    tc = g7._triton_compile(ctx)  # type: ignore[arg-type]
+    tc = g7probe.triton_compile(ctx)  # type: ignore[arg-type]
     took = time.monotonic() - started
     assert tc is not None, "triton importable but no triton distribution listed"
-    print(json.dumps({**tc, "took_s": round(took, 2)}, indent=1))
-    assert "import_error" not in tc and "api_error" not in tc and "child" not in tc, tc
-    assert "ok" in tc, tc
-    if not tc["ok"]:
-        assert str(tc.get("error_type", "")).startswith("triton."), tc
+    print(json.dumps({**tc.to_dict(), "took_s": round(took, 2)}, indent=1))
+    assert tc.import_error is None and tc.api_error is None and tc.child is None, tc
+    assert tc.ok is not None, tc
+    if not tc.ok:
+        assert (tc.error_type or "").startswith("triton."), tc
     assert took < 60
 
 
@@ -481,7 +475,7 @@ def test_the_compile_starts_beside_the_torch_import(isolated, doubles, tmp_path:
     assert machine.store.peek("triton:compile") is not None, "the compile did not run in the prefetch"
     result = engine.run("G7")
     engine.close()
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.codes == ["G7.ptxas-rejects"], result.report_text()
     assert result.reading("triton_sm121_compile").value == "ptxas rejects sm_121a"
     assert (tmp_path / "ptxas.log").read_text().count("--gpu-name=sm_121a") == 1  # compiled once
 

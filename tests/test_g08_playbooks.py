@@ -67,11 +67,11 @@ def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8
     return g8.Facts(
         playbook=playbook,
         source="https://api.github.com",
-        answer=a,
-        issues=parsed["issues"],
-        pull_requests=parsed["pull_requests"],
-        not_issues=parsed["not_issues"],
-        parse_error=parsed["error"],
+        answer=g8.GitHubAnswer.from_dict(a),
+        issues=parsed.issues,
+        pull_requests=parsed.pull_requests,
+        not_issues=parsed.not_issues,
+        parse_error=parsed.error,
         fetched_at=RESET - 37 * 60,
     )
 
@@ -81,14 +81,14 @@ def facts_from(body: bytes, playbook: str | None = None, **answer: object) -> g8
 
 def test_recorded_list_drops_pull_requests() -> None:
     parsed = g8.parse_issues(ISSUES.decode())
-    assert parsed["error"] is None
-    assert parsed["pull_requests"] == 2  # #90 and #31 carry a pull_request key
-    assert sorted(i["number"] for i in parsed["issues"]) == [2, 4, 9, 15, 26, 46, 57, 68, 79]
+    assert parsed.error is None
+    assert parsed.pull_requests == 2  # #90 and #31 carry a pull_request key
+    assert sorted(i.number for i in parsed.issues) == [2, 4, 9, 15, 26, 46, 57, 68, 79]
 
 
 def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
     r = ev(facts_from(ISSUES, "unsloth"))
-    assert r.status is Status.WARN
+    assert (r.status, r.codes) == (Status.WARN, ["G8.playbook-issues"])
     assert r.summary == (
         "2 open issues name the 'unsloth' playbook in NVIDIA/dgx-spark-playbooks: "
         "#57 AttributeError: 'Parameter' object has no attribute 'compress_statistics' when running Un…; "
@@ -106,7 +106,7 @@ def test_unsloth_warns_with_title_and_body_matches_newest_first() -> None:
 
 def test_one_vllm_issue_is_listed() -> None:
     r = ev(facts_from(ISSUES, "vllm"))
-    assert r.status is Status.WARN
+    assert (r.status, r.codes) == (Status.WARN, ["G8.playbook-issues"])
     assert r.summary.startswith(
         "1 open issue names the 'vllm' playbook in NVIDIA/dgx-spark-playbooks: #79 vLLM"
     )
@@ -115,13 +115,13 @@ def test_one_vllm_issue_is_listed() -> None:
 
 def test_a_playbook_no_issue_names_passes() -> None:
     r = ev(facts_from(ISSUES, "nccl"))
-    assert r.status is Status.PASS
+    assert (r.status, r.codes) == (Status.PASS, [])
     assert r.summary == "no open issue in NVIDIA/dgx-spark-playbooks names 'nccl' (9 open issues checked)"
 
 
 def test_no_playbook_is_info_with_count_and_newest_three() -> None:
     r = ev(facts_from(ISSUES))
-    assert r.status is Status.INFO
+    assert (r.status, r.codes) == (Status.INFO, ["G8.no-playbook"])
     assert r.summary.startswith("9 open issues in NVIDIA/dgx-spark-playbooks; newest: #79 vLLM 26.02-py3")
     assert "; #68 SGLang: Mismatch" in r.summary and "; #57 AttributeError" in r.summary
     assert "#46" not in r.summary
@@ -179,7 +179,7 @@ def test_playbook_name_is_normalized(given: str, normal: str) -> None:
 )
 def test_unexpected_json_is_a_skip_with_the_reason(body: bytes, reason: str) -> None:
     r = ev(facts_from(body, "unsloth"))
-    assert r.status is Status.SKIP
+    assert (r.status, r.codes) == (Status.SKIP, ["G8.github-unavailable"])
     assert r.summary == f"GitHub's answer is not the issue list expected: {reason}"
 
 
@@ -196,7 +196,7 @@ def test_rate_limit_reset_is_rendered_as_a_time() -> None:
         headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(RESET)},
     )
     r = ev(f)
-    assert r.status is Status.SKIP
+    assert (r.status, r.codes) == (Status.SKIP, ["G8.github-unavailable"])
     assert r.summary == (
         "rate-limited by GitHub (HTTP 403) until 2026-07-24 14:05:09 UTC (in 37 min); "
         "set GITHUB_TOKEN for a higher limit"
@@ -236,7 +236,7 @@ def test_recorded_answer_over_https_warns_and_sends_the_token(tls_server: TlsSer
     server = tls_server
     server.answers[ISSUES_PATH] = Answer(body=ISSUES, headers={"X-RateLimit-Remaining": "4999"})
     _, r = run_g8(server, playbook="unsloth")
-    assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G8.playbook-issues"], r.line()
     assert r.reading("matching_issues").value == 2
     assert r.reading("rate_limit_remaining").value == 4999
     assert r.reading("github_token").value == "sent"
@@ -255,15 +255,15 @@ def test_one_request_per_run(server: LocalServer) -> None:
     machine.store._values.pop("result:G8")
     machine.store._values.pop("facts:G8")
     third = Engine(Settings(github_url=server.url), machine).run("G8")
-    assert first.status is again.status is Status.WARN
-    assert third.status is Status.INFO
+    assert first.codes == again.codes == ["G8.playbook-issues"]
+    assert third.codes == ["G8.no-playbook"]
     assert len(server.requests_to()) == 1
 
 
 def test_github_enterprise_base_path(server: LocalServer) -> None:
     server.answers["/api/v3" + ISSUES_PATH] = Answer(body=ISSUES)
     _, r = run_g8(server, token=None, github_url=server.url + "/api/v3/", playbook="nccl")
-    assert r.status is Status.PASS
+    assert (r.status, r.codes) == (Status.PASS, [])
     assert r.reading("github_token").value == "not set"
     assert "authorization" not in server.seen[0].headers
 
@@ -340,7 +340,7 @@ def test_faults_skip_with_the_reason_in_bounded_time(server: LocalServer, fault:
     start = time.monotonic()
     _, r = run_g8(server, playbook="unsloth", timeout=0.8)
     elapsed = time.monotonic() - start
-    assert r.status is Status.SKIP
+    assert r.status is Status.SKIP and r.code in ("G8.github-unavailable", "G8.offline")
     assert r.summary == expected.format(url=server.url)
     assert TOKEN not in json.dumps(r.to_dict())
     assert elapsed < 5  # the timeout is 0.8 s; the server would hold on for 20-30 s
@@ -355,8 +355,9 @@ def test_nothing_listening_is_offline() -> None:
     sock.close()
     machine = Machine(env={"PATH": os.environ.get("PATH", "")})
     r = Engine(Settings(github_url=f"http://127.0.0.1:{port}", playbook="vllm"), machine).run("G8")
-    assert (r.status, r.summary) == (
+    assert (r.status, r.codes, r.summary) == (
         Status.SKIP,
+        ["G8.offline"],
         "connection to 127.0.0.1 refused; playbook issues not checked",
     )
     assert r.short_line() == "G8 SKIP: connection to 127.0.0.1 refused: playbook issues not checked"
@@ -369,7 +370,7 @@ def test_a_name_that_does_not_resolve_says_so_not_offline() -> None:
     machine = Machine(env={"PATH": os.environ.get("PATH", "")})
     settings = Settings(github_url="https://api.github.invalid", playbook="vllm", timeout=5.0)
     r = Engine(settings, machine).run("G8")
-    assert r.status is Status.SKIP and not r.by_choice, r.to_dict()
+    assert r.codes == ["G8.offline"] and not r.by_choice, r.to_dict()
     assert r.short_line().startswith("G8 SKIP: cannot resolve api.github.invalid: playbook issues not checked")
     assert r.summary.startswith("cannot resolve api.github.invalid (") and "offline" not in r.summary
     fresh = Machine(env={"PATH": os.environ.get("PATH", "")})
@@ -526,7 +527,7 @@ def test_an_out_of_range_reset_is_unknown_not_a_crash(server: LocalServer, heade
     """Issue 12.7: a 403 with a huge X-RateLimit-Reset crashed G8 (OverflowError)."""
     server.answers[ISSUES_PATH] = Answer(status=403, body=RATE_LIMITED, headers=headers)
     _, r = run_g8(server, playbook="vllm")
-    assert r.status is Status.SKIP, r.line()
+    assert r.codes == ["G8.github-unavailable"], r.line()
     assert r.summary.startswith("rate-limited by GitHub (HTTP 403) (reset time unknown); ")
     assert "crashed" not in r.summary
 
@@ -546,7 +547,7 @@ def test_a_refused_redirect_says_why_not_offline(server: LocalServer, location: 
         status=302, body=b"", headers={"Location": location.format(port=server.port)}
     )
     _, r = run_g8(server, token=None, playbook="vllm")
-    assert r.status is Status.SKIP
+    assert r.codes == ["G8.github-unavailable"]
     assert r.summary == (
         f"GitHub lookup failed: 127.0.0.1 answered HTTP 302 and the redirect was not followed ({why})"
     )
@@ -584,7 +585,7 @@ def test_url_credentials_go_as_basic_auth_to_the_host(
     url = f"http://mirror:S3cretPW@127.0.0.1:{server.port}"
     expected = "Basic " + base64.b64encode(b"mirror:S3cretPW").decode()
     _, r = run_g8(server, token=None, github_url=url, playbook="vllm")
-    assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G8.playbook-issues"], r.line()
     assert r.reading("url_credentials").value == "sent"
     assert server.requests_to()[-1].headers["authorization"] == expected
     assert "S3cretPW" not in json.dumps(r.to_dict())
@@ -698,7 +699,7 @@ def test_a_query_in_the_base_url_is_joined_and_never_shown(server: LocalServer) 
     )
     server.answers[ISSUES_PATH] = Answer(body=ISSUES)
     _, r = run_g8(server, token=None, github_url=server.url + "/?access_token=SECRETQ", playbook="nccl")
-    assert r.status is Status.PASS, r.line()
+    assert (r.status, r.codes) == (Status.PASS, []), r.line()
     (seen,) = server.requests_to()
     assert seen.path == ISSUES_PATH + "?access_token=SECRETQ&state=open&per_page=100"
     assert r.reading("source").value == server.url + "/?access_token=<redacted>"
@@ -752,6 +753,6 @@ def test_a_403_that_says_rate_limit_without_the_headers_is_a_rate_limit(server: 
     raise the limit (no token was set)."""
     server.answers[ISSUES_PATH] = Answer(status=403, body=json.dumps({"message": message}).encode())
     _, r = run_g8(server, token=None)
-    assert r.status is Status.SKIP, r.line()
+    assert r.codes == ["G8.github-unavailable"], r.line()
     assert r.summary == "rate-limited by GitHub (HTTP 403); set GITHUB_TOKEN for a higher limit"
     assert r.headline == "rate-limited by GitHub (HTTP 403): playbook issues not checked"

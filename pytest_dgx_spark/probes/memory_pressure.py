@@ -4,15 +4,19 @@ Read through the machine's root, bounded: ``/proc/buddyinfo`` and ``/proc/vmstat
 of uptime a Spark shows ~118 GiB MemAvailable and no free 32 MiB block; loads stall and the
 driver logs ``NV_ERR_NO_MEMORY``, sparkring #173), this process's cgroup memory limit (an OOM
 killer of its own), ``/dev/shm`` (a tmpfs out of the same pool), and the kernel's OOM-kill lines
-(parsed here; the kernel log reader reads them). Plain data back, never an exception: what
-cannot be read is an ``error`` line.
+(parsed here; the kernel log reader reads them). Typed records back (:mod:`..checks.record`: G3's
+facts carry them as they are, a capture rebuilds them), never an exception: what cannot be read
+is an ``error`` line.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any, Protocol, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_dgx_spark.checks.record import Record
 
 #: a ``/proc`` file of this kind is a few KiB; more is not a real one
 PROC_LIMIT = 256 * 1024
@@ -49,56 +53,71 @@ class MachineLike(Protocol):
     def exists(self, absolute: str) -> bool: ...
 
 
-class PageSize(TypedDict, total=False):
-    kib: int | None
-    error: str | None
+@dataclass
+class PageSize(Record):
+    """The kernel's base page size; ``kib`` None: not known (``error`` says why)."""
+
+    kib: int | None = None
+    error: str | None = None
 
 
-class BuddyZone(TypedDict):
-    node: int
-    zone: str
-    counts: list[int]  # free blocks of order 0, 1, 2, …
+@dataclass
+class BuddyZone(Record):
+    """One ``/proc/buddyinfo`` line: a NUMA node's zone and its free blocks per order."""
+
+    node: int = 0
+    zone: str = ""
+    counts: list[int] = field(default_factory=list)  # free blocks of order 0, 1, 2, …
 
 
-class Buddy(TypedDict, total=False):
-    zones: list[BuddyZone]
-    error: str | None
+@dataclass
+class Buddy(Record):
+    zones: list[BuddyZone] = field(default_factory=list)
+    error: str | None = None
 
 
-class Vmstat(TypedDict, total=False):
-    counters: dict[str, int]
-    error: str | None
+@dataclass
+class Vmstat(Record):
+    counters: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
 
 
-class CgroupLimit(TypedDict, total=False):
-    version: int | None  # 2, 1, or None when no memory cgroup was found
-    cgroup: str | None  # this process's cgroup path
-    limit_bytes: int | None  # the smallest limit on the way to the root; None: no limit
-    file: str | None  # the file that set it
-    error: str | None
+@dataclass
+class CgroupLimit(Record):
+    version: int | None = None  # 2, 1, or None when no memory cgroup was found
+    cgroup: str | None = None  # this process's cgroup path
+    limit_bytes: int | None = None  # the smallest limit on the way to the root; None: no limit
+    file: str | None = None  # the file that set it
+    error: str | None = None
 
 
-class ShmMount(TypedDict, total=False):
-    fstype: str | None  # None: nothing is mounted on /dev/shm
-    size_kib: int | None  # None with a tmpfs: no size= option, the kernel's default (half of RAM)
-    percent: float | None  # size=N% of RAM
-    error: str | None
+@dataclass
+class ShmMount(Record):
+    fstype: str | None = None  # None: nothing is mounted on /dev/shm
+    size_kib: int | None = None  # None with a tmpfs: no size= option, the kernel's default (half of RAM)
+    percent: float | None = None  # size=N% of RAM
+    error: str | None = None
 
 
-class OomKill(TypedDict):
+@dataclass
+class OomKill(Record):
     """One kernel OOM kill, from its ``Killed process`` line."""
 
-    pid: int
-    name: str
-    anon_rss_kb: int | None
-    text: str
+    pid: int = 0
+    name: str = ""
+    anon_rss_kb: int | None = None
+    text: str = ""
 
 
-def parse_buddyinfo(text: str) -> list[BuddyZone]:
+def parse_zones(text: str) -> list[BuddyZone]:
     """``Node 0, zone   Normal  15 66 …`` lines -> zones; lines that do not parse are ignored."""
     found = (_BUDDY.match(line.strip()) for line in text.splitlines())
-    return [{"node": int(m.group(1)), "zone": m.group(2), "counts": [int(c) for c in m.group(3).split()]}
-            for m in found if m]
+    return [BuddyZone(int(m.group(1)), m.group(2), [int(c) for c in m.group(3).split()]) for m in found if m]
+
+
+def parse_buddyinfo(text: str) -> list[dict[str, Any]]:
+    """:func:`parse_zones` as JSON rows (``{"node", "zone", "counts"}``), as ``watch`` samples keep them."""
+    return [zone.to_dict() for zone in parse_zones(text)]
 
 
 def parse_vmstat(text: str) -> dict[str, int]:
@@ -109,10 +128,10 @@ def parse_vmstat(text: str) -> dict[str, int]:
 
 def buddyinfo(machine: MachineLike) -> Buddy:
     text, error = machine.read_text("/proc/buddyinfo", PROC_LIMIT)
-    zones = parse_buddyinfo(text) if text is not None else []
+    zones = parse_zones(text) if text is not None else []
     if text is not None:
         error = None if zones else "/proc/buddyinfo has no readable 'Node N, zone NAME counts' line"
-    return {"zones": zones, "error": error}
+    return Buddy(zones, error)
 
 
 def vmstat(machine: MachineLike) -> Vmstat:
@@ -120,7 +139,7 @@ def vmstat(machine: MachineLike) -> Vmstat:
     counters = parse_vmstat(text) if text is not None else {}
     if text is not None:
         error = None if counters else "/proc/vmstat has none of " + ", ".join(VMSTAT_KEYS)
-    return {"counters": counters, "error": error}
+    return Vmstat(counters, error)
 
 
 def page_size(machine: MachineLike) -> PageSize:
@@ -130,11 +149,11 @@ def page_size(machine: MachineLike) -> PageSize:
     ratio MemFree / ``nr_free_pages`` is not (a VM's balloon made it 19.9 on a 4 KiB box)."""
     text, error = machine.read_text(PMD_SIZE_FILE, VALUE_LIMIT)
     if text is None:
-        return {"kib": None, "error": error}
+        return PageSize(None, error)
     value = text.strip()
     pmd = int(value) if re.fullmatch(r"\d{1,20}", value) else 0
     kib = next((p for p in PAGE_SIZES_KIB if (p * 1024) * (p * 1024 // 8) == pmd), None)
-    return {"kib": kib, "error": None if kib else f"{PMD_SIZE_FILE} holds {value[:40]!r}, no page size's PMD"}
+    return PageSize(kib, None if kib else f"{PMD_SIZE_FILE} holds {value[:40]!r}, no page size's PMD")
 
 
 def parse_cgroup(text: str) -> tuple[int, str] | None:
@@ -178,16 +197,15 @@ def cgroup_limit(machine: MachineLike) -> CgroupLimit:
     ``/sys/fs/cgroup`` shows (inside a container that root is the container's own cgroup)."""
     text, error = machine.read_text("/proc/self/cgroup", PROC_LIMIT)
     found = parse_cgroup(text) if text is not None else None
-    out: CgroupLimit = {"version": None, "cgroup": None, "limit_bytes": None, "file": None, "error": error}
     if found is None:
         if text is not None:
-            out["error"] = "/proc/self/cgroup names no memory cgroup (neither v2 '0::/…' nor v1 'memory')"
-        return out
+            error = "/proc/self/cgroup names no memory cgroup (neither v2 '0::/…' nor v1 'memory')"
+        return CgroupLimit(error=error)
     version, path = found
-    out["version"], out["cgroup"], out["error"] = version, path, None
+    out = CgroupLimit(version, path)
     base, name = LIMIT_FILES[version]
     if not machine.exists(base):
-        out["error"] = f"{base} is not mounted: the cgroup's memory limit cannot be read"
+        out.error = f"{base} is not mounted: the cgroup's memory limit cannot be read"
         return out
     for level in _levels(path):
         file = posixpath.join(base + level.rstrip("/"), name) if level != "/" else f"{base}/{name}"
@@ -199,10 +217,10 @@ def cgroup_limit(machine: MachineLike) -> CgroupLimit:
         except ValueError as exc:
             why = f"{file} {exc}"
         if why:
-            out["limit_bytes"], out["file"], out["error"] = None, file, why
+            out.limit_bytes, out.file, out.error = None, file, why
             return out
-        if limit is not None and (out["limit_bytes"] is None or limit < out["limit_bytes"]):
-            out["limit_bytes"], out["file"] = limit, file
+        if limit is not None and (out.limit_bytes is None or limit < out.limit_bytes):
+            out.limit_bytes, out.file = limit, file
     return out
 
 
@@ -225,16 +243,16 @@ def _mount_size(options: str) -> tuple[int | None, float | None]:
 def dev_shm(machine: MachineLike) -> ShmMount:
     """What is mounted on ``/dev/shm`` (the last mount there wins) and its size limit."""
     text, error = machine.read_text("/proc/mounts", 1 << 20)
-    out: ShmMount = {"fstype": None, "size_kib": None, "percent": None, "error": error}
+    out = ShmMount(error=error)
     mounts = [fields for fields in (line.split() for line in (text or "").splitlines()) if len(fields) >= 4]
     entries = [fields for fields in mounts if fields[1] == "/dev/shm"]
     if text is None or not entries:
         return out
-    out["fstype"] = entries[-1][2]
+    out.fstype = entries[-1][2]
     try:
-        out["size_kib"], out["percent"] = _mount_size(entries[-1][3])
+        out.size_kib, out.percent = _mount_size(entries[-1][3])
     except ValueError as exc:
-        out["error"] = f"/proc/mounts: /dev/shm {exc}"
+        out.error = f"/proc/mounts: /dev/shm {exc}"
     return out
 
 
@@ -246,8 +264,7 @@ def parse_oom_kill(line: str) -> OomKill | None:
     if not m:
         return None
     anon = m.group("anon")
-    return {"pid": int(m.group("pid")), "name": m.group("name"), "anon_rss_kb": int(anon) if anon else None,
-            "text": line.strip()[:400]}
+    return OomKill(int(m.group("pid")), m.group("name"), int(anon) if anon else None, line.strip()[:400])
 
 
 def oom_kill_match(line: str) -> re.Match[str] | None:

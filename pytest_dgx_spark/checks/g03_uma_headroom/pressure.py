@@ -9,12 +9,13 @@ docs/EVIDENCE.md), a cgroup memory limit, Ray's memory monitor, ``/dev/shm``, th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_dgx_spark.checks.kit import Findings, first_n, plus_more
+from pytest_dgx_spark.checks.g03_uma_headroom.facts import Facts, kb
+from pytest_dgx_spark.checks.kit import Findings, Params, first_n, plus_more
 from pytest_dgx_spark.model import Result, Status
-from pytest_dgx_spark.probes.memory_pressure import PAGE_SIZES_KIB
+from pytest_dgx_spark.probes.memory_pressure import PAGE_SIZES_KIB, BuddyZone, Vmstat
 
 KIB_PER_GIB = 1024 * 1024
 #: compaction failing this often (compact_fail / compact_stall) makes a reboot the fix:
@@ -32,23 +33,24 @@ def gib(kib: float) -> float:
     return round(kib / KIB_PER_GIB, 1)
 
 
-def page_size_kib(facts: Any, counters: Mapping[str, int]) -> int | None:
+def page_size_kib(facts: Facts, counters: Mapping[str, int]) -> int | None:
     """The base page size: the kernel's (THP's PMD size, :func:`memory_pressure.page_size`), else
     MemFree (kB) over ``nr_free_pages`` when they agree within 10 % (the same memory in two units
     on a plain kernel; a VM's balloon breaks it, hence the tolerance)."""
-    known = (facts.page_size or {}).get("kib")
-    if known:
-        return int(known)
-    pages, free = counters.get("nr_free_pages"), facts.meminfo.get("MemFree")
+    if facts.page_size and facts.page_size.kib:
+        return facts.page_size.kib
+    pages, free = kb(counters, "nr_free_pages"), kb(facts.meminfo, "MemFree")
     if not pages or not free or pages <= 0 or free <= 0:
         return None
     ratio = free / pages
     return next((p for p in PAGE_SIZES_KIB if abs(ratio / p - 1) <= 0.1), None)
 
 
-def normal_counts(zones: list[Any]) -> list[int]:
-    """Free blocks per order in zone Normal, summed over NUMA nodes (as sparkring does)."""
-    nodes = [list(zone.get("counts") or []) for zone in zones if zone.get("zone") == "Normal"]
+def normal_counts(zones: Sequence[BuddyZone | Mapping[str, Any]]) -> list[int]:
+    """Free blocks per order in zone Normal, summed over NUMA nodes (as sparkring does); a zone
+    may be a JSON row of :func:`~pytest_dgx_spark.probes.memory_pressure.parse_buddyinfo` (watch's)."""
+    rows = [z if isinstance(z, BuddyZone) else BuddyZone.from_dict(z) for z in zones]
+    nodes = [zone.counts for zone in rows if zone.zone == "Normal"]
     orders = range(max(map(len, nodes), default=0))
     return [sum(c[order] for c in nodes if order < len(c)) for order in orders]
 
@@ -70,28 +72,27 @@ def _compaction(counters: Mapping[str, int], out: Findings) -> str:
     for key in ("compact_stall", "compact_fail", "compact_success"):
         if key in counters:
             out.read(key, counters[key])
-    stall, fail = counters.get("compact_stall", 0), counters.get("compact_fail", 0)
+    stall, fail = kb(counters, "compact_stall"), kb(counters, "compact_fail")
     if not stall or fail / stall < COMPACT_FAIL_REBOOT:
         return ""
     return (f"; compaction fails here ({fail} of {stall} direct compactions since boot), so reboot rather "
             "than compact")
 
 
-def fragmentation(facts: Any, params: Any, out: Findings) -> None:
+def fragmentation(facts: Facts, params: Params, out: Findings) -> None:
     """N4: flag a zone Normal without enough free high-order blocks."""
-    buddy, vm = facts.buddyinfo, facts.vmstat
+    buddy, vm = facts.buddyinfo, facts.vmstat or Vmstat()
     if buddy is None:
         out.note("/proc/buddyinfo: not read")
         return
-    counters = (vm or {}).get("counters") or {}
-    reboot = _compaction(counters, out)
-    if vm and vm.get("error"):
-        out.note(f"compaction counters: {vm['error']}")
-    counts, page = normal_counts(buddy.get("zones") or []), page_size_kib(facts, counters)
-    if buddy.get("error") or not counts or page is None:
-        size_error = (facts.page_size or {}).get("error") or "no THP PMD size"
+    reboot = _compaction(vm.counters, out)
+    if vm.error:
+        out.note(f"compaction counters: {vm.error}")
+    counts, page = normal_counts(buddy.zones), page_size_kib(facts, vm.counters)
+    if buddy.error or not counts or page is None:
+        size_error = (facts.page_size.error if facts.page_size else None) or "no THP PMD size"
         unknown = f"page size unknown ({size_error}; MemFree / nr_free_pages fits no page size)"
-        why = buddy.get("error") or (unknown if counts else "no zone Normal in /proc/buddyinfo")
+        why = buddy.error or (unknown if counts else "no zone Normal in /proc/buddyinfo")
         out.note(f"free-block check not made: {why}")
         return
     block, minimum = params.threshold("g3_contig_block_mib"), params.threshold("g3_contig_blocks_min")
@@ -131,17 +132,17 @@ def _flag_fragmented(
              code="G3.fragmented")
 
 
-def cgroup(facts: Any, workload: float | None, total_kib: int | None, params: Any, out: Findings) -> None:
+def cgroup(facts: Facts, workload: float | None, total_kib: int | None, params: Params, out: Findings) -> None:
     """N6: a container/cgroup memory limit, an OOM killer that fires before the pool is empty."""
     cg = facts.cgroup
-    if cg is None or cg.get("error"):
-        out.note("cgroup memory limit: " + (f"cannot read ({cg['error']})" if cg else "not read"))
+    if cg is None or cg.error:
+        out.note("cgroup memory limit: " + (f"cannot read ({cg.error})" if cg else "not read"))
         return
-    limit = cg.get("limit_bytes")
+    limit = cg.limit_bytes
     if limit is None:
         out.read("cgroup_memory_limit", "max")
         return
-    limit_g, where = round(limit / (1 << 30), 1), cg.get("file") or "the cgroup"
+    limit_g, where = round(limit / (1 << 30), 1), cg.file or "the cgroup"
     out.read("cgroup_memory_limit", limit_g, "GiB")
     raise_it = ("raise or remove the container's memory limit (docker run --memory, compose mem_limit, "
                 "Kubernetes resources.limits.memory)")
@@ -174,24 +175,24 @@ def _number(raw: Any, default: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def ray(facts: Any, total_kib: int | None, params: Any, out: Findings) -> None:
+def ray(facts: Facts, total_kib: int | None, params: Params, out: Findings) -> None:
     """N6: Ray's memory monitor kills workers at 95 % of node memory; on unified memory the
     GPU's allocations are node memory (MiaAI-Lab GLM-5.3-Flash-NVFP4-Dual-DGX-Spark PR #2)."""
     info = facts.ray
-    if not info or not info.get("version"):
+    if not info or not info.version:
         return
-    refresh = _number(info.get("refresh_ms"), RAY_DEFAULT_REFRESH_MS)
-    threshold = _number(info.get("threshold"), RAY_DEFAULT_THRESHOLD)
+    refresh = _number(info.refresh_ms, RAY_DEFAULT_REFRESH_MS)
+    threshold = _number(info.threshold, RAY_DEFAULT_THRESHOLD)
     if refresh is None or threshold is None:
-        out.note(f"Ray's memory monitor: unreadable RAY_memory_monitor_refresh_ms={info.get('refresh_ms')!r} "
-                 f"or RAY_memory_usage_threshold={info.get('threshold')!r}")
+        out.note(f"Ray's memory monitor: unreadable RAY_memory_monitor_refresh_ms={info.refresh_ms!r} "
+                 f"or RAY_memory_usage_threshold={info.threshold!r}")
         return
     out.read("ray_memory_threshold", threshold if refresh > 0 else "off")
     if refresh <= 0:
         out.note("Ray's memory monitor is off (RAY_memory_monitor_refresh_ms=0)")
         return
     at = f" ({gib(threshold * total_kib):g} of {gib(total_kib):g} GiB)" if total_kib else ""
-    text = f"Ray {info['version']} kills workers once node memory passes {threshold:g}{at}"
+    text = f"Ray {info.version} kills workers once node memory passes {threshold:g}{at}"
     if not params.gb10:
         out.note(text + " (counts host memory; a discrete GPU's memory is not in it)")
         return
@@ -202,15 +203,17 @@ def ray(facts: Any, total_kib: int | None, params: Any, out: Findings) -> None:
              "RAY_memory_monitor_refresh_ms=0 on every node", code="G3.ray-memory-monitor")
 
 
-def shm(facts: Any, total_kib: int | None, out: Findings) -> None:
+def shm(facts: Facts, total_kib: int | None, out: Findings) -> None:
     """``/dev/shm`` is tmpfs in the same pool: what is written there is not free for CUDA."""
-    mount = facts.dev_shm or {}
-    if mount.get("error"):
-        out.note(f"/dev/shm: cannot read its size ({mount['error']})")
+    mount = facts.dev_shm
+    if mount is None:
         return
-    if mount.get("fstype") != "tmpfs":
+    if mount.error:
+        out.note(f"/dev/shm: cannot read its size ({mount.error})")
         return
-    size, percent = mount.get("size_kib"), mount.get("percent")
+    if mount.fstype != "tmpfs":
+        return
+    size, percent = mount.size_kib, mount.percent
     share = 50.0 if size is None and percent is None else percent
     if share is not None:
         size = int(total_kib * share / 100) if total_kib else None
@@ -222,7 +225,7 @@ def shm(facts: Any, total_kib: int | None, out: Findings) -> None:
                  "written there is not free for CUDA (size it small, docker --shm-size)")
 
 
-def oom_kills(facts: Any, out: Findings) -> None:
+def oom_kills(facts: Facts, out: Findings) -> None:
     """The kernel's recent OOM kills (filled by the kernel log reader): the victim is often not
     the engine but the biggest process beside it (LMCache #4759)."""
     kills = facts.oom_kills
@@ -233,16 +236,16 @@ def oom_kills(facts: Any, out: Findings) -> None:
     if not kills:
         return
     last = kills[-1]
-    rss = f", anon-rss {gib(last['anon_rss_kb']):g} GiB" if last.get("anon_rss_kb") is not None else ""
-    earlier = first_n([f"pid {k['pid']} ({k['name']})" for k in reversed(kills[:-1])], 3, sep=", ")
+    rss = f", anon-rss {gib(last.anon_rss_kb):g} GiB" if last.anon_rss_kb is not None else ""
+    earlier = first_n([f"pid {k.pid} ({k.name})" for k in reversed(kills[:-1])], 3, sep=", ")
     before = f", before it {earlier}" if earlier else ""
     plural = "es" if len(kills) > 1 else ""
     out.warn(f"the kernel's OOM killer killed {len(kills)} process{plural} since boot, the latest pid "
-             f"{last['pid']} ({last['name']}{rss}){before}: on unified memory a load spike drives the global "
+             f"{last.pid} ({last.name}{rss}){before}: on unified memory a load spike drives the global "
              "watermark and the biggest process beside the engine dies",
              "leave headroom for the load spike (a lower --gpu-memory-utilization or an explicit KV cache "
              "size), add swap, or lower the victim's oom_score_adj; G6 lists what holds the pool",
-             f"kernel OOM-killed pid {last['pid']} ({last['name']})",
+             f"kernel OOM-killed pid {last.pid} ({last.name})",
              "leave headroom for the load spike; add swap", code="G3.oom-kills")
 
 

@@ -9,23 +9,28 @@ a SKIP with the reason: advice, never a blocker, so G8 never FAILs.
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
-from typing import Any, TypedDict
-from urllib.parse import urlsplit, urlunsplit
 
+from pytest_dgx_spark.checks.g08_playbooks.github import (
+    REPO,
+    Fetched,
+    GitHubAnswer,
+    Issue,
+    as_int,
+    fetch,
+    issues_url,
+    parse_issues,
+    rate_limit_reset,
+    render_reset,
+)
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
-from pytest_dgx_spark.model import Result, Status, one_line
+from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import http
 
-REPO = "NVIDIA/dgx-spark-playbooks"
-QUERY = "state=open&per_page=100"
-#: characters of each body kept for matching (GitHub allows 65536)
-BODY_CHARS = 20_000
+#: what tests and tools name through the façade
+__all__ = ["FACTS", "Facts", "GitHubAnswer", "Issue", "evaluate", "gather", "issues_url", "parse_issues"]
+
 TITLE_CHARS = 90
 SHOWN_IN_SUMMARY = 3
 SHOWN_IN_DETAILS = 20
@@ -33,33 +38,10 @@ SHOWN_IN_DETAILS = 20
 ALIASES: dict[str, tuple[str, ...]] = {"trt-llm": ("tensorrt-llm",), "tensorrt-llm": ("trt-llm",)}
 #: the one host a config file may send ``GITHUB_TOKEN`` to
 GITHUB_API_HOST = "api.github.com"
-#: a rate limit reset before 2008-01-01 (before GitHub served anything) or after the year 3000
-#: is not a time GitHub would send
-MIN_EPOCH, MAX_EPOCH = 1_199_145_600.0, 32_503_680_000.0
 NOT_CHECKED = "playbook issues not checked"
 #: what a rate limit says about the token: sent, or withheld over plain http (else: set it)
 TOKEN_WORDS = {"sent": "even with GITHUB_TOKEN",
                http.TOKEN_OVER_HTTP: "GITHUB_TOKEN is set but goes only over https"}
-#: an issue's text fields, kept as strings ("" when GitHub sent something else)
-TEXTS = ("title", "body", "created_at", "html_url")
-
-
-def issues_url(base: str) -> str:
-    """The issue list under ``base`` (``https://ghe.example/api/v3``)."""
-    parts = urlsplit(base)
-    query = "&".join(q for q in (parts.query, QUERY) if q)
-    return urlunsplit((parts.scheme, parts.netloc,
-                       f"{parts.path.rstrip('/')}/repos/{REPO}/issues", query, ""))
-
-
-class Issue(TypedDict):
-    """One open issue, as kept: its body cut to :data:`BODY_CHARS`."""
-
-    number: int
-    title: str
-    body: str
-    created_at: str
-    html_url: str
 
 
 @dataclass
@@ -69,8 +51,8 @@ class Facts(FactsBase):
     playbook: str | None = None
     offline_flag: bool = False
     source: str = ""
-    #: the HTTP answer without its body (see probes/http.py)
-    answer: dict[str, Any] = field(default_factory=dict)
+    #: the HTTP answer without its body (see probes/http.py); None: no request was made
+    answer: GitHubAnswer | None = None
     issues: list[Issue] = field(default_factory=list)
     pull_requests: int = 0
     not_issues: int = 0
@@ -80,33 +62,6 @@ class Facts(FactsBase):
 
 
 FACTS = Facts
-
-
-def parse_issues(text: str | None) -> dict[str, Any]:
-    """GitHub's issue list -> ``{"issues", "pull_requests", "not_issues", "error"}``."""
-    out: dict[str, Any] = {"issues": [], "pull_requests": 0, "not_issues": 0, "error": None}
-    if text is None or not text.strip():
-        return {**out, "error": "the answer was empty"}
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):  # repr escapes once; one_line finds nothing left to escape
-        return {**out, "error": f"the answer is not JSON (starts {one_line(repr(text[:60]))})"}
-    if not isinstance(data, list):
-        message = data.get("message") if isinstance(data, dict) else None
-        said = f" with message {one_line(repr(message[:120]))}" if isinstance(message, str) else ""
-        return {**out, "error": f"expected a JSON list of issues, got a {type(data).__name__}{said}"}
-    for item in data:
-        if not isinstance(item, dict) or not isinstance(item.get("number"), int):
-            out["not_issues"] += 1
-        elif "pull_request" in item:
-            out["pull_requests"] += 1
-        else:
-            s = {k: v if isinstance(v := item.get(k), str) else "" for k in TEXTS}
-            out["issues"].append({"number": item["number"], **s, "title": one_line(s["title"]),
-                                  "body": s["body"][:BODY_CHARS]})
-    if data and not out["issues"] and out["not_issues"]:
-        out["error"] = f"none of the {len(data)} entries looks like a GitHub issue"
-    return out
 
 
 def normalize_playbook(name: str) -> str:
@@ -125,83 +80,19 @@ def playbook_pattern(name: str) -> re.Pattern[str]:
 def matching(issues: list[Issue], name: str) -> list[tuple[Issue, str]]:
     """Issues whose title or body names the playbook, with where it matched."""
     pattern = playbook_pattern(name)
-    return [(i, "title" if pattern.search(i.get("title") or "") else "body") for i in issues
-            if pattern.search(i.get("title") or "") or pattern.search(i.get("body") or "")]
+    return [(i, "title" if pattern.search(i.title) else "body") for i in issues
+            if pattern.search(i.title) or pattern.search(i.body)]
 
 
 def newest_first(issues: list[Issue]) -> list[Issue]:
-    return sorted(issues, key=lambda i: (i.get("created_at") or "", i.get("number") or 0), reverse=True)
+    return sorted(issues, key=lambda i: (i.created_at, i.number), reverse=True)
 
 
 def short(issue: Issue) -> str:
-    title = issue.get("title") or "(no title)"
+    title = issue.title or "(no title)"
     if len(title) > TITLE_CHARS:
         title = title[: TITLE_CHARS - 1].rstrip() + "…"
-    return f"#{issue.get('number')} {title}"
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-
-
-def rate_limit_reset(headers: dict[str, str], fetched_at: float) -> float | None:
-    """When the limit resets (epoch seconds): ``X-RateLimit-Reset``, else ``Retry-After``."""
-    reset, retry = _int(headers.get("x-ratelimit-reset")), headers.get("retry-after")
-    if reset is not None and reset > 0:
-        when = float(reset) if reset <= MAX_EPOCH else -1.0  # never float() of a 400-digit header
-    elif retry is None:
-        return None
-    elif (seconds := _int(retry)) is not None:
-        if seconds < 0 or seconds > MAX_EPOCH:
-            return None
-        when = fetched_at + seconds
-    else:
-        try:
-            when = parsedate_to_datetime(retry).timestamp()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-    return when if MIN_EPOCH <= when <= MAX_EPOCH else None
-
-
-def render_reset(reset: float, fetched_at: float) -> str:
-    """``2026-07-24 14:05 UTC (in 37 min)``; ``""`` for a time no calendar holds."""
-    try:
-        when = datetime.fromtimestamp(reset, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, OSError, ValueError):
-        return ""
-    left = reset - fetched_at
-    if left <= 0:
-        return when
-    rel = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min" if left < 5400 else f"{left / 3600:.1f} h"
-    return f"{when} (in {rel})"
-
-
-def is_rate_limited(status: int | None, headers: dict[str, str], message: str) -> bool:
-    exhausted = headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers
-    return status == 429 or (status == 403 and (exhausted or "rate limit" in message.lower()))
-
-
-def error_message(body: str | None) -> str:
-    """GitHub's ``{"message": ...}`` from an error body, if any."""
-    try:
-        data = json.loads(body[:65536]) if body else None
-    except (ValueError, RecursionError):
-        return ""
-    if isinstance(data, dict) and isinstance(data.get("message"), str):
-        return one_line(data["message"])[:160]
-    return ""
-
-
-def fetch(url: str, token: str | None, timeout: float, env: dict[str, str]) -> dict[str, Any]:
-    """The one request of the run, parsed; JSON-ready (no body, no token)."""
-    fetched_at = time.time()
-    answer = http.get(url, token=token, timeout=timeout, env=env)
-    body, answer.body = answer.body, None
-    out: dict[str, Any] = {"answer": answer.to_dict(), "fetched_at": fetched_at}
-    return {**out, **parse_issues(body)} if answer.ok else {**out, "message": error_message(body)}
+    return f"#{issue.number} {title}"
 
 
 def token_withheld(github_url: str, source: str) -> str | None:
@@ -225,76 +116,74 @@ def gather(ctx: CheckContext) -> Facts:
         return Facts(playbook=playbook, offline_flag=True, source=source)
     token = ctx.machine.env.get("GITHUB_TOKEN") or None
     withheld = token_withheld(s.github_url, getattr(s, "github_url_source", "default")) if token else None
-    got = ctx.machine.store.get_or_compute(
+    got = Fetched.from_dict(ctx.machine.store.get_or_compute(
         f"github:issues:{http.redact_url(url)}",
         lambda: fetch(url, None if withheld else token, s.timeout, ctx.machine.env),
-    )
-    answer = {**(got.get("answer") or {}), **({"token": withheld} if withheld else {})}
-    answer["message"] = got.get("message", "")
+    ))
+    answer = got.answer
+    answer.token, answer.message = withheld or answer.token, got.message
     return Facts(
-        playbook=playbook, source=source, answer=answer, issues=list(got.get("issues") or []),
-        pull_requests=int(got.get("pull_requests") or 0), not_issues=int(got.get("not_issues") or 0),
-        parse_error=got.get("error"), fetched_at=float(got.get("fetched_at") or 0.0),
-        more_pages='rel="next"' in (answer.get("headers") or {}).get("link", ""),
+        playbook=playbook, source=source, answer=answer, issues=got.issues, pull_requests=got.pull_requests,
+        not_issues=got.not_issues, parse_error=got.error, fetched_at=got.fetched_at,
+        more_pages='rel="next"' in (answer.header("link") or ""),
     )
 
 
-def _rate_limited(f: Facts) -> str:
-    a, headers = f.answer, f.answer.get("headers") or {}
-    reset = rate_limit_reset(headers, f.fetched_at)
+def _rate_limited(f: Facts, a: GitHubAnswer) -> str:
+    reset = rate_limit_reset(a, f.fetched_at)
     shown = render_reset(reset, f.fetched_at) if reset else ""
-    unknown = headers.get("x-ratelimit-reset") or headers.get("retry-after")  # out of any calendar: data
+    unknown = a.header("x-ratelimit-reset") or a.header("retry-after")  # out of any calendar: data
     until = f" until {shown}" if shown else " (reset time unknown)" if unknown else ""
-    words = TOKEN_WORDS.get(a.get("token", ""), "set GITHUB_TOKEN for a higher limit")
-    return f"rate-limited by GitHub (HTTP {a.get('status')}){until}; {words}"
+    words = TOKEN_WORDS.get(a.token, "set GITHUB_TOKEN for a higher limit")
+    return f"rate-limited by GitHub (HTTP {a.status}){until}; {words}"
 
 
-def _unauthorized(a: dict[str, Any], message: str) -> str:
-    if a.get("credentials") != "sent" and a.get("token") != "sent":
+def _unauthorized(a: GitHubAnswer) -> str:
+    message = a.message
+    if a.credentials != "sent" and a.token != "sent":
         said = f" ({message})" if message else ""
         return f"GitHub answered HTTP 401{said} to a request without credentials"
-    who = "the URL's credentials" if a.get("credentials") == "sent" else "GITHUB_TOKEN"
+    who = "the URL's credentials" if a.credentials == "sent" else "GITHUB_TOKEN"
     return f"GitHub rejected {who} (HTTP 401{': ' + message if message else ''})"
 
 
-def _skip_reason(f: Facts, limited: bool, redirect: bool, failed: bool) -> str | None:
-    a, status, message = f.answer, f.answer.get("status"), f.answer.get("message") or ""
-    if a.get("offline"):  # no network, which the user did not ask for: the line says what failed
-        return f"{a.get('error')}; {NOT_CHECKED}"
-    if a.get("timed_out"):
-        return f"GitHub lookup gave up: {a.get('error')} (--spark-timeout)"
-    if a.get("too_large"):
-        return f"GitHub's answer is not the issue list expected: {a.get('error')}"
-    if limited:
-        return _rate_limited(f)
+def _skip_reason(f: Facts, a: GitHubAnswer, redirect: bool, failed: bool) -> str | None:
+    status, message = a.status, a.message
+    if a.offline:  # no network, which the user did not ask for: the line says what failed
+        return f"{a.error}; {NOT_CHECKED}"
+    if a.timed_out:
+        return f"GitHub lookup gave up: {a.error} (--spark-timeout)"
+    if a.too_large:
+        return f"GitHub's answer is not the issue list expected: {a.error}"
+    if a.rate_limited:
+        return _rate_limited(f, a)
     if status == 401:
-        return _unauthorized(a, message)
+        return _unauthorized(a)
     if status == 404:
         return f"{REPO} not found at {f.source} (HTTP 404); check --spark-github-url"
-    if redirect or (a.get("error") and not failed):
-        return f"GitHub lookup failed: {a.get('error')}"  # a redirect refused, and why
+    if redirect or (a.error and not failed):
+        return f"GitHub lookup failed: {a.error}"  # a redirect refused, and why
     if failed:
-        text = f": {message}" if message else (f" {a.get('reason')}" if a.get("reason") else "")
+        text = f": {message}" if message else (f" {a.reason}" if a.reason else "")
         return f"GitHub answered HTTP {status}{text}; {NOT_CHECKED}"
     if f.parse_error:
         return f"GitHub's answer is not the issue list expected: {f.parse_error}"
-    return None if a else "GitHub lookup did not run"
+    return None if f.answer is not None else "GitHub lookup did not run"
 
 
-def _skip(f: Facts) -> tuple[str, str] | None:
+def _skip(f: Facts, a: GitHubAnswer) -> tuple[str, str] | None:
     """``(reason, headline)`` of a SKIP (the headline the reason in a few words), or None."""
-    a, status = f.answer, f.answer.get("status")
-    limited = is_rate_limited(status, a.get("headers") or {}, a.get("message") or "")
-    redirect = status is not None and 300 <= status < 400 and bool(a.get("error"))
+    status = a.status
+    redirect = status is not None and 300 <= status < 400 and bool(a.error)
     failed = status is not None and not 200 <= status < 300
-    reason = _skip_reason(f, limited, redirect, failed)
+    reason = _skip_reason(f, a, redirect, failed)
     if reason is None:
         return None
-    if a.get("offline"):  # "cannot resolve api.github.com", not "offline" (--spark-offline's word)
-        return reason, f"{str(a.get('error')).split(' (')[0]}: {NOT_CHECKED}"
-    if a.get("timed_out"):
+    if a.offline:  # "cannot resolve api.github.com", not "offline" (--spark-offline's word)
+        return reason, f"{str(a.error).split(' (')[0]}: {NOT_CHECKED}"
+    if a.timed_out:
         return reason, f"GitHub did not answer in time: {NOT_CHECKED}"
-    if limited:
+    if a.rate_limited:
         return reason, f"rate-limited by GitHub (HTTP {status}): {NOT_CHECKED}"
     if redirect:
         return reason, f"redirect not followed (HTTP {status}): {NOT_CHECKED}"
@@ -302,21 +191,20 @@ def _skip(f: Facts) -> tuple[str, str] | None:
     return reason, f"{words}: {NOT_CHECKED}"
 
 
-def _readings(f: Facts, out: Findings) -> None:
-    a = f.answer
+def _readings(f: Facts, a: GitHubAnswer, out: Findings) -> None:
     out.read("source", f.source)
-    if a.get("status") is not None:
-        out.read("http_status", a.get("status"))
-    remaining = _int((a.get("headers") or {}).get("x-ratelimit-remaining"))
+    if a.status is not None:
+        out.read("http_status", a.status)
+    remaining = as_int(a.header("x-ratelimit-remaining"))
     if remaining is not None:
         out.read("rate_limit_remaining", remaining)
-    out.read("github_token", a.get("token", "not set"))
-    if a.get("token") == http.TOKEN_OVER_HTTP:
+    out.read("github_token", a.token)
+    if a.token == http.TOKEN_OVER_HTTP:
         out.note(f"GITHUB_TOKEN was not sent: {f.source} is plain http, and the token goes only over https")
-    if a.get("credentials", "none") != "none":
-        out.read("url_credentials", a.get("credentials"))
-    if a.get("duration_s") is not None:
-        out.read("fetch_time", a.get("duration_s"), "s")
+    if a.credentials != "none":
+        out.read("url_credentials", a.credentials)
+    if a.duration_s is not None:
+        out.read("fetch_time", a.duration_s, "s")
 
 
 def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
@@ -324,7 +212,7 @@ def _no_playbook(f: Facts, out: Findings, count: str, scope: str) -> Result:
     if not newest:
         return out.result(Status.INFO, f"no open issues in {REPO}{scope}",
                           headline=f"no open issues in {REPO}")
-    out.note(*(f"{short(i)} {i.get('html_url', '')}".strip() for i in newest[:SHOWN_IN_DETAILS]))
+    out.note(*(f"{short(i)} {i.html_url}".strip() for i in newest[:SHOWN_IN_DETAILS]))
     shown = "; ".join(short(i) for i in newest[:SHOWN_IN_SUMMARY])
     return out.result(
         Status.INFO,
@@ -343,10 +231,10 @@ def _matches(f: Facts, out: Findings, count: str, scope: str) -> Result:
             Status.PASS, f"no open issue in {REPO} names '{playbook}' ({count} open issues checked{scope})",
             headline=f"no open issue names '{playbook}' ({count} checked)",
         )
-    named = [f"{short(i)} (named in the {where}) {i.get('html_url', '')}".strip() for i, where in hits]
+    named = [f"{short(i)} (named in the {where}) {i.html_url}".strip() for i, where in hits]
     out.note(*shortened(named, SHOWN_IN_DETAILS))
     noun = "issue names" if len(hits) == 1 else "issues name"
-    numbers = first_n([f"#{i.get('number')}" for i, _ in hits], SHOWN_IN_SUMMARY, sep=", ")
+    numbers = first_n([f"#{i.number}" for i, _ in hits], SHOWN_IN_SUMMARY, sep=", ")
     out.warn(
         f"{len(hits)} open {noun} the '{playbook}' playbook in {REPO}: "
         + first_n([short(i) for i, _ in hits], SHOWN_IN_SUMMARY),
@@ -364,11 +252,12 @@ def evaluate(facts: Facts, params: Params) -> Result:
         return Result("G8", Status.SKIP, summary, headline=f"offline: {NOT_CHECKED}", by_choice=True,
                       codes=["G8.offline"])
     out = Findings("G8")
-    _readings(facts, out)
-    skip = _skip(facts)
+    answer = facts.answer or GitHubAnswer()  # None: no request was made (the SKIP says so)
+    _readings(facts, answer, out)
+    skip = _skip(facts, answer)
     if skip:
         return out.result(Status.SKIP, skip[0], headline=skip[1],
-                          ok_code="G8.offline" if facts.answer.get("offline") else "G8.github-unavailable")
+                          ok_code="G8.offline" if answer.offline else "G8.github-unavailable")
     out.read("open_issues", len(facts.issues))
     out.read("pull_requests_dropped", facts.pull_requests)
     if facts.not_issues:

@@ -18,7 +18,7 @@ import sys
 import time
 from types import SimpleNamespace
 
-from pytest_dgx_spark.checks.g07_nvfp4 import check as g7
+from pytest_dgx_spark.checks.g07_nvfp4 import probe as g7probe
 from pytest_dgx_spark.probes.machine import PYTHON_PATH_ENV, Machine
 
 
@@ -33,8 +33,9 @@ def main(argv: list[str]) -> int:
     site = next(p for p in paths.split(os.pathsep) if p.endswith("site-packages"))
     env = {**os.environ, PYTHON_PATH_ENV: paths, **extra}
     started = time.monotonic()
-    facts = g7._triton_compile(SimpleNamespace(machine=Machine(env=env, timeout=30, python=python)))  # type: ignore[arg-type]
-    text = json.dumps({"env": extra, "took_s": round(time.monotonic() - started, 2), "facts": facts}, indent=1)
+    facts = g7probe.triton_compile(SimpleNamespace(machine=Machine(env=env, timeout=30, python=python)))  # type: ignore[arg-type]
+    took = round(time.monotonic() - started, 2)
+    text = json.dumps({"env": extra, "took_s": took, "facts": facts.to_dict() if facts else None}, indent=1)
     text = text.replace(site, "<site-packages>").replace(include, "<include>")
     print(re.sub(r"/tmp/tmp\w+", "<tmp>/kernel", text))
     return 0

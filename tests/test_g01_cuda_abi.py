@@ -20,9 +20,14 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark.checks.g01_cuda_abi import check as g1
+from pytest_dgx_spark.checks.g01_cuda_abi import gather as g1_gather
+from pytest_dgx_spark.checks.g01_cuda_abi import view as g1_view
+from pytest_dgx_spark.checks.g01_cuda_abi.facts import Load, Owner
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
@@ -62,7 +67,7 @@ def h200_recording(h200: Path) -> dict[str, Any]:
         elif (
             current is not None
             and (n := re.search(r"Shared library: \[([^\]]+)\]", line))
-            and g1.elf.tracked(n.group(1))
+            and elf.tracked(n.group(1))
         ):
             current["needs"].append(n.group(1))
     return {
@@ -73,9 +78,14 @@ def h200_recording(h200: Path) -> dict[str, Any]:
     }
 
 
+def as_facts(**fields: Any) -> g1.Facts:
+    """G1's facts from their JSON form, as a capture (or another process) hands them over."""
+    return g1.Facts.from_dict(plain(fields))
+
+
 def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
     torch_owner = {"name": "torch", "version": rec["torch"]["torch_version"].split("+")[0], "hint": "torch"}
-    base = g1.Facts(
+    base = dict(
         scan={
             "roots": [H200_SITE],
             "files": len(rec["linkers"]),
@@ -92,9 +102,7 @@ def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
         child={"ok": True, "finished": True, "describe": "ok"},
         dists={"torch": {"name": "torch", "version": rec["torch"]["torch_version"]}},
     )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    return as_facts(**{**base, **changes})
 
 
 GB10 = Params(profile="gb10")  # g1_cuda_major: the profile default, 13
@@ -108,12 +116,9 @@ def evaluate(f: g1.Facts, params: Params | None = None) -> Result:
 
 def add_linker(f: g1.Facts, rel: str, needs: list[str], owner: tuple[str, str] | None) -> str:
     path = f"{H200_SITE}/{rel}"
-    f.scan["linkers"] = [
-        *f.scan["linkers"],
-        {"path": path, "root": H200_SITE, "needs": needs, "soname": None},
-    ]
+    f.scan.linkers.append(elf.Linker(path, H200_SITE, needs))
     if owner:
-        f.owners[path] = {"name": owner[0], "version": owner[1], "hint": rel.split("/")[0].split(".")[0]}
+        f.owners[path] = Owner(owner[0], owner[1], rel.split("/")[0].split(".")[0])
     return path
 
 
@@ -132,7 +137,7 @@ def test_the_line_does_not_change_with_the_scan_time(h200: Path) -> None:
     """The same machine prints the same G-line (serial vs xdist, CLI vs plugin);
     the scan time is a reading only."""
     slow, fast = facts(h200_recording(h200)), facts(h200_recording(h200))
-    slow.scan["duration_s"], fast.scan["duration_s"] = 0.4321, 0.0123
+    slow.scan.duration_s, fast.scan.duration_s = 0.4321, 0.0123
     a, b = evaluate(slow), evaluate(fast)
     assert a.line() == b.line()
     assert (a.reading("elf_scan_time").value, b.reading("elf_scan_time").value) == (432.1, 12.3)
@@ -217,16 +222,9 @@ def test_a_package_shipping_one_build_per_major_is_not_mixed(h200: Path) -> None
 def test_leftover_cuda12_runtime_linked_by_nothing_warns(h200: Path) -> None:
     f = facts(h200_recording(h200))
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
-    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
-    f.owners[rt] = {"name": "nvidia-cuda-runtime-cu12", "version": "12.8.90", "hint": "nvidia"}
-    f.ldconfig = [
-        {
-            "name": "libcudart.so.12",
-            "path": "/usr/local/cuda-12.8/lib64/libcudart.so.12",
-            "lib": "libcudart",
-            "major": 12,
-        }
-    ]
+    f.scan.providers = [elf.Provider(rt, "libcudart", 12, root=H200_SITE)]
+    f.owners[rt] = Owner("nvidia-cuda-runtime-cu12", "12.8.90", "nvidia")
+    f.ldconfig = [elf.Provider("/usr/local/cuda-12.8/lib64/libcudart.so.12", "libcudart", 12, name="libcudart.so.12")]
     result = evaluate(f)
     assert result.status is Status.WARN, result.line()
     assert result.summary.startswith(
@@ -243,7 +241,7 @@ def test_leftover_cuda12_runtime_linked_by_nothing_warns(h200: Path) -> None:
 def test_a_cuda12_runtime_that_something_links_is_not_a_leftover_but_a_mismatch(h200: Path) -> None:
     f = facts(h200_recording(h200))
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
-    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
+    f.scan.providers = [elf.Provider(rt, "libcudart", 12, root=H200_SITE)]
     add_linker(f, "vllm/_C.abi3.so", ["libcudart.so.12"], ("vllm", "0.10.1"))
     result = evaluate(f)
     assert result.status is Status.FAIL
@@ -251,7 +249,7 @@ def test_a_cuda12_runtime_that_something_links_is_not_a_leftover_but_a_mismatch(
 
 
 def test_no_torch_and_no_cuda_module_skips() -> None:
-    f = g1.Facts(
+    f = as_facts(
         scan={"files": 12, "duration_s": 0.01, "linkers": [], "providers": []},
         torch={"torch_import_error": "ModuleNotFoundError: No module named 'torch'"},
         child={"ok": True, "finished": True},
@@ -274,11 +272,11 @@ def test_cpu_only_torch_on_a_gpu_machine_fails(h200: Path) -> None:
 def test_cpu_only_torch_without_a_gpu_skips_or_warns_with_cuda_modules() -> None:
     cpu = {"torch_version": "2.13.0+cpu", "torch_cuda": None, "cuda_available": False}
     base = {"torch": cpu, "child": {"ok": True, "finished": True}, "nvml_reason": "NVML unavailable"}
-    skip = evaluate(g1.Facts(scan={"files": 256, "linkers": [], "providers": []}, **base))
+    skip = evaluate(as_facts(scan={"files": 256, "linkers": [], "providers": []}, **base))
     assert skip.status is Status.SKIP
     assert skip.summary.startswith("torch 2.13.0+cpu is CPU-only and there is no NVIDIA GPU")
     linker = {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]}
-    warn = evaluate(g1.Facts(scan={"files": 256, "linkers": [linker], "providers": []}, **base))
+    warn = evaluate(as_facts(scan={"files": 256, "linkers": [linker], "providers": []}, **base))
     assert warn.status is Status.WARN
     assert "torch 2.13.0+cpu is CPU-only, yet 1 shared object links CUDA 12" in warn.summary
 
@@ -363,7 +361,7 @@ def test_objects_that_do_not_load_fail_naming_object_library_and_distribution(
     rec = h200_recording(h200)
     rec["torch"].update(loaded=3, load_failed={FA_SO: {"ok": False, "error": error}})
     f = facts(rec, requested=[{"path": FA_SO, "name": "flash_attn_2_cuda.so", "module": "flash_attn_2_cuda"}])
-    f.owners[FA_SO] = {"name": "flash-attn", "version": "2.7.4", "hint": "flash_attn_2_cuda"}
+    f.owners[FA_SO] = Owner("flash-attn", "2.7.4", "flash_attn_2_cuda")
     result = evaluate(f)
     assert result.status is Status.FAIL
     assert result.summary.startswith(expected)
@@ -397,16 +395,20 @@ def test_the_load_list_skips_torch_and_toolkits_and_groups_per_cuda_builds() -> 
         "/s/vendor_ext/_C.so": {"name": "Vendor_Ext", "version": "1", "hint": "vendor_ext"},
         "/s/torch/lib/libc10_cuda.so": {"name": "torch", "version": "2.11", "hint": "torch"},
     }
-    entries = g1.load_list(scan, owners)
-    assert [e["name"] for e in entries] == [
+    entries = g1_gather.load_list(
+        elf.Scan.from_dict(scan), {p: g1.Facts.from_dict({"owners": {p: o}}).owners[p] for p, o in owners.items()}
+    )
+    assert [e.name for e in entries] == [
         "vendor_ext/_C.so",
         "bnb/libbitsandbytes_cuda126.so",
         "bnb/libbitsandbytes_cuda130.so",
         "torchvision/_C.so",
     ]
-    assert entries[0]["module"] == "vendor_ext" and "group" not in entries[0]
-    assert [e.get("tag") for e in entries[1:3]] == [126, 130]
-    assert entries[1]["group"] == entries[2]["group"] == "/s/bnb/libbitsandbytes_cuda*.so"
+    assert entries[0].module == "vendor_ext" and entries[0].group is None
+    assert "group" not in entries[0].request() and "tag" not in entries[0].request()  # as the child reads it
+    assert [e.tag for e in entries[1:3]] == [126, 130]
+    assert entries[1].group == entries[2].group == "/s/bnb/libbitsandbytes_cuda*.so"
+    assert entries[1].request()["tag"] == 126
 
 
 @pytest.mark.parametrize(
@@ -420,7 +422,7 @@ def test_the_load_list_skips_torch_and_toolkits_and_groups_per_cuda_builds() -> 
     ],
 )
 def test_pick_variant(tags: list[int], cuda: str | None, picked: int | None) -> None:
-    assert g1.pick_variant(tags, cuda) == picked
+    assert g1_view.pick_variant(tags, cuda) == picked
 
 
 @pytest.mark.parametrize(
@@ -434,7 +436,7 @@ def test_pick_variant(tags: list[int], cuda: str | None, picked: int | None) -> 
     ],
 )
 def test_torch_cu_tag(version: str | None, major: int | None) -> None:
-    assert g1.tag_major(version) == major
+    assert g1_view.tag_major(version) == major
 
 
 # ---------------------------------------------------------------------- through the machine
@@ -655,7 +657,7 @@ def test_the_scan_runs_once_per_run_and_is_json(kit, isolated, doubles, tmp_path
 
 def test_skipped_files_and_an_early_stop_are_reported(h200: Path) -> None:
     f = facts(h200_recording(h200))
-    f.scan.update(skipped={"truncated": 2, "symlink_loop": 1}, stopped="time budget")
+    f.scan.skipped, f.scan.stopped = {"truncated": 2, "symlink_loop": 1}, "time budget"
     result = evaluate(f)
     assert result.status is Status.PASS
     assert result.reading("elf_skipped").value == 3
@@ -693,7 +695,7 @@ def test_healthy_gb10_from_a_real_spark_passes() -> None:
     smi = doc["commands"]["nvidia_smi"]["stdout"]
     driver = re.search(r"Driver Version: (\S+)\s+CUDA Version: (\d+)\.(\d+)", smi)
     assert driver and "sm_121" not in t["cuda"]["arch_list"]
-    f = g1.Facts(
+    f = as_facts(
         scan={"files": 0, "linkers": [], "providers": []},
         dists={"torch": {"name": "torch", "version": t["version"]}},
         driver_cuda=int(driver.group(2)) * 1000 + int(driver.group(3)) * 10,
@@ -825,11 +827,11 @@ def test_cpu_only_pypi_torch_on_aarch64_says_why() -> None:
         "child": {"ok": True, "finished": True},
     }
     old = evaluate(
-        g1.Facts(arch="aarch64", torch={"torch_version": "2.10.0", "torch_cuda": None}, **base), GB10
+        as_facts(arch="aarch64", torch={"torch_version": "2.10.0", "torch_cuda": None}, **base), GB10
     )
     assert "PyPI's aarch64 torch before 2.11 is CPU-only" in old.fix
     new = evaluate(
-        g1.Facts(arch="aarch64", torch={"torch_version": "2.11.0+cpu", "torch_cuda": None}, **base), GB10
+        as_facts(arch="aarch64", torch={"torch_version": "2.11.0+cpu", "torch_cuda": None}, **base), GB10
     )
     assert new.status is Status.FAIL and "before 2.11" not in new.fix
 
@@ -919,7 +921,7 @@ def no_torch_facts(**changes: Any) -> g1.Facts:
         {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]},
         {"path": "/s/newkern/_C.so", "root": "/s", "needs": ["libcudart.so.13"]},
     ]
-    base = g1.Facts(
+    base = dict(
         scan={"files": 40, "linkers": linkers, "providers": []},
         owners={
             "/s/cupy/_core.so": {"name": "cupy-cuda12x", "version": "13.6.0", "hint": "cupy"},
@@ -929,9 +931,7 @@ def no_torch_facts(**changes: Any) -> g1.Facts:
         child={"ok": True, "finished": True},
         nvml_reason="NVML Shared Library Not Found",
     )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    return as_facts(**{**base, **changes})
 
 
 def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
@@ -956,7 +956,7 @@ def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
 def test_without_torch_a_majority_of_modules_is_the_reference() -> None:
     extra = {"path": "/s/other/_C.so", "root": "/s", "needs": ["libcudart.so.13"]}
     f = no_torch_facts()
-    f.scan = {**f.scan, "linkers": [*f.scan["linkers"], extra]}
+    f.scan.linkers.append(elf.Linker.from_dict(extra))
     result = evaluate(f)
     assert "than most CUDA-linked modules (CUDA 13; 2 of 3): cupy-cuda12x 13.6.0" in result.summary
 
@@ -1064,11 +1064,11 @@ def test_three_leftover_libraries_are_counted_not_cut_with_an_ellipsis(h200: Pat
     """The warning showed two leftovers and ``; …`` for the rest; it now counts
     them by the kit's rule, and every one is still in the details."""
     f = facts(h200_recording(h200))
-    f.scan["providers"] = []
+    f.scan.providers = []
     for lib, dist in (("libcudart", "cuda-runtime"), ("libcublas", "cublas"), ("libnvrtc", "cuda-nvrtc")):
         path = f"{H200_SITE}/nvidia/{lib}/lib/{lib}.so.12"
-        f.scan["providers"].append({"path": path, "root": H200_SITE, "lib": lib, "major": 12})
-        f.owners[path] = {"name": f"nvidia-{dist}-cu12", "version": "12.8.90", "hint": "nvidia"}
+        f.scan.providers.append(elf.Provider(path, lib, 12, root=H200_SITE))
+        f.owners[path] = Owner(f"nvidia-{dist}-cu12", "12.8.90", "nvidia")
     result = evaluate(f)
     assert result.status is Status.WARN, result.line()
     assert "…" not in result.summary
@@ -1086,11 +1086,11 @@ def test_a_third_warning_is_counted_in_the_line_and_listed_in_the_details(h200: 
     modules, warns three times: the line counts the third, the details hold it."""
     f = facts(h200_recording(h200))
     f.gpus = []
-    f.torch = {**f.torch, "torch_version": "2.11.0+cpu", "torch_cuda": None, "device_count": 0, "loaded": 0}
-    f.child = {**(f.child or {}), "signal": 9, "describe": "killed by SIGKILL in step 'flash_attn'"}
-    f.requested = [{"name": "vllm._C", "path": f"{H200_SITE}/vllm/_C.so"}]
+    f.torch.torch_version, f.torch.torch_cuda, f.torch.device_count, f.torch.loaded = "2.11.0+cpu", None, 0, 0
+    f.child.signal, f.child.describe = "SIGKILL", "killed by SIGKILL in step 'flash_attn'"
+    f.requested = [Load(name="vllm._C", path=f"{H200_SITE}/vllm/_C.so")]
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
-    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
+    f.scan.providers = [elf.Provider(rt, "libcudart", 12, root=H200_SITE)]
     result = evaluate(f)
     assert result.status is Status.WARN, result.line()
     assert result.summary.startswith("extension objects not loaded (vllm._C): killed by SIGKILL")
@@ -1109,7 +1109,7 @@ def test_a_child_that_dies_in_another_checks_step_after_every_load_leaves_g1_pas
         {"path": f"{H200_SITE}/torchvision/_C.so", "name": "torchvision/_C.so", "module": "torchvision"}
     ]
     f = facts(rec, child=child, requested=requested)
-    f.torch = {**f.torch, "loaded": 1}
+    f.torch.loaded = 1
     result = evaluate(f)
     assert result.status is Status.PASS, result.line()
     assert "1 extension object loaded" in result.summary

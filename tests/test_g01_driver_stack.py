@@ -19,7 +19,9 @@ import pytest
 
 from pytest_dgx_spark import known_bad
 from pytest_dgx_spark.checks.g01_cuda_abi import check as g1
+from pytest_dgx_spark.checks.g01_cuda_abi import stack as g1_stack
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import procfs
@@ -74,7 +76,7 @@ def stack(**changes: Any) -> g1.Facts:
         "known_bad": known_bad.shipped(),
     }  # fmt: skip
     base.update(changes)
-    return g1.Facts(**base)
+    return g1.Facts.from_dict(plain(base))  # as a capture hands them over
 
 
 def decide(f: g1.Facts, params: Params = GB10) -> Result:
@@ -154,7 +156,7 @@ def test_proprietary_modules_on_gb10_fail_as_start9_posted() -> None:
     assert "Xid (PCI:000f:01:00): 169" in posted("dmesg_xid_5.txt")
     proprietary, _ = formats()
     line = proprietary.strip().replace("550.120", "580.173.02")
-    assert g1.module_of(line) == ("580.173.02", "proprietary")
+    assert procfs.module_of(line) == ("580.173.02", "proprietary")
     result = decide(stack(nvidia_module=line))
     assert result.status is Status.FAIL, result.line()
     assert "proprietary NVIDIA kernel modules 580.173.02 is known-bad" in result.summary
@@ -167,9 +169,9 @@ def test_proprietary_modules_on_gb10_fail_as_start9_posted() -> None:
 
 def test_both_layouts_of_the_version_file_parse() -> None:
     proprietary, open_ = formats()
-    assert g1.module_of(proprietary) == ("550.120", "proprietary")
-    assert g1.module_of(open_.splitlines()[0]) == ("550.144.03", "open")
-    assert g1.module_of("NVRM version: something else") == (None, None)
+    assert procfs.module_of(proprietary) == ("550.120", "proprietary")
+    assert procfs.module_of(open_.splitlines()[0]) == ("550.144.03", "open")
+    assert procfs.module_of("NVRM version: something else") == (None, None)
 
 
 def test_driver_library_version_mismatch_fails_with_reload() -> None:
@@ -197,7 +199,7 @@ def test_the_h200s_nvml_library_version_is_its_driver_version() -> None:
     library of driver 580.159.04, so that machine's own module reads as no mismatch."""
     rec = json.loads((DATA / "h200-cu130" / "nvml_sample_idle.json").read_text())
     nv = rec.get("nvml", rec)
-    assert g1.userspace_version(nv["nvml_version"]) == nv["driver_version"] == "580.159.04"
+    assert g1_stack.userspace_version(nv["nvml_version"]) == nv["driver_version"] == "580.159.04"
     line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04"
     h200 = stack(gpus=["NVIDIA H200"], arch="x86_64", kernel_release="6.18.44-fc-v657-gpu", nvidia_module=line,
                  nvml_version=nv["nvml_version"], driver_version=nv["driver_version"])  # fmt: skip
@@ -220,8 +222,8 @@ def test_without_torch_a_known_bad_kernel_still_warns() -> None:
 
 def test_the_shipped_list_names_a_source_and_a_fix_for_every_entry() -> None:
     entries = known_bad.shipped()
-    assert {e["id"] for e in entries} >= {"kernel-7.0.0-1019-nvidia", "kernel-6.17.0-1008-nvidia", "proprietary-modules-gb10"}
-    assert all(e["sources"] and e["fix"] and e["breaks"] for e in entries)
+    assert {e.id for e in entries} >= {"kernel-7.0.0-1019-nvidia", "kernel-6.17.0-1008-nvidia", "proprietary-modules-gb10"}
+    assert all(e.sources and e.fix and e.breaks for e in entries)
 
 
 @pytest.mark.parametrize(
@@ -260,9 +262,10 @@ def test_a_users_entry_naming_a_kernel_and_a_driver_needs_both() -> None:
     both = decide(stack(kernel_release="6.17.0-1040-nvidia", nvidia_module=gb10.NVIDIA_VERSION.strip().replace(
         "580.173.02", "580.95.05"), known_bad=entries))
     assert both.status is Status.FAIL and "(lab-pair, from mine)" in both.summary, both.line()
-    assert known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": "580.95.05"})
-    assert not known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": "580.173.02"})
-    assert not known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": None})  # not read: no match
+    pair = entries[-1]
+    assert known_bad.matches(pair, known_bad.Reading(kernel="6.17.0-1040-nvidia", driver="580.95.05"))
+    assert not known_bad.matches(pair, known_bad.Reading(kernel="6.17.0-1040-nvidia", driver="580.173.02"))
+    assert not known_bad.matches(pair, known_bad.Reading(kernel="6.17.0-1040-nvidia", driver=None))  # not read
 
 
 def stack_machine(doubles, root: Path) -> Machine:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dgx_spark.checks.record import Record

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_dgx_spark.checks.g02_flash_attn import check as g2
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -39,8 +41,13 @@ FA_DIST = {"name": "flash-attn", "version": "2.7.4.post1"}
 UNSLOTH = {"name": "unsloth", "version": "2025.11.1"}
 
 
-def facts(**changes) -> g2.Facts:
-    base = g2.Facts(
+def as_facts(**fields: Any) -> g2.Facts:
+    """G2's facts from their JSON form, as a capture (or another process) hands them over."""
+    return g2.Facts.from_dict(plain(fields))
+
+
+def facts(**changes: Any) -> g2.Facts:
+    base = dict(
         flash_attn_dist=FA_DIST,
         fa=dict(WORKING),
         torch_ok=True,
@@ -48,9 +55,7 @@ def facts(**changes) -> g2.Facts:
         device_name="NVIDIA GB10",
         child={"finished": True, "step": None, "describe": "ok"},
     )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    return as_facts(**{**base, **changes})
 
 
 def evaluate(f: g2.Facts) -> Result:
@@ -68,13 +73,13 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
 def test_h200_recording_has_no_flash_attn_and_passes(h200: Path) -> None:
     text = (h200 / "nvml_torch_probe.txt").read_text()
     assert "dist flash-attn absent" in text and "dist unsloth absent" in text
-    result = evaluate(g2.Facts(fa={"found": False}, torch_ok=True, capability=[9, 0]))
+    result = evaluate(as_facts(fa={"found": False}, torch_ok=True, capability=[9, 0]))
     assert result.status is Status.PASS
     assert result.summary == "flash-attn is not installed: attention runs on PyTorch SDPA"
 
 
 def test_unsloth_without_flash_attn_passes_and_says_so() -> None:
-    result = evaluate(g2.Facts(unsloth_dist=UNSLOTH, fa={"found": False}, torch_ok=True))
+    result = evaluate(as_facts(unsloth_dist=UNSLOTH, fa={"found": False}, torch_ok=True))
     assert result.status is Status.PASS
     assert "Unsloth 2025.11.1 is installed and will also use SDPA" in result.summary
 
@@ -167,7 +172,7 @@ def test_a_child_killed_in_the_flash_attn_kernel_fails() -> None:
 
 def test_installed_but_torch_missing_skips_with_the_reason() -> None:
     result = evaluate(
-        g2.Facts(flash_attn_dist=FA_DIST, torch_error="ModuleNotFoundError: No module named 'torch'")
+        as_facts(flash_attn_dist=FA_DIST, torch_error="ModuleNotFoundError: No module named 'torch'")
     )
     assert result.status is Status.SKIP
     assert "could not be checked: ModuleNotFoundError: No module named 'torch' (see G1)" in result.summary

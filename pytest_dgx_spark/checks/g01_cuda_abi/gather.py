@@ -8,12 +8,14 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_dgx_spark import known_bad
 from pytest_dgx_spark.checks.g01_cuda_abi.facts import Facts, Load, Owner, Provider, Scan, TorchData
 from pytest_dgx_spark.checks.g01_cuda_abi.view import rel, variant_of
 from pytest_dgx_spark.checks.kit import CheckContext, child_facts
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
@@ -29,11 +31,29 @@ NOT_LOADED = {
 MAX_LOADS = 400
 
 
+@dataclass
+class NvmlSeen(Record):
+    """What G1 reads of the NVML snapshot: ``ok`` and ``reason`` as the snapshot sets them, the
+    versions as the NVML child wrote them (checked where they are used)."""
+
+    ok: bool = False
+    reason: str | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    driver_version: Any = None
+    cuda_driver_version: Any = None  # an int, 13000
+    nvml_version: Any = None  # "13.580.173.02"
+    init_error: Any = None  # NVML's error name when nvmlInit failed
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def static(ctx: CheckContext) -> tuple[Scan, dict[str, Owner], dict[str, Any]]:
     """The scan, the owners of the files it names, the installed distributions."""
     scan = elf.scan_environment(ctx.machine)
     paths = {x.path for x in scan.objects}
-    found: dict[str, Any] = (owners_for(ctx.machine, scan.roots).get("owners") or {}) if paths else {}
+    found: dict[str, Any] = owners_for(ctx.machine, scan.roots)["owners"] if paths else {}
     return scan, {p: Owner.from_dict(found[p]) for p in paths if p in found}, ctx.machine.packages()
 
 
@@ -74,11 +94,9 @@ def gather(ctx: CheckContext) -> Facts:
     machine = ctx.machine
     scan, all_owners, packages = static(ctx)  # the owners of the files the scan names
     ldconfig, ldconfig_error = _ldconfig(machine)
-    nv = machine.nvml()
-    devices = nv.get("devices") or []
+    nv = NvmlSeen.from_dict(machine.nvml())
     child = ctx.torch()
-    dists: dict[str, Any] = packages.get("dists") or {}
-    cuda = nv.get("cuda_driver_version")
+    dists: dict[str, Any] = packages["dists"]
     library_path = machine.env.get("LD_LIBRARY_PATH", "")
     return Facts(
         scan=scan,
@@ -87,14 +105,14 @@ def gather(ctx: CheckContext) -> Facts:
         ldconfig_error=ldconfig_error,
         ld_library_path=elf.list_library_dirs(d for d in library_path.split(os.pathsep) if d),
         dists={
-            k: Owner(name=str(v.get("name") or k), version=v.get("version"))
+            k: Owner(v["name"], v["version"])
             for k, v in dists.items()
             if k == "torch" or (k.startswith("nvidia-") and re.search(r"-cu\d+$", k))
         },
-        driver_cuda=cuda if isinstance(cuda, int) else None,
-        driver_version=nv.get("driver_version"),
-        nvml_reason=None if nv.get("ok") and devices else nv.get("reason"),
-        gpus=[str(d.get("name") or "GPU") for d in devices],
+        driver_cuda=nv.cuda_driver_version if isinstance(nv.cuda_driver_version, int) else None,
+        driver_version=_text(nv.driver_version),
+        nvml_reason=None if nv.ok and nv.devices else nv.reason,
+        gpus=[str(d.get("name") or "GPU") for d in nv.devices],
         arch=machine.identity().get("arch"),
         torch=TorchData.from_dict(child.data),
         child=child_facts(child),
@@ -112,14 +130,14 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
     if module is not None and nvrm is None:
         module_error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
     release = next(iter((release or "").strip().splitlines()), "")[:200]  # one line, however garbled
-    mem, nv = machine.meminfo(), machine.nvml()
+    mem, nv = machine.meminfo(), NvmlSeen.from_dict(machine.nvml())
     entries, errors = known_bad.shipped(), []
     for path in ctx.settings.known_bad:
         try:
             entries += known_bad.load(path)
         except known_bad.KnownBadError as exc:  # changed since the options were read
             errors.append(str(exc))
-    cma = mem.get("fields") or {}
+    cma = mem["fields"]
     return {
         "stack_read": True,
         "kernel_release": release or None,
@@ -127,9 +145,9 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
         "nvidia_module": nvrm[:300] if nvrm else None,
         "nvidia_module_error": module_error,
         "cma_kb": {k: cma[k] for k in ("CmaTotal", "CmaFree") if k in cma},
-        "meminfo_error": mem.get("error"),
-        "nvml_init_error": nv.get("init_error"),
-        "nvml_version": nv.get("nvml_version") if isinstance(nv.get("nvml_version"), str) else None,
+        "meminfo_error": mem["error"],
+        "nvml_init_error": _text(nv.init_error),
+        "nvml_version": _text(nv.nvml_version),
         "known_bad": entries,
         "known_bad_errors": errors,
     }

@@ -59,20 +59,30 @@ def static(ctx: CheckContext) -> tuple[Scan, dict[str, Owner], dict[str, Any]]:
 
 def load_list(scan: Scan, owners: Mapping[str, Owner]) -> list[Load]:
     """The extension objects the torch child ``dlopen``\\ s: CUDA- or libtorch-linked, not
-    torch's own nor a toolkit library; a per-CUDA-version set carries its group."""
+    torch's own nor a toolkit library; a set of alternatives carries its group."""
     entries: list[Load] = []
     for x in [*scan.linkers, *scan.torch_linked]:
         owner = owners.get(x.path) or Owner()
         key, name = canonical(owner.name), rel(x.path, x.root)
         if key not in NOT_LOADED and not key.startswith("nvidia-") and not name.startswith("torch/"):
             entries.append(Load(x.path, name, owner.hint))
+    _group_cuda_builds(entries)
+    _group_arch_builds(entries)
+    return entries[:MAX_LOADS]
+
+
+def _group_cuda_builds(entries: list[Load]) -> None:
+    """A per-CUDA-version set (``libbitsandbytes_cuda126.so``, ``…_cuda130.so``): its group and tags."""
     groups = Counter(v[0] for e in entries if (v := variant_of(e.path)))
     for e in entries:
         if (v := variant_of(e.path)) and groups[v[0]] > 1:
             e.group, e.tag = v
-    # one package's objects of one name in several folders (sgl-kernel's sm90/, sm100/) are
-    # alternatives (loading two registers one torch op library twice, which aborts): the child
-    # loads the smNN closest to the GPU's capability from below, else the first
+
+
+def _group_arch_builds(entries: list[Load]) -> None:
+    """One package's objects of one name in several folders (sgl-kernel's sm90/, sm100/) are
+    alternatives (loading two registers one torch op library twice, which aborts): the child
+    loads the smNN closest to the GPU's capability from below, else the first."""
     same: dict[tuple[str, str], list[Load]] = {}
     for e in entries:
         if not e.group:
@@ -81,7 +91,6 @@ def load_list(scan: Scan, owners: Mapping[str, Owner]) -> list[Load]:
         for e in members if len(members) > 1 else []:
             sm = re.search(r"(?:^|/)sm_?(\d{2,3})[a-z]?/", e.name)
             e.group, e.sm = f"{top}/*/{base}", int(sm.group(1)) if sm else None
-    return entries[:MAX_LOADS]
 
 
 def torch_request(ctx: CheckContext) -> dict[str, Any]:
@@ -125,24 +134,16 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
     """The driver stack through the host root; a file that cannot be read is said (never a verdict)."""
     machine = ctx.machine
     release, release_error = machine.read_text("/proc/sys/kernel/osrelease", 4096)
-    module, module_error = machine.read_text("/proc/driver/nvidia/version", 65536)
-    nvrm = next((line.strip() for line in (module or "").splitlines() if line.startswith("NVRM version:")), None)
-    if module is not None and nvrm is None:
-        module_error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
     release = next(iter((release or "").strip().splitlines()), "")[:200]  # one line, however garbled
+    nvrm, module_error = _nvrm_line(machine)
     mem, nv = machine.meminfo(), NvmlSeen.from_dict(machine.nvml())
-    entries, errors = known_bad.shipped(), []
-    for path in ctx.settings.known_bad:
-        try:
-            entries += known_bad.load(path)
-        except known_bad.KnownBadError as exc:  # changed since the options were read
-            errors.append(str(exc))
+    entries, errors = _known_bad(ctx)
     cma = mem["fields"]
     return {
         "stack_read": True,
         "kernel_release": release or None,
         "kernel_release_error": release_error or (None if release else "/proc/sys/kernel/osrelease is empty"),
-        "nvidia_module": nvrm[:300] if nvrm else None,
+        "nvidia_module": nvrm,
         "nvidia_module_error": module_error,
         "cma_kb": {k: cma[k] for k in ("CmaTotal", "CmaFree") if k in cma},
         "meminfo_error": mem["error"],
@@ -151,6 +152,26 @@ def _stack_facts(ctx: CheckContext) -> dict[str, Any]:
         "known_bad": entries,
         "known_bad_errors": errors,
     }
+
+
+def _nvrm_line(machine: MachineLike) -> tuple[str | None, str | None]:
+    """The ``NVRM version:`` line of /proc/driver/nvidia/version, or why there is none."""
+    module, error = machine.read_text("/proc/driver/nvidia/version", 65536)
+    nvrm = next((line.strip() for line in (module or "").splitlines() if line.startswith("NVRM version:")), None)
+    if module is not None and nvrm is None:
+        error = "/proc/driver/nvidia/version has no 'NVRM version:' line"
+    return (nvrm[:300] if nvrm else None), error
+
+
+def _known_bad(ctx: CheckContext) -> tuple[list[known_bad.Entry], list[str]]:
+    """The shipped list and the user's files (one changed since the options were read is said)."""
+    entries, errors = known_bad.shipped(), []
+    for path in ctx.settings.known_bad:
+        try:
+            entries += known_bad.load(path)
+        except known_bad.KnownBadError as exc:
+            errors.append(str(exc))
+    return entries, errors
 
 
 def _ldconfig(machine: MachineLike) -> tuple[list[Provider], str | None]:

@@ -25,10 +25,7 @@ from pytest_dgx_spark.probes import elf
 
 def mismatch(v: View, out: Findings) -> None:
     """Objects linking another CUDA major than the reference (with their load error)."""
-    ref = v.reference
-    mismatched: list[Linker] = []
-    if ref is not None and (v.ref_from == "torch" or len(v.linker_majors) > 1):
-        mismatched = sorted((x for x in v.linkers if majors(x) != {ref}), key=lambda x: x.path)
+    ref, mismatched = v.reference, _mismatched(v)
     out.read("mismatched_objects", len(mismatched))
     if ref is None or not mismatched:
         return
@@ -46,6 +43,14 @@ def mismatch(v: View, out: Findings) -> None:
         f"pip uninstall {' '.join(names)} and reinstall builds for CUDA {ref} ({wheels(ref)})"
         if names else f"remove or rebuild those files for CUDA {ref}",
         _mismatch_head(v, mismatched[0], len(groups), short), short, code="G1.cuda-major-mismatch")
+
+
+def _mismatched(v: View) -> list[Linker]:
+    """The objects that link another major than the reference (torch's, or one of several)."""
+    ref = v.reference
+    if ref is None or (v.ref_from != "torch" and len(v.linker_majors) <= 1):
+        return []
+    return sorted((x for x in v.linkers if majors(x) != {ref}), key=lambda x: x.path)
 
 
 def _with_error(v: View, x: Linker) -> str:

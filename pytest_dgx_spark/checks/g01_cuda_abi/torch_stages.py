@@ -69,26 +69,36 @@ def _death_fix(v: View, step: str, c: ChildFacts) -> tuple[str, str]:
 
 def torch_fits(v: View, out: Findings) -> None:
     """torch (or the reference) newer than the driver; not the profile's major; CPU-only."""
-    f, ref = v.f, v.reference
-    if ref is not None and v.ref_from in ("torch", "modules") and v.driver_major is not None and ref > v.driver_major:
-        out.fail(
-            f"{v.ref_text or f'CUDA {ref}'} needs CUDA {ref} but the driver ({f.driver_version or '?'}) "
-            f"supports CUDA {v.driver_text}",
-            f"upgrade the NVIDIA driver to one that supports CUDA {ref}, or install a torch built for "
-            f"CUDA {v.driver_major}",
-            f"CUDA {ref} build, driver {f.driver_version or '?'} supports CUDA {v.driver_text}",
-            f"upgrade the driver to CUDA {ref}", code="G1.driver-too-old")
-    required = int(v.params.threshold("g1_cuda_major") or 0)
-    if required and v.torch_major is not None and v.torch_major != required:
-        where = "GB10 (SM121)" if v.params.gb10 else "this profile"
-        version, built = v.torch_version or v.torch_dist, v.torch_cuda or v.torch_major
-        out.fail(
-            f"torch {version} is built for CUDA {built}; {where} needs a CUDA {required} build",
-            f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
-            f"torch {version} is CUDA {built}; {where} needs CUDA {required}",
-            "pip install torch from the cu130 index", code="G1.torch-cuda-major")
+    _driver_too_old(v, out)
+    _profile_major(v, out)
     if v.cpu_only and v.gpu_seen:
         _cpu_only_torch(v, out)
+
+
+def _driver_too_old(v: View, out: Findings) -> None:
+    f, ref = v.f, v.reference
+    if ref is None or v.ref_from not in ("torch", "modules") or v.driver_major is None or ref <= v.driver_major:
+        return
+    out.fail(
+        f"{v.ref_text or f'CUDA {ref}'} needs CUDA {ref} but the driver ({f.driver_version or '?'}) "
+        f"supports CUDA {v.driver_text}",
+        f"upgrade the NVIDIA driver to one that supports CUDA {ref}, or install a torch built for "
+        f"CUDA {v.driver_major}",
+        f"CUDA {ref} build, driver {f.driver_version or '?'} supports CUDA {v.driver_text}",
+        f"upgrade the driver to CUDA {ref}", code="G1.driver-too-old")
+
+
+def _profile_major(v: View, out: Findings) -> None:
+    required = int(v.params.threshold("g1_cuda_major") or 0)
+    if not required or v.torch_major is None or v.torch_major == required:
+        return
+    where = "GB10 (SM121)" if v.params.gb10 else "this profile"
+    version, built = v.torch_version or v.torch_dist, v.torch_cuda or v.torch_major
+    out.fail(
+        f"torch {version} is built for CUDA {built}; {where} needs a CUDA {required} build",
+        f"{TORCH_INDEX}, or use an NGC container (nvcr.io/nvidia/pytorch:25.09-py3 or newer)",
+        f"torch {version} is CUDA {built}; {where} needs CUDA {required}",
+        "pip install torch from the cu130 index", code="G1.torch-cuda-major")
 
 
 def _cpu_only_torch(v: View, out: Findings) -> None:

@@ -114,8 +114,7 @@ def _body(v: View, kernel: str, loaded: int) -> tuple[str, str, str]:
              for i in v.variants.values() if i.chosen is not None]
     driver = f"driver supports CUDA {v.driver_text}" if v.driver_text else "driver CUDA version unknown"
     on = f.gpus[0] if f.gpus else f.torch.device_name or "the GPU"
-    kernel_text = (f"tiny kernel ran on {on}" if kernel == "ok" else "no kernel run (no CUDA device)"
-                   if kernel == "not run" else "")
+    kernel_text = {"ok": f"tiny kernel ran on {on}", "not run": "no kernel run (no CUDA device)", "failed": ""}[kernel]
     loads = f"{count(loaded, 'extension object')} loaded" if loaded else ""
     head = (v.ref_text if v.ref_from == "torch" else f"torch {v.torch_version} (CPU-only)" if v.cpu_only
             else "torch not installed")

@@ -172,15 +172,20 @@ def view(f: Facts, params: Params) -> View:
     v.driver_text = format_cuda_version(f.driver_cuda)
     v.failed = dict(t.load_failed)
     all_linkers = [x for x in f.scan.linkers if majors(x)]
-    groups: dict[str, dict[int, Linker]] = {}  # per-CUDA-version sets among the CUDA-linked objects
-    for x in all_linkers:
-        if var := variant_of(x.path):
-            groups.setdefault(var[0], {})[var[1]] = x
-    groups = {k: b for k, b in groups.items() if len(b) > 1}
+    groups = _cuda_sets(all_linkers)
     grouped = {x.path for builds in groups.values() for x in builds.values()}
     _reference(v, [x for x in all_linkers if x.path not in grouped])
     _variants(v, all_linkers, groups)
     return v
+
+
+def _cuda_sets(linkers: list[Linker]) -> dict[str, dict[int, Linker]]:
+    """The per-CUDA-version sets among the CUDA-linked objects: group -> {tag: object}."""
+    groups: dict[str, dict[int, Linker]] = {}
+    for x in linkers:
+        if var := variant_of(x.path):
+            groups.setdefault(var[0], {})[var[1]] = x
+    return {k: b for k, b in groups.items() if len(b) > 1}
 
 
 def _variants(v: View, linkers: list[Linker], groups: dict[str, dict[int, Linker]]) -> None:

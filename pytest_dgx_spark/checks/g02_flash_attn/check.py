@@ -93,6 +93,20 @@ class Facts(FactsBase):
     device_name: str | None = None
     child: ChildFacts = field(default_factory=ChildFacts)
 
+    @property
+    def installed(self) -> bool:
+        return bool(self.flash_attn_dist) or bool(self.fa.found)
+
+    @property
+    def version(self) -> str:
+        """flash-attn's version as the child imported it, else its metadata's, else ``?``."""
+        return self.fa.version or (self.flash_attn_dist.version if self.flash_attn_dist else "") or "?"
+
+    @property
+    def died_in_g2(self) -> bool:
+        c = self.child
+        return c.step in STEPS and bool(c.signal or c.timed_out or not c.finished)
+
 
 FACTS = Facts
 
@@ -137,25 +151,27 @@ def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_B
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G2 (pure): the child's death, absence, a broken install, then Unsloth."""
-    fa, c = facts.fa, facts.child
-    installed = bool(facts.flash_attn_dist) or bool(fa.found)
-    version = fa.version or (facts.flash_attn_dist and facts.flash_attn_dist.version) or "?"
+    version = facts.version
     unsloth = facts.unsloth_dist.version if facts.unsloth_dist else None
-    readings = [Reading("flash_attn_version", version if installed else None)]
+    readings = [Reading("flash_attn_version", version if facts.installed else None)]
     readings.append(Reading("unsloth_version", unsloth))
-    if c.step in STEPS and (c.signal or c.timed_out or not c.finished):
-        return _died(c, version, readings)
-    if not installed:
+    if facts.died_in_g2:
+        return _died(facts.child, version, readings)
+    if not facts.installed:
         tail = f"; Unsloth {unsloth} is installed and will also use SDPA" if unsloth else ""
         return Result("G2", Status.PASS, f"flash-attn is not installed: attention runs on PyTorch SDPA{tail}",
                       readings=readings, headline="flash-attn not installed: attention on PyTorch SDPA")
-    if not fa.recorded:
-        why = facts.torch_error or c.describe or "the torch child did not reach the flash-attn step"
-        summary = f"flash-attn {version} is installed but could not be checked: {why} (see G1)"
-        return Result("G2", Status.SKIP, summary, readings=readings,
-                      headline=f"flash-attn {version} not checked: torch did not load (see G1)",
-                      codes=["G2.torch-not-loaded"])
+    if not facts.fa.recorded:
+        return _unchecked(facts, version, readings)
     return _broken(facts, version, readings) or _working(facts, version, readings)
+
+
+def _unchecked(f: Facts, version: str, readings: list[Reading]) -> Result:
+    why = f.torch_error or f.child.describe or "the torch child did not reach the flash-attn step"
+    summary = f"flash-attn {version} is installed but could not be checked: {why} (see G1)"
+    return Result("G2", Status.SKIP, summary, readings=readings,
+                  headline=f"flash-attn {version} not checked: torch did not load (see G1)",
+                  codes=["G2.torch-not-loaded"])
 
 
 def _died(c: ChildFacts, version: str, readings: list[Reading]) -> Result:

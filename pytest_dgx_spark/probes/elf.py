@@ -17,10 +17,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pytest_dgx_spark.checks.record import Record
-from pytest_dgx_spark.probes.elf_header import Dynamic, ElfError, read_dynamic, read_dynamic_pyelftools
+from pytest_dgx_spark.probes.elf_header import (  # noqa: F401  (the reader, re-exported: elf.read_dynamic)
+    Dynamic,
+    ElfError,
+    read_dynamic,
+    read_dynamic_pyelftools,
+)
 from pytest_dgx_spark.probes.machine import MachineLike
-
-__all__ = ["Dynamic", "ElfError", "read_dynamic", "read_dynamic_pyelftools"]  # the reader, re-exported
 
 #: libcudart.so.12, libcublasLt.so.13, libnvrtc.so.12.8.93, auditwheel's libcudart-9335f6a2.so.12
 TRACKED = re.compile(r"^(libcudart|libcublasLt|libcublas|libnvrtc)(?:-[0-9a-f]{8})?\.so\.(\d+)(?:\.|$)")

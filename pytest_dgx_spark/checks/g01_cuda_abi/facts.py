@@ -16,7 +16,8 @@ from pytest_dgx_spark.checks.kit import ChildFacts, FactsBase
 from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.probes.elf import Linker, Provider, Scan
 
-__all__ = ["Facts", "Linker", "Load", "LoadFailure", "Owner", "Provider", "Scan", "TinyKernel", "TorchData"]
+__all__ = ["Facts", "ImportOutcome", "Linker", "Load", "LoadFailure", "Owner", "Provider", "Scan", "TinyKernel",
+           "TorchData"]
 
 
 @dataclass

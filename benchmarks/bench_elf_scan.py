@@ -106,12 +106,12 @@ def report(label: str, roots: list[str], repeat: int, readers: dict[str, Callabl
     best: dict[str, float] = {}
     for name, reader in readers.items():
         cold, times, result = measure(lambda r=reader: elf.scan(roots, reader=r), repeat)
-        n = result["files"]
+        n = result.files
         b, med = min(times), statistics.median(times)
         best[name] = b
-        skipped = sum(result["skipped"].values())
+        skipped = sum(result.skipped.values())
         print(
-            f"{label:10s} {name:10s} files={n:5d} skipped={skipped:3d} linkers={len(result['linkers']):4d} "
+            f"{label:10s} {name:10s} files={n:5d} skipped={skipped:3d} linkers={len(result.linkers):4d} "
             f"cold={cold * 1000:8.1f} ms best={b * 1000:8.1f} ms median={med * 1000:8.1f} ms "
             f"-> {n / b:9.0f} files/s; per 1,000 files: {b / max(n, 1) * 1000:.3f} s"
         )

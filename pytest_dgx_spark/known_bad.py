@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.probes import procfs
 
 #: a known-bad file larger than this is refused (the shipped one is some 4 KiB)
@@ -34,31 +36,38 @@ KEYS = ("id", "platform", "match", "status", "fail_if", "breaks", "fix", "source
 SHORT_MAX = 60
 
 
-class Entry(TypedDict, total=False):
-    id: str
-    platform: str
-    match: dict[str, str]
-    status: str
-    fail_if: str
-    breaks: str
-    fix: str
-    sources: list[str]
-    short: str  # what breaks, in a few words, for the default line
-    short_fix: str
-    origin: str  # "shipped" or the user's file
+@dataclass
+class Entry(Record):
+    """One validated entry; G1's facts keep the entries a run decided with (a field an older
+    capture lacks takes its default: what its absence meant)."""
+
+    id: str = ""
+    platform: str = "any"
+    match: dict[str, str] = field(default_factory=dict)
+    status: str = "WARN"
+    fail_if: str | None = None
+    breaks: str = ""
+    fix: str = ""
+    sources: list[str] = field(default_factory=list)
+    short: str | None = None  # what breaks, in a few words, for the default line
+    short_fix: str | None = None
+    origin: str = ""  # "shipped" or the user's file
 
 
 class KnownBadError(ValueError):
     """A known-bad file that cannot be used, in one line."""
 
 
-class Reading(TypedDict, total=False):  # what an entry is matched against (None: not read)
-    kernel: str | None
-    driver: str | None
-    flavour: str | None
-    gb10: bool
-    cma_free_above_total: bool
-    no_gpu: bool
+@dataclass(frozen=True)
+class Reading(Record):
+    """What an entry is matched against (``None``: not read)."""
+
+    kernel: str | None = None
+    driver: str | None = None
+    flavour: str | None = None
+    gb10: bool = False
+    cma_free_above_total: bool = False
+    no_gpu: bool = False
 
 
 def _text(entry: Mapping[str, Any], key: str, where: str) -> str:
@@ -95,23 +104,23 @@ def entry(raw: Any, where: str, origin: str) -> Entry:
     sources = raw.get("sources")
     if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.strip() for s in sources):
         raise KnownBadError(f"{where}: 'sources' must be a non-empty list of strings (where the failure was reported)")
-    out: Entry = {
-        "id": _text(raw, "id", where),
-        "platform": _choice(raw, "platform", PLATFORMS, where) if "platform" in raw else "any",
-        "match": _match(raw.get("match"), where),
-        "status": _choice(raw, "status", STATUSES, where),
-        "breaks": _text(raw, "breaks", where),
-        "fix": _text(raw, "fix", where),
-        "sources": [s.strip() for s in sources],
-        "origin": origin,
-    }
-    if "fail_if" in raw:
-        out["fail_if"] = _choice(raw, "fail_if", list(FAIL_IF), where)
+    out = Entry(
+        id=_text(raw, "id", where),
+        platform=_choice(raw, "platform", PLATFORMS, where) if "platform" in raw else "any",
+        match=_match(raw.get("match"), where),
+        status=_choice(raw, "status", STATUSES, where),
+        fail_if=_choice(raw, "fail_if", list(FAIL_IF), where) if "fail_if" in raw else None,
+        breaks=_text(raw, "breaks", where),
+        fix=_text(raw, "fix", where),
+        sources=[s.strip() for s in sources],
+        origin=origin,
+    )
     for key in ("short", "short_fix"):
         if key in raw:
-            out[key] = _text(raw, key, where)
-            if len(out[key]) > SHORT_MAX:
+            text = _text(raw, key, where)
+            if len(text) > SHORT_MAX:
                 raise KnownBadError(f"{where}: {key!r} is for the default line: at most {SHORT_MAX} characters")
+            setattr(out, key, text)
     return out
 
 
@@ -151,13 +160,13 @@ def _holds(pattern: str, value: object) -> bool:
 
 def matches(item: Entry, reading: Reading) -> bool:
     """Every key of the entry's ``match`` holds for ``reading``, on its platform."""
-    if item.get("platform") == "gb10" and not reading.get("gb10"):
+    if item.platform == "gb10" and not reading.gb10:
         return False
-    rules, values = item.get("match") or {}, dict(reading)
-    return bool(rules) and all(_holds(pattern, values.get(key)) for key, pattern in rules.items())
+    values = {key: getattr(reading, key) for key in MATCH_KEYS}
+    return bool(item.match) and all(_holds(pattern, values.get(key)) for key, pattern in item.match.items())
 
 
 def status(item: Entry, reading: Reading) -> str:
     """The entry's status on this boot: its ``fail_if`` condition turns a WARN into a FAIL."""
-    cond = item.get("fail_if")
-    return "FAIL" if cond and dict(reading).get(cond) else str(item.get("status") or "WARN")
+    cond = item.fail_if
+    return "FAIL" if cond in FAIL_IF and getattr(reading, str(cond)) else item.status or "WARN"

@@ -224,16 +224,16 @@ def test_a_tree_of_bad_files_is_counted_by_reason(kit: elfkit.Kit, tmp_path: Pat
     site = tmp_path / "site-packages"
     _tree_with_bad_files(kit, site)
     result = elf.scan([str(site)])
-    assert result["skipped"] == {
+    assert result.skipped == {
         "not_elf": 2,
         "truncated": 1,
         "directory": 1,
         "symlink_loop": 2,
         "broken_symlink": 1,
     }
-    assert result["files"] == 2  # good/_C.so and folder.so/inner.so
-    assert sorted(os.path.basename(x["path"]) for x in result["linkers"]) == ["_C.so", "inner.so"]
-    json.dumps(result)  # JSON-compatible, for the xdist store
+    assert result.files == 2  # good/_C.so and folder.so/inner.so
+    assert sorted(os.path.basename(x.path) for x in result.linkers) == ["_C.so", "inner.so"]
+    assert elf.Scan.from_dict(json.loads(json.dumps(result.to_dict()))) == result  # JSON, for the store
 
 
 def test_a_symlinked_library_is_read_once(kit: elfkit.Kit, tmp_path: Path) -> None:
@@ -242,9 +242,9 @@ def test_a_symlinked_library_is_read_once(kit: elfkit.Kit, tmp_path: Path) -> No
     shutil.copyfile(kit.cudart12, lib / "libcudart.so.12.8.90")
     os.symlink("libcudart.so.12.8.90", lib / "libcudart.so.12")
     result = elf.scan([str(tmp_path / "site-packages")])
-    assert result["files"] == 1
-    assert len(result["providers"]) == 1 and result["providers"][0]["major"] == 12
-    assert result["linkers"] == []  # a toolkit library is a provider, not a module
+    assert result.files == 1
+    assert len(result.providers) == 1 and result.providers[0].major == 12
+    assert result.linkers == []  # a toolkit library is a provider, not a module
 
 
 def test_unreadable_file_and_folder_are_counted_as_a_non_root_user(kit: elfkit.Kit) -> None:
@@ -268,8 +268,8 @@ def test_unreadable_file_and_folder_are_counted_as_a_non_root_user(kit: elfkit.K
             result = elf.scan([str(site)])
         else:
             result = _scan_as_nobody(str(site))
-        assert result["skipped"] == {"unreadable": 1, "unreadable_dir": 1}
-        assert result["files"] == 1
+        assert result.skipped == {"unreadable": 1, "unreadable_dir": 1}
+        assert result.files == 1
     finally:
         for folder in (base / "site-packages" / "locked",):
             if folder.exists():
@@ -277,7 +277,7 @@ def test_unreadable_file_and_folder_are_counted_as_a_non_root_user(kit: elfkit.K
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _scan_as_nobody(root: str) -> dict:
+def _scan_as_nobody(root: str) -> elf.Scan:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: drop to nobody, scan, report, exit without running pytest's teardown
@@ -286,7 +286,7 @@ def _scan_as_nobody(root: str) -> dict:
             os.setgroups([])
             os.setgid(65534)
             os.setuid(65534)
-            payload = json.dumps(elf.scan([root])).encode()
+            payload = json.dumps(elf.scan([root]).to_dict()).encode()
         except BaseException as exc:  # pragma: no cover - reported to the parent
             payload = json.dumps({"error": repr(exc)}).encode()
         os.write(write, payload)
@@ -299,15 +299,15 @@ def _scan_as_nobody(root: str) -> dict:
     os.waitpid(pid, 0)
     result = json.loads(b"".join(chunks))
     assert "error" not in result, result
-    return result
+    return elf.Scan.from_dict(result)
 
 
 def test_scan_stops_at_the_file_limit_and_says_so(kit: elfkit.Kit, tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     elfkit.install(site, "many", "1.0", {f"many/m{i}.so": kit.ext12 for i in range(5)})
     result = elf.scan([str(site)], max_files=3)
-    assert result["files"] == 3
-    assert result["stopped"] == "3 files"
+    assert result.files == 3
+    assert result.stopped == "3 files"
 
 
 # ---------------------------------------------------------------------- environment, owners, ldconfig
@@ -353,12 +353,13 @@ def test_ldconfig_output_is_parsed_for_tracked_libraries() -> None:
         "\tlibcublasLt.so.13 (libc6,x86-64) => /usr/local/cuda/lib64/libcublasLt.so.13\n"
     )
     got = elf.parse_ldconfig(text)
-    assert [(x["lib"], x["major"]) for x in got] == [
+    assert [(x.lib, x.major) for x in got] == [
         ("libcudart", 13),
         ("libcudart", 12),
         ("libcublasLt", 13),
     ]
-    assert got[1]["path"] == "/usr/local/cuda-12.8/targets/sbsa-linux/lib/libcudart.so.12"
+    assert got[1].path == "/usr/local/cuda-12.8/targets/sbsa-linux/lib/libcudart.so.12"
+    assert got[1].name == "libcudart.so.12" and got[1].flags == "libc6,AArch64"
 
 
 @pytest.mark.skipif(shutil.which("ldconfig") is None, reason="ldconfig not installed")
@@ -368,7 +369,7 @@ def test_this_machines_ldconfig_output_parses_without_error() -> None:
     assert lines, "ldconfig -p printed no library"
     # every line is in the format the parser expects; only tracked names come back
     assert all(elf._LDCONFIG_LINE.match(ln) for ln in lines)
-    assert all(elf.tracked(x["name"]) for x in elf.parse_ldconfig(out))
+    assert all(elf.tracked(str(x.name)) for x in elf.parse_ldconfig(out))
 
 
 def test_library_dirs_list_tracked_files(kit: elfkit.Kit, tmp_path: Path) -> None:
@@ -377,4 +378,4 @@ def test_library_dirs_list_tracked_files(kit: elfkit.Kit, tmp_path: Path) -> Non
     shutil.copyfile(kit.cudart12, lib / "libcudart.so.12")
     (lib / "libfoo.so.1").write_text("")
     got = elf.list_library_dirs([str(lib), str(tmp_path / "absent")])
-    assert [(x["lib"], x["major"]) for x in got] == [("libcudart", 12)]
+    assert [(x.lib, x.major) for x in got] == [("libcudart", 12)]

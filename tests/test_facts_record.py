@@ -68,3 +68,18 @@ def test_a_bool_is_not_a_number_and_an_unknown_fact_is_ignored() -> None:
     with pytest.raises(FactsError, match=r"index: expected an integer, got bool"):
         Facts.from_dict({"devices": [{"index": True}]})
     assert Facts.from_dict({"devices": [], "from_a_newer_version": 1}).devices == []
+
+
+@dataclass
+class Outcome(Record):
+    ok: bool = False
+    imported: Device = field(default_factory=Device, metadata={"key": "import"})
+
+
+def test_a_recorded_key_that_is_no_python_name_maps_to_a_field() -> None:
+    """The torch child writes ``{"ok": false, "import": {...}}``: ``import`` is a keyword, so the field
+    names its JSON key; both directions use it, and a wrong shape names the recorded key."""
+    back = Outcome.from_dict({"ok": False, "import": {"index": 2}})
+    assert back.imported == Device(2) and back.to_dict() == {"ok": False, "import": Device(2).to_dict()}
+    with pytest.raises(FactsError, match=r"^import\.index: expected an integer"):
+        Outcome.from_dict({"import": {"index": "2"}})

@@ -20,9 +20,14 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark.checks.g01_cuda_abi import check as g1
+from pytest_dgx_spark.checks.g01_cuda_abi import gather as g1_gather
+from pytest_dgx_spark.checks.g01_cuda_abi import view as g1_view
+from pytest_dgx_spark.checks.g01_cuda_abi.facts import Load, Owner
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
@@ -62,7 +67,7 @@ def h200_recording(h200: Path) -> dict[str, Any]:
         elif (
             current is not None
             and (n := re.search(r"Shared library: \[([^\]]+)\]", line))
-            and g1.elf.tracked(n.group(1))
+            and elf.tracked(n.group(1))
         ):
             current["needs"].append(n.group(1))
     return {
@@ -73,9 +78,14 @@ def h200_recording(h200: Path) -> dict[str, Any]:
     }
 
 
+def as_facts(**fields: Any) -> g1.Facts:
+    """G1's facts from their JSON form, as a capture (or another process) hands them over."""
+    return g1.Facts.from_dict(plain(fields))
+
+
 def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
     torch_owner = {"name": "torch", "version": rec["torch"]["torch_version"].split("+")[0], "hint": "torch"}
-    base = g1.Facts(
+    base = dict(
         scan={
             "roots": [H200_SITE],
             "files": len(rec["linkers"]),
@@ -92,9 +102,7 @@ def facts(rec: dict[str, Any], **changes: Any) -> g1.Facts:
         child={"ok": True, "finished": True, "describe": "ok"},
         dists={"torch": {"name": "torch", "version": rec["torch"]["torch_version"]}},
     )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    return as_facts(**{**base, **changes})
 
 
 GB10 = Params(profile="gb10")  # g1_cuda_major: the profile default, 13
@@ -108,19 +116,16 @@ def evaluate(f: g1.Facts, params: Params | None = None) -> Result:
 
 def add_linker(f: g1.Facts, rel: str, needs: list[str], owner: tuple[str, str] | None) -> str:
     path = f"{H200_SITE}/{rel}"
-    f.scan["linkers"] = [
-        *f.scan["linkers"],
-        {"path": path, "root": H200_SITE, "needs": needs, "soname": None},
-    ]
+    f.scan.linkers.append(elf.Linker(path, H200_SITE, needs))
     if owner:
-        f.owners[path] = {"name": owner[0], "version": owner[1], "hint": rel.split("/")[0].split(".")[0]}
+        f.owners[path] = Owner(owner[0], owner[1], rel.split("/")[0].split(".")[0])
     return path
 
 
 def test_h200_recording_passes_with_one_major(h200: Path) -> None:
     rec = h200_recording(h200)
     result = evaluate(facts(rec))
-    assert result.status is Status.PASS, result.line()
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert result.summary.startswith("torch 2.11.0+cu130 (CUDA 13.0), driver supports CUDA 13.0")
     assert "all 2 CUDA-linked shared objects use CUDA 13" in result.summary
     assert "tiny kernel ran on NVIDIA H200" in result.summary
@@ -132,7 +137,7 @@ def test_the_line_does_not_change_with_the_scan_time(h200: Path) -> None:
     """The same machine prints the same G-line (serial vs xdist, CLI vs plugin);
     the scan time is a reading only."""
     slow, fast = facts(h200_recording(h200)), facts(h200_recording(h200))
-    slow.scan["duration_s"], fast.scan["duration_s"] = 0.4321, 0.0123
+    slow.scan.duration_s, fast.scan.duration_s = 0.4321, 0.0123
     a, b = evaluate(slow), evaluate(fast)
     assert a.line() == b.line()
     assert (a.reading("elf_scan_time").value, b.reading("elf_scan_time").value) == (432.1, 12.3)
@@ -154,7 +159,7 @@ def test_gb10_with_a_cu128_torch_fails() -> None:
     }
     rec["torch"]["device_name"] = "NVIDIA GB10"
     result = evaluate(facts(rec), GB10)
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G1.torch-cuda-major"], result.line()
     assert "torch 2.7.0+cu128 is built for CUDA 12.8; GB10 (SM121) needs a CUDA 13 build" in result.summary
     assert "whl/cu130" in result.fix
 
@@ -170,9 +175,8 @@ def test_ngc_torch_without_a_cu_tag_is_not_a_failure(h200: Path) -> None:
 
 def test_torch_newer_than_the_driver_fails(h200: Path) -> None:
     result = evaluate(facts(h200_recording(h200), driver_cuda=12080, driver_version="570.86.15"))
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G1.driver-too-old"], result.line()
     assert "needs CUDA 13 but the driver (570.86.15) supports CUDA 12.8" in result.summary
-    assert "upgrade the NVIDIA driver" in result.fix
 
 
 def test_a_cu12_module_is_named_with_its_distribution(h200: Path) -> None:
@@ -186,7 +190,7 @@ def test_a_cu12_module_is_named_with_its_distribution(h200: Path) -> None:
     add_linker(f, "xformers/_C.so", ["libcublas.so.12", "libcudart.so.12"], ("xformers", "0.0.29"))
     add_linker(f, "stray/_ext.so", ["libnvrtc.so.12"], None)
     result = evaluate(f)
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G1.cuda-major-mismatch"], result.line()
     assert result.summary.startswith(
         "3 shared objects link another CUDA major than torch 2.11.0+cu130 (CUDA 13.0):"
     )
@@ -217,47 +221,38 @@ def test_a_package_shipping_one_build_per_major_is_not_mixed(h200: Path) -> None
 def test_leftover_cuda12_runtime_linked_by_nothing_warns(h200: Path) -> None:
     f = facts(h200_recording(h200))
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
-    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
-    f.owners[rt] = {"name": "nvidia-cuda-runtime-cu12", "version": "12.8.90", "hint": "nvidia"}
-    f.ldconfig = [
-        {
-            "name": "libcudart.so.12",
-            "path": "/usr/local/cuda-12.8/lib64/libcudart.so.12",
-            "lib": "libcudart",
-            "major": 12,
-        }
-    ]
+    f.scan.providers = [elf.Provider(rt, "libcudart", 12, root=H200_SITE)]
+    f.owners[rt] = Owner("nvidia-cuda-runtime-cu12", "12.8.90", "nvidia")
+    f.ldconfig = [elf.Provider("/usr/local/cuda-12.8/lib64/libcudart.so.12", "libcudart", 12, name="libcudart.so.12")]
     result = evaluate(f)
-    assert result.status is Status.WARN, result.line()
-    assert result.summary.startswith(
-        "leftover CUDA 12 libraries linked by nothing (libcudart.so.12 installed by "
-    )
+    assert result.status is Status.WARN and result.codes == ["G1.leftover-runtime"], result.line()
+    assert result.summary.startswith("leftover CUDA 12 libraries linked by nothing (libcudart.so.12 installed by ")
     assert (
         "nvidia-cuda-runtime-cu12 12.8.90, registered in ldconfig (/usr/local/cuda-12.8/lib64/libcudart.so.12)"
         in (result.summary)
     )
     assert "pip uninstall nvidia-cuda-runtime-cu12" in result.fix
-    assert "ld.so.conf.d" in result.fix
+    assert "ld.so.conf.d" in result.fix  # the ldconfig entry's own step
 
 
 def test_a_cuda12_runtime_that_something_links_is_not_a_leftover_but_a_mismatch(h200: Path) -> None:
     f = facts(h200_recording(h200))
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
-    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
+    f.scan.providers = [elf.Provider(rt, "libcudart", 12, root=H200_SITE)]
     add_linker(f, "vllm/_C.abi3.so", ["libcudart.so.12"], ("vllm", "0.10.1"))
     result = evaluate(f)
-    assert result.status is Status.FAIL
-    assert "leftover" not in result.summary and "vllm 0.10.1" in result.summary
+    assert result.codes == ["G1.cuda-major-mismatch"], result.line()  # not G1.leftover-runtime
+    assert "vllm 0.10.1" in result.summary
 
 
 def test_no_torch_and_no_cuda_module_skips() -> None:
-    f = g1.Facts(
+    f = as_facts(
         scan={"files": 12, "duration_s": 0.01, "linkers": [], "providers": []},
         torch={"torch_import_error": "ModuleNotFoundError: No module named 'torch'"},
         child={"ok": True, "finished": True},
     )
     result = evaluate(f)
-    assert result.status is Status.SKIP
+    assert result.status is Status.SKIP and result.codes == ["G1.nothing-to-check"], result.line()
     assert result.summary.startswith("torch is not installed, and none of the 12 shared objects scanned")
 
 
@@ -265,8 +260,8 @@ def test_cpu_only_torch_on_a_gpu_machine_fails(h200: Path) -> None:
     rec = h200_recording(h200)
     rec["torch"].update(torch_version="2.13.0+cpu", torch_cuda=None, cuda_available=False, kernel=None)
     result = evaluate(facts(rec, scan={"files": 5, "linkers": [], "providers": []}))
-    assert result.status is Status.FAIL
-    assert result.summary.startswith("torch 2.13.0+cpu is a CPU-only build")
+    assert result.status is Status.FAIL and result.codes == ["G1.torch-cpu-only"], result.line()
+    assert result.summary.startswith("torch 2.13.0+cpu is")
     assert "on a machine with NVIDIA H200 (driver 580.159.04, CUDA 13.0)" in result.summary
     assert "whl/cu130" in result.fix
 
@@ -274,12 +269,12 @@ def test_cpu_only_torch_on_a_gpu_machine_fails(h200: Path) -> None:
 def test_cpu_only_torch_without_a_gpu_skips_or_warns_with_cuda_modules() -> None:
     cpu = {"torch_version": "2.13.0+cpu", "torch_cuda": None, "cuda_available": False}
     base = {"torch": cpu, "child": {"ok": True, "finished": True}, "nvml_reason": "NVML unavailable"}
-    skip = evaluate(g1.Facts(scan={"files": 256, "linkers": [], "providers": []}, **base))
-    assert skip.status is Status.SKIP
+    skip = evaluate(as_facts(scan={"files": 256, "linkers": [], "providers": []}, **base))
+    assert skip.status is Status.SKIP and skip.codes == ["G1.nothing-to-check"], skip.line()
     assert skip.summary.startswith("torch 2.13.0+cpu is CPU-only and there is no NVIDIA GPU")
     linker = {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]}
-    warn = evaluate(g1.Facts(scan={"files": 256, "linkers": [linker], "providers": []}, **base))
-    assert warn.status is Status.WARN
+    warn = evaluate(as_facts(scan={"files": 256, "linkers": [linker], "providers": []}, **base))
+    assert warn.status is Status.WARN and warn.codes == ["G1.cpu-torch-cuda-modules"], warn.line()
     assert "torch 2.13.0+cpu is CPU-only, yet 1 shared object links CUDA 12" in warn.summary
 
 
@@ -309,7 +304,7 @@ def test_a_child_that_dies_in_a_g1_step_fails_naming_signal_and_step(
 ) -> None:
     rec = h200_recording(h200)
     result = evaluate(facts(rec, child={"ok": False, "finished": False, **child}))
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G1.child-died"], result.line()
     assert result.summary.startswith(expected)
 
 
@@ -326,8 +321,8 @@ def test_a_child_that_dies_in_another_checks_step_is_only_a_detail(h200: Path) -
         {"path": f"{H200_SITE}/torchvision/_C.so", "name": "torchvision/_C.so", "module": "torchvision"}
     ]
     result = evaluate(facts(rec, child=child, requested=requested))
-    assert result.status is Status.WARN  # torchvision's object was never loaded
-    assert "extension objects not loaded (torchvision/_C.so)" in result.summary
+    assert result.status is Status.WARN and result.codes == ["G1.not-loaded"]  # never loaded
+    assert "(torchvision/_C.so)" in result.summary
 
 
 def test_torch_that_dies_at_import_still_gets_its_major_from_the_files(h200: Path) -> None:
@@ -336,7 +331,7 @@ def test_torch_that_dies_at_import_still_gets_its_major_from_the_files(h200: Pat
     f = facts(rec, torch={}, child=child)
     add_linker(f, "flash_attn_2_cuda.so", ["libcudart.so.12"], ("flash-attn", "2.7.4"))
     result = evaluate(f)
-    assert result.status is Status.FAIL
+    assert result.codes == ["G1.child-died", "G1.cuda-major-mismatch"], result.line()
     assert result.reading("cuda_major").value == 13  # from torch's +cu130 tag
     assert "flash-attn 2.7.4" in result.summary
 
@@ -363,9 +358,9 @@ def test_objects_that_do_not_load_fail_naming_object_library_and_distribution(
     rec = h200_recording(h200)
     rec["torch"].update(loaded=3, load_failed={FA_SO: {"ok": False, "error": error}})
     f = facts(rec, requested=[{"path": FA_SO, "name": "flash_attn_2_cuda.so", "module": "flash_attn_2_cuda"}])
-    f.owners[FA_SO] = {"name": "flash-attn", "version": "2.7.4", "hint": "flash_attn_2_cuda"}
+    f.owners[FA_SO] = Owner("flash-attn", "2.7.4", "flash_attn_2_cuda")
     result = evaluate(f)
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G1.load-failed"], result.line()
     assert result.summary.startswith(expected)
     assert "flash-attn" in result.fix
     assert result.reading("objects_loaded").value == 2
@@ -379,7 +374,7 @@ def test_an_object_that_loads_once_its_package_is_imported_is_not_a_failure(h200
     rec["torch"].update(loaded=1, load_failed={FA_SO: {**outcome, "retry_ok": True}})
     f = facts(rec, requested=[{"path": FA_SO, "name": "te/libte.so", "module": "te"}])
     result = evaluate(f)
-    assert result.status is Status.PASS, result.line()
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert "te/libte.so loads only once its package is imported (it preloads what it needs)" in result.details
 
 
@@ -397,16 +392,20 @@ def test_the_load_list_skips_torch_and_toolkits_and_groups_per_cuda_builds() -> 
         "/s/vendor_ext/_C.so": {"name": "Vendor_Ext", "version": "1", "hint": "vendor_ext"},
         "/s/torch/lib/libc10_cuda.so": {"name": "torch", "version": "2.11", "hint": "torch"},
     }
-    entries = g1.load_list(scan, owners)
-    assert [e["name"] for e in entries] == [
+    entries = g1_gather.load_list(
+        elf.Scan.from_dict(scan), {p: g1.Facts.from_dict({"owners": {p: o}}).owners[p] for p, o in owners.items()}
+    )
+    assert [e.name for e in entries] == [
         "vendor_ext/_C.so",
         "bnb/libbitsandbytes_cuda126.so",
         "bnb/libbitsandbytes_cuda130.so",
         "torchvision/_C.so",
     ]
-    assert entries[0]["module"] == "vendor_ext" and "group" not in entries[0]
-    assert [e.get("tag") for e in entries[1:3]] == [126, 130]
-    assert entries[1]["group"] == entries[2]["group"] == "/s/bnb/libbitsandbytes_cuda*.so"
+    assert entries[0].module == "vendor_ext" and entries[0].group is None
+    assert "group" not in entries[0].request() and "tag" not in entries[0].request()  # as the child reads it
+    assert [e.tag for e in entries[1:3]] == [126, 130]
+    assert entries[1].group == entries[2].group == "/s/bnb/libbitsandbytes_cuda*.so"
+    assert entries[1].request()["tag"] == 126
 
 
 @pytest.mark.parametrize(
@@ -420,7 +419,7 @@ def test_the_load_list_skips_torch_and_toolkits_and_groups_per_cuda_builds() -> 
     ],
 )
 def test_pick_variant(tags: list[int], cuda: str | None, picked: int | None) -> None:
-    assert g1.pick_variant(tags, cuda) == picked
+    assert g1_view.pick_variant(tags, cuda) == picked
 
 
 @pytest.mark.parametrize(
@@ -434,7 +433,7 @@ def test_pick_variant(tags: list[int], cuda: str | None, picked: int | None) -> 
     ],
 )
 def test_torch_cu_tag(version: str | None, major: int | None) -> None:
-    assert g1.tag_major(version) == major
+    assert g1_view.tag_major(version) == major
 
 
 # ---------------------------------------------------------------------- through the machine
@@ -527,7 +526,7 @@ def test_real_cu12_module_fails_statically_and_on_import(kit, isolated, doubles,
         },
     )
     result = run_g1(machine_for(doubles, site))
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.cuda-major-mismatch"], result.report_text()
     assert result.summary.startswith(
         "1 shared object links another CUDA major than torch 2.11.0+cu130 (CUDA 13.0): flash-attn 2.7.4.post1 "
         f"(flash_attn_2_cuda{elfkit.EXT_SUFFIX} -> libcudart.so.12: cannot open shared object file)"
@@ -542,7 +541,7 @@ def test_real_undefined_symbol_is_quoted(kit, isolated, doubles, tmp_path: Path)
     # at run time the loader finds a libcudart.so.13 without the symbol the module was linked against
     machine = machine_for(doubles, site, LD_LIBRARY_PATH=str(kit.cudart13.parent))
     result = run_g1(machine)
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.load-failed"], result.report_text()
     assert result.summary == (
         f"sym-kernels 0.1: symext{elfkit.EXT_SUFFIX} does not load: undefined symbol: cudaOnlyIn131"
     )
@@ -558,7 +557,7 @@ def test_leftover_cu12_wheel_and_ldconfig_entry_warn(kit, isolated, doubles, tmp
     )
     extra = "\tlibcudart.so.12 (libc6,x86-64) => /usr/local/cuda-12.8/lib64/libcudart.so.12\n"
     result = run_g1(machine_for(doubles, site, ldconfig=extra))
-    assert result.status is Status.WARN, result.report_text()
+    assert result.status is Status.WARN and result.codes == ["G1.leftover-runtime"], result.report_text()
     assert (
         "libcudart.so.12 installed by nvidia-cuda-runtime-cu12 12.8.90, registered in ldconfig"
         in result.summary
@@ -568,35 +567,42 @@ def test_leftover_cu12_wheel_and_ldconfig_entry_warn(kit, isolated, doubles, tmp
 
 
 @pytest.mark.parametrize(
-    ("fault", "expected"),
+    ("fault", "code", "expected"),
     [
         (
             {"crash": {"where": "kernel", "signal": "SIGSEGV"}},
+            "G1.child-died",
             "torch child was killed by SIGSEGV during 'tiny kernel'",
         ),
         (
             {"crash": {"where": "import", "signal": "SIGABRT"}},
+            "G1.child-died",
             "torch child was killed by SIGABRT during 'import torch'",
         ),
         (
             {"crash": {"where": "cuda_init", "signal": "SIGSEGV"}},
+            "G1.child-died",
             "torch child was killed by SIGSEGV during 'cuda init'",
         ),
         (
             {"import_error": "libcudart.so.13: cannot open shared object file: No such file or directory"},
+            "G1.torch-import-error",
             "torch is installed but does not import: ImportError: libcudart.so.13: cannot open shared object file",
         ),
-        ({"half": True}, "torch child stopped before finishing during 'import torch'"),
+        ({"half": True}, "G1.child-died", "torch child stopped before finishing during 'import torch'"),
         (
             {"kernel_error": "CUDA error: no kernel image is available for execution on the device"},
+            "G1.kernel-failed",
             "torch's tiny kernel failed on NVIDIA H200: RuntimeError: CUDA error: no kernel image is available",
         ),
     ],
 )
-def test_torch_child_failures_fail_g1(isolated, doubles, tmp_path: Path, fault: dict, expected: str) -> None:
+def test_torch_child_failures_fail_g1(
+    isolated, doubles, tmp_path: Path, fault: dict, code: str, expected: str
+) -> None:
     result = run_g1(machine_for(doubles, tmp_path / "site-packages", torch={**H200_TORCH, **fault}))
-    assert result.status is Status.FAIL, result.report_text()
-    assert result.summary.startswith(expected)
+    assert result.status is Status.FAIL and result.codes == [code], result.report_text()
+    assert result.summary.startswith(expected)  # the signal, the step, the error as the child said it
 
 
 def test_a_hung_torch_child_is_killed_within_the_timeout(isolated, doubles, tmp_path: Path) -> None:
@@ -610,7 +616,7 @@ def test_a_hung_torch_child_is_killed_within_the_timeout(isolated, doubles, tmp_
     start = time.monotonic()
     result = run_g1(machine)
     elapsed = time.monotonic() - start
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G1.child-died"], result.line()
     assert "during 'tiny kernel' (hung; killed)" in result.summary
     # the kernel step's allowance is 2 x timeout; the NVML child and the start-up come on top
     assert elapsed < 2 * timeout + 4, elapsed
@@ -637,7 +643,7 @@ def test_without_torch_and_cuda_modules_skips(kit, isolated, doubles, tmp_path: 
     planted_root(doubles, {})
     machine = Machine(env=doubles.env, timeout=5, python=str(venv / "bin" / "python"))
     result = run_g1(machine)
-    assert result.status is Status.SKIP, result.report_text()
+    assert result.status is Status.SKIP and result.codes == ["G1.nothing-to-check"], result.report_text()
     assert result.summary.startswith("torch is not installed, and none of the 1 shared objects scanned")
 
 
@@ -655,7 +661,7 @@ def test_the_scan_runs_once_per_run_and_is_json(kit, isolated, doubles, tmp_path
 
 def test_skipped_files_and_an_early_stop_are_reported(h200: Path) -> None:
     f = facts(h200_recording(h200))
-    f.scan.update(skipped={"truncated": 2, "symlink_loop": 1}, stopped="time budget")
+    f.scan.skipped, f.scan.stopped = {"truncated": 2, "symlink_loop": 1}, "time budget"
     result = evaluate(f)
     assert result.status is Status.PASS
     assert result.reading("elf_skipped").value == 3
@@ -693,7 +699,7 @@ def test_healthy_gb10_from_a_real_spark_passes() -> None:
     smi = doc["commands"]["nvidia_smi"]["stdout"]
     driver = re.search(r"Driver Version: (\S+)\s+CUDA Version: (\d+)\.(\d+)", smi)
     assert driver and "sm_121" not in t["cuda"]["arch_list"]
-    f = g1.Facts(
+    f = as_facts(
         scan={"files": 0, "linkers": [], "providers": []},
         dists={"torch": {"name": "torch", "version": t["version"]}},
         driver_cuda=int(driver.group(2)) * 1000 + int(driver.group(3)) * 10,
@@ -770,7 +776,7 @@ def test_sgl_kernel_linked_to_cuda12_on_a_cuda13_spark_fails_as_the_capture_show
     )
     torch = gb10.torch(version="2.9.1+cu130")
     result = run_gb10(gb10_machine(doubles, site, torch=torch))
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.cuda-major-mismatch"], result.report_text()
     assert result.summary.startswith(
         "1 shared object links another CUDA major than torch 2.9.1+cu130 (CUDA 13.0): sgl-kernel 0.3.21 "
         "(common_ops.abi3.so -> libcudart.so.12, libnvrtc.so.12: cannot open shared object file)"
@@ -803,7 +809,7 @@ def test_cpu_only_torch_next_to_a_working_gb10_driver_fails(
     assert "Driver Version: 580.95.05      CUDA Version: 13.0" in capture("error_cpu_torch_2.txt")
     torch = gb10.torch(version=version, cuda=None, available=False)
     result = run_gb10(gb10_machine(doubles, tmp_path / "site-packages", torch=torch))
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.torch-cpu-only"], result.report_text()
     assert result.summary.startswith(
         f'torch {version} is a CPU-only build (torch.version.cuda is None: "Torch not compiled with CUDA '
         'enabled") on a machine with NVIDIA GB10 (driver 580.173.02, CUDA 13.0)'
@@ -825,13 +831,14 @@ def test_cpu_only_pypi_torch_on_aarch64_says_why() -> None:
         "child": {"ok": True, "finished": True},
     }
     old = evaluate(
-        g1.Facts(arch="aarch64", torch={"torch_version": "2.10.0", "torch_cuda": None}, **base), GB10
+        as_facts(arch="aarch64", torch={"torch_version": "2.10.0", "torch_cuda": None}, **base), GB10
     )
+    assert old.codes == ["G1.torch-cpu-only"], old.line()
     assert "PyPI's aarch64 torch before 2.11 is CPU-only" in old.fix
     new = evaluate(
-        g1.Facts(arch="aarch64", torch={"torch_version": "2.11.0+cpu", "torch_cuda": None}, **base), GB10
+        as_facts(arch="aarch64", torch={"torch_version": "2.11.0+cpu", "torch_cuda": None}, **base), GB10
     )
-    assert new.status is Status.FAIL and "before 2.11" not in new.fix
+    assert new.codes == ["G1.torch-cpu-only"] and "before 2.11" not in new.fix
 
 
 # ---------------------------------------------------------------------- loads (issue 10)
@@ -854,7 +861,7 @@ def test_a_torch_abi_undefined_symbol_is_named_with_object_and_distribution(
     name = "flash_attn_2_cuda" + elfkit.EXT_SUFFIX
     elfkit.install(site, "flash-attn", "2.8.3", {name: ext, "c10stub/libc10.so": installed})
     result = run_g1(machine_for(doubles, site))
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.load-failed"], result.report_text()
     assert result.summary == f"flash-attn 2.8.3: {name} does not load: undefined symbol: {symbol}"
     assert result.fix.startswith(
         "reinstall flash-attn built against torch 2.11.0+cu130 (pip install --force-reinstall --no-build-isolation "
@@ -902,7 +909,7 @@ def test_a_per_cuda_package_without_a_build_for_torchs_cuda_fails(
 ) -> None:
     site = bnb_site(kit, tmp_path, [118, 126])
     result = run_g1(machine_for(doubles, site))
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.no-cuda-variant"], result.report_text()
     assert (
         result.summary == "bitsandbytes 0.48.1 ships builds for CUDA 11.8–12.6 and none for torch's CUDA 13.0"
     )
@@ -919,7 +926,7 @@ def no_torch_facts(**changes: Any) -> g1.Facts:
         {"path": "/s/cupy/_core.so", "root": "/s", "needs": ["libcudart.so.12"]},
         {"path": "/s/newkern/_C.so", "root": "/s", "needs": ["libcudart.so.13"]},
     ]
-    base = g1.Facts(
+    base = dict(
         scan={"files": 40, "linkers": linkers, "providers": []},
         owners={
             "/s/cupy/_core.so": {"name": "cupy-cuda12x", "version": "13.6.0", "hint": "cupy"},
@@ -929,16 +936,14 @@ def no_torch_facts(**changes: Any) -> g1.Facts:
         child={"ok": True, "finished": True},
         nvml_reason="NVML Shared Library Not Found",
     )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    return as_facts(**{**base, **changes})
 
 
 def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
     """One cu12 and one cu13 module: a 1-1 tie is not "most"; the line says the
     newer major was taken, and why (nothing else to go by)."""
     result = evaluate(no_torch_facts())
-    assert result.status is Status.FAIL, result.line()
+    assert result.status is Status.FAIL and result.codes == ["G1.cuda-major-mismatch"], result.line()
     assert result.summary.startswith(
         "1 shared object links another CUDA major than the newer of the CUDA-linked modules' majors "
         "(CUDA 13; a tie, and no torch or driver to go by): cupy-cuda12x 13.6.0"
@@ -956,8 +961,9 @@ def test_without_torch_a_tie_never_blames_the_newer_major() -> None:
 def test_without_torch_a_majority_of_modules_is_the_reference() -> None:
     extra = {"path": "/s/other/_C.so", "root": "/s", "needs": ["libcudart.so.13"]}
     f = no_torch_facts()
-    f.scan = {**f.scan, "linkers": [*f.scan["linkers"], extra]}
+    f.scan.linkers.append(elf.Linker.from_dict(extra))
     result = evaluate(f)
+    assert result.codes == ["G1.cuda-major-mismatch"], result.line()
     assert "than most CUDA-linked modules (CUDA 13; 2 of 3): cupy-cuda12x 13.6.0" in result.summary
 
 
@@ -968,6 +974,7 @@ def test_the_recorded_cu12_module_fails_with_dist_library_and_fix_on_the_default
 
     doc = capture.load(Path(__file__).parent / "data" / "captures" / "h200-cu12.json.gz")
     result = evaluate(g1.Facts.from_dict(doc["checks"]["G1"]["facts"]))
+    assert result.codes == ["G1.cuda-major-mismatch"], result.line()
     assert result.short_line() == (
         "G1 FAIL: cu12-demo 0.1: _C.so: libcudart.so.12 not found (CUDA 12 build); "
         "fix: reinstall cu12-demo for CUDA 13"
@@ -978,7 +985,7 @@ def test_the_recorded_cu12_module_fails_with_dist_library_and_fix_on_the_default
 
 def test_without_torch_the_drivers_cuda_is_the_reference() -> None:
     result = evaluate(no_torch_facts(driver_cuda=12080, driver_version="570.86.15", nvml_reason=None))
-    assert result.status is Status.FAIL, result.line()
+    assert result.status is Status.FAIL and result.codes == ["G1.cuda-major-mismatch"], result.line()
     assert "than the driver's CUDA 12.8: newkern 1.0 (_C.so -> libcudart.so.13)" in result.summary
     assert "reinstall builds for CUDA 12 (CUDA 12 wheels)" in result.fix
     assert "cu130" not in result.fix
@@ -986,6 +993,7 @@ def test_without_torch_the_drivers_cuda_is_the_reference() -> None:
 
 def test_without_torch_or_driver_the_gb10_profile_is_the_reference() -> None:
     result = evaluate(no_torch_facts(), GB10)
+    assert result.codes == ["G1.cuda-major-mismatch"], result.line()
     assert "than GB10's CUDA 13: cupy-cuda12x 13.6.0 (_core.so -> libcudart.so.12)" in result.summary
     assert "cu130 wheels" in result.fix
 
@@ -1010,8 +1018,8 @@ def test_a_replay_with_another_required_major_decides_again(h200: Path) -> None:
     assert evaluate(f, GB10).status is Status.PASS
     stricter = Params(profile="gb10", thresholds={"g1_cuda_major": 12.0})
     result = evaluate(f, stricter)
-    assert result.status is Status.FAIL
-    assert "GB10 (SM121) needs a CUDA 12 build" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G1.torch-cuda-major"], result.line()
+    assert "needs a CUDA 12 build" in result.summary
 
 
 ONCE = """
@@ -1064,13 +1072,13 @@ def test_three_leftover_libraries_are_counted_not_cut_with_an_ellipsis(h200: Pat
     """The warning showed two leftovers and ``; …`` for the rest; it now counts
     them by the kit's rule, and every one is still in the details."""
     f = facts(h200_recording(h200))
-    f.scan["providers"] = []
+    f.scan.providers = []
     for lib, dist in (("libcudart", "cuda-runtime"), ("libcublas", "cublas"), ("libnvrtc", "cuda-nvrtc")):
         path = f"{H200_SITE}/nvidia/{lib}/lib/{lib}.so.12"
-        f.scan["providers"].append({"path": path, "root": H200_SITE, "lib": lib, "major": 12})
-        f.owners[path] = {"name": f"nvidia-{dist}-cu12", "version": "12.8.90", "hint": "nvidia"}
+        f.scan.providers.append(elf.Provider(path, lib, 12, root=H200_SITE))
+        f.owners[path] = Owner(f"nvidia-{dist}-cu12", "12.8.90", "nvidia")
     result = evaluate(f)
-    assert result.status is Status.WARN, result.line()
+    assert result.status is Status.WARN and result.codes == ["G1.leftover-runtime"], result.line()
     assert "…" not in result.summary
     assert result.summary.startswith(
         "leftover CUDA 12 libraries linked by nothing (libcublas.so.12 installed by nvidia-cublas-cu12 12.8.90; "
@@ -1086,15 +1094,15 @@ def test_a_third_warning_is_counted_in_the_line_and_listed_in_the_details(h200: 
     modules, warns three times: the line counts the third, the details hold it."""
     f = facts(h200_recording(h200))
     f.gpus = []
-    f.torch = {**f.torch, "torch_version": "2.11.0+cpu", "torch_cuda": None, "device_count": 0, "loaded": 0}
-    f.child = {**(f.child or {}), "signal": 9, "describe": "killed by SIGKILL in step 'flash_attn'"}
-    f.requested = [{"name": "vllm._C", "path": f"{H200_SITE}/vllm/_C.so"}]
+    f.torch.torch_version, f.torch.torch_cuda, f.torch.device_count, f.torch.loaded = "2.11.0+cpu", None, 0, 0
+    f.child.signal, f.child.describe = "SIGKILL", "killed by SIGKILL in step 'flash_attn'"
+    f.requested = [Load(name="vllm._C", path=f"{H200_SITE}/vllm/_C.so")]
     rt = f"{H200_SITE}/nvidia/cuda_runtime/lib/libcudart.so.12"
-    f.scan["providers"] = [{"path": rt, "root": H200_SITE, "lib": "libcudart", "major": 12}]
+    f.scan.providers = [elf.Provider(rt, "libcudart", 12, root=H200_SITE)]
     result = evaluate(f)
     assert result.status is Status.WARN, result.line()
+    assert result.codes == ["G1.not-loaded", "G1.leftover-runtime", "G1.cpu-torch-cuda-modules"]
     assert result.summary.startswith("extension objects not loaded (vllm._C): killed by SIGKILL")
-    assert "leftover CUDA 12 libraries linked by nothing" in result.summary
     assert "; and 1 more; torch 2.11.0+cpu (CPU-only)" in result.summary
     assert result.details[0] == "torch 2.11.0+cpu is CPU-only, yet 2 shared objects link CUDA 13: they cannot run with this torch"
 
@@ -1109,9 +1117,9 @@ def test_a_child_that_dies_in_another_checks_step_after_every_load_leaves_g1_pas
         {"path": f"{H200_SITE}/torchvision/_C.so", "name": "torchvision/_C.so", "module": "torchvision"}
     ]
     f = facts(rec, child=child, requested=requested)
-    f.torch = {**f.torch, "loaded": 1}
+    f.torch.loaded = 1
     result = evaluate(f)
-    assert result.status is Status.PASS, result.line()
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert "1 extension object loaded" in result.summary
     assert "x (not a G1 step; G2/G5 report it)" in result.details
     assert result.reading("objects_loaded").value == 1

@@ -19,7 +19,9 @@ import pytest
 
 from pytest_dgx_spark import known_bad
 from pytest_dgx_spark.checks.g01_cuda_abi import check as g1
+from pytest_dgx_spark.checks.g01_cuda_abi import stack as g1_stack
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import procfs
@@ -74,7 +76,7 @@ def stack(**changes: Any) -> g1.Facts:
         "known_bad": known_bad.shipped(),
     }  # fmt: skip
     base.update(changes)
-    return g1.Facts(**base)
+    return g1.Facts.from_dict(plain(base))  # as a capture hands them over
 
 
 def decide(f: g1.Facts, params: Params = GB10) -> Result:
@@ -95,7 +97,7 @@ def test_a_healthy_spark_passes_and_shows_the_stack() -> None:
     """proc_driver_nvidia_version_1.txt: a Spark on 6.17.0-1031-nvidia with the open module 580.173.02."""
     assert gb10.NVIDIA_VERSION.strip() in posted("proc_driver_nvidia_version_1.txt")
     result = decide(stack())
-    assert result.status is Status.PASS, result.line()
+    assert result.status is Status.PASS and result.codes == [], result.line()
     readings = {r.name: r.value for r in result.readings}
     assert readings["kernel_release"] == "6.17.0-1031-nvidia"
     assert readings["nvidia_module"] == "580.173.02 (open)"
@@ -111,7 +113,7 @@ def test_kernel_7_0_0_1019_with_cma_free_above_total_fails_with_the_kernel_fix()
     kernel = re.search(r"kernel `(7\.0\.0-1019-nvidia)`", posted("error_nccl_enomem_1.txt"))
     assert kernel
     result = decide(stack(kernel_release=kernel.group(1), cma_kb=cma))
-    assert result.status is Status.FAIL, result.line()
+    assert result.status is Status.FAIL and result.codes == ["G1.known-bad"], result.line()  # not cma-accounting
     assert "kernel 7.0.0-1019-nvidia is known-bad (kernel-7.0.0-1019-nvidia)" in result.summary
     assert "ibv_reg_mr_iova2" in result.summary and "CmaFree > CmaTotal" in result.summary
     assert "6.17.0-1032-nvidia" in result.fix and "kho=off" in result.fix
@@ -124,14 +126,14 @@ def test_kernel_7_0_0_1019_after_kho_off_only_warns() -> None:
     so the kernel alone is a risk to name (WARN), not a block."""
     assert "**0**" in posted("proc_meminfo_4.txt")
     result = decide(stack(kernel_release="7.0.0-1019-nvidia", cma_kb={"CmaTotal": 0, "CmaFree": 0}))
-    assert result.status is Status.WARN, result.line()
+    assert result.status is Status.WARN and result.codes == ["G1.known-bad"], result.line()
     assert "7.0.0-1019-nvidia" in result.summary and "kho=off" in result.fix
 
 
 def test_cma_free_above_total_on_another_kernel_warns_with_the_kho_fix() -> None:
     """The tell alone (FIELD §4.2, proc_meminfo_4.txt), on a kernel no entry names."""
     result = decide(stack(kernel_release="7.0.0-1020-nvidia", cma_kb=cma_of(posted("proc_meminfo_4.txt"))))
-    assert result.status is Status.WARN, result.line()
+    assert result.status is Status.WARN and result.codes == ["G1.cma-accounting"], result.line()
     assert "CmaFree 940604 kB > CmaTotal 0 kB" in result.summary
     assert "6.17.0-1032-nvidia" in result.fix and "kho=off" in result.fix
     short_ok(result)
@@ -140,9 +142,10 @@ def test_cma_free_above_total_on_another_kernel_warns_with_the_kho_fix() -> None
 def test_kernel_6_17_0_1008_warns_and_fails_when_the_gpu_is_gone() -> None:
     """FIELD F3b (NVIDIA forum t/366026): 6.17.0-1008-nvidia, ``Failed to query NVIDIA devices`` at boot."""
     seen = decide(stack(kernel_release="6.17.0-1008-nvidia"))
-    assert seen.status is Status.WARN and "Failed to query NVIDIA devices" in seen.summary
+    assert seen.status is Status.WARN and seen.codes == ["G1.known-bad"], seen.line()
+    assert "Failed to query NVIDIA devices" in seen.summary  # what breaks, as the entry says it
     gone = decide(stack(kernel_release="6.17.0-1008-nvidia", gpus=[], nvml_version=None), GENERIC)
-    assert gone.status is Status.FAIL, gone.line()
+    assert gone.status is Status.FAIL and gone.codes == ["G1.known-bad"], gone.line()
     assert "NVML sees no GPU" in gone.summary
     assert "no GPU visible: the known-bad entries for GB10 apply (an aarch64 '-nvidia' kernel)" in gone.details
 
@@ -154,32 +157,33 @@ def test_proprietary_modules_on_gb10_fail_as_start9_posted() -> None:
     assert "Xid (PCI:000f:01:00): 169" in posted("dmesg_xid_5.txt")
     proprietary, _ = formats()
     line = proprietary.strip().replace("550.120", "580.173.02")
-    assert g1.module_of(line) == ("580.173.02", "proprietary")
+    assert procfs.module_of(line) == ("580.173.02", "proprietary")
     result = decide(stack(nvidia_module=line))
-    assert result.status is Status.FAIL, result.line()
+    assert result.status is Status.FAIL and result.codes == ["G1.known-bad"], result.line()
     assert "proprietary NVIDIA kernel modules 580.173.02 is known-bad" in result.summary
     assert "nvidia-driver-580-open" in result.fix
     short_ok(result)
     # the same modules on an H200 (generic profile, Hopper runs either flavour): nothing to say
     h200 = decide(stack(nvidia_module=line, gpus=["NVIDIA H200"], arch="x86_64"), GENERIC)
-    assert h200.status is Status.PASS, h200.line()
+    assert h200.status is Status.PASS and h200.codes == [], h200.line()
 
 
 def test_both_layouts_of_the_version_file_parse() -> None:
     proprietary, open_ = formats()
-    assert g1.module_of(proprietary) == ("550.120", "proprietary")
-    assert g1.module_of(open_.splitlines()[0]) == ("550.144.03", "open")
-    assert g1.module_of("NVRM version: something else") == (None, None)
+    assert procfs.module_of(proprietary) == ("550.120", "proprietary")
+    assert procfs.module_of(open_.splitlines()[0]) == ("550.144.03", "open")
+    assert procfs.module_of("NVRM version: something else") == (None, None)
 
 
 def test_driver_library_version_mismatch_fails_with_reload() -> None:
     """NVML's own words for it (``NVMLError_LibRmVersionMismatch``, 'RM has detected an NVML/RM version
     mismatch'; nvidia-smi prints 'Driver/library version mismatch'): the module loaded is not the library."""
     refused = decide(stack(nvml_init_error="LibRmVersionMismatch", nvml_version=None, gpus=[]))
-    assert refused.status is Status.FAIL and "Driver/library version mismatch" in refused.summary
-    assert "reboot" in refused.fix and "modprobe nvidia" in refused.fix
+    assert refused.status is Status.FAIL and refused.codes == ["G1.driver-library-mismatch"], refused.line()
+    assert "Driver/library version mismatch" in refused.summary  # nvidia-smi's words, searchable
+    assert "modprobe nvidia" in refused.fix
     apart = decide(stack(nvidia_module="NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05"))
-    assert apart.status is Status.FAIL, apart.line()
+    assert apart.status is Status.FAIL and apart.codes == ["G1.driver-library-mismatch"], apart.line()
     assert "580.95.05 but the user-space driver (NVML) is 580.173.02" in apart.summary
     short_ok(apart)
 
@@ -188,7 +192,8 @@ def test_newer_driver_branches_warn_naming_the_weak_source() -> None:
     """FIELD F3d: 590.x (conselara, page cut off) and r610 (ggml-org/llama.cpp#28659)."""
     line = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  590.48.01"
     result = decide(stack(nvidia_module=line, nvml_version="13.590.48.01"))
-    assert result.status is Status.WARN and "driver-590-branch" in result.summary
+    assert result.status is Status.WARN and result.codes == ["G1.known-bad"], result.line()
+    assert "driver-590-branch" in result.summary
     assert "weak source" in result.summary
 
 
@@ -197,7 +202,7 @@ def test_the_h200s_nvml_library_version_is_its_driver_version() -> None:
     library of driver 580.159.04, so that machine's own module reads as no mismatch."""
     rec = json.loads((DATA / "h200-cu130" / "nvml_sample_idle.json").read_text())
     nv = rec.get("nvml", rec)
-    assert g1.userspace_version(nv["nvml_version"]) == nv["driver_version"] == "580.159.04"
+    assert g1_stack.userspace_version(nv["nvml_version"]) == nv["driver_version"] == "580.159.04"
     line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04"
     h200 = stack(gpus=["NVIDIA H200"], arch="x86_64", kernel_release="6.18.44-fc-v657-gpu", nvidia_module=line,
                  nvml_version=nv["nvml_version"], driver_version=nv["driver_version"])  # fmt: skip
@@ -212,7 +217,8 @@ def test_a_capture_without_the_stack_decides_as_before() -> None:
 
 def test_without_torch_a_known_bad_kernel_still_warns() -> None:
     f = stack(kernel_release="7.0.0-1019-nvidia", torch={}, dists={}, child={})
-    assert decide(f).status is Status.WARN
+    result = decide(f)
+    assert result.status is Status.WARN and result.codes == ["G1.known-bad"], result.line()
 
 
 # ---------------------------------------------------------------------- the list and the user's file
@@ -220,8 +226,8 @@ def test_without_torch_a_known_bad_kernel_still_warns() -> None:
 
 def test_the_shipped_list_names_a_source_and_a_fix_for_every_entry() -> None:
     entries = known_bad.shipped()
-    assert {e["id"] for e in entries} >= {"kernel-7.0.0-1019-nvidia", "kernel-6.17.0-1008-nvidia", "proprietary-modules-gb10"}
-    assert all(e["sources"] and e["fix"] and e["breaks"] for e in entries)
+    assert {e.id for e in entries} >= {"kernel-7.0.0-1019-nvidia", "kernel-6.17.0-1008-nvidia", "proprietary-modules-gb10"}
+    assert all(e.sources and e.fix and e.breaks for e in entries)
 
 
 @pytest.mark.parametrize(
@@ -256,13 +262,15 @@ def test_a_users_entry_naming_a_kernel_and_a_driver_needs_both() -> None:
     entry = {**MINE["entries"][0], "id": "lab-pair", "match": {"kernel": "6.17.0-1040-*", "driver": "580.95.*"}}
     entries = [*known_bad.shipped(), known_bad.parse(json.dumps({"entries": [entry]}), "mine")[0]]
     kernel_only = decide(stack(kernel_release="6.17.0-1040-nvidia", known_bad=entries))
-    assert kernel_only.status is Status.PASS, kernel_only.line()  # the double's driver is 580.173.02
+    assert kernel_only.status is Status.PASS and kernel_only.codes == [], kernel_only.line()  # the double's driver is 580.173.02
     both = decide(stack(kernel_release="6.17.0-1040-nvidia", nvidia_module=gb10.NVIDIA_VERSION.strip().replace(
         "580.173.02", "580.95.05"), known_bad=entries))
-    assert both.status is Status.FAIL and "(lab-pair, from mine)" in both.summary, both.line()
-    assert known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": "580.95.05"})
-    assert not known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": "580.173.02"})
-    assert not known_bad.matches(entry, {"kernel": "6.17.0-1040-nvidia", "driver": None})  # not read: no match
+    assert both.status is Status.FAIL and "G1.known-bad" in both.codes, both.line()
+    assert "(lab-pair, from mine)" in both.summary
+    pair = entries[-1]
+    assert known_bad.matches(pair, known_bad.Reading(kernel="6.17.0-1040-nvidia", driver="580.95.05"))
+    assert not known_bad.matches(pair, known_bad.Reading(kernel="6.17.0-1040-nvidia", driver="580.173.02"))
+    assert not known_bad.matches(pair, known_bad.Reading(kernel="6.17.0-1040-nvidia", driver=None))  # not read
 
 
 def stack_machine(doubles, root: Path) -> Machine:
@@ -279,7 +287,7 @@ def test_a_users_entry_is_read_through_the_option_and_decides(isolated, doubles,
     root = make_root(tmp_path / "root", {"proc/meminfo": gb10.meminfo(), **gb10.stack_files("6.17.0-1040-nvidia\n")})
     engine = Engine(Settings(only=("G1",), profile="gb10", known_bad=(mine,)), stack_machine(doubles, root))
     result = engine.run("G1")
-    assert result.status is Status.FAIL, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.known-bad"], result.report_text()
     assert f"kernel 6.17.0-1040-nvidia is known-bad (lab-kernel-6.17.0-1040, from {mine})" in result.summary
     assert result.fix == "boot 6.17.0-1031-nvidia"
 
@@ -289,13 +297,14 @@ def test_the_whole_check_reads_the_planted_root(isolated, doubles, tmp_path: Pat
     healthy = make_root(tmp_path / "ok", {"proc/meminfo": gb10.meminfo(), **gb10.stack_files()})
     result = Engine(Settings(only=("G1",), profile="gb10"), stack_machine(doubles, healthy)).run("G1")
     assert {r.name: r.value for r in result.readings}["kernel_release"] == "6.17.0-1031-nvidia"
-    assert result.status is Status.PASS, result.report_text()
+    assert result.status is Status.PASS and result.codes == [], result.report_text()
     bad_meminfo = gb10.meminfo() + "CmaTotal:              0 kB\nCmaFree:          940604 kB\n"
     broken = make_root(
         tmp_path / "bad", {"proc/meminfo": bad_meminfo, **gb10.stack_files("7.0.0-1019-nvidia\n")}
     )
     result = Engine(Settings(only=("G1",), profile="gb10"), stack_machine(doubles, broken)).run("G1")
-    assert result.status is Status.FAIL and "7.0.0-1019-nvidia" in result.summary, result.report_text()
+    assert result.status is Status.FAIL and result.codes == ["G1.known-bad"], result.report_text()
+    assert "7.0.0-1019-nvidia" in result.summary
     garbled = make_root(tmp_path / "garbled", {"proc/meminfo": gb10.meminfo(), **gb10.stack_files(
         "6.17.0-1031-nvidia\n\x00\x01junk\n" * 3, "NVRM version: ???\n")})  # fmt: skip
     result = Engine(Settings(only=("G1",), profile="gb10"), stack_machine(doubles, garbled)).run("G1")

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_dgx_spark.checks.g02_flash_attn import check as g2
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -39,8 +41,13 @@ FA_DIST = {"name": "flash-attn", "version": "2.7.4.post1"}
 UNSLOTH = {"name": "unsloth", "version": "2025.11.1"}
 
 
-def facts(**changes) -> g2.Facts:
-    base = g2.Facts(
+def as_facts(**fields: Any) -> g2.Facts:
+    """G2's facts from their JSON form, as a capture (or another process) hands them over."""
+    return g2.Facts.from_dict(plain(fields))
+
+
+def facts(**changes: Any) -> g2.Facts:
+    base = dict(
         flash_attn_dist=FA_DIST,
         fa=dict(WORKING),
         torch_ok=True,
@@ -48,9 +55,7 @@ def facts(**changes) -> g2.Facts:
         device_name="NVIDIA GB10",
         child={"finished": True, "step": None, "describe": "ok"},
     )
-    for key, value in changes.items():
-        setattr(base, key, value)
-    return base
+    return as_facts(**{**base, **changes})
 
 
 def evaluate(f: g2.Facts) -> Result:
@@ -68,20 +73,20 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
 def test_h200_recording_has_no_flash_attn_and_passes(h200: Path) -> None:
     text = (h200 / "nvml_torch_probe.txt").read_text()
     assert "dist flash-attn absent" in text and "dist unsloth absent" in text
-    result = evaluate(g2.Facts(fa={"found": False}, torch_ok=True, capability=[9, 0]))
-    assert result.status is Status.PASS
+    result = evaluate(as_facts(fa={"found": False}, torch_ok=True, capability=[9, 0]))
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert result.summary == "flash-attn is not installed: attention runs on PyTorch SDPA"
 
 
 def test_unsloth_without_flash_attn_passes_and_says_so() -> None:
-    result = evaluate(g2.Facts(unsloth_dist=UNSLOTH, fa={"found": False}, torch_ok=True))
-    assert result.status is Status.PASS
+    result = evaluate(as_facts(unsloth_dist=UNSLOTH, fa={"found": False}, torch_ok=True))
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert "Unsloth 2025.11.1 is installed and will also use SDPA" in result.summary
 
 
 def test_working_flash_attn_without_unsloth_passes() -> None:
     result = evaluate(facts())
-    assert result.status is Status.PASS
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert result.summary.startswith(
         "flash-attn 2.7.4.post1 imports and its kernel ran on NVIDIA GB10 (12, 1) (output shape ok)"
     )
@@ -90,8 +95,8 @@ def test_working_flash_attn_without_unsloth_passes() -> None:
 
 def test_unsloth_with_working_flash_attn_warns_and_offers_the_helper() -> None:
     result = evaluate(facts(unsloth_dist=UNSLOTH))
-    assert result.status is Status.WARN
-    assert 'attn_implementation="sdpa") is ignored and flash_attention_2 is used' in result.summary
+    assert result.status is Status.WARN and result.codes == ["G2.unsloth-ignores-sdpa"], result.line()
+    assert "Unsloth 2025.11.1" in result.summary
     assert "pytest_dgx_spark.unsloth.force_sdpa" in result.fix
     assert any("HAS_FLASH_ATTENTION = False" in d and "finally" in d for d in result.details)
     assert result.reading("unsloth_has_flash_attention").value is True
@@ -105,12 +110,12 @@ def test_unsloth_whose_predicate_is_false_is_not_a_warning() -> None:
         "unsloth_has_flash_attention": False,
     }
     result = evaluate(facts(unsloth_dist=UNSLOTH, fa=fa))
-    assert result.status is Status.PASS
+    assert result.status is Status.PASS and result.codes == [], result.line()
     assert "will not switch to it (its predicate is False here)" in result.summary
 
 
 @pytest.mark.parametrize(
-    ("fa", "expected"),
+    ("fa", "code", "expected"),
     [
         (
             {
@@ -118,6 +123,7 @@ def test_unsloth_whose_predicate_is_false_is_not_a_warning() -> None:
                 "importable": False,
                 "error": "ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10",
             },
+            "G2.import-error",
             "flash-attn 2.7.4.post1 is installed but does not import: ImportError: flash_attn_2_cuda.so: undefined symbol",
         ),
         (
@@ -128,6 +134,7 @@ def test_unsloth_whose_predicate_is_false_is_not_a_warning() -> None:
                     "error": "RuntimeError: FATAL: kernel built for sm80-sm100, but running on sm121",
                 },
             },
+            "G2.kernel-failed",
             "flash-attn 2.7.4.post1 imports but its kernel fails on NVIDIA GB10 (12, 1): RuntimeError: FATAL",
         ),
         (
@@ -135,18 +142,20 @@ def test_unsloth_whose_predicate_is_false_is_not_a_warning() -> None:
                 **WORKING,
                 "kernel": {"ok": False, "shape": [1, 16, 2, 32], "expected": [1, 16, 2, 64], "finite": True},
             },
+            "G2.kernel-failed",
             "flash-attn 2.7.4.post1 imports but its kernel returned shape [1, 16, 2, 32] (expected [1, 16, 2, 64])",
         ),
         (
             {"found": False},
+            "G2.no-package",
             "flash-attn 2.7.4.post1 is installed (metadata) but no flash_attn package is on the import path",
         ),
     ],
 )
-def test_broken_flash_attn_fails(fa: dict, expected: str) -> None:
+def test_broken_flash_attn_fails(fa: dict, code: str, expected: str) -> None:
     result = evaluate(facts(fa=fa))
-    assert result.status is Status.FAIL
-    assert result.summary.startswith(expected)
+    assert result.status is Status.FAIL and result.codes == [code], result.line()
+    assert result.summary.startswith(expected)  # the version, the error or the shapes as the child said
     assert result.fix
 
 
@@ -158,7 +167,7 @@ def test_a_child_killed_in_the_flash_attn_kernel_fails() -> None:
         "describe": "torch child was killed by SIGSEGV during 'flash_attn kernel'",
     }
     result = evaluate(facts(fa={**WORKING, "kernel": None}, child=child))
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G2.probe-died"], result.line()
     assert (
         result.summary
         == "flash-attn 2.7.4.post1: torch child was killed by SIGSEGV during 'flash_attn kernel'"
@@ -167,9 +176,9 @@ def test_a_child_killed_in_the_flash_attn_kernel_fails() -> None:
 
 def test_installed_but_torch_missing_skips_with_the_reason() -> None:
     result = evaluate(
-        g2.Facts(flash_attn_dist=FA_DIST, torch_error="ModuleNotFoundError: No module named 'torch'")
+        as_facts(flash_attn_dist=FA_DIST, torch_error="ModuleNotFoundError: No module named 'torch'")
     )
-    assert result.status is Status.SKIP
+    assert result.status is Status.SKIP and result.codes == ["G2.torch-not-loaded"], result.line()
     assert "could not be checked: ModuleNotFoundError: No module named 'torch' (see G1)" in result.summary
 
 
@@ -233,7 +242,7 @@ def run_g2(
 
 def test_gb10_flash_attn_and_unsloth_warn(isolated, bare_python, doubles, tmp_path: Path) -> None:
     result = run_g2(doubles, tmp_path, bare_python, fa={"version": "2.7.4.post1"}, unsloth=True)
-    assert result.status is Status.WARN, result.report_text()
+    assert result.status is Status.WARN and result.codes == ["G2.unsloth-ignores-sdpa"], result.report_text()
     assert result.summary.startswith(
         "flash-attn 2.7.4.post1 imports and its kernel ran on NVIDIA GB10 (12, 1)"
     )
@@ -246,7 +255,7 @@ def test_flash_attn_cuda_fallback_name_counts_for_unsloth(
     result = run_g2(
         doubles, tmp_path, bare_python, fa={"version": "2.5.8", "interface": "cuda"}, unsloth=True
     )
-    assert result.status is Status.WARN, result.report_text()
+    assert result.status is Status.WARN and result.codes == ["G2.unsloth-ignores-sdpa"], result.report_text()
     assert result.reading("unsloth_has_flash_attention").value is True
 
 
@@ -254,7 +263,7 @@ def test_no_interface_module_means_unsloth_stays_on_sdpa(
     isolated, bare_python, doubles, tmp_path: Path
 ) -> None:
     result = run_g2(doubles, tmp_path, bare_python, fa={"interface": None}, unsloth=True)
-    assert result.status is Status.PASS, result.report_text()
+    assert result.status is Status.PASS and result.codes == [], result.report_text()
     assert result.reading("unsloth_has_flash_attention").value is False
 
 
@@ -263,48 +272,53 @@ def test_pre_ampere_gpu_skips_the_kernel_and_unsloth_predicate(
 ) -> None:
     torch = gb10.torch(capability=[7, 5], name="Tesla T4")
     result = run_g2(doubles, tmp_path, bare_python, fa={}, unsloth=True, torch=torch)
-    assert result.status is Status.PASS, result.report_text()
+    assert result.status is Status.PASS and result.codes == [], result.report_text()
     assert "kernel not run: flash-attn 2 needs capability 8.0 or newer" in result.summary
 
 
 @pytest.mark.parametrize(
-    ("fa", "expected"),
+    ("fa", "code", "expected"),
     [
         (
             {"import_error": "/x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"},
+            "G2.import-error",
             "flash-attn 2.7.4.post1 is installed but does not import: ImportError: /x/flash_attn_2_cuda.so: undefined symbol",
         ),
         (
             {"kernel_error": "FATAL: kernel built for sm80-sm100, but running on sm121"},
+            "G2.kernel-failed",
             "flash-attn 2.7.4.post1 imports but its kernel fails on NVIDIA GB10 (12, 1): RuntimeError: FATAL: kernel built",
         ),
         (
             {"wrong_shape": True},
+            "G2.kernel-failed",
             "flash-attn 2.7.4.post1 imports but its kernel returned shape [1, 16, 2, 32]",
         ),
         (
             {"crash": {"where": "kernel", "signal": "SIGSEGV"}},
+            "G2.probe-died",
             "flash-attn 2.7.4.post1: torch child was killed by SIGSEGV during 'flash_attn kernel'",
         ),
         (
             {"crash": {"where": "import", "signal": "SIGABRT"}},
+            "G2.probe-died",
             "flash-attn 2.7.4.post1: torch child was killed by SIGABRT during 'import flash_attn'",
         ),
     ],
 )
 def test_broken_flash_attn_in_the_child_fails(
-    isolated, bare_python, doubles, tmp_path: Path, fa: dict, expected: str
+    isolated, bare_python, doubles, tmp_path: Path, fa: dict, code: str, expected: str
 ) -> None:
     result = run_g2(doubles, tmp_path, bare_python, fa=fa)
-    assert result.status is Status.FAIL, result.report_text()
-    assert result.summary.startswith(expected)
+    assert result.status is Status.FAIL and result.codes == [code], result.report_text()
+    assert result.summary.startswith(expected)  # the version, the error, the signal and step
 
 
 def test_absent_flash_attn_passes_without_importing_unsloth(
     isolated, bare_python, doubles, tmp_path: Path
 ) -> None:
     result = run_g2(doubles, tmp_path, bare_python, fa=None, unsloth=True)
-    assert result.status is Status.PASS, result.report_text()
+    assert result.status is Status.PASS and result.codes == [], result.report_text()
     assert "Unsloth 2025.11.1 is installed and will also use SDPA" in result.summary
     assert "unsloth" not in sys.modules
 

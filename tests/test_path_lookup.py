@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark.checks.g01_cuda_abi.check import _ldconfig
+from pytest_dgx_spark.checks.g01_cuda_abi.gather import _ldconfig
 from pytest_dgx_spark.checks.g07_nvfp4.probe import _find_cuobjdump
 from pytest_dgx_spark.probes.commands import run_command
 from pytest_dgx_spark.probes.machine import Machine

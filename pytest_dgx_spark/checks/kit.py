@@ -12,7 +12,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pytest_dgx_spark.checks.record import FactsError, Record, plain  # noqa: F401  (FactsError: re-exported)
 from pytest_dgx_spark.model import Reading, Result, Status
@@ -109,27 +109,31 @@ class Params:
         return dataclasses.replace(self, **changes)
 
 
-class ChildFacts(TypedDict, total=False):
-    """How the run's torch child went, as a check records it (``steps``: seconds per step)."""
+@dataclass
+class ChildFacts(Record):
+    """How the run's torch child went, as a check records it (``steps``: seconds per step). All
+    defaults (an older capture's ``{}``): not recorded."""
 
-    ok: bool
-    signal: str | None
-    timed_out: bool
-    step: str | None
-    error: str | None
-    finished: bool
-    describe: str
-    steps: dict[str, float]
+    ok: bool = False
+    signal: str | None = None
+    timed_out: bool = False
+    step: str | None = None
+    error: str | None = None
+    finished: bool = False
+    describe: str = ""
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def recorded(self) -> bool:
+        return self != ChildFacts()
 
 
-def child_facts(child: ChildResult, *keys: str) -> ChildFacts:
-    """The torch child's outcome (only ``keys`` of it, when given)."""
-    every: ChildFacts = {
-        "ok": child.ok, "signal": child.signal, "timed_out": child.timed_out, "step": child.step,
-        "error": child.error, "finished": child.finished, "describe": child.describe("torch child"),
-        "steps": dict(child.step_seconds),
-    }  # fmt: skip
-    return {k: v for k, v in every.items() if k in keys} if keys else every  # type: ignore[return-value]
+def child_facts(child: ChildResult) -> ChildFacts:
+    """The torch child's outcome."""
+    return ChildFacts(
+        ok=child.ok, signal=child.signal, timed_out=child.timed_out, step=child.step, error=child.error,
+        finished=child.finished, describe=child.describe("torch child"), steps=dict(child.step_seconds),
+    )  # fmt: skip
 
 
 class FactsBase(Record):

@@ -42,15 +42,31 @@ def _joined(path: tuple[str, ...]) -> str:
 
 def plain(value: Any) -> Any:
     """``value`` as JSON data: dataclasses to dicts, tuples and sets to lists, NaN/inf to strings."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if value is None or isinstance(value, (str, int)):  # the common case first: a scan has thousands
+        return value
+    if isinstance(value, float):
+        return str(value) if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [plain(v) for v in (sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)]
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return str(value)
-    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+    if isinstance(value, (set, frozenset)):
+        return [plain(v) for v in sorted(value, key=repr)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {key: plain(getattr(value, name)) for name, key in _keys(type(value))}
+    return str(value)
+
+
+def json_key(f: dataclasses.Field[Any]) -> str:
+    """A field's key in the JSON: its name, or ``field(metadata={"key": "import"})`` where the
+    recorded key is no Python name (a keyword)."""
+    return str(f.metadata.get("key", f.name))
+
+
+@functools.cache
+def _keys(cls: type) -> tuple[tuple[str, str], ...]:
+    """``(attribute, JSON key)`` of each field of a dataclass, once per class."""
+    return tuple((f.name, json_key(f)) for f in dataclasses.fields(cls))
 
 
 class Record:
@@ -73,22 +89,22 @@ class Record:
 
 def _record(cls: type[Record]) -> Convert:
     hints = get_type_hints(cls)
-    fields = [(f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    fields = [(f.name, json_key(f), f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
               for f in dataclasses.fields(cls)]  # type: ignore[arg-type]  # fmt: skip
-    convert = {name: _converter(hints[name]) for name, _ in fields}
+    convert = {name: _converter(hints[name]) for name, _, _ in fields}
 
     def build(data: Any) -> Any:
         if not isinstance(data, Mapping):
             raise FactsError(f"expected a table, got {_kind(data)}")
         kwargs: dict[str, Any] = {}
-        for name, required in fields:
-            if name in data:
+        for name, key, required in fields:
+            if key in data:
                 try:
-                    kwargs[name] = convert[name](data[name])
+                    kwargs[name] = convert[name](data[key])
                 except FactsError as exc:
-                    raise exc.inside(name) from None
+                    raise exc.inside(key) from None
             elif required:
-                raise FactsError("missing", (name,))
+                raise FactsError("missing", (key,))
         return cls(**kwargs)
 
     return build

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 from pytest_dgx_spark.checks.kit import CheckContext, ChildFacts, FactsBase, Params, child_facts
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.model import Reading, Result, Status
 
 #: torch-child steps that belong to G2
@@ -31,44 +32,80 @@ FIX_BROKEN = (
 SHORT_BROKEN = "pip uninstall flash-attn"
 
 
-class Dist(TypedDict):
-    name: str
-    version: str
+@dataclass
+class Dist(Record):
+    """An installed distribution, from its metadata."""
+
+    name: str = ""
+    version: str = ""
 
 
-class Kernel(TypedDict, total=False):
-    ok: bool | None
-    error: str
-    skipped: str
-    shape: list[int]
-    expected: list[int]
-    finite: bool
+@dataclass
+class Kernel(Record):
+    """flash-attn's tiny kernel in the child: ``ok`` None when it was not run (``skipped`` says why)."""
+
+    ok: bool | None = None
+    error: str | None = None
+    skipped: str | None = None
+    shape: list[int] | None = None
+    expected: list[int] | None = None
+    finite: bool = True
 
 
-class FlashAttn(TypedDict, total=False):
-    """What the torch child found of flash-attn."""
+@dataclass
+class FlashAttn(Record):
+    """What the torch child found of flash-attn; all defaults (``{}``): the child did not get there."""
 
-    found: bool
-    importable: bool
-    error: str
-    version: str
-    file: str
-    interface: str | None
-    interface_error: str | None
-    unsloth_has_flash_attention: bool | None
-    kernel: Kernel
+    found: bool | None = None
+    importable: bool = False
+    error: str | None = None
+    version: str | None = None
+    file: str | None = None
+    interface: str | None = None
+    interface_error: str | None = None
+    unsloth_has_flash_attention: bool | None = None
+    kernel: Kernel | None = None  # absent until the kernel step ends
+
+    @property
+    def recorded(self) -> bool:
+        return self != FlashAttn()
+
+
+@dataclass
+class ChildData(Record):
+    """What G2 reads of the torch child's data (it reports more, for other checks)."""
+
+    flash_attn: FlashAttn = field(default_factory=FlashAttn)
+    torch_version: str | None = None
+    torch_import_error: str | None = None
+    capability: list[int] | None = None
+    device_name: str | None = None
 
 
 @dataclass
 class Facts(FactsBase):
     flash_attn_dist: Dist | None = None  # from metadata
     unsloth_dist: Dist | None = None
-    fa: FlashAttn = field(default_factory=lambda: FlashAttn())
+    fa: FlashAttn = field(default_factory=FlashAttn)
     torch_ok: bool = False  # torch imported in the child
     torch_error: str | None = None
     capability: list[int] | None = None
     device_name: str | None = None
-    child: ChildFacts = field(default_factory=lambda: ChildFacts())
+    child: ChildFacts = field(default_factory=ChildFacts)
+
+    @property
+    def installed(self) -> bool:
+        return bool(self.flash_attn_dist) or bool(self.fa.found)
+
+    @property
+    def version(self) -> str:
+        """flash-attn's version as the child imported it, else its metadata's, else ``?``."""
+        return self.fa.version or (self.flash_attn_dist.version if self.flash_attn_dist else "") or "?"
+
+    @property
+    def died_in_g2(self) -> bool:
+        c = self.child
+        return c.step in STEPS and bool(c.signal or c.timed_out or not c.finished)
 
 
 FACTS = Facts
@@ -85,21 +122,20 @@ def torch_request(ctx: CheckContext) -> dict[str, Any]:
 def gather(ctx: CheckContext) -> Facts:
     dists = ctx.machine.packages().get("dists") or {}
     child = ctx.torch()
-    d = child.data
+    seen = ChildData.from_dict(child.data)
 
     def dist(key: str) -> Dist | None:
-        v = dists.get(key)
-        return {"name": v.get("name"), "version": v.get("version")} if v else None
+        return Dist(str(dists[key]["name"]), str(dists[key]["version"])) if dists.get(key) else None
 
     return Facts(
         flash_attn_dist=dist("flash-attn"),
         unsloth_dist=dist("unsloth"),
-        fa=dict(d.get("flash_attn") or {}),  # type: ignore[arg-type]
-        torch_ok=bool(d.get("torch_version")),
-        torch_error=d.get("torch_import_error"),
-        capability=d.get("capability"),
-        device_name=d.get("device_name"),
-        child=child_facts(child, "signal", "timed_out", "step", "finished", "describe"),
+        fa=seen.flash_attn,
+        torch_ok=bool(seen.torch_version),
+        torch_error=seen.torch_import_error,
+        capability=seen.capability,
+        device_name=seen.device_name,
+        child=child_facts(child),
     )
 
 
@@ -115,57 +151,59 @@ def _fail(summary: str, headline: str, readings: list[Reading], fix: str = FIX_B
 
 def evaluate(facts: Facts, params: Params) -> Result:
     """Decide G2 (pure): the child's death, absence, a broken install, then Unsloth."""
-    fa, c = facts.fa or {}, facts.child or {}
-    installed = bool(facts.flash_attn_dist) or bool(fa.get("found"))
-    version = fa.get("version") or (facts.flash_attn_dist and facts.flash_attn_dist["version"]) or "?"
-    unsloth = facts.unsloth_dist["version"] if facts.unsloth_dist else None
-    readings = [Reading("flash_attn_version", version if installed else None)]
+    version = facts.version
+    unsloth = facts.unsloth_dist.version if facts.unsloth_dist else None
+    readings = [Reading("flash_attn_version", version if facts.installed else None)]
     readings.append(Reading("unsloth_version", unsloth))
-    if c.get("step") in STEPS and (c.get("signal") or c.get("timed_out") or not c.get("finished")):
-        return _died(c, version, readings)
-    if not installed:
+    if facts.died_in_g2:
+        return _died(facts.child, version, readings)
+    if not facts.installed:
         tail = f"; Unsloth {unsloth} is installed and will also use SDPA" if unsloth else ""
         return Result("G2", Status.PASS, f"flash-attn is not installed: attention runs on PyTorch SDPA{tail}",
                       readings=readings, headline="flash-attn not installed: attention on PyTorch SDPA")
-    if not facts.fa:
-        why = facts.torch_error or c.get("describe") or "the torch child did not reach the flash-attn step"
-        summary = f"flash-attn {version} is installed but could not be checked: {why} (see G1)"
-        return Result("G2", Status.SKIP, summary, readings=readings,
-                      headline=f"flash-attn {version} not checked: torch did not load (see G1)",
-                      codes=["G2.torch-not-loaded"])
+    if not facts.fa.recorded:
+        return _unchecked(facts, version, readings)
     return _broken(facts, version, readings) or _working(facts, version, readings)
 
 
+def _unchecked(f: Facts, version: str, readings: list[Reading]) -> Result:
+    why = f.torch_error or f.child.describe or "the torch child did not reach the flash-attn step"
+    summary = f"flash-attn {version} is installed but could not be checked: {why} (see G1)"
+    return Result("G2", Status.SKIP, summary, readings=readings,
+                  headline=f"flash-attn {version} not checked: torch did not load (see G1)",
+                  codes=["G2.torch-not-loaded"])
+
+
 def _died(c: ChildFacts, version: str, readings: list[Reading]) -> Result:
-    how = c.get("signal") or ("hung" if c.get("timed_out") else "stopped")
-    headline = f"flash-attn {version}: probe {how} in {c.get('step')!r}"
-    return _fail(f"flash-attn {version}: {c.get('describe')}", headline, readings, code="G2.probe-died")
+    how = c.signal or ("hung" if c.timed_out else "stopped")
+    headline = f"flash-attn {version}: probe {how} in {c.step!r}"
+    return _fail(f"flash-attn {version}: {c.describe}", headline, readings, code="G2.probe-died")
 
 
 def _broken(f: Facts, version: str, readings: list[Reading]) -> Result | None:
     fa = f.fa
-    if fa.get("found") is False:
+    if fa.found is False:
         return _fail(
             f"flash-attn {version} is installed (metadata) but no flash_attn package is on the import path",
             f"flash-attn {version} in metadata, no flash_attn package",
             readings,
             fix="pip uninstall flash-attn, then reinstall it if you need it", code="G2.no-package",
         )
-    if not fa.get("importable"):
-        err = str(fa.get("error") or "")
+    if not fa.importable:
+        err = fa.error or ""
         return _fail(f"flash-attn {version} is installed but does not import: {err}",
                      f"flash-attn {version} does not import: {_short_error(err)}", readings,
                      code="G2.import-error")
-    kernel = fa.get("kernel") or Kernel()
-    ran = {True: "ok", False: "failed"}.get(kernel.get("ok"), "not run")  # type: ignore[arg-type]
+    kernel = fa.kernel or Kernel()
+    ran = "not run" if kernel.ok is None else "ok" if kernel.ok else "failed"
     readings.append(Reading("flash_attn_kernel", ran))
-    if kernel.get("ok") is not False:
+    if kernel.ok is not False:
         return None
-    if kernel.get("error"):
-        what = f"its kernel fails on {_on(f)}: {kernel['error']}"
+    if kernel.error:
+        what = f"its kernel fails on {_on(f)}: {kernel.error}"
     else:
-        finite = "" if kernel.get("finite", True) else " with non-finite values"
-        shape = f"shape {kernel.get('shape')} (expected {kernel.get('expected')})"
+        finite = "" if kernel.finite else " with non-finite values"
+        shape = f"shape {kernel.shape} (expected {kernel.expected})"
         what = f"its kernel returned {shape}{finite} on {_on(f)}"
     headline = f"flash-attn {version} kernel fails on {_on(f)}"
     return _fail(f"flash-attn {version} imports but {what}", headline, readings, code="G2.kernel-failed")
@@ -181,19 +219,19 @@ def _short_error(err: str) -> str:
 
 def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
     fa, details = f.fa, []
-    kernel = fa.get("kernel") or Kernel()
-    unsloth = f"Unsloth {f.unsloth_dist['version']}" if f.unsloth_dist else None
-    has_fa = fa.get("unsloth_has_flash_attention")
+    kernel = fa.kernel or Kernel()
+    unsloth = f"Unsloth {f.unsloth_dist.version}" if f.unsloth_dist else None
+    has_fa = fa.unsloth_has_flash_attention
     readings.append(Reading("unsloth_has_flash_attention", has_fa))
-    if fa.get("interface_error"):
+    if fa.interface_error:
         details.append(
             f"flash_attn.flash_attn_interface has neither flash_attn_gpu nor flash_attn_cuda "
-            f"({fa['interface_error']}): Unsloth would call this install broken and use SDPA"
+            f"({fa.interface_error}): Unsloth would call this install broken and use SDPA"
         )
-    if kernel.get("ok"):
+    if kernel.ok:
         works = f"flash-attn {version} imports and its kernel ran on {_on(f)} (output shape ok)"
     else:
-        works = f"flash-attn {version} imports (kernel not run: {kernel.get('skipped') or 'no CUDA device'})"
+        works = f"flash-attn {version} imports (kernel not run: {kernel.skipped or 'no CUDA device'})"
     if unsloth and has_fa:
         details.append(f"scoped monkeypatch: {SNIPPET}")
         return Result(
@@ -214,6 +252,6 @@ def _working(f: Facts, version: str, readings: list[Reading]) -> Result:
         works += f"; {unsloth} will not switch to it ({why})"
     else:
         works += "; Unsloth is not installed, so attn_implementation is honoured"
-    ran = "kernel ok" if kernel.get("ok") else "kernel not run"
+    ran = "kernel ok" if kernel.ok else "kernel not run"
     return Result("G2", Status.PASS, works, readings=readings, details=details,
                   headline=f"flash-attn {version} imports, {ran}")

@@ -88,7 +88,7 @@ def _kernel_libraries(ctx: CheckContext) -> tuple[list[str], list[tuple[str, str
     if not installed:
         return [], []
     scan = elf.scan_environment(ctx.machine)
-    owners = owners_for(ctx.machine, scan.get("roots") or []).get("owners") or {}
+    owners = owners_for(ctx.machine, scan.roots).get("owners") or {}
     picked: list[tuple[int, str, str]] = []
     for key in installed:
         files = []

@@ -163,39 +163,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def project_config(cwd: Path, inifile: str | None, rootdir: str | None) -> tuple[Path, dict[str, Any], list[str]]:
-    """``(rootdir, spark_preflight_* values, notes)`` found by the installed pytest's own discovery,
-    so both read the same file by the same rules; the values converted as its ``getini`` does."""
-    from _pytest.config.exceptions import UsageError  # lazy: pytest's discovery (~50 ms), not for --help
-    from _pytest.config.findpaths import determine_setup  # lazy: as above
-    from _pytest.outcomes import Failed  # lazy: as above
-
+    """``(rootdir, spark_preflight_* values, notes)`` found by pytest's documented discovery
+    (:mod:`.inifiles`), so both read the same file by the same rules; the values converted as its
+    ``getini`` converts them."""
+    from pytest_dgx_spark import inifiles  # lazy: not for --help
     from pytest_dgx_spark.settings import ini_value  # lazy: the preflight's validation, not --help's
 
     try:
-        root, inipath, cfg, _ = determine_setup(inifile=inifile, override_ini=None, args=[],
-                                                rootdir_cmd_arg=rootdir, invocation_dir=cwd)  # fmt: skip
-    except UsageError as exc:
-        cause = exc.__cause__
-        if cause is not None and type(cause).__name__ == "TOMLDecodeError":
-            from pytest_dgx_spark.probes.configs import parse_error  # lazy: only for a broken file
-
-            raise ConfigError(f"{str(exc).split(': ')[0]}: invalid TOML ({parse_error(cause)})") from None
+        setup = inifiles.locate(cwd, inifile=inifile, rootdir=rootdir)
+    except inifiles.ConfigError as exc:
         raise ConfigError(str(exc).strip().splitlines()[0]) from None
-    except Failed as exc:  # setup.cfg's [pytest]: pytest.fail() in the discovery
-        raise ConfigError(str(exc.msg)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the pytest configuration: {exc}") from None
     values: dict[str, Any] = {}
     notes: list[str] = []
     known = {o.ini: o for o in options.OPTIONS}
-    for key, found in cfg.items():
+    for key, (value, mode) in setup.values.items():
         if key in known:
-            values[key] = ini_value(known[key], found.value, found.mode, inipath)
+            values[key] = ini_value(known[key], value, mode, setup.inipath)
         elif key.startswith("spark_preflight") and key != "spark_preflight_enabled":
             near = difflib.get_close_matches(key, known, 1)
-            notes.append(f"unknown config option: {key} in {inipath}"
+            notes.append(f"unknown config option: {key} in {setup.inipath}"
                          + (f" (did you mean {near[0]}?)" if near else ""))  # fmt: skip
-    return root, values, notes
+    return setup.rootdir, values, notes
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,7 +58,7 @@ def _section(ini: iniconfig.IniConfig, name: str) -> Values | None:
     return {k: (v, "ini") for k, v in ini[name].items()} if name in ini else None
 
 
-def _pytest_table(path: Path, doc: dict[str, Any]) -> Values | None:
+def _root_table(path: Path, doc: dict[str, Any]) -> Values | None:
     """``[pytest]`` of a TOML file, native types; keys outside any table are pytest's usage error."""
     if "pytest" in doc:
         return {k: (v, "toml") for k, v in doc["pytest"].items()}
@@ -69,7 +69,7 @@ def _pytest_table(path: Path, doc: dict[str, Any]) -> Values | None:
     return None
 
 
-def _tool_pytest(path: Path, doc: dict[str, Any]) -> Values | None:
+def _tool_tables(path: Path, doc: dict[str, Any]) -> Values | None:
     """``[tool.pytest]`` (native types) or ``[tool.pytest.ini_options]`` (values as text), not both."""
     tool = doc.get("tool", {}).get("pytest", {})
     native = {k: v for k, v in tool.items() if k != "ini_options"}
@@ -84,11 +84,11 @@ def _tool_pytest(path: Path, doc: dict[str, Any]) -> Values | None:
     return None
 
 
-def _pytest_toml(path: Path) -> Values | None:
-    return _pytest_table(path, _toml(path)) or {}  # the configfile even when empty
+def _toml_file(path: Path) -> Values | None:
+    return _root_table(path, _toml(path)) or {}  # the configfile even when empty
 
 
-def _pytest_ini(path: Path) -> Values | None:
+def _ini_file(path: Path) -> Values | None:
     return _section(_ini(path), "pytest") or {}  # the configfile even when empty
 
 
@@ -104,15 +104,15 @@ def _setup_cfg(path: Path) -> Values | None:
 
 
 def _pyproject(path: Path) -> Values | None:
-    return _tool_pytest(path, _toml(path))
+    return _tool_tables(path, _toml(path))
 
 
 def _any_toml(path: Path) -> Values | None:
     """A TOML file given with ``-c``: ``[pytest]`` as pytest.toml's, or pyproject.toml's tables."""
     doc = _toml(path)
-    found = _tool_pytest(path, doc)
+    found = _tool_tables(path, doc)
     if found is None:
-        return _pytest_table(path, doc)
+        return _root_table(path, doc)
     if "pytest" in doc:
         raise ConfigError(f"{path}: Cannot use both [pytest] and [tool.pytest]/[tool.pytest.ini_options] in "
                           "the same file.")  # fmt: skip
@@ -121,8 +121,8 @@ def _any_toml(path: Path) -> Values | None:
 
 #: the files pytest looks for in each folder, in its order, and how each is read (``None``: no config)
 BY_NAME: dict[str, Callable[[Path], Values | None]] = {
-    "pytest.toml": _pytest_toml, ".pytest.toml": _pytest_toml, "pytest.ini": _pytest_ini,
-    ".pytest.ini": _pytest_ini, "pyproject.toml": _pyproject, "tox.ini": _tox_ini, "setup.cfg": _setup_cfg,
+    "pytest.toml": _toml_file, ".pytest.toml": _toml_file, "pytest.ini": _ini_file,
+    ".pytest.ini": _ini_file, "pyproject.toml": _pyproject, "tox.ini": _tox_ini, "setup.cfg": _setup_cfg,
 }  # fmt: skip
 #: a ``-c`` file of another name, by its suffix
 BY_SUFFIX: dict[str, Callable[[Path], Values | None]] = {".ini": _tox_ini, ".cfg": _setup_cfg, ".toml": _any_toml}

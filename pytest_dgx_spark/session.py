@@ -76,11 +76,6 @@ FOREIGN_OUTPUTS = (
     ("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True)
 )
 
-#: other plugins' outputs (JUnit, pytest-html, Allure): (option dest, its flag, a folder?)
-FOREIGN_OUTPUTS = (
-    ("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True)
-)
-
 
 class SparkPreflight(SessionSummary):
     """Hooks active only with ``--spark-preflight``."""

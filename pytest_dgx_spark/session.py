@@ -280,7 +280,7 @@ class SparkPreflight(SessionSummary):
     def _later(self) -> str:
         return ", ".join(flag for dest, flag in LATER if self.config.getoption(dest, None)) or "another plugin"
 
-    def pytests_selection(self, checks: list[SparkCheckItem]) -> list[str]:
+    def select_as_pytest(self, checks: list[SparkCheckItem]) -> list[str]:
         """xdist's controller collects nothing: pytest's own ``--deselect``, ``-k`` and ``-m`` (its
         ``main`` and ``mark`` plugins' ``pytest_collection_modifyitems``) on the check items alone."""
         pm = self.config.pluginmanager
@@ -330,7 +330,7 @@ class SparkPreflight(SessionSummary):
         assert self.session is not None
         if self.runs_nothing:
             return
-        selected = self.pytests_selection(self.spark_only(self.check_items(self.session, collect=False), tell=False))
+        selected = self.select_as_pytest(self.spark_only(self.check_items(self.session, collect=False), tell=False))
         self.run_preflight(selected, "--spark-gate" if self.settings.gate else "")
 
     @pytest.hookimpl(optionalhook=True)

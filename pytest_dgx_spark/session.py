@@ -90,7 +90,7 @@ class SparkPreflight(SessionSummary):
         named = named_checks(config)
         self.named: list[str] | None = named[0] if named else None
         self.rest_args: list[str] = named[1] if named else []
-        self._selecting = False  # within pytest's own selection (pytest_deselected says why)
+        self.selecting = False  # within pytest's own selection (pytest_deselected says why)
         self.deselected: dict[str, str] = {}  # why each check's test is not selected
         self.selected: list[str] | None = None  # None: collection never finished
         self.session: pytest.Session | None = None
@@ -255,7 +255,7 @@ class SparkPreflight(SessionSummary):
         any other plugin's selection): they select the checks as any test."""
         keep = self.spark_only(self.check_items(session, collect=True))
         items[:0] = keep
-        self._selecting = True  # until SelectionDone
+        self.selecting = True  # until SelectionDone
         if keep and config.pluginmanager.hasplugin("rerunfailures") and report_plugins.reruns_requested(config):
             for item in keep:  # a FAIL is the machine's state, not flakiness: never rerun
                 item.add_marker(pytest.mark.flaky(reruns=0, condition=False))
@@ -269,7 +269,7 @@ class SparkPreflight(SessionSummary):
     def _why_deselected(self, item: SparkCheckItem) -> str:
         """``--deselect`` when a prefix names it; else pytest's ``-k``/``-m`` as given (both when both:
         pytest does not say which one left it out), else what deselects after them."""
-        if self._selecting:
+        if self.selecting:
             if any(item.nodeid.startswith(p) for p in self.config.getoption("deselect", None) or ()):
                 return "--deselect"
             given = [(flag, str(self.config.getoption(dest, None) or "").strip()) for dest, flag in SELECTION]
@@ -287,11 +287,11 @@ class SparkPreflight(SessionSummary):
         own = [pm.get_plugin("main"), pm.get_plugin("mark")]
         hook = pm.subset_hook_caller("pytest_collection_modifyitems", [p for p in pm.get_plugins() if p not in own])
         items: list[pytest.Item] = list(checks)
-        self._selecting = True
+        self.selecting = True
         try:
             hook(session=self.session, config=self.config, items=items)
         finally:
-            self._selecting = False
+            self.selecting = False
         return [i.spec.id for i in items if isinstance(i, SparkCheckItem)]
 
     @pytest.hookimpl(tryfirst=True)
@@ -382,4 +382,4 @@ class SelectionDone:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self) -> None:
-        self.plugin._selecting = False
+        self.plugin.selecting = False

@@ -117,9 +117,8 @@ def test_the_trees_set_values_that_differ_from_the_defaults(pytester: pytest.Pyt
         ("pytest.ini", "[pytest\nspark_preflight_only = G3\n"),
         ("pyproject.toml", "[tool.pytest.ini_options]\nspark_preflight_only = [\n"),
         ("setup.cfg", "[pytest]\nspark_preflight_only = G3\n"),
-        ("pytest.toml", 'spark_preflight_only = "G3"\n'),
     ],
-    ids=["bad-ini", "bad-toml", "setup.cfg-[pytest]", "pytest.toml-top-level"],
+    ids=["bad-ini", "bad-toml", "setup.cfg-[pytest]"],
 )
 def test_a_broken_file_is_refused_as_pytest_refuses_it(pytester: pytest.Pytester, name: str, text: str) -> None:
     (pytester.path / name).write_text(text)

@@ -123,15 +123,17 @@ def named_checks(config: pytest.Config) -> tuple[list[str], list[str]] | None:
 
 def collect_the_rest(session: pytest.Session, plugin: object, rest: list[str]) -> object:
     """pytest's own collection of the arguments that name no check (a check's node id names no file
-    it could find): the ``pytest_collection`` implementations that would run after ours (the assertion
-    rewriter's, xdist's controller's) run first, as pytest would run them, then
+    it could find): the ``pytest_collection`` implementations that pluggy would call after ``plugin``'s
+    (the assertion rewriter's, xdist's controller's) run as it would call them, then
     :meth:`pytest.Session.perform_collect` of the rest in place of pytest's default, which would
     collect every argument. Its answer is the hook's."""
     pm = session.config.pluginmanager
-    ran = [impl.plugin for impl in pm.hook.pytest_collection.get_hookimpls()
-           if impl.wrapper or impl.hookwrapper or impl.tryfirst]  # fmt: skip
+    impls = pm.hook.pytest_collection.get_hookimpls()  # pluggy calls them last to first
+    wrappers = [impl.plugin for impl in impls if impl.wrapper or impl.hookwrapper]  # already around this call
+    calls = [impl.plugin for impl in reversed(impls) if not (impl.wrapper or impl.hookwrapper)]
+    done = calls[: calls.index(plugin) + 1] if plugin in calls else [plugin]  # ours, and those before it
     default = pm.get_plugin("main")  # pytest's own default implementation, replaced below
-    others = pm.subset_hook_caller("pytest_collection", remove_plugins=[plugin, default, *ran])
+    others = pm.subset_hook_caller("pytest_collection", remove_plugins=[*done, *wrappers, default])
     answer = others(session=session)
     if answer is not None:  # another plugin collects (xdist's controller: nothing)
         return answer

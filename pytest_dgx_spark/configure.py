@@ -9,7 +9,6 @@ import shlex
 from typing import Any
 
 import pytest
-from _pytest.config.findpaths import determine_setup
 
 from pytest_dgx_spark import options
 from pytest_dgx_spark.safe_text import visible, write_line
@@ -59,14 +58,14 @@ def value_taken_as_test_path(config: pytest.Config) -> str | None:
     spaced = [(args[i], args[i + 1]) for i in range(len(args) - 1) if args[i] in valued]
     if not spaced:
         return None
+    from pytest_dgx_spark import inifiles  # lazy: only when such a flag is spaced
+
     try:
-        ns = config.known_args_namespace
-        rootpath, inipath, *_ = determine_setup(
-            inifile=ns.inifilename, override_ini=ns.override_ini, args=[str(a) for a in ns.file_or_dir],
-            rootdir_cmd_arg=ns.rootdir or None, invocation_dir=config.invocation_params.dir,
-        )  # fmt: skip
-    except Exception:  # another pytest's internals: do not guess, do not block
+        found = inifiles.locate(config.invocation_params.dir, [str(a) for a in config.getoption("file_or_dir") or ()],
+                                config.getoption("inifilename"), config.getoption("rootdir") or None)  # fmt: skip
+    except (inifiles.ConfigError, OSError, UnicodeDecodeError):  # pytest read it: do not guess, do not block
         return None
+    rootpath, inipath = found.rootdir, found.inipath
     if rootpath == config.rootpath and inipath == config.inipath:
         return None
     flag, value = spaced[0]

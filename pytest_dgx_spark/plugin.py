@@ -42,24 +42,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_pytest_options(parser)
 
 
-def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """Take the checks' node ids (``spark_preflight::G3``: no file) out before pytest resolves paths."""
-    if not any("spark_preflight" in str(a) for a in args):  # a plain run pays for this search only
-        return
-    ns = early_config.known_args_namespace
-    try:
-        enabled = bool(getattr(ns, "spark_preflight", False) or early_config.getini("spark_preflight_enabled"))
-    except Exception:  # a bad ini value: pytest_configure says so
-        enabled = False
-    if enabled:
-        from pytest_dgx_spark import session  # lazy: only with --spark-preflight and a check's node id
-
-        here = early_config.invocation_params.dir
-        named = session.take_check_args(args, list(ns.file_or_dir or ()), early_config.rootpath, here)
-        if named is not None:
-            early_config.stash[session.NAMED_KEY] = named
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
 

@@ -1,144 +1,46 @@
-"""The plugin object registered with ``--spark-preflight``: the ten checks are items
-``spark_preflight::G<n>`` of a file at the rootdir that is not on disk, run first. Their
-selection is decided by :func:`why_deselected`, alike with or without xdist; the preflight
-runs once, before the first test (on the xdist controller, whose workers receive it).
+"""The plugin object registered with ``--spark-preflight``: the checks are items
+``spark_preflight::G<n>`` (:mod:`.items`), added to pytest's collection before its own selection
+(``--deselect``, ``-k``, ``-m``) so that it selects them as any test, and run first. The preflight
+runs once, before the first test (on the xdist controller, whose workers receive it); what it says at
+the end of the run is :mod:`.summary`'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
-from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Generator, Iterable
 from typing import Any
 
 import pytest
-from _pytest.junitxml import xml_key
-from _pytest.mark import KeywordMatcher, MarkMatcher
-from _pytest.mark.expression import Expression
 
 from pytest_dgx_spark import capture, catalog, launch, outfile, report, report_plugins
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.hooks import PLUGIN_NAME
-from pytest_dgx_spark.model import PreflightResults, Result, Status, shorten, verdict
+from pytest_dgx_spark.items import (
+    FILE_NAME,
+    ChecksFirst,
+    SparkCheckItem,
+    SparkPreflightFile,
+    collect_the_rest,
+    named_checks,
+)
+from pytest_dgx_spark.model import PreflightResults, Result, Status
 from pytest_dgx_spark.options import BY_NAME
 from pytest_dgx_spark.probes.commands import install_signal_handlers, restore_signal_handlers
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.probes.store import MemoryStore
-from pytest_dgx_spark.safe_text import visible, write_line
+from pytest_dgx_spark.safe_text import visible
 from pytest_dgx_spark.settings import OptionError, Settings, settings_from_pytest
+from pytest_dgx_spark.summary import RunResults, SessionSummary
 
-FILE_NAME = "spark_preflight"
-ORDER = {cid: n for n, cid in enumerate(catalog.IDS)}
 #: ``workerinput`` key of the run's results (:meth:`RunResults.to_dict`)
 RESULTS_KEY = "spark_preflight_results"
-#: the check ids named on the command line (``spark_preflight::G3``), and whether any path was named too
-NAMED_KEY = pytest.StashKey[tuple[list[str], bool]]()
-NAMED_WORKER_KEY = "spark_preflight_named"
-COLORS: dict[Status, dict[str, Any]] = {Status.PASS: {"green": True}, Status.INFO: {"cyan": True},
-    Status.WARN: {"yellow": True}, Status.SKIP: {"yellow": False}, Status.FAIL: {"red": True, "bold": True}}
-VERDICT_COLORS: dict[str, dict[str, Any]] = {"blocked": {"red": True, "bold": True}, "ready-with-warnings": {"yellow": True}}
-#: a passed check's outcome as pytest shows it: WARN as ``warned`` (W), INFO as ``I``
-TEST_STATUS = {
-    "WARN": ("warned", "W", ("WARN", {"yellow": True})), "INFO": ("passed", "I", ("INFO", {"cyan": True}))
-}
-
-
-@dataclass
-class RunResults:
-    """Everything the preflight of a run found; sent to xdist workers as a plain dict."""
-
-    results: dict[str, Result] = field(default_factory=dict)
-    host: dict[str, Any] = field(default_factory=dict)
-    #: what each check's gather recorded (G4's chart is drawn from it, on any process)
-    facts: dict[str, Any] = field(default_factory=dict)
-    #: checks that ran though their test is not selected, and for whom
-    outside: list[str] = field(default_factory=list)
-    ran_for: str = ""
-    #: the checks this run set out to run (a worker's item outside it was not foreseen)
-    planned: list[str] = field(default_factory=list)
-    #: ``--spark-diagnose``: the diagnosis of the logs (:meth:`Diagnosis.to_dict`), else empty
-    diagnosis: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["results"] = [r.to_dict() for r in self.results.values()]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResults:
-        return cls(**{**data, "results": {r["id"]: Result.from_dict(r) for r in data["results"]}})
-
-
-class SparkCheckFailed(Exception):
-    """A check item's failure: the message is the G-line, ``text`` the whole text."""
-
-    def __init__(self, line: str, text: str) -> None:
-        super().__init__(line)
-        self.text = text
-
-
-class SparkPreflightFile(pytest.File):
-    """The checks' parent; ``path`` is ``<rootdir>/spark_preflight``."""
-
-    def __init__(self, *, ids: Sequence[str] = catalog.IDS, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.ids = list(ids)
-
-    def collect(self) -> Iterable[pytest.Item]:
-        specs = [c for c in catalog.CHECKS if c.id in self.ids]
-        return [SparkCheckItem.from_parent(self, name=c.id, spec=c) for c in specs]
-
-
-class SparkCheckItem(pytest.Item):
-    def __init__(self, *, spec: catalog.CheckSpec, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.spec = spec
-        self.spark_result: Result | None = None
-        for marker in spec.markers:
-            self.add_marker(marker)
-        self.extra_keyword_matches.add(f"spark_check_{spec.id}")
-
-    def runtest(self) -> None:
-        plugin: Any = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
-        result = self.spark_result = plugin.result_for(self.spec.id)
-        try:
-            family = str(self.config.getini("junit_family"))
-        except (ValueError, KeyError):
-            family = "xunit2"
-        if family in ("xunit1", "legacy"):
-            self.user_properties.extend(report.case_properties(result))
-        text = result.report_text()
-        if result.status is Status.FAIL:
-            raise SparkCheckFailed(result.line(), text)  # the body holds the whole text, once
-        if result.status is Status.WARN and plugin.settings.strict:
-            line = f"{result.line()} (a failure under --spark-strict)"
-            raise SparkCheckFailed(line, "\n".join([line, *text.splitlines()[1:]]))
-        self.add_report_section("call", "stdout", text + "\n")
-        if result.status is Status.SKIP:
-            raise pytest.skip.Exception(result.line(), _use_item_location=True)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if not isinstance(excinfo.value, SparkCheckFailed):
-            return super().repr_failure(excinfo)
-        # pytest's own "no traceback" failure with the whole text as its body, and
-        # the G-line as its message (JUnit's message=, the short summary)
-        try:
-            raise pytest.fail.Exception(excinfo.value.text, pytrace=False)
-        except pytest.fail.Exception:
-            rep = super().repr_failure(pytest.ExceptionInfo.from_current())
-        crash = getattr(rep, "reprcrash", None)
-        if crash is not None:
-            rep.reprcrash = dataclasses.replace(crash, message=str(excinfo.value))  # type: ignore[union-attr]
-            tb, _, descr = rep.chain[-1]  # type: ignore[union-attr]
-            rep.chain[-1] = (tb, rep.reprcrash, descr)  # type: ignore[union-attr]
-        return rep
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, 0, f"{self.spec.id} {self.spec.title}"
+#: pytest's own selection options, as a check's "not run: deselected (...)" names them
+SELECTION = (("keyword", "-k"), ("markexpr", "-m"))
+#: options that deselect after pytest's own selection, as "not run" names them
+LATER = (("lf", "--lf"), ("stepwise", "--sw"))
 
 
 def start(config: pytest.Config) -> None:
@@ -174,82 +76,8 @@ FOREIGN_OUTPUTS = (
     ("xmlpath", "--junitxml", False), ("htmlpath", "--html", False), ("allure_report_dir", "--alluredir", True)
 )
 
-#: options whose value is never a test path (``--deselect spark_preflight::G3``, ``-m spark_preflight``)
-VALUE_OPTIONS = frozenset({"-k", "-m", "--deselect", "-p", "-o", "--override-ini", "--ignore", "--ignore-glob"})
 
-
-def take_check_args(
-    args: list[str], positional: Sequence[str], rootpath: Path, here: Path
-) -> tuple[list[str], bool] | None:
-    """Remove ``spark_preflight[::G<n>]`` from ``args`` before pytest resolves them as paths: the ids
-    named (the file alone names all ten) and whether other paths are left, or ``None`` when none
-    names a check. ``positional``: pytest's parse of the paths."""
-    target = rootpath / FILE_NAME
-    if target.exists() or (here / FILE_NAME).exists():  # a real file of that name: pytest's to resolve
-        return None
-    ours: list[str] = []
-    for arg in positional:
-        path, _, name = str(arg).partition("::")
-        if path != FILE_NAME and Path(os.path.abspath(here / path)) != target:
-            continue
-        if name and name not in catalog.IDS:
-            ids = f"{FILE_NAME}::G1 .. {FILE_NAME}::G10"
-            raise pytest.UsageError(visible(f"{arg}: no such check; the checks are {ids}"))
-        ours.append(str(arg))
-    if not ours:
-        return None
-    args[:] = [a for i, a in enumerate(args) if a not in ours or (i and args[i - 1] in VALUE_OPTIONS)]
-    names = {a.partition("::")[2] for a in ours}
-    named = [cid for cid in catalog.IDS if cid in names or "" in names]
-    return named, len(positional) > len(ours)
-
-
-def _keyword_matcher(item: SparkCheckItem) -> Any:
-    """pytest's ``-k`` matching, except that a bare check id names that check only."""
-    names = KeywordMatcher.from_item(item)
-
-    def match(ident: str, /, **kwargs: Any) -> bool:
-        if ident[:1] in "gG" and ident[1:].isdigit():
-            return ident.upper() == item.spec.id
-        return names(ident, **kwargs)
-
-    return match
-
-
-def _evaluates(expr: str, option: str, matcher: Any) -> bool:
-    try:
-        return bool(Expression.compile(expr).evaluate(matcher))
-    except Exception as exc:  # pytest says the same of its own -k/-m, as a usage error
-        raise pytest.UsageError(visible(f"Wrong expression passed to '{option}': {expr}: {exc}")) from None
-
-
-def why_deselected(item: SparkCheckItem, config: pytest.Config, settings: Settings) -> str | None:
-    """Which selection option leaves this check's test out (``None``: selected)."""
-    if item.spec.id not in settings.selected:
-        return f"--spark-only {','.join(settings.only)}" if settings.only else "not in the capture"
-    keyword = (config.option.keyword or "").strip()
-    if keyword and not _evaluates(keyword, "-k", _keyword_matcher(item)):
-        return f"-k {keyword}"
-    markexpr = (config.option.markexpr or "").strip()
-    if markexpr and not _evaluates(markexpr, "-m", MarkMatcher.from_markers(item.iter_markers())):
-        return f"-m {markexpr}"
-    if any(item.nodeid.startswith(p) for p in config.getoption("deselect", None) or ()):
-        return "--deselect"
-    return None
-
-
-class ChecksFirst:
-    """The checks run first, G1..G10, after pytest-randomly and any other reordering (an outer wrapper)."""
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:
-        yield
-        checks = sorted((i for i in items if isinstance(i, SparkCheckItem)), key=lambda i: ORDER[i.spec.id])
-        if checks and items[: len(checks)] != checks:
-            items[:] = [*checks, *(i for i in items if not isinstance(i, SparkCheckItem))]
-
-
-class SparkPreflight:
+class SparkPreflight(SessionSummary):
     """Hooks active only with ``--spark-preflight``."""
 
     def __init__(self, config: pytest.Config, settings: Settings, replay: dict[str, Any] | None = None) -> None:
@@ -258,10 +86,11 @@ class SparkPreflight:
         self.is_worker = workerinput is not None
         sent = (workerinput or {}).get(RESULTS_KEY)
         self.run = RunResults.from_dict(sent) if sent else RunResults()
-        #: check ids named as node ids (``None``: none named), and whether paths were named too
-        named = (workerinput or {}).get(NAMED_WORKER_KEY) or config.stash.get(NAMED_KEY, None)
-        self.named: list[str] | None = list(named[0]) if named else None
-        self.paths_named = bool(named[1]) if named else True
+        #: check ids named as node ids (``None``: none named), and the other arguments (collected by pytest)
+        named = named_checks(config)
+        self.named: list[str] | None = named[0] if named else None
+        self.rest_args: list[str] = named[1] if named else []
+        self.selecting = False  # within pytest's own selection (pytest_deselected says why)
         self.deselected: dict[str, str] = {}  # why each check's test is not selected
         self.selected: list[str] | None = None  # None: collection never finished
         self.session: pytest.Session | None = None
@@ -275,6 +104,7 @@ class SparkPreflight:
         if not self.is_worker:  # SIGTERM/SIGHUP end the run like Ctrl-C, after killing every probe group
             install_signal_handlers()
         config.pluginmanager.register(ChecksFirst(), "dgx_spark_checks_first")
+        config.pluginmanager.register(SelectionDone(self), "dgx_spark_selection_done")
         report_plugins.register(config, self)
         #: ``--spark-diagnose``'s signature table and logs, read at configure: a bad --spark-signatures
         #: or a log that cannot be read (missing, a folder, binary, a cut gzip) is a usage error before
@@ -306,14 +136,6 @@ class SparkPreflight:
         return table, scans
 
     @property
-    def results(self) -> dict[str, Result]:
-        return self.run.results
-
-    @property
-    def host(self) -> dict[str, Any]:
-        return self.run.host
-
-    @property
     def engine(self) -> Engine:
         """This process's engine; on a worker it only answers ``facts`` (from the controller)."""
         if self._engine is None:
@@ -328,14 +150,6 @@ class SparkPreflight:
     def enabled(self) -> list[str]:
         """The checks this run is to check: --spark-only's, or those named."""
         return [c for c in self.settings.selected if self.named is None or c in self.named]
-
-    @property
-    def runs_nothing(self) -> str:
-        """The pytest option under which no test runs (``--co``; ``--setup-plan``, which runs nothing;
-        ``--setup-only``, which sets fixtures up but runs no test, and a check is a test), else ""."""
-        opt = self.config.option
-        flags = (("collectonly", "--collect-only"), ("setupplan", "--setup-plan"), ("setuponly", "--setup-only"))
-        return next((flag for dest, flag in flags if getattr(opt, dest, False)), "")
 
     def run_preflight(self, selected: list[str], wants_all: str) -> None:
         """Run the selected checks once, before the first test, and every enabled one when
@@ -405,9 +219,13 @@ class SparkPreflight:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        """Only check ids were named: nothing else is collected (pytest fell back on its testpaths)."""
-        return True if not self.paths_named else None
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> object:
+        """A check's node id among the arguments: pytest collects the other arguments (it would find
+        no file for the check's); the check items come in :meth:`pytest_collection_modifyitems`."""
+        if self.named is None:
+            return None
+        return collect_the_rest(session, self, self.rest_args)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         self._collect_errors += report.failed
@@ -419,29 +237,62 @@ class SparkPreflight:
         found = session.genitems(node) if collect else node.collect()
         return [i for i in found if isinstance(i, SparkCheckItem)]
 
-    def select(self, checks: list[SparkCheckItem]) -> list[SparkCheckItem]:
-        """The selected check items; why the others are not, in ``self.deselected``."""
-        for item in checks:
-            why = why_deselected(item, self.config, self.settings)
-            if why is not None:
-                self.deselected[item.spec.id] = why
-        return [i for i in checks if i.spec.id not in self.deselected]
+    def spark_only(self, checks: list[SparkCheckItem], tell: bool = True) -> list[SparkCheckItem]:
+        """The checks --spark-only (or a replayed capture) keeps; the others deselected (``tell``: to pytest)."""
+        why = f"--spark-only {','.join(self.settings.only)}" if self.settings.only else "not in the capture"
+        dropped = [i for i in checks if i.spec.id not in self.settings.selected]
+        for item in dropped:
+            self.deselected[item.spec.id] = why
+        if dropped and tell:
+            self.config.hook.pytest_deselected(items=dropped)
+        return [i for i in checks if i not in dropped]
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        """Add the selected check items after pytest's own ``-k``/``-m`` ran
-        (it would take ``G1`` for ``G10``); report the others deselected."""
-        checks = self.check_items(session, collect=True)
-        keep = self.select(checks)
-        dropped = [i for i in checks if i not in keep]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
+        """The check items, first, before pytest's own ``--deselect``, ``-k`` and ``-m`` see them (and
+        any other plugin's selection): they select the checks as any test."""
+        keep = self.spark_only(self.check_items(session, collect=True))
         items[:0] = keep
+        self.selecting = True  # until SelectionDone
         if keep and config.pluginmanager.hasplugin("rerunfailures") and report_plugins.reruns_requested(config):
             for item in keep:  # a FAIL is the machine's state, not flakiness: never rerun
                 item.add_marker(pytest.mark.flaky(reruns=0, condition=False))
+
+    def pytest_deselected(self, items: Iterable[pytest.Item]) -> None:
+        """Why each check's test is not selected, by who deselected it when."""
+        for item in items:
+            if isinstance(item, SparkCheckItem) and item.spec.id not in self.deselected:
+                self.deselected[item.spec.id] = self._why_deselected(item)
+
+    def _why_deselected(self, item: SparkCheckItem) -> str:
+        """``--deselect`` when a prefix names it; else pytest's ``-k``/``-m`` as given (both when both:
+        pytest does not say which one left it out), else what deselects after them."""
+        if self.selecting:
+            if any(item.nodeid.startswith(p) for p in self.config.getoption("deselect", None) or ()):
+                return "--deselect"
+            given = [(flag, str(self.config.getoption(dest, None) or "").strip()) for dest, flag in SELECTION]
+            if any(value for _, value in given):
+                return ", ".join(f"{flag} {value}" for flag, value in given if value)
+        return self._later()
+
+    def _later(self) -> str:
+        return ", ".join(flag for dest, flag in LATER if self.config.getoption(dest, None)) or "another plugin"
+
+    def select_as_pytest(self, checks: list[SparkCheckItem]) -> list[str]:
+        """xdist's controller collects nothing: pytest's own ``--deselect``, ``-k`` and ``-m`` (its
+        ``main`` and ``mark`` plugins' ``pytest_collection_modifyitems``) on the check items alone."""
+        pm = self.config.pluginmanager
+        own = [pm.get_plugin("main"), pm.get_plugin("mark")]
+        hook = pm.subset_hook_caller("pytest_collection_modifyitems", [p for p in pm.get_plugins() if p not in own])
+        items: list[pytest.Item] = list(checks)
+        self.selecting = True
+        try:
+            hook(session=self.session, config=self.config, items=items)
+        finally:
+            self.selecting = False
+        return [i.spec.id for i in items if isinstance(i, SparkCheckItem)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> pytest.CollectReport | None:
@@ -457,11 +308,9 @@ class SparkPreflight:
     def collection_finished(self, nodeids: Iterable[str]) -> None:
         ids = set(nodeids)
         self.selected = [cid for cid in catalog.IDS if f"{FILE_NAME}::{cid}" in ids]
-        flags = (("lf", "--lf"), ("stepwise", "--sw"))  # they deselect after this plugin
-        later = ", ".join(flag for dest, flag in flags if self.config.getoption(dest, None))
         for cid in self.enabled():
             if cid not in self.selected and cid not in self.deselected:
-                self.deselected[cid] = later or "another plugin"
+                self.deselected[cid] = self._later()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -481,14 +330,12 @@ class SparkPreflight:
         assert self.session is not None
         if self.runs_nothing:
             return
-        selected = [i.spec.id for i in self.select(self.check_items(self.session, collect=False))]
+        selected = self.select_as_pytest(self.spark_only(self.check_items(self.session, collect=False), tell=False))
         self.run_preflight(selected, "--spark-gate" if self.settings.gate else "")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[RESULTS_KEY] = self.run.to_dict()
-        if self.named is not None:
-            node.workerinput[NAMED_WORKER_KEY] = [self.named, self.paths_named]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -517,170 +364,6 @@ class SparkPreflight:
         if cid in catalog.IDS:
             self.tested.add(cid)
 
-    def tests_left(self) -> tuple[list[str], str]:
-        """The checks with a result whose selected test never ran (``-x``, ``--maxfail``, Ctrl-C
-        stopped the session first), and why: their lines are the preflight's, not passed tests."""
-        left = [cid for cid in self.selected or [] if cid in self.results and cid not in self.tested]
-        if not left:
-            return [], ""
-        session = self.session
-        stop = (session.shouldfail or session.shouldstop) if session is not None else ""
-        if isinstance(stop, str) and stop:
-            return left, stop
-        if self._exitstatus == pytest.ExitCode.INTERRUPTED:
-            return left, "the run was interrupted"
-        return left, "the session stopped before them"
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
-        # pure: pytest-json-report calls it a second time per report
-        data = getattr(report, "spark_result", None)
-        if report.when != "call" or not report.passed or not data:
-            return None
-        return TEST_STATUS.get(data.get("status"))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        if call.when != "call" or not isinstance(item, SparkCheckItem) or item.spark_result is None:
-            return {}
-        return {"spark": item.spark_result.to_dict()}
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
-        json_report["spark_preflight"] = report.run_block(
-            self.results.values(), strict=self.settings.strict, host=self.host, settings=self.settings.to_dict(),
-            profile=self._profile_label(), not_run=self.not_run(), extra=self._extra(),
-        )  # fmt: skip
-
-    def _profile_label(self) -> str:
-        return report.profile_label(self.settings.profile, self.host)
-
-    def not_run(self) -> dict[str, str]:
-        """Every check without a result, with why: one rule however it was left
-        out, so the verdict is never ``ready`` while a check went unverified."""
-        return {cid: self._why_not_run(cid) for cid in catalog.IDS if cid not in self.results}
-
-    def _why_not_run(self, check_id: str) -> str:
-        if self._collect_errors:
-            return "collection error"
-        if self.named is not None and check_id not in self.named:
-            return f"deselected ({', '.join(f'{FILE_NAME}::{c}' for c in self.named)} named)"
-        if check_id in self.deselected:
-            return f"deselected ({self.deselected[check_id]})"
-        if self._exitstatus == pytest.ExitCode.INTERRUPTED:
-            return "the run was interrupted"
-        if self.selected is None and not self.run.planned:
-            return "the run stopped before collection finished"
-        return "the run stopped before it"
-
-    def why_none_ran(self) -> str:
-        """The terminal's line when no check has a result."""
-        if self._collect_errors:
-            n = self._collect_errors
-            return f"no preflight check ran: collection failed ({n} error{'s' if n != 1 else ''}), so no test ran"
-        if self._exitstatus == pytest.ExitCode.INTERRUPTED:
-            return "no preflight check ran: the run was interrupted"
-        whys = self.not_run().values()
-        if all(why.startswith("deselected (") for why in whys):
-            hows = ", ".join(dict.fromkeys(why.removeprefix("deselected (")[:-1] for why in whys))
-            return f"no preflight check ran (all deselected: {hows})"
-        return "no preflight check ran: the run stopped before collection finished"
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.is_worker:
-            return
-        self._exitstatus = int(session.exitstatus)
-        results = report.ordered(self.results.values())
-        not_run = self.not_run()
-        strict = self.settings.strict
-        if (
-            self.settings.gate and self.run.outside and session.exitstatus == pytest.ExitCode.OK
-            and verdict(results, strict=strict).value == "blocked"
-        ):  # the gate blocked on checks whose tests were deselected: not a green run
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        xml = self.config.stash.get(xml_key, None)
-        if xml is not None and results:
-            props = report.suite_properties(results, strict=strict, host=self.host, not_run=not_run)
-            if launch.rank(os.environ) == 0:  # rank 0 speaks for every node
-                props += report.node_properties(report.fleet_nodes(results))
-            if self.run.diagnosis:
-                props += [("spark.diagnosis", str(self.run.diagnosis["line"])),
-                          ("spark.diagnosis.gotcha", str(self.run.diagnosis["gotcha"] or "unknown"))]  # fmt: skip
-            for name, value in props:
-                xml.add_global_property(name, value)
-        if not self.runs_nothing:  # --co, --setup-plan run nothing by design: no report claims a verdict
-            self._notes += report.write_run_files(
-                self.settings, results, host=self.host, profile=self._profile_label(),
-                store_items=self.store_items, env=os.environ, not_run=not_run, extra=self._extra(),
-                started=self._started[0], duration=time.monotonic() - self._started[1],
-            )  # fmt: skip
-            if session.exitstatus == pytest.ExitCode.OK and any(n.startswith("cannot") for n in self._notes):
-                session.exitstatus = pytest.ExitCode.USAGE_ERROR  # the CLI's exit 2: no report, no green run
-        v = report.run_verdict(results, strict=strict, not_run=not_run)
-        self.config.hook.pytest_spark_preflight_finished(config=self.config, results=results, verdict=v.value)
-
-    def _extra(self) -> dict[str, Any] | None:
-        """The reports' ``diagnosis`` key under ``--spark-diagnose``."""
-        return {"diagnosis": self.run.diagnosis} if self.run.diagnosis else None
-
-    def store_items(self) -> dict[str, Any]:
-        """Every probe answer and fact of the run (what ``--spark-capture`` records)."""
-        return self._engine.machine.store.items() if self._engine is not None else {}
-
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.is_worker or self.runs_nothing:
-            return
-        results = report.ordered(self.results.values())
-        not_run = self.not_run()
-        tr = terminalreporter
-        tr.write_sep("=", "spark preflight", bold=True)
-        if not results:
-            write_line(tr, self.why_none_ran())
-        elif self.run.outside:
-            write_line(tr, self._outside_line())
-        verbose = config.get_verbosity() > 0
-        width = config.get_terminal_writer().fullwidth
-        if config.get_verbosity() >= 0:  # each gotcha's name, for a reader new to G1..G10 (not under -q)
-            for line in catalog.legend([r.check_id for r in results], width):
-                write_line(tr, line)
-        for result in results:  # the short line by default, at most the terminal's width
-            if not verbose:
-                write_line(tr, result.short_line(width), **COLORS[result.status])
-                continue
-            # -v: the whole line, its code, details and readings, as the CLI's -v (the FAILURES body has them too)
-            first, *rest = result.report_text(codes=True).splitlines()
-            write_line(tr, first, **COLORS[result.status])
-            for line in rest:
-                write_line(tr, line)
-        if results:
-            groups: dict[str, list[str]] = {}
-            for cid, why in not_run.items():
-                groups.setdefault(why, []).append(cid)
-            for why, ids in groups.items():
-                write_line(tr, shorten(f"{', '.join(ids)} not run: {why}", width), yellow=True)
-            left, stopped = self.tests_left()
-            if left:  # their checks ran; pytest's tally counts none of them
-                write_line(tr, shorten(f"{', '.join(left)} tests not run: {stopped} (the lines above are the "
-                                       "preflight's, run before the first test)", width), yellow=True)
-        v = report.run_verdict(results, strict=self.settings.strict, not_run=not_run).value
-        text = report.verdict_text(results, strict=self.settings.strict, not_run=not_run)
-        write_line(tr, text, **VERDICT_COLORS.get(v, {"green": True}))
-        if self.run.diagnosis:
-            for line in self.run.diagnosis["secondary"]:
-                write_line(tr, line)
-            named = bool(self.run.diagnosis["gotcha"])
-            write_line(tr, self.run.diagnosis["line"], red=named, bold=named)
-        for note in self._notes:
-            write_line(tr, note)
-
-    def _outside_line(self) -> str:
-        """Which checks ran without their test, and for whom."""
-        outside, why = self.run.outside, self.run.ran_for
-        if len(outside) == len(self.results):
-            return f"their tests deselected, these checks ran for {why}:"
-        return f"{', '.join(outside)}: {'its test' if len(outside) == 1 else 'their tests'} deselected, run for {why}"
-
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._engine is not None:
             self._engine.close()  # a run stopped early (-x, Ctrl-C) leaves no probe behind
@@ -688,3 +371,15 @@ class SparkPreflight:
         if early is not None:  # a torch child started while pytest loaded, never claimed
             early.drop()
         restore_signal_handlers()
+
+
+class SelectionDone:
+    """The end of pytest's own selection: the last plain ``pytest_collection_modifyitems`` runs after
+    pytest's ``--deselect``, ``-k`` and ``-m`` (plain ones), before the wrappers that deselect later (--lf)."""
+
+    def __init__(self, plugin: SparkPreflight) -> None:
+        self.plugin = plugin
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self) -> None:
+        self.plugin.selecting = False

@@ -273,7 +273,7 @@ def _terminal_writes() -> list[str]:
 
     package = Path(pytest_dgx_spark.__file__).parent
     # codes.main: the developers' table generator, writing only the registry's own constant text
-    writers = {("safe_text", "write_line"), ("cli", "say"), ("cli", "say_error"), ("codes", "main")}
+    writers = {("safe_text", "write_line"), ("cli_output", "say"), ("cli_output", "say_error"), ("codes", "main")}
     found = []
     for path in sorted(package.rglob("*.py")):
         if "scripts" in path.relative_to(package).parts:

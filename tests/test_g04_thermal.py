@@ -18,13 +18,16 @@ import pytest
 
 from pytest_dgx_spark.checks.g04_thermal import check as g4
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.probes.nvml import NvmlDevice
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thermal import (
     REASON_BITS,
     WARN_MASK,
+    CounterSet,
     decode_reasons,
     parse_mask,
     parse_smi_q,
@@ -34,6 +37,11 @@ from pytest_dgx_spark.thresholds import defaults
 
 from doubles import gb10
 from doubles.procs import alive
+
+
+def make_facts(**kw: Any) -> g4.Facts:
+    """G4's facts from JSON-shaped fields, as a capture rebuilds them (the kernel log: not read)."""
+    return g4.Facts.from_dict({"kernel_log_problem": None, **plain(kw)})
 
 
 def params(profile: str, **override: float) -> Params:
@@ -68,7 +76,7 @@ def series(
 
 def gb10_facts(samples: list[dict[str, Any]], **kw: Any) -> g4.Facts:
     dev = {"index": 0, "name": "NVIDIA GB10", "power_limit_mw": None, "max_clock_sm_mhz": 3003, "errors": {}}
-    return g4.Facts(seconds=kw.pop("seconds", 5.0), devices=[dev], samples=samples, duration_s=5.0, **kw)
+    return make_facts(seconds=kw.pop("seconds", 5.0), devices=[dev], samples=samples, duration_s=5.0, **kw)
 
 
 # ---------------------------------------------------------------------- reason bits
@@ -111,7 +119,7 @@ def test_masks_parse_from_nvml_ints_and_nvidia_smi_hex(raw: Any, mask: int | Non
 
 def test_recorded_h200_query_gpu_csv_parses_with_its_header_and_units(h200: Path) -> None:
     text = (h200 / "query_gpu.csv").read_text()
-    statics, sample, problems = g4.parse_smi(text, FIELDS, t=0.0)
+    statics, sample, problems = plain(g4.parse_smi(text, FIELDS, t=0.0))
     assert problems == []
     assert statics[0]["name"] == "NVIDIA H200"
     assert statics[0]["power_limit_mw"] == 700000
@@ -124,7 +132,7 @@ def test_recorded_h200_query_gpu_csv_parses_with_its_header_and_units(h200: Path
 
 def test_recorded_idle_h200_is_info_with_its_readings_and_gpuidle_ignored(h200: Path) -> None:
     statics, sample, _ = g4.parse_smi((h200 / "query_gpu.csv").read_text(), FIELDS, t=0.0)
-    facts = g4.Facts(source="nvidia-smi", seconds=0, devices=statics, samples=[sample])
+    facts = make_facts(source="nvidia-smi", seconds=0, devices=statics, samples=[sample])
     result = g4.evaluate(facts, GENERIC_T)
     assert result.status is Status.INFO
     assert "38 C" in result.summary and "107 W" in result.summary and "limit 700 W" in result.summary
@@ -135,7 +143,7 @@ def test_recorded_idle_h200_is_info_with_its_readings_and_gpuidle_ignored(h200: 
 
 def test_recorded_noheader_temperature_power_line_parses(h200: Path) -> None:
     line = (h200 / "query_temp_power_noheader.csv").read_text().strip()  # "38, 105.28"
-    _, sample, problems = g4.parse_smi(line, ["temperature.gpu", "power.draw"], t=0.0)
+    _, sample, problems = plain(g4.parse_smi(line, ["temperature.gpu", "power.draw"], t=0.0))
     assert problems == []
     assert sample["gpus"][0]["temperature_c"] == 38
     assert sample["gpus"][0]["power_usage_mw"] == 105280
@@ -213,12 +221,12 @@ def test_generic_profile_derives_the_ceiling_from_the_enforced_limit() -> None:
         "errors": {},
     }
     temps = [50, 51, 52, 53, 54, 55, 56, 57, 58, 59]
-    facts = g4.Facts(seconds=5, devices=[dev], samples=series(temps, [300, 310] * 5), duration_s=5)
+    facts = make_facts(seconds=5, devices=[dev], samples=series(temps, [300, 310] * 5), duration_s=5)
     result = g4.evaluate(facts, GENERIC_T)
     assert result.status is Status.WARN
     assert "350 W ceiling" in result.summary and "limit 700 W" in result.summary
     assert result.reading("flat_power_ceiling").value == 350.0
-    above = g4.Facts(seconds=5, devices=[dev], samples=series(temps, [600, 610] * 5), duration_s=5)
+    above = make_facts(seconds=5, devices=[dev], samples=series(temps, [600, 610] * 5), duration_s=5)
     assert g4.evaluate(above, GENERIC_T).status is Status.INFO
 
 
@@ -232,11 +240,11 @@ def test_flat_power_threshold_override_is_used_and_quoted() -> None:
 
 
 def test_hung_driver_fails_and_missing_gpu_skips() -> None:
-    hung = g4.evaluate(g4.Facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), GB10_T)
+    hung = g4.evaluate(make_facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), GB10_T)
     assert hung.status is Status.FAIL
     assert hung.summary.startswith("driver not answering")
     assert "dmesg" in hung.fix
-    missing = g4.evaluate(g4.Facts(missing="NVML unavailable (DriverNotLoaded)"), GB10_T)
+    missing = g4.evaluate(make_facts(missing="NVML unavailable (DriverNotLoaded)"), GB10_T)
     assert missing.status is Status.SKIP
     assert "no NVIDIA GPU" in missing.summary and "DriverNotLoaded" in missing.summary
 
@@ -285,7 +293,7 @@ def test_two_gpus_get_per_gpu_readings_and_one_line() -> None:
         {"index": 0, "name": "NVIDIA H200", "power_limit_mw": 700000},
         {"index": 1, "name": "NVIDIA H200", "power_limit_mw": 700000},
     ]
-    result = g4.evaluate(g4.Facts(seconds=0, devices=devs, samples=samples), GENERIC_T)
+    result = g4.evaluate(make_facts(seconds=0, devices=devs, samples=samples), GENERIC_T)
     assert result.status is Status.INFO
     assert result.summary.startswith("2 GPUs (NVIDIA H200): 40-70 C")
     assert result.reading("gpu1_temperature_max").value == 70.0
@@ -306,13 +314,13 @@ def test_two_gpus_get_per_gpu_readings_and_one_line() -> None:
     ],
 )
 def test_nvidia_smi_placeholders_become_named_errors(line: str, key: str, error: str) -> None:
-    statics, sample, _ = g4.parse_smi(line, FIELDS, t=0.0)
+    statics, sample, _ = plain(g4.parse_smi(line, FIELDS, t=0.0))
     errors = {**statics[0]["errors"], **sample["gpus"][0].get("errors", {})}
     assert errors[key]["name"] == error
 
 
 def test_nvidia_smi_empty_lines_header_only_and_short_lines_are_tolerated() -> None:
-    statics, sample, problems = g4.parse_smi("\n\n", FIELDS, t=0.0)
+    statics, sample, problems = plain(g4.parse_smi("\n\n", FIELDS, t=0.0))
     assert statics == [] and sample["gpus"] == [] and problems == []
     header = "index, name, temperature.gpu, power.draw [W]\n"
     assert g4.parse_smi(header, FIELDS, t=0.0)[0] == []
@@ -530,10 +538,10 @@ RECORDED = sorted((Path(__file__).parent / "data").glob("*/nvml_sample_*.json"))
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_recorded_real_series_evaluate_to_their_own_ranges(path: Path) -> None:
     doc = json.loads(path.read_text())
-    devices = [g4._static_from_snapshot(d) for d in doc["nvml"]["devices"]]
+    devices = [g4.static_from_snapshot(NvmlDevice.from_dict(d)) for d in doc["nvml"]["devices"]]
     samples = doc["sample"]["samples"]
-    profile = "gb10" if any("GB10" in str(d.get("name")) for d in devices) else "generic"
-    facts = g4.Facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
+    profile = "gb10" if any("GB10" in str(d.name) for d in devices) else "generic"
+    facts = make_facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
     result = g4.evaluate(facts, params(profile))
     temps = [g["temperature_c"] for s in samples for g in s["gpus"] if g.get("temperature_c") is not None]
     watts = [
@@ -553,7 +561,7 @@ GB10_DATA = Path(__file__).parent / "data" / "gb10"
 def gb10_q_counters() -> dict[str, int]:
     """The counters a real GB10 printed in ``nvidia-smi -q -d PERFORMANCE``
     (tests/data/gb10/nvidia-smi-q_1.txt: SW Power Capping 50284264713 us)."""
-    (gpu,) = parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text())
+    (gpu,) = plain(parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text()))
     return gpu["us"]
 
 
@@ -582,7 +590,7 @@ def idle_gb10_samples(n: int = 20, temp: int = 45) -> list[dict[str, Any]]:
 def test_gb10_q_capture_parses_counters_and_ignores_the_instantaneous_reasons() -> None:
     """tests/data/gb10/nvidia-smi-q_1.txt: every reason "Not Active", the
     counters populated; the author's annotation after a value is ignored."""
-    (gpu,) = parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text())
+    (gpu,) = plain(parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text()))
     assert gpu["us"] == {
         "sw_power_cap": 50284264713,
         "sync_boost": 0,
@@ -595,7 +603,7 @@ def test_gb10_q_capture_parses_counters_and_ignores_the_instantaneous_reasons() 
 
 def test_h200_q_capture_parses_counters_and_tlimit_margins(h200: Path) -> None:
     """tests/data/h200-cu130/nvidia-smi-q.txt: counters 0 us, GPU T.Limit Temp 49 C."""
-    (gpu,) = parse_smi_q((h200 / "nvidia-smi-q.txt").read_text())
+    (gpu,) = plain(parse_smi_q((h200 / "nvidia-smi-q.txt").read_text()))
     assert gpu["us"]["sw_power_cap"] == 0 and len(gpu["us"]) == 5
     assert gpu["temps"]["current_c"] == 38
     assert gpu["temps"]["tlimit_c"] == 49
@@ -644,7 +652,7 @@ def test_unchanged_counters_from_the_table_capture_are_info() -> None:
     boot (below g4_slowdown_since_boot_s = 10 s), nothing during the sample."""
     us = table_counters()
     facts = gb10_facts(series([50, 50], [15.57, 15.57]), counters_source="nvml")
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     result = g4.evaluate(facts, GB10_T)
     assert result.status is Status.INFO
     assert "power cap 3.0 h, thermal 1.2 s, power brake 0 s" in result.summary
@@ -659,7 +667,7 @@ def test_large_thermal_slowdown_since_boot_warns_and_the_threshold_is_overridabl
     )
     us = {"sw_power_cap": 0, "sw_thermal_slowdown": 27_600_000, "hw_thermal_slowdown": 0}
     facts = gb10_facts(series([60, 60], [40, 40]), counters_source="nvml")
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     result = g4.evaluate(facts, GB10_T)
     assert result.status is Status.WARN
     assert "clocks were cut since the driver loaded: SW thermal 28 s (> g4_slowdown_since_boot_s = 10 s" in (
@@ -671,8 +679,8 @@ def test_large_thermal_slowdown_since_boot_warns_and_the_threshold_is_overridabl
 
 def test_power_brake_growth_warns_with_the_supply_fix() -> None:
     facts = gb10_facts(series([50, 50], [30, 30]), counters_source="nvml")
-    facts.counters_before = [{"index": 0, "us": {"hw_power_brake_slowdown": 0}}]
-    facts.counters_after = [{"index": 0, "us": {"hw_power_brake_slowdown": 400_000}}]
+    facts.counters_before = [CounterSet.from_dict({"index": 0, "us": {"hw_power_brake_slowdown": 0}})]
+    facts.counters_after = [CounterSet.from_dict({"index": 0, "us": {"hw_power_brake_slowdown": 400_000}})]
     result = g4.evaluate(facts, GB10_T)
     assert result.status is Status.WARN
     assert "power brake +0.4 s" in result.summary and "USB-C PD" in result.fix
@@ -874,10 +882,10 @@ def test_the_short_line_keeps_counters_that_counted() -> None:
     facts = gb10_facts(samples)
     us = {"sw_power_cap": 10_800_000_000, "sw_thermal_slowdown": 0, "hw_thermal_slowdown": 1_200_000,
           "hw_power_brake_slowdown": 0}  # fmt: skip
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     short = g4.evaluate(facts, GB10_T).short_line()
     assert "since boot: power cap 3.0 h, thermal 1.2 s, brake 0 s (+0 s in sample)" in short, short
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": dict.fromkeys(us, 0)}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": dict.fromkeys(us, 0)})]
     assert g4.evaluate(facts, GB10_T).short_line().endswith("; no clock events since boot")
 
 
@@ -890,14 +898,14 @@ def test_a_long_default_line_drops_the_counters_that_stayed_at_zero() -> None:
     for sample, clock in zip(samples, (1425, 1560), strict=True):
         sample["gpus"][0].update(clock_sm_mhz=clock, tlimit_c=29)
     facts = gb10_facts(samples)
-    facts.devices[0].update(name="NVIDIA H200", power_limit_mw=700_000)
+    facts.devices[0].name, facts.devices[0].power_limit_mw = "NVIDIA H200", 700_000
     us = {"sw_power_cap": 9_720_000_000, "sw_thermal_slowdown": 0, "hw_thermal_slowdown": 0,
           "hw_power_brake_slowdown": 0}  # fmt: skip
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     short = g4.evaluate(facts, GENERIC_T).short_line()
     assert short.endswith("; since boot: power cap 2.7 h") and len(short) <= 120, short
     # a counter that grew during the sample is no INFO to compact: it is the WARN's finding
-    facts.counters_after = [{"index": 0, "us": {**us, "sw_thermal_slowdown": 1_500_000}}]
+    facts.counters_after = [CounterSet.from_dict({"index": 0, "us": {**us, "sw_thermal_slowdown": 1_500_000}})]
     grown = g4.evaluate(facts, GENERIC_T)
     assert grown.short_line().startswith("G4 WARN: SW thermal +1.5 s during the sample; fix: cool it")
 
@@ -906,8 +914,8 @@ def test_a_long_default_line_drops_the_counters_that_stayed_at_zero() -> None:
 def test_facts_round_trip_through_json_to_the_same_result(warm: bool) -> None:
     temps = [60 + i for i in range(10)] if warm else [45] * 10
     facts = gb10_facts(series(temps, [95, 96] * 5), counters_source="nvml", notes=["NVML: ok"])
-    facts.counters_before = [{"index": 0, "us": {"sw_power_cap": 5, "sw_thermal_slowdown": 0}}]
-    facts.counters_after = [{"index": 0, "us": {"sw_power_cap": 9, "sw_thermal_slowdown": 3_000_000}}]
+    facts.counters_before = [CounterSet.from_dict({"index": 0, "us": {"sw_power_cap": 5, "sw_thermal_slowdown": 0}})]
+    facts.counters_after = [CounterSet.from_dict({"index": 0, "us": {"sw_power_cap": 9, "sw_thermal_slowdown": 3_000_000}})]
     again = g4.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
     assert again == facts
     assert g4.evaluate(again, GB10_T) == g4.evaluate(facts, GB10_T)
@@ -927,8 +935,8 @@ def _lost() -> g4.Facts:
         (gb10_facts(series([80, 85, 88], [90, 91, 90], [0, 0x20, 0x20])), Status.WARN),
         (gb10_facts(series([60 + i for i in range(10)], [95, 96] * 5)), Status.WARN),
         (_lost(), Status.FAIL),
-        (g4.Facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), Status.FAIL),
-        (g4.Facts(missing="NVML unavailable: Driver Not Loaded (DriverNotLoaded)"), Status.SKIP),
+        (make_facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), Status.FAIL),
+        (make_facts(missing="NVML unavailable: Driver Not Loaded (DriverNotLoaded)"), Status.SKIP),
     ],
 )
 def test_every_result_has_a_headline_that_fits_the_short_line(facts: g4.Facts, status: Status) -> None:

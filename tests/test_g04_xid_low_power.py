@@ -19,6 +19,7 @@ from test_kernel_log import XID_13_ILLEGAL, XID_13_VLLM, XID_119_120, XID_169
 
 from pytest_dgx_spark.checks.g04_thermal import check as g4
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -29,6 +30,11 @@ from doubles import gb10
 
 GB10_T = Params(profile="gb10", thresholds=defaults("gb10"))
 GENERIC_T = Params(profile="generic", thresholds=defaults("generic"))
+
+
+def make_facts(**kw: Any) -> g4.Facts:
+    """G4's facts from JSON-shaped fields, as a capture rebuilds them (the kernel log: not read)."""
+    return g4.Facts.from_dict({"kernel_log_problem": None, **plain(kw)})
 
 
 def loaded(util: float, clock: float, watts: float, n: int = 6, reasons: int = 0) -> list[dict[str, Any]]:
@@ -43,7 +49,7 @@ def loaded(util: float, clock: float, watts: float, n: int = 6, reasons: int = 0
 def facts(samples: list[dict[str, Any]], **kw: Any) -> g4.Facts:
     dev = {"index": 0, "name": "NVIDIA GB10", "power_limit_mw": None, "max_clock_sm_mhz": 3003, "errors": {}}
     kw.setdefault("kernel_log_source", "/dev/kmsg")
-    return g4.Facts(seconds=3.0, devices=[dev], samples=samples, duration_s=3.0, **kw)
+    return make_facts(seconds=3.0, devices=[dev], samples=samples, duration_s=3.0, **kw)
 
 
 def run_g4(root: Path, nvml: dict[str, Any], doubles: Any, seconds: float = 0.3) -> Any:
@@ -238,13 +244,13 @@ def test_our_own_resource_limit_with_an_old_hardware_xid_stays_a_skip() -> None:
     about the GPU, so an old hardware Xid in the kernel log is a detail, not the FAIL it is when no
     GPU answers (``test_xid_169_with_no_gpu_answering_fails_instead_of_skipping``)."""
     xid = {"code": 120, "pci": "PCI:000f:01:00", "pid": 7, "name": "python", "message": "m", "seq": 1, "t": 1.0}
-    limited = g4.Facts(seconds=3.0, samples=[], missing=f"{g4.LIMITED}can't start a new thread",
+    limited = make_facts(seconds=3.0, samples=[], missing=f"{g4.LIMITED}can't start a new thread",
                        kernel_log_source="/dev/kmsg", xids=[xid], xid_counts={"120": 1})
     result = g4.evaluate(limited, GB10_T)
     assert result.status is Status.SKIP, result.line()
     assert result.headline == "not checked (resource limit)"
     assert any(d.startswith("Xid 120 at 1.0 s") for d in result.details)
-    gone = g4.evaluate(g4.Facts(seconds=3.0, samples=[], missing="NVML: LibraryNotFound", kernel_log_source="/dev/kmsg",
+    gone = g4.evaluate(make_facts(seconds=3.0, samples=[], missing="NVML: LibraryNotFound", kernel_log_source="/dev/kmsg",
                                 xids=[xid], xid_counts={"120": 1}), GB10_T)
     assert gone.status is Status.FAIL, gone.line()  # no GPU and a hardware Xid: the Xid is why
 

@@ -118,7 +118,7 @@ class WatchSample(TypedDict, total=False):
     """One tick's readings (also the timeline's ``sample`` record)."""
 
     t: float  # seconds since the watch began
-    gpus: list[thermal.GpuReading] | None  # None: NVML gave no new sample (``gpu`` says why)
+    gpus: list[thermal.RawGpuReading] | None  # None: NVML gave no new sample (``gpu`` says why)
     gpu: str  # "ok", or why there is no reading ("no answer for 12 s", "NVML unavailable: …")
     devices: list[dict[str, Any]]  # names and limits, from the first sample
     procs: list[dict[str, Any]] | None  # GPU processes: pid, gpu, type, used_bytes, cmd
@@ -229,9 +229,9 @@ class Watcher:
         self.active: dict[str, _Active] = {}
         self.events: list[Event] = []
         self.counts: dict[str, int] = {}  # code -> conditions started (or instants), over the whole watch
-        self._last_gpu: dict[int, thermal.GpuReading] = {}  # the last reading without a given reason
+        self._last_gpu: dict[int, thermal.RawGpuReading] = {}  # the last reading without a given reason
         self._low_runs: dict[int, int] = {}
-        self._window: dict[int, list[tuple[float, thermal.GpuReading]]] = {}
+        self._window: dict[int, list[tuple[float, thermal.RawGpuReading]]] = {}
         self._busy_seen = False
         self._idle_since: float | None = None
         self._cmd: dict[int, str] = {}
@@ -337,7 +337,7 @@ class Watcher:
         silent = answer.startswith("no answer")
         self._set(out, t, "G4.no-answer", "G4.no-answer", silent, f"NVML: {answer}", "NVML answers again")
 
-    def _clock_events(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+    def _clock_events(self, out: list[Event], t: float, g: thermal.RawGpuReading) -> None:
         i = int(g.get("index", 0))
         mask = thermal.parse_mask(g.get("clock_event_reasons"))
         if mask is None:
@@ -377,7 +377,7 @@ class Watcher:
         if not names & set(REASONS):
             self._last_gpu[i] = g
 
-    def _clocks_low(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+    def _clocks_low(self, out: list[Event], t: float, g: thermal.RawGpuReading) -> None:
         """N5: under load, clock and power both low with no heat or brake reason, several samples in a row."""
         i = int(g.get("index", 0))
         util, clock = thermal.number(g.get("utilization_gpu")), thermal.number(g.get("clock_sm_mhz"))
@@ -407,7 +407,7 @@ class Watcher:
             )
         self._set(out, t, key, "G4.clocks-low", low, text, f"GPU {i} clocks back up")
 
-    def _flat_power(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+    def _flat_power(self, out: list[Event], t: float, g: thermal.RawGpuReading) -> None:
         """Power flat well under the limit while the temperature climbs, over the last :data:`FLAT_WINDOW`
         samples (``thermal.flat_power_climb``, G4's and the sampler's rule)."""
         i = int(g.get("index", 0))

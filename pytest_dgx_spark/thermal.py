@@ -80,6 +80,10 @@ class CounterSet(Record):
     us: dict[str, int | None] = field(default_factory=dict)
     errors: dict[str, NvmlError | str] = field(default_factory=dict)
 
+    def read(self) -> dict[str, int | None]:
+        """Every counter of :data:`COUNTERS` by name, None for one not read."""
+        return {name: self.us.get(name) for name, _, _ in COUNTERS}
+
     def error_names(self) -> set[str]:
         return {e.name if isinstance(e, NvmlError) else e for e in self.errors.values()}
 

@@ -19,9 +19,10 @@ import stat
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.outfile import kind_of
 from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.probes.memory_pressure import oom_kill_match
@@ -69,6 +70,27 @@ class KernelLog(TypedDict, total=False):
     denied: str | None
     cut: str | None
     seconds: float
+
+
+@dataclass
+class LogOutcome(Record):
+    """How the read of a :class:`KernelLog` went, typed (:func:`outcome`); the records are :func:`records`."""
+
+    source: str | None = None
+    problems: list[str] = field(default_factory=list)
+    denied: str | None = None
+    cut: str | None = None
+
+
+def outcome(log: Mapping[str, Any]) -> LogOutcome:
+    """The log's source, the problems met, how to allow a denied read, and which bound cut it."""
+    problems = log.get("problems")
+    return LogOutcome(
+        source=str(log["source"]) if log.get("source") else None,
+        problems=[str(p) for p in problems] if isinstance(problems, list) else [],
+        denied=str(log["denied"]) if log.get("denied") else None,
+        cut=str(log["cut"]) if log.get("cut") else None,
+    )
 
 
 def _unread(problem: str, denied: str | None = None) -> KernelLog:

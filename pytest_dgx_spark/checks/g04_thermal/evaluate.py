@@ -7,7 +7,7 @@ import re
 
 from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.g04_thermal import figures, stages
-from pytest_dgx_spark.checks.g04_thermal.facts import Device, Facts, answered
+from pytest_dgx_spark.checks.g04_thermal.facts import Facts, answered
 from pytest_dgx_spark.checks.g04_thermal.findings import DRIVER_FIX, DRIVER_SHORT
 from pytest_dgx_spark.checks.g04_thermal.low_power import low_power_stage
 from pytest_dgx_spark.checks.g04_thermal.xid import xid_stage
@@ -27,8 +27,7 @@ def evaluate(facts: Facts, params: Params) -> Result:
     per_gpu: list[Reading] = []
     ceilings: list[float] = []
     for index, s in series.items():
-        dev = static.get(index) or Device()
-        per_gpu += stages.gpu_stage(s, dev, len(series) > 1, params, out, ceilings)
+        per_gpu += stages.gpu_stage(s, figures.device_of(static, index), len(series) > 1, params, out, ceilings)
     counters = stages.counters_stage(facts, params, out)
     driver_lost = bool(out.problems or facts.broken)
     xid = xid_stage(facts, params, out)  # first: a GSP/hardware fault may be what holds the clocks down

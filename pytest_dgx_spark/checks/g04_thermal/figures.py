@@ -11,6 +11,11 @@ from pytest_dgx_spark.model import SHORT_WIDTH, Reading
 from pytest_dgx_spark.thermal import CounterSet, GpuSeries
 
 
+def device_of(static: Mapping[int, Device], index: int) -> Device:
+    """GPU ``index``'s static facts; a device that read nothing when the snapshot did not list it."""
+    return static[index] if index in static else Device()
+
+
 def fmt(value: float | None, unit: str = "") -> str:
     if value is None:
         return "[N/A]"
@@ -43,13 +48,13 @@ def _counter_figures(facts: Facts) -> tuple[dict[str, int | None], list[tuple[st
     a = next((c for c in facts.counters_after if c.us), None)
     if a is None:
         return None
-    us = a.us
+    us = a.read()
     b = next((c for c in facts.counters_before if c.index == a.index), CounterSet())
-    thermal_us = [v for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if (v := us.get(n)) is not None]
-    parts = [("power cap", thermal.seconds_text(us.get("sw_power_cap"))),
+    thermal_us = [v for n in ("sw_thermal_slowdown", "hw_thermal_slowdown") if (v := us[n]) is not None]
+    parts = [("power cap", thermal.seconds_text(us["sw_power_cap"])),
              ("thermal", thermal.seconds_text(sum(thermal_us)) if thermal_us else "[N/A]"),
-             ("power brake", thermal.seconds_text(us.get("hw_power_brake_slowdown")))]
-    grown = [d for n, d in thermal.counter_deltas(b.us, us).items()
+             ("power brake", thermal.seconds_text(us["hw_power_brake_slowdown"]))]
+    grown = [d for n, d in thermal.counter_deltas(b.us, a.us).items()
              if n in thermal.SLOWDOWN_COUNTERS and d is not None]
     return us, parts, thermal.seconds_text(sum(grown)) if grown else None
 
@@ -68,7 +73,7 @@ def counters_short(facts: Facts, room: int) -> str:
     if (figures := _counter_figures(facts)) is None:
         return ""
     us, parts, during = figures
-    if all(us.get(n) == 0 for n in ("sw_power_cap", *thermal.SLOWDOWN_COUNTERS)):
+    if all(us[n] == 0 for n in ("sw_power_cap", *thermal.SLOWDOWN_COUNTERS)):
         return "no clock events since boot"
 
     def text(shown: Sequence[tuple[str, str]], grown: str | None) -> str:
@@ -95,7 +100,7 @@ def reasons_text(s: GpuSeries) -> str:
 def tlimit_margin(facts: Facts, all_s: Sequence[GpuSeries]) -> float | None:
     """The smallest "GPU T.Limit Temp" seen: NVML's margin in the samples, or ``nvidia-smi -q``'s."""
     values = [v for s in all_s if (v := s.tlimit.min) is not None]
-    values += [v for t in facts.temps_q if (v := t.get("tlimit_c")) is not None]
+    values += [v for t in facts.temps_q for k, v in t.items() if k == "tlimit_c" and v is not None]
     return min(values) if values else None
 
 
@@ -104,7 +109,7 @@ def overview(series: Mapping[int, GpuSeries], static: Mapping[int, Device], fact
     all_s = list(series.values())
     temps, power = span(*stat_range(all_s, "temperature"), "C"), span(*stat_range(all_s, "power_w"), "W")
     clock = span(*stat_range(all_s, "clock_sm"), "MHz")
-    limits = {watts(static.get(i, Device()).power_limit_mw) for i in series}
+    limits = {watts(device_of(static, i).power_limit_mw) for i in series}
     limit = fmt(next(iter(limits)), "W") if len(limits) == 1 else "varies"
     names = sorted({d.name for d in static.values() if d.name})
     if len(all_s) == 1:
@@ -142,7 +147,7 @@ def readings(facts: Facts, series: Mapping[int, GpuSeries], static: Mapping[int,
                 Reading(f"{name}_mean", mean, unit)]
 
     rises = [w[1] - w[0] for s in all_s if (w := thermal.window_means(s.points, 1))]
-    devices = [static.get(i, Device()) for i in series]
+    devices = [device_of(static, i) for i in series]
     reasons = sorted({name for s in all_s for name in s.reasons})
     return [
         *spread("temperature", "temperature", "C"), Reading("temperature_rise", pick(max, rises), "C"),

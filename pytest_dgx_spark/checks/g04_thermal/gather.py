@@ -3,6 +3,8 @@ counters around it, and the Xid lines of the kernel log since boot. It reads; it
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pytest_dgx_spark.checks.g04_thermal import smi
 from pytest_dgx_spark.checks.g04_thermal.facts import (
     XID_KEEP,
@@ -40,16 +42,16 @@ def gather(ctx: CheckContext) -> Facts:
 def gather_kernel_log(ctx: CheckContext, facts: Facts) -> None:
     """The Xid lines of the kernel log since boot (the machine reads it once, bounded)."""
     log = ctx.machine.kernel_log()
-    facts.kernel_log_source = log.get("source")
-    if not facts.kernel_log_source:
-        tried = "; ".join(log.get("problems") or []) or "no source answered"
-        facts.kernel_log_problem = log.get("denied") or f"kernel log not read ({tried})"
+    read = kernel_log.outcome(log)
+    facts.kernel_log_source = read.source
+    if not read.source:
+        tried = "; ".join(read.problems) or "no source answered"
+        facts.kernel_log_problem = read.denied or f"kernel log not read ({tried})"
         return
     recs = kernel_log.records(log)
-    facts.kernel_log_records, facts.kernel_log_cut = len(recs), log.get("cut")
+    facts.kernel_log_records, facts.kernel_log_cut = len(recs), read.cut
     found = kernel_log.xids(recs)
-    for x in found:
-        facts.xid_counts[str(x.code)] = facts.xid_counts.get(str(x.code), 0) + 1
+    facts.xid_counts = dict(Counter(str(x.code) for x in found))
     facts.xids = [XidLine.from_dict(x.to_dict()) for x in list(kernel_log.latest_first(found))[:XID_KEEP]]
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.g04_thermal.facts import Device, Facts, sample_interval
 from pytest_dgx_spark.checks.kit import CheckContext
+from pytest_dgx_spark.checks.record import FactsError, Record
 from pytest_dgx_spark.thermal import CounterSet, GpuReading, NvmlError, Sample, SmiQGpu
 
 #: nvidia-smi fields in order; the reasons field was renamed in driver 535 (None: sample without)
@@ -32,6 +36,24 @@ SMI_MAX = 1e12  # no quantity nvidia-smi reports (C, W, MHz, an index) comes nea
 #: ``nvidia-smi -q`` before and after the series (two spellings: the store caches a command by argv)
 SMI_Q_BEFORE = ["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE"]
 SMI_Q_AFTER = ["nvidia-smi", "-q", "-d", "TEMPERATURE,PERFORMANCE"]
+
+
+@dataclass
+class SmiAnswer(Record):
+    """One answer of the sample child (``smi_child.py``): when, nvidia-smi's exit code (None: it did
+    not start), what it printed."""
+
+    t: float = 0.0
+    rc: int | None = None
+    out: str = ""
+    err: str = ""
+
+    @classmethod
+    def of(cls, event: Mapping[str, Any]) -> SmiAnswer:
+        try:
+            return cls.from_dict(event)
+        except FactsError as exc:  # not what the child writes: an answer that says so
+            return cls(err=f"unreadable sample event ({exc})")
 
 
 def smi_argv(reason_field: str | None) -> list[str]:
@@ -118,11 +140,11 @@ def _smi_series(ctx: CheckContext, facts: Facts, argv: list[str], fields: list[s
                                      {"argv": argv, "seconds": seconds, "interval": interval},
                                      total_timeout=seconds + ctx.machine.timeout * 3)
     series = []
-    for ev in child.events:
-        if ev.get("rc") != 0:
-            facts.broken = f"nvidia-smi exited {ev.get('rc')} mid-sample: {str(ev.get('err') or '').strip()[:200]}"
+    for ev in map(SmiAnswer.of, child.events):
+        if ev.rc != 0:
+            facts.broken = f"nvidia-smi exited {ev.rc} mid-sample: {ev.err.strip()[:200]}"
             break
-        _, sample, _ = parse_smi(str(ev.get("out") or ""), fields, t=float(ev.get("t") or 0.0))
+        _, sample, _ = parse_smi(ev.out, fields, t=ev.t)
         if sample.gpus:
             series.append(sample)
     if series:
@@ -170,26 +192,27 @@ def parse_smi(text: str, fields: Sequence[str], *, t: float) -> tuple[list[Devic
     return statics, Sample(t, gpus), problems
 
 
-def _smi_row(row: dict[str, str], fields: list[str], position: int) -> tuple[Device, GpuReading]:
+def _smi_row(given: dict[str, str], fields: list[str], position: int) -> tuple[Device, GpuReading]:
     errors: dict[str, NvmlError] = {}
+    row = defaultdict(str, given)  # a column the query did not ask for reads as empty: NotSupported
 
     def number(name: str, key: str, scale: float = 1.0) -> float | None:
-        value, err = _smi_value(row.get(name, ""))
+        value, err = _smi_value(row[name])
         if err:
-            errors[key] = NvmlError(err, f"nvidia-smi {name}: {row.get(name, '')}")
+            errors[key] = NvmlError(err, f"nvidia-smi {name}: {row[name]}")
         return None if err or value is None else round(value * scale)
 
-    index_value, _ = _smi_value(row.get("index", "0"))
+    index_value, _ = _smi_value(row["index"] if "index" in given else "0")
     index = int(index_value) if index_value is not None else position
-    limit = number("enforced.power.limit" if "enforced.power.limit" in row else "power.limit", "power_limit_mw", 1000)
-    static = Device(index=index, name=row.get("name"), power_limit_mw=limit,
+    limit = number("enforced.power.limit" if "enforced.power.limit" in given else "power.limit", "power_limit_mw", 1000)
+    static = Device(index=index, name=given.get("name"), power_limit_mw=limit,
                     max_clock_sm_mhz=number("clocks.max.sm", "max_clock_sm_mhz"), errors=dict(errors))
     errors.clear()
     gpu = GpuReading(index=index, temperature_c=number("temperature.gpu", "temperature_c"),
                      power_usage_mw=number("power.draw", "power_usage_mw", 1000),
                      clock_sm_mhz=number("clocks.sm", "clock_sm_mhz"))
     if reason_field := next((f for f in fields if f.endswith("reasons.active")), None):
-        raw = row.get(reason_field, "")
+        raw = row[reason_field]
         if (mask := thermal.parse_mask(raw)) is None:
             errors["clock_event_reasons"] = NvmlError(_smi_value(raw)[1] or "Unparseable", raw)
         gpu.clock_event_reasons = mask

@@ -19,7 +19,7 @@ from pytest_dgx_spark.checks.g04_thermal.findings import (
 )
 from pytest_dgx_spark.checks.kit import Findings, Params
 from pytest_dgx_spark.model import Reading
-from pytest_dgx_spark.thermal import CounterSet, GpuSeries
+from pytest_dgx_spark.thermal import GpuSeries
 
 
 def gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findings,
@@ -128,11 +128,12 @@ def counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]
         return []
     readings: list[Reading] = []
     for index, a in sorted(after.items()):
-        delta = thermal.counter_deltas(before.get(index, CounterSet()).us, a.us)
-        _counter_findings(f"GPU {index}" if len(after) > 1 else "GPU", a.us, delta, params, out)
+        us = a.read()
+        delta = thermal.counter_deltas(before[index].us if index in before else None, a.us)
+        _counter_findings(f"GPU {index}" if len(after) > 1 else "GPU", us, delta, params, out)
         prefix = f"gpu{index}_" if len(after) > 1 else ""
         for name, _, _ in thermal.COUNTERS:
-            for when, value in (("since_boot", a.us.get(name)), ("in_sample", delta.get(name))):
+            for when, value in (("since_boot", us[name]), ("in_sample", delta[name])):
                 seconds = None if value is None else round(value / 1e6, 3)
                 readings.append(Reading(f"{prefix}{name}_{when}", seconds, "s"))
     return readings
@@ -143,7 +144,7 @@ def _counter_findings(where: str, us: dict[str, int | None], delta: dict[str, in
     """WARN when thermal or brake slowdown grew in the sample, or since boot beyond the threshold."""
     growth_s, boot_s = params.threshold("g4_slowdown_growth_s"), params.threshold("g4_slowdown_since_boot_s")
     grew = {n: d for n, d in delta.items() if n in thermal.SLOWDOWN_COUNTERS and d and d / 1e6 > growth_s}
-    slowdown = {n: v for n in thermal.SLOWDOWN_COUNTERS if (v := us.get(n))}
+    slowdown = {n: v for n in thermal.SLOWDOWN_COUNTERS if (v := us[n])}
     if grew:
         words = ", ".join(f"{thermal.WORDS[n]} +{thermal.seconds_text(d)}" for n, d in grew.items())
         brake = set(grew) == {"hw_power_brake_slowdown"}
@@ -156,4 +157,3 @@ def _counter_findings(where: str, us: dict[str, int | None], delta: dict[str, in
                  f"{boot_s:g} s; none during the sample)", COOL_FIX + "; then re-run the 15-minute check "
                  "(--spark-thermal-seconds 900)", f"{words} since boot (> {boot_s:g} s)",
                  "check cooling; re-run with --spark-thermal-seconds 900", code="G4.clocks-cut-since-boot")
-

@@ -25,10 +25,18 @@ import pytest
 
 from pytest_dgx_spark.checks.g06_contention import check as g6
 from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.child import PROTOCOL, SCRIPTS
-from pytest_dgx_spark.probes.gpu_programs import flag_value, parse_compute_apps
+from pytest_dgx_spark.probes.gpu_programs import (
+    classify,
+    flag_value,
+    is_launcher,
+    is_probe_child,
+    parse_compute_apps,
+    reduce_cmdline,
+)
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thresholds import defaults
@@ -97,7 +105,7 @@ PY = "/usr/bin/python3"
     ],
 )
 def test_recognised_workloads_and_their_caps(cmdline: list[str], kind: str, cap: float | None) -> None:
-    found = g6.classify(cmdline)
+    found = classify(cmdline)
     assert found is not None
     assert (found.kind, found.cap) == (kind, cap)
 
@@ -116,17 +124,17 @@ def test_recognised_workloads_and_their_caps(cmdline: list[str], kind: str, cap:
     ],
 )
 def test_not_gpu_workloads(cmdline: list[str]) -> None:
-    assert g6.classify(cmdline) is None
+    assert classify(cmdline) is None
 
 
 def test_unreadable_cap_counts_as_uncapped_and_says_so() -> None:
-    found = g6.classify([PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "lots"])
+    found = classify([PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "lots"])
     assert found is not None and found.cap is None
     assert "unreadable --gpu-memory-utilization 'lots'" in found.cap_source
 
 
 def test_vllm_default_is_a_threshold() -> None:
-    found = g6.classify([PY, "/usr/bin/vllm", "serve", "m"], vllm_default=0.92)
+    found = classify([PY, "/usr/bin/vllm", "serve", "m"], vllm_default=0.92)
     assert found is not None and found.cap == 0.92
     assert "0.92" in found.cap_source
 
@@ -145,8 +153,8 @@ def test_query_compute_apps_rows_and_na_memory() -> None:
         "pid, process_name, used_gpu_memory [MiB]\n4242, /usr/bin/python3, 40960 MiB\n77, ollama, [N/A]\n\n"
     )
     rows = parse_compute_apps(text)
-    assert [(r["pid"], r["used"]) for r in rows] == [(4242, 40 * GIB), (77, None)]
-    assert rows[1]["name"] == "ollama"
+    assert [(r.pid, r.used) for r in rows] == [(4242, 40 * GIB), (77, None)]
+    assert rows[1].name == "ollama"
 
 
 # ---------------------------------------------------------------------- grouping + verdicts
@@ -158,10 +166,10 @@ def proc(pid: int, ppid: int, cmdline: list[str], *, me: bool = False, rss: int 
         "pid": pid,
         "ppid": ppid,
         "name": os.path.basename(cmdline[0]) if cmdline else "",
-        "cmd": g6.reduce_cmdline(cmdline),
+        "cmd": reduce_cmdline(cmdline),
         "self": me,
         "rss_bytes": rss,
-        "probe": g6.is_probe_child(cmdline),
+        "probe": is_probe_child(cmdline),
     }
 
 
@@ -175,8 +183,9 @@ def table(*procs: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 def facts_of(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]]) -> g6.Facts:
-    return g6.Facts(
-        processes=list(procs.values()), entries=entries, mem_total_bytes=int(121.7 * GIB), scanned=len(procs)
+    return g6.Facts.from_dict(
+        {"processes": list(procs.values()), "entries": entries, "mem_total_bytes": int(121.7 * GIB),
+         "scanned": len(procs)}
     )
 
 
@@ -551,9 +560,9 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
 )
 def test_the_reduced_command_line_classifies_the_same_and_keeps_no_secret(cmdline: list[str]) -> None:
     """Issue 12: only the program, a known subcommand and the cap flags are kept."""
-    reduced = g6.reduce_cmdline(cmdline)
-    assert g6.classify(reduced) == g6.classify(cmdline)
-    assert g6.is_launcher(reduced) == g6.is_launcher(cmdline)
+    reduced = reduce_cmdline(cmdline)
+    assert classify(reduced) == classify(cmdline)
+    assert is_launcher(reduced) == is_launcher(cmdline)
     assert not any(s in " ".join(reduced) for s in SECRETS), reduced
 
 
@@ -818,7 +827,7 @@ def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root:
     line = next(
         ln for ln in (GB10_DATA / "nvidia-smi-query_1.txt").read_text().splitlines() if ln.startswith("GPU-")
     )
-    assert parse_compute_apps(line) == [
+    assert plain(parse_compute_apps(line)) == [
         {"pid": 114687, "used": 19135 << 20, "type": "compute", "gpu": "0", "name": "python"}
     ]
     doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")
@@ -917,11 +926,11 @@ def test_a_title_in_argv0_is_split_before_it_is_reduced(cmdline: list[str], redu
     rewrote argv[0] into its whole command line showed it, secrets and all. A
     title is split into words first (and classifies as the server it names);
     a token or a secret flag in the program's slot is redacted."""
-    assert g6.reduce_cmdline(cmdline) == reduced
-    kind = g6.classify(cmdline)
+    assert reduce_cmdline(cmdline) == reduced
+    kind = classify(cmdline)
     if "vllm" in " ".join(reduced):
         assert kind is not None and kind.kind == "vLLM"
-        assert g6.classify(reduced) == kind
+        assert classify(reduced) == kind
 
 
 def test_a_title_in_argv0_reaches_no_output(

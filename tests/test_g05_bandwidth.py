@@ -167,15 +167,15 @@ def test_generic_without_a_budget_or_a_plan_is_info_too() -> None:
 # ---------------------------------------------------------------------- measurement
 
 
-def measured(gbps: float, **kw: Any) -> dict[str, Any]:
-    return {
+def measured(gbps: float, **kw: Any) -> g5.Measurement:
+    return g5.Measurement.from_dict({
         "gbps": gbps,
         "samples_gbps": [gbps] * 7,
         "buffer_bytes": 1 << 30,
         "iters": 3,
         "gpu_ms": 12.5,
         **kw,
-    }
+    })
 
 
 def test_recorded_h200_copy_is_reported_against_budget_and_peak(h200: Path) -> None:

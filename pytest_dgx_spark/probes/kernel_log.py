@@ -59,10 +59,10 @@ class KernelRecord:
     text: str
 
 
-class KernelLog(TypedDict, total=False):
+class KernelLog(TypedDict):
     """What :func:`read_kernel_log` found, as JSON. ``source`` is None when nothing was readable,
     ``denied`` then says how to allow it; ``problems``: why each earlier source was passed over;
-    ``cut``: which bound ended the read (the records kept are the latest)."""
+    ``cut``: which bound ended the read (the records kept are the latest); ``seconds`` the read took."""
 
     source: str | None
     records: list[dict[str, Any]]
@@ -94,11 +94,11 @@ def outcome(log: Mapping[str, Any]) -> LogOutcome:
 
 
 def _unread(problem: str, denied: str | None = None) -> KernelLog:
-    return {"source": None, "records": [], "problems": [problem], "denied": denied}
+    return {"source": None, "records": [], "problems": [problem], "denied": denied, "cut": None, "seconds": 0.0}
 
 
 def _read(source: str, found: list[dict[str, Any]], cut: str | None) -> KernelLog:
-    return {"source": source, "records": found, "problems": [], "denied": None, "cut": cut}
+    return {"source": source, "records": found, "problems": [], "denied": None, "cut": cut, "seconds": 0.0}
 
 
 def parse_kmsg_record(raw: bytes) -> dict[str, Any] | None:
@@ -256,7 +256,8 @@ def read_kernel_log(
     how = None
     if denied:
         how = f"the kernel log is not readable as this user ({'; '.join(denied)}); {ALLOW_KMSG}, {ALLOW_JOURNAL}"
-    return {"source": None, "records": [], "problems": problems, "denied": how, "seconds": round(time.monotonic() - begun, 3)}
+    return {"source": None, "records": [], "problems": problems, "denied": how, "cut": None,
+            "seconds": round(time.monotonic() - begun, 3)}
 
 
 def records(log: Mapping[str, Any]) -> list[KernelRecord]:

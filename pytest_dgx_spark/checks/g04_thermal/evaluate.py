@@ -32,7 +32,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     driver_lost = bool(out.problems or facts.broken)
     xid = xid_stage(facts, params, out)  # first: a GSP/hardware fault may be what holds the clocks down
     low_power = low_power_stage(facts, params, out)
-    # the result's readings (the watch's attachment of G4's chart data may join them here)
+    # the result's readings; G4's chart data (an attachment) is built from the same facts: the sample
+    # series is ``facts.samples`` (``thermal.Sample`` records; ``plain(facts.samples)`` is its JSON)
     out.readings.extend(figures.readings(facts, series, static, ceilings) + counters + per_gpu + low_power + xid)
     # count and duration stay out of the line (they jitter; the readings carry them)
     how = "one snapshot" if facts.seconds <= 0 else f"sampled {facts.seconds:g} s"

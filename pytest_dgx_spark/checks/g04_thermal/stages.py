@@ -40,17 +40,24 @@ def gpu_stage(s: GpuSeries, dev: Device, many: bool, params: Params, out: Findin
     out.note(*(f"{label}: {key} answered {name}" for key, name in real.items()))
     _reasons_stage(s, label, out)
     _heat_stage(s, label, params, out)
-    # 'well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit reads N/A), else a share
-    limit_w, flat_w = watts(dev.power_limit_mw), params.threshold("g4_flat_power_w")
-    share = limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
-    ceiling = flat_w if flat_w > 0 else share
+    limit_w = watts(dev.power_limit_mw)
+    ceiling = _flat_ceiling(limit_w, params)
     if ceiling:
         ceilings.append(ceiling)
     _flat_stage(s, label, limit_w, ceiling, params, out)
     if s.busy is False and s.temperature.n > 1:
         out.note(f"{label}: idle in most samples; the flat-power rule needs load")
-    if not many:
-        return []
+    return _per_gpu_readings(s) if many else []
+
+
+def _flat_ceiling(limit_w: float | None, params: Params) -> float | None:
+    """'Well under the limit': g4_flat_power_w (GB10: the seed's 100 W; its limit reads N/A), else a share."""
+    flat_w = params.threshold("g4_flat_power_w")
+    share = limit_w * params.threshold("g4_flat_power_fraction") if limit_w else None
+    return flat_w if flat_w > 0 else share
+
+
+def _per_gpu_readings(s: GpuSeries) -> list[Reading]:
     i = s.index
     return [Reading(f"gpu{i}_temperature_max", rnd(s.temperature.max), "C"),
             Reading(f"gpu{i}_power_max", rnd(s.power_w.max), "W"),
@@ -131,12 +138,14 @@ def counters_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]
         us = a.read()
         delta = thermal.counter_deltas(before[index].us if index in before else None, a.us)
         _counter_findings(f"GPU {index}" if len(after) > 1 else "GPU", us, delta, params, out)
-        prefix = f"gpu{index}_" if len(after) > 1 else ""
-        for name, _, _ in thermal.COUNTERS:
-            for when, value in (("since_boot", us[name]), ("in_sample", delta[name])):
-                seconds = None if value is None else round(value / 1e6, 3)
-                readings.append(Reading(f"{prefix}{name}_{when}", seconds, "s"))
+        readings += _counter_readings(f"gpu{index}_" if len(after) > 1 else "", us, delta)
     return readings
+
+
+def _counter_readings(prefix: str, us: dict[str, int | None], delta: dict[str, int | None]) -> list[Reading]:
+    """Each counter since boot and in the sample, in seconds."""
+    return [Reading(f"{prefix}{name}_{when}", None if value is None else round(value / 1e6, 3), "s")
+            for name, _, _ in thermal.COUNTERS for when, value in (("since_boot", us[name]), ("in_sample", delta[name]))]
 
 
 def _counter_findings(where: str, us: dict[str, int | None], delta: dict[str, int | None], params: Params,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pytest_dgx_spark.checks.g04_thermal.facts import Facts
+from pytest_dgx_spark.checks.g04_thermal.facts import Facts, XidLine
 from pytest_dgx_spark.checks.g04_thermal.findings import XID_APP_FIX, XID_FIXES, XID_OTHER_FIX
 from pytest_dgx_spark.checks.kit import Findings, Params
 from pytest_dgx_spark.model import Reading
@@ -27,6 +27,29 @@ def xid_class(code: int, chosen: Mapping[str, str] | None = None) -> str:
     return "hardware" if code in XID_HARDWARE else "application" if code in XID_APPLICATION else "other"
 
 
+def _counts(facts: Facts, chosen: Mapping[str, str]) -> dict[str, dict[int, int]]:
+    """Each class's Xid codes and how often each was logged."""
+    counts: dict[str, dict[int, int]] = {k: {} for k in CLASSES}
+    for code_text, n in facts.xid_counts.items():
+        code = int(code_text) if str(code_text).isdigit() else -1
+        counts[xid_class(code, chosen)][code] = n
+    return counts
+
+
+def _listed(facts: Facts, counts: Mapping[str, Mapping[int, int]], total: int, out: Findings) -> None:
+    """-v: where the log came from, the count per class, the latest lines."""
+    cut = f"; {facts.kernel_log_cut}" if facts.kernel_log_cut else ""
+    where = f"kernel log ({facts.kernel_log_source}, {facts.kernel_log_records} records since boot{cut})"
+    if not total:
+        out.note(f"{where}: no Xid")
+        return
+    per = ", ".join(f"{k} {sum(c.values())}" for k, c in counts.items() if c)
+    out.note(f"{where}: {total} Xid events ({per}); latest first:")
+    out.note(*(x.line() for x in facts.xids[:XID_SHOWN]))
+    if total > XID_SHOWN:
+        out.note(f"and {total - XID_SHOWN} earlier Xid events")
+
+
 def xid_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
     """N7: Xid events since boot, latest first, counted per class; GSP/hardware FAIL, the rest WARN."""
     if facts.kernel_log_source is None:
@@ -34,21 +57,9 @@ def xid_stage(facts: Facts, params: Params, out: Findings) -> list[Reading]:
             out.note(f"Xid events since boot not read: {facts.kernel_log_problem}")
         return [Reading("kernel_log_source", "none")]
     chosen = params.option("xid_class")
-    counts: dict[str, dict[int, int]] = {k: {} for k in CLASSES}
-    for code_text, n in facts.xid_counts.items():
-        code = int(code_text) if str(code_text).isdigit() else -1
-        counts[xid_class(code, chosen)][code] = n
+    counts = _counts(facts, chosen)
     total = sum(sum(c.values()) for c in counts.values())
-    cut = f"; {facts.kernel_log_cut}" if facts.kernel_log_cut else ""
-    where = f"kernel log ({facts.kernel_log_source}, {facts.kernel_log_records} records since boot{cut})"
-    if not total:
-        out.note(f"{where}: no Xid")
-    else:
-        per = ", ".join(f"{k} {sum(c.values())}" for k, c in counts.items() if c)
-        out.note(f"{where}: {total} Xid events ({per}); latest first:")
-        out.note(*(x.line() for x in facts.xids[:XID_SHOWN]))
-        if total > XID_SHOWN:
-            out.note(f"and {total - XID_SHOWN} earlier Xid events")
+    _listed(facts, counts, total, out)
     for klass in ("hardware", "application", "other"):
         if counts[klass]:
             _xid_finding(klass, counts[klass], facts, chosen, out)
@@ -64,17 +75,27 @@ def _xid_finding(klass: str, codes: Mapping[int, int], facts: Facts, chosen: Map
     tail = f"; latest: {latest.line()}" if latest else ""
     first = latest.code if latest and latest.code is not None else next(iter(codes))
     if klass == "hardware":
-        _, fix, short = next(f for f in XID_FIXES if f[0] is None or f[0] & set(codes))
-        kind = "GSP" if set(codes) & {119, 120} else "hardware/GSP"
-        out.fail(f"GPU faults in the kernel log since boot ({kind}): {named}{tail}", fix,
-                 f"Xid {first} since boot ({kind} fault)", short, code="G4.xid-hardware")
+        _hardware(codes, f"{named}{tail}", first, out)
     elif klass == "application":
-        who = "the process not named in the line"
-        if latest and (latest.pid is not None or latest.name):
-            who = f"pid {latest.pid} {latest.name or ''}".strip()
-        out.warn(f"a GPU kernel faulted since boot ({who}): {named}{tail}", XID_APP_FIX,
-                 f"Xid {first} since boot ({who})", "update/patch the faulting kernel path",
-                 code="G4.xid-application")
+        _application(latest, f"{named}{tail}", first, out)
     else:
         out.warn(f"Xid events in the kernel log since boot: {named}{tail}", XID_OTHER_FIX,
                  f"Xid {first} since boot", "look up the Xid in NVIDIA's catalogue", code="G4.xid-other")
+
+
+def _hardware(codes: Mapping[int, int], seen: str, first: int, out: Findings) -> None:
+    """GSP/hardware faults: FAIL, with the fix of the first :data:`XID_FIXES` row that matches."""
+    _, fix, short = next(f for f in XID_FIXES if f[0] is None or f[0] & set(codes))
+    kind = "GSP" if set(codes) & {119, 120} else "hardware/GSP"
+    out.fail(f"GPU faults in the kernel log since boot ({kind}): {seen}", fix,
+             f"Xid {first} since boot ({kind} fault)", short, code="G4.xid-hardware")
+
+
+def _application(latest: XidLine | None, seen: str, first: int, out: Findings) -> None:
+    """A GPU kernel faulted: WARN, naming the process when the line does."""
+    who = "the process not named in the line"
+    if latest and (latest.pid is not None or latest.name):
+        who = f"pid {latest.pid} {latest.name or ''}".strip()
+    out.warn(f"a GPU kernel faulted since boot ({who}): {seen}", XID_APP_FIX,
+             f"Xid {first} since boot ({who})", "update/patch the faulting kernel path",
+             code="G4.xid-application")

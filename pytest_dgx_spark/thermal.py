@@ -8,38 +8,91 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
+
+from pytest_dgx_spark.checks.record import Record
 
 
-class GpuReading(TypedDict, total=False):
-    """One GPU in one sample; ``errors`` maps a field to ``{"name": NVML error, "message"}``."""
+@dataclass
+class NvmlError(Record):
+    """Why a reading is absent: NVML's error name (``NotSupported``, ``GpuIsLost``) and its message."""
 
-    index: int
-    temperature_c: float | None
-    power_usage_mw: float | None
-    clock_sm_mhz: float | None
-    tlimit_c: float | None
-    utilization_gpu: float | None  # %, NVML's nvmlDeviceGetUtilizationRates().gpu
-    clock_event_reasons: int | str | None
-    lost: bool
-    errors: dict[str, dict[str, str]]
+    name: str = ""
+    message: str = ""
 
 
-class Sample(TypedDict):
-    t: float
-    gpus: list[GpuReading]
+@dataclass
+class GpuReading(Record):
+    """One GPU in one sample (the NVML child's, or a ``--query-gpu`` row); None: not read, and
+    ``errors`` says why by field."""
+
+    index: int = 0
+    temperature_c: int | float | None = None
+    power_usage_mw: int | float | None = None
+    clock_sm_mhz: int | float | None = None
+    tlimit_c: int | float | None = None
+    utilization_gpu: int | float | None = None  # %, NVML's nvmlDeviceGetUtilizationRates().gpu
+    clock_event_reasons: int | str | None = None  # NVML's mask, or nvidia-smi's ``0x…`` text
+    lost: bool = False
+    errors: dict[str, NvmlError] = field(default_factory=dict)
+
+    @classmethod
+    def loose(cls, raw: Mapping[str, Any]) -> GpuReading:
+        """A raw JSON reading (the sampler's, the watch's stream): what is not a number is not read."""
+        errors = raw.get("errors")
+        index = raw.get("index", 0)
+        reasons = raw.get("clock_event_reasons")
+        return cls(
+            index=index if isinstance(index, int) else 0, temperature_c=_given(raw.get("temperature_c")),
+            power_usage_mw=_given(raw.get("power_usage_mw")), clock_sm_mhz=_given(raw.get("clock_sm_mhz")),
+            tlimit_c=_given(raw.get("tlimit_c")), utilization_gpu=_given(raw.get("utilization_gpu")),
+            clock_event_reasons=reasons if isinstance(reasons, (int, str)) else None, lost=bool(raw.get("lost")),
+            errors={str(k): NvmlError(str(e.get("name") or ""), str(e.get("message") or ""))
+                    for k, e in (errors.items() if isinstance(errors, Mapping) else ()) if isinstance(e, Mapping)},
+        )
 
 
-class CounterSet(TypedDict, total=False):
-    """The clock-event counters of one GPU: microseconds, and the error of those not read."""
-
-    index: int
-    us: dict[str, int]
-    errors: dict[str, Any]
+#: one GPU of one sample as the NVML child's stream carries it, untyped (the watch reads it as it comes;
+#: :meth:`GpuReading.loose` types it)
+RawGpuReading = dict[str, Any]
 
 
-class SmiQGpu(CounterSet, total=False):
-    temps: dict[str, int | None]  # ``nvidia-smi -q`` Temperature section
+@dataclass
+class Sample(Record):
+    """One reading of every GPU, ``t`` seconds into the series."""
+
+    t: float = 0.0
+    gpus: list[GpuReading] = field(default_factory=list)
+
+    @classmethod
+    def loose(cls, raw: Mapping[str, Any]) -> Sample:
+        gpus = raw.get("gpus")
+        return cls(number(raw.get("t")) or 0.0,
+                   [GpuReading.loose(g) for g in (gpus if isinstance(gpus, list) else []) if isinstance(g, Mapping)])
+
+
+@dataclass
+class CounterSet(Record):
+    """The clock-event counters of one GPU: microseconds (None: not read), and the error of those not
+    read (NVML's ``{"name", "message"}``, or ``nvidia-smi -q``'s ``"NotSupported"``)."""
+
+    index: int = 0
+    us: dict[str, int | None] = field(default_factory=dict)
+    errors: dict[str, NvmlError | str] = field(default_factory=dict)
+
+    def read(self) -> dict[str, int | None]:
+        """Every counter of :data:`COUNTERS` by name, None for one not read."""
+        return {name: self.us.get(name) for name, _, _ in COUNTERS}
+
+    def error_names(self) -> set[str]:
+        return {e.name if isinstance(e, NvmlError) else e for e in self.errors.values()}
+
+
+@dataclass
+class SmiQGpu(CounterSet):
+    """One GPU of ``nvidia-smi -q``: its counters and its Temperature section (``tlimit_c``, …)."""
+
+    temps: dict[str, int | None] = field(default_factory=dict)
 
 
 #: ``nvmlClocksEventReason*`` bits 0x1 to 0x400 (nvml.h; BoardLimit and Reliability in newer headers only)
@@ -144,24 +197,29 @@ def number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_points: bool = True) -> None:
-    """Fold one ``{"t", "gpus": [...]}`` sample into per-GPU series."""
-    t = number(sample.get("t")) or 0.0
-    for gpu in sample.get("gpus") or []:
-        if not isinstance(gpu, Mapping):
-            continue
-        s = series.setdefault(int(gpu.get("index", 0)), GpuSeries(int(gpu.get("index", 0))))
+def _given(value: object) -> int | float | None:
+    """``value`` as given when it is a number (an int stays an int in what is recorded), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def add_sample(series: dict[int, GpuSeries], sample: Sample | Mapping[str, Any], *, keep_points: bool = True) -> None:
+    """Fold one sample (a :class:`Sample`, or the raw ``{"t", "gpus": [...]}`` of a stream) into per-GPU series."""
+    if not isinstance(sample, Sample):
+        sample = Sample.loose(sample)
+    t = sample.t
+    for gpu in sample.gpus:
+        s = series.setdefault(gpu.index, GpuSeries(gpu.index))
         lost = _errors(s, gpu, t)
-        temp, mw = number(gpu.get("temperature_c")), number(gpu.get("power_usage_mw"))
+        temp, mw = gpu.temperature_c, gpu.power_usage_mw
         watts = None if mw is None else mw / 1000.0
         if lost and temp is None and watts is None:
             continue  # the GPU is gone: a time of loss, not a reading
         s.samples += 1
         s.temperature.add(temp)
         s.power_w.add(watts)
-        s.clock_sm.add(number(gpu.get("clock_sm_mhz")))
-        s.tlimit.add(number(gpu.get("tlimit_c")))
-        if (mask := parse_mask(gpu.get("clock_event_reasons"))) is not None:
+        s.clock_sm.add(gpu.clock_sm_mhz)
+        s.tlimit.add(gpu.tlimit_c)
+        if (mask := parse_mask(gpu.clock_event_reasons)) is not None:
             s.reason_samples += 1
             s.idle_samples += bool(mask & BIT_OF["GpuIdle"])
             for name in decode_reasons(mask):
@@ -170,21 +228,20 @@ def add_sample(series: dict[int, GpuSeries], sample: Mapping[str, Any], *, keep_
             s.points.append((t, temp, watts))
 
 
-def _errors(s: GpuSeries, gpu: Mapping[str, Any], t: float) -> bool:
+def _errors(s: GpuSeries, gpu: GpuReading, t: float) -> bool:
     """Keep the sample's error names; whether it said the GPU is lost (its time kept)."""
-    errors = {str(k): e for k, e in (gpu.get("errors") or {}).items() if isinstance(e, Mapping)}
-    lost = bool(gpu.get("lost")) or any(e.get("name") == "GpuIsLost" for e in errors.values())
+    lost = gpu.lost or any(e.name == "GpuIsLost" for e in gpu.errors.values())
     if lost and s.lost_at is None:
         s.lost_at = t
-    s.errors.update({k: str(e["name"]) for k, e in errors.items() if e.get("name")})
+    s.errors.update({k: e.name for k, e in gpu.errors.items() if e.name})
     return lost
 
 
-def summarise(samples: Iterable[Mapping[str, Any]]) -> dict[int, GpuSeries]:
+def summarise(samples: Iterable[Sample | Mapping[str, Any]]) -> dict[int, GpuSeries]:
     """Per-GPU series from a list of samples (in time order)."""
     series: dict[int, GpuSeries] = {}
     for sample in samples:
-        if isinstance(sample, Mapping):
+        if isinstance(sample, (Sample, Mapping)):
             add_sample(series, sample)
     return dict(sorted(series.items()))
 
@@ -277,7 +334,7 @@ def parse_smi_q(text: str) -> list[SmiQGpu]:
         if not stripped or stripped.startswith(("#", "=")):
             continue
         if line.startswith("GPU ") and ":" in line and " : " not in line:
-            gpus.append({"index": len(gpus), "us": {}, "errors": {}, "temps": {}})
+            gpus.append(SmiQGpu(index=len(gpus)))
             section = ""
         elif gpus and " : " not in line and not stripped.endswith(":"):
             section = stripped.lower()
@@ -286,11 +343,11 @@ def parse_smi_q(text: str) -> list[SmiQGpu]:
             key, gpu = key.strip().lower(), gpus[-1]
             if section == "clocks event reasons counters" and key in _Q_COUNTERS:
                 if (counted := _leading_int(value)) is None:
-                    gpu["errors"][_Q_COUNTERS[key]] = "NotSupported"
+                    gpu.errors[_Q_COUNTERS[key]] = "NotSupported"
                 else:
-                    gpu["us"][_Q_COUNTERS[key]] = counted
+                    gpu.us[_Q_COUNTERS[key]] = counted
             elif section == "temperature" and key in _Q_TEMPS:
-                gpu["temps"][_Q_TEMPS[key]] = _leading_int(value)
+                gpu.temps[_Q_TEMPS[key]] = _leading_int(value)
     return gpus
 
 

@@ -168,13 +168,13 @@ def h200_g4_facts() -> dict[str, Any]:
     after = {**before, "sw_power_cap": before["sw_power_cap"] + 10_257_500,
              "sw_thermal_slowdown": before["sw_thermal_slowdown"] + 3_000_000}
     dev = doc["nvml"]["devices"][0]
-    facts = g4.Facts(
-        seconds=10.0, duration_s=doc["sample"]["duration_s"], samples=doc["sample"]["samples"],
-        devices=[{"index": 0, "name": dev["name"], "power_limit_mw": dev["power_limit_mw"],
-                  "max_clock_sm_mhz": dev["max_clock_sm_mhz"], "errors": {}}],
-        counters_before=[{"index": 0, "us": before, "errors": {}}],
-        counters_after=[{"index": 0, "us": after, "errors": {}}], counters_source="nvml",
-    )
+    facts = g4.Facts.from_dict({
+        "seconds": 10.0, "duration_s": doc["sample"]["duration_s"], "samples": doc["sample"]["samples"],
+        "devices": [{"index": 0, "name": dev["name"], "power_limit_mw": dev["power_limit_mw"],
+                     "max_clock_sm_mhz": dev["max_clock_sm_mhz"], "errors": {}}],
+        "counters_before": [{"index": 0, "us": before, "errors": {}}],
+        "counters_after": [{"index": 0, "us": after, "errors": {}}], "counters_source": "nvml",
+    })
     return json.loads(json.dumps(facts.to_dict()))
 
 

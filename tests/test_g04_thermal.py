@@ -18,13 +18,16 @@ import pytest
 
 from pytest_dgx_spark.checks.g04_thermal import check as g4
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.probes.nvml import NvmlDevice
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thermal import (
     REASON_BITS,
     WARN_MASK,
+    CounterSet,
     decode_reasons,
     parse_mask,
     parse_smi_q,
@@ -34,6 +37,11 @@ from pytest_dgx_spark.thresholds import defaults
 
 from doubles import gb10
 from doubles.procs import alive
+
+
+def make_facts(**kw: Any) -> g4.Facts:
+    """G4's facts from JSON-shaped fields, as a capture rebuilds them (the kernel log: not read)."""
+    return g4.Facts.from_dict({"kernel_log_problem": None, **plain(kw)})
 
 
 def params(profile: str, **override: float) -> Params:
@@ -68,7 +76,7 @@ def series(
 
 def gb10_facts(samples: list[dict[str, Any]], **kw: Any) -> g4.Facts:
     dev = {"index": 0, "name": "NVIDIA GB10", "power_limit_mw": None, "max_clock_sm_mhz": 3003, "errors": {}}
-    return g4.Facts(seconds=kw.pop("seconds", 5.0), devices=[dev], samples=samples, duration_s=5.0, **kw)
+    return make_facts(seconds=kw.pop("seconds", 5.0), devices=[dev], samples=samples, duration_s=5.0, **kw)
 
 
 # ---------------------------------------------------------------------- reason bits
@@ -111,7 +119,7 @@ def test_masks_parse_from_nvml_ints_and_nvidia_smi_hex(raw: Any, mask: int | Non
 
 def test_recorded_h200_query_gpu_csv_parses_with_its_header_and_units(h200: Path) -> None:
     text = (h200 / "query_gpu.csv").read_text()
-    statics, sample, problems = g4.parse_smi(text, FIELDS, t=0.0)
+    statics, sample, problems = plain(g4.parse_smi(text, FIELDS, t=0.0))
     assert problems == []
     assert statics[0]["name"] == "NVIDIA H200"
     assert statics[0]["power_limit_mw"] == 700000
@@ -124,7 +132,7 @@ def test_recorded_h200_query_gpu_csv_parses_with_its_header_and_units(h200: Path
 
 def test_recorded_idle_h200_is_info_with_its_readings_and_gpuidle_ignored(h200: Path) -> None:
     statics, sample, _ = g4.parse_smi((h200 / "query_gpu.csv").read_text(), FIELDS, t=0.0)
-    facts = g4.Facts(source="nvidia-smi", seconds=0, devices=statics, samples=[sample])
+    facts = make_facts(source="nvidia-smi", seconds=0, devices=statics, samples=[sample])
     result = g4.evaluate(facts, GENERIC_T)
     assert result.status is Status.INFO
     assert "38 C" in result.summary and "107 W" in result.summary and "limit 700 W" in result.summary
@@ -135,7 +143,7 @@ def test_recorded_idle_h200_is_info_with_its_readings_and_gpuidle_ignored(h200: 
 
 def test_recorded_noheader_temperature_power_line_parses(h200: Path) -> None:
     line = (h200 / "query_temp_power_noheader.csv").read_text().strip()  # "38, 105.28"
-    _, sample, problems = g4.parse_smi(line, ["temperature.gpu", "power.draw"], t=0.0)
+    _, sample, problems = plain(g4.parse_smi(line, ["temperature.gpu", "power.draw"], t=0.0))
     assert problems == []
     assert sample["gpus"][0]["temperature_c"] == 38
     assert sample["gpus"][0]["power_usage_mw"] == 105280
@@ -164,14 +172,14 @@ def test_gb10_power_limit_na_is_a_reading_not_an_error() -> None:
 )
 def test_active_thermal_or_brake_reason_warns_naming_it(mask: int, name: str, fix_word: str) -> None:
     result = g4.evaluate(gb10_facts(series([80, 85, 88], [90, 91, 90], [0, mask, mask])), GB10_T)
-    assert result.status is Status.WARN
-    assert f"{name} in 2/3 samples" in result.summary
+    assert result.status is Status.WARN and result.code == "G4.throttle-reasons"  # first of those it found
+    assert f"{name} in 2/3 samples" in result.summary  # the reason named, with its count
     assert fix_word in result.fix
 
 
 def test_idle_and_software_power_cap_are_ignored() -> None:
     result = g4.evaluate(gb10_facts(series([40, 40, 40], [20, 20, 20], [0x1, 0x5, 0x4])), GB10_T)
-    assert result.status is Status.INFO
+    assert result.status is Status.INFO and result.codes == []
     assert "SwPowerCap in 2/3" in result.summary
 
 
@@ -185,7 +193,7 @@ def test_unknown_reason_bit_is_reported_in_hex_but_does_not_warn() -> None:
 def test_flat_power_under_ceiling_while_temperature_climbs_warns_with_the_numbers() -> None:
     temps = [60, 61, 62, 63, 64, 65, 66, 67, 68, 69]
     result = g4.evaluate(gb10_facts(series(temps, [95, 96] * 5)), GB10_T)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G4.flat-power"]
     assert "power flat at 95-96 W" in result.summary
     assert "100 W ceiling" in result.summary
     assert "rose 8.0 C" in result.summary  # mean of last two (68.5) - mean of first two (60.5)
@@ -213,12 +221,12 @@ def test_generic_profile_derives_the_ceiling_from_the_enforced_limit() -> None:
         "errors": {},
     }
     temps = [50, 51, 52, 53, 54, 55, 56, 57, 58, 59]
-    facts = g4.Facts(seconds=5, devices=[dev], samples=series(temps, [300, 310] * 5), duration_s=5)
+    facts = make_facts(seconds=5, devices=[dev], samples=series(temps, [300, 310] * 5), duration_s=5)
     result = g4.evaluate(facts, GENERIC_T)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G4.flat-power"]
     assert "350 W ceiling" in result.summary and "limit 700 W" in result.summary
     assert result.reading("flat_power_ceiling").value == 350.0
-    above = g4.Facts(seconds=5, devices=[dev], samples=series(temps, [600, 610] * 5), duration_s=5)
+    above = make_facts(seconds=5, devices=[dev], samples=series(temps, [600, 610] * 5), duration_s=5)
     assert g4.evaluate(above, GENERIC_T).status is Status.INFO
 
 
@@ -228,25 +236,23 @@ def test_flat_power_threshold_override_is_used_and_quoted() -> None:
     assert g4.evaluate(gb10_facts(series(temps, [95] * 10)), t).status is Status.INFO
     t = params("gb10", g4_flat_power_w=120.0)
     result = g4.evaluate(gb10_facts(series(temps, [95] * 10)), t)
-    assert result.status is Status.WARN and "120 W ceiling" in result.summary
+    assert result.codes == ["G4.flat-power"] and "120 W ceiling" in result.summary
 
 
 def test_hung_driver_fails_and_missing_gpu_skips() -> None:
-    hung = g4.evaluate(g4.Facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), GB10_T)
-    assert hung.status is Status.FAIL
-    assert hung.summary.startswith("driver not answering")
-    assert "dmesg" in hung.fix
-    missing = g4.evaluate(g4.Facts(missing="NVML unavailable (DriverNotLoaded)"), GB10_T)
-    assert missing.status is Status.SKIP
-    assert "no NVIDIA GPU" in missing.summary and "DriverNotLoaded" in missing.summary
+    hung = g4.evaluate(make_facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), GB10_T)
+    assert hung.status is Status.FAIL and hung.codes == ["G4.driver-not-answering"]
+    missing = g4.evaluate(make_facts(missing="NVML unavailable (DriverNotLoaded)"), GB10_T)
+    assert missing.status is Status.SKIP and missing.codes == ["G4.no-gpu"]
+    assert "DriverNotLoaded" in missing.summary
 
 
 def test_gpu_lost_mid_sample_is_a_fail_with_when_not_an_exception() -> None:
     samples = series([50, 51], [40, 40])
     samples.append({"t": 1.0, "gpus": [{"index": 0, "errors": {"temperature_c": {"name": "GpuIsLost"}}}]})
     result = g4.evaluate(gb10_facts(samples), GB10_T)
-    assert result.status is Status.FAIL
-    assert "lost mid-sample (GpuIsLost at t=1.0 s, after 2 readings)" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G4.gpu-lost"]
+    assert "(GpuIsLost at t=1.0 s, after 2 readings)" in result.summary  # when, and after how many
 
 
 def test_errors_only_is_a_fail_but_not_supported_fields_are_readings() -> None:
@@ -262,8 +268,8 @@ def test_errors_only_is_a_fail_but_not_supported_fields_are_readings() -> None:
         }
     ]
     result = g4.evaluate(gb10_facts(bad), GB10_T)
-    assert result.status is Status.FAIL
-    assert "errors only" in result.summary and "Unknown" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G4.gpu-errors"]
+    assert "Unknown" in result.summary  # the error named
     na = [
         {
             "t": 0,
@@ -273,7 +279,7 @@ def test_errors_only_is_a_fail_but_not_supported_fields_are_readings() -> None:
         }
     ]
     ok = g4.evaluate(gb10_facts(na), GB10_T)
-    assert ok.status is Status.INFO
+    assert ok.status is Status.INFO and ok.codes == []
     assert ok.reading("power_max").value is None
 
 
@@ -285,7 +291,7 @@ def test_two_gpus_get_per_gpu_readings_and_one_line() -> None:
         {"index": 0, "name": "NVIDIA H200", "power_limit_mw": 700000},
         {"index": 1, "name": "NVIDIA H200", "power_limit_mw": 700000},
     ]
-    result = g4.evaluate(g4.Facts(seconds=0, devices=devs, samples=samples), GENERIC_T)
+    result = g4.evaluate(make_facts(seconds=0, devices=devs, samples=samples), GENERIC_T)
     assert result.status is Status.INFO
     assert result.summary.startswith("2 GPUs (NVIDIA H200): 40-70 C")
     assert result.reading("gpu1_temperature_max").value == 70.0
@@ -306,13 +312,13 @@ def test_two_gpus_get_per_gpu_readings_and_one_line() -> None:
     ],
 )
 def test_nvidia_smi_placeholders_become_named_errors(line: str, key: str, error: str) -> None:
-    statics, sample, _ = g4.parse_smi(line, FIELDS, t=0.0)
+    statics, sample, _ = plain(g4.parse_smi(line, FIELDS, t=0.0))
     errors = {**statics[0]["errors"], **sample["gpus"][0].get("errors", {})}
     assert errors[key]["name"] == error
 
 
 def test_nvidia_smi_empty_lines_header_only_and_short_lines_are_tolerated() -> None:
-    statics, sample, problems = g4.parse_smi("\n\n", FIELDS, t=0.0)
+    statics, sample, problems = plain(g4.parse_smi("\n\n", FIELDS, t=0.0))
     assert statics == [] and sample["gpus"] == [] and problems == []
     header = "index, name, temperature.gpu, power.draw [W]\n"
     assert g4.parse_smi(header, FIELDS, t=0.0)[0] == []
@@ -376,16 +382,15 @@ def test_zero_seconds_takes_one_snapshot(doubles: Any) -> None:
 def test_gb10_thermal_slowdown_from_nvml_warns(doubles: Any) -> None:
     samples = [{"temperature_c": 91, "power_usage_mw": 98000, "clock_event_reasons": 0x20}]
     result, _ = run_g4(doubles.nvml(gb10.nvml(device={"samples": samples})).env, seconds=0)
-    assert result.status is Status.WARN
+    assert result.codes == ["G4.throttle-reasons", "G4.temperature-high"]
     assert "SwThermalSlowdown in 1/1 samples (max 91 C)" in result.summary
 
 
 def test_nvml_hang_fails_within_the_timeout(doubles: Any) -> None:
     env = doubles.nvml(gb10.nvml(hang={"where": "nvmlInit", "seconds": 60})).env
     result, took = run_g4(env, timeout=1.0)
-    assert result.status is Status.FAIL
-    assert result.summary.startswith("driver not answering")
-    assert "nvmlInit" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G4.driver-not-answering"]
+    assert "nvmlInit" in result.summary  # where it hung
     assert took < 1.0 + 2.5
 
 
@@ -393,22 +398,21 @@ def test_gpu_lost_mid_sample_through_nvml(doubles: Any) -> None:
     samples = [{"temperature_c": 60, "power_usage_mw": 90000}] * 10
     env = doubles.nvml(gb10.nvml(device={"samples": samples, "lost_after": 3})).env
     result, _ = run_g4(env, seconds=1.0)
-    assert result.status is Status.FAIL
-    assert "GpuIsLost" in result.summary and "after 3 readings" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G4.gpu-lost"]
+    assert "after 3 readings" in result.summary
 
 
 def test_nvml_unknown_errors_everywhere_fail(doubles: Any) -> None:
     env = doubles.nvml(gb10.nvml(device={"temperature_c": "Unknown", "power_usage_mw": "Unknown"})).env
     result, _ = run_g4(env, seconds=0)
-    assert result.status is Status.FAIL
-    assert "errors only" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G4.gpu-errors"]
 
 
 def test_nvml_init_unknown_without_nvidia_smi_fails_not_skips(doubles: Any) -> None:
     env = no_nvml(doubles, "Unknown").env
     env["PATH"] = str(doubles.folder / "empty-bin")
     result, _ = run_g4(env)
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G4.driver-not-answering"]
     assert "Unknown" in result.summary
 
 
@@ -416,7 +420,7 @@ def test_driver_not_loaded_and_no_nvidia_smi_skips_saying_why(doubles: Any) -> N
     env = no_nvml(doubles).env
     env["PATH"] = str(doubles.folder / "empty-bin")
     result, _ = run_g4(env)
-    assert result.status is Status.SKIP
+    assert result.status is Status.SKIP and result.codes == ["G4.no-gpu"]
     assert "DriverNotLoaded" in result.summary and "nvidia-smi: not found on PATH" in result.summary
 
 
@@ -461,7 +465,7 @@ echo "0, NVIDIA GB10, 45, 11.20, [N/A], 2405, 3003, 0x0000000000000020"
 """,
     )
     result, _ = run_g4(no_nvml(doubles).env, seconds=0)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G4.throttle-reasons"]
     assert "SwThermalSlowdown" in result.summary
     assert any("does not know clocks_event_reasons.active" in d for d in result.details)
 
@@ -473,6 +477,7 @@ def test_nvidia_smi_that_hangs_fails_in_time_and_its_process_group_is_gone(
     doubles.tool("nvidia-smi", f"#!/bin/sh\nsleep 30 &\necho $$ $! > {pids}\nwait\n")
     result, took = run_g4(no_nvml(doubles).env, timeout=1.0)
     assert result.status is Status.FAIL
+    assert result.codes == ["G4.driver-not-answering"]
     assert result.summary.startswith("driver not answering: nvidia-smi did not answer within 1.0 s")
     assert took < 1.0 + 2.5
     shell, sleeper = (int(p) for p in pids.read_text().split())
@@ -483,42 +488,47 @@ def test_nvidia_smi_that_hangs_fails_in_time_and_its_process_group_is_gone(
 
 
 @pytest.mark.parametrize(
-    ("script", "status", "words"),
+    ("script", "status", "code", "words"),
     [
         (
             "echo 'Unable to determine the device handle for GPU0000:01:00.0: Unknown Error' >&2; exit 255",
             Status.FAIL,
+            "G4.driver-not-answering",
             "nvidia-smi exited 255: Unable",
         ),
         (
             "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9",
             Status.SKIP,
+            "G4.no-gpu",
             "nvidia-smi exited 9",
         ),
-        ("echo 'No devices were found'; exit 6", Status.SKIP, "No devices"),
+        ("echo 'No devices were found'; exit 6", Status.SKIP, "G4.no-gpu", "No devices"),
         (
             "echo 'Unable to determine the device handle: GPU is lost.'; exit 15",
             Status.FAIL,
+            "G4.driver-not-answering",
             "fallen off the bus",
         ),
-        ("exit 0", Status.SKIP, "listed no GPU"),
+        ("exit 0", Status.SKIP, "G4.no-gpu", "listed no GPU"),
         (
             "echo 'index, name, temperature.gpu, power.draw [W], enforced.power.limit [W], clocks.current.sm [MHz], clocks.max.sm [MHz], clocks_event_reasons.active'",
             Status.SKIP,
+            "G4.no-gpu",
             "listed no GPU",
         ),
         (
             "echo; echo '0, NVIDIA GB10, 45, [Not Supported], [N/A], 2405, 3003, [N/A]'; echo",
             Status.INFO,
+            "",
             "[N/A] (limit [N/A])",
         ),
     ],
 )
-def test_nvidia_smi_fallback_faults(doubles: Any, script: str, status: Status, words: str) -> None:
+def test_nvidia_smi_fallback_faults(doubles: Any, script: str, status: Status, code: str, words: str) -> None:
     doubles.tool("nvidia-smi", f"#!/bin/sh\n{script}\n")
     result, _ = run_g4(no_nvml(doubles).env, seconds=0, timeout=2.0)
-    assert result.status is status, result.line()
-    assert words in result.summary
+    assert result.status is status and result.code == code, result.line()
+    assert words in result.summary  # what nvidia-smi said, or the [N/A] it printed
 
 
 # ---------------------------------------------------------------------- recorded real series
@@ -530,10 +540,10 @@ RECORDED = sorted((Path(__file__).parent / "data").glob("*/nvml_sample_*.json"))
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_recorded_real_series_evaluate_to_their_own_ranges(path: Path) -> None:
     doc = json.loads(path.read_text())
-    devices = [g4._static_from_snapshot(d) for d in doc["nvml"]["devices"]]
+    devices = [g4.static_from_snapshot(NvmlDevice.from_dict(d)) for d in doc["nvml"]["devices"]]
     samples = doc["sample"]["samples"]
-    profile = "gb10" if any("GB10" in str(d.get("name")) for d in devices) else "generic"
-    facts = g4.Facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
+    profile = "gb10" if any("GB10" in str(d.name) for d in devices) else "generic"
+    facts = make_facts(seconds=10, devices=devices, samples=samples, duration_s=doc["sample"]["duration_s"])
     result = g4.evaluate(facts, params(profile))
     temps = [g["temperature_c"] for s in samples for g in s["gpus"] if g.get("temperature_c") is not None]
     watts = [
@@ -553,7 +563,7 @@ GB10_DATA = Path(__file__).parent / "data" / "gb10"
 def gb10_q_counters() -> dict[str, int]:
     """The counters a real GB10 printed in ``nvidia-smi -q -d PERFORMANCE``
     (tests/data/gb10/nvidia-smi-q_1.txt: SW Power Capping 50284264713 us)."""
-    (gpu,) = parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text())
+    (gpu,) = plain(parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text()))
     return gpu["us"]
 
 
@@ -582,7 +592,7 @@ def idle_gb10_samples(n: int = 20, temp: int = 45) -> list[dict[str, Any]]:
 def test_gb10_q_capture_parses_counters_and_ignores_the_instantaneous_reasons() -> None:
     """tests/data/gb10/nvidia-smi-q_1.txt: every reason "Not Active", the
     counters populated; the author's annotation after a value is ignored."""
-    (gpu,) = parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text())
+    (gpu,) = plain(parse_smi_q((GB10_DATA / "nvidia-smi-q_1.txt").read_text()))
     assert gpu["us"] == {
         "sw_power_cap": 50284264713,
         "sync_boost": 0,
@@ -595,7 +605,7 @@ def test_gb10_q_capture_parses_counters_and_ignores_the_instantaneous_reasons() 
 
 def test_h200_q_capture_parses_counters_and_tlimit_margins(h200: Path) -> None:
     """tests/data/h200-cu130/nvidia-smi-q.txt: counters 0 us, GPU T.Limit Temp 49 C."""
-    (gpu,) = parse_smi_q((h200 / "nvidia-smi-q.txt").read_text())
+    (gpu,) = plain(parse_smi_q((h200 / "nvidia-smi-q.txt").read_text()))
     assert gpu["us"]["sw_power_cap"] == 0 and len(gpu["us"]) == 5
     assert gpu["temps"]["current_c"] == 38
     assert gpu["temps"]["tlimit_c"] == 49
@@ -631,8 +641,8 @@ def test_thermal_slowdown_growing_during_the_sample_warns(doubles: Any) -> None:
     counters = {k: [v, v + (2_500_000 if k == "hw_thermal_slowdown" else 0)] for k, v in before.items()}
     env = doubles.nvml(gb10.nvml(device={"samples": idle_gb10_samples(), "counters": counters})).env
     result, _ = run_g4(env, seconds=0.3)
-    assert result.status is Status.WARN, result.line()
-    assert "GPU clocks cut during the sample: HW thermal +2.5 s (clock-event counters)" in result.summary
+    assert result.status is Status.WARN and result.codes == ["G4.clocks-cut"], result.line()
+    assert "HW thermal +2.5 s (clock-event counters)" in result.summary
     assert "-lgc" in result.fix
     assert result.headline == "HW thermal +2.5 s during the sample"
     assert result.reading("hw_thermal_slowdown_in_sample").value == 2.5
@@ -644,9 +654,9 @@ def test_unchanged_counters_from_the_table_capture_are_info() -> None:
     boot (below g4_slowdown_since_boot_s = 10 s), nothing during the sample."""
     us = table_counters()
     facts = gb10_facts(series([50, 50], [15.57, 15.57]), counters_source="nvml")
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     result = g4.evaluate(facts, GB10_T)
-    assert result.status is Status.INFO
+    assert result.status is Status.INFO and result.codes == []
     assert "power cap 3.0 h, thermal 1.2 s, power brake 0 s" in result.summary
 
 
@@ -659,22 +669,20 @@ def test_large_thermal_slowdown_since_boot_warns_and_the_threshold_is_overridabl
     )
     us = {"sw_power_cap": 0, "sw_thermal_slowdown": 27_600_000, "hw_thermal_slowdown": 0}
     facts = gb10_facts(series([60, 60], [40, 40]), counters_source="nvml")
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     result = g4.evaluate(facts, GB10_T)
-    assert result.status is Status.WARN
-    assert "clocks were cut since the driver loaded: SW thermal 28 s (> g4_slowdown_since_boot_s = 10 s" in (
-        result.summary
-    )
+    assert result.status is Status.WARN and result.codes == ["G4.clocks-cut-since-boot"]
+    assert "SW thermal 28 s (> g4_slowdown_since_boot_s = 10 s" in result.summary
     assert "--spark-thermal-seconds 900" in result.fix
     assert g4.evaluate(facts, params("gb10", g4_slowdown_since_boot_s=60.0)).status is Status.INFO
 
 
 def test_power_brake_growth_warns_with_the_supply_fix() -> None:
     facts = gb10_facts(series([50, 50], [30, 30]), counters_source="nvml")
-    facts.counters_before = [{"index": 0, "us": {"hw_power_brake_slowdown": 0}}]
-    facts.counters_after = [{"index": 0, "us": {"hw_power_brake_slowdown": 400_000}}]
+    facts.counters_before = [CounterSet.from_dict({"index": 0, "us": {"hw_power_brake_slowdown": 0}})]
+    facts.counters_after = [CounterSet.from_dict({"index": 0, "us": {"hw_power_brake_slowdown": 400_000}})]
     result = g4.evaluate(facts, GB10_T)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G4.clocks-cut"]
     assert "power brake +0.4 s" in result.summary and "USB-C PD" in result.fix
     assert result.short_fix == "check the power adapter; full AC power cycle"
 
@@ -691,7 +699,7 @@ def test_at_the_gb10_throttle_trip_warns() -> None:
     """thermal_2.txt (d): throttled at 86-87 C, clear at 85-86 C."""
     assert "86–87 °C" in (GB10_DATA / "thermal_2.txt").read_text()
     result = g4.evaluate(gb10_facts(series([80, 84, 87], [40, 70, 95])), GB10_T)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G4.temperature-high"]
     assert "reached 87 C, at or above g4_hot_c = 85 C" in result.summary
     assert "(GB10's throttle trip is 86-87 C)" in result.summary  # 85 C is a margin below it
     assert result.headline == "GPU 0 at 87 C (warns from 85 C; GB10 trips at 86-87 C)"
@@ -711,7 +719,8 @@ def test_tlimit_margin_from_nvml_is_a_reading_and_warns_when_thin(doubles: Any) 
     for s in thin:
         s["gpus"][0]["tlimit_c"] = 2
     warned = g4.evaluate(gb10_facts(thin), GB10_T)
-    assert warned.status is Status.WARN and "T.Limit margin 2 C" in warned.summary
+    assert warned.status is Status.WARN and warned.codes == ["G4.tlimit-margin"]
+    assert "T.Limit margin 2 C" in warned.summary
 
 
 def table_watts(name: str) -> list[float]:
@@ -751,7 +760,7 @@ def test_an_idle_gb10_warming_with_the_box_is_not_the_flat_power_pattern(doubles
     plain = g4.evaluate(
         gb10_facts(series([36, 50, 50, 50], [3, 15.57, 15.57, 15.57])), params("gb10", g4_idle_power_w=0)
     )
-    assert plain.status is Status.WARN and "power flat at 3-15.6 W" in plain.summary
+    assert plain.codes == ["G4.flat-power"] and "power flat at 3-15.6 W" in plain.summary
 
 
 def test_a_loaded_gb10_above_the_idle_band_still_meets_the_flat_power_rule() -> None:
@@ -761,7 +770,7 @@ def test_a_loaded_gb10_above_the_idle_band_still_meets_the_flat_power_rule() -> 
     text = (GB10_DATA / "nvidia-smi_clocks_power_2.txt").read_text()
     assert "58°C, 36.7W, 95%, 1989 MHz" in text
     result = g4.evaluate(gb10_facts(series([48, 50, 52, 54, 56, 58], [36.7] * 6)), GB10_T)
-    assert result.status is Status.WARN, result.line()
+    assert result.status is Status.WARN and result.codes == ["G4.flat-power"], result.line()
     assert "power flat at 36.7 W" in result.summary
 
 
@@ -774,7 +783,7 @@ def test_a_threshold_not_given_is_the_tables_not_a_second_default() -> None:
         s["gpus"][0]["tlimit_c"] = 2
     for profile in ("gb10", "generic"):
         bare = g4.evaluate(gb10_facts(thin), Params(profile=profile))
-        assert bare.status is Status.WARN, (profile, bare.line())
+        assert bare.status is Status.WARN and bare.codes == ["G4.tlimit-margin"], (profile, bare.line())
         assert "T.Limit margin 2 C (<= g4_tlimit_margin_c = 3 C)" in bare.summary
         assert bare.line() == g4.evaluate(gb10_facts(thin), Params(profile=profile, thresholds=defaults(profile))).line()
 
@@ -874,10 +883,10 @@ def test_the_short_line_keeps_counters_that_counted() -> None:
     facts = gb10_facts(samples)
     us = {"sw_power_cap": 10_800_000_000, "sw_thermal_slowdown": 0, "hw_thermal_slowdown": 1_200_000,
           "hw_power_brake_slowdown": 0}  # fmt: skip
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     short = g4.evaluate(facts, GB10_T).short_line()
     assert "since boot: power cap 3.0 h, thermal 1.2 s, brake 0 s (+0 s in sample)" in short, short
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": dict.fromkeys(us, 0)}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": dict.fromkeys(us, 0)})]
     assert g4.evaluate(facts, GB10_T).short_line().endswith("; no clock events since boot")
 
 
@@ -890,14 +899,14 @@ def test_a_long_default_line_drops_the_counters_that_stayed_at_zero() -> None:
     for sample, clock in zip(samples, (1425, 1560), strict=True):
         sample["gpus"][0].update(clock_sm_mhz=clock, tlimit_c=29)
     facts = gb10_facts(samples)
-    facts.devices[0].update(name="NVIDIA H200", power_limit_mw=700_000)
+    facts.devices[0].name, facts.devices[0].power_limit_mw = "NVIDIA H200", 700_000
     us = {"sw_power_cap": 9_720_000_000, "sw_thermal_slowdown": 0, "hw_thermal_slowdown": 0,
           "hw_power_brake_slowdown": 0}  # fmt: skip
-    facts.counters_before = facts.counters_after = [{"index": 0, "us": us}]
+    facts.counters_before = facts.counters_after = [CounterSet.from_dict({"index": 0, "us": us})]
     short = g4.evaluate(facts, GENERIC_T).short_line()
     assert short.endswith("; since boot: power cap 2.7 h") and len(short) <= 120, short
     # a counter that grew during the sample is no INFO to compact: it is the WARN's finding
-    facts.counters_after = [{"index": 0, "us": {**us, "sw_thermal_slowdown": 1_500_000}}]
+    facts.counters_after = [CounterSet.from_dict({"index": 0, "us": {**us, "sw_thermal_slowdown": 1_500_000}})]
     grown = g4.evaluate(facts, GENERIC_T)
     assert grown.short_line().startswith("G4 WARN: SW thermal +1.5 s during the sample; fix: cool it")
 
@@ -906,8 +915,8 @@ def test_a_long_default_line_drops_the_counters_that_stayed_at_zero() -> None:
 def test_facts_round_trip_through_json_to_the_same_result(warm: bool) -> None:
     temps = [60 + i for i in range(10)] if warm else [45] * 10
     facts = gb10_facts(series(temps, [95, 96] * 5), counters_source="nvml", notes=["NVML: ok"])
-    facts.counters_before = [{"index": 0, "us": {"sw_power_cap": 5, "sw_thermal_slowdown": 0}}]
-    facts.counters_after = [{"index": 0, "us": {"sw_power_cap": 9, "sw_thermal_slowdown": 3_000_000}}]
+    facts.counters_before = [CounterSet.from_dict({"index": 0, "us": {"sw_power_cap": 5, "sw_thermal_slowdown": 0}})]
+    facts.counters_after = [CounterSet.from_dict({"index": 0, "us": {"sw_power_cap": 9, "sw_thermal_slowdown": 3_000_000}})]
     again = g4.Facts.from_dict(json.loads(json.dumps(facts.to_dict())))
     assert again == facts
     assert g4.evaluate(again, GB10_T) == g4.evaluate(facts, GB10_T)
@@ -927,8 +936,8 @@ def _lost() -> g4.Facts:
         (gb10_facts(series([80, 85, 88], [90, 91, 90], [0, 0x20, 0x20])), Status.WARN),
         (gb10_facts(series([60 + i for i in range(10)], [95, 96] * 5)), Status.WARN),
         (_lost(), Status.FAIL),
-        (g4.Facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), Status.FAIL),
-        (g4.Facts(missing="NVML unavailable: Driver Not Loaded (DriverNotLoaded)"), Status.SKIP),
+        (make_facts(hung="NVML made no progress for 1 s during 'nvmlInit'"), Status.FAIL),
+        (make_facts(missing="NVML unavailable: Driver Not Loaded (DriverNotLoaded)"), Status.SKIP),
     ],
 )
 def test_every_result_has_a_headline_that_fits_the_short_line(facts: g4.Facts, status: Status) -> None:
@@ -948,10 +957,10 @@ def test_a_maximum_exactly_at_g4_hot_c_warns_at_or_above(top: float, status: Sta
     the heat rule alone decides."""
     result = g4.evaluate(gb10_facts(series([80, 84, top], [110, 111, 110])), GB10_T)
     assert result.status is status, result.line()
+    assert result.codes == (["G4.temperature-high"] if status is Status.WARN else [])
     if status is Status.WARN:
         assert "reached 85 C, at or above g4_hot_c = 85 C" in result.summary
         assert result.headline == "GPU 0 at 85 C (warns from 85 C; GB10 trips at 86-87 C)"
-    assert "power flat" not in result.summary
 
 
 @pytest.mark.parametrize(("margin", "status"), [(3, Status.WARN), (4, Status.INFO)])
@@ -964,5 +973,6 @@ def test_a_tlimit_margin_exactly_g4_tlimit_margin_c_warns(margin: float, status:
         s["gpus"][0]["tlimit_c"] = margin
     result = g4.evaluate(gb10_facts(samples), GB10_T)
     assert result.status is status, result.line()
+    assert result.codes == (["G4.tlimit-margin"] if status is Status.WARN else [])
     if status is Status.WARN:
         assert f"T.Limit margin {margin} C (<= g4_tlimit_margin_c = 3 C)" in result.summary

@@ -102,7 +102,7 @@ def test_generic_without_nvml_numbers_has_no_budget_and_says_so() -> None:
 def test_plan_within_the_real_decode_figure_passes_with_the_step_floor() -> None:
     """The planning figure is real dense decode, ~160-190 GB/s (workload_bandwidth_1.txt)."""
     result = ev(g5.Facts(), plan=150.0)
-    assert result.status is Status.PASS
+    assert result.status is Status.PASS and result.codes == []
     assert (
         "planned 150 GB/s within the 160-190 GB/s real-decode budget (hardware 218-234 GB/s" in result.summary
     )
@@ -113,7 +113,7 @@ def test_plan_within_the_real_decode_figure_passes_with_the_step_floor() -> None
 def test_plan_above_the_hardware_figure_warns_with_both_floors() -> None:
     """273 GB/s is the spec; real GB10s measure 218-234 (bandwidth_1.txt, bandwidth_2.txt)."""
     result = ev(g5.Facts(), plan=273.0)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G5.plan-above-budget"]
     assert "planned 273 GB/s > the 218-234 GB/s the hardware moves in a microbenchmark" in result.summary
     assert ">= 5.26 ms at 190 GB/s, not the 3.66 ms the plan assumes" in result.summary
     assert "190 GB/s" in result.fix
@@ -125,7 +125,7 @@ def test_plan_above_the_hardware_figure_warns_with_both_floors() -> None:
 def test_plan_between_decode_and_hardware_warns_naming_real_decode() -> None:
     """A copy kernel reaches 218-234 GB/s, a real decode ~160-190 (workload_bandwidth_1.txt)."""
     result = ev(g5.Facts(), plan=210.0)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G5.plan-above-budget"]
     assert "planned 210 GB/s > the 160-190 GB/s real-decode budget" in result.summary
     assert result.headline == "planned 210 GB/s > 160-190 GB/s real decode"
 
@@ -152,7 +152,7 @@ def test_nothing_declared_and_not_intrusive_is_info_stating_the_budget() -> None
     """Issue 8: SKIP means "could not check"; with no plan G5 ran and states the
     budget (was SKIP)."""
     result = ev(g5.Facts())
-    assert result.status is Status.INFO
+    assert result.status is Status.INFO and result.codes == ["G5.budget-only"]
     assert result.summary.startswith("160-190 GB/s real-decode budget (hardware 218-234 GB/s, spec 273")
     assert "no planned bandwidth to judge (--spark-planned-bandwidth)" in result.summary
     assert result.short_line() == "G5 INFO: budget 160-190 GB/s decode, 218-234 GB/s hardware"
@@ -160,22 +160,22 @@ def test_nothing_declared_and_not_intrusive_is_info_stating_the_budget() -> None
 
 def test_generic_without_a_budget_or_a_plan_is_info_too() -> None:
     result = ev(g5.Facts(), "generic")
-    assert result.status is Status.INFO
+    assert result.status is Status.INFO and result.codes == ["G5.budget-only"]
     assert result.headline == "no bandwidth budget known"
 
 
 # ---------------------------------------------------------------------- measurement
 
 
-def measured(gbps: float, **kw: Any) -> dict[str, Any]:
-    return {
+def measured(gbps: float, **kw: Any) -> g5.Measurement:
+    return g5.Measurement.from_dict({
         "gbps": gbps,
         "samples_gbps": [gbps] * 7,
         "buffer_bytes": 1 << 30,
         "iters": 3,
         "gpu_ms": 12.5,
         **kw,
-    }
+    })
 
 
 def test_recorded_h200_copy_is_reported_against_budget_and_peak(h200: Path) -> None:
@@ -200,10 +200,10 @@ def test_measured_below_the_healthy_floor_warns() -> None:
     was the 180 GB/s budget: 140 GB/s now warns)."""
     facts = g5.Facts(intrusive=True, measurement=measured(120.0))
     result = ev(facts)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G5.copy-low"]
     assert "< 164 GB/s (0.75 x the 218 GB/s healthy figure)" in result.summary
     assert result.headline == "copy 120 GB/s < 164 GB/s healthy floor"
-    assert ev(g5.Facts(intrusive=True, measurement=measured(140.0))).status is Status.WARN
+    assert ev(g5.Facts(intrusive=True, measurement=measured(140.0))).codes == ["G5.copy-low"]
     ok = ev(g5.Facts(intrusive=True, measurement=measured(223.7)))
     assert ok.status is Status.INFO
     assert ok.headline == "copy 224 GB/s (healthy >= 164 GB/s)"
@@ -212,15 +212,14 @@ def test_measured_below_the_healthy_floor_warns() -> None:
 def test_plan_above_what_was_measured_warns_even_inside_the_budget() -> None:
     facts = g5.Facts(intrusive=True, measurement=measured(170.0))
     result = ev(facts, plan=185.0)
-    assert result.status is Status.WARN
+    assert result.status is Status.WARN and result.codes == ["G5.plan-above-budget"]
     assert "planned 185 GB/s > the measured 170 GB/s copy" in result.summary
 
 
 def test_hung_copy_fails_as_driver_not_answering() -> None:
     facts = g5.Facts(intrusive=True, probe_hung="the copy probe made no progress for 3 s")
     result = ev(facts)
-    assert result.status is Status.FAIL
-    assert result.summary.startswith("driver not answering")
+    assert result.status is Status.FAIL and result.codes == ["G5.probe-hung"]
 
 
 def test_refusal_with_a_plan_keeps_the_plan_verdict() -> None:
@@ -274,7 +273,7 @@ def test_short_memavailable_refuses_before_the_child_runs(doubles: Any, fake_roo
     engine = Engine(Settings(intrusive=True), m, ["G5"])
     assert "bandwidth" not in engine.torch_request()
     result = engine.run("G5")
-    assert result.status is Status.SKIP
+    assert result.status is Status.SKIP and result.codes == ["G5.probe-not-run"]
     assert "copy probe refused: MemAvailable" in result.summary
     assert "the probe needs (2 x 1024 MiB buffers + 4 GiB margin)" in result.summary
     assert m.store.peek("torch") is None  # the torch child never started
@@ -286,7 +285,7 @@ def test_other_gpu_work_refuses_the_probe(doubles: Any, fake_root: Any) -> None:
     engine = Engine(Settings(intrusive=True), m, ["G5"])
     assert "bandwidth" not in engine.torch_request()
     result = engine.run("G5")
-    assert result.status is Status.SKIP
+    assert result.status is Status.SKIP and result.codes == ["G5.probe-not-run"]
     assert "G6 sees other GPU work (pid 999999 GPU process" in result.summary
 
 
@@ -299,7 +298,7 @@ def test_discrete_gpu_without_free_memory_refuses(doubles: Any, fake_root: Any) 
         }
     )
     result = Engine(Settings(intrusive=True), machine(doubles, fake_root, nvml=full), ["G5"]).run("G5")
-    assert result.status is Status.SKIP
+    assert result.status is Status.SKIP and result.codes == ["G5.probe-not-run"]
     assert "GPU 0 has 1.0 GiB free" in result.summary
 
 
@@ -319,16 +318,16 @@ def test_probe_problems_skip_with_the_reason(
     doubles: Any, fake_root: Any, torch: dict[str, Any], words: str
 ) -> None:
     result = Engine(Settings(intrusive=True), machine(doubles, fake_root, **torch), ["G5"]).run("G5")
-    assert result.status is Status.SKIP
-    assert words in result.summary
+    assert result.status is Status.SKIP and result.codes == ["G5.probe-not-run"]
+    assert words in result.summary  # the reason, as the child gave it
 
 
 def test_copy_that_hangs_fails_within_the_watchdog(doubles: Any, fake_root: Any) -> None:
     m = machine(doubles, fake_root, timeout=0.5, hang={"where": "copy", "seconds": 60})
     start = time.monotonic()
     result = Engine(Settings(intrusive=True, timeout=0.5), m, ["G5"]).run("G5")
-    assert result.status is Status.FAIL
-    assert "driver not answering: the copy probe made no progress" in result.summary
+    assert result.status is Status.FAIL and result.codes == ["G5.probe-hung"]
+    assert "the copy probe made no progress" in result.summary
     assert "'bandwidth'" in result.summary
     assert time.monotonic() - start < 0.5 * 3 + 3
 
@@ -336,7 +335,7 @@ def test_copy_that_hangs_fails_within_the_watchdog(doubles: Any, fake_root: Any)
 def test_copy_that_crashes_fails_naming_the_signal(doubles: Any, fake_root: Any) -> None:
     m = machine(doubles, fake_root, crash={"where": "copy", "signal": "SIGSEGV"})
     result = Engine(Settings(intrusive=True), m, ["G5"]).run("G5")
-    assert result.status is Status.FAIL
+    assert result.status is Status.FAIL and result.codes == ["G5.probe-hung"]
     assert "SIGSEGV" in result.summary
 
 
@@ -448,7 +447,7 @@ def test_a_plan_at_a_microbenchmark_or_the_spec_warns_through_the_engine(
     273 GB/s peak is the spec, above every measurement."""
     plan = capture_figures()[figure]
     result = Engine(Settings(planned_bandwidth=plan), machine(doubles, fake_root), ["G5"]).run("G5")
-    assert result.status is Status.WARN, result.line()
+    assert result.status is Status.WARN and result.codes == ["G5.plan-above-budget"], result.line()
     assert result.short_line() == line
 
 
@@ -469,7 +468,7 @@ def test_a_copy_at_half_the_measured_figure_warns_through_the_engine(doubles: An
     """Half of bandwidth_2.txt's 218 GB/s: below 0.75 x that healthy figure, a WARN."""
     gbps = capture_figures()["copy"] / 2
     result = Engine(Settings(intrusive=True), machine(doubles, fake_root, copy_gbps=gbps), ["G5"]).run("G5")
-    assert result.status is Status.WARN, result.line()
+    assert result.status is Status.WARN and result.codes == ["G5.copy-low"], result.line()
     assert result.short_line().startswith("G5 WARN: copy 109 GB/s < 164 GB/s healthy floor")
 
 
@@ -480,7 +479,7 @@ def test_a_copy_at_exactly_the_healthy_floor_is_healthy() -> None:
     at = ev(g5.Facts(intrusive=True, measurement=measured(163.5)))
     assert at.status is Status.INFO, at.line()
     below = ev(g5.Facts(intrusive=True, measurement=measured(163.4)))
-    assert below.status is Status.WARN, below.line()
+    assert below.status is Status.WARN and below.codes == ["G5.copy-low"], below.line()
     assert "< 164 GB/s (0.75 x the 218 GB/s healthy figure)" in below.summary
 
 
@@ -492,5 +491,5 @@ def test_a_plan_of_exactly_the_measured_copy_passes() -> None:
     assert at.status is Status.PASS, at.line()
     assert "planned 170 GB/s within" in at.summary
     above = ev(facts, plan=170.5)
-    assert above.status is Status.WARN, above.line()
+    assert above.status is Status.WARN and above.codes == ["G5.plan-above-budget"], above.line()
     assert "planned 170.5 GB/s > the measured 170 GB/s copy" in above.summary

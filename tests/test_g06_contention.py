@@ -25,10 +25,18 @@ import pytest
 
 from pytest_dgx_spark.checks.g06_contention import check as g6
 from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.child import PROTOCOL, SCRIPTS
-from pytest_dgx_spark.probes.gpu_programs import flag_value, parse_compute_apps
+from pytest_dgx_spark.probes.gpu_programs import (
+    classify,
+    flag_value,
+    is_launcher,
+    is_probe_child,
+    parse_compute_apps,
+    reduce_cmdline,
+)
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 from pytest_dgx_spark.thresholds import defaults
@@ -97,7 +105,7 @@ PY = "/usr/bin/python3"
     ],
 )
 def test_recognised_workloads_and_their_caps(cmdline: list[str], kind: str, cap: float | None) -> None:
-    found = g6.classify(cmdline)
+    found = classify(cmdline)
     assert found is not None
     assert (found.kind, found.cap) == (kind, cap)
 
@@ -116,17 +124,17 @@ def test_recognised_workloads_and_their_caps(cmdline: list[str], kind: str, cap:
     ],
 )
 def test_not_gpu_workloads(cmdline: list[str]) -> None:
-    assert g6.classify(cmdline) is None
+    assert classify(cmdline) is None
 
 
 def test_unreadable_cap_counts_as_uncapped_and_says_so() -> None:
-    found = g6.classify([PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "lots"])
+    found = classify([PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "lots"])
     assert found is not None and found.cap is None
     assert "unreadable --gpu-memory-utilization 'lots'" in found.cap_source
 
 
 def test_vllm_default_is_a_threshold() -> None:
-    found = g6.classify([PY, "/usr/bin/vllm", "serve", "m"], vllm_default=0.92)
+    found = classify([PY, "/usr/bin/vllm", "serve", "m"], vllm_default=0.92)
     assert found is not None and found.cap == 0.92
     assert "0.92" in found.cap_source
 
@@ -145,8 +153,8 @@ def test_query_compute_apps_rows_and_na_memory() -> None:
         "pid, process_name, used_gpu_memory [MiB]\n4242, /usr/bin/python3, 40960 MiB\n77, ollama, [N/A]\n\n"
     )
     rows = parse_compute_apps(text)
-    assert [(r["pid"], r["used"]) for r in rows] == [(4242, 40 * GIB), (77, None)]
-    assert rows[1]["name"] == "ollama"
+    assert [(r.pid, r.used) for r in rows] == [(4242, 40 * GIB), (77, None)]
+    assert rows[1].name == "ollama"
 
 
 # ---------------------------------------------------------------------- grouping + verdicts
@@ -158,10 +166,10 @@ def proc(pid: int, ppid: int, cmdline: list[str], *, me: bool = False, rss: int 
         "pid": pid,
         "ppid": ppid,
         "name": os.path.basename(cmdline[0]) if cmdline else "",
-        "cmd": g6.reduce_cmdline(cmdline),
+        "cmd": reduce_cmdline(cmdline),
         "self": me,
         "rss_bytes": rss,
-        "probe": g6.is_probe_child(cmdline),
+        "probe": is_probe_child(cmdline),
     }
 
 
@@ -175,8 +183,9 @@ def table(*procs: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 def facts_of(entries: list[dict[str, Any]], procs: dict[int, dict[str, Any]]) -> g6.Facts:
-    return g6.Facts(
-        processes=list(procs.values()), entries=entries, mem_total_bytes=int(121.7 * GIB), scanned=len(procs)
+    return g6.Facts.from_dict(
+        {"processes": list(procs.values()), "entries": entries, "mem_total_bytes": int(121.7 * GIB),
+         "scanned": len(procs)}
     )
 
 
@@ -231,7 +240,7 @@ def verdict(entries: list[dict[str, Any]], *extra: dict[str, Any], t: dict[str, 
 
 def test_no_other_process_passes() -> None:
     result = verdict([])
-    assert result.status is Status.PASS
+    assert (result.status, result.codes) == (Status.PASS, [])
     assert result.summary.startswith("no other GPU process")
     assert result.reading("other_gpu_processes").value == 0
 
@@ -239,7 +248,7 @@ def test_no_other_process_passes() -> None:
 def test_capped_at_or_below_half_warns_listing_pid_name_memory_and_cap() -> None:
     server = proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.5"])
     result = verdict([{"pid": 100, "used": 12 * GIB, "type": "compute", "gpu": "0"}], server)
-    assert result.status is Status.WARN
+    assert (result.status, result.codes) == (Status.WARN, ["G6.capped-process"])
     assert "pid 100 vLLM (cap 0.5, 12.0 GiB NVML)" in result.summary
     assert result.reading("pid_100").value == "vLLM cap 0.5 12.0 GiB"
 
@@ -247,7 +256,7 @@ def test_capped_at_or_below_half_warns_listing_pid_name_memory_and_cap() -> None
 def test_vllm_at_its_default_fails() -> None:
     server = proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m"])
     result = verdict([], server)
-    assert result.status is Status.FAIL
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")
     assert "pid 100 vLLM (cap 0.9, rss 50 MiB)" in result.summary
     assert "kill 100" in result.fix
     assert any("vLLM default 0.9" in d for d in result.details)
@@ -259,7 +268,7 @@ def test_more_than_three_to_kill_are_counted_not_dropped() -> None:
     "first N, and M more" rule."""
     servers = [proc(100 + i, 1, [PY, "/usr/bin/vllm", "serve", "m"]) for i in range(5)]
     result = verdict([], *servers)
-    assert result.status is Status.FAIL
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")
     assert "(kill 100 101 102 and 2 more)" in result.fix
     assert "kill 100 101 102 and 2 more, or restart" in result.short_line()
 
@@ -275,7 +284,7 @@ def test_more_than_three_to_kill_are_counted_not_dropped() -> None:
 )
 def test_uncapped_servers_and_trainers_fail(cmdline: list[str]) -> None:
     result = verdict([], proc(100, 1, cmdline))
-    assert result.status is Status.FAIL
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")
     assert "no cap" in result.summary
     assert result.reading("uncapped_or_over_cap").value == 1
 
@@ -283,7 +292,7 @@ def test_uncapped_servers_and_trainers_fail(cmdline: list[str]) -> None:
 def test_a_capped_server_that_uses_more_than_the_cap_fails() -> None:
     server = proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.4"])
     result = verdict([{"pid": 100, "used": 80 * GIB, "type": "compute", "gpu": "0"}], server)
-    assert result.status is Status.FAIL
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")
     assert any("capped at 0.4 but uses 66% of the pool" in d for d in result.details)
 
 
@@ -291,17 +300,17 @@ def test_unrecognised_gpu_processes_are_judged_by_their_memory() -> None:
     small = verdict(
         [{"pid": 500, "used": 2 * GIB, "type": "compute", "gpu": "0"}], proc(500, 1, [PY, "notebook.py"])
     )
-    assert small.status is Status.WARN
+    assert (small.status, small.codes) == (Status.WARN, ["G6.capped-process"])
     big = verdict(
         [{"pid": 500, "used": 90 * GIB, "type": "compute", "gpu": "0"}], proc(500, 1, [PY, "notebook.py"])
     )
-    assert big.status is Status.FAIL
+    assert (big.status, big.code) == (Status.FAIL, "G6.uncapped-process")
 
 
 def test_the_desktop_does_not_count_but_is_listed() -> None:
     xorg = proc(600, 1, ["/usr/lib/xorg/Xorg", "vt2"])
     result = verdict([{"pid": 600, "used": 80 << 20, "type": "graphics", "gpu": "0"}], xorg)
-    assert result.status is Status.PASS
+    assert (result.status, result.codes) == (Status.PASS, [])
     assert "1 desktop graphics process not counted" in result.summary
     assert result.reading("desktop_processes").value == 1
 
@@ -318,7 +327,7 @@ def test_discrete_gpu_fraction_uses_that_gpus_memory() -> None:
 def test_cap_max_threshold_is_respected() -> None:
     server = proc(100, 1, [PY, "/usr/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.6"])
     assert verdict([], server).status is Status.FAIL
-    assert verdict([], server, t=dict(T, g6_cap_max=0.7)).status is Status.WARN
+    assert verdict([], server, t=dict(T, g6_cap_max=0.7)).codes == ["G6.capped-process"]
 
 
 # ---------------------------------------------------------------------- REAL processes
@@ -404,7 +413,7 @@ def test_real_vllm_console_script_at_09_fails_and_at_04_warns(
     result = Engine(
         Settings(), Machine(root=gb10_root(fake_root, hot.pid, cool.pid), env=env, timeout=5)
     ).run("G6")
-    assert result.status is Status.FAIL
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")
     assert f"pid {hot.pid} vLLM (cap 0.9, 40.0 GiB NVML)" in result.summary
 
 
@@ -496,7 +505,7 @@ def test_a_fake_root_without_proc_is_a_note_not_a_crash(doubles: Any, fake_root:
     root = fake_root({"proc/meminfo": gb10.meminfo()})
     env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": 4242, "used_bytes": 70 * GIB}]})).env
     result = Engine(Settings(), Machine(root=root, env=env, timeout=5)).run("G6")
-    assert result.status is Status.FAIL  # NVML still sees the 70 GiB process
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")  # NVML still sees the 70 GiB process
     assert "pid 4242 GPU process" in result.summary
     assert "cannot list processes" in result.summary
 
@@ -551,9 +560,9 @@ def test_facts_round_trip_through_json_to_the_same_result() -> None:
 )
 def test_the_reduced_command_line_classifies_the_same_and_keeps_no_secret(cmdline: list[str]) -> None:
     """Issue 12: only the program, a known subcommand and the cap flags are kept."""
-    reduced = g6.reduce_cmdline(cmdline)
-    assert g6.classify(reduced) == g6.classify(cmdline)
-    assert g6.is_launcher(reduced) == g6.is_launcher(cmdline)
+    reduced = reduce_cmdline(cmdline)
+    assert classify(reduced) == classify(cmdline)
+    assert is_launcher(reduced) == is_launcher(cmdline)
     assert not any(s in " ".join(reduced) for s in SECRETS), reduced
 
 
@@ -595,7 +604,7 @@ def test_real_secrets_in_argv_stay_out_of_the_result_and_the_facts(
     env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": 40 * GIB}]})).env
     # only this process in the survey: the busy machine's own trainers would crowd the summary
     result, engine = run_g6(env, root=gb10_root(fake_root, p.pid))
-    assert result.status is Status.FAIL and f"pid {p.pid} vLLM" in result.summary
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process") and f"pid {p.pid} vLLM" in result.summary
     assert any(f"pid {p.pid} vLLM" in d and d.endswith("vllm serve") for d in result.details)
     dumped = json.dumps(result.to_dict()) + json.dumps(engine.facts("G6")) + result.report_text()
     for secret in (*SECRETS[:2], str(home)):
@@ -664,7 +673,7 @@ def test_no_gpu_skips_whatever_the_process_table_names(doubles: Any, spawn: Any,
     p = spawn([sys.executable, str(vllm), "serve", "m"])
     wait_for_cmdline(p.pid, "serve")
     no_device, _ = run_g6(doubles.nvml(gb10.nvml(devices=[])).env)
-    assert no_device.status is Status.SKIP
+    assert (no_device.status, no_device.codes) == (Status.SKIP, ["G6.no-gpu"])
     assert no_device.summary.startswith("no NVIDIA GPU to contend for (NVML answered but reports no GPU)")
     assert "; the process table names pid " in no_device.summary
     assert any(d.startswith(f"FAIL pid {p.pid} vLLM") for d in no_device.details)
@@ -672,7 +681,8 @@ def test_no_gpu_skips_whatever_the_process_table_names(doubles: Any, spawn: Any,
         "nvidia-smi", "#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate'\nexit 9\n"
     )
     no_driver, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env)
-    assert no_driver.status is Status.SKIP and no_driver.headline == "no NVIDIA GPU to contend for"
+    assert (no_driver.status, no_driver.codes) == (Status.SKIP, ["G6.no-gpu"])
+    assert no_driver.headline == "no NVIDIA GPU to contend for"
 
 
 def test_unreadable_pids_are_skipped_and_counted(doubles: Any, fake_root: Any) -> None:
@@ -688,7 +698,7 @@ def test_unreadable_pids_are_skipped_and_counted(doubles: Any, fake_root: Any) -
     (root / "proc/300/cmdline").unlink()
     os.symlink("cmdline", root / "proc/300/cmdline")
     result, _ = run_g6(doubles.nvml(gb10.nvml()).env, root)
-    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process") and "pid 100 vLLM" in result.summary
     assert result.reading("processes_scanned").value == 2
     assert result.reading("processes_unreadable").value == 2
     assert any(
@@ -718,7 +728,7 @@ def test_a_fifo_for_a_pids_files_does_not_block_the_scan(doubles: Any, fake_root
     worker.join(20)
     assert not worker.is_alive(), "G6's process scan blocked on a FIFO"
     result = box["r"]
-    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process") and "pid 100 vLLM" in result.summary
     assert result.reading("processes_unreadable").value == 2
     assert any("not a regular file (a FIFO)" in d for d in result.details)
 
@@ -776,7 +786,7 @@ def test_a_pid_whose_cmdline_read_never_returns_does_not_block_the_run(
     assert not worker.is_alive(), "G6's process scan blocked on a stuck cmdline read"
     assert time.monotonic() - start < 10  # a step timeout of 1 s, not the hour the read would take
     result = box["r"]
-    assert result.status is Status.FAIL and "pid 100 vLLM" in result.summary
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process") and "pid 100 vLLM" in result.summary
     table = engine.machine.processes()
     assert [p["pid"] for p in table["processes"]] == [100]
     assert table["error"].startswith(
@@ -805,7 +815,7 @@ def test_gb10_desktop_processes_from_a_real_table_are_listed_not_counted(
     assert [(r[0], r[3]) for r in rows] == [(4174, 84), (4399, 125), (4761, 273)]
     graphics = [{"pid": pid, "used_bytes": mib << 20} for pid, kind, _, mib in rows if kind == "G"]
     result, _ = run_g6(doubles.nvml(gb10.nvml(device={"graphics_procs": graphics})).env, gb10_root(fake_root))
-    assert result.status is Status.PASS
+    assert (result.status, result.codes) == (Status.PASS, [])
     assert result.summary == "no other GPU process [NVML; 3 desktop graphics processes not counted]"
     assert any(d.startswith("DISPLAY pid 4761 GPU process") and "GPU 0: 273 MiB" in d for d in result.details)
 
@@ -818,12 +828,12 @@ def test_gb10_query_compute_apps_with_a_gpu_uuid_column(doubles: Any, fake_root:
     line = next(
         ln for ln in (GB10_DATA / "nvidia-smi-query_1.txt").read_text().splitlines() if ln.startswith("GPU-")
     )
-    assert parse_compute_apps(line) == [
+    assert plain(parse_compute_apps(line)) == [
         {"pid": 114687, "used": 19135 << 20, "type": "compute", "gpu": "0", "name": "python"}
     ]
     doubles.tool("nvidia-smi", f"#!/bin/sh\necho '{line}'\n")
     result, _ = run_g6(doubles.nvml({"init_error": "LibraryNotFound"}).env, gb10_root(fake_root))
-    assert result.status is Status.WARN
+    assert (result.status, result.codes) == (Status.WARN, ["G6.capped-process"])
     assert result.headline == "pid 114687 GPU process (python) 18.7 GiB NVML: no cap known, 15% of the pool"
     assert result.summary.endswith("[nvidia-smi --query-compute-apps]")
 
@@ -842,7 +852,7 @@ def test_gb10_vllm_worker_holding_89_gib_over_its_cap_fails(
     used = int(89.276 * GIB)
     env = doubles.nvml(gb10.nvml(device={"compute_procs": [{"pid": p.pid, "used_bytes": used}]})).env
     result, _ = run_g6(env, gb10_root(fake_root, p.pid))
-    assert result.status is Status.FAIL
+    assert (result.status, result.code) == (Status.FAIL, "G6.uncapped-process")
     assert result.headline == f"pid {p.pid} vLLM 89.3 GiB NVML: uses 73% of the pool > 0.5"
     assert any("capped at 0.5 but uses 73% of the pool" in d for d in result.details)
     assert len(result.short_line()) <= 120 and f"kill {p.pid}" in result.short_line()
@@ -917,11 +927,11 @@ def test_a_title_in_argv0_is_split_before_it_is_reduced(cmdline: list[str], redu
     rewrote argv[0] into its whole command line showed it, secrets and all. A
     title is split into words first (and classifies as the server it names);
     a token or a secret flag in the program's slot is redacted."""
-    assert g6.reduce_cmdline(cmdline) == reduced
-    kind = g6.classify(cmdline)
+    assert reduce_cmdline(cmdline) == reduced
+    kind = classify(cmdline)
     if "vllm" in " ".join(reduced):
         assert kind is not None and kind.kind == "vLLM"
-        assert g6.classify(reduced) == kind
+        assert classify(reduced) == kind
 
 
 def test_a_title_in_argv0_reaches_no_output(
@@ -974,7 +984,7 @@ def test_an_unreadable_gpu_process_list_with_no_process_is_a_warn_never_a_pass(
     facts = facts_of([], procs)
     facts.nvml, facts.gpu_source = "nvmlInit hung (killed after 10 s)", "none"
     result = g6.evaluate(facts, P)
-    assert result.status is Status.WARN, result.line()
+    assert (result.status, result.codes) == (Status.WARN, ["G6.process-list-unreadable"]), result.line()
     assert result.summary.startswith(
         "GPU process list unreadable (NVML and nvidia-smi did not answer, see G4)"
     )
@@ -1013,7 +1023,7 @@ def test_another_users_server_still_counts_and_says_whose() -> None:
     G6's FAIL (issue 24 leaves G6's rule as it is), and the details say whose."""
     theirs = proc(40, 1, [PY, "/usr/bin/vllm", "serve", "m"]) | {"owner": "uid 4242"}
     r = verdict([{"pid": 40, "used": 60 * GIB, "type": "compute", "gpu": "0"}], theirs)
-    assert r.status is Status.FAIL, r.line()
+    assert (r.status, r.code) == (Status.FAIL, "G6.uncapped-process"), r.line()
     (line,) = [d for d in r.details if d.startswith("FAIL pid 40 ")]
     assert line.endswith("another user's (uid 4242): its memory is the pool's all the same"), line
     mine = verdict(

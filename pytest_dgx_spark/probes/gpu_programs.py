@@ -14,8 +14,8 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
 
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.redact import program_word, split_title
 
@@ -243,14 +243,15 @@ def is_probe_child(cmdline: Sequence[str]) -> bool:
     return any(PROBE_MARK in arg for arg in cmdline[1:4])
 
 
-class GpuEntry(TypedDict, total=False):
+@dataclass
+class GpuEntry(Record):
     """One process on a GPU's list (NVML's, or nvidia-smi's): its memory in bytes (None: no figure)."""
 
-    pid: int | None
-    used: int | None
-    type: str  # "compute" | "graphics"
-    gpu: str  # the GPU's index
-    name: str  # nvidia-smi's process name (its first word's base name)
+    pid: int | None = None
+    used: int | None = None
+    type: str = ""  # "compute" | "graphics"
+    gpu: str = "0"  # the GPU's index
+    name: str = ""  # nvidia-smi's process name (its first word's base name); NVML names none
 
 
 COMPUTE_APPS = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
@@ -288,5 +289,5 @@ def parse_compute_apps(text: str) -> list[GpuEntry]:
             continue  # header, "No running processes found", blank, a pid no kernel gives
         used_bytes = _mib_to_bytes(cols[-1].split()[0] if cols[-1].split() else "")
         name = program_word(",".join(cols[1:-1]))
-        out.append({"pid": int(cols[0]), "used": used_bytes, "type": "compute", "gpu": "0", "name": name})
+        out.append(GpuEntry(pid=int(cols[0]), used=used_bytes, type="compute", gpu="0", name=name))
     return out

@@ -19,9 +19,10 @@ import stat
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.outfile import kind_of
 from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.probes.memory_pressure import oom_kill_match
@@ -58,10 +59,10 @@ class KernelRecord:
     text: str
 
 
-class KernelLog(TypedDict, total=False):
+class KernelLog(TypedDict):
     """What :func:`read_kernel_log` found, as JSON. ``source`` is None when nothing was readable,
     ``denied`` then says how to allow it; ``problems``: why each earlier source was passed over;
-    ``cut``: which bound ended the read (the records kept are the latest)."""
+    ``cut``: which bound ended the read (the records kept are the latest); ``seconds`` the read took."""
 
     source: str | None
     records: list[dict[str, Any]]
@@ -71,12 +72,33 @@ class KernelLog(TypedDict, total=False):
     seconds: float
 
 
+@dataclass
+class LogOutcome(Record):
+    """How the read of a :class:`KernelLog` went, typed (:func:`outcome`); the records are :func:`records`."""
+
+    source: str | None = None
+    problems: list[str] = field(default_factory=list)
+    denied: str | None = None
+    cut: str | None = None
+
+
+def outcome(log: Mapping[str, Any]) -> LogOutcome:
+    """The log's source, the problems met, how to allow a denied read, and which bound cut it."""
+    problems = log.get("problems")
+    return LogOutcome(
+        source=str(log["source"]) if log.get("source") else None,
+        problems=[str(p) for p in problems] if isinstance(problems, list) else [],
+        denied=str(log["denied"]) if log.get("denied") else None,
+        cut=str(log["cut"]) if log.get("cut") else None,
+    )
+
+
 def _unread(problem: str, denied: str | None = None) -> KernelLog:
-    return {"source": None, "records": [], "problems": [problem], "denied": denied}
+    return {"source": None, "records": [], "problems": [problem], "denied": denied, "cut": None, "seconds": 0.0}
 
 
 def _read(source: str, found: list[dict[str, Any]], cut: str | None) -> KernelLog:
-    return {"source": source, "records": found, "problems": [], "denied": None, "cut": cut}
+    return {"source": source, "records": found, "problems": [], "denied": None, "cut": cut, "seconds": 0.0}
 
 
 def parse_kmsg_record(raw: bytes) -> dict[str, Any] | None:
@@ -234,7 +256,8 @@ def read_kernel_log(
     how = None
     if denied:
         how = f"the kernel log is not readable as this user ({'; '.join(denied)}); {ALLOW_KMSG}, {ALLOW_JOURNAL}"
-    return {"source": None, "records": [], "problems": problems, "denied": how, "seconds": round(time.monotonic() - begun, 3)}
+    return {"source": None, "records": [], "problems": problems, "denied": how, "cut": None,
+            "seconds": round(time.monotonic() - begun, 3)}
 
 
 def records(log: Mapping[str, Any]) -> list[KernelRecord]:

@@ -35,9 +35,10 @@ class MemInfo(TypedDict):
     error: str | None
 
 
-class NvmlSnapshot(TypedDict, total=False):
+class NvmlSnapshot(TypedDict):
     """NVML through a child: ``ok``; ``reason`` (why not, one line); ``hung``; versions
-    (``cuda_driver_version`` an int, 13000); ``devices``; the series of :meth:`Machine.nvml_sample`."""
+    (``cuda_driver_version`` an int, 13000); ``devices``; the series of :meth:`Machine.nvml_sample`.
+    Plain JSON (the store shares it); :func:`pytest_dgx_spark.probes.nvml.view` types it."""
 
     ok: bool
     reason: str | None
@@ -48,14 +49,14 @@ class NvmlSnapshot(TypedDict, total=False):
     nvml_version: str | None
     devices: list[dict[str, Any]]
     system_errors: dict[str, Any]
-    limited: str  # a resource limit of this box stopped the child
+    limited: str | None  # a resource limit of this box stopped the child
     missing: bool  # no NVML here (library, driver or binding absent)
-    init_error: str
+    init_error: str | None
     crashed: bool
     no_gpu: bool
-    samples: list[dict[str, Any]]
-    counters_before: Any
-    counters_after: Any
+    samples: list[dict[str, Any]]  # the series (nvml_sample only)
+    counters_before: list[dict[str, Any]]
+    counters_after: list[dict[str, Any]]
 
 
 class MachineLike(Protocol):
@@ -307,8 +308,8 @@ class Machine:
             )
             out = nvml_snapshot(ran, sampling=True)
             out["samples"] = ran.events
-            out["counters_before"] = ran.data.get("counters_before")
-            out["counters_after"] = ran.data.get("counters_after")
+            out["counters_before"] = ran.data.get("counters_before") or []
+            out["counters_after"] = ran.data.get("counters_after") or []
             return out
 
         return self.store.get_or_compute(f"nvml:sample:{seconds}:{interval}", probe)
@@ -366,7 +367,8 @@ def nvml_snapshot(ran: ChildResult, *, sampling: bool = False) -> NvmlSnapshot:
         "ok": False, "reason": None, "hung": False, "duration_s": round(ran.duration_s, 4),
         "driver_version": d.get("driver_version"), "cuda_driver_version": d.get("cuda_driver_version"),
         "nvml_version": d.get("nvml_version"), "devices": d.get("devices") or [],
-        "system_errors": d.get("system_errors") or {},
+        "system_errors": d.get("system_errors") or {}, "limited": None, "missing": False, "init_error": None,
+        "crashed": False, "no_gpu": False, "samples": [], "counters_before": [], "counters_after": [],
     }
     init = d.get("init_error")
     broken_import = ran.step == "import pynvml" and not ran.ok

@@ -1,6 +1,6 @@
 """The GPU's rules: clock-event reasons, clocks stuck low, flat power while heating, the job's GPU idle.
 
-Each reads one GPU's reading (:class:`thermal.GpuReading`, from the NVML child) per sample and sets
+Each reads one GPU's reading (a raw ``thermal.RawGpuReading`` from the NVML child) per sample and sets
 its condition through :class:`.conditions.Conditions`; the thresholds are G4's and G6's
 (:class:`.conditions.Params`). ``thermal.flat_power_climb`` is G4's and the sampler's rule too.
 """
@@ -34,9 +34,9 @@ class GpuRules(Conditions):
 
     def __init__(self, params: Params) -> None:
         super().__init__(params)
-        self._last_gpu: dict[int, thermal.GpuReading] = {}  # the last reading without a given reason
+        self._last_gpu: dict[int, thermal.RawGpuReading] = {}  # the last reading without a given reason
         self._low_runs: dict[int, int] = {}
-        self._window: dict[int, list[tuple[float, thermal.GpuReading]]] = {}
+        self._window: dict[int, list[tuple[float, thermal.RawGpuReading]]] = {}
         self._busy_seen = False
         self._idle_since: float | None = None
 
@@ -52,7 +52,7 @@ class GpuRules(Conditions):
         if s.gpus is not None:
             self._stall(out, t, s)
 
-    def _clock_events(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+    def _clock_events(self, out: list[Event], t: float, g: thermal.RawGpuReading) -> None:
         i = int(g.get("index", 0))
         mask = thermal.parse_mask(g.get("clock_event_reasons"))
         if mask is None:
@@ -92,7 +92,7 @@ class GpuRules(Conditions):
         if not names & set(REASONS):
             self._last_gpu[i] = g
 
-    def _clocks_low(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+    def _clocks_low(self, out: list[Event], t: float, g: thermal.RawGpuReading) -> None:
         """N5: under load, clock and power both low with no heat or brake reason, several samples in a row."""
         i = int(g.get("index", 0))
         util, clock = thermal.number(g.get("utilization_gpu")), thermal.number(g.get("clock_sm_mhz"))
@@ -122,7 +122,7 @@ class GpuRules(Conditions):
             )
         self._set(out, t, key, "G4.clocks-low", low, text, f"GPU {i} clocks back up")
 
-    def _flat_power(self, out: list[Event], t: float, g: thermal.GpuReading) -> None:
+    def _flat_power(self, out: list[Event], t: float, g: thermal.RawGpuReading) -> None:
         """Power flat well under the limit while the temperature climbs, over the last :data:`FLAT_WINDOW`
         samples (``thermal.flat_power_climb``, G4's and the sampler's rule)."""
         i = int(g.get("index", 0))

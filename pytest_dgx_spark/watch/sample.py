@@ -52,7 +52,7 @@ class WatchSample:
 
     t: float = 0.0  # seconds since the watch began
     gpu: str = "ok"  # "ok", or why there is no reading ("no answer for 12 s", "NVML unavailable: …")
-    gpus: list[thermal.GpuReading] | None = None  # None: NVML gave no new sample (``gpu`` says why)
+    gpus: list[thermal.RawGpuReading] | None = None  # None: NVML gave no new sample (``gpu`` says why)
     procs: list[dict[str, Any]] | None = None  # GPU processes: pid, gpu, type, used_bytes, cmd
     job_running: bool = True
     problems: list[str] = field(default_factory=list)
@@ -69,7 +69,7 @@ class WatchSample:
         return cls(
             t=float(t) if t is not None else 0.0,
             gpu=str(data.get("gpu") or "ok"),
-            gpus=cast("list[thermal.GpuReading]", _dicts(gpus)) if gpus is not None else None,
+            gpus=cast("list[thermal.RawGpuReading]", _dicts(gpus)) if gpus is not None else None,
             procs=_dicts(procs) if procs is not None else None,
             job_running=bool(data.get("job_running", True)),
             problems=[str(p) for p in data.get("problems") or []],

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
+
+from pytest_dgx_spark.checks.g05_bandwidth.budget import Budget, budget, gbps, theoretical_peak
 
 # G5 refuses its probe on G6's judgement of other GPU work (see other_work there)
 from pytest_dgx_spark.checks.g06_contention import check as g06_contention
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
+from pytest_dgx_spark.checks.record import FactsError, Record
 from pytest_dgx_spark.model import Reading, Result, Status
+from pytest_dgx_spark.probes import nvml
 from pytest_dgx_spark.probes.child import ChildResult
 
 GIB = 1 << 30
@@ -23,13 +27,27 @@ MIB = 1 << 20
 MIN_BUFFER_MIB = 512
 
 
-class Measurement(TypedDict, total=False):  # the torch child's copy probe answer
-    gbps: float
-    samples_gbps: list[float]
-    buffer_bytes: int
-    gpu_ms: float
-    iters: int
-    engine: str
+@dataclass
+class Measurement(Record):
+    """The torch child's copy probe answer (``torch_bandwidth.py``): the median GB/s of its samples."""
+
+    gbps: float = 0.0
+    samples_gbps: list[float] = field(default_factory=list)
+    buffer_bytes: int = 0
+    gpu_ms: float | None = None
+    iters: int | None = None
+    engine: str = "torch"
+    samples: int | None = None
+    wall_s: float | None = None
+
+
+@dataclass
+class CopyAnswer(Record):
+    """What the copy step answered: a measurement (``gbps`` given), or why not (``skipped``, ``error``)."""
+
+    gbps: float | None = None
+    skipped: str | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -47,81 +65,8 @@ class Facts(FactsBase):
 
 FACTS = Facts
 
-
-def gbps(value: float | None) -> str:
-    """Whole GB/s above 100 (4814, not 4814.3); three digits below."""
-    if value is None:
-        return "[N/A]"
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-@dataclass
-class Budget:
-    """What the memory moves in a real dense decode (the planning figure) and in a
-    microbenchmark (the hardware figure, the probe's healthy reference)."""
-
-    decode_low: float | None
-    decode_high: float | None
-    hardware_low: float | None
-    hardware_high: float | None
-    spec: float | None
-    spec_source: str
-
-    @property
-    def healthy(self) -> float | None:
-        return self.hardware_low or self.hardware_high
-
-    @property
-    def high(self) -> float | None:
-        """The most a plan may assume."""
-        return self.decode_high or self.hardware_high
-
-    def decode_text(self) -> str:
-        return _band(self.decode_low, self.decode_high)
-
-    def hardware_text(self) -> str:
-        return _band(self.hardware_low, self.hardware_high)
-
-    def text(self) -> str:
-        if self.high is None:
-            return "no budget (NVML gave no memory bus width or clock)"
-        word = "peak" if self.spec_source.startswith("NVML") else "spec"
-        spec = f"{word} {gbps(self.spec)} GB/s, {self.spec_source}" if self.spec else ""
-        decode, hardware = self.decode_text(), self.hardware_text()
-        if decode == hardware:
-            return f"{decode} GB/s budget" + (f" ({spec})" if spec else "")
-        return f"{decode} GB/s real-decode budget (hardware {hardware} GB/s" + (f", {spec})" if spec else ")")
-
-
-def _band(low: float | None, high: float | None) -> str:
-    return f"{gbps(low)}-{gbps(high)}" if low and high and gbps(low) != gbps(high) else gbps(high or low)
-
-
-def theoretical_peak(bus_width_bits: int | None, max_mem_clock_mhz: int | None) -> float | None:
-    """Bus width x max memory clock x 2 (DDR) / 8 bits, in GB/s (H200: 6016 x 3201 -> 4814)."""
-    if not bus_width_bits or not max_mem_clock_mhz:
-        return None
-    return round(bus_width_bits / 8 * max_mem_clock_mhz * 1e6 * 2 / 1e9, 1)
-
-
-def budget(facts: Facts, params: Params) -> Budget:
-    """GB10: the configured (measured) figures. Elsewhere: from NVML, unless set explicitly."""
-
-    def pair(low_name: str, high_name: str, derived: float | None) -> tuple[float | None, float | None]:
-        low = params.threshold(low_name) or None
-        high = params.threshold(high_name) or low or derived
-        low = low or high
-        return (high, low) if low and high and low > high else (low, high)
-
-    spec = params.threshold("g5_spec_gbps") or None
-    source = "GB10 LPDDR5X spec" if params.gb10 else "configured"
-    peak = theoretical_peak(facts.bus_width_bits, facts.max_mem_clock_mhz)
-    if spec is None and peak is not None:
-        spec, source = peak, f"NVML {facts.bus_width_bits}-bit x {facts.max_mem_clock_mhz} MHz x 2"
-    sustained = round(spec * params.threshold("g5_generic_budget_fraction"), 1) if spec else None
-    hw_low, hw_high = pair("g5_hardware_low_gbps", "g5_hardware_high_gbps", sustained)
-    dec_low, dec_high = pair("g5_decode_low_gbps", "g5_decode_high_gbps", sustained)
-    return Budget(dec_low, dec_high, hw_low, hw_high, spec, source)
+__all__ = ["FACTS", "Budget", "CopyAnswer", "Facts", "Measurement", "budget", "evaluate", "gather", "gbps",
+           "probe_plan", "step_floor", "theoretical_peak", "torch_request"]
 
 
 def probe_plan(ctx: CheckContext) -> tuple[dict[str, Any] | None, str | None]:
@@ -134,17 +79,16 @@ def probe_plan(ctx: CheckContext) -> tuple[dict[str, Any] | None, str | None]:
     margin_gib = params.threshold("g5_probe_margin_gb")
     need = 2 * buffer_mib * MIB + margin_gib * GIB
     mem = ctx.machine.meminfo()
-    avail_kib = (mem.get("fields") or {}).get("MemAvailable")
+    avail_kib = mem["fields"].get("MemAvailable")
     if avail_kib is None:
-        return None, f"MemAvailable unreadable ({mem.get('error') or 'not in /proc/meminfo'})"
+        return None, f"MemAvailable unreadable ({mem['error'] or 'not in /proc/meminfo'})"
     if avail_kib * 1024 < need:
         return None, (
             f"MemAvailable {avail_kib / (1 << 20):.1f} GiB < {need / GIB:.1f} GiB the probe needs "
             f"(2 x {buffer_mib} MiB buffers + {margin_gib:g} GiB margin)"
         )
-    for dev in ctx.machine.nvml().get("devices") or []:
-        memory = dev.get("memory")
-        free = memory.get("free") if isinstance(memory, Mapping) and dev.get("index", 0) == 0 else None
+    for dev in nvml.view(ctx.machine.nvml()).devices:
+        free = dev.memory.free if dev.memory is not None and dev.index == 0 else None
         if free is not None and free < 2 * buffer_mib * MIB + 512 * MIB:
             return None, f"GPU 0 has {free / GIB:.1f} GiB free, the probe needs 2 x {buffer_mib} MiB"
     others = g06_contention.other_work(ctx)
@@ -162,16 +106,15 @@ def torch_request(ctx: CheckContext) -> dict[str, Any]:
 
 def gather(ctx: CheckContext) -> Facts:
     facts = Facts(intrusive=ctx.settings.intrusive)
-    nv = ctx.machine.nvml()
-    devices = nv.get("devices") or []
-    if devices:
-        dev = devices[0]
-        facts.gpu_name = dev.get("name")
-        width, clock = dev.get("mem_bus_width_bits"), dev.get("max_clock_mem_mhz")
-        facts.bus_width_bits = width if isinstance(width, int) and width > 0 else None
-        facts.max_mem_clock_mhz = clock if isinstance(clock, int) and clock > 0 else None
-    elif not nv.get("ok"):
-        facts.notes.append(f"NVML: {nv.get('reason')}")
+    nv = nvml.view(ctx.machine.nvml())
+    if nv.devices:
+        dev = nv.devices[0]
+        facts.gpu_name = dev.name
+        width, clock = dev.mem_bus_width_bits, dev.max_clock_mem_mhz
+        facts.bus_width_bits = width if width is not None and width > 0 else None
+        facts.max_mem_clock_mhz = clock if clock is not None and clock > 0 else None
+    elif not nv.ok:
+        facts.notes.append(f"NVML: {nv.reason}")
     if facts.intrusive:
         config, facts.refusal = probe_plan(ctx)
         if config is not None:
@@ -181,11 +124,12 @@ def gather(ctx: CheckContext) -> Facts:
 
 def _probe_outcome(child: ChildResult, facts: Facts) -> None:
     """The copy's number, or why there is none (hung in the copy: the driver)."""
-    answer, data = child.data.get("bandwidth"), child.data
-    if isinstance(answer, Mapping) and answer.get("gbps") is not None:
-        facts.measurement = dict(answer)  # type: ignore[assignment]
-    elif isinstance(answer, Mapping) and (answer.get("skipped") or answer.get("error")):
-        facts.probe_problem = str(answer.get("skipped") or answer.get("error"))
+    data = child.data
+    measured, problem = _copy_answer(data.get("bandwidth"))
+    if measured is not None:
+        facts.measurement = measured
+    elif problem:
+        facts.probe_problem = problem
     elif child.step == "bandwidth" and (child.timed_out or child.signal):
         facts.probe_hung = child.describe("the copy probe")
     elif data.get("torch_import_error"):
@@ -196,6 +140,17 @@ def _probe_outcome(child: ChildResult, facts: Facts) -> None:
         facts.probe_problem = child.describe("the torch child") + " before the copy (see G1)"
     else:
         facts.probe_problem = "the torch child did not run the copy"
+
+
+def _copy_answer(raw: Any) -> tuple[Measurement | None, str | None]:
+    """(the measurement, None), or (None, why the copy step gave none; None when it did not answer)."""
+    if not isinstance(raw, Mapping):
+        return None, None
+    try:
+        said = CopyAnswer.from_dict(raw)
+        return (Measurement.from_dict(raw), None) if said.gbps is not None else (None, said.skipped or said.error)
+    except FactsError as exc:  # not what the child writes: said as why there is no number
+        return None, f"copy probe answer unreadable ({exc})"
 
 
 def _floor_value(rate: float, workload_gib: float | None) -> str:
@@ -226,7 +181,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
     out.read("max_mem_clock", facts.max_mem_clock_mhz, "MHz")
     status = Status.INFO
     if plan is not None:
-        status, part = _plan_stage(float(plan), workload, b, (facts.measurement or {}).get("gbps"), out)
+        measured = facts.measurement.gbps if facts.measurement else None
+        status, part = _plan_stage(float(plan), workload, b, measured, out)
         parts.append(part)
     if facts.measurement:
         parts.append(_measurement_stage(facts.measurement, b, params, plan is None, out))
@@ -285,17 +241,17 @@ def _plan_stage(
 
 def _measurement_stage(m: Measurement, b: Budget, params: Params, no_plan: bool, out: Findings) -> Part:
     """The copy probe against the hardware figure (the healthy reference)."""
-    rate, buf, n = float(m["gbps"]), int(m.get("buffer_bytes") or 0), len(m.get("samples_gbps") or [])
+    rate, buf, n = m.gbps, m.buffer_bytes, len(m.samples_gbps)
     out.read("measured_copy", round(rate, 1), "GB/s")
     out.read("copy_samples", n)
     out.read("copy_buffer", round(buf / MIB), "MiB")
-    out.read("copy_gpu_time", m.get("gpu_ms"), "ms")
-    out.read("copy_engine", m.get("engine", "torch"))
+    out.read("copy_gpu_time", m.gpu_ms, "ms")
+    out.read("copy_engine", m.engine)
     fraction, healthy = params.threshold("g5_healthy_fraction"), b.healthy
     floor = healthy * fraction if healthy else None
     peak = f" = {rate / b.spec:.0%} of the {gbps(b.spec)} GB/s theoretical peak" if b.spec else ""
     text = f"measured {rate:.0f} GB/s copy (read+write, 2 x {buf / MIB:.0f} MiB, median of {n}){peak}"
-    out.note(f"copy samples (GB/s): {m.get('samples_gbps')}; {m.get('iters')} copies per sample")
+    out.note(f"copy samples (GB/s): {m.samples_gbps}; {m.iters} copies per sample")
     if floor is not None and rate < floor:
         low = f"{text} < {floor:.0f} GB/s ({fraction:g} x the {gbps(healthy)} GB/s healthy figure)"
         out.warn(low, "re-run on an idle box (G6); a low copy bandwidth on an idle box points at a degraded "

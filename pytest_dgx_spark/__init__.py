@@ -1,4 +1,4 @@
-"""pytest-dgx-spark: the ten DGX Spark training gotchas (G1-G10) as pytest tests.
+"""pytest-dgx-spark: the DGX Spark training gotchas (G1, G2, …: ``catalog``) as pytest tests.
 
 Kept tiny on purpose: pytest imports this package on every run in an
 environment where the plugin is installed.

@@ -1,4 +1,4 @@
-"""``spark-preflight``: the ten checks without pytest's output around them (same engine, options,
+"""``spark-preflight``: the checks without pytest's output around them (same engine, options,
 configuration files and lines as ``pytest --spark-preflight``); the exit code is the gate."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def commands_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    description = ("Run the ten DGX Spark preflight checks (G1..G10) on this machine: one line each,\n"
+    description = (f"Run the {catalog.HOW_MANY} DGX Spark preflight checks ({catalog.SPAN}) on this machine: one line each,\n"
                    "then the verdict: ready, ready-with-warnings or blocked.\n\n" + commands_help())  # fmt: skip
     # allow_abbrev off as in pytest: --workload is no --workload-gb
     parser = Parser(prog="spark-preflight", usage=usage(), description=description, epilog=epilog(),
@@ -196,7 +196,7 @@ def _watch(args: Sequence[str]) -> int:
 #: ``spark-preflight NAME …``: its arguments in the usage line, what it does, its entry (the rest of the
 #: argv -> exit code; :func:`main` turns its exceptions into one line). A new subcommand is one entry here.
 SUBCOMMANDS: dict[str, tuple[str, str, Callable[[Sequence[str]], int]]] = {
-    "diagnose": ("[OPTION ...] LOG [LOG ...]", "name the gotcha (G1..G10) a failed run's logs show", cli_diagnose.run),
+    "diagnose": ("[OPTION ...] LOG [LOG ...]", f"name the gotcha ({catalog.SPAN}) a failed run's logs show", cli_diagnose.run),
     # main() runs it before the preflight's signal handlers: it forwards signals to the job it wraps
     "watch": ("[OPTION ...] (-- COMMAND [ARG ...] | --pid PID)",
               "run or follow a job, say each G3/G4/G6 event as it happens, diagnose it if it fails", _watch),

@@ -86,7 +86,7 @@ class SparkCheckItem(pytest.Item):
 
 
 class ChecksFirst:
-    """The checks run first, G1..G10, after pytest-randomly and any other reordering (an outer wrapper)."""
+    """The checks run first, by number, after pytest-randomly and any other reordering (an outer wrapper)."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Generator[None, None, None]:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec
 
+from pytest_dgx_spark import catalog
+
 if TYPE_CHECKING:  # pragma: no cover - mypy sees Values as the dataclass values_dataclass() makes it
     from dataclasses import dataclass as lazy_dataclass
     from pathlib import Path
@@ -133,7 +135,7 @@ class Values:
         cli_help="also write env-report.json (the seed's schema plus readings, host, timings) to PATH.")
     only: tuple[str, ...] = declare(
         "ids", "run", "run only these checks, e.g. G1,G5.", metavar="IDS",
-        cli_help="run only these checks, comma-separated, e.g. G1,G5 (default: all ten).")
+        cli_help=f"run only these checks, comma-separated, e.g. G1,G5 (default: all {catalog.HOW_MANY}).")
     profile: str = declare(
         "choice", "run", "thresholds: GB10's when the GPU is GB10 (auto) or forced (gb10); generic derives "
         "them from the GPU found.", default="auto", choices=("auto", "gb10", "generic"),
@@ -251,7 +253,7 @@ def add_pytest_options(parser: Any) -> None:
     ids "args" keys, since a pyproject.toml number or list would warn as a "string" key's value."""
     group = parser.getgroup("dgx-spark", "DGX Spark preflight (pytest-dgx-spark)")
     group.addoption("--spark-preflight", action="store_true", default=None, dest="spark_preflight",
-                    help="collect and run the ten DGX Spark preflight checks G1..G10.")  # fmt: skip
+                    help=f"collect and run the {catalog.HOW_MANY} DGX Spark preflight checks {catalog.SPAN}.")  # fmt: skip
     parser.addini("spark_preflight_enabled", "run the DGX Spark preflight checks as if --spark-preflight "
                   "was given", type="bool", default=False)  # fmt: skip
     for opt in OPTIONS:

@@ -48,7 +48,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml, pytest-html, Allure read their paths (session.per_rank_outputs)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{catalog.MARKER_ALL}: one of the ten DGX Spark preflight checks G1..G10")
+    config.addinivalue_line("markers", f"{catalog.MARKER_ALL}: one of the {catalog.HOW_MANY} DGX Spark preflight checks {catalog.SPAN}")
     for name, text in catalog.AREA_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     enabled = options.preflight_enabled(config)

@@ -79,7 +79,7 @@ def env_report(results: Iterable[Result], *, strict: bool, host: Mapping[str, An
     headroom = headroom_gb(rs)
     if workload_gb is not None and headroom is not None and headroom < workload_gb:
         v = Verdict.BLOCKED
-    values = {r.check_id: r.seed_value() for r in rs} | not_run_values(not_run)  # seed values, G1..G10
+    values = {r.check_id: r.seed_value() for r in rs} | not_run_values(not_run)  # seed values, one per check
     return {**(extra or {}), "platform": platform_name(host),
             "checks": {cid: values[cid] for cid in catalog.IDS if cid in values},
             "headroom_gb": headroom, "verdict": v.value, "schema": SCHEMA, "tool": TOOL,

@@ -38,7 +38,7 @@ class Settings(options.Values):
 
     @property
     def selected(self) -> tuple[str, ...]:
-        """The checks enabled by ``--spark-only`` (all ten without it)."""
+        """The checks enabled by ``--spark-only`` (all of them without it)."""
         return self.only or catalog.IDS
 
     def thresholds(self, profile: str) -> dict[str, float]:

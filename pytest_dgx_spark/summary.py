@@ -219,7 +219,7 @@ class SessionSummary:
             write_line(tr, self._outside_line())
         verbose = config.get_verbosity() > 0
         width = config.get_terminal_writer().fullwidth
-        if config.get_verbosity() >= 0:  # each gotcha's name, for a reader new to G1..G10 (not under -q)
+        if config.get_verbosity() >= 0:  # each gotcha's name, for a reader new to the ids (not under -q)
             for line in catalog.legend([r.check_id for r in results], width):
                 write_line(tr, line)
         for result in results:  # the short line by default, at most the terminal's width

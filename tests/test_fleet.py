@@ -21,6 +21,7 @@ import pytest
 from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import Findings
 from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.fleet import Exchange, Fingerprint
 
 from conftest import PYTEST_CHILD
 
@@ -30,7 +31,7 @@ from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.probes import fleet
 m = Machine(timeout=float(sys.argv[1]))
 mine = fleet.fingerprint(m, {"G3": sys.argv[2]})
-print(json.dumps(fleet.exchange(m, mine, float(sys.argv[3]))))
+print(json.dumps(fleet.exchange(m, mine, float(sys.argv[3])).to_dict()))
 """
 
 
@@ -107,8 +108,7 @@ def test_two_ranks_exchange_their_fingerprints_over_gloo() -> None:
     assert fps[0]["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
     assert fps[1]["statuses"] == {"G3": "FAIL"}
     assert fps[0]["torch"].startswith("2.")
-    out = Findings("G10")
-    nodes.compare(fps, out)
+    out = decided(*fps)
     assert any("NCCL_IB_HCA differs: rocep1s0f1 on rank 0" in t for t, _ in out.warnings)
     assert any("rank 1" in t and "G3 FAIL" in t for t, _ in out.problems)
 
@@ -245,15 +245,15 @@ def test_the_fingerprint_mtu_is_that_of_the_interfaces_nccl_sends_on(
     interface only when sockets carry the data."""
     from test_g10_multinode import sys_tree
 
-    from pytest_dgx_spark.checks.g10_multinode import check as g10
+    from pytest_dgx_spark.checks.g10_multinode.link import fleet_interfaces
     from pytest_dgx_spark.probes import fleet
     from pytest_dgx_spark.probes import multinode as mn
     from pytest_dgx_spark.probes.machine import Machine
 
     root = sys_tree(tmp_path, extra_net={"wlP9s9": 1500})
     machine = Machine(root=root, env=env)
-    mine = fleet.fingerprint(machine, {}, interfaces=g10.fleet_interfaces(env, mn.read_link(machine, env)))
-    assert (mine["mtu"], mine["nccl_ifname"]) == (mtu, ifname)
+    mine = fleet.fingerprint(machine, {}, interfaces=fleet_interfaces(env, mn.read_link(machine, env)))
+    assert (mine.mtu, mine.nccl_ifname) == (mtu, ifname)
 
 
 # --------------------------------------------------------------------------- pure comparison
@@ -284,8 +284,9 @@ def fp(rank: int, **changes) -> dict:
 
 
 def decided(*fps: dict) -> Findings:
+    """The comparison of ``fps`` (as the exchange brings them: JSON) in the one accumulator."""
     out = Findings("G10")
-    nodes.compare(list(fps), out)
+    nodes.compare([Fingerprint.from_dict(f) for f in fps], out)
     return out
 
 
@@ -353,8 +354,7 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
     """``nodes.compare`` writes into the one accumulator every check uses
     (``kit.Findings``): G10's ``--spark-intrusive`` gate handed it one, and the
     first difference crashed the check (AttributeError: no ``flag``)."""
-    out = Findings("G10")
-    nodes.compare(recorded_pair(), out)
+    out = decided(*recorded_pair())
     texts = [t for t, _ in out.warnings]
     assert out.problems == []
     assert texts[0] == "NCCL_IB_HCA differs: rocep1s0f1,roceP2p1s0f1 on rank 0 (vm), mlx5_9 on rank 1 (vm)", texts
@@ -373,11 +373,11 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
 def test_the_intrusive_gate_decides_on_differing_fingerprints_without_crashing(change: dict, blocks: bool) -> None:
     """The all-reduce probe waits for fingerprints that agree on what breaks
     collectives: a WARN-only difference lets it run, a FAIL one stops it."""
-    from pytest_dgx_spark.checks.g10_multinode import check as g10
+    from pytest_dgx_spark.checks.g10_multinode.probing import fleet_blocks
 
     fps = recorded_pair()
     fps[1].update(change)
-    assert g10._fleet_blocks({"fingerprints": fps, "rank": "0"}) is blocks
+    assert fleet_blocks(Exchange.from_dict({"fingerprints": fps, "rank": 0})) is blocks
 
 
 # --------------------------------------------------------------------------- two ranks through the CLI
@@ -630,7 +630,8 @@ def g10_on_rank_0(*fps: dict) -> Result:
     from pytest_dgx_spark.checks.kit import Params
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "spark-a", "MASTER_PORT": "29500"}
-    facts = g10.Facts(env=env, root="/srv/proj", fleet={"rank": 0, "world_size": 2, "fingerprints": list(fps)})
+    exchanged = {"rank": 0, "world_size": 2, "fingerprints": list(fps)}
+    facts = g10.Facts.from_dict({"env": env, "root": "/srv/proj", "fleet": exchanged})
     return g10.evaluate(facts, Params(profile="gb10"))
 
 

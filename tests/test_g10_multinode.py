@@ -23,10 +23,14 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark.checks.g10_multinode import check as g10
+from pytest_dgx_spark.checks.g10_multinode.link import hca_selection
+from pytest_dgx_spark.checks.g10_multinode.probing import process_sources
 from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as c
+from pytest_dgx_spark.probes import multinode as mn
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
@@ -60,10 +64,15 @@ def judge(facts: g10.Facts, tp_across_nodes: str = "fail", floor: float = 20.0) 
     return result
 
 
-def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: Any) -> Result:
+def facts_of(**kw: Any) -> g10.Facts:
+    """Facts as a capture holds them (plain data: dicts, or the records the probes return)."""
+    return g10.Facts.from_dict(plain(kw))
+
+
+def decide(*sources: Any, env: dict[str, str] | None = None, **kw: Any) -> Result:
     tp = kw.pop("tp_across_nodes", "fail")
     floor = kw.pop("floor", 20.0)
-    facts = g10.Facts(env=env or {}, sources=list(sources), root="/srv/proj", **kw)
+    facts = facts_of(env=env or {}, sources=list(sources), root="/srv/proj", **kw)
     return judge(facts, tp, floor)
 
 
@@ -607,19 +616,16 @@ def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path
     base.update(SPARK_FAKE_NVML=nvml["SPARK_FAKE_NVML"], PYTHONPATH=nvml["PYTHONPATH"])
     facts = run_ranks(tmp_path, [dict(base, RANK=str(r), LOCAL_RANK="0", GROUP_RANK=str(r)) for r in (0, 1)])
     for rank, f in enumerate(facts):
-        assert f.probe is not None and f.probe.get("error") is None and f.probe.get("data"), (
-            f.probe,
-            f.fleet,
-        )
-        d = f.probe["data"]
-        assert (d["rank"], d["world_size"], d["backend"], d["size_bytes"]) == (rank, 2, "gloo", 8 << 20)
-        assert d["wrong"] is False and d["check"] == {"expected": 3.0, "got": [3.0, 3.0]}
-        assert len(d["times_s"]) == g10.PROBE_ITERS["gloo"]
+        assert f.probe is not None and f.probe.ran and f.probe.error is None, (f.probe, f.fleet)
+        d = f.probe.data
+        assert (d.rank, d.world_size, d.backend, d.size_bytes) == (rank, 2, "gloo", 8 << 20)
+        assert d.wrong is False and d.check is not None and plain(d.check) == {"expected": 3.0, "got": [3.0, 3.0]}
+        assert len(d.times_s or []) == g10.PROBE_ITERS["gloo"]
         # nccl-tests' formula: busbw = algbw * 2(n-1)/n, algbw = bytes / time
-        assert d["busbw_gbps"] == pytest.approx((8 << 20) / d["time_s"] / 1e9 * 2 * (2 - 1) / 2)
-    assert facts[0].probe["data"]["group_busbw_gbps"] == pytest.approx(
-        facts[1].probe["data"]["group_busbw_gbps"]
-    )
+        assert d.busbw_gbps == pytest.approx((8 << 20) / (d.time_s or 0.0) / 1e9 * 2 * (2 - 1) / 2)
+    p0, p1 = facts[0].probe, facts[1].probe
+    assert p0 is not None and p1 is not None
+    assert p0.data.group_busbw_gbps == pytest.approx(p1.data.group_busbw_gbps)
     # loopback gloo is far below a two-Spark link: the floor applies across nodes
     r0 = judge(facts[0], "fail", 20.0)
     r1 = judge(facts[1], "fail", 20.0)
@@ -650,7 +656,8 @@ def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
     assert r.status is Status.FAIL
     assert r.summary.startswith("rank 0 of 2: rank 1 never joined the node comparison (rendezvous failed")
     assert r.headline == "rank 1 never joined the node comparison"
-    assert facts.probe == {"ran": False, "reason": "the nodes did not agree (see the node comparison)"}
+    assert facts.probe is not None and not facts.probe.ran
+    assert facts.probe.reason == "the nodes did not agree (see the node comparison)"
     assert r.summary.endswith("; all-reduce not measured: the nodes did not agree (see the node comparison)")
     assert elapsed < 20  # torch import + a 3 s rendezvous at --spark-timeout 1, never the 30 min default
 
@@ -889,7 +896,7 @@ def test_link_rules_apply_only_across_nodes(tmp_path: Path) -> None:
     ],
 )
 def test_nccl_ib_hca_is_read_as_nccl_reads_it(value: str, chosen: list[str]) -> None:
-    assert g10.hca_selection(value, sorted(SPARK_RDMA)) == chosen
+    assert hca_selection(value, sorted(SPARK_RDMA)) == chosen
 
 
 # --------------------------------------------------------------------------- which configs are read (issue 11)
@@ -1158,9 +1165,7 @@ def test_one_roce_twin_12_to_20_gbs_warns_with_the_default_floor(busbw: float) -
     with the default floor (the threshold table's, not one this test sets)
     12-20 GB/s is a WARN naming the floor."""
     one_twin = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": busbw, "busbw_gbps": busbw}}
-    facts = g10.Facts(
-        env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True
-    )
+    facts = facts_of(env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True)
     params = Params(profile="gb10", options={"tp_across_nodes": "fail"})
     r = g10.evaluate(facts, params)
     assert r.status is Status.WARN, r.line()
@@ -1170,7 +1175,7 @@ def test_one_roce_twin_12_to_20_gbs_warns_with_the_default_floor(busbw: float) -
     assert r.reading("busbw_floor").value == 20.0
     assert g10.evaluate(facts, Params(profile="generic")).status is Status.WARN
     at_floor = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 20.0, "busbw_gbps": 20.0}}
-    facts.probe = at_floor  # exactly the floor is not below it
+    facts = facts_of(env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=at_floor, intrusive=True)
     assert g10.evaluate(facts, params).status is Status.PASS
 
 
@@ -1228,8 +1233,8 @@ def test_a_wrapper_and_the_command_it_runs_are_one_job_named_by_the_program() ->
         (8275, 1, ["timeout", "60", "python3", "/srv/evil.py", *EVIL_FLAGS], True),
         (8276, 8275, ["python3", "/srv/evil.py", *EVIL_FLAGS], True),
     )
-    (src,) = g10.process_sources(table)
-    assert src["name"] == "pid 8276 (evil.py)" and "owner" not in src
+    (src,) = process_sources(table)
+    assert src.name == "pid 8276 (evil.py)" and src.owner is None
     r = decide(src)
     assert r.status is Status.WARN, r.line()
     assert r.short_line().startswith("G10 WARN: running pid 8276 (evil.py): TP 2 across 2 nodes, another job"), (
@@ -1244,17 +1249,17 @@ def test_a_process_of_no_known_kind_warns_and_the_job_being_launched_fails() -> 
     gave ``G10 FAIL … a job not marked as training or serving`` and --spark-gate skipped the user's
     training test. It is another job: a WARN naming it. The same flags on the launcher of this run
     (an ancestor: the job being launched) still FAIL, and a training process still FAILs."""
-    other = g10.process_sources(_table((8276, 1, ["python3", "/srv/sweep.py", *EVIL_FLAGS], True)))
+    other = process_sources(_table((8276, 1, ["python3", "/srv/sweep.py", *EVIL_FLAGS], True)))
     r = decide(*other)
     assert r.status is Status.WARN, r.line()
     assert r.short_line().startswith("G10 WARN: running pid 8276 (sweep.py): TP 2 across 2 nodes, another job")
     assert "a job not marked as training or serving" not in r.line()
     launcher = [{**p, "self": True} for p in _table((8300, 1, ["torchrun", "train.py", *EVIL_FLAGS], True))]
-    (job,) = g10.process_sources(launcher)
-    assert job["kind"] == "launcher"
+    (job,) = process_sources(launcher)
+    assert job.kind == "launcher"
     assert decide(job).status is Status.FAIL
     assert decide(*other, job).status is Status.FAIL
-    training = g10.process_sources(
+    training = process_sources(
         _table((8400, 1, ["python3", "train.py", "--tensor-model-parallel-size", "2", "--nnodes", "2"], True))
     )
     assert decide(*training).status is Status.FAIL
@@ -1266,8 +1271,8 @@ def test_another_users_job_is_a_note_never_a_fail_or_warn() -> None:
         (8276, 8275, ["python3", "/srv/evil.py", *EVIL_FLAGS], False),
         (9000, 1, ["vllm", "serve", "m", "--tensor-parallel-size", "4", "--headless"], False),
     )
-    sources = g10.process_sources(table)
-    assert [s["owner"] for s in sources] == ["uid 4242", "uid 4242"]
+    sources = process_sources(table)
+    assert [s.owner for s in sources] == ["uid 4242", "uid 4242"]
     r = decide(*sources, gpu_count=1)
     assert r.status is Status.PASS, r.line()
     assert r.short_line().startswith("G10 PASS: single node"), r.short_line()
@@ -1277,7 +1282,7 @@ def test_another_users_job_is_a_note_never_a_fail_or_warn() -> None:
         "not judged, another user's job (uid 4242): pid 9000 (vllm): --tensor-parallel-size = 4, --headless = True",
     ]
     # your own job beside theirs still decides
-    mine = g10.process_sources(_table((9100, 1, ["python3", "train.py", *EVIL_FLAGS], True)))
+    mine = process_sources(_table((9100, 1, ["python3", "train.py", *EVIL_FLAGS], True)))
     assert decide(*sources, *mine).status is Status.WARN
 
 
@@ -1429,7 +1434,7 @@ def test_the_same_link_after_a_reboot_passes() -> None:
 
 def test_the_fail_floor_is_a_threshold() -> None:
     _, degraded = posted_busbw()
-    facts = g10.Facts(env=LINK_ENV, sources=[source(NVIDIA_FSDP)], probe=probe_of(degraded), intrusive=True)
+    facts = facts_of(env=LINK_ENV, sources=[source(NVIDIA_FSDP)], probe=probe_of(degraded), intrusive=True)
     params = Params(profile="gb10", thresholds={"g10_busbw_fail_gbps": 2.0})
     assert g10.evaluate(facts, params).status is Status.WARN
 
@@ -1502,10 +1507,11 @@ def test_gather_reads_speed_rate_dev_infiniband_and_memlock_through_the_root(tmp
     full.update(LINK_ENV, NCCL_IB_HCA="rocep1s0f1,roceP2p1s0f1", SPARK_PREFLIGHT_HOST_ROOT=str(root))
     eng, machine = engine(work, env=full)
     facts = g10.gather(CheckContext("G10", eng.settings, machine, eng))
-    assert facts.link["speed"]["enp1s0f1np1"] == 200000
-    assert facts.link["rdma"]["rocep1s0f1"]["rates"] == {"1": "200 Gb/sec (4X HDR)"}
+    assert facts.link is not None
+    assert facts.link.speed["enp1s0f1np1"] == 200000
+    assert facts.link.rdma["rocep1s0f1"].rates == {"1": "200 Gb/sec (4X HDR)"}
     assert facts.dev_infiniband is None
-    assert facts.memlock == {"soft": 8388608, "hard": 8388608, "error": None}
+    assert facts.memlock == mn.Memlock(soft=8388608, hard=8388608, error=None)
     assert facts.container and facts.container.startswith("Docker container")
     r = eng.run("G10")
     assert r.status is Status.FAIL, r.line()
@@ -1540,8 +1546,8 @@ def test_expected_gdr_lines_are_not_findings() -> None:
 def test_memlock_is_read_defensively(tmp_path: Path, text: str, expected: tuple[Any, Any, Any]) -> None:
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/limits").write_text(text)
-    got = g10.mn.read_memlock(Machine(root=tmp_path, env={}))
-    assert (got["soft"], got["hard"], got["error"]) == expected
+    got = mn.read_memlock(Machine(root=tmp_path, env={}))
+    assert (got.soft, got.hard, got.error) == expected
 
 
 def test_a_fifo_for_limits_and_speed_never_blocks(tmp_path: Path) -> None:
@@ -1551,6 +1557,6 @@ def test_a_fifo_for_limits_and_speed_never_blocks(tmp_path: Path) -> None:
     (tmp_path / "sys/class/net/enp1s0f1np1").mkdir(parents=True)
     os.mkfifo(tmp_path / "sys/class/net/enp1s0f1np1/speed")
     machine = Machine(root=tmp_path, env={})
-    got = g10.mn.read_memlock(machine)
-    assert got["soft"] is None and got["error"].startswith("cannot read /proc/self/limits")
-    assert g10.mn.interface_speed(machine, "enp1s0f1np1") is None
+    got = mn.read_memlock(machine)
+    assert got.soft is None and got.error and got.error.startswith("cannot read /proc/self/limits")
+    assert mn.interface_speed(machine, "enp1s0f1np1") is None

@@ -12,16 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_dgx_spark.checks.kit import FactsBase
+from pytest_dgx_spark.checks.kit import FactsBase, said
 from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes.fleet import Exchange
 from pytest_dgx_spark.probes.multinode import JobSource, Link, Memlock
-
-
-def said(env: Mapping[str, str], name: str) -> str:
-    """A job variable's value: "" when it is unset or empty (the one rule for "set")."""
-    return env.get(name) or ""
 
 
 def count_of(env: Mapping[str, str], name: str) -> int | None:

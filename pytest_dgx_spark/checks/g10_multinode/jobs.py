@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from pytest_dgx_spark.checks.g10_multinode.facts import count_of, said
-from pytest_dgx_spark.checks.kit import Findings
+from pytest_dgx_spark.checks.g10_multinode.facts import count_of
+from pytest_dgx_spark.checks.kit import Findings, said
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes.multinode import TP_ENV, JobFinding, JobSource

@@ -11,8 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_dgx_spark.checks.g10_multinode.facts import said
-from pytest_dgx_spark.checks.kit import Findings, Params, first_n
+from pytest_dgx_spark.checks.kit import Findings, Params, first_n, said
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes import multinode as mn
 from pytest_dgx_spark.probes.multinode import Link, Memlock, RdmaDevice

@@ -4,9 +4,9 @@ wrong, or of nothing to go on (a single node; INFO when the config search did no
 from __future__ import annotations
 
 from pytest_dgx_spark import launch
-from pytest_dgx_spark.checks.g10_multinode.facts import Facts, said
+from pytest_dgx_spark.checks.g10_multinode.facts import Facts
 from pytest_dgx_spark.checks.g10_multinode.jobs import CONFIG_KINDS, View
-from pytest_dgx_spark.checks.kit import Findings, count, first_n
+from pytest_dgx_spark.checks.kit import Findings, count, first_n, said
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import multinode as mn
 from pytest_dgx_spark.probes.multinode import NET_ENV, JobSource

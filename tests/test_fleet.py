@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgx_spark import catalog
 from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import Findings
 from pytest_dgx_spark.model import Result, Status
@@ -297,49 +298,59 @@ def test_matching_nodes_give_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "expected"),
+    ("change", "code", "expected"),
     [
         (
             {"nccl_torch": "2.28.3"},
+            "G10.nodes-differ",
             "nodes differ in NCCL (torch's) major.minor: 2.27 on rank 0 (spark-a), 2.28 on rank 1 (spark-b)",
         ),
         (
             {"driver": "590.10.01"},
+            "G10.nodes-differ",
             "nodes differ in driver major: 580 on rank 0 (spark-a), 590 on rank 1 (spark-b)",
         ),
         (
             {"torch": "2.12.0+cu130"},
+            "G10.nodes-differ",
             "nodes differ in torch: 2.11.0+cu130 on rank 0 (spark-a), 2.12.0+cu130 on rank 1",
         ),
         (
             {"gpu": "NVIDIA H200"},
+            "G10.nodes-differ",
             "nodes differ in GPU model: NVIDIA GB10 on rank 0 (spark-a), NVIDIA H200 on rank 1",
         ),
-        ({"statuses": {"G3": "FAIL"}}, "a node fails its own preflight: rank 1 (spark-b): G3 FAIL"),
+        ({"statuses": {"G3": "FAIL"}}, "G10.node-fails", "a node fails its own preflight: rank 1 (spark-b): G3 FAIL"),
     ],
 )
-def test_what_breaks_collectives_fails(change: dict, expected: str) -> None:
+def test_what_breaks_collectives_fails(change: dict, code: str, expected: str) -> None:
+    """A FAIL with its code; its text names what differs and each rank's value."""
     out = decided(fp(0), fp(1, **change))
+    assert out.codes_of(out.problems) == [code]
     assert any(t.startswith(expected) for t, _ in out.problems), out.problems
 
 
 @pytest.mark.parametrize(
-    ("change", "expected"),
+    ("change", "code", "names"),
     [
-        ({"env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}}, "NCCL_IB_HCA differs"),
-        ({"container": {"NVIDIA_PYTORCH_VERSION": "25.10"}}, "container NVIDIA_PYTORCH_VERSION differs"),
-        ({"mtu": 1500}, "MTU of the NCCL interface differs: 9000 on rank 0 (spark-a), 1500 on rank 1"),
+        ({"env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}}, "G10.nodes-differ-env",
+         "NCCL_IB_HCA"),
+        ({"container": {"NVIDIA_PYTORCH_VERSION": "25.10"}}, "G10.nodes-differ-container", "NVIDIA_PYTORCH_VERSION"),
+        ({"mtu": 1500}, "G10.nodes-differ-mtu", "9000 on rank 0 (spark-a), 1500 on rank 1"),
         (
             {"packages": {"triton": "3.5.1", "transformers": "4.57.1", "nvidia-nccl-cu13": "2.27.7"}},
-            "triton differs",
+            "G10.nodes-differ-packages",
+            "triton",
         ),
-        ({"mem_available_kib": 40_000_000}, "MemAvailable much lower on rank 1 (spark-b) 38.1 GiB"),
+        ({"mem_available_kib": 40_000_000}, "G10.node-memory-low", "rank 1 (spark-b) 38.1 GiB"),
     ],
 )
-def test_what_often_breaks_warns(change: dict, expected: str) -> None:
+def test_what_often_breaks_warns(change: dict, code: str, names: str) -> None:
+    """A WARN with its code; its text names what differs (the key, or each rank's value)."""
     out = decided(fp(0), fp(1, **change))
     assert out.problems == []
-    assert any(t.startswith(expected) for t, _ in out.warnings), out.warnings
+    assert out.codes_of(out.warnings) == [code]
+    assert names in out.warnings[0][0], out.warnings
 
 
 RECORDED = Path(__file__).parent / "data" / "g10" / "fleet_two_ranks_differ.json"
@@ -357,6 +368,7 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
     out = decided(*recorded_pair())
     texts = [t for t, _ in out.warnings]
     assert out.problems == []
+    assert out.codes_of(out.warnings) == ["G10.nodes-differ-env", "G10.nodes-differ-packages"]
     assert texts[0] == "NCCL_IB_HCA differs: rocep1s0f1,roceP2p1s0f1 on rank 0 (vm), mlx5_9 on rank 1 (vm)", texts
     assert "triton differs: unset on rank 0 (vm), 9.9.9 on rank 1 (vm)" in texts, texts
     r = out.result(Status.PASS, "ok")
@@ -475,11 +487,11 @@ def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Pa
     assert "; 2 ranks compared: same GPU, driver, CUDA, torch, NCCL and settings" in la
     merged = json.loads((tmp_path / "env-report.json").read_text())
     assert sorted(merged["nodes"]) == ["0", "1"]
-    checks = [f"G{n}" for n in range(1, 11)]
+    checks = [c.id for c in catalog.CHECKS]
     for node in merged["nodes"].values():
-        assert sorted(node["statuses"], key=lambda c: int(c[1:])) == checks
+        assert sorted(node["statuses"], key=checks.index) == checks
         assert node["statuses"]["G3"] in ("INFO", "PASS")
-        for cid in checks[:9]:  # each node's own G-line, as that node printed it
+        for cid in (c for c in checks if c != "G10"):  # each node's own G-line, as that node printed it
             line = node["results"][cid]["line"]
             assert line.startswith(f"{cid} {node['statuses'][cid]}: "), node["results"]
         assert node["results"]["G10"]["status"] == node["statuses"]["G10"]
@@ -665,6 +677,7 @@ def test_the_short_line_names_each_nodes_value(change: dict, short: str) -> None
     """The default terminal line says the key and every rank's value (the
     hostnames, which take the room, are in the whole line)."""
     r = g10_on_rank_0(fp(0), fp(1, **change))
+    assert r.code.startswith(("G10.nodes-differ", "G10.node-"))
     assert r.short_line() == short
     assert "rank 1 (spark-b)" in r.line()
 
@@ -683,6 +696,7 @@ def test_a_differing_container_image_warns() -> None:
         fp(0, container={"image": "NGC PyTorch image in a Docker container"}),
         fp(1, container={"image": "none found"}),
     )
+    assert out.codes_of() == ["G10.nodes-differ-container"]
     assert [t for t, _ in out.warnings] == [
         "container image differs: NGC PyTorch image in a Docker container on rank 0 (spark-a), "
         "none found on rank 1 (spark-b)"

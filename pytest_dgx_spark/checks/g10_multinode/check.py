@@ -160,13 +160,18 @@ def _finish(f: Facts, out: Findings, ok: tuple[str, str], p_text: str, *, job_ok
         r.summary = f"{r.summary}; {said}"
     elif r.status in (Status.WARN, Status.FAIL) and p_text:
         r.summary = f"{r.summary}; {p_text}"
+    return _for_this_rank(r, f)
+
+
+def _for_this_rank(r: Result, f: Facts) -> Result:
+    """The rank in front (rank 0 reports for the job); a config search that did not finish is never a PASS."""
     prefix = _rank_prefix(f.env)
     r.summary = prefix + r.summary
     if prefix and not prefix.startswith("rank 0 "):
         r.headline = prefix + r.headline
     incomplete = summary.search_incomplete(f)
     if r.status is Status.PASS and incomplete:
-        r.status = Status.INFO  # a search that did not finish is never a PASS
+        r.status = Status.INFO
         r.summary = f"{r.summary}; config search incomplete ({incomplete})"
         r.headline = f"{r.headline}; config search incomplete"
         r.codes = ["G10.config-search-incomplete"]
@@ -197,11 +202,9 @@ def _mine_only(facts: Facts, out: Findings) -> Facts:
     return dataclasses.replace(facts, sources=[s for s in facts.sources if not s.owner])
 
 
-def _has_evidence(f: Facts, env_findings: list[mn.JobFinding], views: list[jobs.View]) -> bool:
-    return bool(
-        env_findings or any(v.tp or v.nodes or v.strategies or v.backend for v in views)
-        or launch.job_rank(f.env)[1] or (f.probe and f.probe.ran)
-    )
+def _has_evidence(f: Facts, job: jobs.JobViews) -> bool:
+    """Anything that says there is a job to judge: else "nothing to go on" (a single node)."""
+    return bool(job.evidence or launch.job_rank(f.env)[1] or (f.probe and f.probe.ran))
 
 
 def _judge_links(f: Facts, params: Params, out: Findings) -> str:
@@ -219,16 +222,10 @@ def _evaluate(facts: Facts, params: Params) -> Result:
     out = Findings("G10")
     f = _mine_only(facts, out)
     world = launch.job_rank(f.env)[1]
-    env_view, env_findings = jobs.env_view(f.env, world)
-    views, errors = jobs.source_views(f.sources, world, out)
-    # the job is what launched this run; every config, named or found, is judged on its own (issue 11)
-    job = jobs.merge([env_view] + [v for v in views if v.kind == "launcher"], "job")
-    others = [v for v in views if v.kind != "launcher"]
-    for v in [job, *others]:
-        if v.kind not in jobs.CONFIG_KINDS or not job.nodes:  # a config's own count stands beside the launcher's
-            jobs.infer_nodes(v, f.gpu_count, f.env)
+    seen = jobs.job_views(f.sources, f.env, world, f.gpu_count, out)
+    job, others = seen.job, seen.others
     out.note(*f.notes)
-    summary.readings(f, job, others, errors, out)
+    summary.readings(f, job, others, seen.errors, out)
     bad = jobs.violations(job, others)
     jobs.judge_tp(bad, str(params.option("tp_across_nodes")), out)
     out.details[:0] = [f"TP {b.tp} across {b.nodes} nodes: {jobs.evidence(b)}" for b in bad]
@@ -237,7 +234,7 @@ def _evaluate(facts: Facts, params: Params) -> Result:
     p_text = allreduce.judge_probe(f.probe, job.nodes > 1, params, speed, out)
     if f.intrusive is False and world and world > 1:
         out.note("add --spark-intrusive to measure all-reduce bus bandwidth between the ranks")
-    if not out.status and not _has_evidence(f, env_findings, views):
+    if not out.status and not _has_evidence(f, seen):
         r = summary.nothing_to_go_on(f, out, p_text)
     else:
         ok = summary.ok_parts(job, others, out, summary.configs_read(f))

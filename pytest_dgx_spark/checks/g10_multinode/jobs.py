@@ -257,3 +257,29 @@ def source_views(sources: list[JobSource], world: int | None, out: Findings) -> 
         out.note(*(f"{src.name}: {n}" for n in src.notes))
     views = [view(src.name, src.kind, src.findings, world, src.role) for src in sources]
     return views, sum(1 for src in sources if src.error)
+
+
+@dataclass
+class JobViews:
+    """The job this run launches (the launcher's environment and processes, merged), every other source
+    on its own, how many sources could not be read, and whether anything says there is a job at all."""
+
+    job: View
+    others: list[View]
+    errors: int
+    evidence: bool
+
+
+def job_views(sources: list[JobSource], env: dict[str, str], world: int | None, gpus: int | None,
+              out: Findings) -> JobViews:  # fmt: skip
+    """Every source as a view; the job is what launched this run, and every config, named or found, is
+    judged on its own (issue 11); a node count inferred from this machine's GPUs where none is said."""
+    launcher, env_findings = env_view(env, world)
+    views, errors = source_views(sources, world, out)
+    job = merge([launcher] + [v for v in views if v.kind == "launcher"], "job")
+    others = [v for v in views if v.kind != "launcher"]
+    for v in [job, *others]:
+        if v.kind not in CONFIG_KINDS or not job.nodes:  # a config's own count stands beside the launcher's
+            infer_nodes(v, gpus, env)
+    evidence = bool(env_findings) or any(v.tp or v.nodes or v.strategies or v.backend for v in views)
+    return JobViews(job, others, errors, evidence)

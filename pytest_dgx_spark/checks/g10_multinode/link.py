@@ -109,24 +109,29 @@ def judge_rdma_access(net: NcclNet, link: Link | None, container: str | None,
     if container:
         out.read("container", container)
     if container and rdma and not verbs:
-        out.flag(
-            Status.FAIL,
-            f"a multi-node job in a container ({container}) without /dev/infiniband"
-            + ("" if dev_infiniband is None else " uverbs devices")
-            + f" while the host has RoCE devices ({first_n(sorted(rdma), 2, sep=', ')}): NCCL cannot open "
-            "them ('NET/IB : No device found') and falls back to TCP sockets (a few GB/s)",
-            "start the container with --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1 on "
-            "every node (compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE",
-            "no /dev/infiniband in this container",
-            "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
-            code="G10.container-no-rdma",
-        )
+        _no_rdma_devices(container, dev_infiniband, sorted(rdma), out)
     elif container and not rdma and not verbs:
         out.note(
             "no RoCE device under /sys/class/infiniband and no /dev/infiniband here: RDMA access not judged"
         )
     if rdma or verbs:
         _judge_memlock(memlock, params, out)
+
+
+def _no_rdma_devices(container: str, dev_infiniband: list[str] | None, roce: list[str], out: Findings) -> None:
+    """FAIL: the host's RoCE devices show in sysfs, and the container was started without them."""
+    out.flag(
+        Status.FAIL,
+        f"a multi-node job in a container ({container}) without /dev/infiniband"
+        + ("" if dev_infiniband is None else " uverbs devices")
+        + f" while the host has RoCE devices ({first_n(roce, 2, sep=', ')}): NCCL cannot open "
+        "them ('NET/IB : No device found') and falls back to TCP sockets (a few GB/s)",
+        "start the container with --device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1 on "
+        "every node (compose: devices, cap_add and ulimits), so NCCL reaches the ConnectX-7 over RoCE",
+        "no /dev/infiniband in this container",
+        "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1",
+        code="G10.container-no-rdma",
+    )
 
 
 def _judge_memlock(memlock: Memlock | None, params: Params, out: Findings) -> None:
@@ -175,13 +180,20 @@ def _judge_hca(value: str, rdma: dict[str, RdmaDevice], selected: list[str], out
     _judge_twins(value, selected, rdma, out)
 
 
+def _missing_twins(dev: str, selected: list[str], rdma: dict[str, RdmaDevice]) -> list[str]:
+    """The up twins of ``dev`` (the same QSFP port on the other PCIe root) that are not selected."""
+    key = twin_key(dev)
+    if key is None or rdma[dev].down:
+        return []
+    others = {d: twin_key(d) for d in sorted(rdma) if d != dev}
+    twins = [d for d, k in others.items() if k and k[0] == key[0] and k[1] != key[1]]
+    return [t for t in twins if t not in selected and not rdma[t].down]
+
+
 def _judge_twins(value: str, selected: list[str], rdma: dict[str, RdmaDevice], out: Findings) -> None:
     """WARN (once) for a chosen device whose up twin, on the other PCIe root, is not chosen."""
     for dev in selected:
-        key = twin_key(dev)
-        keys = {d: twin_key(d) for d in sorted(rdma) if d != dev}
-        twins = [d for d, k in keys.items() if key and k and k[0] == key[0] and k[1] != key[1]]
-        missing = [t for t in twins if t not in selected and not rdma[t].down and not rdma[dev].down]
+        missing = _missing_twins(dev, selected, rdma)
         if missing:
             both = ",".join([*(d for d in selected if d != dev), dev, *missing])
             out.flag(

@@ -154,6 +154,32 @@ def test_a_rank_whose_rank_0_never_arrives_names_rank_0_and_its_store() -> None:
     assert fleet_children(port) == []
 
 
+#: a rank of another version: its fingerprint's MTU is text, not a number
+ODD_PEER = EXCHANGE.replace('mine = fleet.fingerprint(m, {"G3": sys.argv[2]})',
+                            'mine = fleet.fingerprint(m, {"G3": sys.argv[2]}); mine.mtu = "jumbo"')
+
+
+@needs_torch
+def test_a_peer_fingerprint_of_another_shape_is_a_reason_not_a_crash() -> None:
+    """Two real ranks over gloo; rank 1 sends a fingerprint this version cannot read: every rank's
+    exchange says which field, and G10 says the nodes were not compared (it does not crash)."""
+    from pytest_dgx_spark.checks.g10_multinode.check import judge_fleet
+
+    port = free_port()
+    odd = subprocess.Popen([sys.executable, "-c", ODD_PEER, "5", "PASS", "20"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=rank_env(1, 2, port))  # fmt: skip
+    ra, rb = result(start(0, 2, port)), result(odd)
+    for got in (ra, rb):
+        assert got["fingerprints"] is None
+        assert got["error"] == (
+            "a rank's fingerprint cannot be read (fingerprints[1].mtu: expected an integer or null, got str 'jumbo')"
+        )
+    out = Findings("G10")
+    judge_fleet(Exchange.from_dict(ra), out)
+    assert out.codes_of() == ["G10.nodes-not-compared"]
+    assert fleet_children(port) == []
+
+
 def test_not_in_a_job_says_so_without_torch() -> None:
     env = {
         k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

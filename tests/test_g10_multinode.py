@@ -457,6 +457,21 @@ def test_probe_failures_warn(probe: dict[str, Any], text: str) -> None:
     assert r.summary.startswith(f"rank 0 of 2: {text}; 2 nodes")
 
 
+def test_an_all_reduce_child_of_another_shape_is_a_reason_not_a_crash() -> None:
+    """The child's data is read into a record once; data of another shape (another version's child)
+    is the probe's failure, said with the field, never a crash of G10."""
+    from pytest_dgx_spark.checks.g10_multinode.allreduce import summarize_probe
+    from pytest_dgx_spark.probes.child import ChildResult
+
+    probe = summarize_probe(ChildResult(data={"backend": "nccl", "world_size": "two"}, finished=True, returncode=0))
+    assert probe.ran and probe.error == (
+        "the all-reduce child's data cannot be read (world_size: expected an integer or null, got str 'two')"
+    )
+    r = decide(source(NVIDIA_FSDP), env=MULTI, probe=probe, intrusive=True)
+    assert r.status is Status.WARN
+    assert r.codes == ["G10.probe-failed"]
+
+
 def test_probe_without_torch_is_a_note() -> None:
     probe = {"ran": False, "reason": "torch not importable (ModuleNotFoundError: No module named 'torch')"}
     r = decide(source(NVIDIA_FSDP), env=MULTI, probe=probe, intrusive=True)

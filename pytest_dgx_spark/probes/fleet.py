@@ -156,10 +156,26 @@ def exchange(machine: MachineLike, mine: Fingerprint, timeout_s: float) -> Excha
         env=launch.torchrun_env(machine.env),
     )
     keys = ("rank", "world_size", "fingerprints", "missing", "error", "cause", "store")
+    data = {k: child.data.get(k) for k in keys}
     try:
-        out = Exchange.from_dict({k: child.data.get(k) for k in keys})
+        out = Exchange.from_dict({**data, "fingerprints": None})
+        out.fingerprints = None if data["fingerprints"] is None else _fingerprints(data["fingerprints"])
     except FactsError as exc:
         out = Exchange(error=f"a rank's fingerprint cannot be read ({exc})")
     if not child.ok and not out.error:
         out.error = child.describe("fleet exchange")
+    return out
+
+
+def _fingerprints(sent: Any) -> list[Fingerprint]:
+    """Every rank's fingerprint as a record; the first of another shape named by its rank's place and
+    field (``fingerprints[1].mtu: expected an integer or null, got str 'jumbo'``)."""
+    if not isinstance(sent, list):
+        raise FactsError(f"expected a list, got {type(sent).__name__}", ("fingerprints",))
+    out = []
+    for i, fp in enumerate(sent):
+        try:
+            out.append(Fingerprint.from_dict(fp))
+        except FactsError as exc:
+            raise exc.inside(f"[{i}]").inside("fingerprints") from None
     return out

@@ -115,14 +115,8 @@ def _compat_lib(m: MachineLike) -> str | None:
     return None
 
 
-def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
-    """The image's CUDA/driver floor and the host driver; NVML only when the image names a floor."""
-    facts.cuda_env = {k: str(m.env[k])[:512] for k in CUDA_ENV if said(m.env, k)}
-    text, facts.host_driver_error = m.read_text("/proc/driver/nvidia/version", 65536)
-    if text is not None:
-        facts.host_driver = procfs.module_of(text)[0]
-        if facts.host_driver is None:
-            facts.host_driver_error = "/proc/driver/nvidia/version names no kernel module version"
+def _gather_runtime(m: MachineLike, facts: Facts) -> None:
+    """The image's forward-compatibility driver (and whether an entrypoint linked it), the runtime's mode."""
     facts.compat_lib = _compat_lib(m)
     try:
         facts.compat_linked = m.path(COMPAT_LINK).is_symlink()
@@ -132,6 +126,17 @@ def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
         config, _ = m.read_text(RUNTIME_CONFIG, 65536)
         mode = _MODE.search(config or "")
         facts.runtime_mode = mode.group(1) if mode else None
+
+
+def _gather_driver_floor(m: MachineLike, facts: Facts) -> None:
+    """The image's CUDA/driver floor and the host driver; NVML only when the image names a floor."""
+    facts.cuda_env = {k: str(m.env[k])[:512] for k in CUDA_ENV if said(m.env, k)}
+    text, facts.host_driver_error = m.read_text("/proc/driver/nvidia/version", 65536)
+    if text is not None:
+        facts.host_driver = procfs.module_of(text)[0]
+        if facts.host_driver is None:
+            facts.host_driver_error = "/proc/driver/nvidia/version names no kernel module version"
+    _gather_runtime(m, facts)
     if image_cuda(facts.cuda_env)[0] is None and not said(facts.cuda_env, "CUDA_DRIVER_VERSION"):
         return
     nv = m.nvml()
@@ -191,27 +196,34 @@ def broken_requirements(
             except InvalidRequirement:
                 notes.append(f"{dist.name}: unparseable requirement {line!r}")
                 continue
-            try:
-                if req.marker is not None and not req.marker.evaluate(env):
-                    continue
-            except Exception:  # a marker this environment cannot evaluate: the requirement does not apply
-                continue
-            have = dists.get(canonical(req.name))
-            who = f"{dist.name} {dist.version}"
-            if have is None:
-                problems.append(f"{who} requires {req}, which is not installed")
-                continue
-            if not req.specifier:
-                continue
-            try:
-                ok = req.specifier.contains(Version(str(have.version)), prereleases=True)
-            except InvalidVersion:
-                notes.append(f"{have.name} has a non-PEP 440 version {have.version!r}")
-                continue
-            if not ok:
-                have_text = f"{have.name} {have.version}"
-                problems.append(f"{who} requires {req.name}{req.specifier}, but {have_text} is installed")
+            if _applies(req, env):
+                _check(dist, req, dists.get(canonical(req.name)), problems, notes)
     return problems, notes
+
+
+def _applies(req: Requirement, env: Mapping[str, str]) -> bool:
+    """The requirement's marker holds here (a marker this environment cannot evaluate: it does not apply)."""
+    try:
+        return req.marker is None or bool(req.marker.evaluate(dict(env)))
+    except Exception:
+        return False
+
+
+def _check(dist: Dist, req: Requirement, have: Dist | None, problems: list[str], notes: list[str]) -> None:
+    """One requirement of ``dist`` against what is installed (``have``): a problem, a note, or nothing."""
+    who = f"{dist.name} {dist.version}"
+    if have is None:
+        problems.append(f"{who} requires {req}, which is not installed")
+        return
+    if not req.specifier:
+        return
+    try:
+        ok = req.specifier.contains(Version(str(have.version)), prereleases=True)
+    except InvalidVersion:
+        notes.append(f"{have.name} has a non-PEP 440 version {have.version!r}")
+        return
+    if not ok:
+        problems.append(f"{who} requires {req.name}{req.specifier}, but {have.name} {have.version} is installed")
 
 
 CONTAINER_FIX = (

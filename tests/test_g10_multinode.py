@@ -1067,6 +1067,7 @@ def test_a_named_script_takes_no_node_count_from_another_named_file(tmp_path: Pa
     eng, _ = engine(project, env, config=given)
     r = eng.run("G10")
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.tp-serving"]
     assert r.short_line().startswith("G10 WARN: serving: TP 2 across 2 nodes (vllm_two_sparks.sh)")
     assert "needs 2 GPUs and this machine has 1" in r.summary
     assert "num_machines" not in r.summary.split(", a serving job")[0]
@@ -1152,6 +1153,7 @@ def test_a_runs_allure_output_does_not_hide_the_job(pytester: pytest.Pytester, d
     eng, _ = engine(pytester.path, env)
     r = eng.run("G10")
     assert r.status is Status.FAIL, r.line()
+    assert r.codes == ["G10.tp-across-nodes"]
     assert "serve/serve.yaml: tensor_parallel_size = 2" in r.summary
     assert r.reading("config_files").value == "serve/serve.yaml"
     assert "allure" not in r.summary
@@ -1180,7 +1182,7 @@ def test_a_tp_job_its_sources_mark_both_training_and_serving_is_judged_as_traini
     r = decide(both)
     assert r.status is Status.FAIL, r.line()
     assert r.reading("job_kind").value == "training"
-    assert "a training job: TP over the two-Spark link" in r.summary
+    assert r.codes == ["G10.tp-across-nodes"]  # not G10.tp-serving
     assert r.short_line().startswith("G10 FAIL: training: TP 2 across 2 nodes")
     first, second = ("VLLM_TENSOR_PARALLEL_SIZE", "PARALLELISM_CONFIG_TP_SIZE")[:: 1 if serving_first else -1]
     env = {first: "2", second: "2", "SLURM_NNODES": "2"}

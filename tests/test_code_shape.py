@@ -212,7 +212,7 @@ def test_the_cycle_finder_sees_both_kinds() -> None:
 HAND_WRITTEN_MORE = re.compile(r"\{[^{}]*\s-\s*[^{}]+\}\s*more\b|…['\"]\s*if\s+len\(")
 #: (module, why) for a count that is not the "first N" rule
 OWN_WORDING = {
-    "pytest_dgx_spark.checks.g10_multinode.check": "'; 2 more in the details': the rest are in the details, not left out",
+    "pytest_dgx_spark.checks.g10_multinode.jobs": "'; 2 more in the details': the rest are in the details, not left out",
 }
 
 

@@ -68,9 +68,9 @@ def test_a_big_data_folder_no_longer_hides_the_job_config(tmp_path: Path, suffix
     assert result["status"] == "FAIL", result["summary"]
     assert "zz_jobs/train.yaml" in json.dumps(result)
     found = mn.discover(root, (), 10.0)
-    assert any("data folders not searched" in n and "data/ (30000 files, 30000 " in n for n in found["notes"])
+    assert any("data folders not searched" in n and "data/ (30000 files, 30000 " in n for n in found.notes)
     # data of a config suffix was not read: said, and "nothing multi-node" would have been INFO
-    assert ("incomplete" in found) == (suffix == ".json")
+    assert (found.incomplete is not None) == (suffix == ".json")
 
 
 def test_an_incomplete_search_is_at_most_info_and_never_nothing_found(tmp_path: Path) -> None:

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgx_spark import catalog
 from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import Findings
 from pytest_dgx_spark.model import Result, Status
+from pytest_dgx_spark.probes.fleet import Exchange, Fingerprint
 
 from conftest import PYTEST_CHILD
 
@@ -30,7 +32,7 @@ from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.probes import fleet
 m = Machine(timeout=float(sys.argv[1]))
 mine = fleet.fingerprint(m, {"G3": sys.argv[2]})
-print(json.dumps(fleet.exchange(m, mine, float(sys.argv[3]))))
+print(json.dumps(fleet.exchange(m, mine, float(sys.argv[3])).to_dict()))
 """
 
 
@@ -107,8 +109,7 @@ def test_two_ranks_exchange_their_fingerprints_over_gloo() -> None:
     assert fps[0]["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
     assert fps[1]["statuses"] == {"G3": "FAIL"}
     assert fps[0]["torch"].startswith("2.")
-    out = Findings("G10")
-    nodes.compare(fps, out)
+    out = decided(*fps)
     assert any("NCCL_IB_HCA differs: rocep1s0f1 on rank 0" in t for t, _ in out.warnings)
     assert any("rank 1" in t and "G3 FAIL" in t for t, _ in out.problems)
 
@@ -150,6 +151,32 @@ def test_a_rank_whose_rank_0_never_arrives_names_rank_0_and_its_store() -> None:
     assert time.monotonic() - started < 60
     assert rb["missing"] == [0], rb
     assert f"127.0.0.1:{port}" in rb["error"]
+    assert fleet_children(port) == []
+
+
+#: a rank of another version: its fingerprint's MTU is text, not a number
+ODD_PEER = EXCHANGE.replace('mine = fleet.fingerprint(m, {"G3": sys.argv[2]})',
+                            'mine = fleet.fingerprint(m, {"G3": sys.argv[2]}); mine.mtu = "jumbo"')
+
+
+@needs_torch
+def test_a_peer_fingerprint_of_another_shape_is_a_reason_not_a_crash() -> None:
+    """Two real ranks over gloo; rank 1 sends a fingerprint this version cannot read: every rank's
+    exchange says which field, and G10 says the nodes were not compared (it does not crash)."""
+    from pytest_dgx_spark.checks.g10_multinode.check import judge_fleet
+
+    port = free_port()
+    odd = subprocess.Popen([sys.executable, "-c", ODD_PEER, "5", "PASS", "20"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=rank_env(1, 2, port))  # fmt: skip
+    ra, rb = result(start(0, 2, port)), result(odd)
+    for got in (ra, rb):
+        assert got["fingerprints"] is None
+        assert got["error"] == (
+            "a rank's fingerprint cannot be read (fingerprints[1].mtu: expected an integer or null, got str 'jumbo')"
+        )
+    out = Findings("G10")
+    judge_fleet(Exchange.from_dict(ra), out)
+    assert out.codes_of() == ["G10.nodes-not-compared"]
     assert fleet_children(port) == []
 
 
@@ -245,15 +272,15 @@ def test_the_fingerprint_mtu_is_that_of_the_interfaces_nccl_sends_on(
     interface only when sockets carry the data."""
     from test_g10_multinode import sys_tree
 
-    from pytest_dgx_spark.checks.g10_multinode import check as g10
+    from pytest_dgx_spark.checks.g10_multinode.link import fleet_interfaces
     from pytest_dgx_spark.probes import fleet
     from pytest_dgx_spark.probes import multinode as mn
     from pytest_dgx_spark.probes.machine import Machine
 
     root = sys_tree(tmp_path, extra_net={"wlP9s9": 1500})
     machine = Machine(root=root, env=env)
-    mine = fleet.fingerprint(machine, {}, interfaces=g10.fleet_interfaces(env, mn.read_link(machine, env)))
-    assert (mine["mtu"], mine["nccl_ifname"]) == (mtu, ifname)
+    mine = fleet.fingerprint(machine, {}, interfaces=fleet_interfaces(env, mn.read_link(machine, env)))
+    assert (mine.mtu, mine.nccl_ifname) == (mtu, ifname)
 
 
 # --------------------------------------------------------------------------- pure comparison
@@ -284,8 +311,9 @@ def fp(rank: int, **changes) -> dict:
 
 
 def decided(*fps: dict) -> Findings:
+    """The comparison of ``fps`` (as the exchange brings them: JSON) in the one accumulator."""
     out = Findings("G10")
-    nodes.compare(list(fps), out)
+    nodes.compare([Fingerprint.from_dict(f) for f in fps], out)
     return out
 
 
@@ -296,49 +324,59 @@ def test_matching_nodes_give_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "expected"),
+    ("change", "code", "expected"),
     [
         (
             {"nccl_torch": "2.28.3"},
+            "G10.nodes-differ",
             "nodes differ in NCCL (torch's) major.minor: 2.27 on rank 0 (spark-a), 2.28 on rank 1 (spark-b)",
         ),
         (
             {"driver": "590.10.01"},
+            "G10.nodes-differ",
             "nodes differ in driver major: 580 on rank 0 (spark-a), 590 on rank 1 (spark-b)",
         ),
         (
             {"torch": "2.12.0+cu130"},
+            "G10.nodes-differ",
             "nodes differ in torch: 2.11.0+cu130 on rank 0 (spark-a), 2.12.0+cu130 on rank 1",
         ),
         (
             {"gpu": "NVIDIA H200"},
+            "G10.nodes-differ",
             "nodes differ in GPU model: NVIDIA GB10 on rank 0 (spark-a), NVIDIA H200 on rank 1",
         ),
-        ({"statuses": {"G3": "FAIL"}}, "a node fails its own preflight: rank 1 (spark-b): G3 FAIL"),
+        ({"statuses": {"G3": "FAIL"}}, "G10.node-fails", "a node fails its own preflight: rank 1 (spark-b): G3 FAIL"),
     ],
 )
-def test_what_breaks_collectives_fails(change: dict, expected: str) -> None:
+def test_what_breaks_collectives_fails(change: dict, code: str, expected: str) -> None:
+    """A FAIL with its code; its text names what differs and each rank's value."""
     out = decided(fp(0), fp(1, **change))
+    assert out.codes_of(out.problems) == [code]
     assert any(t.startswith(expected) for t, _ in out.problems), out.problems
 
 
 @pytest.mark.parametrize(
-    ("change", "expected"),
+    ("change", "code", "names"),
     [
-        ({"env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}}, "NCCL_IB_HCA differs"),
-        ({"container": {"NVIDIA_PYTORCH_VERSION": "25.10"}}, "container NVIDIA_PYTORCH_VERSION differs"),
-        ({"mtu": 1500}, "MTU of the NCCL interface differs: 9000 on rank 0 (spark-a), 1500 on rank 1"),
+        ({"env": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "NCCL_IB_HCA": "rocep1s0f1"}}, "G10.nodes-differ-env",
+         "NCCL_IB_HCA"),
+        ({"container": {"NVIDIA_PYTORCH_VERSION": "25.10"}}, "G10.nodes-differ-container", "NVIDIA_PYTORCH_VERSION"),
+        ({"mtu": 1500}, "G10.nodes-differ-mtu", "9000 on rank 0 (spark-a), 1500 on rank 1"),
         (
             {"packages": {"triton": "3.5.1", "transformers": "4.57.1", "nvidia-nccl-cu13": "2.27.7"}},
-            "triton differs",
+            "G10.nodes-differ-packages",
+            "triton",
         ),
-        ({"mem_available_kib": 40_000_000}, "MemAvailable much lower on rank 1 (spark-b) 38.1 GiB"),
+        ({"mem_available_kib": 40_000_000}, "G10.node-memory-low", "rank 1 (spark-b) 38.1 GiB"),
     ],
 )
-def test_what_often_breaks_warns(change: dict, expected: str) -> None:
+def test_what_often_breaks_warns(change: dict, code: str, names: str) -> None:
+    """A WARN with its code; its text names what differs (the key, or each rank's value)."""
     out = decided(fp(0), fp(1, **change))
     assert out.problems == []
-    assert any(t.startswith(expected) for t, _ in out.warnings), out.warnings
+    assert out.codes_of(out.warnings) == [code]
+    assert names in out.warnings[0][0], out.warnings
 
 
 RECORDED = Path(__file__).parent / "data" / "g10" / "fleet_two_ranks_differ.json"
@@ -353,10 +391,10 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
     """``nodes.compare`` writes into the one accumulator every check uses
     (``kit.Findings``): G10's ``--spark-intrusive`` gate handed it one, and the
     first difference crashed the check (AttributeError: no ``flag``)."""
-    out = Findings("G10")
-    nodes.compare(recorded_pair(), out)
+    out = decided(*recorded_pair())
     texts = [t for t, _ in out.warnings]
     assert out.problems == []
+    assert out.codes_of(out.warnings) == ["G10.nodes-differ-env", "G10.nodes-differ-packages"]
     assert texts[0] == "NCCL_IB_HCA differs: rocep1s0f1,roceP2p1s0f1 on rank 0 (vm), mlx5_9 on rank 1 (vm)", texts
     assert "triton differs: unset on rank 0 (vm), 9.9.9 on rank 1 (vm)" in texts, texts
     r = out.result(Status.PASS, "ok")
@@ -373,11 +411,11 @@ def test_the_recorded_differing_pair_names_both_differences_in_the_kit_findings(
 def test_the_intrusive_gate_decides_on_differing_fingerprints_without_crashing(change: dict, blocks: bool) -> None:
     """The all-reduce probe waits for fingerprints that agree on what breaks
     collectives: a WARN-only difference lets it run, a FAIL one stops it."""
-    from pytest_dgx_spark.checks.g10_multinode import check as g10
+    from pytest_dgx_spark.checks.g10_multinode.probing import fleet_blocks
 
     fps = recorded_pair()
     fps[1].update(change)
-    assert g10._fleet_blocks({"fingerprints": fps, "rank": "0"}) is blocks
+    assert fleet_blocks(Exchange.from_dict({"fingerprints": fps, "rank": 0})) is blocks
 
 
 # --------------------------------------------------------------------------- two ranks through the CLI
@@ -475,11 +513,11 @@ def test_a_matching_pair_passes_and_rank_0_writes_the_merged_report(tmp_path: Pa
     assert "; 2 ranks compared: same GPU, driver, CUDA, torch, NCCL and settings" in la
     merged = json.loads((tmp_path / "env-report.json").read_text())
     assert sorted(merged["nodes"]) == ["0", "1"]
-    checks = [f"G{n}" for n in range(1, 11)]
+    checks = [c.id for c in catalog.CHECKS]
     for node in merged["nodes"].values():
-        assert sorted(node["statuses"], key=lambda c: int(c[1:])) == checks
+        assert sorted(node["statuses"], key=checks.index) == checks
         assert node["statuses"]["G3"] in ("INFO", "PASS")
-        for cid in checks[:9]:  # each node's own G-line, as that node printed it
+        for cid in (c for c in checks if c != "G10"):  # each node's own G-line, as that node printed it
             line = node["results"][cid]["line"]
             assert line.startswith(f"{cid} {node['statuses'][cid]}: "), node["results"]
         assert node["results"]["G10"]["status"] == node["statuses"]["G10"]
@@ -630,7 +668,8 @@ def g10_on_rank_0(*fps: dict) -> Result:
     from pytest_dgx_spark.checks.kit import Params
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "spark-a", "MASTER_PORT": "29500"}
-    facts = g10.Facts(env=env, root="/srv/proj", fleet={"rank": 0, "world_size": 2, "fingerprints": list(fps)})
+    exchanged = {"rank": 0, "world_size": 2, "fingerprints": list(fps)}
+    facts = g10.Facts.from_dict({"env": env, "root": "/srv/proj", "fleet": exchanged})
     return g10.evaluate(facts, Params(profile="gb10"))
 
 
@@ -664,6 +703,7 @@ def test_the_short_line_names_each_nodes_value(change: dict, short: str) -> None
     """The default terminal line says the key and every rank's value (the
     hostnames, which take the room, are in the whole line)."""
     r = g10_on_rank_0(fp(0), fp(1, **change))
+    assert r.code.startswith(("G10.nodes-differ", "G10.node-"))
     assert r.short_line() == short
     assert "rank 1 (spark-b)" in r.line()
 
@@ -682,6 +722,7 @@ def test_a_differing_container_image_warns() -> None:
         fp(0, container={"image": "NGC PyTorch image in a Docker container"}),
         fp(1, container={"image": "none found"}),
     )
+    assert out.codes_of() == ["G10.nodes-differ-container"]
     assert [t for t, _ in out.warnings] == [
         "container image differs: NGC PyTorch image in a Docker container on rank 0 (spark-a), "
         "none found on rank 1 (spark-b)"

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from pytest_dgx_spark.checks.g09_container import check as g9
+from pytest_dgx_spark.checks.g09_container.facts import Dist
+from pytest_dgx_spark.checks.g09_container.floor import driver_cuda
 from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes.machine import Machine
@@ -18,6 +21,15 @@ from pytest_dgx_spark.settings import Settings
 from conftest import ONLY_PLANTED
 
 GB10 = Path(__file__).parent / "data" / "gb10"
+
+
+def facts_of(**fields: object) -> g9.Facts:
+    """Facts as a capture holds them (plain data), built the one way the engine builds them."""
+    return g9.Facts.from_dict(plain(fields))
+
+
+def dists_of(dists: dict[str, dict]) -> dict[str, Dist]:
+    return {k: Dist.from_dict(d) for k, d in dists.items()}
 
 
 def decide(facts: g9.Facts) -> Result:
@@ -49,7 +61,7 @@ STACK_OK = {
 
 
 def test_ngc_container_with_a_consistent_stack_passes() -> None:
-    facts = g9.Facts(
+    facts = facts_of(
         dockerenv=True,
         cgroup="0::/\n",
         env={"NVIDIA_PYTORCH_VERSION": "25.09"},
@@ -66,8 +78,9 @@ def test_ngc_container_with_a_consistent_stack_passes() -> None:
 def test_broken_requirement_fails_and_names_it() -> None:
     dists = dict(STACK_OK, tokenizers=dist("tokenizers", "0.23.2"))
     dists["xformers"] = dist("xformers", "0.0.32", "torch==2.8.0", "numpy")
-    result = decide(g9.Facts(dockerenv=True, dists=dists))
+    result = decide(facts_of(dockerenv=True, dists=dists))
     assert result.status is Status.FAIL
+    assert result.codes == ["G9.broken-requirements"]
     assert (
         "transformers 4.57.1 requires tokenizers<=0.23.0,>=0.22.0, but tokenizers 0.23.2 is installed"
         in result.summary
@@ -78,7 +91,6 @@ def test_broken_requirement_fails_and_names_it() -> None:
     )
     assert "xformers 0.0.32 requires numpy, which is not installed" in result.summary
     assert result.reading("broken_requirements").value == 3
-    assert "pip check" in result.fix
 
 
 def test_requirements_behind_an_extra_or_a_false_marker_are_not_checked() -> None:
@@ -87,15 +99,16 @@ def test_requirements_behind_an_extra_or_a_false_marker_are_not_checked() -> Non
             "transformers", "4.57.1", 'torch>=9; extra == "torch"', 'nothing; python_version < "3"'
         )
     }
-    problems, _ = g9.broken_requirements(dists)
+    problems, _ = g9.broken_requirements(dists_of(dists))
     assert problems == []
 
 
 def test_ngc_container_whose_torch_was_replaced_warns() -> None:
     dists = dict(STACK_OK, torch=dist("torch", "2.9.1+cu130"))
-    result = decide(g9.Facts(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.11"}, dists=dists))
+    result = decide(facts_of(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.11"}, dists=dists))
     assert result.status is Status.WARN
-    assert "NGC PyTorch 25.11 container, but torch 2.9.1+cu130 has no .nvYY.MM suffix" in result.summary
+    assert result.codes == ["G9.replaced-by-pip"]
+    assert "torch 2.9.1+cu130 has no .nvYY.MM suffix" in result.summary  # the version pip put there
     assert result.short_line() == (
         "G9 WARN: NGC 25.11's torch replaced by pip's 2.9.1+cu130; "
         "fix: fresh container, or pip -c /etc/pip/constraint.txt"
@@ -106,13 +119,13 @@ def test_ngc_container_whose_torch_was_replaced_warns() -> None:
     ("facts", "name"),
     [
         (
-            g9.Facts(containerenv={"engine": "podman-5.4", "image": "nvcr.io/nvidia/pytorch:25.11-py3"}),
+            facts_of(containerenv={"engine": "podman-5.4", "image": "nvcr.io/nvidia/pytorch:25.11-py3"}),
             "Podman container of nvcr.io/nvidia/pytorch:25.11-py3",
         ),
-        (g9.Facts(cgroup="12:pids:/kubepods/besteffort/pod1/abc\n"), "Kubernetes pod"),
-        (g9.Facts(cgroup="0::/system.slice/containerd.service\n"), "containerd container"),
-        (g9.Facts(env={"APPTAINER_CONTAINER": "/img.sif"}), "Apptainer/Singularity container"),
-        (g9.Facts(env={"NVIDIA_PRODUCT_NAME": "CUDA"}), "NGC CUDA image in a container"),
+        (facts_of(cgroup="12:pids:/kubepods/besteffort/pod1/abc\n"), "Kubernetes pod"),
+        (facts_of(cgroup="0::/system.slice/containerd.service\n"), "containerd container"),
+        (facts_of(env={"APPTAINER_CONTAINER": "/img.sif"}), "Apptainer/Singularity container"),
+        (facts_of(env={"NVIDIA_PRODUCT_NAME": "CUDA"}), "NGC CUDA image in a container"),
     ],
 )
 def test_container_kinds_are_named(facts: g9.Facts, name: str) -> None:
@@ -122,15 +135,16 @@ def test_container_kinds_are_named(facts: g9.Facts, name: str) -> None:
 
 
 def test_no_marker_with_an_init_system_is_bare_pip() -> None:
-    result = decide(g9.Facts(cgroup="0::/init.scope\n", pid1="systemd", dists=STACK_OK))
+    result = decide(facts_of(cgroup="0::/init.scope\n", pid1="systemd", dists=STACK_OK))
     assert result.status is Status.WARN
+    assert result.codes == ["G9.no-container"]
     assert result.summary.startswith("bare pip: no container marker and PID 1 is systemd")
-    assert "NGC container" in result.fix
 
 
 def test_no_marker_otherwise_is_unknown_not_bare() -> None:
-    result = decide(g9.Facts(cgroup="0::/\n", pid1="bash"))
+    result = decide(facts_of(cgroup="0::/\n", pid1="bash"))
     assert result.status is Status.WARN
+    assert result.codes == ["G9.no-container"]
     assert result.summary.startswith("unknown: no container marker matched (PID 1 is 'bash'")
     assert "no training stack installed" in result.summary
 
@@ -164,6 +178,7 @@ def test_reads_real_metadata_from_the_machines_pythonpath(tmp_path: Path, fake_r
     machine = Machine(root=root, env={"PYTHONPATH": str(site), **ONLY_PLANTED, "PATH": "/usr/bin:/bin"})
     result = Engine(Settings(), machine).run("G9")
     assert result.status is Status.FAIL
+    assert result.codes == ["G9.broken-requirements"]
     assert (
         "transformers 5.17.0 requires tokenizers<0.23,>=0.22, but tokenizers 0.23.2 is installed"
         in result.summary
@@ -197,6 +212,7 @@ def test_pip_replacing_ngc_torch_names_the_containers_version(tmp_path: Path, fa
     machine = Machine(root=root, env={**NGC_ENV, "PYTHONPATH": str(site), **ONLY_PLANTED})
     result = Engine(Settings(only=("G9",)), machine).run("G9")
     assert result.status is Status.WARN, result.report_text()
+    assert result.codes == ["G9.replaced-by-pip"]
     assert (
         "NGC PyTorch 25.09 container, but torch 2.9.1 has no .nvYY.MM suffix: pip replaced the container's "
         "build (torch 2.9.0a0+50eac811a6.nv25.9)" in result.summary
@@ -218,6 +234,7 @@ def test_an_empty_constraint_file_falls_back_to_the_ngc_environment(tmp_path: Pa
     env = {**NGC_ENV, "NVIDIA_PYTORCH_VERSION": "25.10", "PYTHONPATH": str(site), **ONLY_PLANTED}
     result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
     assert result.status is Status.WARN, result.report_text()
+    assert result.codes == ["G9.replaced-by-pip"]
     assert "pip replaced the container's build (torch 2.9.0a0+50eac81)" in result.summary
     assert result.headline == "NGC torch 2.9.0a0+50eac81 replaced by 2.9.1+cu130"
 
@@ -251,10 +268,10 @@ def test_requirement_markers_come_from_the_gathered_facts() -> None:
     dists = {
         "transformers": dist("transformers", "4.57.1", 'missing-pkg>=1; platform_machine == "aarch64"'),
     }
-    arm = decide(g9.Facts(dockerenv=True, dists=dists, markers={"platform_machine": "aarch64"}))
+    arm = decide(facts_of(dockerenv=True, dists=dists, markers={"platform_machine": "aarch64"}))
     assert arm.status is Status.FAIL
-    assert "transformers 4.57.1 requires missing-pkg>=1" in arm.summary
-    x86 = decide(g9.Facts(dockerenv=True, dists=dists, markers={"platform_machine": "x86_64"}))
+    assert arm.codes == ["G9.broken-requirements"]
+    x86 = decide(facts_of(dockerenv=True, dists=dists, markers={"platform_machine": "x86_64"}))
     assert x86.status is Status.PASS
 
 
@@ -265,10 +282,10 @@ def test_ngc_pre_release_torch_meets_a_plain_specifier_of_accelerate_and_passes(
     of them would FAIL G9. The comparison allows pre-releases."""
     dists = dict(STACK_OK, accelerate=dist("accelerate", "1.10.1", "torch>=2.0.0", "numpy<3.0.0,>=1.17"))
     dists["numpy"] = dist("numpy", "1.26.4")
-    result = decide(g9.Facts(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.09"}, dists=dists))
+    result = decide(facts_of(dockerenv=True, env={"NVIDIA_PYTORCH_VERSION": "25.09"}, dists=dists))
     assert result.status is Status.PASS, result.line()
     assert result.reading("broken_requirements").value == 0
-    assert g9.broken_requirements(dists) == ([], [])
+    assert g9.broken_requirements(dists_of(dists)) == ([], [])
 
 
 # --------------------------------------------------------------------------- the image's CUDA floor (issue 22, N2)
@@ -300,7 +317,7 @@ def floor_facts(**changes: object) -> g9.Facts:
         "nvml_cuda": 13000,
         "host_driver": posted_driver_error()[1],
     }
-    return g9.Facts(**{**base, **changes})  # type: ignore[arg-type]
+    return facts_of(**{**base, **changes})
 
 
 def test_a_cuda_13_2_image_on_the_580_driver_fails_naming_both_versions() -> None:
@@ -310,12 +327,12 @@ def test_a_cuda_13_2_image_on_the_580_driver_fails_naming_both_versions() -> Non
     facts = floor_facts(cuda_env={"CUDA_VERSION": "13.2.0", "NVIDIA_REQUIRE_CUDA": "cuda>=13.2 brand=unknown"})
     result = decide(facts)
     assert result.status is Status.FAIL
+    assert result.codes == ["G9.driver-below-image"]
     assert result.summary.startswith(
         "image built for CUDA 13.2 (CUDA_VERSION=13.2.0), but host driver 580.159.03 supports CUDA 13.0 (NVML)"
     )
-    assert "cudaErrorUnsupportedPtxVersion" in result.summary
-    assert "on a 13.0 driver, run an image built with a CUDA 13.0 toolchain" in result.fix
-    assert "keep the NGC ENTRYPOINT" in result.fix
+    assert "cudaErrorUnsupportedPtxVersion" in result.summary  # the error the job would die with
+    assert "on a 13.0 driver, run an image built with a CUDA 13.0 toolchain" in result.fix  # the host's CUDA
     assert result.short_line() == (
         "G9 FAIL: image needs CUDA 13.2, host driver 580.159.03 gives CUDA 13.0; fix: a CUDA 13.0 image; keep "
         "the NGC ENTRYPOINT"
@@ -329,6 +346,7 @@ def test_an_image_whose_driver_floor_is_590_48_fails_on_580() -> None:
     need, have = posted_driver_error()
     result = decide(floor_facts(cuda_env={"CUDA_DRIVER_VERSION": f"{need}.01"}))
     assert result.status is Status.FAIL
+    assert result.codes == ["G9.driver-below-image"]
     assert result.headline == f"image needs driver {need}.01, host driver {have} gives CUDA 13.0"
     assert result.reading("image_driver_floor").value == f"{need}.01"
 
@@ -358,8 +376,8 @@ def test_forward_compatibility_in_use_warns_on_gb10_and_is_a_note_elsewhere() ->
     facts = floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04")
     result = decide(facts)
     assert result.status is Status.WARN, result.line()
+    assert result.codes == ["G9.forward-compat-gb10"]
     assert result.reading("forward_compat").value == "in use: libcuda.so.595.45.04"
-    assert "GB10 may not support forward compatibility" in result.summary
     assert result.short_line() == (
         "G9 WARN: image needs CUDA 13.2, host gives CUDA 13.0: forward compat on GB10; fix: a CUDA 13.0 image"
     )
@@ -375,12 +393,13 @@ def test_forward_compatibility_present_but_bypassed_fails() -> None:
     env = {"CUDA_VERSION": "13.2.0", "NV_CUDA_COMPAT_PACKAGE": "cuda-compat-13-2"}
     result = decide(floor_facts(cuda_env=env, compat_lib="libcuda.so.595.45.04"))
     assert result.status is Status.FAIL
+    assert result.codes == ["G9.driver-below-image"]
     assert result.reading("forward_compat").value == "present, not in use: libcuda.so.595.45.04"
     assert result.reading("image_compat_package").value == "cuda-compat-13-2"
 
 
 def test_an_unreadable_host_driver_is_said_and_decides_nothing() -> None:
-    facts = g9.Facts(
+    facts = facts_of(
         dockerenv=True,
         cuda_env={"CUDA_VERSION": "13.2.0"},
         host_driver_error="cannot read /proc/driver/nvidia/version: No such file or directory",
@@ -399,7 +418,7 @@ def test_an_unreadable_host_driver_is_said_and_decides_nothing() -> None:
     [("580.65.06", (13, 0)), ("580.142", (13, 0)), ("590.48.01", (13, 1)), ("595.45.04", (13, 2)), ("575.57.08", None)],
 )
 def test_the_driver_table_maps_a_driver_to_its_cuda(driver: str, cuda: tuple[int, int] | None) -> None:
-    assert g9.driver_cuda(driver) == cuda
+    assert driver_cuda(driver) == cuda
 
 
 def test_gather_reads_the_floor_from_the_environment_and_the_driver_through_the_root(
@@ -417,6 +436,7 @@ def test_gather_reads_the_floor_from_the_environment_and_the_driver_through_the_
     env.pop("LD_LIBRARY_PATH", None)
     result = Engine(Settings(only=("G9",)), Machine(root=root, env=env)).run("G9")
     assert result.status is Status.FAIL, result.report_text()
+    assert result.codes == ["G9.driver-below-image"]
     assert result.reading("host_driver").value == "580.159.03"
     assert "supports CUDA 13.0 (the release notes' driver table)" in result.summary
     assert result.reading("forward_compat").value == "present, not in use: libcuda.so.595.45.04"

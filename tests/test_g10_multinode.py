@@ -23,10 +23,14 @@ from typing import Any
 import pytest
 
 from pytest_dgx_spark.checks.g10_multinode import check as g10
+from pytest_dgx_spark.checks.g10_multinode.link import hca_selection
+from pytest_dgx_spark.checks.g10_multinode.probing import process_sources
 from pytest_dgx_spark.checks.kit import CheckContext, Params
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.engine import Engine
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import configs as c
+from pytest_dgx_spark.probes import multinode as mn
 from pytest_dgx_spark.probes.machine import Machine
 from pytest_dgx_spark.settings import Settings
 
@@ -60,10 +64,15 @@ def judge(facts: g10.Facts, tp_across_nodes: str = "fail", floor: float = 20.0) 
     return result
 
 
-def decide(*sources: dict[str, Any], env: dict[str, str] | None = None, **kw: Any) -> Result:
+def facts_of(**kw: Any) -> g10.Facts:
+    """Facts as a capture holds them (plain data: dicts, or the records the probes return)."""
+    return g10.Facts.from_dict(plain(kw))
+
+
+def decide(*sources: Any, env: dict[str, str] | None = None, **kw: Any) -> Result:
     tp = kw.pop("tp_across_nodes", "fail")
     floor = kw.pop("floor", 20.0)
-    facts = g10.Facts(env=env or {}, sources=list(sources), root="/srv/proj", **kw)
+    facts = facts_of(env=env or {}, sources=list(sources), root="/srv/proj", **kw)
     return judge(facts, tp, floor)
 
 
@@ -125,6 +134,7 @@ def test_nvidia_fsdp_config_under_a_two_node_launcher_passes() -> None:
 def test_the_placeholder_template_says_why_it_was_not_read() -> None:
     r = decide(source(G10 / "nvidia_config_finetuning.template.yaml"))
     assert r.status is Status.SKIP
+    assert r.code == "G10.config-unreadable"
     assert (
         "1 unreadable; nvidia_config_finetuning.template.yaml: invalid YAML: ScannerError: mapping values "
         "are not allowed in this context at line 16, column 24"
@@ -137,13 +147,14 @@ def test_vllm_playbook_tp2_on_a_one_gpu_spark_is_a_serving_warn_said_once() -> N
     NCCL fix; it was a training-rule FAIL), its evidence said once, its fix not a question."""
     r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1)
     assert r.status is Status.WARN
+    assert r.codes == ["G10.tp-serving"]
     assert r.summary == (
         "tensor parallel 2 across 2 nodes (vllm_two_sparks.sh: --tensor-parallel-size = 2; "
         "needs 2 GPUs and this machine has 1), a serving job: NVIDIA's vLLM playbook runs TP=2 over two "
         "Sparks, but NCCL all-reduce over the link can hang (vLLM #42354)"
     )
     assert r.summary.count("--tensor-parallel-size = 2") == 1
-    assert "system NCCL" in r.fix and "?" not in r.fix
+    assert "?" not in r.fix
     assert r.reading("job_kind").value == "serving"
     assert r.short_line().startswith("G10 WARN: serving: TP 2 across 2 nodes (vllm_two_sparks.sh)")
 
@@ -154,7 +165,7 @@ def test_training_and_serving_across_nodes_are_each_judged(tmp_path: Path) -> No
         source(G10 / "nemo_two_nodes_tp2.yaml", "found"), source(G10 / "vllm_two_sparks.sh"), gpu_count=1
     )
     assert r.status is Status.FAIL
-    assert "a training job: TP over the two-Spark link is fragile and slow for training" in r.summary
+    assert r.codes == ["G10.tp-across-nodes"]  # the serving WARN beside it: in the details
     assert r.fix.startswith("train across the Sparks with DDP or FSDP") and "?" not in r.fix
     assert any(d.startswith("also: tensor parallel 2 across 2 nodes (vllm_two_sparks.sh") for d in r.details)
     assert r.reading("job_kind").value == "serving, training"
@@ -175,6 +186,7 @@ def test_a_job_of_no_known_kind_keeps_the_seed_rule() -> None:
     }
     r = decide(plain)
     assert r.status is Status.FAIL
+    assert r.codes == ["G10.tp-across-nodes"]
     assert "a job not marked as training or serving" in r.summary
     assert "--spark-tp-across-nodes warn" in r.fix and "?" not in r.fix
 
@@ -192,6 +204,7 @@ def test_ray_backend_counts_as_multi_node_only_with_a_hint(env: dict[str, str], 
     r = decide(source(G10 / "vllm_two_sparks.sh"), env=env, gpu_count=8)
     assert r.status is status  # a vLLM server across nodes: WARN (issue 11), was FAIL
     if status is Status.WARN:
+        assert r.codes == ["G10.tp-serving"]
         assert "on a Ray backend with " + next(iter(env)) in r.summary
 
 
@@ -199,7 +212,7 @@ def test_tp_across_nodes_warn_downgrades() -> None:
     r = decide(source(G10 / "vllm_two_sparks.sh"), gpu_count=1, tp_across_nodes="warn")
     assert r.status is Status.WARN
     assert r.summary.startswith("tensor parallel 2 across 2 nodes")
-    assert "system NCCL" in r.fix
+    assert r.codes == ["G10.tp-serving"]
 
 
 def test_a_serving_scripts_evidence_is_quoted_once_in_the_details_too() -> None:
@@ -229,6 +242,7 @@ def test_tp2_with_enough_gpus_and_no_node_count_passes() -> None:
 def test_one_file_with_both_fails_and_ignores_graph_vertices() -> None:
     r = decide(source(G10 / "nemo_two_nodes_tp2.yaml", "found"))
     assert r.status is Status.FAIL
+    assert r.codes == ["G10.tp-across-nodes"]
     assert r.summary.startswith(
         "tensor parallel 2 across 2 nodes (nemo_two_nodes_tp2.yaml: model.tensor_model_parallel_size = 2; "
         "nemo_two_nodes_tp2.yaml: trainer.num_nodes = 2)"
@@ -239,7 +253,7 @@ def test_one_file_with_both_fails_and_ignores_graph_vertices() -> None:
 def test_compose_exec_form_is_a_serving_job() -> None:
     r = decide(source(G10 / "compose_sglang.yaml", "found"))
     assert r.status is Status.WARN  # sglang.launch_server: serving (issue 11), was FAIL
-    assert "a serving job" in r.summary
+    assert r.codes == ["G10.tp-serving"]
     assert "compose_sglang.yaml: services.sglang.command: --tp = 2" in r.summary
 
 
@@ -258,6 +272,7 @@ def test_compose_exec_form_is_a_serving_job() -> None:
 def test_launcher_env_pairs_with_a_found_tp_config(env: dict[str, str], nodes_by: str) -> None:
     r = decide(source(G10 / "torchtitan_tp2.toml", "found"), env=env)
     assert r.status is Status.FAIL
+    assert r.codes == ["G10.tp-across-nodes"]
     assert "torchtitan_tp2.toml: parallelism.tensor_parallel_degree = 2" in r.summary
     assert nodes_by in r.summary
 
@@ -286,6 +301,7 @@ def test_single_node_launcher_is_believed_over_gpu_inference(kind: str) -> None:
 def test_env_tp_with_env_nodes_is_judged_as_vllm_serving() -> None:
     r = decide(env={"VLLM_TENSOR_PARALLEL_SIZE": "2", "NNODES": "2"})
     assert r.status is Status.WARN  # vLLM's variable: a serving job (issue 11), was FAIL
+    assert r.codes == ["G10.tp-serving"]
     assert r.summary.startswith("tensor parallel 2 across 2 nodes (VLLM_TENSOR_PARALLEL_SIZE=2; NNODES=2)")
 
 
@@ -312,6 +328,7 @@ def test_a_separate_process_is_judged_on_its_own_flags() -> None:
     )
     r = decide(headless, gpu_count=8)
     assert r.status is Status.WARN  # a headless vLLM worker serves (issue 11), was FAIL
+    assert r.codes == ["G10.tp-serving"]
     assert "pid 4242 (vllm): --headless (a headless vLLM is a worker of a multi-node engine)" in r.summary
 
 
@@ -386,11 +403,11 @@ def test_probe_below_the_floor_across_nodes_warns_first() -> None:
     slow = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 12.1, "busbw_gbps": 12.0}}
     r = decide(source(NVIDIA_FSDP), env=MULTI, probe=slow, intrusive=True)
     assert r.status is Status.WARN
+    assert r.codes == ["G10.busbw-low"]
     assert r.summary.startswith(
         "rank 0 of 2: all-reduce busbw 12.1 GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor "
         "for a two-Spark link (20-24 GB/s is healthy); 2 nodes"
     )
-    assert "NCCL_SOCKET_IFNAME=enp1s0f1np1" in r.fix
     assert decide(source(NVIDIA_FSDP), env=MULTI, probe=slow, intrusive=True, floor=3.0).status is Status.PASS
 
 
@@ -436,7 +453,23 @@ def test_probe_below_the_floor_within_one_node_is_only_a_reading() -> None:
 def test_probe_failures_warn(probe: dict[str, Any], text: str) -> None:
     r = decide(source(NVIDIA_FSDP), env=MULTI, probe=probe, intrusive=True)
     assert r.status is Status.WARN
+    assert r.codes == ["G10.allreduce-wrong" if probe["data"].get("wrong") else "G10.probe-failed"]
     assert r.summary.startswith(f"rank 0 of 2: {text}; 2 nodes")
+
+
+def test_an_all_reduce_child_of_another_shape_is_a_reason_not_a_crash() -> None:
+    """The child's data is read into a record once; data of another shape (another version's child)
+    is the probe's failure, said with the field, never a crash of G10."""
+    from pytest_dgx_spark.checks.g10_multinode.allreduce import summarize_probe
+    from pytest_dgx_spark.probes.child import ChildResult
+
+    probe = summarize_probe(ChildResult(data={"backend": "nccl", "world_size": "two"}, finished=True, returncode=0))
+    assert probe.ran and probe.error == (
+        "the all-reduce child's data cannot be read (world_size: expected an integer or null, got str 'two')"
+    )
+    r = decide(source(NVIDIA_FSDP), env=MULTI, probe=probe, intrusive=True)
+    assert r.status is Status.WARN
+    assert r.codes == ["G10.probe-failed"]
 
 
 def test_probe_without_torch_is_a_note() -> None:
@@ -481,6 +514,7 @@ def test_given_folder_and_file(tmp_path: Path) -> None:
     eng, _ = engine(tmp_path, config=(given,))
     r = eng.run("G10")
     assert r.status is Status.FAIL
+    assert r.codes == ["G10.tp-across-nodes"]
     assert "launch/nemo.yaml: model.tensor_model_parallel_size = 2" in r.summary
 
 
@@ -493,6 +527,7 @@ def test_gb10_double_one_gpu_turns_tp2_into_two_nodes(tmp_path: Path, doubles: A
     eng, _ = engine(tmp_path, env=env, config=(G10 / "vllm_two_sparks.sh",))
     r = eng.run("G10")
     assert r.status is Status.WARN  # vllm serve: a serving job (issue 11), was FAIL
+    assert r.codes == ["G10.tp-serving"]
     assert "needs 2 GPUs and this machine has 1" in r.summary
     assert r.reading("gpus_here").value == 1
 
@@ -514,6 +549,7 @@ def test_a_running_process_with_tp_across_nodes_warns_naming_it(tmp_path: Path) 
         r = eng.run("G10")
     # another job than this run's, of no known kind: a WARN naming it (issue 34 item 6), was FAIL
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.other-job"]
     assert r.short_line().startswith(f"G10 WARN: running pid {proc.pid} (python"), r.short_line()
     mine = f"TP 2 across 2 nodes: pid {proc.pid} (python"
     (line,) = [d for d in r.details if d.startswith(mine)]
@@ -554,6 +590,7 @@ def test_bad_given_configs_are_reasons(tmp_path: Path, name: str, content: bytes
     r = eng.run("G10")
     assert time.monotonic() - start < 5
     assert r.status is Status.SKIP
+    assert r.code == "G10.config-unreadable"
     assert any(d.startswith(reason) for d in r.details), r.details
     assert reason.split(": ", 1)[1][:20] in r.summary
 
@@ -607,19 +644,16 @@ def test_two_ranks_across_two_nodes_measure_the_same_group_figure(tmp_path: Path
     base.update(SPARK_FAKE_NVML=nvml["SPARK_FAKE_NVML"], PYTHONPATH=nvml["PYTHONPATH"])
     facts = run_ranks(tmp_path, [dict(base, RANK=str(r), LOCAL_RANK="0", GROUP_RANK=str(r)) for r in (0, 1)])
     for rank, f in enumerate(facts):
-        assert f.probe is not None and f.probe.get("error") is None and f.probe.get("data"), (
-            f.probe,
-            f.fleet,
-        )
-        d = f.probe["data"]
-        assert (d["rank"], d["world_size"], d["backend"], d["size_bytes"]) == (rank, 2, "gloo", 8 << 20)
-        assert d["wrong"] is False and d["check"] == {"expected": 3.0, "got": [3.0, 3.0]}
-        assert len(d["times_s"]) == g10.PROBE_ITERS["gloo"]
+        assert f.probe is not None and f.probe.ran and f.probe.error is None, (f.probe, f.fleet)
+        d = f.probe.data
+        assert (d.rank, d.world_size, d.backend, d.size_bytes) == (rank, 2, "gloo", 8 << 20)
+        assert d.wrong is False and d.check is not None and plain(d.check) == {"expected": 3.0, "got": [3.0, 3.0]}
+        assert len(d.times_s or []) == g10.PROBE_ITERS["gloo"]
         # nccl-tests' formula: busbw = algbw * 2(n-1)/n, algbw = bytes / time
-        assert d["busbw_gbps"] == pytest.approx((8 << 20) / d["time_s"] / 1e9 * 2 * (2 - 1) / 2)
-    assert facts[0].probe["data"]["group_busbw_gbps"] == pytest.approx(
-        facts[1].probe["data"]["group_busbw_gbps"]
-    )
+        assert d.busbw_gbps == pytest.approx((8 << 20) / (d.time_s or 0.0) / 1e9 * 2 * (2 - 1) / 2)
+    p0, p1 = facts[0].probe, facts[1].probe
+    assert p0 is not None and p1 is not None
+    assert p0.data.group_busbw_gbps == pytest.approx(p1.data.group_busbw_gbps)
     # loopback gloo is far below a two-Spark link: the floor applies across nodes
     r0 = judge(facts[0], "fail", 20.0)
     r1 = judge(facts[1], "fail", 20.0)
@@ -648,9 +682,11 @@ def test_a_missing_peer_cannot_hang_the_session(tmp_path: Path) -> None:
     # issue 13: the node comparison runs first and names the rank that never came;
     # the bandwidth probe is not started against a job whose nodes did not agree
     assert r.status is Status.FAIL
+    assert r.codes == ["G10.rank-missing"]
     assert r.summary.startswith("rank 0 of 2: rank 1 never joined the node comparison (rendezvous failed")
     assert r.headline == "rank 1 never joined the node comparison"
-    assert facts.probe == {"ran": False, "reason": "the nodes did not agree (see the node comparison)"}
+    assert facts.probe is not None and not facts.probe.ran
+    assert facts.probe.reason == "the nodes did not agree (see the node comparison)"
     assert r.summary.endswith("; all-reduce not measured: the nodes did not agree (see the node comparison)")
     assert elapsed < 20  # torch import + a 3 s rendezvous at --spark-timeout 1, never the 30 min default
 
@@ -775,10 +811,10 @@ def test_one_twin_in_nccl_ib_hca_warns_with_both(tmp_path: Path) -> None:
     env = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
     r = run_link(tmp_path, env)
     assert r.status is Status.WARN
+    assert r.codes == ["G10.nccl-ib-hca-twin"]
     assert r.summary.startswith(
         "rank 0 of 2: NCCL_IB_HCA=rocep1s0f1 names rocep1s0f1 but not its twin roceP2p1s0f1"
     )
-    assert "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in r.fix
     assert r.short_line() == (
         "G10 WARN: NCCL_IB_HCA has one RoCE twin of 2 (rocep1s0f1); fix: NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1"
     )
@@ -795,6 +831,7 @@ def test_nccl_ib_hca_naming_no_device_of_this_node_warns(tmp_path: Path) -> None
     assert env["NCCL_IB_HCA"] == "mlx5_0" and env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
     r = run_link(tmp_path, {**TWO_NODES, **env})
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.nccl-ib-hca", "G10.mtu-low"]  # its socket interface, enp1s0f0np0, is at 1500
     assert r.summary.startswith(
         "rank 0 of 2: NCCL_IB_HCA=mlx5_0 selects none of this node's RoCE devices (roceP2p1s0f0, roceP2p1s0f1, "
         "rocep1s0f0, rocep1s0f1): NCCL finds no usable IB device and sends over TCP sockets"
@@ -815,6 +852,7 @@ def test_nccl_ib_hca_naming_only_down_ports_warns(tmp_path: Path) -> None:
     assert "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)" in ibdev
     r = run_link(tmp_path, {**TWO_NODES, "NCCL_IB_HCA": value})
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.nccl-ib-hca"]
     assert "selects only RoCE devices whose port is down (roceP2p1s0f0, rocep1s0f0)" in r.summary
     assert r.short_line() == (
         "G10 WARN: NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0 names only down ports; fix: NCCL_IB_HCA=roceP2p1s0f1,rocep1s0f1"
@@ -839,6 +877,7 @@ def test_mtu_below_9000_warns(tmp_path: Path) -> None:
     env = {**TWO_NODES, "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"}
     r = run_link(tmp_path, env, mtu=1500)
     assert r.status is Status.WARN
+    assert r.codes == ["G10.mtu-low"]
     assert "MTU below 9000 on NCCL's interface: enp1s0f1np1 (1500), enP2p1s0f1np1 (1500)" in r.summary
     assert r.short_line().startswith("G10 WARN: MTU 1500 on enp1s0f1np1, below 9000; fix: set MTU 9000")
 
@@ -847,9 +886,8 @@ def test_socket_interface_mtu_counts_when_sockets_carry_the_data(tmp_path: Path)
     env = {**TWO_NODES, "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "enP7s7"}
     r = run_link(tmp_path, env, enP7s7=1500)
     assert r.status is Status.WARN
-    assert r.summary.startswith("rank 0 of 2: NCCL_IB_DISABLE=1 on a multi-node job: NCCL sends over TCP")
+    assert r.codes == ["G10.nccl-ib-disabled", "G10.mtu-low"]
     assert "enP7s7 (1500)" in r.summary
-    assert "unset NCCL_IB_DISABLE" in r.fix
 
 
 def test_a_bootstrap_only_socket_interface_is_not_judged(tmp_path: Path) -> None:
@@ -889,7 +927,7 @@ def test_link_rules_apply_only_across_nodes(tmp_path: Path) -> None:
     ],
 )
 def test_nccl_ib_hca_is_read_as_nccl_reads_it(value: str, chosen: list[str]) -> None:
-    assert g10.hca_selection(value, sorted(SPARK_RDMA)) == chosen
+    assert hca_selection(value, sorted(SPARK_RDMA)) == chosen
 
 
 # --------------------------------------------------------------------------- which configs are read (issue 11)
@@ -1029,6 +1067,7 @@ def test_a_named_script_takes_no_node_count_from_another_named_file(tmp_path: Pa
     eng, _ = engine(project, env, config=given)
     r = eng.run("G10")
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.tp-serving"]
     assert r.short_line().startswith("G10 WARN: serving: TP 2 across 2 nodes (vllm_two_sparks.sh)")
     assert "needs 2 GPUs and this machine has 1" in r.summary
     assert "num_machines" not in r.summary.split(", a serving job")[0]
@@ -1114,6 +1153,7 @@ def test_a_runs_allure_output_does_not_hide_the_job(pytester: pytest.Pytester, d
     eng, _ = engine(pytester.path, env)
     r = eng.run("G10")
     assert r.status is Status.FAIL, r.line()
+    assert r.codes == ["G10.tp-across-nodes"]
     assert "serve/serve.yaml: tensor_parallel_size = 2" in r.summary
     assert r.reading("config_files").value == "serve/serve.yaml"
     assert "allure" not in r.summary
@@ -1142,7 +1182,7 @@ def test_a_tp_job_its_sources_mark_both_training_and_serving_is_judged_as_traini
     r = decide(both)
     assert r.status is Status.FAIL, r.line()
     assert r.reading("job_kind").value == "training"
-    assert "a training job: TP over the two-Spark link" in r.summary
+    assert r.codes == ["G10.tp-across-nodes"]  # not G10.tp-serving
     assert r.short_line().startswith("G10 FAIL: training: TP 2 across 2 nodes")
     first, second = ("VLLM_TENSOR_PARALLEL_SIZE", "PARALLELISM_CONFIG_TP_SIZE")[:: 1 if serving_first else -1]
     env = {first: "2", second: "2", "SLURM_NNODES": "2"}
@@ -1158,19 +1198,18 @@ def test_one_roce_twin_12_to_20_gbs_warns_with_the_default_floor(busbw: float) -
     with the default floor (the threshold table's, not one this test sets)
     12-20 GB/s is a WARN naming the floor."""
     one_twin = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": busbw, "busbw_gbps": busbw}}
-    facts = g10.Facts(
-        env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True
-    )
+    facts = facts_of(env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=one_twin, intrusive=True)
     params = Params(profile="gb10", options={"tp_across_nodes": "fail"})
     r = g10.evaluate(facts, params)
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.busbw-low"]
     assert (
         f"all-reduce busbw {busbw:.1f} GB/s (nccl, 2 ranks, 512 MiB) is below the 20 GB/s floor" in r.summary
     )
     assert r.reading("busbw_floor").value == 20.0
     assert g10.evaluate(facts, Params(profile="generic")).status is Status.WARN
     at_floor = {**PROBE_OK, "data": {**PROBE_OK["data"], "group_busbw_gbps": 20.0, "busbw_gbps": 20.0}}
-    facts.probe = at_floor  # exactly the floor is not below it
+    facts = facts_of(env=MULTI, sources=[source(NVIDIA_FSDP)], root="/srv/proj", probe=at_floor, intrusive=True)
     assert g10.evaluate(facts, params).status is Status.PASS
 
 
@@ -1228,10 +1267,11 @@ def test_a_wrapper_and_the_command_it_runs_are_one_job_named_by_the_program() ->
         (8275, 1, ["timeout", "60", "python3", "/srv/evil.py", *EVIL_FLAGS], True),
         (8276, 8275, ["python3", "/srv/evil.py", *EVIL_FLAGS], True),
     )
-    (src,) = g10.process_sources(table)
-    assert src["name"] == "pid 8276 (evil.py)" and "owner" not in src
+    (src,) = process_sources(table)
+    assert src.name == "pid 8276 (evil.py)" and src.owner is None
     r = decide(src)
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.other-job"]
     assert r.short_line().startswith("G10 WARN: running pid 8276 (evil.py): TP 2 across 2 nodes, another job"), (
         r.short_line()
     )
@@ -1244,20 +1284,22 @@ def test_a_process_of_no_known_kind_warns_and_the_job_being_launched_fails() -> 
     gave ``G10 FAIL … a job not marked as training or serving`` and --spark-gate skipped the user's
     training test. It is another job: a WARN naming it. The same flags on the launcher of this run
     (an ancestor: the job being launched) still FAIL, and a training process still FAILs."""
-    other = g10.process_sources(_table((8276, 1, ["python3", "/srv/sweep.py", *EVIL_FLAGS], True)))
+    other = process_sources(_table((8276, 1, ["python3", "/srv/sweep.py", *EVIL_FLAGS], True)))
     r = decide(*other)
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.other-job"]  # not the unmarked job's G10.tp-across-nodes
     assert r.short_line().startswith("G10 WARN: running pid 8276 (sweep.py): TP 2 across 2 nodes, another job")
-    assert "a job not marked as training or serving" not in r.line()
     launcher = [{**p, "self": True} for p in _table((8300, 1, ["torchrun", "train.py", *EVIL_FLAGS], True))]
-    (job,) = g10.process_sources(launcher)
-    assert job["kind"] == "launcher"
+    (job,) = process_sources(launcher)
+    assert job.kind == "launcher"
+    assert decide(job).codes == decide(*other, job).codes == ["G10.tp-across-nodes"]
     assert decide(job).status is Status.FAIL
     assert decide(*other, job).status is Status.FAIL
-    training = g10.process_sources(
+    training = process_sources(
         _table((8400, 1, ["python3", "train.py", "--tensor-model-parallel-size", "2", "--nnodes", "2"], True))
     )
     assert decide(*training).status is Status.FAIL
+    assert decide(*training).codes == ["G10.tp-across-nodes"]
 
 
 def test_another_users_job_is_a_note_never_a_fail_or_warn() -> None:
@@ -1266,8 +1308,8 @@ def test_another_users_job_is_a_note_never_a_fail_or_warn() -> None:
         (8276, 8275, ["python3", "/srv/evil.py", *EVIL_FLAGS], False),
         (9000, 1, ["vllm", "serve", "m", "--tensor-parallel-size", "4", "--headless"], False),
     )
-    sources = g10.process_sources(table)
-    assert [s["owner"] for s in sources] == ["uid 4242", "uid 4242"]
+    sources = process_sources(table)
+    assert [s.owner for s in sources] == ["uid 4242", "uid 4242"]
     r = decide(*sources, gpu_count=1)
     assert r.status is Status.PASS, r.line()
     assert r.short_line().startswith("G10 PASS: single node"), r.short_line()
@@ -1277,8 +1319,8 @@ def test_another_users_job_is_a_note_never_a_fail_or_warn() -> None:
         "not judged, another user's job (uid 4242): pid 9000 (vllm): --tensor-parallel-size = 4, --headless = True",
     ]
     # your own job beside theirs still decides
-    mine = g10.process_sources(_table((9100, 1, ["python3", "train.py", *EVIL_FLAGS], True)))
-    assert decide(*sources, *mine).status is Status.WARN
+    mine = process_sources(_table((9100, 1, ["python3", "train.py", *EVIL_FLAGS], True)))
+    assert decide(*sources, *mine).codes == ["G10.other-job"]
 
 
 def _start(prefix: list[str], script: Path, python: str = sys.executable) -> subprocess.Popen[bytes]:
@@ -1407,11 +1449,12 @@ def test_a_re_cabled_links_busbw_fails_and_says_the_link_reports_200g() -> None:
     _, degraded = posted_busbw()
     r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(degraded), intrusive=True, link=LINK_200G)
     assert r.status is Status.FAIL, r.line()
+    assert r.codes == ["G10.busbw-degraded"]
     assert r.summary.startswith(
         "rank 0 of 2: all-reduce busbw 2.8 GB/s (nccl, 2 ranks, 512 MiB) while the link reports enp1s0f1np1 "
         "200 Gb/s, below the 5 GB/s a working two-Spark link never falls to"
     )
-    assert "reboot both Sparks" in r.fix and "PR #108" in r.fix
+    assert "PR #108" in r.fix  # the source the fix cites
     assert r.short_line() == (
         "G10 FAIL: all-reduce 2.8 GB/s, below 5 GB/s (enp1s0f1np1 200 Gb/s); fix: reboot both Sparks; re-seat "
         "the cable"
@@ -1429,15 +1472,18 @@ def test_the_same_link_after_a_reboot_passes() -> None:
 
 def test_the_fail_floor_is_a_threshold() -> None:
     _, degraded = posted_busbw()
-    facts = g10.Facts(env=LINK_ENV, sources=[source(NVIDIA_FSDP)], probe=probe_of(degraded), intrusive=True)
+    facts = facts_of(env=LINK_ENV, sources=[source(NVIDIA_FSDP)], probe=probe_of(degraded), intrusive=True)
     params = Params(profile="gb10", thresholds={"g10_busbw_fail_gbps": 2.0})
-    assert g10.evaluate(facts, params).status is Status.WARN
+    r = g10.evaluate(facts, params)
+    assert r.status is Status.WARN
+    assert r.codes == ["G10.busbw-low"]
 
 
 def test_a_slow_gloo_figure_only_warns() -> None:
     """gloo measures the CPU path: it never FAILs the link."""
     r = decide(source(NVIDIA_FSDP), env=LINK_ENV, probe=probe_of(1.0, "gloo"), intrusive=True, link=LINK_200G)
     assert r.status is Status.WARN
+    assert r.codes == ["G10.busbw-low"]
     assert "measured with gloo on CPU" in r.summary
 
 
@@ -1455,9 +1501,9 @@ def test_a_container_without_dev_infiniband_fails_on_a_multi_node_job() -> None:
     facts = dict(link=LINK_200G, container="Docker container (/.dockerenv)", dev_infiniband=None)
     r = decide(source(NVIDIA_FSDP), env=LINK_ENV, **facts)
     assert r.status is Status.FAIL, r.line()
-    assert "a multi-node job in a container (Docker container (/.dockerenv)) without /dev/infiniband" in r.summary
-    assert "NET/IB : No device found" in r.summary
-    assert "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1:-1" in r.fix
+    assert r.codes == ["G10.container-no-rdma"]
+    assert "in a container (Docker container (/.dockerenv))" in r.summary  # names the container
+    assert "NET/IB : No device found" in r.summary  # the words NCCL logs, to find it by
     assert r.reading("dev_infiniband").value == "absent"
     with_devices = decide(
         source(NVIDIA_FSDP), env=LINK_ENV, **{**facts, "dev_infiniband": ["rdma_cm", "uverbs1", "uverbs3"]},
@@ -1478,8 +1524,8 @@ def test_a_small_memlock_limit_warns_on_a_multi_node_rdma_job() -> None:
     memlock = {"soft": 8 << 20, "hard": 8 << 20, "error": None}
     r = decide(source(NVIDIA_FSDP), env=LINK_ENV, link=LINK_200G, memlock=memlock)
     assert r.status is Status.WARN, r.line()
+    assert r.codes == ["G10.memlock-low"]
     assert r.summary.startswith("rank 0 of 2: memlock limit 8 MiB (RLIMIT_MEMLOCK of this process), below 1024 MiB")
-    assert "--ulimit memlock=-1:-1" in r.fix
     assert decide(env=dict(TWO_NODES), memlock=memlock).reading("memlock") is None  # no RDMA: not judged
 
 
@@ -1502,14 +1548,15 @@ def test_gather_reads_speed_rate_dev_infiniband_and_memlock_through_the_root(tmp
     full.update(LINK_ENV, NCCL_IB_HCA="rocep1s0f1,roceP2p1s0f1", SPARK_PREFLIGHT_HOST_ROOT=str(root))
     eng, machine = engine(work, env=full)
     facts = g10.gather(CheckContext("G10", eng.settings, machine, eng))
-    assert facts.link["speed"]["enp1s0f1np1"] == 200000
-    assert facts.link["rdma"]["rocep1s0f1"]["rates"] == {"1": "200 Gb/sec (4X HDR)"}
+    assert facts.link is not None
+    assert facts.link.speed["enp1s0f1np1"] == 200000
+    assert facts.link.rdma["rocep1s0f1"].rates == {"1": "200 Gb/sec (4X HDR)"}
     assert facts.dev_infiniband is None
-    assert facts.memlock == {"soft": 8388608, "hard": 8388608, "error": None}
+    assert facts.memlock == mn.Memlock(soft=8388608, hard=8388608, error=None)
     assert facts.container and facts.container.startswith("Docker container")
     r = eng.run("G10")
     assert r.status is Status.FAIL, r.line()
-    assert r.headline == "no /dev/infiniband in this container"
+    assert r.codes == ["G10.container-no-rdma"]
     assert r.short_line() == (
         "G10 FAIL: no /dev/infiniband in this container; fix: --device /dev/infiniband --cap-add IPC_LOCK "
         "--ulimit memlock=-1:-1"
@@ -1540,8 +1587,8 @@ def test_expected_gdr_lines_are_not_findings() -> None:
 def test_memlock_is_read_defensively(tmp_path: Path, text: str, expected: tuple[Any, Any, Any]) -> None:
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/limits").write_text(text)
-    got = g10.mn.read_memlock(Machine(root=tmp_path, env={}))
-    assert (got["soft"], got["hard"], got["error"]) == expected
+    got = mn.read_memlock(Machine(root=tmp_path, env={}))
+    assert (got.soft, got.hard, got.error) == expected
 
 
 def test_a_fifo_for_limits_and_speed_never_blocks(tmp_path: Path) -> None:
@@ -1551,6 +1598,6 @@ def test_a_fifo_for_limits_and_speed_never_blocks(tmp_path: Path) -> None:
     (tmp_path / "sys/class/net/enp1s0f1np1").mkdir(parents=True)
     os.mkfifo(tmp_path / "sys/class/net/enp1s0f1np1/speed")
     machine = Machine(root=tmp_path, env={})
-    got = g10.mn.read_memlock(machine)
-    assert got["soft"] is None and got["error"].startswith("cannot read /proc/self/limits")
-    assert g10.mn.interface_speed(machine, "enp1s0f1np1") is None
+    got = mn.read_memlock(machine)
+    assert got.soft is None and got.error and got.error.startswith("cannot read /proc/self/limits")
+    assert mn.interface_speed(machine, "enp1s0f1np1") is None

@@ -150,6 +150,11 @@ class FactsBase(Record):
         return super().from_dict(given)
 
 
+def said(env: Mapping[str, str], name: str) -> str:
+    """A variable's value: "" when it is unset or empty (the one rule for "set")."""
+    return env.get(name) or ""
+
+
 def first_n(items: Sequence[str], n: int = 3, *, sep: str = "; ") -> str:
     """``a; b; c; and 4 more`` — the one rule for shortening a list in a line."""
     return sep.join(shortened(items, n))

@@ -12,9 +12,11 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import procfs
 from pytest_dgx_spark.probes.machine import MachineLike
@@ -40,6 +42,81 @@ PROBE_ITERS = {"nccl": 20, "gloo": 8}
 MAX_DEVICES = 64  # RDMA devices read under /sys/class/infiniband (a Spark has four)
 #: the note that says the config search did not see every config (G10 reads it back from captures)
 INCOMPLETE_NOTE = "config search incomplete: "
+
+
+@dataclass
+class JobFinding(Record):
+    """One fact a config or a command line says (``configs.Finding`` as G10 records it)."""
+
+    what: str = ""  # tp | pp | nodes | strategy | backend | headless | tp_plan
+    value: int | str | bool | None = None  # a count, or None when the text is no number (``raw``)
+    key: str = ""  # the key path or flag that said it
+    raw: str = ""  # the value as written, when it is not a plain number
+
+
+@dataclass
+class JobSource(Record):
+    """One config or command line and what it says (``configs.Source``), with ``owner`` ("uid N")
+    when it is another user's running job (issue 24)."""
+
+    name: str = ""
+    kind: str = ""  # given | found | process | launcher
+    findings: list[JobFinding] = field(default_factory=list)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    role: str | None = None  # "serving" when it starts a server or an inference engine
+    owner: str | None = None
+
+    @classmethod
+    def of(cls, src: cfgs.Source, owner: str | None = None) -> JobSource:
+        return cls.from_dict({**src.to_dict(), "owner": owner})
+
+
+@dataclass
+class Discovered(Record):
+    """The configs G10 reads; a named config replaces the search (issue 11)."""
+
+    sources: list[JobSource] = field(default_factory=list)
+    given: bool = False  # --spark-config named configs
+    found: int = 0  # config files the search found (this tool's own outputs left out)
+    own_outputs: list[str] = field(default_factory=list)  # files this tool wrote: never read as configs
+    notes: list[str] = field(default_factory=list)
+    incomplete: str | None = None  # why the search did not see every config
+
+
+@dataclass
+class RdmaDevice(Record):
+    """One ``/sys/class/infiniband/<name>``: each port's state and negotiated ``rate``, the net devices behind it."""
+
+    states: dict[str, str | None] = field(default_factory=dict)
+    netdevs: list[str] = field(default_factory=list)
+    rates: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def down(self) -> bool:
+        """Every port reads DOWN or INIT (no port read: not down)."""
+        states = [str(s or "").upper() for s in self.states.values()]
+        return bool(states) and all("DOWN" in s or "INIT" in s for s in states)
+
+
+@dataclass
+class Link(Record):
+    """The two-Spark link as sysfs shows it: RoCE devices, and MTU and speed (Mb/s) per interface;
+    ``sysfs`` False where ``/sys/class/net`` cannot be listed (then nothing about the link is judged)."""
+
+    rdma: dict[str, RdmaDevice] = field(default_factory=dict)
+    mtu: dict[str, int | None] = field(default_factory=dict)
+    speed: dict[str, int | None] = field(default_factory=dict)
+    sysfs: bool = False
+
+
+@dataclass
+class Memlock(Record):
+    """``RLIMIT_MEMLOCK``: bytes, ``"unlimited"``, or None (not read: ``error`` says why)."""
+
+    soft: int | str | None = None
+    hard: int | str | None = None
+    error: str | None = None
 
 
 def job_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -100,28 +177,25 @@ def given_sources(paths: tuple[Path, ...], root: Path, deadline: float) -> list[
     return out
 
 
-def discover(root: Path, given: tuple[Path, ...], timeout: float) -> dict[str, Any]:
-    """The configs G10 reads (``sources``, ``given``, ``found``, ``own_outputs``, ``notes``, ``incomplete``
-    when the search missed some); a named config replaces the search (issue 11)."""
+def discover(root: Path, given: tuple[Path, ...], timeout: float) -> Discovered:
+    """The configs G10 reads, the files this tool wrote left out; a named config replaces the search
+    (issue 11); an incomplete search says so in a note that starts with :data:`INCOMPLETE_NOTE`."""
     deadline = time.monotonic() + min(timeout, 5.0)
-    out: dict[str, Any] = {"sources": [], "given": bool(given), "found": 0, "own_outputs": [], "notes": []}
     if given:
-        out["sources"] = [s.to_dict() for s in given_sources(tuple(given), root, deadline)]
-        return out
+        return Discovered([JobSource.of(s) for s in given_sources(tuple(given), root, deadline)], given=True)
     scan = cfgs.find_configs(root, deadline=deadline)
     whys = [(path, own_output(path)) for path in scan.files]
-    out["own_outputs"] = [f"{_display(Path(p), root)} ({why})" for p, why in whys if why]
+    out = Discovered(own_outputs=[f"{_display(Path(p), root)} ({why})" for p, why in whys if why])
     scan.files = [p for p, why in whys if not why]
     found, notes = cfgs.read_found(root, scan, deadline=deadline)
-    out["found"] = len(scan.files)
-    out["notes"] += notes
-    incomplete = scan.incomplete()
-    if incomplete:  # G10 says "nothing multi-node" of an incomplete search at most as INFO
-        out["incomplete"] = incomplete
-        out["notes"].append(f"{INCOMPLETE_NOTE}{incomplete}")
+    out.found = len(scan.files)
+    out.notes += notes
+    out.incomplete = scan.incomplete() or None
+    if out.incomplete:  # G10 says "nothing multi-node" of an incomplete search at most as INFO
+        out.notes.append(f"{INCOMPLETE_NOTE}{out.incomplete}")
     if scan.unreadable:
-        out["notes"].append(f"{scan.unreadable} folder(s) under {root} unreadable")
-    out["sources"] = [s.to_dict() for s in found]
+        out.notes.append(f"{scan.unreadable} folder(s) under {root} unreadable")
+    out.sources = [JobSource.of(s) for s in found]
     return out
 
 
@@ -137,7 +211,7 @@ def _read(machine: MachineLike, absolute: str) -> str | None:
     return text.strip() if text is not None else None
 
 
-def _rdma_device(machine: MachineLike, name: str) -> dict[str, Any]:
+def _rdma_device(machine: MachineLike, name: str) -> RdmaDevice:
     """One ``/sys/class/infiniband/<name>``: each port's state and ``rate`` ("200 Gb/sec (4X HDR)":
     what it negotiated), and the net devices behind it."""
     ports = f"/sys/class/infiniband/{name}/ports"
@@ -150,7 +224,7 @@ def _rdma_device(machine: MachineLike, name: str) -> dict[str, Any]:
         ndevs = f"{ports}/{port}/gid_attrs/ndevs"
         netdevs += [_read(machine, f"{ndevs}/{index}") or "" for index in _listdir(machine, ndevs, 4)]
     netdevs += _listdir(machine, f"/sys/class/infiniband/{name}/device/net", 8)
-    return {"states": states, "netdevs": list(dict.fromkeys(n for n in netdevs if n)), "rates": rates}
+    return RdmaDevice(states, list(dict.fromkeys(n for n in netdevs if n)), rates)
 
 
 def _net_number(machine: MachineLike, ifname: str, leaf: str) -> int | None:
@@ -179,21 +253,20 @@ def infiniband_devices(machine: MachineLike) -> list[str] | None:
     return _listdir(machine, "/dev/infiniband", MAX_DEVICES) if machine.exists("/dev/infiniband") else None
 
 
-def read_memlock(machine: MachineLike) -> dict[str, Any]:
-    """``RLIMIT_MEMLOCK`` of this process from ``/proc/self/limits`` (through the root):
-    ``{"soft": bytes | "unlimited" | None, "hard": …, "error": str | None}``. NCCL pins its
-    buffers with ``ibv_reg_mr``; a small limit fails it with ``Cannot allocate memory``."""
+def read_memlock(machine: MachineLike) -> Memlock:
+    """``RLIMIT_MEMLOCK`` of this process from ``/proc/self/limits`` (through the root). NCCL pins
+    its buffers with ``ibv_reg_mr``; a small limit fails it with ``Cannot allocate memory``."""
     text, error = machine.read_text("/proc/self/limits", 65536)
-    out: dict[str, Any] = {"soft": None, "hard": None, "error": error}
+    out = Memlock(error=error)
     if text is None:
         return out
     line = next((x for x in text.splitlines() if x.startswith("Max locked memory")), "")
     parts = line.removeprefix("Max locked memory").split()[:2]
     values = [p if p == "unlimited" else int(p) if p.isdigit() else None for p in parts]
     if len(values) == 2:
-        out["soft"], out["hard"] = values
-    if out["soft"] is None:
-        out["error"] = "/proc/self/limits has no readable 'Max locked memory' line"
+        out.soft, out.hard = values
+    if out.soft is None:
+        out.error = "/proc/self/limits has no readable 'Max locked memory' line"
     return out
 
 
@@ -205,16 +278,16 @@ def socket_ifnames(value: str | None) -> list[str]:
     return [p.strip() for p in text.lstrip("=").split(",") if p.strip()]
 
 
-def read_link(machine: MachineLike, env: Mapping[str, str]) -> dict[str, Any]:
-    """``rdma``, ``mtu`` and ``speed`` (Mb/s) per interface, and ``sysfs``: False where ``/sys/class/net``
-    cannot be listed (then nothing about the link is judged)."""
+def read_link(machine: MachineLike, env: Mapping[str, str]) -> Link:
+    """The RoCE devices under ``/sys/class/infiniband``, and the MTU and speed of NCCL's socket
+    interface and of the net devices behind them."""
     names = _listdir(machine, "/sys/class/infiniband", MAX_DEVICES)
     rdma = {name: _rdma_device(machine, name) for name in names}
     wanted = list(socket_ifnames(env.get("NCCL_SOCKET_IFNAME")))
     for dev in rdma.values():
-        wanted += [n for n in dev["netdevs"] if n not in wanted]
-    return {
-        "rdma": rdma, "mtu": {name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
-        "speed": {name: interface_speed(machine, name) for name in wanted[:MAX_DEVICES]},
-        "sysfs": bool(_listdir(machine, "/sys/class/net", 1)),
-    }
+        wanted += [n for n in dev.netdevs if n not in wanted]
+    return Link(
+        rdma, mtu={name: interface_mtu(machine, name) for name in wanted[:MAX_DEVICES]},
+        speed={name: interface_speed(machine, name) for name in wanted[:MAX_DEVICES]},
+        sysfs=bool(_listdir(machine, "/sys/class/net", 1)),
+    )

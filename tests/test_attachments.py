@@ -87,16 +87,18 @@ def test_one_snapshot_attaches_nothing_to_draw() -> None:
 def g10_result(fleet: dict[str, Any] | None) -> Result:
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "spark-a",
            "MASTER_PORT": "29500"}
-    return round_trip(g10.evaluate(g10.Facts(env=env, root="/srv/proj", fleet=fleet), Params(profile="gb10")))
+    facts = g10.Facts.from_dict({"env": env, "root": "/srv/proj", "fleet": fleet})  # as a capture holds them
+    return round_trip(g10.evaluate(facts, Params(profile="gb10")))
 
 
 def test_g10_attaches_the_fingerprints_and_the_env_report_and_junit_read_them() -> None:
     fps = [fp(0), fp(1, hostname="spark-b2")]
     r = g10_result({"rank": 0, "world_size": 2, "fingerprints": fps})
     (table,) = r.attached(attachments.NODES)
-    assert table.data == {"fingerprints": fps}
+    shown = table.data["fingerprints"]  # each rank's fingerprint record (the keys it did not read: null)
+    assert list(table.data) == ["fingerprints"] and [{k: f[k] for k in given} for f, given in zip(shown, fps)] == fps
     section = report.nodes_section([Result("G1", Status.PASS, "ok"), r])
-    assert section["nodes"] == {"0": fps[0], "1": fps[1]}
+    assert section["nodes"] == {"0": shown[0], "1": shown[1]}
     assert section["cross_node"] == {"status": r.status.value, "line": r.line(), "details": r.details}
     props = dict(report.node_properties(report.fleet_nodes([r])))
     assert props["spark.node1.hostname"] == "spark-b2" and props["spark.node0.G3"] == "INFO"

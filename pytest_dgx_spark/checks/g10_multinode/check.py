@@ -28,6 +28,7 @@ from pytest_dgx_spark.checks.g10_multinode import allreduce, jobs, link, nodes, 
 from pytest_dgx_spark.checks.g10_multinode.facts import Facts, Probe, count_of
 from pytest_dgx_spark.checks.g10_multinode.probing import fleet_blocks, process_sources
 from pytest_dgx_spark.checks.kit import CheckContext, Findings, Params, shortened
+from pytest_dgx_spark.checks.record import plain
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import fleet
 from pytest_dgx_spark.probes import multinode as mn
@@ -190,7 +191,8 @@ def evaluate(facts: Facts, params: Params) -> Result:
         result.headline = "process table incomplete: a job's flags may be unread"
         result.short_fix = "rerun; or --spark-config the job's config"
         result.codes = ["G10.process-table-incomplete"]
-    result.attachments += attachments.node_table(facts.fleet)  # every rank's fingerprint, for the reports
+    # every rank's fingerprint, for the reports (the attachment holds JSON: it travels with the result)
+    result.attachments += attachments.node_table(plain(facts.fleet) if facts.fleet is not None else None)
     return result
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from pytest_dgx_spark import catalog, codes
-from pytest_dgx_spark.logscan import CONTEXTS, GATES, FileScan, Hit, Signature, Table
+from pytest_dgx_spark.logread import FileScan, Hit
+from pytest_dgx_spark.logtable import CONTEXTS, GATES, Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.safe_text import shortened, visible
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 
-from pytest_dgx_spark import known_bad
+from pytest_dgx_spark import known_bad, readings
 from pytest_dgx_spark.checks.kit import (
     CheckContext,
     ChildFacts,
@@ -958,11 +958,11 @@ def _stack(v: _View, out: Findings) -> None:
 
 def _stack_readings(v: _View, st: Stack, out: Findings) -> None:
     f = v.f
-    out.read("kernel_release", st.kernel)
+    out.read(readings.KERNEL_RELEASE.name, st.kernel)
     out.read("nvidia_module", f"{st.module_version} ({st.flavour})" if st.module_version else None)
     if f.cma_kb:
-        out.read("cma_total", f.cma_kb.get("CmaTotal"), "kB")
-        out.read("cma_free", f.cma_kb.get("CmaFree"), "kB")
+        out.read(readings.CMA_TOTAL.name, f.cma_kb.get("CmaTotal"), "kB")
+        out.read(readings.CMA_FREE.name, f.cma_kb.get("CmaFree"), "kB")
     own = [e for e in f.known_bad if e.get("origin") != "shipped"]
     out.note(
         f"kernel release not read: {f.kernel_release_error}" if f.kernel_release_error else "",

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from pytest_dgx_spark import readings
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, count, first_n, plus_more
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes.gpu_programs import (
@@ -362,7 +363,7 @@ def _readings(facts: Facts, judged: Sequence[Judged], cap_max: float) -> list[Re
     fails, warns, display = levels.count("fail"), levels.count("warn"), levels.count("display")
     shown = [j.group for j in judged if j.level == "fail"] + [j.group for j in judged if j.level == "warn"]
     return [
-        Reading("other_gpu_processes", fails + warns), Reading("uncapped_or_over_cap", fails),
+        Reading(readings.OTHER_GPU_PROCESSES.name, fails + warns), Reading("uncapped_or_over_cap", fails),
         Reading("capped_or_small", warns), Reading("desktop_processes", display), Reading("cap_max", cap_max),
         Reading("processes_scanned", facts.scanned), Reading("processes_unreadable", facts.unreadable),
         Reading("nvml", facts.nvml),

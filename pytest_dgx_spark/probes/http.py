@@ -238,11 +238,16 @@ def get(
             answer.error = f"no answer from {host}"
     answer.duration_s = round(time.monotonic() - start, 4)
     for secret in secrets:
-        answer.error = scrub(answer.error, secret) if answer.error else answer.error
-        answer.reason = scrub(answer.reason, secret)
-        answer.body = scrub(answer.body, secret) if answer.body is not None else None
-        answer.headers = {k: scrub(v, secret) for k, v in answer.headers.items()}
+        _scrub_answer(answer, secret)
     return answer
+
+
+def _scrub_answer(answer: HttpAnswer, secret: str) -> None:
+    """``secret`` out of every string of ``answer`` a server wrote (it may echo the header back)."""
+    answer.error = scrub(answer.error, secret) if answer.error else answer.error
+    answer.reason = scrub(answer.reason, secret)
+    answer.body = scrub(answer.body, secret) if answer.body is not None else None
+    answer.headers = {k: scrub(v, secret) for k, v in answer.headers.items()}
 
 
 def _authorization(
@@ -307,13 +312,8 @@ def _read_answer(
 ) -> None:
     """Fill ``answer`` from an opened response (a 4xx/5xx too): status, kept headers, and the
     body unless it is a refused redirect or over the cap."""
-    raw_headers = getattr(resp, "headers", None)
-    answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
-    answer.reason = str(getattr(resp, "reason", "") or "")[:200]
-    if raw_headers is not None:
-        answer.headers = {n: str(v)[:500] for n in KEEP_HEADERS if (v := raw_headers.get(n)) is not None}
+    length = _status_line(answer, resp)
     answer.redirects = list(redirects.hops)
-    length = str(raw_headers.get("content-length", "") if raw_headers is not None else "").strip()
     if answer.status is not None and 300 <= answer.status < 400:
         answer.error = _not_followed(answer, redirects, host)
     elif length.isdigit() and (len(length) > _LENGTH_DIGITS or int(length) > max_bytes):
@@ -327,6 +327,17 @@ def _read_answer(
             answer.error = f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
         else:
             answer.body = raw.decode("utf-8", errors="replace")
+
+
+def _status_line(answer: HttpAnswer, resp: Any) -> str:
+    """``answer``'s status, reason and kept headers from a response; its Content-Length as sent."""
+    raw_headers = getattr(resp, "headers", None)
+    answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
+    answer.reason = str(getattr(resp, "reason", "") or "")[:200]
+    if raw_headers is None:
+        return ""
+    answer.headers = {n: str(v)[:500] for n in KEEP_HEADERS if (v := raw_headers.get(n)) is not None}
+    return str(raw_headers.get("content-length", "")).strip()
 
 
 def _not_followed(answer: HttpAnswer, redirects: _Redirects, host: str) -> str:

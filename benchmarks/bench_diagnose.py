@@ -32,7 +32,8 @@ FILLER = ROOT / "tests" / "data" / "diagnose" / "healthy_nccl_init.txt"
 FAILURE = "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n"
 #: argv[2]: grep (grep -F on PATH), no-grep (PATH without grep: the filter child, on RE2 when
 #: installed), no-re2 (no grep, and RE2 hidden as an install without google-re2 runs)
-SCAN = ("import os, sys\nfrom pytest_dgx_spark import logengine, logscan\nfrom pytest_dgx_spark.redact import outgoing\n"
+SCAN = ("import os, sys\nfrom pytest_dgx_spark import logengine, logscan\n"
+        "from pytest_dgx_spark.redact import outgoing\n"
         "if sys.argv[2] != 'grep':\n    os.environ['PATH'] = '/nonexistent'\n"
         "if sys.argv[2] == 'no-re2':\n    logengine.re2 = None\n"
         "m = logscan.Matcher(logscan.load_table())\n"

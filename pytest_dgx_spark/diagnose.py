@@ -1,5 +1,6 @@
 """Diagnose: a failed run's logs name the gotcha that killed it (issue 23), decided purely from
-:mod:`pytest_dgx_spark.logscan`'s hits and a few facts of the machine (:class:`MachineFacts`, :mod:`.diagnose_facts`).
+:mod:`pytest_dgx_spark.logscan`'s hits and a few facts of the machine (:class:`MachineFacts`,
+:mod:`.diagnose_facts`).
 
 Primacy over frequency: the cause is the first strong line of the file (rank, node) that failed
 first (earliest timestamp when all have one of one kind, else the first given); the others'

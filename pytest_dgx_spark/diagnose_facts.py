@@ -23,7 +23,8 @@ class MachineFacts:
     """What the gates read of the machine whose run failed; ``None`` is "not read"."""
 
     kernel_release: str | None = None
-    cma_free_over_total: bool | None = None  # CmaFree > CmaTotal in /proc/meminfo (the kernel 7.0 KHO/CMA bug)
+    #: CmaFree > CmaTotal in /proc/meminfo (the kernel 7.0 KHO/CMA bug)
+    cma_free_over_total: bool | None = None
     high_order_blocks_empty: bool | None = None  # /proc/buddyinfo zone Normal: no free block of order >= 9
     image_cuda_newer_than_driver: bool | None = None
     other_gpu_process: bool | None = None  # another process holds GPU memory (G6's reading)
@@ -33,7 +34,8 @@ class MachineFacts:
         kernel = self.kernel_release
         return {
             "kernel_7_0_0_1019": kernel.startswith("7.0.0-1019") if kernel else None,
-            "cma_free_over_total": self.cma_free_over_total, "high_order_blocks_empty": self.high_order_blocks_empty,
+            "cma_free_over_total": self.cma_free_over_total,
+            "high_order_blocks_empty": self.high_order_blocks_empty,
             "image_cuda_newer_than_driver": self.image_cuda_newer_than_driver,
             "other_gpu_process": self.other_gpu_process,
         }  # fmt: skip

@@ -51,9 +51,9 @@ from pytest_dgx_spark.redact import Redactor, outgoing
 from pytest_dgx_spark.safe_text import visible
 
 __all__ = [
-    "BLOCK", "CONTEXTS", "GATES", "GUNZIP_LIMIT", "IDLE_S", "KEEP_HITS", "MIB", "FileScan", "Hit", "LogError",
-    "Matcher", "PatternTimeout", "Signature", "Table", "TableError", "builtin_table", "load_table", "outgoing",
-    "parse_table", "scan_logs",
+    "BLOCK", "CONTEXTS", "GATES", "GUNZIP_LIMIT", "IDLE_S", "KEEP_HITS", "MIB", "FileScan", "Hit",
+    "LogError", "Matcher", "PatternTimeout", "Signature", "Table", "TableError", "builtin_table",
+    "load_table", "outgoing", "parse_table", "scan_logs",
 ]  # fmt: skip
 
 KEEP_HITS = 20  # kept per signature per file (the rest are counted)

@@ -28,4 +28,5 @@ IMAGE_CUDA = Shared("G9", "image_cuda")  # "13.2": the CUDA the image needs
 HOST_DRIVER_CUDA = Shared("G9", "host_driver_cuda")  # "13.0": the CUDA the host's driver supports
 
 #: every reading above, for the test that holds each to its check
-ALL = (KERNEL_RELEASE, CMA_TOTAL, CMA_FREE, NORMAL_FREE_BLOCKS, OTHER_GPU_PROCESSES, IMAGE_CUDA, HOST_DRIVER_CUDA)
+ALL = (KERNEL_RELEASE, CMA_TOTAL, CMA_FREE, NORMAL_FREE_BLOCKS, OTHER_GPU_PROCESSES, IMAGE_CUDA,
+       HOST_DRIVER_CUDA)

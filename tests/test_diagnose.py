@@ -367,9 +367,9 @@ def test_the_gates_read_the_machine_the_run_knows() -> None:
     assert facts == MachineFacts(kernel_release="7.0.0-1019-nvidia", cma_free_over_total=True,
                                  high_order_blocks_empty=True, image_cuda_newer_than_driver=True,
                                  other_gpu_process=None)  # fmt: skip
-    assert machine_facts({}, {}) == MachineFacts(kernel_release=None, cma_free_over_total=None,
-                                                 high_order_blocks_empty=None, image_cuda_newer_than_driver=None,
-                                                 other_gpu_process=None)  # fmt: skip
+    assert machine_facts({}, {}) == MachineFacts(
+        kernel_release=None, cma_free_over_total=None, high_order_blocks_empty=None,
+        image_cuda_newer_than_driver=None, other_gpu_process=None)  # fmt: skip
 
 
 def test_each_reading_diagnose_reads_is_one_its_check_produces() -> None:
@@ -382,7 +382,8 @@ def test_each_reading_diagnose_reads_is_one_its_check_produces() -> None:
     from pytest_dgx_spark.checks.kit import Params
     from pytest_dgx_spark.logtable import GATES
 
-    corpus = json.loads((Path(__file__).parent / "data" / "findings" / "corpus.json").read_text(encoding="utf-8"))
+    corpus_file = Path(__file__).parent / "data" / "findings" / "corpus.json"
+    corpus = json.loads(corpus_file.read_text(encoding="utf-8"))
     produced: dict[str, set[str]] = {}
     for entry in corpus.values():
         module = importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[entry['check']].module}")

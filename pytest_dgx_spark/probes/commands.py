@@ -39,9 +39,9 @@ from pytest_dgx_spark.probes.lifecycle import (
 __all__ = [
     "END_SIGNALS", "HELD_GRACE_S", "LIMIT_ERRNOS", "MAX_OUTPUT", "POLL_S", "CommandExtra", "CommandResult",
     "Interrupted", "Pipe", "ResourceLimit", "absolute_path_entries", "close_pipes", "die_with_parent",
-    "exit_signal", "find_program", "finish", "install_signal_handlers", "kill_group", "kill_running", "killpg",
-    "limit_in_stderr", "limit_reason", "pipe", "restore_signal_handlers", "run_command", "safe_env",
-    "signal_name", "start", "track", "untrack",
+    "exit_signal", "find_program", "finish", "install_signal_handlers", "kill_group", "kill_running",
+    "killpg", "limit_in_stderr", "limit_reason", "pipe", "restore_signal_handlers", "run_command",
+    "safe_env", "signal_name", "start", "track", "untrack",
 ]  # fmt: skip
 
 MAX_OUTPUT = 1 << 20  # output kept per stream; nvidia-smi -q is ~15 kB
@@ -49,6 +49,8 @@ POLL_S = 0.05  # the longest one poll of a pipe waits before checking whether to
 #: how long a pipe may stay quiet after its process exited before reading stops
 #: (a process it started that still holds the pipe open is not waited for)
 HELD_GRACE_S = 0.25
+#: the result's ``extra.pipes_held`` when that happened
+HELD = "its output stayed open after it exited (a process it started holds it)"
 
 
 @dataclass
@@ -345,7 +347,7 @@ class _Streams:
             elif self.proc.poll() is not None:
                 quiet_since = quiet_since or time.monotonic()
                 if time.monotonic() - quiet_since >= HELD_GRACE_S:
-                    self.result.extra.pipes_held = "its output stayed open after it exited (a process it started holds it)"
+                    self.result.extra.pipes_held = HELD
                     break
         return False
 

@@ -206,7 +206,9 @@ class _Search:
 
 def _config_name(name: str) -> bool:
     """A file name a config may have: not hidden, not a known non-config, a config suffix."""
-    return not (name.startswith(".") or name in SKIP_FILES or os.path.splitext(name)[1].lower() not in CONFIG_SUFFIXES)
+    if name.startswith(".") or name in SKIP_FILES:
+        return False
+    return os.path.splitext(name)[1].lower() in CONFIG_SUFFIXES
 
 
 def find_configs(

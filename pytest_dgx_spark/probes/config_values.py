@@ -270,7 +270,8 @@ def _visit(obj: Any, path: str, parent: str, depth: int, stack: list[tuple[Any, 
 
 def _walk_list(obj: list[Any], path: str, parent: str, depth: int, stack: list[tuple[Any, str, str, int]],
                found: list[Finding]) -> None:  # fmt: skip
-    """One list of :func:`walk`: a command's words (``args: [--tp, 2]``) read as one, else its items to visit."""
+    """One list of :func:`walk`: a command's words (``args: [--tp, 2]``) read as one, else its
+    items to visit."""
     if obj and all(isinstance(x, str) for x in obj) and any(_FLAG_HINT.search(x) for x in obj[:200]):
         found.extend(parse_argv(list(obj), f"{path}:" if path else ""))
     else:

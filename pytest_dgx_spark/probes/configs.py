@@ -49,8 +49,9 @@ from pytest_dgx_spark.probes.config_values import (
 )
 
 __all__ = [
-    "CONFIG_SUFFIXES", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_STRING", "MAX_YAML_NESTING", "PACKAGE_DIR",
-    "SKIP_DIRS", "SKIP_FILES", "Finding", "Scan", "Source", "as_count", "classify", "command_lines", "data_folder",
-    "find_configs", "make_finding", "norm", "parse_argv", "parse_command_text", "parse_error", "process_sources",
-    "read_config", "read_found", "report_output", "serving_marker", "walk", "yaml_nesting",
+    "CONFIG_SUFFIXES", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_STRING", "MAX_YAML_NESTING",
+    "PACKAGE_DIR", "SKIP_DIRS", "SKIP_FILES", "Finding", "Scan", "Source", "as_count", "classify",
+    "command_lines", "data_folder", "find_configs", "make_finding", "norm", "parse_argv",
+    "parse_command_text", "parse_error", "process_sources", "read_config", "read_found", "report_output",
+    "serving_marker", "walk", "yaml_nesting",
 ]  # fmt: skip

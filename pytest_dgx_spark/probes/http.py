@@ -28,8 +28,8 @@ from pytest_dgx_spark import __version__
 from pytest_dgx_spark.probes.urls import REDACTED, check_url, credentials, is_loopback, origin, redact_url
 
 __all__ = [
-    "REDACTED", "TOKEN_OVER_HTTP", "HttpAnswer", "check_url", "credentials", "describe_oserror", "get", "is_loopback",
-    "origin", "redact_url", "scrub",
+    "REDACTED", "TOKEN_OVER_HTTP", "HttpAnswer", "check_url", "credentials", "describe_oserror", "get",
+    "is_loopback", "origin", "redact_url", "scrub",
 ]  # fmt: skip
 
 MIB = 1 << 20

@@ -226,8 +226,8 @@ class Machine:
         def run() -> dict[str, Any]:
             waited = self._hung.get(name)
             if waited is not None:
-                return CommandResult(argv=[str(a) for a in argv], timed_out=True,
-                                     extra=CommandExtra(timeout=waited, hung_before=name)).to_dict()  # fmt: skip
+                hung = CommandExtra(timeout=waited, hung_before=name)
+                return CommandResult(argv=[str(a) for a in argv], timed_out=True, extra=hung).to_dict()
             res = run_command(argv, timeout=timeout or self.timeout, env=self.env)
             if res.timed_out and name in DRIVER_PROGRAMS:
                 ran = res.extra.timeout

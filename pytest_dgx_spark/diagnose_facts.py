@@ -120,10 +120,16 @@ def gates_per_log(files: Sequence[FileScan], facts: MachineFacts | None,
     for scan in files:  # context lines by second: an Xid at the second a service stopped "cleanly"
         machine.update({second(h.sig, h.ts): True for h in scan.context if h.ts is not None})
     own = [fact_gates(f) for f in stated]
+    job = _job_wide(own)
+    return [{**machine, **job, **gates} for gates in own]
+
+
+def _job_wide(own: Sequence[Mapping[str, bool | None]]) -> dict[str, bool]:
+    """What holds for the whole job: any log that says more than one node, a 7.0.0-1019 kernel, …"""
     job: dict[str, bool | None] = {}
-    for gates in own:  # the job's: any log that says more than one node, a 7.0.0-1019 kernel, … holds for all
+    for gates in own:
         job.update({k: v for k, v in gates.items() if v or k not in job})
-    return [{**machine, **{k: v for k, v in job.items() if v is not None}, **gates} for gates in own]
+    return {k: v for k, v in job.items() if v is not None}
 
 
 def _value(live: Mapping[str, Result], shared: readings.Shared) -> Any:

@@ -298,17 +298,20 @@ def process_sources(processes: Iterable[dict[str, Any]], own_pid: int | None = N
     """Command lines of running processes that carry G10's flags. Ancestors of this run
     (``self``: the torchrun or srun that launched it) are the *launcher*; others are separate
     jobs (a vLLM server), judged on their own flags."""
-    out: list[Source] = []
-    for p in processes:
-        argv = split_title(p.get("cmdline") or [])  # a title (exec -a) holds the flags in argv[0]
-        if not argv or p.get("pid") == own_pid or not _FLAG_HINT.search(" ".join(argv[:64])):
-            continue
-        findings = parse_argv(argv)
-        if not findings:
-            continue
-        # name and the flags found only: a full command line may carry secrets (--api-key ...)
-        name = str(p.get("name") or "") or program_word(argv[0]) or "?"
-        role = "serving" if serving_marker(" ".join(argv[:64])) else None
-        kind = "launcher" if p.get("self") else "process"
-        out.append(Source(name=f"pid {p.get('pid')} ({name})", kind=kind, findings=findings, role=role))
-    return out
+    sources = (_process_source(p) for p in processes if p.get("pid") != own_pid)
+    return [s for s in sources if s is not None]
+
+
+def _process_source(p: dict[str, Any]) -> Source | None:
+    """One process's :class:`Source` when its command line carries G10's flags, else ``None``."""
+    argv = split_title(p.get("cmdline") or [])  # a title (exec -a) holds the flags in argv[0]
+    if not argv or not _FLAG_HINT.search(" ".join(argv[:64])):
+        return None
+    findings = parse_argv(argv)
+    if not findings:
+        return None
+    # name and the flags found only: a full command line may carry secrets (--api-key ...)
+    name = str(p.get("name") or "") or program_word(argv[0]) or "?"
+    role = "serving" if serving_marker(" ".join(argv[:64])) else None
+    kind = "launcher" if p.get("self") else "process"
+    return Source(name=f"pid {p.get('pid')} ({name})", kind=kind, findings=findings, role=role)

@@ -161,9 +161,13 @@ def command_lines(text: str) -> Iterator[str]:
         yield buf.strip()
 
 
-def _takes(nxt: str | None) -> bool:
-    """Whether the word after a flag is its value: there is one, and it is no flag (``-1`` is a value)."""
-    return nxt is not None and not (nxt.startswith("-") and as_count(nxt) is None)
+def _next_value(words: list[str], i: int, slurm_nodes: bool) -> str | None:
+    """The word after the flag at ``words[i]`` when it is the flag's value: there is one, and it is
+    no flag (``-1`` is a value); srun's ``-N`` takes it whatever it is."""
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    if nxt is None or slurm_nodes:
+        return nxt
+    return None if nxt.startswith("-") and as_count(nxt) is None else nxt
 
 
 def _switch(k: str, where: str) -> Finding | None:
@@ -187,13 +191,12 @@ def _flag(words: list[str], i: int, slurm: bool, prefix: str, found: list[Findin
     slurm_nodes = slurm and (k == "nodes" or name == "-N")
     if not slurm_nodes and k not in VALUE_FLAGS:
         return 0
-    nxt = words[i + 1] if i + 1 < len(words) else None
-    v = value if value is not None else (nxt if slurm_nodes or _takes(nxt) else None)
+    v = value if value is not None else _next_value(words, i, slurm_nodes)
     if v is None:
         return 0
-    if slurm_nodes:
-        found.append(make_finding("nodes", v.split("-")[-1], where))
-    elif (f := classify(k, v, where, ("." + full).rsplit(".", 2)[-2], flag=True)) is not None:  # parent: "" if none
+    parent = ("." + full).rsplit(".", 2)[-2]  # "" if none
+    f = make_finding("nodes", v.split("-")[-1], where) if slurm_nodes else classify(k, v, where, parent, flag=True)
+    if f is not None:
         found.append(f)
     return 1 if value is None else 0
 

@@ -32,9 +32,10 @@ FILLER = ROOT / "tests" / "data" / "diagnose" / "healthy_nccl_init.txt"
 FAILURE = "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n"
 #: argv[2]: grep (grep -F on PATH), no-grep (PATH without grep: the filter child, on RE2 when
 #: installed), no-re2 (no grep, and RE2 hidden as an install without google-re2 runs)
-SCAN = ("import os, sys\nfrom pytest_dgx_spark import logscan\nfrom pytest_dgx_spark.redact import outgoing\n"
+SCAN = ("import os, sys\nfrom pytest_dgx_spark import logengine, logscan\n"
+        "from pytest_dgx_spark.redact import outgoing\n"
         "if sys.argv[2] != 'grep':\n    os.environ['PATH'] = '/nonexistent'\n"
-        "if sys.argv[2] == 'no-re2':\n    logscan.re2 = None\n"
+        "if sys.argv[2] == 'no-re2':\n    logengine.re2 = None\n"
         "m = logscan.Matcher(logscan.load_table())\n"
         "s = m.scan(sys.argv[1], outgoing())\n"
         "print(s.lines, sum(s.counts.values()), s.error)\n")  # fmt: skip
@@ -86,9 +87,9 @@ def main() -> int:
             "diagnose (grep -F)": [sys.executable, "-c", SCAN, str(log), "grep"],
             "diagnose (no grep)": [sys.executable, "-c", SCAN, str(log), "no-grep"],
         }
-        from pytest_dgx_spark import logscan
+        from pytest_dgx_spark import logengine
 
-        if logscan.re2 is not None:  # the same without grep, as an install without google-re2 reads
+        if logengine.re2 is not None:  # the same without grep, as an install without google-re2 reads
             cases["diagnose (no grep, no RE2)"] = [sys.executable, "-c", SCAN, str(log), "no-re2"]
         times: dict[str, list[float]] = {k: [] for k in cases}
         said: dict[str, str] = {}

@@ -1,5 +1,6 @@
 """Diagnose: a failed run's logs name the gotcha that killed it (issue 23), decided purely from
-:mod:`pytest_dgx_spark.logscan`'s hits and a few facts of the machine (:class:`MachineFacts`).
+:mod:`pytest_dgx_spark.logscan`'s hits and a few facts of the machine (:class:`MachineFacts`,
+:mod:`.diagnose_facts`).
 
 Primacy over frequency: the cause is the first strong line of the file (rank, node) that failed
 first (earliest timestamp when all have one of one kind, else the first given); the others'
@@ -14,27 +15,30 @@ box is judged by its own facts. Context can also decide whether a line counts at
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 from pytest_dgx_spark import catalog, codes
-from pytest_dgx_spark.logscan import CONTEXTS, GATES, FileScan, Hit, Signature, Table
+from pytest_dgx_spark.diagnose_facts import (
+    MachineFacts,
+    fact_gates,
+    gates_per_log,
+    log_facts,
+    machine_facts,
+    second,
+)
+from pytest_dgx_spark.logread import FileScan, Hit
+from pytest_dgx_spark.logtable import Signature, Table
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.safe_text import shortened, visible
 
+__all__ = [
+    "Diagnosis", "Evidence", "MachineFacts", "decide", "diagnose_run", "fact_gates", "ignored", "log_facts",
+    "machine_facts", "results", "weigh",
+]  # fmt: skip
+
 RANK = {"strong": 0, "medium": 1, "weak": 2}
-
-
-class MachineFacts(TypedDict, total=False):
-    """What the gates read of the machine whose run failed; ``None``/absent is "not read"."""
-
-    kernel_release: str | None
-    cma_free_over_total: bool | None  # CmaFree > CmaTotal in /proc/meminfo (the kernel 7.0 KHO/CMA bug)
-    high_order_blocks_empty: bool | None  # /proc/buddyinfo zone Normal: no free block of order >= 9
-    image_cuda_newer_than_driver: bool | None
-    other_gpu_process: bool | None  # another process holds GPU memory (G6's reading)
 
 
 GATE_WORDS = {
@@ -55,59 +59,6 @@ GATE_WORDS = {
 WEAK_NAMED = 3
 
 
-def _count(text: str) -> int | None:
-    """``0``, ``1,417``, ``zero`` or ``no`` as a number of blocks."""
-    word = text.strip().lower()
-    if word in ("zero", "no", "none"):
-        return 0
-    digits = word.replace(",", "")
-    return int(digits) if digits.isdigit() else None
-
-
-#: the host in NCCL's line prefix (``spark-fb97:23491:23520 [0] NCCL INFO …``), read from the kept
-#: ``nranks`` lines only (matching it in the table would run on every candidate line)
-NCCL_HOST = re.compile(r"^\s*(?:\S+\s+)?([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
-
-
-def log_facts(scan: FileScan, table: Table) -> dict[str, list[str]]:
-    """What one log states about its machine and job: the named groups of its context lines
-    (``kernel_release``, ``free_32mib_blocks``, ``nranks``, ``host`` …), each value as read, in order."""
-    facts: dict[str, list[str]] = {}
-    for hit in scan.context:
-        m = table.by_id(hit.sig).pattern.search(hit.text)
-        found = dict(m.groupdict()) if m else {}
-        if found.get("nranks") and (host := NCCL_HOST.match(hit.text)):
-            found["host"] = host.group(1)
-        for key, value in found.items():
-            if value is not None and value not in facts.setdefault(key, []):
-                facts[key].append(value)
-    return facts
-
-
-def fact_gates(facts: Mapping[str, list[str]]) -> dict[str, bool | None]:
-    """The gates and context a log's facts decide; ``None`` where it says nothing. Any stated zero
-    free 32 MiB blocks, any kernel 7.0.0-1019: a post that compares two states names the failing one."""
-    gates: dict[str, bool | None] = {}
-    if kernels := facts.get("kernel_release"):
-        gates["kernel_7_0_0_1019"] = any(k.startswith("7.0.0-1019") for k in kernels)
-    blocks = [n for n in map(_count, facts.get("free_32mib_blocks", [])) if n is not None]
-    if blocks:
-        gates["high_order_blocks_empty"] = any(n == 0 for n in blocks)
-    total, free = [_count(v) for v in facts.get("cma_total", [])[:1]], [_count(v) for v in facts.get("cma_free", [])[:1]]
-    if total and free and total[0] is not None and free[0] is not None:
-        gates["cma_free_over_total"] = free[0] > total[0]
-    ranks = [int(n) for n in facts.get("nranks", []) if n.isdigit()]
-    nodes = [int(n) for n in facts.get("nodes", []) if n.isdigit()]
-    if any(n > 1 for n in ranks + nodes) or len(set(facts.get("host", []))) > 1:
-        gates["multi_node"], gates["single_node"] = True, False
-    elif ranks or nodes:
-        gates["multi_node"], gates["single_node"] = False, True
-    for name in ("watchdog_timeout", "rdma_completion_error", "lowprec_kernel"):
-        if facts.get(name):
-            gates[name] = True
-    return gates
-
-
 @dataclass
 class Evidence:
     """One hit as weighed: its signature, the check it points at, its weight and why."""
@@ -120,21 +71,25 @@ class Evidence:
     fix: str = ""
 
 
-def weigh(hit: Hit, sig: Signature, gates: Mapping[str, bool | None]) -> Evidence | None:
+def weigh(hit: Hit, sig: Signature, gates: Mapping[Any, bool | None]) -> Evidence | None:
     """A hit's check and weight once its context is read: ``None`` when context it requires is not
     known to hold or context that cancels it does; a gate that holds raises it to ``gated_weight``."""
     if any(gates.get(c) for c in sig.cancelled_by) or not all(gates.get(c) for c in sig.requires):
         return None
-    context = list(sig.requires)
     held = [g for g in sig.gate if gates.get(g)]
-    # no gate held: the check and fix the line has alone (an Xid 13 is G4 unless the job names NVFP4)
-    gotcha = sig.ungated_gotcha if sig.gate and not held and sig.ungated_gotcha else sig.gotcha
-    fix = sig.ungated_fix if sig.gate and not held and sig.ungated_fix else sig.fix
-    if sig.same_second and hit.ts is not None and (sig.same_second, hit.ts[0], hit.ts[1].split('.')[0]) in gates:
-        return Evidence(hit, sig, gotcha or "", "strong", [*context, *held, f"same_second:{sig.same_second}"], fix)
-    if held and sig.gated_weight:
-        return Evidence(hit, sig, gotcha or "", sig.gated_weight, [*context, *held], fix)
-    return Evidence(hit, sig, gotcha or "", sig.weight, [*context, *held], fix)
+    gotcha, fix = _check_and_fix(sig, held)
+    by = [*sig.requires, *held]
+    if sig.same_second and hit.ts is not None and second(sig.same_second, hit.ts) in gates:
+        return Evidence(hit, sig, gotcha, "strong", [*by, f"same_second:{sig.same_second}"], fix)
+    return Evidence(hit, sig, gotcha, sig.gated_weight if held and sig.gated_weight else sig.weight, by, fix)
+
+
+def _check_and_fix(sig: Signature, held: Sequence[str]) -> tuple[str, str]:
+    """The check and fix a line points at; with gates and none held, those it has alone (an Xid 13 is
+    G4 unless the job names NVFP4)."""
+    if sig.gate and not held:
+        return sig.ungated_gotcha or sig.gotcha or "", sig.ungated_fix or sig.fix
+    return sig.gotcha or "", sig.fix
 
 
 @dataclass
@@ -197,24 +152,6 @@ def _first_failing(strong: dict[int, Evidence]) -> int:
     return min(strong)
 
 
-def _gates(files: Sequence[FileScan], facts: MachineFacts | None,
-           stated: Sequence[Mapping[str, list[str]]]) -> list[dict[Any, bool | None]]:  # fmt: skip
-    """Per log, the gates and context a sign needs: the log's own facts, else the job's other logs',
-    else the machine's; and the logs' context lines keyed by second."""
-    known: Mapping[str, Any] = facts or {}
-    machine: dict[Any, bool | None] = {g: known.get(g) for g in GATES}
-    machine.update({c: None for c in CONTEXTS if c not in machine})
-    kernel = known.get("kernel_release")
-    machine["kernel_7_0_0_1019"] = kernel.startswith("7.0.0-1019") if kernel else None
-    for scan in files:  # context lines by second: an Xid at the second a service stopped "cleanly"
-        machine.update({(h.sig, h.ts[0], h.ts[1].split(".")[0]): True for h in scan.context if h.ts is not None})
-    own = [fact_gates(f) for f in stated]
-    job: dict[str, bool | None] = {}
-    for gates in own:  # the job's: any log that says more than one node, a 7.0.0-1019 kernel, … holds for all
-        job.update({k: v for k, v in gates.items() if v or k not in job})
-    return [{**machine, **{k: v for k, v in job.items() if v is not None}, **gates} for gates in own]
-
-
 def _weigh_files(files: Sequence[FileScan], table: Table, gates: Sequence[Mapping[Any, bool | None]]
                  ) -> tuple[dict[str, list[Evidence]], dict[int, Evidence]]:  # fmt: skip
     """Every hit that counts weighed, by check (strongest first), and each file's first strong one."""
@@ -260,7 +197,7 @@ def _secondary(files: Sequence[FileScan], table: Table, first_strong: dict[int, 
 def decide(files: Sequence[FileScan], table: Table, facts: MachineFacts | None = None) -> Diagnosis:
     """The diagnosis of one job's logs (pure: reads only its arguments)."""
     stated = [log_facts(scan, table) for scan in files]
-    per_check, first_strong = _weigh_files(files, table, _gates(files, facts, stated))
+    per_check, first_strong = _weigh_files(files, table, gates_per_log(files, facts, stated))
     cause = first_strong[_first_failing(first_strong)] if first_strong else None
     secondary = _secondary(files, table, first_strong, cause) if cause is not None else []
     errors = [f.error for f in files if f.error]
@@ -339,37 +276,6 @@ def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = N
         r.readings.append(Reading("log_evidence", len(evs)))
         out.append(r)
     return out
-
-
-def _value(live: Mapping[str, Result], check: str, name: str) -> Any:
-    """A reading's value from today's results; None when the check or the reading is absent."""
-    result = live.get(check)
-    found = result.reading(name) if result is not None else None
-    return None if found is None else found.value
-
-
-def _cuda(text: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(p) for p in str(text).split(".")[:2])
-    except ValueError:
-        return None
-
-
-def machine_facts(host: Mapping[str, Any], live: Mapping[str, Result]) -> MachineFacts:
-    """The facts the gates read, from the run's identity and today's check readings (G1's
-    kernel and CMA, G3's free 32 MiB blocks, G9's image and driver CUDA, G6's other processes)."""
-    other = _value(live, "G6", "other_gpu_processes")
-    kernel = _value(live, "G1", "kernel_release") or host.get("kernel")
-    cma_total, cma_free = _value(live, "G1", "cma_total"), _value(live, "G1", "cma_free")
-    blocks = _value(live, "G3", "normal_free_blocks")
-    image, driver = _cuda(_value(live, "G9", "image_cuda")), _cuda(_value(live, "G9", "host_driver_cuda"))
-    return MachineFacts(
-        kernel_release=str(kernel) if kernel else None,
-        cma_free_over_total=cma_free > cma_total if isinstance(cma_total, int) and isinstance(cma_free, int) else None,
-        high_order_blocks_empty=blocks == 0 if isinstance(blocks, (int, float)) else None,
-        image_cuda_newer_than_driver=image > driver if image and driver else None,
-        other_gpu_process=None if other is None else bool(other),
-    )
 
 
 def diagnose_run(scans: list[FileScan], table: Table, live: Mapping[str, Result],

@@ -96,7 +96,7 @@ def test_g10_attaches_the_fingerprints_and_the_env_report_and_junit_read_them() 
     r = g10_result({"rank": 0, "world_size": 2, "fingerprints": fps})
     (table,) = r.attached(attachments.NODES)
     shown = table.data["fingerprints"]  # each rank's fingerprint record (the keys it did not read: null)
-    assert list(table.data) == ["fingerprints"] and [{k: f[k] for k in given} for f, given in zip(shown, fps)] == fps
+    assert list(table.data) == ["fingerprints"] and [{k: f[k] for k in given} for f, given in zip(shown, fps, strict=True)] == fps
     section = report.nodes_section([Result("G1", Status.PASS, "ok"), r])
     assert section["nodes"] == {"0": shown[0], "1": shown[1]}
     assert section["cross_node"] == {"status": r.status.value, "line": r.line(), "details": r.details}

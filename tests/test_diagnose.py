@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,9 +142,9 @@ def test_primacy_beats_frequency_within_a_rank(tmp_path) -> None:
     [({}, "weak"), ({"kernel_release": "6.17.0-1032-nvidia", "high_order_blocks_empty": False}, "weak"),
      ({"kernel_release": "7.0.0-1019-nvidia"}, "strong"), ({"high_order_blocks_empty": True}, "strong")],
 )  # fmt: skip
-def test_nv_err_no_memory_is_no_cause_alone(tmp_path, facts: MachineFacts, weight: str) -> None:
+def test_nv_err_no_memory_is_no_cause_alone(tmp_path, facts: dict[str, Any], weight: str) -> None:
     scan = scan_text(tmp_path, buried(POSTED["failure"]["S29"]))
-    diag = decide([scan], TABLE, facts)
+    diag = decide([scan], TABLE, MachineFacts(**facts))
     assert diag.per_check["G3"][0].weight == weight
     assert (diag.cause is not None) is (weight == "strong")
     line = {r.check_id: r for r in results(diag, TABLE)}["G3"]
@@ -160,7 +161,7 @@ def test_ibv_reg_mr_is_memlock_unless_kernel_or_cma_say_n3(tmp_path) -> None:
     warn = {r.check_id: r for r in results(alone, TABLE)}["G10"]
     assert warn.status is Status.WARN and "memlock" in warn.fix and "6.17" not in warn.fix
     assert not any(alone.per_check[g] for g in ("G1", "G3"))
-    gated = decide([scan], TABLE, {"cma_free_over_total": True})
+    gated = decide([scan], TABLE, MachineFacts(cma_free_over_total=True))
     assert gated.cause is not None and gated.cause.gotcha == "G10" and "6.17.0-1032" in (gated.cause.fix or "")
 
 
@@ -354,8 +355,8 @@ def test_the_gates_read_the_machine_the_run_knows() -> None:
 
     g6 = Result("G6", Status.FAIL, "a vLLM server holds 104 GiB", readings=[Reading("other_gpu_processes", 1)])
     facts = machine_facts({"kernel": "7.0.0-1019-nvidia"}, {"G6": g6})
-    assert facts["kernel_release"] == "7.0.0-1019-nvidia" and facts["other_gpu_process"] is True
-    assert facts["cma_free_over_total"] is None and facts["high_order_blocks_empty"] is None  # not read
+    assert facts.kernel_release == "7.0.0-1019-nvidia" and facts.other_gpu_process is True
+    assert facts.cma_free_over_total is None and facts.high_order_blocks_empty is None  # not read
     # G1's driver stack (proc_meminfo_4.txt: CmaTotal 0 kB, CmaFree 940604 kB), G3's free 32 MiB
     # blocks (memory_fragmentation_1.txt: none), G9's CUDA floor (container_error_driver_1.txt)
     g1 = Result("G1", Status.FAIL, "kernel 7.0.0-1019-nvidia", readings=[
@@ -363,14 +364,36 @@ def test_the_gates_read_the_machine_the_run_knows() -> None:
     g3 = Result("G3", Status.FAIL, "fragmented", readings=[Reading("normal_free_blocks", 0)])
     g9 = Result("G9", Status.FAIL, "image newer", readings=[Reading("image_cuda", "13.2"), Reading("host_driver_cuda", "13.0")])
     facts = machine_facts({"kernel": "6.8.0-host"}, {"G1": g1, "G3": g3, "G9": g9})
-    assert facts == {"kernel_release": "7.0.0-1019-nvidia", "cma_free_over_total": True, "high_order_blocks_empty": True,
-                     "image_cuda_newer_than_driver": True, "other_gpu_process": None}  # fmt: skip
-    assert machine_facts({}, {}) == {"kernel_release": None, "cma_free_over_total": None,
-                                     "high_order_blocks_empty": None, "image_cuda_newer_than_driver": None,
-                                     "other_gpu_process": None}  # fmt: skip
+    assert facts == MachineFacts(kernel_release="7.0.0-1019-nvidia", cma_free_over_total=True,
+                                 high_order_blocks_empty=True, image_cuda_newer_than_driver=True,
+                                 other_gpu_process=None)  # fmt: skip
+    assert machine_facts({}, {}) == MachineFacts(
+        kernel_release=None, cma_free_over_total=None, high_order_blocks_empty=None,
+        image_cuda_newer_than_driver=None, other_gpu_process=None)  # fmt: skip
+
+
+def test_each_reading_diagnose_reads_is_one_its_check_produces() -> None:
+    """issue 31: diagnose reads other checks' readings through :mod:`pytest_dgx_spark.readings`;
+    each name there is one its check really writes (the recorded finding corpus, every check's
+    decision on it), so a rename in a check cannot leave a gate silently unread."""
+    from pytest_dgx_spark import readings
+    from pytest_dgx_spark.checks.kit import Params
+    from pytest_dgx_spark.engine import check_module
+    from pytest_dgx_spark.logtable import GATES
+
+    corpus_file = Path(__file__).parent / "data" / "findings" / "corpus.json"
+    corpus = json.loads(corpus_file.read_text(encoding="utf-8"))
+    produced: dict[str, set[str]] = {}
+    for entry in corpus.values():
+        module = check_module(entry["check"])
+        result = module.evaluate(module.FACTS.from_dict(entry["facts"]), Params.from_dict(entry["params"]))
+        produced.setdefault(entry["check"], set()).update(r.name for r in result.readings)
+    missing = [f"{r.check} {r.name}" for r in readings.ALL if r.name not in produced.get(r.check, set())]
+    assert not missing, missing
+    assert set(MachineFacts().gates()) == set(GATES)  # the machine answers every gate a signature may name
 
 
 def test_vllm_free_memory_with_another_process_holding_it_is_g6_too(tmp_path) -> None:
     scan = scan_text(tmp_path, buried(POSTED["failure"]["S22"]))
-    diag = decide([scan], TABLE, {"other_gpu_process": True})
+    diag = decide([scan], TABLE, MachineFacts(other_gpu_process=True))
     assert diag.per_check["G6"][0].weight == "strong" and diag.per_check["G3"][0].weight == "strong"

@@ -210,7 +210,7 @@ def test_the_logs_own_facts_gate_a_weak_sign_and_win_over_the_machines(tmp_path,
     """Kernel 7.0.0-1025 is not 7.0.0-1019; a log from another box is judged by what it says of itself."""
     p = tmp_path / "train.log"
     p.write_text(f"{stated}\nstep 10 loss 2.1\n{NV_ERR}\n")
-    diag = decide([scan(p)], TABLE, machine)  # type: ignore[arg-type]
+    diag = decide([scan(p)], TABLE, MachineFacts(**machine) if machine else None)
     assert diag.per_check["G3"][0].weight == weight
     assert (diag.cause is not None) is (weight == "strong")
 
@@ -220,7 +220,7 @@ def test_machine_facts_count_blocks_and_cma_as_read() -> None:
     g1 = Result("G1", Status.PASS, "ok", readings=[Reading("cma_total", 65536, "kB"), Reading("cma_free", 65536, "kB")])
     g3 = Result("G3", Status.PASS, "ok", readings=[Reading("normal_free_blocks", 5000)])
     facts = machine_facts({}, {"G1": g1, "G3": g3})
-    assert facts["high_order_blocks_empty"] is False and facts["cma_free_over_total"] is False
+    assert facts.high_order_blocks_empty is False and facts.cma_free_over_total is False
 
 
 # --------------------------------------------------------------------------- "unknown" still helps
@@ -343,7 +343,7 @@ def test_s31_shows_the_memlock_fix_unless_the_kernel_says_n3(tmp_path) -> None:
     g10 = {r.check_id: r for r in lines}["G10"]
     assert g10.status is Status.WARN and "memlock" in g10.fix and "6.17" not in g10.fix + (g10.short_fix or "")
     assert all(r.status is Status.INFO for r in lines if r.check_id != "G10")
-    _, lines = posted_results("S31", tmp_path, {"kernel_release": "7.0.0-1019-nvidia"})
+    _, lines = posted_results("S31", tmp_path, MachineFacts(kernel_release="7.0.0-1019-nvidia"))
     g10 = {r.check_id: r for r in lines}["G10"]
     assert g10.status is Status.FAIL and "6.17.0-1032" in g10.fix and "kernel 7.0.0-1019" in g10.summary
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark import logscan
+from pytest_dgx_spark import logengine, logscan
 
 DATA = Path(__file__).parent / "data" / "diagnose"
 POSTED = json.loads((DATA / "posted_lines.json").read_text(encoding="utf-8"))
@@ -27,7 +27,7 @@ FILLER = (DATA / "healthy_nccl_init.txt").read_text(encoding="utf-8")
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 FORGED = "verdict: ready"
 #: run the CLI with RE2 hidden (``--no-re2`` below): the fallback every install without it takes
-NO_RE2 = ("import sys\nfrom pytest_dgx_spark import cli, logscan\nlogscan.re2 = None\n"
+NO_RE2 = ("import sys\nfrom pytest_dgx_spark import cli, logengine\nlogengine.re2 = None\n"
           "sys.exit(cli.main(sys.argv[1:]))\n")
 
 
@@ -50,7 +50,7 @@ ENGINES = pytest.mark.parametrize("re2", [True, False], ids=["re2", "python-re"]
 
 
 def has_re2() -> bool:
-    return logscan.re2 is not None
+    return logengine.re2 is not None
 
 
 # --------------------------------------------------------------------------- 1. a catastrophic pattern
@@ -308,7 +308,7 @@ def test_without_grep_on_path_the_filter_child_finds_the_same_lines(tmp_path, mo
     if re2 and not has_re2():
         pytest.skip("google-re2 is not installed here")
     if not re2:
-        monkeypatch.setattr(logscan, "re2", None)
+        monkeypatch.setattr(logengine, "re2", None)
     text = (FILLER + POSTED["failure"]["S1"] + "\n" + "x" * 5000 + " NV_ERR_NO_MEMORY\n") * 3 + "no newline"
     log = tmp_path / "train.log"
     log.write_text(text)

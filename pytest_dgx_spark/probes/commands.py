@@ -2,44 +2,76 @@
 
 Every probe runs in a session of its own (killed as a group; a process in D state is never
 waited for again) and every pipe read polls, so a daemon that holds a pipe open after its
-command exited cannot make a read wait past a deadline.
+command exited cannot make a read wait past a deadline. How long a probe lives (its group killed,
+the registry of running probes, the end signals' handlers) is :mod:`.lifecycle`'s, re-exported here.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import select
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, TypedDict
+from typing import IO, Any
+
+from pytest_dgx_spark.probes.lifecycle import (
+    END_SIGNALS,
+    LIMIT_ERRNOS,
+    Interrupted,
+    ResourceLimit,
+    die_with_parent,
+    install_signal_handlers,
+    kill_group,
+    kill_running,
+    killpg,
+    limit_in_stderr,
+    limit_reason,
+    restore_signal_handlers,
+    signal_name,
+    track,
+    untrack,
+)
+
+__all__ = [
+    "END_SIGNALS", "HELD_GRACE_S", "LIMIT_ERRNOS", "MAX_OUTPUT", "POLL_S", "CommandExtra", "CommandResult",
+    "Interrupted", "Pipe", "ResourceLimit", "absolute_path_entries", "close_pipes", "die_with_parent",
+    "exit_signal", "find_program", "finish", "install_signal_handlers", "kill_group", "kill_running",
+    "killpg", "limit_in_stderr", "limit_reason", "pipe", "restore_signal_handlers", "run_command",
+    "safe_env", "signal_name", "start", "track", "untrack",
+]  # fmt: skip
 
 MAX_OUTPUT = 1 << 20  # output kept per stream; nvidia-smi -q is ~15 kB
 POLL_S = 0.05  # the longest one poll of a pipe waits before checking whether to stop
 #: how long a pipe may stay quiet after its process exited before reading stops
 #: (a process it started that still holds the pipe open is not waited for)
 HELD_GRACE_S = 0.25
-#: errno values that mean "a limit of this box or user" (``ulimit -u``/``-v``), not a fault
-LIMIT_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE})
+#: the result's ``extra.pipes_held`` when that happened
+HELD = "its output stayed open after it exited (a process it started holds it)"
 
 
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+@dataclass
+class CommandExtra:
+    """What a run adds beyond its exit; each ``None`` unless it happened (and then absent from the
+    result's dict, as in every capture written before it was a dataclass)."""
+
+    timeout: float | None = None
+    resource_limit: str | None = None  # the command could not start for a limit of this box
+    pipes_held: str | None = None  # it exited, and a process it started held its output open
+    hung_before: str | None = None  # not started: this program hung earlier in the run (its driver is wedged)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommandExtra:
+        return cls(**{k: data[k] for k in _EXTRA_FIELDS if k in data})
 
 
-class CommandExtra(TypedDict, total=False):
-    timeout: float
-    resource_limit: str  # the command could not start for a limit of this box
-    pipes_held: str  # it exited, and a process it started held its output open
-    hung_before: str  # not started: this program hung earlier in the run (its driver is wedged)
+_EXTRA_FIELDS = tuple(CommandExtra.__dataclass_fields__)
 
 
 @dataclass
@@ -54,7 +86,7 @@ class CommandResult:
     error: str | None = None  # could not start: "not found", permission, ...
     #: the stream that went past MAX_OUTPUT ("stdout"/"stderr"); the command was killed there
     overflow: str | None = None
-    extra: CommandExtra = field(default_factory=lambda: CommandExtra())
+    extra: CommandExtra = field(default_factory=CommandExtra)
 
     @property
     def ok(self) -> bool:
@@ -70,11 +102,8 @@ class CommandResult:
             return f"{self.name}: {self.error}"
         if self.overflow:
             return f"{self.name} printed more than {MAX_OUTPUT >> 20} MiB on {self.overflow} (killed)"
-        if self.timed_out and self.extra.get("hung_before"):
-            return (f"{self.name} not asked again: an earlier {self.extra['hung_before']} call in this run "
-                    f"did not answer within {self.extra.get('timeout', '?')} s")
         if self.timed_out:
-            return f"{self.name} did not answer within {self.extra.get('timeout', '?')} s (killed)"
+            return self._timed_out()
         if self.signal:
             return f"{self.name} was killed by {self.signal}"
         if self.returncode != 0:
@@ -82,44 +111,23 @@ class CommandResult:
             return f"{self.name} exited {self.returncode}" + (f": {first[:200]}" if first else "")
         return "ok"
 
+    def _timed_out(self) -> str:
+        timeout = "?" if self.extra.timeout is None else self.extra.timeout
+        if self.extra.hung_before:
+            return (f"{self.name} not asked again: an earlier {self.extra.hung_before} call in this run "
+                    f"did not answer within {timeout} s")
+        return f"{self.name} did not answer within {timeout} s (killed)"
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["extra"] = self.extra.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommandResult:
-        return cls(**dict(data))
-
-
-class ResourceLimit(RuntimeError):
-    """A probe was stopped by a limit of this box or user; the message is the ``"resource limit: ..."`` line."""
-
-
-def limit_reason(exc: BaseException) -> str | None:
-    """``"resource limit: ..."`` when ``exc`` is a limit of this box or user (EAGAIN under
-    ``ulimit -u``, no new thread, memory refused): it says nothing about the GPU, so a check skips."""
-    if isinstance(exc, ResourceLimit):
-        return str(exc)
-    if isinstance(exc, MemoryError):
-        return "resource limit: out of memory (MemoryError)"
-    if isinstance(exc, OSError) and exc.errno in LIMIT_ERRNOS:
-        return f"resource limit: {exc.strerror or exc} ({errno.errorcode.get(exc.errno or 0, '?')})"
-    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
-        return "resource limit: can't start a new thread"
-    return None
-
-
-#: a child's last stderr lines when a limit of this box stopped it, not the GPU
-_LIMIT_TEXTS = (
-    ("can't start new thread", "can't start a new thread"), ("memoryerror", "out of memory (MemoryError)"),
-    ("cannot allocate memory", "cannot allocate memory"),
-    ("resource temporarily unavailable", "resource temporarily unavailable (EAGAIN)"),
-)
-
-
-def limit_in_stderr(tail: str) -> str | None:
-    """``"resource limit: ..."`` when a child's last stderr lines say a limit of this box stopped it."""
-    text = "\n".join(tail.strip().splitlines()[-3:]).lower()
-    return next((f"resource limit: {what}" for needle, what in _LIMIT_TEXTS if needle in text), None)
+        fields = dict(data)
+        fields["extra"] = CommandExtra.from_dict(fields.get("extra") or {})
+        return cls(**fields)
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -147,35 +155,6 @@ def safe_env(env: Mapping[str, str]) -> dict[str, str]:
     if "PATH" in out:
         out["PATH"] = os.pathsep.join(absolute_path_entries(out["PATH"]))
     return out
-
-
-_PR_SET_PDEATHSIG = 1
-_PRCTL: Any = None
-
-
-def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` setting ``PR_SET_PDEATHSIG`` to SIGKILL (Linux; else None): when pytest
-    dies without its ``finally`` blocks (``os._exit``, a SIGKILL from CI) each probe dies with it.
-    The kernel signals when the *thread* that started the child ends: every caller waits for
-    (or kills) its child before its thread ends."""
-    global _PRCTL
-    if _PRCTL is None:  # looked up once in the parent: between fork and exec the child only calls it
-        import ctypes  # lazy: importing ctypes dlopens libc, which a replay must not do
-
-        try:
-            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if os.uname().sysname == "Linux" else False
-        except (OSError, AttributeError):
-            _PRCTL = False
-    if not _PRCTL:
-        return None
-    prctl, parent = _PRCTL, os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before the line above
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
 
 
 def start(
@@ -289,121 +268,13 @@ def close_pipes(proc: subprocess.Popen[Any]) -> None:
                 stream.close()
 
 
-def killpg(proc: subprocess.Popen[Any]) -> None:
-    """SIGKILL the child's process group without waiting for it."""
-    with suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def kill_group(proc: subprocess.Popen[Any]) -> None:
-    """SIGKILL the child's process group; reap it if that is quick (never block on a D-state child)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        with suppress(OSError):
-            proc.kill()
-    with suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=2)
-
-
-#: probe processes running now, so a run that ends early (``-x``, Ctrl-C) kills them
-_RUNNING: set[subprocess.Popen[Any]] = set()
-_RUNNING_LOCK = threading.Lock()
-#: set when an end signal arrived: a probe another thread was starting at that moment (its
-#: Popen had not returned, so it was not tracked yet) is killed as soon as it is tracked
-_ENDING = threading.Event()
-
-
-def track(proc: subprocess.Popen[Any]) -> None:
-    with _RUNNING_LOCK:
-        if not _ENDING.is_set():
-            _RUNNING.add(proc)
-            return
-    killpg(proc)
-
-
-def untrack(proc: subprocess.Popen[Any]) -> None:
-    with _RUNNING_LOCK:
-        _RUNNING.discard(proc)
-
-
-def kill_running() -> int:
-    """SIGKILL the process group of every probe still running; how many there were."""
-    with _RUNNING_LOCK:
-        procs = [p for p in _RUNNING if p.poll() is None]
-        _RUNNING.clear()
-    for proc in procs:
-        killpg(proc)
-    return len(procs)
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP arrived and every probe group was killed: pytest ends the run
-    as interrupted, the CLI with ``128 + signum``."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"{signal_name(signum)}: every probe was killed")
-        self.signum = signum
-
-
-#: signals that end a run; probes live in sessions of their own, so a CI runner's kill of
-#: pytest's process group never reaches them: we kill them on the way out
-END_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
-_PREVIOUS: dict[int, Any] = {}
-_HOOKS: list[Callable[[int], None]] = []
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    _ENDING.set()
-    kill_running()
-    for hook in list(_HOOKS):
-        with suppress(Exception):  # nothing may stop the way out
-            hook(signum)
-    previous = _PREVIOUS.get(signum)
-    if callable(previous) and previous is not signal.default_int_handler:
-        previous(signum, frame)  # someone else's handler (a CI harness): let it decide
-        return
-    raise Interrupted(signum)
-
-
-def install_signal_handlers(hook: Callable[[int], None] | None = None) -> bool:
-    """Kill every probe group on SIGINT/SIGTERM/SIGHUP, run ``hook(signum)``, raise
-    :class:`Interrupted`. An ignored signal stays ignored (``nohup``); off the main thread: False."""
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    _ENDING.clear()
-    if hook is not None and hook not in _HOOKS:
-        _HOOKS.append(hook)
-    for signum in END_SIGNALS:
-        if signum in _PREVIOUS:
-            continue
-        with suppress(ValueError, OSError):
-            previous = signal.getsignal(signum)
-            if previous is not signal.SIG_IGN:
-                signal.signal(signum, _on_signal)
-                _PREVIOUS[signum] = previous
-    return True
-
-
-def restore_signal_handlers() -> None:
-    """Put back the handlers :func:`install_signal_handlers` replaced."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum, previous in list(_PREVIOUS.items()):
-        with suppress(ValueError, OSError, TypeError):
-            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
-    _PREVIOUS.clear()
-    _HOOKS.clear()
-    _ENDING.clear()
-
-
 def run_command(
     argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
 ) -> CommandResult:
     """Run ``argv`` and capture its output; never raises, returns within ``timeout`` plus the 2 s
     :func:`kill_group` allows for reaping. The program is found by :func:`find_program`."""
     argv = [str(a) for a in argv]
-    result = CommandResult(argv=argv, extra={"timeout": timeout})
+    result = CommandResult(argv=argv, extra=CommandExtra(timeout=timeout))
     environ = safe_env(os.environ if env is None else env)
     exe = find_program(argv[0], environ)
     if exe is None:
@@ -414,7 +285,7 @@ def run_command(
     if isinstance(proc, tuple):
         result.error, limited = proc
         if limited:
-            result.extra["resource_limit"] = limited
+            result.extra.resource_limit = limited
         return result
     try:
         _collect(proc, result, begun + timeout)
@@ -428,44 +299,8 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
     """Read both pipes (capped) in this thread until they close, the command overflows or runs out
     of time, or it exited and a process it started holds them open."""
     assert proc.stdout is not None and proc.stderr is not None
-    names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-    kept = {"stdout": bytearray(), "stderr": bytearray()}
-    poller = select.poll()
-    for fd in names:
-        poller.register(fd, select.POLLIN | select.POLLPRI)
-    open_fds = set(names)
-    quiet_since: float | None = None
-    out_of_time = False
-    while open_fds and result.overflow is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            out_of_time = True
-            break
-        events = poller.poll(max(min(left, POLL_S), 0.001) * 1000)
-        for fd, _ in events:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                continue
-            except OSError:
-                chunk = b""
-            if not chunk:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-                continue
-            room = MAX_OUTPUT - len(kept[names[fd]])
-            kept[names[fd]] += chunk[:room]
-            if len(chunk) > room:
-                result.overflow = names[fd]
-                killpg(proc)
-                break
-        if events:
-            quiet_since = None
-        elif proc.poll() is not None:
-            quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since >= HELD_GRACE_S:
-                result.extra["pipes_held"] = "its output stayed open after it exited (a process it started holds it)"
-                break
+    streams = _Streams(proc, result)
+    out_of_time = streams.read_until(deadline)
     if result.overflow:
         kill_group(proc)
     else:
@@ -477,6 +312,63 @@ def _collect(proc: subprocess.Popen[bytes], result: CommandResult, deadline: flo
             kill_group(proc)
             result.timed_out = True
             return
-    result.stdout, result.stderr = (kept[n].decode("utf-8", "replace") for n in kept)
+    result.stdout, result.stderr = (streams.kept[n].decode("utf-8", "replace") for n in streams.kept)
     result.returncode = proc.returncode
     result.signal = exit_signal(proc, result.overflow)
+
+
+class _Streams:
+    """A child's stdout and stderr, polled together in one thread, each kept up to :data:`MAX_OUTPUT`."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], result: CommandResult) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.proc, self.result = proc, result
+        self.names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
+        self.kept = {"stdout": bytearray(), "stderr": bytearray()}
+        self.poller = select.poll()
+        for fd in self.names:
+            self.poller.register(fd, select.POLLIN | select.POLLPRI)
+        self.open_fds = set(self.names)
+
+    def read_until(self, deadline: float) -> bool:
+        """Read until both pipes close, one overflows, or the child exited and they stayed quiet for
+        :data:`HELD_GRACE_S`; true when the deadline came first."""
+        quiet_since: float | None = None
+        while self.open_fds and self.result.overflow is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            events = self.poller.poll(max(min(left, POLL_S), 0.001) * 1000)
+            for fd, _ in events:
+                if not self._take(fd):
+                    break
+            if events:
+                quiet_since = None
+            elif self.proc.poll() is not None:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= HELD_GRACE_S:
+                    self.result.extra.pipes_held = HELD
+                    break
+        return False
+
+    def _take(self, fd: int) -> bool:
+        """One read of ``fd`` (its end closes it); false when it went past :data:`MAX_OUTPUT` (the
+        group is killed)."""
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.poller.unregister(fd)
+            self.open_fds.discard(fd)
+            return True
+        kept = self.kept[self.names[fd]]
+        room = MAX_OUTPUT - len(kept)
+        kept += chunk[:room]
+        if len(chunk) > room:
+            self.result.overflow = self.names[fd]
+            killpg(self.proc)
+            return False
+        return True

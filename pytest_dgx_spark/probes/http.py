@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
-import ipaddress
 import socket
 import ssl
 import threading
@@ -23,9 +22,15 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pytest_dgx_spark import __version__
+from pytest_dgx_spark.probes.urls import REDACTED, check_url, credentials, is_loopback, origin, redact_url
+
+__all__ = [
+    "REDACTED", "TOKEN_OVER_HTTP", "HttpAnswer", "check_url", "credentials", "describe_oserror", "get",
+    "is_loopback", "origin", "redact_url", "scrub",
+]  # fmt: skip
 
 MIB = 1 << 20
 MAX_BODY = 16 * MIB  # GitHub's 100 issues with 64 KiB bodies stay well under it
@@ -41,7 +46,6 @@ HEADERS = {
     "User-Agent": f"pytest-dgx-spark/{__version__}", "X-GitHub-Api-Version": "2022-11-28",
 }
 SCRUBBED = "[GITHUB_TOKEN]"
-REDACTED = "<redacted>"
 #: the answer's ``token`` when GITHUB_TOKEN was set but the URL is plain http
 TOKEN_OVER_HTTP = "not sent: plain http (GITHUB_TOKEN goes only over https)"
 #: a Content-Length longer than this (1 TB and up) is said in digits, never turned into a number
@@ -73,69 +77,6 @@ class HttpAnswer:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def redact_url(url: str) -> str:
-    """A URL as it may be shown: no ``user:password@``, no query or fragment values. Works on any
-    text, however malformed (``user:pw@host`` has no host for :func:`urlsplit`): a URL is
-    redacted before it is validated, so an error quoting it never carries a secret."""
-    text = str(url)
-    scheme, sep, rest = text.partition("://")
-    head, rest = (scheme + sep, rest) if sep else ("", text)
-    cut = min([i for i in (rest.find(c) for c in "/?#") if i >= 0] or [len(rest)])
-    hostport = rest[:cut].rpartition("@")[2]
-    path, hash_, fragment = rest[cut:].partition("#")
-    path, question, query = path.partition("?")
-    if question:
-        pairs = [p.partition("=") for p in query.split("&")]
-        query = "&".join(f"{k}={REDACTED}" if eq else (REDACTED if k else "") for k, eq, _ in pairs)
-    return f"{head}{hostport}{path}{question}{query}{hash_}{REDACTED if fragment else ''}"
-
-
-def credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``(url without user:password@, (user, password) or None)``: they go as basic auth
-    (urllib would take ``user:pass@127.0.0.1`` for a host name)."""
-    parts = urlsplit(url)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    if not at or not userinfo:
-        return url, None
-    user, _, password = userinfo.partition(":")
-    bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
-    return bare, (unquote(user), unquote(password))
-
-
-def check_url(text: str) -> str | None:
-    """Why ``text`` is not a usable http(s) base URL (None: it is); quotes it only redacted."""
-    try:
-        parts = urlsplit(text)
-        port = parts.port  # 99999 is a reason here, not a crash later
-    except ValueError as exc:
-        return f"{exc} in {redact_url(text)!r}"
-    if parts.scheme not in ("http", "https"):
-        return f"expected an http(s) URL, got {redact_url(text)!r}"
-    if not parts.hostname:
-        return f"no host in {redact_url(text)!r}"
-    if port == 0:
-        return f"port 0 in {redact_url(text)!r}"
-    if parts.query or parts.fragment:  # it would travel into every request line, log and redirect
-        return f"a base URL takes no query or fragment ({redact_url(text)!r}); put a token in GITHUB_TOKEN"
-    return None
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """``(scheme, host, port)`` with the scheme's default port filled in."""
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", "localhost.localdomain") or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -297,11 +238,16 @@ def get(
             answer.error = f"no answer from {host}"
     answer.duration_s = round(time.monotonic() - start, 4)
     for secret in secrets:
-        answer.error = scrub(answer.error, secret) if answer.error else answer.error
-        answer.reason = scrub(answer.reason, secret)
-        answer.body = scrub(answer.body, secret) if answer.body is not None else None
-        answer.headers = {k: scrub(v, secret) for k, v in answer.headers.items()}
+        _scrub_answer(answer, secret)
     return answer
+
+
+def _scrub_answer(answer: HttpAnswer, secret: str) -> None:
+    """``secret`` out of every string of ``answer`` a server wrote (it may echo the header back)."""
+    answer.error = scrub(answer.error, secret) if answer.error else answer.error
+    answer.reason = scrub(answer.reason, secret)
+    answer.body = scrub(answer.body, secret) if answer.body is not None else None
+    answer.headers = {k: scrub(v, secret) for k, v in answer.headers.items()}
 
 
 def _authorization(
@@ -366,25 +312,13 @@ def _read_answer(
 ) -> None:
     """Fill ``answer`` from an opened response (a 4xx/5xx too): status, kept headers, and the
     body unless it is a refused redirect or over the cap."""
-    raw_headers = getattr(resp, "headers", None)
-    answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
-    answer.reason = str(getattr(resp, "reason", "") or "")[:200]
-    if raw_headers is not None:
-        answer.headers = {n: str(v)[:500] for n in KEEP_HEADERS if (v := raw_headers.get(n)) is not None}
+    length = _status_line(answer, resp)
     answer.redirects = list(redirects.hops)
-    length = str(raw_headers.get("content-length", "") if raw_headers is not None else "").strip()
     if answer.status is not None and 300 <= answer.status < 400:
-        why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
-        if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
-            why = answer.reason
-        answer.error = f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
+        answer.error = _not_followed(answer, redirects, host)
     elif length.isdigit() and (len(length) > _LENGTH_DIGITS or int(length) > max_bytes):
-        # a header is data: thousands of digits pass int()'s limit, so a long one is over by its length
-        long = len(length) > _LENGTH_DIGITS
-        size = (f"more than 1 TB (a Content-Length of {len(length)} digits)" if long
-                else f"{int(length) / MIB:.1f} MiB")
         answer.too_large = True
-        answer.error = f"{host} announced {size}, over the {max_bytes / MIB:g} MiB cap; not read"
+        answer.error = f"{host} announced {_size(length)}, over the {max_bytes / MIB:g} MiB cap; not read"
     else:
         raw, too_large = _read_capped(resp, max_bytes, tracker)
         answer.body_bytes = len(raw)
@@ -393,6 +327,33 @@ def _read_answer(
             answer.error = f"the answer from {host} passed the {max_bytes / MIB:g} MiB cap; stopped reading"
         else:
             answer.body = raw.decode("utf-8", errors="replace")
+
+
+def _status_line(answer: HttpAnswer, resp: Any) -> str:
+    """``answer``'s status, reason and kept headers from a response; its Content-Length as sent."""
+    raw_headers = getattr(resp, "headers", None)
+    answer.status = int(getattr(resp, "status", None) or getattr(resp, "code", 0) or 0) or None
+    answer.reason = str(getattr(resp, "reason", "") or "")[:200]
+    if raw_headers is None:
+        return ""
+    answer.headers = {n: str(v)[:500] for n in KEEP_HEADERS if (v := raw_headers.get(n)) is not None}
+    return str(raw_headers.get("content-length", "")).strip()
+
+
+def _not_followed(answer: HttpAnswer, redirects: _Redirects, host: str) -> str:
+    """Why a 3xx answer is the last one: a redirect refused here or by urllib, or too many."""
+    why = redirects.refused or f"more than {MAX_REDIRECTS} redirects, or no Location"
+    if "not allowed" in answer.reason:  # urllib's own refusal (file:, data: ...)
+        why = answer.reason
+    return f"{host} answered HTTP {answer.status} and the redirect was not followed ({why})"
+
+
+def _size(length: str) -> str:
+    """An announced Content-Length as said. A header is data: thousands of digits pass int()'s
+    limit, so a long one is over by its length and never turned into a number."""
+    if len(length) > _LENGTH_DIGITS:
+        return f"more than 1 TB (a Content-Length of {len(length)} digits)"
+    return f"{int(length) / MIB:.1f} MiB"
 
 
 def _read_capped(resp: Any, max_bytes: int, tracker: _Tracker) -> tuple[bytes, bool]:

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypedDict
 
 from pytest_dgx_spark.probes import child, procfs
 from pytest_dgx_spark.probes.child import ChildResult, Spawned
-from pytest_dgx_spark.probes.commands import CommandResult, run_command
+from pytest_dgx_spark.probes.commands import CommandExtra, CommandResult, run_command
 from pytest_dgx_spark.probes.kernel_log import KMSG, KernelLog, read_kernel_log
 from pytest_dgx_spark.probes.packages import list_distributions
 from pytest_dgx_spark.probes.processes import list_processes
@@ -227,11 +227,12 @@ class Machine:
         def run() -> dict[str, Any]:
             waited = self._hung.get(name)
             if waited is not None:
-                return CommandResult(argv=[str(a) for a in argv], timed_out=True,
-                                     extra={"timeout": waited, "hung_before": name}).to_dict()  # fmt: skip
+                hung = CommandExtra(timeout=waited, hung_before=name)
+                return CommandResult(argv=[str(a) for a in argv], timed_out=True, extra=hung).to_dict()
             res = run_command(argv, timeout=timeout or self.timeout, env=self.env)
             if res.timed_out and name in DRIVER_PROGRAMS:
-                self._hung.setdefault(name, float(res.extra.get("timeout", timeout or self.timeout)))
+                ran = res.extra.timeout
+                self._hung.setdefault(name, float(ran if ran is not None else timeout or self.timeout))
             return res.to_dict()
 
         return CommandResult.from_dict(self.store.get_or_compute("cmd:" + "\x00".join(argv), run))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_dgx_spark import known_bad
+from pytest_dgx_spark import known_bad, readings
 from pytest_dgx_spark.checks.g01_cuda_abi.view import View
 from pytest_dgx_spark.checks.kit import Findings, count, first_n
 from pytest_dgx_spark.model import Status
@@ -77,11 +77,11 @@ def stack(v: View, out: Findings) -> None:
 
 def _stack_readings(v: View, st: Stack, out: Findings) -> None:
     f = v.f
-    out.read("kernel_release", st.kernel)
+    out.read(readings.KERNEL_RELEASE.name, st.kernel)
     out.read("nvidia_module", f"{st.module_version} ({st.flavour})" if st.module_version else None)
     if f.cma_kb:
-        out.read("cma_total", f.cma_kb.get("CmaTotal"), "kB")
-        out.read("cma_free", f.cma_kb.get("CmaFree"), "kB")
+        out.read(readings.CMA_TOTAL.name, f.cma_kb.get("CmaTotal"), "kB")
+        out.read(readings.CMA_FREE.name, f.cma_kb.get("CmaFree"), "kB")
     own = [e for e in f.known_bad if e.origin != "shipped"]
     out.note(
         f"kernel release not read: {f.kernel_release_error}" if f.kernel_release_error else "",

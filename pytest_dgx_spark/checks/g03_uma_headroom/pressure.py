@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_dgx_spark import readings
 from pytest_dgx_spark.checks.g03_uma_headroom.facts import Facts, kb
 from pytest_dgx_spark.checks.kit import Findings, Params, first_n, plus_more
 from pytest_dgx_spark.model import Result, Status
@@ -98,7 +99,7 @@ def fragmentation(facts: Facts, params: Params, out: Findings) -> None:
     block, minimum = params.threshold("g3_contig_block_mib"), params.threshold("g3_contig_blocks_min")
     blocks, largest, capped = contiguous(counts, page, block)
     out.read("page_size", page, "KiB")
-    out.read("normal_free_blocks", blocks, f"x {block:g} MiB")
+    out.read(readings.NORMAL_FREE_BLOCKS.name, blocks, f"x {block:g} MiB")
     out.read("largest_free_block", round(largest, 3), "MiB")
     if capped:
         top = page * (1 << (len(counts) - 1)) // 1024

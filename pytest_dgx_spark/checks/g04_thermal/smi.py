@@ -77,7 +77,7 @@ def gather_smi(ctx: CheckContext, *, nvml_reason: str, nvml_missing: bool) -> Fa
             break
         facts.notes.append(f"nvidia-smi does not know {reason_field or 'the reasons field'}")
     text = (res.stdout + "\n" + res.stderr).lower()
-    if limit := res.extra.get("resource_limit"):  # nvidia-smi could not even start (ulimit -u)
+    if limit := res.extra.resource_limit:  # nvidia-smi could not even start (ulimit -u)
         facts.source, facts.missing = "none", f"{limit} (NVML: {nvml_reason})"
     elif res.error:  # not on PATH, not executable
         facts.source = "none"

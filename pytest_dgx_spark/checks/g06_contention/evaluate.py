@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_dgx_spark import readings
 from pytest_dgx_spark.checks.g06_contention.facts import Facts
 from pytest_dgx_spark.checks.g06_contention.survey import GIB, Group, Judged, build_groups, judge
 from pytest_dgx_spark.checks.kit import Findings, Params, count, first_n, plus_more
@@ -63,7 +64,7 @@ def _readings(facts: Facts, judged: Sequence[Judged], cap_max: float) -> list[Re
     fails, warns, display = levels.count("fail"), levels.count("warn"), levels.count("display")
     shown = [j.group for j in judged if j.level == "fail"] + [j.group for j in judged if j.level == "warn"]
     return [
-        Reading("other_gpu_processes", fails + warns), Reading("uncapped_or_over_cap", fails),
+        Reading(readings.OTHER_GPU_PROCESSES.name, fails + warns), Reading("uncapped_or_over_cap", fails),
         Reading("capped_or_small", warns), Reading("desktop_processes", display), Reading("cap_max", cap_max),
         Reading("processes_scanned", facts.scanned), Reading("processes_unreadable", facts.unreadable),
         Reading("nvml", facts.nvml),

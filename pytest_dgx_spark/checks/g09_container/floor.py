@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from pytest_dgx_spark import readings
 from pytest_dgx_spark.checks.g09_container.facts import Facts
 from pytest_dgx_spark.checks.kit import Findings, said
 
@@ -84,7 +85,7 @@ def driver_floor(facts: Facts, gb10: bool, out: Findings) -> bool:
     if driver:
         out.read("host_driver", driver)
     if have:
-        out.read("host_driver_cuda", f"{have[0]}.{have[1]}")
+        out.read(readings.HOST_DRIVER_CUDA.name, f"{have[0]}.{have[1]}")
     if need is None and not need_driver:
         return False
     _image_readings(facts, need, need_driver, out)
@@ -121,7 +122,7 @@ def _runtime_mode(facts: Facts, out: Findings) -> None:
 def _image_readings(facts: Facts, need: tuple[int, int] | None, need_driver: str | None, out: Findings) -> None:
     """What the image asks for and brings (CUDA, driver floor, compat package and driver), for the record."""
     if need:
-        out.read("image_cuda", f"{need[0]}.{need[1]}")
+        out.read(readings.IMAGE_CUDA.name, f"{need[0]}.{need[1]}")
     if need_driver:
         out.read("image_driver_floor", need_driver)
     if said(facts.cuda_env, "NV_CUDA_COMPAT_PACKAGE"):

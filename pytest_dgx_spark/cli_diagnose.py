@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_dgx_spark import options
+from pytest_dgx_spark import catalog, options
 from pytest_dgx_spark.cli_output import (
     COLOURS,
     EXIT_FAIL,
@@ -43,7 +43,7 @@ DIAGNOSE_EXIT_CODES = (
 def build_diagnose_parser() -> argparse.ArgumentParser:
     """The logs and diagnose's own flags, listed first and alone; the preflight's options (they drive
     the live checks) are accepted unlisted: ``spark-preflight --help`` lists them."""
-    description = ("Name the gotcha (G1..G10) that a failed run's logs show: each check reads\n"
+    description = (f"Name the gotcha ({catalog.SPAN}) that a failed run's logs show: each check reads\n"
                    "the logs, then one line: diagnosis: G<n> (first failure at FILE:LINE)\n"
                    "or diagnosis: unknown.")  # fmt: skip
     epilog = "\n".join([
@@ -68,7 +68,7 @@ def build_diagnose_parser() -> argparse.ArgumentParser:
 def diagnose_live(
     ns: argparse.Namespace, table: Any, idle: float, settings: Any
 ) -> tuple[dict[str, Result], Mapping[str, Any], Any, str, list[Any]]:
-    """The ten checks on this machine or a capture's, as the preflight runs them, and this machine's
+    """The checks on this machine or a capture's, as the preflight runs them, and this machine's
     kernel log since boot (G3 and G4 read it; a replay has none) scanned as a ``--kernel-log`` file
     named after its source (``kmsg:12``, ``journalctl:40``)."""
     from pytest_dgx_spark import logscan  # lazy: the log reader, only for diagnose
@@ -110,7 +110,7 @@ def run(argv: Sequence[str]) -> int:
         limit = int(given.gunzip_max_mib * logscan.MIB)
         scans = logscan.scan_logs(ns.logs, ns.kernel_log, table, idle, gunzip_limit=limit)
         unread = [scan.error for scan in scans if scan.error]
-        if unread:  # refused before any check line: ten "no sign" lines would read as a verdict
+        if unread:  # refused before any check line: a "no sign" line per check would read as a verdict
             for error in unread:
                 say_error(f"error: {error}")
             return EXIT_USAGE
@@ -148,7 +148,7 @@ def run(argv: Sequence[str]) -> int:
 
 def diagnose_show(ns: argparse.Namespace, diag: Diagnosis, lines: list[Result], table: Table,
                    host: Mapping[str, Any]) -> None:  # fmt: skip
-    """The ten lines and the diagnosis (or the JSON block), as the preflight prints its lines."""
+    """A line per check and the diagnosis (or the JSON block), as the preflight prints its lines."""
     from pytest_dgx_spark.diagnose import ignored  # lazy: as above
     if ns.json:
         from pytest_dgx_spark import report  # lazy: as above

@@ -254,7 +254,7 @@ def _log_result(cid: str, evs: list[Evidence], diag: Diagnosis) -> Result:
 
 
 def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = None) -> list[Result]:
-    """The ten lines: each check's log evidence, with this machine's live result beside it when given."""
+    """A line per check: each check's log evidence, with this machine's live result beside it when given."""
     out = []
     for cid in catalog.IDS:
         evs = diag.per_check[cid]
@@ -280,6 +280,6 @@ def results(diag: Diagnosis, table: Table, live: Mapping[str, Result] | None = N
 
 def diagnose_run(scans: list[FileScan], table: Table, live: Mapping[str, Result],
                  host: Mapping[str, Any]) -> tuple[list[Result], Diagnosis]:  # fmt: skip
-    """The ten results and the diagnosis, from the logs and (when given) the machine's live results."""
+    """A result per check and the diagnosis, from the logs and (when given) the machine's live results."""
     diag = decide(scans, table, machine_facts(host, live))
     return results(diag, table, live or None), diag

@@ -83,3 +83,17 @@ def test_a_recorded_key_that_is_no_python_name_maps_to_a_field() -> None:
     assert back.imported == Device(2) and back.to_dict() == {"ok": False, "import": Device(2).to_dict()}
     with pytest.raises(FactsError, match=r"^import\.index: expected an integer"):
         Outcome.from_dict({"import": {"index": "2"}})
+
+
+@dataclass
+class Fleet(Record):
+    prints: list[Device] | None = None
+
+
+def test_an_optional_list_of_records_names_the_field_inside_it() -> None:
+    """issue 31 review: ``list[Record] | None`` once said "expected a list or null or null" and lost the path."""
+    with pytest.raises(FactsError) as caught:
+        Fleet.from_dict({"prints": [{"index": 0}, {"index": "one"}]})
+    assert str(caught.value) == "prints[1].index: expected an integer, got str 'one'"
+    with pytest.raises(FactsError, match=r"^prints: expected a list or null, got int 5$"):
+        Fleet.from_dict({"prints": 5})

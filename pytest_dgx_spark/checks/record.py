@@ -172,10 +172,13 @@ def _union(args: tuple[Any, ...]) -> Convert:
                 return convert(v)
             except FactsError as exc:
                 errors.append(exc)
-        if len(errors) == 1 and not optional:
-            raise errors[0]
-        raise FactsError(f"expected {' or '.join(e.what.split(', got')[0].removeprefix('expected ') for e in errors)}"
-                         f"{' or null' if optional else ''}, got {_kind(v)}")  # fmt: skip
+        deeper = [e for e in errors if e.path]
+        if deeper or (len(errors) == 1 and not optional):  # the value had the right kind: say where inside
+            raise (deeper or errors)[0]
+        kinds = dict.fromkeys(e.what.split(", got")[0].removeprefix("expected ") for e in errors)
+        if optional:
+            kinds["null"] = None
+        raise FactsError(f"expected {' or '.join(kinds)}, got {_kind(v)}")
 
     return either
 

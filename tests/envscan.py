@@ -34,6 +34,13 @@ from pathlib import Path
 
 #: names and attributes that hold an environment mapping in this code base
 ENV_HOLDERS = frozenset({"env", "environ", "its_env"})
+#: functions that read one variable of the mapping they are given (``kit.said(env, "NAME")``, G10's
+#: ``count_of``): a call is a read of its second argument, resolved where it is called; their own
+#: bodies are not reads
+ACCESSORS = frozenset({"said", "count_of"})
+ACCESSOR_BODIES = frozenset(
+    {"pytest_dgx_spark/checks/kit.py:said", "pytest_dgx_spark/checks/g10_multinode/facts.py:count_of"}
+)
 #: the shape of a variable name in a string constant of a local assignment
 VAR_SHAPE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -138,6 +145,10 @@ class _Modules:
         return None
 
 
+def _called(f: ast.expr) -> str:
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
 def _is_env(node: ast.expr) -> bool:
     if isinstance(node, ast.Name):
         return node.id in ENV_HOLDERS
@@ -217,6 +228,9 @@ class _Reader(ast.NodeVisitor):
             and f.id == "getenv")
         ) and node.args):
             self._read(node.args[0])
+        elif isinstance(f, (ast.Name, ast.Attribute)) and _called(f) in ACCESSORS and len(node.args) > 1 \
+                and _is_env(node.args[0]):  # fmt: skip
+            self._read(node.args[1])  # ``said(env, K)`` reads K where it is called
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -231,6 +245,8 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _read(self, key: ast.expr) -> None:
+        if self.where() in ACCESSOR_BODIES:  # the accessor's own ``env.get(name)``: read at its callers
+            return
         names = self._resolve(key)
         if names is None:
             self.out.unresolved.append(f"{self.where()} line {key.lineno}: {ast.unparse(key)}")

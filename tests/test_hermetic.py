@@ -45,6 +45,12 @@ def test_the_scan_finds_the_reads_it_must(reads: envscan.Reads) -> None:
     assert "NCCL_" in {p for kind, p in envscan.iter_families(reads) if kind == "prefix"}
 
 
+def test_a_read_through_an_accessor_is_found_where_it_is_called(reads: envscan.Reads) -> None:
+    """``said(env, "VLLM_HOST_IP")`` (G10) and ``count_of(env, size)`` over a tuple of names are reads."""
+    assert any("g10_multinode/jobs.py" in w for w in reads.names["VLLM_HOST_IP"])
+    assert any("g10_multinode/jobs.py" in w for w in reads.names["LOCAL_WORLD_SIZE"])
+
+
 def test_no_read_of_the_environment_is_hidden_from_the_scan(reads: envscan.Reads) -> None:
     """A key the scan cannot resolve (built at run time) is a read no list covers."""
     assert reads.unresolved == []

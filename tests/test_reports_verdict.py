@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from pytest_dgx_spark import catalog
 from pytest_dgx_spark.model import Result, Status, verdict, verdict_line
 
 
@@ -23,8 +24,10 @@ def test_a_skip_that_made_the_verdict_is_named() -> None:
     assert verdict_line(rs) == "verdict: ready-with-warnings (G7 skipped; 1 PASS, 1 SKIP)"
     # with a WARN the counts say why: the line is as before
     assert verdict_line([*rs, r("G5", Status.WARN)]) == "verdict: ready-with-warnings (1 PASS, 1 WARN, 1 SKIP)"
-    many = [r(f"G{i}", Status.SKIP) for i in range(1, 11)]
-    assert verdict_line(many) == "verdict: ready-with-warnings (G1, G2, G3, G4, and 6 more skipped; 10 SKIP)"
+    many = [r(c, Status.SKIP) for c in catalog.IDS]
+    assert verdict_line(many) == (
+        f"verdict: ready-with-warnings (G1, G2, G3, G4, and {len(many) - 4} more skipped; {len(many)} SKIP)"
+    )
 
 
 def test_a_skip_by_the_users_choice_leaves_the_run_ready() -> None:

@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from pytest_dgx_spark import catalog
+
 from doubles import gb10
 from doubles.procs import alive, group_gone, live_members
 from doubles.spark_scene import Scene, assert_clean, run_cli, run_plugin, section
@@ -119,12 +121,14 @@ G6_BLIND = (
     "fix: see G4: a driver that does not answer is the first problem; rerun once nvidia-smi answers"
 )
 
+#: the checks a run of G4 and G6 alone leaves out
+OTHERS = len(catalog.IDS) - 2
 #: per fault: G4's line, G6's line, the verdict
 SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
     "hang": (
         f"G4 FAIL: driver not answering: nvidia-smi did not answer within {TIMEOUT} s (killed); fix: {DRIVER_FIX}",
         G6_BLIND,
-        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN, 8 not run)",
+        f"verdict: blocked (G4 failed; 1 FAIL, 1 WARN, {OTHERS} not run)",
     ),
     "exit-9": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate "
@@ -132,37 +136,37 @@ SMI_EXPECTED: dict[str, tuple[str, str, str]] = {
         "NVML unavailable: NVML Shared Library Not Found (LibraryNotFound))",
         "G6 SKIP: no NVIDIA GPU to contend for (NVML unavailable: NVML Shared Library Not Found (LibraryNotFound)); "
         "the process table shows no inference server or trainer",
-        "verdict: ready-with-warnings (G4, G6 skipped; 2 SKIP, 8 not run)",
+        f"verdict: ready-with-warnings (G4, G6 skipped; 2 SKIP, {OTHERS} not run)",
     ),
     "exit-255": (
         "G4 FAIL: GPU/driver not answering: nvidia-smi exited 255: Unable to determine the device handle for "
         f"GPU0000:0F:01.0: Unknown Error; fix: {DRIVER_FIX}",
         G6_BLIND,
-        "verdict: blocked (G4 failed; 1 FAIL, 1 WARN, 8 not run)",
+        f"verdict: blocked (G4 failed; 1 FAIL, 1 WARN, {OTHERS} not run)",
     ),
     "n/a": (
         "G4 INFO: GPU 0 NVIDIA GB10: [N/A], [N/A] (limit [N/A]), SM [N/A]; clock-event reasons [N/A]; "
         "sampled 0.5 s (nvidia-smi)",
         SMI_G6_NA,
-        "verdict: ready-with-warnings (1 WARN, 1 INFO, 8 not run)",
+        f"verdict: ready-with-warnings (1 WARN, 1 INFO, {OTHERS} not run)",
     ),
     "not-supported": (
         "G4 INFO: GPU 0 NVIDIA GB10: 45 C, [N/A] (limit [N/A]), SM 2405 MHz; clock-event reasons [N/A]; "
         "sampled 0.5 s (nvidia-smi)",
         SMI_G6_NA,
-        "verdict: ready-with-warnings (1 WARN, 1 INFO, 8 not run)",
+        f"verdict: ready-with-warnings (1 WARN, 1 INFO, {OTHERS} not run)",
     ),
     "empty-line": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
         "Library Not Found (LibraryNotFound))",
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
-        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP, 8 not run)",
+        f"verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP, {OTHERS} not run)",
     ),
     "header-only": (
         "G4 SKIP: no NVIDIA GPU: nvidia-smi answered but listed no GPU (NVML: NVML unavailable: NVML Shared "
         "Library Not Found (LibraryNotFound))",
         "G6 PASS: no other GPU process [nvidia-smi --query-compute-apps]",
-        "verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP, 8 not run)",
+        f"verdict: ready-with-warnings (G4 skipped; 1 PASS, 1 SKIP, {OTHERS} not run)",
     ),
 }
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from declared import literal_in
 
 from pytest_dgx_spark import catalog, codes
 from pytest_dgx_spark.checks.kit import Params
@@ -52,16 +53,7 @@ def corpus() -> dict[str, dict[str, Any]]:
 
 def _declared_in(path: Path) -> Iterator[tuple[str, Any]]:
     """``(code, entry)`` of the top-level ``FINDING_EXAMPLES = {...}`` literal of a test module."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else (
-            node.target if isinstance(node, ast.AnnAssign) else None)  # fmt: skip
-        if isinstance(target, ast.Name) and target.id == EXAMPLES_NAME and node.value is not None:
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError as exc:
-                raise AssertionError(f"{path.name}: {EXAMPLES_NAME} must be a literal ({exc})") from exc
-            assert isinstance(value, dict), f"{path.name}: {EXAMPLES_NAME} must be a dict of code -> example"
-            yield from value.items()
+    return literal_in(path, EXAMPLES_NAME)
 
 
 @cache

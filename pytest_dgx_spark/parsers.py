@@ -61,7 +61,7 @@ def _parse_ids(opt: Option, raw: Any, where: str, base: Path) -> tuple[str, ...]
     for part in _items(raw):
         cid = catalog.normalize_id(part)
         if cid is None:
-            raise OptionError(f"{where}: {part!r} is not a check id (expected G1..G10, e.g. G1,G5)")
+            raise OptionError(f"{where}: {part!r} is not a check id (expected {catalog.SPAN}, e.g. G1,G5)")
         ids.add(cid)
     if not ids:
         raise OptionError(f"{where}: expected check ids such as G1,G5, got {raw!r}")

@@ -193,7 +193,7 @@ def take_check_args(
         if path != FILE_NAME and Path(os.path.abspath(here / path)) != target:
             continue
         if name and name not in catalog.IDS:
-            ids = f"{FILE_NAME}::G1 .. {FILE_NAME}::G10"
+            ids = f"{FILE_NAME}::{catalog.IDS[0]} .. {FILE_NAME}::{catalog.IDS[-1]}"
             raise pytest.UsageError(visible(f"{arg}: no such check; the checks are {ids}"))
         ours.append(str(arg))
     if not ours:

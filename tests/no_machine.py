@@ -3,6 +3,9 @@ touch of the machine (tests/test_captures_replay.py: a replay makes none).
 
 Usage: ``python tests/no_machine.py cli|pytest ARGS...``; the record goes, as
 a JSON list, to the file named by ``NO_MACHINE_LOG`` when the process exits.
+With ``NO_MACHINE_CHECKS=G1,...`` the run has only those checks (tests/onlychecks.py:
+a capture replays with its version's checks), linked under the working folder
+before the hook is set.
 
 Recorded: a file opened outside Python's own installation, the interpreter's
 ``sys.path``, the working folder (a replay's reports) and the capture itself;
@@ -33,6 +36,13 @@ NETWORK_EVENTS = ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"
 
 def main() -> None:
     mode = sys.argv.pop(1)
+    if os.environ.get("NO_MACHINE_CHECKS"):
+        import onlychecks
+
+        import pytest_dgx_spark.checks as checks
+
+        folder = onlychecks.Path(os.getcwd(), ".its-checks")
+        checks.__path__ = [str(onlychecks.link_checks(folder, set(os.environ["NO_MACHINE_CHECKS"].split(","))))]
     spec = importlib.util.find_spec("pytest_dgx_spark")  # an editable install is not on sys.path
     ours = os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else sys.prefix
     allowed = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, ours, os.getcwd(), *(p for p in sys.path if p)})

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark import capture
+from pytest_dgx_spark import capture, catalog
 from pytest_dgx_spark.redact import REDACTED, Redactor, reduce_argv
 
 from conftest import PYTEST_CHILD
 
-GLINE_PREFIXES = tuple(f"G{n} " for n in range(1, 11))
+GLINE_PREFIXES = tuple(f"{i} " for i in catalog.IDS)
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +71,7 @@ def make_capture(tmp_path: Path, *args: str, name: str = "spark.json.gz") -> tup
 
 def test_replay_anywhere_gives_the_same_lines_and_exit(tmp_path: Path) -> None:
     target, original, code = make_capture(tmp_path)
-    assert len(original) == 11
+    assert len(original) == len(catalog.IDS) + 1
     replay = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
     assert replay_note(replay.stderr, target), replay.stderr
     assert lines(replay) == original
@@ -87,7 +87,7 @@ def test_capture_is_gzip_json_with_schema_facts_and_raw_answers(tmp_path: Path) 
     assert doc["tool"]["name"] == "pytest-dgx-spark"
     assert doc["host"]["gpu"] == "NVIDIA GB10"
     assert doc["profile"] == "gb10"
-    assert set(doc["checks"]) == {f"G{n}" for n in range(1, 11)}
+    assert set(doc["checks"]) == set(catalog.IDS)
     assert "MemTotal" in doc["checks"]["G3"]["facts"]["meminfo"]
     # raw probe answers: NVML's snapshot and /proc/meminfo as read
     assert doc["probes"]["nvml"]["devices"][0]["name"] == "NVIDIA GB10"
@@ -145,11 +145,12 @@ def test_pytest_replay_writes_junit_and_env_report(tmp_path: Path, pytester: pyt
     )
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     doc = json.loads(report.read_text())
-    assert doc["lines"] == original[:10]
-    assert doc["verdict"] == original[10].split()[1]
+    n = len(catalog.IDS)
+    assert doc["lines"] == original[:n]
+    assert doc["verdict"] == original[n].split()[1]
     assert doc["host"]["gpu"] == "NVIDIA GB10"
     xml = junit.read_text()
-    assert xml.count("<testcase ") == 10
+    assert xml.count("<testcase ") == n
     assert 'name="spark.verdict"' in xml
 
 
@@ -377,9 +378,9 @@ def test_pytest_capture_writes_a_file_the_cli_replays_to_the_same_lines(
     raw = target.read_bytes()
     assert (raw[:2] == b"\x1f\x8b") is name.endswith(".gz")
     doc = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
-    assert doc["schema"] == capture.SCHEMA and set(doc["checks"]) == {f"G{n}" for n in range(1, 11)}
+    assert doc["schema"] == capture.SCHEMA and set(doc["checks"]) == set(catalog.IDS)
     printed = lines(proc)  # the pytest run's terminal lines: ten short G-lines and the verdict
-    assert len(printed) == 11 and printed[-1].startswith("verdict: "), proc.stdout
+    assert len(printed) == len(catalog.IDS) + 1 and printed[-1].startswith("verdict: "), proc.stdout
     short = subprocess.run(
         [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(target)],
         capture_output=True,
@@ -390,7 +391,7 @@ def test_pytest_capture_writes_a_file_the_cli_replays_to_the_same_lines(
     )
     assert replay_note(short.stderr, target) and lines(short) == printed, short.stderr
     full = cli("--replay", str(target), cwd=tmp_path, env=bare_env())  # -v: the whole lines
-    assert lines(full)[:10] == json.loads(report.read_text())["lines"]
+    assert lines(full)[: len(catalog.IDS)] == json.loads(report.read_text())["lines"]
 
 
 # ----------------------------------------------------------------- every source, every output
@@ -507,7 +508,7 @@ def test_secrets_planted_in_every_source_reach_no_output(
     assert USER not in capture_text and str(home) not in capture_text
     assert '"root": "/home/<user>"' in capture_text  # G10's rootdir, the home folder: there, and replaced
     replayed = cli("--replay", str(home / "capture.json"), cwd=home, env=bare_env())
-    assert lines(replayed)[:10] == json.loads(outputs["env-report.json"])["lines"]
+    assert lines(replayed)[: len(catalog.IDS)] == json.loads(outputs["env-report.json"])["lines"]
     assert [p for p in PLANTED.values() if p in replayed.stdout + replayed.stderr] == []
 
 
@@ -520,7 +521,9 @@ def test_a_capture_of_some_checks_under_strict_replays_to_the_same_verdict(
     run had not selected. Both now decide what the captured run decided."""
     target, original, code = make_capture(tmp_path, "--only", "G3", "--workload-gb", "100", "--strict", name="s.json")
     assert original[0].startswith("G3 WARN: workload 100 GiB fits MemAvailable"), original
-    assert original[-1] == "verdict: blocked (G3 WARN under --strict; 1 WARN, 9 not run)" and code == 1
+    others = len(catalog.IDS) - 1
+    assert original[-1] == f"verdict: blocked (G3 WARN under --strict; 1 WARN, {others} not run)"
+    assert code == 1
     replay = cli("--replay", str(target), cwd=tmp_path, env=bare_env())
     assert (lines(replay), replay.returncode) == (original, code)
     proc = subprocess.run(
@@ -533,4 +536,5 @@ def test_a_capture_of_some_checks_under_strict_replays_to_the_same_verdict(
     )
     section = proc.stdout.split(" spark preflight ", 1)[-1]  # the terminal summary, not the FAILURES body
     assert [ln for ln in section.splitlines() if ln.startswith((*GLINE_PREFIXES, "verdict:"))] == original
-    assert "9 deselected" in proc.stdout and "SKIP" not in section and proc.returncode == 1
+    others = len(catalog.IDS) - 1
+    assert f"{others} deselected" in proc.stdout and "SKIP" not in section and proc.returncode == 1

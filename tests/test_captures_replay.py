@@ -16,6 +16,7 @@ of the GB10 double, whose answers are what DGX Spark owners posted (its
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import re
@@ -25,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import onlychecks
 import pytest
 
-from pytest_dgx_spark import capture
+from pytest_dgx_spark import capture, catalog
 
 CAPTURES = Path(__file__).resolve().parent / "data" / "captures"
 NAMES = sorted(p.name.removesuffix(".json.gz") for p in CAPTURES.glob("*.json.gz"))
@@ -50,11 +52,24 @@ def child_home(tmp_path: Path) -> str:
     return str(home)
 
 
+def its_checks(path: Path) -> list[str]:
+    """The checks of the version that made a capture of every check (``only`` empty): those it
+    holds. A check added since was not there to capture, so its replay is that version's set."""
+    raw = path.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    held = list(doc.get("checks") or {})
+    return held if not doc.get("options", {}).get("only") and held else list(catalog.IDS)
+
+
 def replay(path: Path, *args: str, home: Path) -> tuple[str, int]:
     env = {"PATH": "", "HOME": child_home(home), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env["SPARK_PREFLIGHT_HOST_ROOT"] = "/nonexistent-host-root"
+    command = [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(path), *args]
+    checks = its_checks(Path(path))
+    if checks != list(catalog.IDS):
+        command = onlychecks.argv(home / "its-checks", checks, *command[2:])
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay", str(path), *args],
+        command,
         capture_output=True,
         text=True,
         timeout=120,
@@ -91,6 +106,11 @@ def untouched(tmp_path: Path, mode: str, *args: str) -> tuple[subprocess.Complet
     # fc-list and a walk of the system's fonts: the drawing library's cache, warmed here without
     # the audit, as any machine that drew once has it (a fresh CI machine did not: issue ci)
     env["MPLCONFIGDIR"] = str(tmp_path / "mplconfig")
+    replayed = [a.split("=", 1)[-1] for a in args if a.startswith("--spark-replay=")]
+    replayed += [b for a, b in itertools.pairwise(args) if a == "--replay"]
+    checks = its_checks(Path(replayed[0])) if replayed else list(catalog.IDS)
+    if checks != list(catalog.IDS):
+        env["NO_MACHINE_CHECKS"] = ",".join(checks)
     warm = "import importlib.util as u\nif u.find_spec('matplotlib'): import matplotlib.font_manager"
     subprocess.run([sys.executable, "-c", warm], env=env, timeout=120, check=True, capture_output=True)
     proc = subprocess.run(
@@ -124,7 +144,7 @@ def test_a_pytest_replay_touches_nothing_and_writes_junit_and_the_env_report(tmp
     assert report["verdict"] == "blocked" and [ln.split(":")[0] for ln in report["lines"]][5] == "G6 FAIL"
     assert report["host"]["gpu"] == "NVIDIA H200"  # the captured machine, not this one
     junit = (tmp_path / "run" / "junit.xml").read_text()
-    assert junit.count("<testcase ") == 10 and junit.count("<failure ") == 1
+    assert junit.count("<testcase ") == len(its_checks(capture_path)) and junit.count("<failure ") == 1
 
 
 def test_a_pytest_replay_decides_with_the_replays_thresholds_and_profile(tmp_path: Path) -> None:
@@ -231,7 +251,7 @@ def test_facts_missing_a_field_skip_that_check_and_say_so(tmp_path: Path) -> Non
             del doc["checks"][cid]["facts"][key]
 
     out, code = replay(edited(tmp_path, drop), home=tmp_path)
-    g_lines = out.splitlines()[:10]
+    g_lines = out.splitlines()[: len(DROPPED)]
     for cid, line in zip(DROPPED, g_lines, strict=True):
         assert line.startswith(
             f"{cid} SKIP: capture's {cid} facts lack '{DROPPED[cid]}' (schema 1, written by 0.1.0)"

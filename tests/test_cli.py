@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgx_spark import catalog
+
 from conftest import spark_cli as cli
 
-GLINE = re.compile(r"^G(?:[1-9]|10) (?:PASS|FAIL|WARN|SKIP|INFO): \S")
+GLINE = re.compile(rf"^(?:{'|'.join(catalog.IDS)}) (?:PASS|FAIL|WARN|SKIP|INFO): \S")
+#: an id one past the last check's: no such check
+NO_SUCH = f"G{catalog.CHECKS[-1].number + 1}"
 
 
 @pytest.fixture(autouse=True)
@@ -23,10 +27,11 @@ def test_ten_lines_then_the_verdict_exit_0(tmp_path: Path) -> None:
     proc = cli("--offline", cwd=tmp_path)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0, proc.stderr
-    assert [ln.split()[0] for ln in lines[:10]] == [f"G{n}" for n in range(1, 11)]
-    assert all(GLINE.match(ln) for ln in lines[:10])
-    assert lines[10].startswith("verdict: ")
-    assert len(lines) == 11
+    n = len(catalog.IDS)
+    assert [ln.split()[0] for ln in lines[:n]] == list(catalog.IDS)
+    assert all(GLINE.match(ln) for ln in lines[:n])
+    assert lines[n].startswith("verdict: ")
+    assert len(lines) == n + 1
 
 
 def test_fail_exits_1(tmp_path: Path) -> None:
@@ -50,8 +55,9 @@ def test_warn_exits_0_and_1_with_strict(tmp_path: Path) -> None:
             "spark-preflight: error: --thermal-seconds: expected a number, got 'abc'",
         ),
         (
-            ["--only", "G11"],
-            "spark-preflight: error: --only: 'G11' is not a check id (expected G1..G10, e.g. G1,G5)",
+            ["--only", NO_SUCH],
+            f"spark-preflight: error: --only: '{NO_SUCH}' is not a check id "
+            f"(expected {catalog.SPAN}, e.g. G1,G5)",
         ),
         (
             ["--report", "/nonexistent/dir/r.json"],
@@ -105,7 +111,7 @@ def test_report_file(tmp_path: Path) -> None:
     assert doc["checks"]["G3"].startswith("info: ")
     # the nine others are "not run", as pytest's --spark-only says (issue 24 item 3): never ready
     assert {c: v for c, v in doc["checks"].items() if c != "G3"} == {
-        f"G{n}": "not run: deselected (--only G3)" for n in (1, 2, 4, 5, 6, 7, 8, 9, 10)
+        c: "not run: deselected (--only G3)" for c in catalog.IDS if c != "G3"
     }
     assert doc["verdict"] == "ready-with-warnings" and doc["platform"] == "dgx-spark"
 

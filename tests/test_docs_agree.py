@@ -1,6 +1,7 @@
 """The docs say what the program does, where a test can hold them to it (issue 34 item 2):
 the captures CAPTURE.md lists are the files shipped, the verdict rule is one text in the
-README and REFERENCE.md and the program decides by it, and what each ``--help`` lists."""
+README and REFERENCE.md and the program decides by it, what each ``--help`` lists, and the
+checks: one row each in REFERENCE.md's table, and no page that counts them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark import cli, options
+from pytest_dgx_spark import catalog, cli, options
 from pytest_dgx_spark.model import Result, Status, verdict
 from pytest_dgx_spark.thresholds import THRESHOLDS
 
@@ -73,3 +74,29 @@ def test_what_each_help_is_said_to_list_it_lists() -> None:
             assert re.search(rf"^  {re.escape(opt.cli_flag)}\b", shown, re.M), opt.cli_flag
     listed = cli.thresholds_help()
     assert all(re.search(rf"^  {name} = ", listed, re.M) for name in THRESHOLDS)
+
+
+def test_the_reference_has_one_row_per_check() -> None:
+    """A check's docs row: its line in REFERENCE.md's table under "The checks" (id, gotcha,
+    marker, what it reads, what it decides), in the catalog's order, with the check's marker.
+    Adding a check adds that row; no other page lists or counts the checks (next test)."""
+    text = (DOCS / "REFERENCE.md").read_text()
+    table = text.split("\n## The checks\n", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| (G\d+) \| [^|]+ \| `(\w+)` \|", table, re.M)
+    assert rows == [(c.id, c.marker) for c in catalog.CHECKS]
+
+
+def test_no_page_counts_the_checks() -> None:
+    """"The ten checks" or "G1–G10" on a page is wrong the day another check lands, and a new
+    check edits one docs row, not every page that counts. SEED.md tells where the first ten
+    came from: history, not a count of today's checks."""
+    first, last = catalog.IDS[0], catalog.IDS[-1]
+    counting = re.compile(
+        rf"\b(?:{catalog.HOW_MANY}|{len(catalog.IDS)})[ -](?:known |preflight )?"
+        r"(?:checks?|gotchas|lines|test results)\b"
+        rf"|\b{first} ?(?:–|-|\.\.) ?{last}\b",
+        re.IGNORECASE,
+    )
+    pages = [ROOT / "README.md", *(p for p in sorted(DOCS.glob("*.md")) if p.name != "SEED.md")]
+    said = {p.name: counting.findall(words(p.read_text())) for p in pages}
+    assert {name: found for name, found in said.items() if found} == {}

@@ -21,7 +21,7 @@ SECTIONS = (
     "Install",
     "The two commands",
     "Sample runs",
-    "The ten checks",
+    "The checks",  # 0.3.0: "The ten checks"
     "Statuses and the verdict",
     "Running it",
     "The CLI",

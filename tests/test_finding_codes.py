@@ -6,6 +6,12 @@ and one snapshot of every finding's text, rendered from recorded facts.
 it (recorded from the check tests' own inputs; a few built by hand for findings the tests reach
 only in a child). After a change of wording, run ``python tests/test_finding_codes.py --update``
 and read the diff of ``tests/data/findings/snapshot.txt``.
+
+A check added later keeps its examples at home: its own test module (``tests/test_g<NN>_*.py``)
+declares ``FINDING_EXAMPLES = {"G11.swap-on": {"facts": {...}, "params": {...}}, ...}``, a literal
+(read here without importing the module), one entry per code of its ``findings.py``; an entry may
+add ``"line"``, the whole G-line the check must print for it. So a new check edits neither
+corpus.json nor snapshot.txt, and a code has its example in exactly one of the two homes.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ import functools
 import importlib
 import json
 import sys
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from declared import literal_in
 
 from pytest_dgx_spark import catalog, codes
 from pytest_dgx_spark.checks.kit import Params
@@ -30,6 +38,8 @@ PACKAGE = ROOT / "pytest_dgx_spark"
 CORPUS = ROOT / "tests" / "data" / "findings" / "corpus.json"
 SNAPSHOT = ROOT / "tests" / "data" / "findings" / "snapshot.txt"
 RELEASED = ROOT / "tests" / "data" / "released_codes.txt"
+#: the name a check's own test module gives its examples (see the module's docstring)
+EXAMPLES_NAME = "FINDING_EXAMPLES"
 REFERENCE = ROOT / "docs" / "REFERENCE.md"
 STATUSES = {s.value for s in Status}
 #: the keywords that carry a code at a finding site
@@ -42,6 +52,29 @@ def corpus() -> dict[str, dict[str, Any]]:
     return data
 
 
+def _declared_in(path: Path) -> Iterator[tuple[str, Any]]:
+    """``(code, entry)`` of the top-level ``FINDING_EXAMPLES = {...}`` literal of a test module."""
+    return literal_in(path, EXAMPLES_NAME)
+
+
+@cache
+def declared() -> dict[str, dict[str, Any]]:
+    """The examples the checks' own test modules declare (``tests/test_g<NN>_*.py``), by code."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((ROOT / "tests").glob("test_g[0-9]*.py")):
+        for code, entry in _declared_in(path):
+            assert code not in out, f"{path.name}: {code}'s example is declared twice"
+            assert isinstance(entry, dict) and isinstance(entry.get("facts"), dict), (
+                f"{path.name}: {EXAMPLES_NAME}[{code!r}] needs a 'facts' table")  # fmt: skip
+            out[code] = {"check": code.split(".", 1)[0], "params": {}, **entry}
+    return out
+
+
+def examples() -> dict[str, dict[str, Any]]:
+    """Every code's example: corpus.json's, and those the checks' test modules declare."""
+    return {**corpus(), **declared()}
+
+
 def decide(entry: dict[str, Any]) -> Result:
     """The check's own decision on the recorded facts and options (pure: nothing is probed)."""
     module = importlib.import_module(f"pytest_dgx_spark.checks.{catalog.BY_ID[entry['check']].module}.check")
@@ -51,9 +84,9 @@ def decide(entry: dict[str, Any]) -> Result:
 
 
 def render() -> str:
-    """Every finding once: its code, the whole G-line, and the default short line."""
+    """Every finding of corpus.json once: its code, the whole G-line, and the default short line."""
     blocks = []
-    for code in codes.CODES:
+    for code in (c for c in codes.CODES if c in corpus()):
         r = decide(corpus()[code])
         blocks.append(f"{code}\n  {r.line()}\n  {r.short_line()}\n")
     return "\n".join(blocks)
@@ -119,7 +152,7 @@ def test_each_registry_row_is_a_well_formed_code_of_a_check() -> None:
 def test_known_takes_registry_rows_and_each_checks_shared_codes_only() -> None:
     assert codes.known("G4.xid-hardware")
     assert codes.known("G10.check-crashed") and codes.known("G2.log-sign")
-    assert not codes.known("G11.check-crashed")  # no such check
+    assert not codes.known(f"G{catalog.CHECKS[-1].number + 1}.check-crashed")  # no such check
     assert not codes.known("G4.xid-hardware-2") and not codes.known("G4.log") and not codes.known("")
 
 
@@ -157,11 +190,15 @@ def test_no_released_code_is_renamed_or_removed() -> None:
     assert not gone, f"released codes missing from pytest_dgx_spark/codes.py (never rename one): {gone}"
 
 
-def test_every_code_is_listed_as_released() -> None:
-    """A new code gets its line in tests/data/released_codes.txt, so its removal is caught later."""
+def test_every_code_of_a_released_check_is_listed_as_released() -> None:
+    """A new code of a released check gets its line in tests/data/released_codes.txt, so its removal
+    is caught later. A check none of whose codes is listed has not shipped yet (a check being
+    added): its codes get their lines when it ships, and from then on this holds them."""
     listed = set(released())
+    shipped = {c.split(".", 1)[0] for c in listed}
     every = [*codes.CODES, *codes.WATCH, *(f"{cid}.{slug}" for cid in catalog.IDS for slug in codes.PER_CHECK)]
-    assert [c for c in every if c not in listed] == []
+    assert [c for c in every if c.split(".", 1)[0] in shipped and c not in listed] == []
+    assert {"G1", "G4", "G10"} <= shipped  # the list is read: it names the released checks
 
 
 # ------------------------------------------------------------------------------ the docs
@@ -191,13 +228,14 @@ def test_the_generator_rewrites_only_the_table(tmp_path: Path) -> None:
 
 
 def test_every_registry_code_has_recorded_facts_that_say_it() -> None:
-    assert sorted(set(codes.CODES) - set(corpus())) == []
-    assert sorted(set(corpus()) - set(codes.CODES)) == []
+    assert sorted(set(codes.CODES) - set(examples())) == []
+    assert sorted(set(examples()) - set(codes.CODES)) == []
+    assert sorted(set(corpus()) & set(declared())) == [], "a code's example lives in one home"
 
 
 @pytest.mark.parametrize("code", list(codes.CODES))
 def test_the_recorded_facts_give_the_code_and_a_status_it_may_carry(code: str) -> None:
-    result = decide(corpus()[code])
+    result = decide(examples()[code])
     assert code in result.codes, result.line()
     assert result.check_id == codes.CODES[code].check
     if result.code == code:  # the line's own: its status is one the row allows
@@ -206,7 +244,7 @@ def test_the_recorded_facts_give_the_code_and_a_status_it_may_carry(code: str) -
 
 
 def test_every_fail_and_warn_of_the_recorded_facts_carries_a_code() -> None:
-    loud = [r for r in map(decide, corpus().values()) if r.status in (Status.FAIL, Status.WARN)]
+    loud = [r for r in map(decide, examples().values()) if r.status in (Status.FAIL, Status.WARN)]
     assert loud and [r.line() for r in loud if not r.codes] == []
 
 
@@ -215,6 +253,26 @@ def test_snapshot_renders_every_findings_text_once() -> None:
     got = render()
     want = SNAPSHOT.read_text(encoding="utf-8")
     assert got == want, "a finding's text changed: python tests/test_finding_codes.py --update; read the diff"
+
+
+def test_a_declared_example_says_its_line() -> None:
+    """A check's own examples (not in the snapshot): the whole G-line, where the example gives it."""
+    said = {code: decide(entry).line() for code, entry in declared().items() if "line" in entry}
+    assert {code: declared()[code]["line"] for code in said} == said
+
+
+def test_examples_are_read_from_a_test_modules_literal(tmp_path: Path) -> None:
+    """The reader behind :func:`declared`: the top-level literal only, a non-literal said by name."""
+    module = tmp_path / "test_g99_demo.py"
+    module.write_text(
+        'FINDING_EXAMPLES = {"G99.demo": {"facts": {"n": 1}, "line": "G99 WARN: n"}}\n'
+        "def test_x():\n    FINDING_EXAMPLES = {}\n",
+        encoding="utf-8",
+    )
+    assert list(_declared_in(module)) == [("G99.demo", {"facts": {"n": 1}, "line": "G99 WARN: n"})]
+    module.write_text("FINDING_EXAMPLES = dict(made_at_run_time())\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="FINDING_EXAMPLES must be a literal"):
+        list(_declared_in(module))
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--update"]:

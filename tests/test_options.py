@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pytest_dgx_spark import options, settings
+from pytest_dgx_spark import catalog, options, settings
 from pytest_dgx_spark.settings import OptionError, Settings
 
 
@@ -15,12 +15,15 @@ def _gb10(spark_env):
     return spark_env
 
 
+#: an id one past the last check's: no such check
+NO_SUCH = f"G{catalog.CHECKS[-1].number + 1}"
 BAD = [
     (["--spark-timeout", "-1"], "--spark-timeout: must be > 0, got '-1'"),
     (["--spark-timeout", "0"], "--spark-timeout: must be > 0, got '0'"),
     (["--spark-timeout", "nan"], "--spark-timeout: expected a finite number, got 'nan'"),
     (["--spark-thermal-seconds", "abc"], "--spark-thermal-seconds: expected a number, got 'abc'"),
-    (["--spark-only", "G11"], "--spark-only: 'G11' is not a check id (expected G1..G10, e.g. G1,G5)"),
+    (["--spark-only", NO_SUCH], f"--spark-only: '{NO_SUCH}' is not a check id "
+     f"(expected {catalog.SPAN}, e.g. G1,G5)"),
     (["--spark-only", ","], "--spark-only: expected check ids such as G1,G5, got ','"),
     (["--spark-profile", "dgx"], "--spark-profile: expected one of auto, gb10, generic, got 'dgx'"),
     (["--spark-workload-gb", "0"], "--spark-workload-gb: must be > 0, got '0'"),
@@ -99,9 +102,9 @@ def test_bad_values_are_ignored_without_the_flag(pytester: pytest.Pytester) -> N
 def test_cli_beats_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nspark_preflight_workload_gb = 500\nspark_preflight_only = G3\n")
     from_ini = pytester.runpytest("--spark-preflight")
-    from_ini.assert_outcomes(failed=1, deselected=9)
+    from_ini.assert_outcomes(failed=1, deselected=len(catalog.IDS) - 1)
     from_cli = pytester.runpytest("--spark-preflight", "--spark-workload-gb", "10")
-    from_cli.assert_outcomes(passed=1, deselected=9)
+    from_cli.assert_outcomes(passed=1, deselected=len(catalog.IDS) - 1)
 
 
 def test_ini_bools_lists_and_thresholds(pytester: pytest.Pytester) -> None:
@@ -111,7 +114,7 @@ def test_ini_bools_lists_and_thresholds(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("--spark-preflight")
     # 100 GiB + 20 GiB margin > MemAvailable 112.8 GiB: FAIL (strict does not matter)
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=len(catalog.IDS) - 1)
     assert "workload 100 GiB + 20 GiB margin > MemAvailable 112.8 GiB" in result.stdout.str()
 
 
@@ -124,7 +127,7 @@ def test_report_header_lists_the_active_options(pytester: pytest.Pytester) -> No
 
 def test_settings_defaults_and_thresholds() -> None:
     s = Settings()
-    assert s.selected == tuple(f"G{n}" for n in range(1, 11))
+    assert s.selected == catalog.IDS
     assert s.thresholds("gb10")["g5_decode_high_gbps"] == 190.0
     assert s.thresholds("generic")["g5_decode_high_gbps"] == 0.0
     custom = Settings(threshold={"g5_decode_high_gbps": 200.0})

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-IDS = [f"G{n}" for n in range(1, 11)]
+from pytest_dgx_spark import catalog
+
+IDS = list(catalog.IDS)
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +32,7 @@ def test_gate_lets_user_tests_run_when_nothing_fails(pytester: pytest.Pytester, 
     result = pytester.runpytest(
         "--spark-preflight", "--spark-gate", "--spark-only", "G3", "--spark-workload-gb", "100"
     )
-    assert result.parseoutcomes() == {"passed": 2, "warned": 1, "deselected": 9}
+    assert result.parseoutcomes() == {"passed": 2, "warned": 1, "deselected": len(IDS) - 1}
 
 
 def test_gate_treats_warn_as_failure_under_strict(pytester: pytest.Pytester, user_tests) -> None:
@@ -66,7 +68,7 @@ def test_gate_still_decides_when_only_user_tests_are_selected(pytester: pytest.P
 
 def test_gate_off_by_default(pytester: pytest.Pytester, user_tests) -> None:
     result = pytester.runpytest("--spark-preflight", "--spark-only", "G3", "--spark-workload-gb", "500")
-    assert result.parseoutcomes() == {"failed": 1, "passed": 2, "deselected": 9}
+    assert result.parseoutcomes() == {"failed": 1, "passed": 2, "deselected": len(IDS) - 1}
 
 
 def test_session_fixture_gives_the_results_to_user_tests(pytester: pytest.Pytester) -> None:
@@ -80,7 +82,7 @@ def test_session_fixture_gives_the_results_to_user_tests(pytester: pytest.Pytest
         """
     )
     result = pytester.runpytest("--spark-preflight", "--spark-only", "G3", "--spark-workload-gb", "100")
-    assert result.parseoutcomes() == {"passed": 1, "warned": 1, "deselected": 9}
+    assert result.parseoutcomes() == {"passed": 1, "warned": 1, "deselected": len(IDS) - 1}
 
 
 def test_session_fixture_without_the_flag_skips(pytester: pytest.Pytester) -> None:
@@ -112,7 +114,7 @@ def test_gate_agrees_with_itself_however_its_check_is_deselected(
     base = ("-p", "no:randomly", "--spark-preflight", "--spark-only", "G3")
     if how == "--lf":  # the user's test failed last time, the check passed: --lf runs the test alone
         first = pytester.runpytest(*base)
-        assert first.parseoutcomes() == {"failed": 1, "passed": 1, "deselected": 9}
+        assert first.parseoutcomes() == {"failed": 1, "passed": 1, "deselected": len(IDS) - 1}
     result = pytester.runpytest(
         *base, "--spark-gate", "--spark-workload-gb", "500", "--spark-report", "env.json", "-rs",
         *DESELECTIONS[how],
@@ -138,8 +140,8 @@ def test_gate_needs_every_enabled_check_when_some_are_deselected(pytester: pytes
         "--spark-workload-gb", "500", "--spark-report", "env.json", "-k", "G9 or one_step", "-rs",
     )  # fmt: skip
     outcomes = result.parseoutcomes()
-    # deselected: the 8 checks --spark-only leaves out, G3 (-k) and test_eval (-k)
-    assert outcomes["skipped"] == 1 and outcomes["deselected"] == 10, result.stdout.str()
+    # deselected: the checks --spark-only leaves out, G3 (-k) and test_eval (-k)
+    assert outcomes["skipped"] == 1 and outcomes["deselected"] == len(IDS), result.stdout.str()
     result.stdout.fnmatch_lines(
         ["G3: its test deselected, run for --spark-gate", "G3 FAIL: *", "G9 PASS: *", "verdict: blocked *",
          "SKIPPED [[]1] test_train.py:1: spark preflight G3 failed"]

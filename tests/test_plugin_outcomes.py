@@ -13,7 +13,9 @@ import textwrap
 
 import pytest
 
-GLINE = re.compile(r"^G(?:[1-9]|10) (?:PASS|FAIL|WARN|SKIP|INFO): \S.*$")
+from pytest_dgx_spark import catalog
+
+GLINE = re.compile(rf"^(?:{'|'.join(catalog.IDS)}) (?:PASS|FAIL|WARN|SKIP|INFO): \S.*$")
 
 
 @pytest.fixture(autouse=True)
@@ -38,14 +40,14 @@ def spark_section(result: pytest.RunResult) -> list[str]:
 
 def test_pass_is_passed(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "10")
-    result.assert_outcomes(passed=1, deselected=9)
+    result.assert_outcomes(passed=1, deselected=len(catalog.IDS) - 1)
     assert result.ret == 0
     assert "G3 PASS: workload 10 GiB fits in MemFree 96.0 GiB" in result.stdout.str()
 
 
 def test_info_passes_with_letter_i_and_word_info(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-only", "G3")
-    result.assert_outcomes(passed=1, deselected=9)
+    result.assert_outcomes(passed=1, deselected=len(catalog.IDS) - 1)
     result.stdout.fnmatch_lines(["spark_preflight I*"])
     verbose = run(pytester, "--spark-only", "G3", "-v")
     verbose.stdout.fnmatch_lines(["spark_preflight::G3 INFO*"])
@@ -57,7 +59,7 @@ def test_info_passes_with_letter_i_and_word_info(pytester: pytest.Pytester) -> N
 def test_warn_is_a_warned_pass(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "100")
     outcomes = result.parseoutcomes()
-    assert outcomes == {"warned": 1, "deselected": 9}
+    assert outcomes == {"warned": 1, "deselected": len(catalog.IDS) - 1}
     assert result.ret == 0
     result.stdout.fnmatch_lines(["spark_preflight W*"])
     # by default one short line (issue 11: at most 120 characters), the whole line under -v
@@ -73,7 +75,7 @@ def test_warn_is_a_warned_pass(pytester: pytest.Pytester) -> None:
 
 def test_strict_turns_warn_into_failure(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "100", "--spark-strict")
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=len(catalog.IDS) - 1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["G3 WARN: workload 100 GiB fits only after dropping*", "verdict: blocked*"])
     # the failure's body (shown under -rA/-v) says why a WARN failed the test
@@ -83,7 +85,7 @@ def test_strict_turns_warn_into_failure(pytester: pytest.Pytester) -> None:
 
 def test_fail_fails_with_the_g_line_and_no_traceback(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-only", "G3", "--spark-workload-gb", "500", "-rf", "-vv")
-    result.assert_outcomes(failed=1, deselected=9)
+    result.assert_outcomes(failed=1, deselected=len(catalog.IDS) - 1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     assert "Traceback" not in out
@@ -101,7 +103,7 @@ def test_fail_fails_with_the_g_line_and_no_traceback(pytester: pytest.Pytester) 
 def test_skip_says_why(pytester: pytest.Pytester, spark_env) -> None:
     (spark_env.root / "proc" / "meminfo").unlink()
     result = run(pytester, "--spark-only", "G3", "-rs")
-    result.assert_outcomes(skipped=1, deselected=9)
+    result.assert_outcomes(skipped=1, deselected=len(catalog.IDS) - 1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         ["SKIPPED [[]1] spark_preflight:1: G3 SKIP: cannot read memory headroom: cannot read /proc/meminfo*"]
@@ -114,7 +116,7 @@ def test_terminal_section_has_ten_g_lines_and_a_verdict(pytester: pytest.Pyteste
     assert section[0].startswith("gotchas: G1 CUDA 12/13 ABI")  # each gotcha's name first (issue 34 item 7)
     section = section[next(i for i, ln in enumerate(section) if GLINE.match(ln)) :]
     g_lines = [ln for ln in section if GLINE.match(ln)]
-    assert [ln.split()[0] for ln in g_lines] == [f"G{n}" for n in range(1, 11)]
+    assert [ln.split()[0] for ln in g_lines] == list(catalog.IDS)
     assert section[len(g_lines)].startswith("verdict: ")
     assert re.match(r"^verdict: (ready|ready-with-warnings|blocked) \(", section[len(g_lines)])
 
@@ -134,7 +136,7 @@ def test_a_crashing_check_is_that_checks_fail_not_an_internal_error(pytester: py
     )
     result = pytester.runpytest_subprocess("--spark-preflight", "--spark-only", "G3,G9")
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
-    result.assert_outcomes(failed=1, passed=1, deselected=8)
+    result.assert_outcomes(failed=1, passed=1, deselected=len(catalog.IDS) - 2)
     # the short line names the exception; -v the place it was raised
     result.stdout.fnmatch_lines(["G3 FAIL: the check itself crashed (ZeroDivisionError), so nothing was verified*"])
     verbose = pytester.runpytest_subprocess("--spark-preflight", "--spark-only", "G3,G9", "-v")
@@ -171,7 +173,7 @@ def test_section_lines_fit_the_terminal(pytester: pytest.Pytester, monkeypatch: 
     monkeypatch.setenv("COLUMNS", "80")
     result = run(pytester, "--spark-workload-gb", "100")
     lines = [ln for ln in spark_section(result) if GLINE.match(ln)]
-    assert len(lines) == 10 and all(len(ln) <= 80 for ln in lines), lines
+    assert len(lines) == len(catalog.IDS) and all(len(ln) <= 80 for ln in lines), lines
     g3 = next(ln for ln in lines if ln.startswith("G3 "))
     assert g3.startswith("G3 WARN: workload 100 GiB") and "; fix: " in g3 and g3.endswith("…")
     verbose = run(pytester, "--spark-workload-gb", "100", "-v")

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dgx_spark import catalog
+
 from conftest import DATA
 
 xmlschema = pytest.importorskip("xmlschema")
 
 XSD = DATA / "junit-xunit2.xsd"
-IDS = [f"G{n}" for n in range(1, 11)]
+IDS = list(catalog.IDS)
 #: G3 WARN (100 GiB fits only after dropping cache); the rest as the double makes them
 ARGS = ("--spark-workload-gb", "100", "-p", "no:randomly")
 

@@ -10,7 +10,11 @@ import re
 
 import pytest
 
-IDS = [f"G{n}" for n in range(1, 11)]
+from pytest_dgx_spark import catalog
+
+IDS = list(catalog.IDS)
+#: an id one past the last check's: no such check
+NO_SUCH = f"G{catalog.CHECKS[-1].number + 1}"
 NORANDOM = ("-p", "no:randomly")
 
 
@@ -104,7 +108,7 @@ def test_collection_error_is_not_called_all_deselected(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         [
             "no preflight check ran: collection failed (1 error), so no test ran",
-            "verdict: ready-with-warnings (10 not run)",
+            f"verdict: ready-with-warnings ({len(IDS)} not run)",
         ]
     )
     doc = not_run_report(pytester)
@@ -118,7 +122,8 @@ def test_all_deselected_by_m_is_not_ready(pytester: pytest.Pytester, user_tests,
     result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--spark-report", "env.json", "-m", "x", *xdist)
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(
-        ["no preflight check ran (all deselected: -m x)", "verdict: ready-with-warnings (10 not run)"]
+        ["no preflight check ran (all deselected: -m x)",
+         f"verdict: ready-with-warnings ({len(IDS)} not run)"]
     )
     assert "verdict: ready " not in result.stdout.str()
     doc = not_run_report(pytester)
@@ -138,8 +143,8 @@ def test_some_deselected_are_listed_as_not_run(pytester: pytest.Pytester, user_t
     result.stdout.fnmatch_lines(
         [
             "G3 INFO: *",
-            "G1, G2, G4, G5, G6, G7, G8, G9, G10 not run: deselected (-k G3)",
-            "verdict: ready-with-warnings (1 INFO, 9 not run)",
+            ", ".join(i for i in IDS if i != "G3") + " not run: deselected (-k G3)",
+            f"verdict: ready-with-warnings (1 INFO, {len(IDS) - 1} not run)",
         ]
     )
     doc = json.loads((pytester.path / "env.json").read_text())
@@ -238,9 +243,11 @@ def test_the_file_id_keeps_spark_only(pytester: pytest.Pytester, user_tests) -> 
 
 
 def test_unknown_check_id_is_one_usage_line(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest(*NORANDOM, "--spark-preflight", "spark_preflight::G11")
+    result = pytester.runpytest(*NORANDOM, "--spark-preflight", f"spark_preflight::{NO_SUCH}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*spark_preflight::G11: no such check; the checks are *G1 .. *G10"])
+    result.stderr.fnmatch_lines(
+        [f"*spark_preflight::{NO_SUCH}: no such check; the checks are *{IDS[0]} .. *{IDS[-1]}"]
+    )
 
 
 # --------------------------------------------------------------------------- pytest-randomly
@@ -252,8 +259,8 @@ def test_checks_run_first_under_pytest_randomly(pytester: pytest.Pytester, seed:
     pytester.makepyfile(test_a="def test_a1(): pass\ndef test_a2(): pass", test_b="def test_b(): pass")
     result = pytester.runpytest(f"--randomly-seed={seed}", "--spark-preflight", "--collect-only", "-q")
     ids = [ln for ln in result.stdout.lines if "::" in ln]
-    assert ids[:10] == [f"spark_preflight::{i}" for i in IDS]
-    assert sorted(ids[10:]) == ["test_a.py::test_a1", "test_a.py::test_a2", "test_b.py::test_b"]
+    assert ids[: len(IDS)] == [f"spark_preflight::{i}" for i in IDS]
+    assert sorted(ids[len(IDS) :]) == ["test_a.py::test_a1", "test_a.py::test_a2", "test_b.py::test_b"]
 
 
 def test_printed_node_id_works_from_a_subfolder_and_under_xdist(pytester: pytest.Pytester, user_tests) -> None:
@@ -296,13 +303,13 @@ def test_one_check_selected_any_way_gives_the_same_verdict(pytester: pytest.Pyte
         seen[how] = (verdict, doc["verdict"], doc["checks"]["G5"])
     assert len(set(seen.values())) == 1, seen
     verdict, word, _ = seen["node id"]
-    assert word == "ready-with-warnings" and verdict.endswith(", 9 not run)"), verdict
+    assert word == "ready-with-warnings" and verdict.endswith(f", {len(IDS) - 1} not run)"), verdict
 
 
 def test_collect_only_claims_no_verdict(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*NORANDOM, "--spark-preflight", "--co", "-k", "G5")
     assert not [ln for ln in result.outlines if ln.startswith("verdict") or "= spark preflight =" in ln]
-    result.stdout.fnmatch_lines(["*1/10 tests collected (9 deselected)*"])
+    result.stdout.fnmatch_lines([f"*1/{len(IDS)} tests collected ({len(IDS) - 1} deselected)*"])
 
 
 def test_a_worker_never_runs_a_check_the_controller_did_not_plan(pytester: pytest.Pytester) -> None:

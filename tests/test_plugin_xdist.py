@@ -10,11 +10,16 @@ import re
 
 import pytest
 
+from pytest_dgx_spark import catalog
+
 pytest.importorskip("xdist")
 
 
+GLINE = re.compile(rf"^(?:{'|'.join(catalog.IDS)}) (PASS|FAIL|WARN|SKIP|INFO): ")
+
+
 def section_lines(result: pytest.RunResult) -> list[str]:
-    return [ln for ln in result.stdout.lines if re.match(r"^G(?:[1-9]|10) (PASS|FAIL|WARN|SKIP|INFO): ", ln)]
+    return [ln for ln in result.stdout.lines if GLINE.match(ln)]
 
 
 def run_counted(pytester: pytest.Pytester, spark_env, *args: str) -> tuple[list[str], int, int]:
@@ -29,7 +34,7 @@ def test_xdist_and_randomly_give_the_same_results_and_probe_once(
     pytester: pytest.Pytester, spark_env
 ) -> None:
     serial, nvml_serial, torch_serial = run_counted(pytester, spark_env, "-p", "no:randomly")
-    assert len(serial) == 10
+    assert len(serial) == len(catalog.IDS)
     assert torch_serial == 1, "torch is imported once, in one child, for all checks"
     assert nvml_serial >= 1
 
@@ -49,7 +54,7 @@ def test_xdist_and_randomly_give_the_same_results_and_probe_once(
 def test_each_check_runs_once_under_xdist(pytester: pytest.Pytester, spark_env) -> None:
     result = pytester.runpytest("--spark-preflight", "-n", "4", "-v", "-p", "no:randomly")
     ran = re.findall(r"\] (?:PASSED|FAILED|SKIPPED|WARN|INFO) spark_preflight::(G\d+)", result.stdout.str())
-    assert sorted(ran, key=lambda c: int(c[1:])) == [f"G{n}" for n in range(1, 11)]
+    assert sorted(ran, key=lambda c: int(c[1:])) == list(catalog.IDS)
 
 
 def test_only_the_controller_runs_checks(pytester: pytest.Pytester, spark_env, tmp_path, monkeypatch) -> None:
@@ -72,5 +77,8 @@ def test_only_the_controller_runs_checks(pytester: pytest.Pytester, spark_env, t
     result = pytester.runpytest_subprocess("--spark-preflight", "-n", "2", "-p", "no:randomly")
     assert result.ret == 0
     ran = {p.name: p.read_text() for p in pytester.path.glob("ran-*.txt")}
-    assert ran == {"ran-controller.txt": "True 10", "ran-gw0.txt": "False 10", "ran-gw1.txt": "False 10"}
+    n = len(catalog.IDS)
+    assert ran == {
+        "ran-controller.txt": f"True {n}", "ran-gw0.txt": f"False {n}", "ran-gw1.txt": f"False {n}",
+    }
     assert list(scratch.iterdir()) == []

@@ -5,7 +5,10 @@ the block is what that command prints (stdout and stderr), run from the root
 of a checkout. Each command replays a capture of ``tests/data/captures/``, so
 it reads nothing of the machine that runs it and prints the same lines
 anywhere. Only what honestly varies between runs is normalised: the seconds
-pytest's last line reports.
+pytest's last line reports. A sample shows the lines of the checks its
+capture was made with; a check added later is not in it, so the command runs
+with the catalog of the checks the sample shows (``tests/onlychecks.py``):
+one more check leaves every sample as it is, word for word.
 
 When the product's wording changes, regenerate the blocks (and read the diff):
 
@@ -22,10 +25,14 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import onlychecks
 import pytest
+
+from pytest_dgx_spark import catalog
 
 import hermetic
 
@@ -38,6 +45,8 @@ PRODUCT_LINE = re.compile(r"^(G\d+ (PASS|FAIL|WARN|SKIP|INFO): |verdict: )", re.
 #: the run time on pytest's last line (``1 failed, 6 passed in 1.75s``)
 RUN_TIME = re.compile(r" in \d+(?:\.\d+)?s\b")
 REPLAY = re.compile(r"--(?:spark-)?replay[= ](\S+)")
+#: the ids a sample's lines name: ``G3 INFO: …``, ``G1, G2 not run: …``
+LINE_IDS = re.compile(r"^((?:G\d+, )*G\d+)(?: (?:PASS|FAIL|WARN|SKIP|INFO):| (?:tests )?not run:)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -74,20 +83,31 @@ def argv(command: str) -> list[str]:
     raise ValueError(f"a README sample runs spark-preflight or pytest, not {words[0]!r}")
 
 
-def run(command: str) -> str:
+def shown_checks(output: str) -> list[str]:
+    """The checks whose lines a sample shows, in the catalog's order."""
+    named = {i for m in LINE_IDS.finditer(output) for i in m.group(1).split(", ")}
+    return [i for i in catalog.IDS if i in named]
+
+
+def run(command: str, checks: list[str] | None = None) -> str:
     """What ``command`` prints, run from the checkout's root (80 columns, no
-    plugin autoload, none of the machine's launcher or GPU variables)."""
+    plugin autoload, none of the machine's launcher or GPU variables); with
+    ``checks`` (some of the catalog's), as if only those checks existed."""
     env = hermetic.clean(os.environ)
     env["COLUMNS"] = "80"
-    proc = subprocess.run(
-        argv(command),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-    )
+    with tempfile.TemporaryDirectory(prefix="spark-checks-") as folder:
+        line = argv(command)
+        if checks and checks != list(catalog.IDS):
+            line = onlychecks.argv(Path(folder), checks, line[2], *line[3:])  # [python, -m, module, ...]
+        proc = subprocess.run(
+            line,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=120,
+        )
     return proc.stdout
 
 
@@ -113,7 +133,7 @@ def test_each_readme_sample_is_what_its_command_prints(sample: Sample) -> None:
     assert replays, f"{sample.command}: a sample replays a capture, so it prints the same anywhere"
     for path in replays:
         assert (ROOT / path).resolve().parent == CAPTURES and (ROOT / path).is_file(), path
-    got = normal(run(sample.command))
+    got = normal(run(sample.command, shown_checks(sample.output)))
     want = normal(sample.output)
     assert got == want, (
         "the README's sample differs from what its command prints; after a change of wording, run "
@@ -142,7 +162,7 @@ def update() -> int:
     text = README.read_text()
     changed = 0
     for sample in reversed(samples(text)):  # from the end: earlier offsets stay valid
-        output = run(sample.command).rstrip("\n") + "\n"
+        output = run(sample.command, shown_checks(sample.output)).rstrip("\n") + "\n"
         if normal(output) != normal(sample.output):
             changed += 1
             print(f"updated: $ {sample.command}")
@@ -155,7 +175,7 @@ def update() -> int:
 def check() -> int:
     differ = 0
     for sample in samples(README.read_text()):
-        got, want = normal(run(sample.command)), normal(sample.output)
+        got, want = normal(run(sample.command, shown_checks(sample.output))), normal(sample.output)
         if got != want:
             differ += 1
             print(f"$ {sample.command}")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
+from pytest_dgx_spark import catalog
 from pytest_dgx_spark.report_plugins import wants_warn_lines
 
 from doubles import gb10
@@ -46,7 +47,7 @@ def summary_section(result: pytest.RunResult) -> list[str]:
 @pytest.mark.parametrize("chars", ["-rA", "-ra", "-rw", "-rW"])
 def test_warn_is_listed_in_the_short_summary(pytester: pytest.Pytester, chars: str) -> None:
     result = run(pytester, "--spark-workload-gb", "100", chars)
-    assert result.parseoutcomes() == {"warned": 1, "deselected": 9}
+    assert result.parseoutcomes() == {"warned": 1, "deselected": len(catalog.IDS) - 1}
     section = summary_section(result)
     assert len([ln for ln in section if ln.startswith("WARN ")]) == 1, section
     result.stdout.fnmatch_lines(["*short test summary info*", WARN_LINE])
@@ -87,7 +88,7 @@ def test_a_failing_check_is_not_rerun(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--spark-workload-gb", "500", "--reruns", "2", "test_user.py")
     outcomes = result.parseoutcomes()
     # the user's test is rerun twice (rerunfailures is active), the check not at all
-    assert outcomes == {"failed": 2, "rerun": 2, "deselected": 9}
+    assert outcomes == {"failed": 2, "rerun": 2, "deselected": len(catalog.IDS) - 1}
     assert result.stdout.str().count("G3 FAIL: workload 500 GiB") >= 1
     assert not any(ln.startswith("RERUN spark_preflight") for ln in result.stdout.lines)
     result.stdout.fnmatch_lines(["spark_preflight F*", "test_user.py RRF*"])
@@ -96,7 +97,7 @@ def test_a_failing_check_is_not_rerun(pytester: pytest.Pytester) -> None:
 def test_not_rerun_even_in_append_mode(pytester: pytest.Pytester) -> None:
     pytest.importorskip("pytest_rerunfailures")
     result = run(pytester, "--spark-workload-gb", "500", "--reruns", "2", "--reruns-mode", "append")
-    assert result.parseoutcomes() == {"failed": 1, "deselected": 9}
+    assert result.parseoutcomes() == {"failed": 1, "deselected": len(catalog.IDS) - 1}
 
 
 SAMPLER_TEST = """
@@ -137,7 +138,8 @@ def test_sampler_chart_in_html_allure_and_beside_the_report(
         "-p", "no:randomly", "--spark-preflight", "--spark-only", "G3", "--spark-report", "env-report.json",
         "--html=report.html", "--self-contained-html", "--alluredir=allure", *xdist, "test_train.py",
     )
-    result.assert_outcomes(passed=2, deselected=0 if xdist else 9)  # xdist's workers deselect unseen
+    # xdist's workers deselect unseen
+    result.assert_outcomes(passed=2, deselected=0 if xdist else len(catalog.IDS) - 1)
     chart_file = pytester.path / "env-report.thermal-test_train_spark_sampler0.svg"
     result.stdout.fnmatch_lines([f"thermal chart written to {chart_file}"])
     root = ET.fromstring(chart_file.read_bytes())
@@ -222,7 +224,7 @@ def test_default_output_shows_each_fail_whole_once(blocked_run: Callable[..., py
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     lines = [ln for ln in result.outlines if not ln.startswith(PYTEST_HEADER)]
     g_lines = section(result.outlines)
-    assert len(g_lines) == 11  # ten checks and the verdict
+    assert len(g_lines) == len(catalog.IDS) + 1  # a line per check and the verdict
     assert all(len(ln) <= 120 for ln in g_lines), g_lines
     out = result.stdout.str()
     full = [ln for ln in section(blocked_run("-v").outlines) if " FAIL: " in ln]

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from pytest_dgx_spark import catalog
 from pytest_dgx_spark.model import Result, Status, verdict, verdict_line
 
 
@@ -23,8 +24,10 @@ def test_a_skip_that_made_the_verdict_is_named() -> None:
     assert verdict_line(rs) == "verdict: ready-with-warnings (G7 skipped; 1 PASS, 1 SKIP)"
     # with a WARN the counts say why: the line is as before
     assert verdict_line([*rs, r("G5", Status.WARN)]) == "verdict: ready-with-warnings (1 PASS, 1 WARN, 1 SKIP)"
-    many = [r(f"G{i}", Status.SKIP) for i in range(1, 11)]
-    assert verdict_line(many) == "verdict: ready-with-warnings (G1, G2, G3, G4, and 6 more skipped; 10 SKIP)"
+    many = [r(c, Status.SKIP) for c in catalog.IDS]
+    assert verdict_line(many) == (
+        f"verdict: ready-with-warnings (G1, G2, G3, G4, and {len(many) - 4} more skipped; {len(many)} SKIP)"
+    )
 
 
 def test_a_skip_by_the_users_choice_leaves_the_run_ready() -> None:
@@ -75,5 +78,8 @@ def test_offline_on_purpose_reads_ready_in_the_terminal_and_the_report(pytester:
 def test_strict_warn_says_strict_in_the_terminal(pytester: pytest.Pytester, gb10) -> None:
     result = pytester.runpytest("-p", "no:randomly", "--spark-preflight", "--spark-only", "G3", "--spark-strict",
                                 "--spark-workload-gb", "100")
-    result.stdout.fnmatch_lines(["G3 WARN: *", "verdict: blocked (G3 WARN under --strict; 1 WARN, 9 not run)"])
+    others = len(catalog.IDS) - 1
+    result.stdout.fnmatch_lines(
+        ["G3 WARN: *", f"verdict: blocked (G3 WARN under --strict; 1 WARN, {others} not run)"]
+    )
     assert "failed;" not in result.stdout.str().split("spark preflight =")[-1]

@@ -20,7 +20,12 @@ from pathlib import Path
 import pytest
 from localserver import ISSUES_PATH, Answer, LocalServer
 
+from pytest_dgx_spark import catalog
+
 from conftest import PYTEST_CHILD, spark_cli
+
+#: the checks a run of one check leaves out, and an id one past the last check's (no such check)
+OTHERS, NO_SUCH = len(catalog.IDS) - 1, f"G{catalog.CHECKS[-1].number + 1}"
 
 #: a title GitHub may well hold: long (cut with "…"), a dash, an accent, CJK
 TITLE = "vLLM serve crashes on GB10 \u2014 caf\u00e9 \u4e2d " + "after the driver update " * 6
@@ -76,7 +81,7 @@ def test_cli_with_stdout_closed_says_the_verdict_on_stderr(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr  # G9 WARNs here: ready-with-warnings
     assert_no_crash(done.stderr)
     assert done.stderr.splitlines() == ["spark-preflight: stdout is closed: no check line printed; "
-                                        "verdict: ready-with-warnings (1 WARN, 9 not run)"]
+                                        f"verdict: ready-with-warnings (1 WARN, {OTHERS} not run)"]
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "ready-with-warnings"
 
 
@@ -88,7 +93,7 @@ def test_cli_with_stdout_closed_says_the_verdict_on_stderr(tmp_path: Path) -> No
     [
         (["--bogus"], "spark-preflight: error: unrecognized arguments: --bogus"),
         (["--timeout", "abc"], "spark-preflight: error: --timeout: expected a number, got 'abc'"),
-        (["--only", "G11"], "spark-preflight: error: --only: 'G11' is not a check id"),
+        (["--only", NO_SUCH], f"spark-preflight: error: --only: '{NO_SUCH}' is not a check id"),
         (["diagnose", "--offline", "missing.log"], "spark-preflight: error: missing.log: cannot open"),
     ],
     ids=["unknown-option", "bad-number", "bad-check", "diagnose-missing-log"],
@@ -144,7 +149,7 @@ def test_cli_on_a_terminal_that_is_not_utf8_prints_every_line(
         out = done.stdout.decode(encoding)
         assert done.returncode == 0, out + done.stderr.decode(encoding, "replace")
         assert_no_crash(out)
-        assert out.startswith("G8 WARN: 1 open issue") and "verdict: ready-with-warnings (1 WARN, 9 not run)" in out
+        assert out.startswith("G8 WARN: 1 open issue") and f"(1 WARN, {OTHERS} not run)" in out
         if extra:  # -v quotes the title: cut with "…", a dash, an accent and CJK in it
             assert "#7 vLLM serve crashes on GB10 - caf" in out and "..." in out, out
             assert ("caf\u00e9" if encoding == "latin-1" else "caf\\xe9") in out and "\\u4e2d" in out
@@ -168,7 +173,7 @@ def test_pytest_on_a_terminal_that_is_not_utf8_keeps_the_lines_readable(
     assert "G8 WARN: 1 open issue" in section and "#7 vLLM serve crashes on GB10 - caf" in section, section
     assert "..." in section
     assert "\\u2026" not in section and "\\u2014" not in section
-    assert "verdict: ready-with-warnings (1 WARN, 9 not run)" in section
+    assert f"verdict: ready-with-warnings (1 WARN, {OTHERS} not run)" in section
 
 
 # ---------------------------------------------------------------------- lone surrogates

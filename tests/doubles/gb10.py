@@ -90,8 +90,17 @@ NVIDIA_VERSION = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.
 
 
 def stack_files(osrelease: str = OSRELEASE, nvidia_version: str = NVIDIA_VERSION) -> dict[str, str]:
-    """The driver-stack files of a machine root (``make_root``), a healthy Spark's by default."""
-    return {"proc/sys/kernel/osrelease": osrelease, "proc/driver/nvidia/version": nvidia_version}
+    """The driver-stack files of a machine root (``make_root``), a healthy Spark's by default, and
+    what a check added later reads on a healthy Spark (its test module's ``GB10_FILES``: tests/declared.py)."""
+    return {"proc/sys/kernel/osrelease": osrelease, "proc/driver/nvidia/version": nvidia_version, **later_files()}
+
+
+def later_files() -> dict[str, str]:
+    """The files the checks' own test modules declare a healthy Spark holds for them (``GB10_FILES``)."""
+    import declared  # tests/ is on sys.path (conftest)
+
+    files: dict[str, str] = declared.by_checks("GB10_FILES")
+    return files
 
 
 #: MemTotal of a real Spark (proc_meminfo_2.txt), in kB

@@ -43,6 +43,8 @@ from typing import Any
 
 import pytest
 
+from pytest_dgx_spark import catalog
+
 import hermetic
 from conftest import isolated_path, make_root
 from doubles import elfkit, gb10, tritonkit
@@ -466,7 +468,7 @@ class Scene:
 # ---------------------------------------------------------------------- running a scene
 
 
-GLINE = re.compile(r"^(?:G(?:[1-9]|10) (?:PASS|FAIL|WARN|SKIP|INFO): |verdict: )")
+GLINE = re.compile(rf"^(?:(?:{'|'.join(catalog.IDS)}) (?:PASS|FAIL|WARN|SKIP|INFO): |verdict: )")
 
 
 def plugin_args(cli_args: Iterable[str]) -> list[str]:

@@ -38,7 +38,7 @@ def test_xdist_and_randomly_give_the_same_results_and_probe_once(
     assert torch_serial == 1, "torch is imported once, in one child, for all checks"
     assert nvml_serial >= 1
 
-    spread, nvml_spread, torch_spread = run_counted(pytester, spark_env, "-n", "4", "-p", "no:randomly")
+    spread, nvml_spread, torch_spread = run_counted(pytester, spark_env, "-n", "2", "-p", "no:randomly")
     assert spread == serial
     assert (nvml_spread, torch_spread) == (nvml_serial, torch_serial)
 
@@ -46,13 +46,13 @@ def test_xdist_and_randomly_give_the_same_results_and_probe_once(
     assert shuffled == serial
     assert (nvml_shuffled, torch_shuffled) == (nvml_serial, torch_serial)
 
-    both, nvml_both, torch_both = run_counted(pytester, spark_env, "-n", "4", "-p", "randomly")
+    both, nvml_both, torch_both = run_counted(pytester, spark_env, "-n", "2", "-p", "randomly")
     assert both == serial
     assert (nvml_both, torch_both) == (nvml_serial, torch_serial)
 
 
 def test_each_check_runs_once_under_xdist(pytester: pytest.Pytester, spark_env) -> None:
-    result = pytester.runpytest("--spark-preflight", "-n", "4", "-v", "-p", "no:randomly")
+    result = pytester.runpytest("--spark-preflight", "-n", "2", "-v", "-p", "no:randomly")
     ran = re.findall(r"\] (?:PASSED|FAILED|SKIPPED|WARN|INFO) spark_preflight::(G\d+)", result.stdout.str())
     assert sorted(ran, key=lambda c: int(c[1:])) == list(catalog.IDS)
 

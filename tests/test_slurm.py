@@ -44,7 +44,7 @@ README_BIN = "/usr/local/bin/"
 XID_79 = gb10.kmsg([gb10.GPU_FOUND, "NVRM: Xid (PCI:000f:01:00): 79, pid=0, GPU has fallen off the bus."])
 #: bounds of each wait on the cluster (the daemons answer within seconds on an idle box)
 WAIT_S = 90.0
-HEALTH_INTERVAL_S = 5
+HEALTH_INTERVAL_S = 2  # each wait on the health check is about one interval
 
 
 def readme_conf_lines() -> list[str]:
@@ -295,7 +295,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
         f"SlurmctldPidFile={base / 'slurmctld.pid'}", f"SlurmdPidFile={base / 'slurmd.pid'}",
         f"SlurmctldLogFile={base / 'slurmctld.log'}", f"SlurmdLogFile={base / 'slurmd.log'}",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/linear",
-        "SchedulerType=sched/builtin", "SwitchType=switch/none", "MpiDefault=none",
+        # a job starts when submitted or released, not up to 3 s later (batch_sched_delay) or, where
+        # that event met the node busy, at the next full pass (sched_interval, 60 s by default)
+        "SchedulerType=sched/builtin", "SchedulerParameters=batch_sched_delay=0,sched_interval=1",
+        "SwitchType=switch/none", "MpiDefault=none",
         "JobCompType=jobcomp/none",
         "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
         "ReturnToService=2", "SlurmdTimeout=300", "MailProg=/bin/true",

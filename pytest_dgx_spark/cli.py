@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -74,8 +75,9 @@ def commands_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    description = (f"Run the {catalog.HOW_MANY} DGX Spark preflight checks ({catalog.SPAN}) on this machine: one line each,\n"
-                   "then the verdict: ready, ready-with-warnings or blocked.\n\n" + commands_help())  # fmt: skip
+    what = (f"Run the {catalog.HOW_MANY} DGX Spark preflight checks ({catalog.SPAN}) on this machine: one line each, "
+            "then the verdict: ready, ready-with-warnings or blocked.")  # fmt: skip
+    description = textwrap.fill(what, 80) + "\n\n" + commands_help()  # 80 columns, however many checks
     # allow_abbrev off as in pytest: --workload is no --workload-gb
     parser = Parser(prog="spark-preflight", usage=usage(), description=description, epilog=epilog(),
                      formatter_class=Formatter, allow_abbrev=False)  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_dgx_spark import cli, logscan
+from pytest_dgx_spark import catalog, cli, logscan
 from pytest_dgx_spark.diagnose import MachineFacts, decide, results
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.redact import Redactor
@@ -25,6 +25,9 @@ POSTED = json.loads((DATA / "posted_lines.json").read_text(encoding="utf-8"))
 FILLER = (DATA / "healthy_nccl_init.txt").read_text(encoding="utf-8").splitlines()
 TABLE = logscan.load_table()
 REDACT = Redactor({}, personal=False)
+
+#: a gotcha id past the last check: no signature may name it
+NO_CHECK = f"G{len(catalog.IDS) + 1}"
 
 
 def buried(line: str, at: int = 40) -> str:
@@ -214,7 +217,8 @@ def test_a_user_file_adds_patterns(tmp_path, capsys) -> None:
     ("content", "reason"),
     [("{not json", "not JSON"), ('{"signatures": [{"id": "U1", "pattern": "(", "gotcha": "G1", "fix": "x"}]}',
                                  "not a regular expression"),
-     ('{"signatures": [{"id": "U1", "pattern": "x", "gotcha": "G11", "fix": "x"}]}', "must be one of G1..G10"),
+     (json.dumps({"signatures": [{"id": "U1", "pattern": "x", "gotcha": NO_CHECK, "fix": "x"}]}),
+      f"must be one of {catalog.SPAN}"),
      ('{"signatures": [{"id": "U1", "pattern": "x", "gotcha": "G1", "weight": "huge", "fix": "x"}]}', "weight"),
      ("[]", "expected a JSON object")],
 )  # fmt: skip

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark import logengine, logscan
+from pytest_dgx_spark import catalog, logengine, logscan
 
 DATA = Path(__file__).parent / "data" / "diagnose"
 POSTED = json.loads((DATA / "posted_lines.json").read_text(encoding="utf-8"))
@@ -26,6 +26,8 @@ FILLER = (DATA / "healthy_nccl_init.txt").read_text(encoding="utf-8")
 #: what a terminal acts on (tests/test_terminal_injection.py's list)
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 FORGED = "verdict: ready"
+#: a gotcha id past the last check: no signature may name it
+NO_CHECK = f"G{len(catalog.IDS) + 1}"
 #: run the CLI with RE2 hidden (``--no-re2`` below): the fallback every install without it takes
 NO_RE2 = ("import sys\nfrom pytest_dgx_spark import cli, logengine\nlogengine.re2 = None\n"
           "sys.exit(cli.main(sys.argv[1:]))\n")
@@ -172,7 +174,7 @@ def test_a_replayed_hostname_reaches_junit_escaped(pytester: pytest.Pytester) ->
 
 @pytest.mark.parametrize(
     ("change", "reason"),
-    [({"ungated_gotcha": "G11"}, "'ungated_gotcha' must be one of G1..G10, got 'G11'"),
+    [({"ungated_gotcha": NO_CHECK}, f"'ungated_gotcha' must be one of {catalog.SPAN}, got '{NO_CHECK}'"),
      ({"gated_weight": ["strong"]}, "'gated_weight' must be strong, medium or weak"),
      ({"same_second": ["EXIT0"]}, "'same_second' must be a string"),
      ({"row": {"n": 1}}, "'row' must be a string"),

@@ -149,16 +149,15 @@ def test_the_sdists_test_suite_collects_and_a_replay_test_runs(sdist: Path) -> N
     """The suite's helpers and data travel with it (conftest, doubles, data);
     the capture replays run from the sdist's own files."""
     assert not list(sdist.rglob("__pycache__")), "bytecode in the sdist"
-    collect = subprocess.run(
-        [sys.executable, *PYTEST_ARGS, "--co", "-q"], cwd=sdist, capture_output=True, text=True, timeout=300
-    )
-    assert collect.returncode == 0, collect.stdout[-3000:] + collect.stderr[-2000:]
-    assert re.search(r"^\d+ tests collected", collect.stdout, re.MULTILINE), collect.stdout[-500:]
+    # one pytest: the whole suite collects (a broken helper or missing data file is a collection error)
+    # and the capture replays, selected by their module's name, run from the sdist's own files
     run = subprocess.run(
-        [sys.executable, *PYTEST_ARGS, "-q", "tests/test_captures_replay.py"],
+        [sys.executable, *PYTEST_ARGS, "-q", "-k", "test_captures_replay"],
         cwd=sdist,
         capture_output=True,
         text=True,
         timeout=300,
     )
+    counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|deselected|error|errors|failed)", run.stdout))
+    assert counts.get("passed", 0) >= 20 and counts.get("deselected", 0) > 1000, run.stdout[-800:]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

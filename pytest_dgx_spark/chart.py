@@ -16,13 +16,14 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from itertools import groupby
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from pytest_dgx_spark import outfile, thermal
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Attachment
 from pytest_dgx_spark.safe_text import shortened
 
@@ -53,7 +54,7 @@ class ChartUnavailable(RuntimeError):
     """No picture could be drawn; the message is the one line saying why."""
 
 
-@dataclass
+@define
 class Trace:
     """One GPU's readings, aligned on ``t`` (``None`` where not read)."""
 
@@ -65,7 +66,7 @@ class Trace:
     sm_mhz: list[float | None] = field(default_factory=list)
 
 
-@dataclass
+@define
 class Span:
     """A time range where a reason was active, or (``kind="counter"``) the window in which the
     counter ``reason`` grew by ``seconds``, ``label`` the text drawn on its band."""
@@ -86,7 +87,7 @@ class Span:
         return f"spark-{self.kind}-{safe}-gpu{self.gpu}-{self.start:g}".replace(".", "_")
 
 
-@dataclass
+@define
 class ChartData:
     """What the picture shows, as data: the traces, the spans, a title."""
 

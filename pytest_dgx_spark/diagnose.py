@@ -16,10 +16,11 @@ box is judged by its own facts. Context can also decide whether a line counts at
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark import catalog, codes
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.diagnose_facts import (
     MachineFacts,
     fact_gates,
@@ -59,7 +60,7 @@ GATE_WORDS = {
 WEAK_NAMED = 3
 
 
-@dataclass
+@define
 class Evidence:
     """One hit as weighed: its signature, the check it points at, its weight and why."""
 
@@ -92,7 +93,7 @@ def _check_and_fix(sig: Signature, held: Sequence[str]) -> tuple[str, str]:
     return sig.gotcha or "", sig.fix
 
 
-@dataclass
+@define
 class Diagnosis:
     """The decision over all logs: per check its best evidence, the cause, and what was read."""
 

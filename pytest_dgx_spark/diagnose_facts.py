@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_dgx_spark import readings
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.logread import FileScan
 from pytest_dgx_spark.logtable import CONTEXTS, Table
 from pytest_dgx_spark.model import Result
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class MachineFacts:
     """What the gates read of the machine whose run failed; ``None`` is "not read"."""
 

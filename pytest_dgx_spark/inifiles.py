@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import iniconfig
+
+from pytest_dgx_spark.datadef import define
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,7 +31,7 @@ class ConfigError(Exception):
     """The configuration cannot be read; the message is pytest's for the same file."""
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Setup:
     """What pytest would find: its rootdir, its configfile (``None``: none) and that file's keys."""
 

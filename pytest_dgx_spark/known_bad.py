@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import procfs
 
 #: a known-bad file larger than this is refused (the shipped one is some 4 KiB)
@@ -36,7 +37,7 @@ KEYS = ("id", "platform", "match", "status", "fail_if", "breaks", "fix", "source
 SHORT_MAX = 60
 
 
-@dataclass
+@define
 class Entry(Record):
     """One validated entry; G1's facts keep the entries a run decided with (a field an older
     capture lacks takes its default: what its absence meant)."""
@@ -58,7 +59,7 @@ class KnownBadError(ValueError):
     """A known-bad file that cannot be used, in one line."""
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Reading(Record):
     """What an entry is matched against (``None``: not read)."""
 

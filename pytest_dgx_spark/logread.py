@@ -15,8 +15,9 @@ import sys
 import zlib
 from collections.abc import Callable, Generator, Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.options import DEFAULT_GUNZIP_MIB
 from pytest_dgx_spark.safe_text import visible
 
@@ -186,7 +187,7 @@ def timestamp(text: str) -> tuple[str, str] | None:
 
 
 
-@dataclass
+@define
 class Hit:
     """One line that matched a signature (or a healthy/secondary line)."""
 
@@ -205,7 +206,7 @@ class Hit:
         return f'{self.where}: "{text}"'
 
 
-@dataclass
+@define
 class FileScan:
     """What one log held: its line count, hits in order, what was ignored, and why reading stopped."""
 

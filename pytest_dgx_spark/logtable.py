@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pytest_dgx_spark import catalog
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.logengine import TableError, UserPattern
 from pytest_dgx_spark.safe_text import visible
 
@@ -36,7 +36,7 @@ CONTEXTS = (*GATES, "multi_node", "single_node", "watchdog_timeout", "rdma_compl
 NOT_IN_A_LINE = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Signature:
     """One known failure line: what it means for which check, how much it says alone, the fix."""
 
@@ -63,7 +63,7 @@ class Signature:
     ungated_fix: str | None = None
 
 
-@dataclass
+@define
 class Table:
     """The signatures, the healthy lines and the secondary (follow-on) lines, in order."""
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.safe_text import shortened, visible
 
 SCHEMA = "pytest_spark/1"
@@ -27,7 +28,7 @@ class Status(str, enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Reading:
     """A value with its unit; ``None`` is "not available" (``[N/A]``). Text is escaped as it comes in:
     a string value is often a name someone else chose (a process, a file)."""
@@ -54,7 +55,7 @@ class Reading:
         return {"value": self.value, "unit": self.unit}
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Attachment:
     """What a result carries for the reports that can show it (G4's thermal series, G10's node table):
     ``kind`` says how ``data`` (plain JSON) reads, ``title`` names it where it is shown, ``name`` where
@@ -111,7 +112,7 @@ def shorten(text: str, width: int) -> str:
     return cut.rstrip(" ;,(—") + "…"
 
 
-@dataclass
+@define
 class Result:
     """What one check decided: status, a one-line summary, the fix, readings."""
 

@@ -9,11 +9,12 @@ import argparse
 import os
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from pytest_dgx_spark import catalog, options
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.options import BY_NAME, OPTIONS, Option, bad_ini, ini_error
 from pytest_dgx_spark.parsers import PARSERS, OptionError, given_as, parse_value, truth
 from pytest_dgx_spark.thresholds import defaults
@@ -25,7 +26,7 @@ __all__ = ["PARSERS", "OptionError", "Settings", "build_settings", "ini_value", 
 options.values_dataclass()  # Values is a dataclass only once the preflight needs one (see there)
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Settings(options.Values):
     """The run's options: one typed attribute per :class:`~pytest_dgx_spark.options.Values` declaration
     (``settings.workload_gb``), each default the table's, plus the project folder and where ``github_url``

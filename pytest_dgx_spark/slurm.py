@@ -29,11 +29,12 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from pytest_dgx_spark import outfile
+from pytest_dgx_spark.datadef import define
 
 #: every drain reason this tool writes starts so; a drain without it is someone else's
 PREFIX = "spark-preflight:"
@@ -58,7 +59,7 @@ SCONTROL_TIMEOUT_S = 20.0
 MAX_REASON = 200
 
 
-@dataclass
+@define
 class Outcome:
     """What the preflight said: its exit code, the lines behind a blocked verdict, or why it
     could not run (``error``)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import pytest
 
 from pytest_dgx_spark import catalog, launch, report
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.items import FILE_NAME, TEST_STATUS, SparkCheckItem
 from pytest_dgx_spark.model import Result, Status, shorten, verdict
 from pytest_dgx_spark.safe_text import write_line
@@ -34,7 +35,7 @@ def junit_xml(config: pytest.Config) -> Any:
     return next(found, None)
 
 
-@dataclass
+@define
 class RunResults:
     """Everything the preflight of a run found; sent to xdist workers as a plain dict."""
 

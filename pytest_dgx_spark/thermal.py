@@ -7,13 +7,14 @@ standard library only, on the JSON samples of the NVML child or the nvidia-smi f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 
 
-@dataclass
+@define
 class NvmlError(Record):
     """Why a reading is absent: NVML's error name (``NotSupported``, ``GpuIsLost``) and its message."""
 
@@ -21,7 +22,7 @@ class NvmlError(Record):
     message: str = ""
 
 
-@dataclass
+@define
 class GpuReading(Record):
     """One GPU in one sample (the NVML child's, or a ``--query-gpu`` row); None: not read, and
     ``errors`` says why by field."""
@@ -57,7 +58,7 @@ class GpuReading(Record):
 RawGpuReading = dict[str, Any]
 
 
-@dataclass
+@define
 class Sample(Record):
     """One reading of every GPU, ``t`` seconds into the series."""
 
@@ -71,7 +72,7 @@ class Sample(Record):
                    [GpuReading.loose(g) for g in (gpus if isinstance(gpus, list) else []) if isinstance(g, Mapping)])
 
 
-@dataclass
+@define
 class CounterSet(Record):
     """The clock-event counters of one GPU: microseconds (None: not read), and the error of those not
     read (NVML's ``{"name", "message"}``, or ``nvidia-smi -q``'s ``"NotSupported"``)."""
@@ -88,7 +89,7 @@ class CounterSet(Record):
         return {e.name if isinstance(e, NvmlError) else e for e in self.errors.values()}
 
 
-@dataclass
+@define
 class SmiQGpu(CounterSet):
     """One GPU of ``nvidia-smi -q``: its counters and its Temperature section (``tlimit_c``, …)."""
 
@@ -128,7 +129,7 @@ def parse_mask(raw: object) -> int | None:
     return None
 
 
-@dataclass
+@define
 class Stat:
     """Running min/max/mean of one reading."""
 
@@ -154,7 +155,7 @@ class Stat:
         return {"n": self.n, "min": self.min, "max": self.max, "mean": mean}
 
 
-@dataclass
+@define
 class GpuSeries:
     """What one GPU did over a sample: statistics, reasons, errors, loss."""
 
@@ -255,7 +256,7 @@ def window_means(points: Sequence[tuple[float, float | None, float | None]], whi
     return sum(values[:k]) / k, sum(values[-k:]) / k
 
 
-@dataclass
+@define
 class FlatPower:
     """The seed's throttling pattern: power flat well under the limit while the temperature climbs."""
 

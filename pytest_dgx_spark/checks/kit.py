@@ -11,10 +11,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pytest_dgx_spark.checks.record import FactsError, Record, plain  # noqa: F401  (FactsError: re-exported)
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.options import BY_NAME, OPTIONS
 from pytest_dgx_spark.probes.commands import ResourceLimit
@@ -41,7 +42,7 @@ class _Engine(Protocol):  # what a check may ask of the engine, no more
     def run(self, check_id: str) -> Result: ...  # another check's result (G10 gathers the node's)
 
 
-@dataclass
+@define
 class CheckContext:
     """What a check's ``gather(ctx)`` gets: the options, the machine, the engine."""
 
@@ -69,7 +70,7 @@ class CheckContext:
 PARAM_OPTIONS = tuple(o.attr for o in OPTIONS if o.param)
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Params:
     """The resolved thresholds (profile defaults, then overrides) and the options a decision reads."""
 
@@ -109,7 +110,7 @@ class Params:
         return dataclasses.replace(self, **changes)
 
 
-@dataclass
+@define
 class ChildFacts(Record):
     """How the run's torch child went, as a check records it (``steps``: seconds per step). All
     defaults (an older capture's ``{}``): not recorded."""
@@ -165,7 +166,7 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
-@dataclass
+@define
 class Findings:
     """The one accumulator every ``evaluate`` (and the node comparison) writes into: problems FAIL,
     warnings WARN; a finding's short form for the default line is kept in :attr:`short` by its text."""

@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import commands
 from pytest_dgx_spark.probes.commands import limit_in_stderr  # engine.py imports it from here
 
@@ -39,7 +40,7 @@ def script_source(*names: str, main: str = "main()") -> str:
     return "\n".join([*parts, f"\n{main}\n"])
 
 
-@dataclass
+@define
 class ChildResult:
     data: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -116,7 +117,7 @@ def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in env.items() if not (k.startswith("PYTEST_XDIST") or k == "PYTEST_CURRENT_TEST")}
 
 
-@dataclass
+@define
 class Spawned:
     """A child started and not followed yet (its lines wait in the pipe)."""
 

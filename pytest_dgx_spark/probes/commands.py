@@ -15,9 +15,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import IO, Any
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.lifecycle import (
     END_SIGNALS,
     LIMIT_ERRNOS,
@@ -53,7 +54,7 @@ HELD_GRACE_S = 0.25
 HELD = "its output stayed open after it exited (a process it started holds it)"
 
 
-@dataclass
+@define
 class CommandExtra:
     """What a run adds beyond its exit; each ``None`` unless it happened (and then absent from the
     result's dict, as in every capture written before it was a dataclass)."""
@@ -74,7 +75,7 @@ class CommandExtra:
 _EXTRA_FIELDS = tuple(CommandExtra.__dataclass_fields__)
 
 
-@dataclass
+@define
 class CommandResult:
     argv: list[str]
     returncode: int | None = None

@@ -10,10 +10,11 @@ import os
 import re
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import islice
 from pathlib import Path
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.config_files import CONFIG_SUFFIXES, read_config
 from pytest_dgx_spark.probes.config_values import MAX_BYTES, Source
 
@@ -39,7 +40,7 @@ SKIP_FILES = {"package.json", "package-lock.json", "tsconfig.json", "tokenizer.j
 
 
 
-@dataclass
+@define
 class Scan:
     """What :func:`find_configs` found, and what it passed over (``*_places``: the first few, relative)."""
 
@@ -107,7 +108,7 @@ def data_folder(entries: list[os.DirEntry[str]]) -> tuple[str, str] | None:
     return f"{len(files)} files, {count} {suffix or 'without a suffix'}", suffix
 
 
-@dataclass
+@define
 class _Search:
     scan: Scan
     real_root: str

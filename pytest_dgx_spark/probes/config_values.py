@@ -11,9 +11,10 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.redact import program_word, split_title
 
 MAX_BYTES = 1 << 20  # 1 MiB: a config larger than this is not a config
@@ -54,7 +55,7 @@ def norm(key: str) -> str:
     return str(key).strip().lstrip("-+").lower().replace("-", "_")
 
 
-@dataclass
+@define
 class Finding:
     """One fact read from a config or a command line."""
 
@@ -67,7 +68,7 @@ class Finding:
         return asdict(self)
 
 
-@dataclass
+@define
 class Source:
     """One file or command line and what it says."""
 

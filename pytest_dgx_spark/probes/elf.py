@@ -14,9 +14,10 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.elf_header import (  # noqa: F401  (the reader, re-exported: elf.read_dynamic)
     Dynamic,
     ElfError,
@@ -50,7 +51,7 @@ def is_shared_object_name(name: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-@dataclass
+@define
 class Linker(Record):
     """A shared object (not a toolkit library) whose ``DT_NEEDED`` names a tracked CUDA library,
     or (``torch_linked``, ``needs`` empty) one that links libtorch."""
@@ -61,7 +62,7 @@ class Linker(Record):
     soname: str | None = None
 
 
-@dataclass
+@define
 class Provider(Record):
     """A CUDA runtime library: in a wheel (``root``), in ldconfig's cache (``name``, ``flags``) or
     in an ``LD_LIBRARY_PATH`` folder."""
@@ -74,7 +75,7 @@ class Provider(Record):
     flags: str | None = None
 
 
-@dataclass
+@define
 class Scan(Record):
     """What a scan of the package folders found, and how it went (``skipped``: counts by reason)."""
 
@@ -95,7 +96,7 @@ class Scan(Record):
         return [*self.linkers, *self.providers, *self.torch_linked]
 
 
-@dataclass
+@define
 class ScanStats:
     """How a scan went: files parsed, skipped by reason (a few samples kept)."""
 

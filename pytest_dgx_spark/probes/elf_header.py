@@ -11,8 +11,9 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from dataclasses import dataclass
 from typing import Any
+
+from pytest_dgx_spark.datadef import define
 
 ELF_MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC = 1, 2
@@ -31,7 +32,7 @@ class ElfError(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Dynamic:
     needed: tuple[str, ...]
     soname: str | None = None

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark import launch
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import multinode as mn
 from pytest_dgx_spark.probes.machine import MachineLike
 
@@ -27,7 +28,7 @@ CONTAINER_ENV = ("NVIDIA_PYTORCH_VERSION", "NVIDIA_BUILD_ID", "NVIDIA_PRODUCT_NA
                  "CUDA_VERSION")
 
 
-@dataclass
+@define
 class NodeLine(Record):
     """One check's status and line on a node (``scope`` when it is not the whole check's)."""
 
@@ -36,7 +37,7 @@ class NodeLine(Record):
     scope: str | None = None
 
 
-@dataclass
+@define
 class Fingerprint(Record):
     """What one node of a job is, as it hands it to every rank: identity, versions (torch's and the
     NCCL library's added by the fleet child), network settings, memory, each check's status and line."""
@@ -77,7 +78,7 @@ class Fingerprint(Record):
         return "?" if self.rank is None else self.rank
 
 
-@dataclass
+@define
 class Exchange(Record):
     """Every rank's fingerprint, or why not: ``error``, ``missing`` (ranks that never arrived),
     ``store`` (``MASTER_ADDR:MASTER_PORT``), ``cause``: ``"torch"`` (no torch.distributed with gloo),

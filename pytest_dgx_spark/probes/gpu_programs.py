@@ -13,9 +13,9 @@ import math
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.redact import program_word, split_title
 
@@ -59,7 +59,7 @@ WRAPPERS: dict[str, set[str]] = {name: set(options.split()) for name, options in
 }.items()}
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Program:
     """What a command line runs: a program name (binary or console script), or
     a Python module, and the arguments that program gets."""
@@ -160,7 +160,7 @@ def reduce_cmdline(cmdline: Sequence[str]) -> list[str]:
     return out + [f"{flag}={v[:32]}" for flag in READ_FLAGS if (v := flag_value(p.args, flag)) is not None]
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Kind:
     """A recognised GPU workload and the memory cap its flags declare."""
 
@@ -243,7 +243,7 @@ def is_probe_child(cmdline: Sequence[str]) -> bool:
     return any(PROBE_MARK in arg for arg in cmdline[1:4])
 
 
-@dataclass
+@define
 class GpuEntry(Record):
     """One process on a GPU's list (NVML's, or nvidia-smi's): its memory in bytes (None: no figure)."""
 

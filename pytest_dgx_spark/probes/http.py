@@ -20,11 +20,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_dgx_spark import __version__
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.urls import REDACTED, check_url, credentials, is_loopback, origin, redact_url
 
 __all__ = [
@@ -52,7 +53,7 @@ TOKEN_OVER_HTTP = "not sent: plain http (GITHUB_TOKEN goes only over https)"
 _LENGTH_DIGITS = 12
 
 
-@dataclass
+@define
 class HttpAnswer:
     """What one GET produced. ``error`` is one line when there is no usable answer."""
 

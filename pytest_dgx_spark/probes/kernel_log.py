@@ -19,10 +19,11 @@ import stat
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypedDict
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.outfile import kind_of
 from pytest_dgx_spark.probes.commands import CommandResult
 from pytest_dgx_spark.probes.memory_pressure import oom_kill_match
@@ -50,7 +51,7 @@ _JOURNAL_KERNEL = re.compile(r"^\S+\s+kernel:\s?(.*)$")
 _DENIED_WORDS = ("operation not permitted", "permission denied", "not seeing messages from other users")
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class KernelRecord:
     """One kernel log record: its sequence number (``/dev/kmsg`` only), seconds since boot, text."""
 
@@ -72,7 +73,7 @@ class KernelLog(TypedDict):
     seconds: float
 
 
-@dataclass
+@define
 class LogOutcome(Record):
     """How the read of a :class:`KernelLog` went, typed (:func:`outcome`); the records are :func:`records`."""
 
@@ -272,7 +273,7 @@ def records(log: Mapping[str, Any]) -> list[KernelRecord]:
     return out
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Xid:
     """One ``NVRM: Xid (PCI:000f:01:00): 13, pid=…, name=…, …`` line."""
 
@@ -312,7 +313,7 @@ def xids(recs: Iterable[KernelRecord]) -> list[Xid]:
     return out
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class OomKill:
     """One ``Out of memory: Killed process 3742074 (lmcache) total-vm:…kB, anon-rss:…kB`` line."""
 

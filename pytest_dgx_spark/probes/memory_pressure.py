@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 
 #: a ``/proc`` file of this kind is a few KiB; more is not a real one
 PROC_LIMIT = 256 * 1024
@@ -53,7 +54,7 @@ class MachineLike(Protocol):
     def exists(self, absolute: str) -> bool: ...
 
 
-@dataclass
+@define
 class PageSize(Record):
     """The kernel's base page size; ``kib`` None: not known (``error`` says why)."""
 
@@ -61,7 +62,7 @@ class PageSize(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class BuddyZone(Record):
     """One ``/proc/buddyinfo`` line: a NUMA node's zone and its free blocks per order."""
 
@@ -70,19 +71,19 @@ class BuddyZone(Record):
     counts: list[int] = field(default_factory=list)  # free blocks of order 0, 1, 2, …
 
 
-@dataclass
+@define
 class Buddy(Record):
     zones: list[BuddyZone] = field(default_factory=list)
     error: str | None = None
 
 
-@dataclass
+@define
 class Vmstat(Record):
     counters: dict[str, int] = field(default_factory=dict)
     error: str | None = None
 
 
-@dataclass
+@define
 class CgroupLimit(Record):
     version: int | None = None  # 2, 1, or None when no memory cgroup was found
     cgroup: str | None = None  # this process's cgroup path
@@ -91,7 +92,7 @@ class CgroupLimit(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class ShmMount(Record):
     fstype: str | None = None  # None: nothing is mounted on /dev/shm
     size_kib: int | None = None  # None with a tmpfs: no size= option, the kernel's default (half of RAM)
@@ -99,7 +100,7 @@ class ShmMount(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class OomKill(Record):
     """One kernel OOM kill, from its ``Killed process`` line."""
 

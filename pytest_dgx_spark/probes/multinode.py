@@ -12,11 +12,12 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes import procfs
 from pytest_dgx_spark.probes.machine import MachineLike
@@ -44,7 +45,7 @@ MAX_DEVICES = 64  # RDMA devices read under /sys/class/infiniband (a Spark has f
 INCOMPLETE_NOTE = "config search incomplete: "
 
 
-@dataclass
+@define
 class JobFinding(Record):
     """One fact a config or a command line says (``configs.Finding`` as G10 records it)."""
 
@@ -54,7 +55,7 @@ class JobFinding(Record):
     raw: str = ""  # the value as written, when it is not a plain number
 
 
-@dataclass
+@define
 class JobSource(Record):
     """One config or command line and what it says (``configs.Source``), with ``owner`` ("uid N")
     when it is another user's running job (issue 24)."""
@@ -72,7 +73,7 @@ class JobSource(Record):
         return cls.from_dict({**src.to_dict(), "owner": owner})
 
 
-@dataclass
+@define
 class Discovered(Record):
     """The configs G10 reads; a named config replaces the search (issue 11)."""
 
@@ -84,7 +85,7 @@ class Discovered(Record):
     incomplete: str | None = None  # why the search did not see every config
 
 
-@dataclass
+@define
 class RdmaDevice(Record):
     """One ``/sys/class/infiniband/<name>``: each port's state and negotiated ``rate``, the net devices behind it."""
 
@@ -99,7 +100,7 @@ class RdmaDevice(Record):
         return bool(states) and all("DOWN" in s or "INIT" in s for s in states)
 
 
-@dataclass
+@define
 class Link(Record):
     """The two-Spark link as sysfs shows it: RoCE devices, and MTU and speed (Mb/s) per interface;
     ``sysfs`` False where ``/sys/class/net`` cannot be listed (then nothing about the link is judged)."""
@@ -110,7 +111,7 @@ class Link(Record):
     sysfs: bool = False
 
 
-@dataclass
+@define
 class Memlock(Record):
     """``RLIMIT_MEMLOCK``: bytes, ``"unlimited"``, or None (not read: ``error`` says why)."""
 

@@ -8,21 +8,22 @@ nothing, its ``errors`` saying why; a sample reading that is not a number reads 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.thermal import CounterSet, NvmlError, Sample
 
 
-@dataclass
+@define
 class NvmlMemory(Record):
     total: int | None = None
     free: int | None = None
     used: int | None = None
 
 
-@dataclass
+@define
 class NvmlProc(Record):
     """One process on a GPU's list: its pid and the memory NVML says it uses (None: no figure)."""
 
@@ -30,7 +31,7 @@ class NvmlProc(Record):
     used_bytes: int | None = None
 
 
-@dataclass
+@define
 class NvmlDevice(Record):
     """One GPU of the snapshot (None: not read; ``errors`` says why by field)."""
 
@@ -51,7 +52,7 @@ class NvmlDevice(Record):
         return self.compute_procs if kind == "compute" else self.graphics_procs
 
 
-@dataclass
+@define
 class Nvml(Record):
     """A snapshot (:func:`machine.nvml_snapshot`): ``ok``, else ``reason`` and what kind of not-ok."""
 

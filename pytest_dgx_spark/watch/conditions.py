@@ -10,16 +10,17 @@ as bad is :class:`Params`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.watch.events import CODES, Event, duration
 
 #: events a watcher keeps (the latest; a reason that flaps for a week stays bounded), counted all
 MAX_EVENTS = 5000
 
 
-@dataclass
+@define
 class Active:
     """A condition active now: since when, its text, its kind and status, what its rule keeps."""
 
@@ -30,7 +31,7 @@ class Active:
     status: str = ""
 
 
-@dataclass
+@define
 class Params:
     """What counts as bad; the watcher's options and the checks' thresholds."""
 

@@ -8,13 +8,14 @@ instant (an Xid, an OOM kill) a ``once``. Pure: no reading, no clock but an even
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.g04_thermal.check import XID_APP_FIX, XID_FIXES, XID_OTHER_FIX
+from pytest_dgx_spark.datadef import define
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Code:
     """One event kind: its check, default status, and fix."""
 
@@ -88,7 +89,7 @@ CODES: dict[str, Code] = {
 }
 
 
-@dataclass
+@define
 class Event:
     """A condition's start or end, or an instant, as one stderr line and one timeline record."""
 

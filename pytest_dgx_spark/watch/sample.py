@@ -8,10 +8,11 @@ the wrong type is dropped here, so a rule reads an attribute and never guards a 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, cast
 
 from pytest_dgx_spark import thermal
+from pytest_dgx_spark.datadef import define
 
 #: the host reader's keys, in the timeline's order; absent from a record when the host did not answer
 HOST_KEYS = ("mem_available_kb", "mem_total_kb", "xids", "ooms", "free_blocks")
@@ -29,7 +30,7 @@ def _pids(value: Any) -> list[int]:
     return [p for v in value if (p := _int(v)) is not None] if isinstance(value, list) else []
 
 
-@dataclass
+@define
 class HostReadings:
     """The host's files for one tick: MemAvailable, the free large blocks, the kernel log's new lines."""
 
@@ -46,7 +47,7 @@ class HostReadings:
                    _int(data.get("free_blocks")))  # fmt: skip
 
 
-@dataclass
+@define
 class WatchSample:
     """One tick's readings (also the timeline's ``sample`` record)."""
 

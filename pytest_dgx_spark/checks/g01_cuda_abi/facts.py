@@ -8,19 +8,20 @@ lacked a key) replays as its run decided. The scan's records (:class:`Linker`, :
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from pytest_dgx_spark import known_bad
 from pytest_dgx_spark.checks.kit import ChildFacts, FactsBase
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.elf import Linker, Provider, Scan
 
 __all__ = ["Facts", "ImportOutcome", "Linker", "Load", "LoadFailure", "Owner", "Provider", "Scan", "TinyKernel",
            "TorchData"]
 
 
-@dataclass
+@define
 class Owner(Record):
     """The installed distribution that lists a file (or a distribution of interest by itself)."""
 
@@ -29,7 +30,7 @@ class Owner(Record):
     hint: str | None = None  # the importable module
 
 
-@dataclass
+@define
 class Load(Record):
     """An extension object the torch child ``dlopen``\\ s; a per-CUDA (``tag``) or per-arch (``sm``)
     set of alternatives has a ``group``, of which the child loads one."""
@@ -46,13 +47,13 @@ class Load(Record):
         return {k: v for k, v in self.to_dict().items() if v is not None or k in ("path", "name", "module")}
 
 
-@dataclass
+@define
 class ImportOutcome(Record):
     ok: bool = False
     error: str | None = None
 
 
-@dataclass
+@define
 class LoadFailure(Record):
     """Why an object did not load; ``imported``: its package's import (the JSON's ``import``),
     ``retry_ok``: it loaded once that ran."""
@@ -63,7 +64,7 @@ class LoadFailure(Record):
     imported: ImportOutcome | None = field(default=None, metadata={"key": "import"})
 
 
-@dataclass
+@define
 class TinyKernel(Record):
     """torch's tiny kernel: ``ok``, the value it summed (56.0), or the error."""
 
@@ -72,7 +73,7 @@ class TinyKernel(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class TorchData(Record):
     """What G1 reads of the torch child's data (the child reports more, for other checks)."""
 
@@ -89,7 +90,7 @@ class TorchData(Record):
     variants: dict[str, str | None] = field(default_factory=dict)  # group -> the path the child loaded
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     scan: Scan = field(default_factory=Scan)
     owners: dict[str, Owner] = field(default_factory=dict)  # path -> owner, linkers and providers only

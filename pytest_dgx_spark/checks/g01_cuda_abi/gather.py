@@ -8,7 +8,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark import known_bad
@@ -16,6 +16,7 @@ from pytest_dgx_spark.checks.g01_cuda_abi.facts import Facts, Load, Owner, Provi
 from pytest_dgx_spark.checks.g01_cuda_abi.view import rel, variant_of
 from pytest_dgx_spark.checks.kit import CheckContext, child_facts
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
@@ -31,7 +32,7 @@ NOT_LOADED = {
 MAX_LOADS = 400
 
 
-@dataclass
+@define
 class NvmlSeen(Record):
     """What G1 reads of the NVML snapshot: ``ok`` and ``reason`` as the snapshot sets them, the
     versions as the NVML child wrote them (checked where they are used)."""

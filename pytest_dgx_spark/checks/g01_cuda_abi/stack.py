@@ -5,11 +5,11 @@ can break a box that passed the day before; a capture made before these readings
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from pytest_dgx_spark import known_bad, readings
 from pytest_dgx_spark.checks.g01_cuda_abi.view import View
 from pytest_dgx_spark.checks.kit import Findings, count, first_n
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.procfs import module_of
 
@@ -21,7 +21,7 @@ KHO_FIX = ("boot 6.17.0-1032-nvidia (pin the 6.x line), or add kho=off to the ke
            "(safe when kexec_crash_size is 0)")
 
 
-@dataclass
+@define
 class Stack:
     """The driver stack as read: the kernel, the module, the user-space library, CMA."""
 

@@ -11,10 +11,11 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pytest_dgx_spark.checks.g01_cuda_abi.facts import Facts, Linker, LoadFailure, Owner
 from pytest_dgx_spark.checks.kit import ChildFacts, Params
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.elf import Scan
 from pytest_dgx_spark.probes.machine import format_cuda_version
@@ -110,14 +111,14 @@ def gist(err: str) -> str:
 # ---------------------------------------------------------------------- the view
 
 
-@dataclass
+@define
 class Variant:
     tags: list[int]
     chosen: int | None
     owner: str
 
 
-@dataclass
+@define
 class View:
     """What every stage reads: torch, the reference major, the objects that count."""
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.kit import CheckContext, ChildFacts, FactsBase, Params, child_facts
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Reading, Result, Status
 
 #: torch-child steps that belong to G2
@@ -32,7 +33,7 @@ FIX_BROKEN = (
 SHORT_BROKEN = "pip uninstall flash-attn"
 
 
-@dataclass
+@define
 class Dist(Record):
     """An installed distribution, from its metadata."""
 
@@ -40,7 +41,7 @@ class Dist(Record):
     version: str = ""
 
 
-@dataclass
+@define
 class Kernel(Record):
     """flash-attn's tiny kernel in the child: ``ok`` None when it was not run (``skipped`` says why)."""
 
@@ -52,7 +53,7 @@ class Kernel(Record):
     finite: bool = True
 
 
-@dataclass
+@define
 class FlashAttn(Record):
     """What the torch child found of flash-attn; all defaults (``{}``): the child did not get there."""
 
@@ -71,7 +72,7 @@ class FlashAttn(Record):
         return self != FlashAttn()
 
 
-@dataclass
+@define
 class ChildData(Record):
     """What G2 reads of the torch child's data (it reports more, for other checks)."""
 
@@ -82,7 +83,7 @@ class ChildData(Record):
     device_name: str | None = None
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     flash_attn_dist: Dist | None = None  # from metadata
     unsloth_dist: Dist | None = None

@@ -10,11 +10,12 @@ replays as before.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from pytest_dgx_spark.checks.kit import FactsBase
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.memory_pressure import Buddy, CgroupLimit, OomKill, PageSize, ShmMount, Vmstat
 
 KIB_PER_GIB = 1024 * 1024
@@ -29,7 +30,7 @@ def gib(kib: float | None) -> float | None:
     return None if kib is None else round(kib / KIB_PER_GIB, 1)
 
 
-@dataclass
+@define
 class GpuBytes(Record):
     """NVML's memory query of one GPU, bytes."""
 
@@ -38,7 +39,7 @@ class GpuBytes(Record):
     used: int | None = None
 
 
-@dataclass
+@define
 class GpuMemory(Record):
     index: int = 0
     name: str | None = None
@@ -46,13 +47,13 @@ class GpuMemory(Record):
     error: str | None = None  # the NVML error name of the memory query
 
 
-@dataclass
+@define
 class NvmlError(Record):
     name: str | None = None
     message: str | None = None
 
 
-@dataclass
+@define
 class NvmlDevice(Record):
     """What G3 reads of one device of the NVML snapshot (:meth:`Machine.nvml`)."""
 
@@ -62,7 +63,7 @@ class NvmlDevice(Record):
     errors: dict[str, NvmlError] = field(default_factory=dict)
 
 
-@dataclass
+@define
 class NvmlAnswer(Record):
     """What G3 reads of the NVML snapshot: whether it answered, why not, its devices."""
 
@@ -83,7 +84,7 @@ class NvmlAnswer(Record):
                 for d in self.devices]
 
 
-@dataclass
+@define
 class MemRead(Record):
     """One ``/proc/meminfo`` read (``fields`` kB, empty when ``error``)."""
 
@@ -91,7 +92,7 @@ class MemRead(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class Drop(Record):
     """``--spark-drop-caches``: done, or refused/error; the meminfo reads before and after."""
 
@@ -103,7 +104,7 @@ class Drop(Record):
     after: MemRead | None = None
 
 
-@dataclass
+@define
 class RayMonitor(Record):
     """Ray's memory monitor as the checked environment sets it (raw values: evaluate parses)."""
 
@@ -112,7 +113,7 @@ class RayMonitor(Record):
     refresh_ms: str | None = None  # RAY_memory_monitor_refresh_ms (0 disables the monitor)
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     meminfo: dict[str, int]
     meminfo_error: str | None = None

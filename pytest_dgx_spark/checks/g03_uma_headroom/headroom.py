@@ -8,10 +8,9 @@ than the whole machine FAILs saying so; an impossible reading is a SKIP, never a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pytest_dgx_spark.checks.g03_uma_headroom.facts import KIB_PER_GIB, Drop, Facts, gib, kb
 from pytest_dgx_spark.checks.kit import Findings
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Reading, Result, Status
 
 DROP_CMD = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
@@ -28,7 +27,7 @@ CUDA_FREE_NOTE = (
 )
 
 
-@dataclass
+@define
 class Pool:
     """The memory pool as one decision reads it (kB, and GiB for the text)."""
 

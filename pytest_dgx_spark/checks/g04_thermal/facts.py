@@ -4,12 +4,13 @@ the kernel log), as records that a capture's JSON rebuilds field by field (:mod:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.kit import FactsBase
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.thermal import CounterSet, NvmlError, Sample
 
 #: how ``Facts.missing`` starts when a resource limit, not the GPU, stopped the probe
@@ -22,7 +23,7 @@ def sample_interval(seconds: float, timeout: float) -> float:
     return round(min(max(0.1, seconds / 300.0), max(timeout / 2.0, 0.05)), 3)
 
 
-@dataclass
+@define
 class Device(Record):
     """What does not change during a sample: the GPU's name, enforced power limit and rated SM clock
     (None: not read, ``errors`` says why)."""
@@ -34,7 +35,7 @@ class Device(Record):
     errors: dict[str, NvmlError] = field(default_factory=dict)
 
 
-@dataclass
+@define
 class XidLine(Record):
     """One ``NVRM: Xid`` line of the kernel log (``kernel_log.Xid.to_dict()``: ``t`` seconds since boot)."""
 
@@ -53,7 +54,7 @@ class XidLine(Record):
         return f"Xid {self.code}{when} ({self.pci}){who}: {self.message or '(no message)'}"
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     source: str = "nvml"  # "nvml" | "nvidia-smi" | "none"
     seconds: float = 1.0  # requested sample length (0 = one snapshot)

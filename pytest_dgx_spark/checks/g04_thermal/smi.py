@@ -8,13 +8,13 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.g04_thermal.facts import Device, Facts, sample_interval
 from pytest_dgx_spark.checks.kit import CheckContext
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.thermal import CounterSet, GpuReading, NvmlError, Sample, SmiQGpu
 
 #: nvidia-smi fields in order; the reasons field was renamed in driver 535 (None: sample without)
@@ -38,7 +38,7 @@ SMI_Q_BEFORE = ["nvidia-smi", "-q", "-d", "PERFORMANCE,TEMPERATURE"]
 SMI_Q_AFTER = ["nvidia-smi", "-q", "-d", "TEMPERATURE,PERFORMANCE"]
 
 
-@dataclass
+@define
 class SmiAnswer(Record):
     """One answer of the sample child (``smi_child.py``): when, nvidia-smi's exit code (None: it did
     not start), what it printed."""

@@ -4,10 +4,10 @@ the thresholds, elsewhere derived from NVML's bus width and memory clock unless 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.datadef import define
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_dgx_spark.checks.g05_bandwidth.check import Facts
@@ -20,7 +20,7 @@ def gbps(value: float | None) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-@dataclass
+@define
 class Budget:
     """What the memory moves in a real dense decode (the planning figure) and in a
     microbenchmark (the hardware figure, the probe's healthy reference)."""

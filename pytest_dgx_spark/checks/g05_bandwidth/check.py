@@ -9,7 +9,7 @@ that WARNs below ``g5_healthy_fraction`` x the hardware figure. Nothing to judge
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.g05_bandwidth.budget import Budget, budget, gbps, theoretical_peak
@@ -18,6 +18,7 @@ from pytest_dgx_spark.checks.g05_bandwidth.budget import Budget, budget, gbps, t
 from pytest_dgx_spark.checks.g06_contention import check as g06_contention
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Reading, Result, Status
 from pytest_dgx_spark.probes import nvml
 from pytest_dgx_spark.probes.child import ChildResult
@@ -27,7 +28,7 @@ MIB = 1 << 20
 MIN_BUFFER_MIB = 512
 
 
-@dataclass
+@define
 class Measurement(Record):
     """The torch child's copy probe answer (``torch_bandwidth.py``): the median GB/s of its samples."""
 
@@ -41,7 +42,7 @@ class Measurement(Record):
     wall_s: float | None = None
 
 
-@dataclass
+@define
 class CopyAnswer(Record):
     """What the copy step answered: a measurement (``gbps`` given), or why not (``skipped``, ``error``)."""
 
@@ -50,7 +51,7 @@ class CopyAnswer(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     gpu_name: str | None = None
     bus_width_bits: int | None = None

@@ -4,14 +4,15 @@ JSON rebuilds field by field."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pytest_dgx_spark.checks.kit import FactsBase
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.gpu_programs import GpuEntry
 
 
-@dataclass
+@define
 class Proc(Record):
     """One process of the table, its command line reduced (``reduce_cmdline``)."""
 
@@ -25,7 +26,7 @@ class Proc(Record):
     owner: str = ""  # "uid N" when another user's: said, still counted (the pool is shared)
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     """``processes`` hold each *reduced* command line (see ``reduce_cmdline``), never the full
     one; ``entries`` are the GPU process list (pid, used bytes, type, GPU)."""

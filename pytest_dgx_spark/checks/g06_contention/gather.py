@@ -3,19 +3,20 @@ unusable) and the process table, reduced: no argument a check does not read is k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.g06_contention.facts import Facts, Proc
 from pytest_dgx_spark.checks.kit import CheckContext
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import nvml
 from pytest_dgx_spark.probes.gpu_programs import GpuEntry, compute_apps, is_probe_child, reduce_cmdline
 from pytest_dgx_spark.probes.nvml import NvmlDevice
 from pytest_dgx_spark.redact import scrub
 
 
-@dataclass
+@define
 class TableRow(Record):
     """One process as the process-table child lists it (``procs_child.py``; ``self``/``mine`` marked)."""
 
@@ -29,7 +30,7 @@ class TableRow(Record):
     mine: bool = True
 
 
-@dataclass
+@define
 class Table(Record):
     """``Machine.processes()``: the rows, why the scan stopped or failed, what it could not read."""
 

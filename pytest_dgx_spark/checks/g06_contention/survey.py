@@ -6,10 +6,11 @@ desktop). This pytest, its ancestors, our probe children and its launcher's work
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pytest_dgx_spark.checks.g06_contention.facts import Facts, Proc
 from pytest_dgx_spark.checks.kit import Params
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.gpu_programs import GpuEntry, Kind, classify, is_launcher, program_of
 
 GIB = 1 << 30
@@ -17,7 +18,7 @@ GIB = 1 << 30
 UNSEEN = "not visible from here"
 
 
-@dataclass
+@define
 class Group:
     """Other GPU work: a server or trainer with its worker processes, or one process NVML lists."""
 
@@ -42,7 +43,7 @@ class Group:
         return "no cap" if self.cap is None else f"cap {self.cap:g}"
 
 
-@dataclass
+@define
 class Survey:
     groups: list[Group]
     excluded: list[str]
@@ -136,7 +137,7 @@ def build_groups(facts: Facts, *, vllm_default: float = 0.9) -> Survey:
     return Survey(sorted(tree.groups.values(), key=lambda g: g.pid), skips)
 
 
-@dataclass
+@define
 class Judged:
     group: Group
     level: str  # "fail" | "warn" | "display"

@@ -8,14 +8,15 @@ tables whose key was absent.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from pytest_dgx_spark.checks.kit import FactsBase
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 
 
-@dataclass
+@define
 class Device(Record):
     """One GPU as NVML lists it."""
 
@@ -23,7 +24,7 @@ class Device(Record):
     capability: list[int] | None = None
 
 
-@dataclass
+@define
 class Lib(Record):
     """One kernel library inspected with cuobjdump: its targets, or why not."""
 
@@ -34,7 +35,7 @@ class Lib(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class TritonCompile(Record):
     """The Triton compile child's answer (probes/scripts/triton_compile.py): ``ok``, else
     ``error_type``/``error``; or why nothing was compiled (``import_error``, ``api_error``,
@@ -59,7 +60,7 @@ class TritonCompile(Record):
     triton_file: str | None = None
 
 
-@dataclass
+@define
 class TritonPtxas(Record):
     """The ptxas Triton compiles SM121 kernels with; ``env``: the override variable when one is set."""
 
@@ -71,7 +72,7 @@ class TritonPtxas(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class Cublas(Record):
     """The cuBLAS FP8 GEMMs load: its source (a distribution or a file) and release ``[major, minor]``."""
 
@@ -79,7 +80,7 @@ class Cublas(Record):
     release: list[int] | None = None
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     devices: list[Device] = field(default_factory=list)
     nvml_reason: str | None = None

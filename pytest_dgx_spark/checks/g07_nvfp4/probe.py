@@ -10,13 +10,14 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from pytest_dgx_spark.checks.g07_nvfp4.arch import cublas_release, parse_cuobjdump, ptxas_release
 from pytest_dgx_spark.checks.g07_nvfp4.facts import Cublas, Device, Facts, Lib, TritonCompile, TritonPtxas
 from pytest_dgx_spark.checks.kit import CheckContext
 from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import elf
 from pytest_dgx_spark.probes.commands import find_program
 from pytest_dgx_spark.probes.dist_files import owners_for
@@ -32,7 +33,7 @@ MAX_LIBS_PER_DIST = 3
 TRITON_DISTS = ("triton", "pytorch-triton")  # they install triton/backends/nvidia/bin/ptxas
 
 
-@dataclass
+@define
 class Nvml(Record):
     """What G7 reads of the NVML snapshot (:meth:`Machine.nvml`)."""
 
@@ -50,7 +51,7 @@ class Nvml(Record):
             return cls(reason=f"the NVML answer is not what G7 reads ({exc})")
 
 
-@dataclass
+@define
 class TorchChild(Record):
     """What G7 reads of the run's torch child (probes/scripts/torch_child.py)."""
 

@@ -10,7 +10,7 @@ a SKIP with the reason: advice, never a blocker, so G8 never FAILs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pytest_dgx_spark.checks.g08_playbooks.github import (
     REPO,
@@ -25,6 +25,7 @@ from pytest_dgx_spark.checks.g08_playbooks.github import (
     render_reset,
 )
 from pytest_dgx_spark.checks.kit import CheckContext, FactsBase, Findings, Params, first_n, shortened
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Result, Status
 from pytest_dgx_spark.probes import http
 
@@ -44,7 +45,7 @@ TOKEN_WORDS = {"sent": "even with GITHUB_TOKEN",
                http.TOKEN_OVER_HTTP: "GITHUB_TOKEN is set but goes only over https"}
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     """What the one GitHub request gave: plain data, so a capture replays it."""
 

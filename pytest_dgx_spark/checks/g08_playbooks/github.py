@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import one_line
 from pytest_dgx_spark.probes import http
 
@@ -39,7 +40,7 @@ def issues_url(base: str) -> str:
                        f"{parts.path.rstrip('/')}/repos/{REPO}/issues", query, ""))
 
 
-@dataclass
+@define
 class Issue(Record):
     """One open issue, as kept: its body cut to :data:`BODY_CHARS`."""
 
@@ -50,7 +51,7 @@ class Issue(Record):
     html_url: str = ""
 
 
-@dataclass
+@define
 class IssueList(Record):
     """GitHub's issue list: the issues, the pull requests dropped, the entries that were no issue,
     or why the answer is not an issue list."""
@@ -61,7 +62,7 @@ class IssueList(Record):
     error: str | None = None
 
 
-@dataclass
+@define
 class GitHubAnswer(Record):
     """The HTTP answer without its body (:class:`pytest_dgx_spark.probes.http.HttpAnswer`'s fields),
     with GitHub's error ``message``; ``token``: whether GITHUB_TOKEN was sent (or why not)."""
@@ -91,7 +92,7 @@ class GitHubAnswer(Record):
         return self.status == 429 or (self.status == 403 and (exhausted or "rate limit" in self.message.lower()))
 
 
-@dataclass
+@define
 class Fetched(IssueList):
     """What :func:`fetch` returned, rebuilt: the answer, when, and the parsed list."""
 

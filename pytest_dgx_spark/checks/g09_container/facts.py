@@ -5,14 +5,15 @@ version, which lacks a key, replays as it did."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from pytest_dgx_spark.checks.kit import FactsBase
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 
 
-@dataclass
+@define
 class Dist(Record):
     """One installed distribution, as ``probes.packages`` lists it."""
 
@@ -22,7 +23,7 @@ class Dist(Record):
     location: str = ""
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     dockerenv: bool = False
     containerenv: dict[str, str] | None = None  # parsed /run/.containerenv when present

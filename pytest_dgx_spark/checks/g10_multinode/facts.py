@@ -9,11 +9,12 @@ earlier version, which lacks a key, replays as it did.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from pytest_dgx_spark.checks.kit import FactsBase, said
 from pytest_dgx_spark.checks.record import Record
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes.fleet import Exchange
 from pytest_dgx_spark.probes.multinode import JobSource, Link, Memlock
@@ -24,7 +25,7 @@ def count_of(env: Mapping[str, str], name: str) -> int | None:
     return cfgs.as_count(said(env, name))
 
 
-@dataclass
+@define
 class ProbeCheck(Record):
     """The first all-reduce's values, against what the sum of the ranks must be."""
 
@@ -32,7 +33,7 @@ class ProbeCheck(Record):
     got: list[float] = field(default_factory=list)
 
 
-@dataclass
+@define
 class ProbeData(Record):
     """What the all-reduce child (``scripts/allreduce_child.py``) said, key for key."""
 
@@ -58,7 +59,7 @@ class ProbeData(Record):
     group_busbw_gbps: float | None = None  # the group's figure: every rank's median, averaged
 
 
-@dataclass
+@define
 class Probe(Record):
     """The all-reduce probe: ``ran`` (else ``reason``), the child's ``data``, ``error``, ``hung``."""
 
@@ -69,7 +70,7 @@ class Probe(Record):
     hung: bool = False
 
 
-@dataclass
+@define
 class Facts(FactsBase):
     env: dict[str, str] = field(default_factory=dict)  # the launcher, TP, NCCL and Ray variables set
     sources: list[JobSource] = field(default_factory=list)  # given, found, process, launcher

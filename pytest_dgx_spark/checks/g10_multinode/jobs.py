@@ -10,10 +10,11 @@ running process of no known kind is another job than this run's (a WARN naming i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from pytest_dgx_spark.checks.g10_multinode.facts import count_of
 from pytest_dgx_spark.checks.kit import Findings, said
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes.multinode import TP_ENV, JobFinding, JobSource
@@ -50,7 +51,7 @@ FIX_OTHER_JOB = (
 )
 
 
-@dataclass
+@define
 class View:
     """What one source (or the job as a whole) says, with the finding behind each number."""
 
@@ -259,7 +260,7 @@ def source_views(sources: list[JobSource], world: int | None, out: Findings) -> 
     return views, sum(1 for src in sources if src.error)
 
 
-@dataclass
+@define
 class JobViews:
     """The job this run launches (the launcher's environment and processes, merged), every other source
     on its own, how many sources could not be read, and whether anything says there is a job at all."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from pytest_dgx_spark.checks.kit import Findings, Params, first_n, said
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes import multinode as mn
 from pytest_dgx_spark.probes.multinode import Link, Memlock, RdmaDevice
@@ -26,7 +26,7 @@ FIX_LINK = (
 _TWIN = re.compile(r"^(?P<kind>[a-z]+?)(?:P(?P<domain>\d+))?p(?P<bus>\d+)s(?P<slot>\d+)f(?P<fn>\d+)$")
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class NcclNet:
     """How NCCL is told to reach the other node, read once from the job's variables."""
 

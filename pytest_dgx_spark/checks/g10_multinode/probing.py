@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_dgx_spark.checks.g10_multinode import nodes
 from pytest_dgx_spark.checks.kit import Findings
+from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import configs as cfgs
 from pytest_dgx_spark.probes.fleet import Exchange
 from pytest_dgx_spark.probes.gpu_programs import job_name, unwrap
@@ -18,7 +18,7 @@ from pytest_dgx_spark.probes.multinode import JobSource
 from pytest_dgx_spark.redact import split_title
 
 
-@dataclass(frozen=True)
+@define(frozen=True)
 class Proc:
     """One row of the process table (``probes.processes``), read once."""
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_dgx_spark import catalog
 from pytest_dgx_spark.engine import Engine, check_module
 from pytest_dgx_spark.model import Status
 from pytest_dgx_spark.probes.commands import kill_running
@@ -225,6 +226,40 @@ def test_a_probe_started_while_close_waits_is_killed_at_once(tmp_path: Path, spa
     assert not thread.is_alive() and took < 2.0, took
     assert box["r"].signal == "SIGKILL"  # type: ignore[attr-defined]
     assert group_gone(int(pid_file.read_text()), wait=2)
+
+
+SPY = """
+import json, sys, threading
+late = []
+class Spy:  # notes a module of ours first asked for by any thread but the main one
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("pytest_dgx_spark") and threading.current_thread() is not threading.main_thread():
+            late.append([name, threading.current_thread().name])
+sys.meta_path.insert(0, Spy())
+from pytest_dgx_spark.engine import Engine
+from pytest_dgx_spark.probes.machine import Machine
+from pytest_dgx_spark.settings import Settings
+engine = Engine(Settings(thermal_seconds=0.2, offline=True), Machine())
+engine.prefetch()
+ids = [r.check_id for r in engine.run_many()]
+engine.close()
+print(json.dumps({"ids": ids, "late": late, "threads": [t.name for t in engine._threads]}))
+"""
+
+
+def test_no_prefetch_thread_imports_a_module_of_ours(spark_env) -> None:
+    """In a fresh interpreter, on the GB10 double: while the main thread still imports the checks that do
+    not read torch, the torch child's thread already runs; neither it nor the later threads import a
+    module of ours (pytest parses each as it is imported, and two threads parsing at once break CPython
+    3.11), so every check and probe module is first asked for by the main thread."""
+    import json
+
+    ran = subprocess.run([sys.executable, "-c", SPY], capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert seen["ids"] == list(catalog.IDS)
+    assert "spark-prefetch-torch" in seen["threads"]
+    assert seen["late"] == []
 
 
 def test_the_prefetch_threads_import_nothing_of_ours_first(monkeypatch, spark_env) -> None:

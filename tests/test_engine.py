@@ -285,3 +285,34 @@ def test_the_prefetch_threads_import_nothing_of_ours_first(monkeypatch, spark_en
     engine.close()
     assert [r.check_id for r in results] == ["G1", "G3", "G4", "G6", "G9"]
     assert first == dict.fromkeys(["G1", "G3", "G4", "G6", "G9"], threading.current_thread().name)
+
+
+def test_the_collector_skips_the_heap_only_while_the_checks_run(monkeypatch, spark_env) -> None:
+    """run_many freezes what the process holds (gc.freeze) while the checks run, and unfreezes it
+    after; a process that froze objects itself keeps its own freeze."""
+    import gc
+
+    from pytest_dgx_spark import engine as engine_module
+
+    during: list[int] = []
+    real = engine_module.check_module
+
+    def spy(check_id: str):
+        during.append(gc.get_freeze_count())
+        return real(check_id)
+
+    monkeypatch.setattr(engine_module, "check_module", spy)
+    assert gc.get_freeze_count() == 0
+    results = Engine(Settings(only=("G3", "G9")), Machine(), background=False).run_many()
+    assert [r.check_id for r in results] == ["G3", "G9"]
+    assert during and min(during) > 0
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()  # the process's own: neither added to nor undone
+    try:
+        mine = gc.get_freeze_count()
+        with engine_module.collector_skips_what_exists():
+            assert gc.get_freeze_count() == mine
+        assert gc.get_freeze_count() == mine
+    finally:
+        gc.unfreeze()

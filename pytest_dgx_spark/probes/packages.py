@@ -3,6 +3,7 @@ so a broken CUDA wheel cannot crash the pytest process while we look at it."""
 
 from __future__ import annotations
 
+import email.parser
 import os
 import re
 import stat
@@ -49,12 +50,25 @@ def list_distributions(path: list[str] | None = None) -> dict[str, Any]:
             errors += 1  # never opened: see not_regular
             continue
         try:
-            name = dist.metadata["Name"]
+            headers = _headers(dist)
+            name = headers["Name"]
             if name and canonical(name) not in dists:
+                requires = headers.get_all("Requires-Dist") or []
+                if not requires and dist.read_text("requires.txt") is not None:  # an egg-info's
+                    requires = list(dist.requires or [])
                 dists[canonical(name)] = {
-                    "name": name, "version": dist.version, "requires": list(dist.requires or []),
+                    "name": name, "version": headers["Version"], "requires": list(requires),
                     "location": str(getattr(dist, "_path", "") or ""),
                 }
         except Exception:  # a corrupt METADATA file must not stop the scan
             errors += 1
     return {"dists": dists, "errors": errors}
+
+
+def _headers(dist: Any) -> Any:
+    """The metadata's header fields, read once. ``dist.metadata`` parses the whole file, the long
+    description too, and ``dist.version`` and ``dist.requires`` parse it again each: three full
+    parses a distribution, some 1 ms, where an ML image has hundreds. The headers hold all we read
+    (the same files, in the same order, as ``Distribution.metadata``)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or dist.read_text("") or ""
+    return email.parser.HeaderParser().parsestr(text)

@@ -3,7 +3,6 @@ so a broken CUDA wheel cannot crash the pytest process while we look at it."""
 
 from __future__ import annotations
 
-import email.parser
 import os
 import re
 import stat
@@ -70,5 +69,7 @@ def _headers(dist: Any) -> Any:
     description too, and ``dist.version`` and ``dist.requires`` parse it again each: three full
     parses a distribution, some 1 ms, where an ML image has hundreds. The headers hold all we read
     (the same files, in the same order, as ``Distribution.metadata``)."""
+    from email.parser import HeaderParser  # lazy: the torch child starts early, before a run reads this
+
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or dist.read_text("") or ""
-    return email.parser.HeaderParser().parsestr(text)
+    return HeaderParser().parsestr(text)

@@ -115,7 +115,8 @@ class Engine:
         (seconds of import torch and CUDA), one runs each check's own slow probe that needs no torch
         (its ``prefetch(ctx)``: G7's Triton compile), one every check that does not read the child, so
         they overlap; with an NVIDIA device node the child starts before its request is built and reads
-        it on stdin. Whoever wants a result waits for it in the store."""
+        it on stdin. The threads start as soon as the modules they use are imported, the torch child's
+        and the torch checks' probes first. Whoever wants a result waits for it in the store."""
         if self._prefetched or not self.background or self.replay is not None:
             return
         self._prefetched = True
@@ -149,17 +150,24 @@ class Engine:
         def probe(cid: str) -> None:
             modules[cid].prefetch(CheckContext(cid, self.settings, m, self))
 
-        self._threads = [threading.Thread(target=start_torch, name="spark-prefetch-torch", daemon=True)]
-        self._threads[0].start()
-        modules.update({cid: check_module(cid) for cid in self.selected if cid not in modules})
-        probes = [cid for cid, module in modules.items() if hasattr(module, "prefetch")]
+        def start(name: str, target: Callable[..., None], *args: object) -> None:
+            thread = threading.Thread(target=target, args=args, name=f"spark-prefetch-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+        def probes_of(ids: Iterable[str]) -> list[str]:
+            return [cid for cid in ids if hasattr(modules[cid], "prefetch")]
+
+        self._threads = []
+        start("torch", start_torch)
+        if first := probes_of(torch_ids):  # G7's compile, beside the torch import
+            start("probes", each, probe, first)
         others = [cid for cid in self.selected if cid not in catalog.TORCH_CHECKS]
-        jobs = (("probes", probe, probes), ("checks", self.run, others))
-        later = [threading.Thread(target=each, args=(work, ids), name=f"spark-prefetch-{name}", daemon=True)
-                 for name, work, ids in jobs if ids]  # fmt: skip
-        self._threads += later
-        for t in later:
-            t.start()
+        modules.update({cid: check_module(cid) for cid in others})
+        if later := probes_of(others):
+            start("later-probes", each, probe, later)
+        if others:
+            start("checks", each, self.run, others)
 
     def close(self, wait: float = 5.0) -> int:
         """End the run's background work, saying how many probe processes it killed: a run stopped

@@ -38,10 +38,10 @@ BACKGROUND_IMPORTS = ("pytest_dgx_spark.probes.packages", "pytest_dgx_spark.prob
 def collector_skips_what_exists() -> Iterator[None]:
     """While the checks run, the cyclic garbage collector scans only what they allocate.
 
-    By then the process holds pytest, every plugin and our modules (some 300,000 tracked objects
-    under pytest), and each full collection walks them all: 15-25 ms of a run on a 2-CPU box, and a
-    run is CPU-bound there. ``gc.freeze()`` sets them aside and ``gc.unfreeze()`` puts them back when
-    the checks are done (mypy freezes its heap for the same reason). Garbage they hold is collected
+    By then the process holds pytest, every plugin and our modules (some 50,000 tracked objects in a
+    preflight run), and each full collection walks them all: the collections during the checks took
+    15-25 ms of a run on a 2-CPU box, where a run is CPU-bound. ``gc.freeze()`` sets those objects
+    aside and ``gc.unfreeze()`` puts them back when the checks are done. Garbage they hold is collected
     after the run, as it would have been. A process that froze objects itself is left as it is."""
     if gc.get_freeze_count():
         yield

@@ -97,3 +97,10 @@ def test_an_optional_list_of_records_names_the_field_inside_it() -> None:
     assert str(caught.value) == "prints[1].index: expected an integer, got str 'one'"
     with pytest.raises(FactsError, match=r"^prints: expected a list or null, got int 5$"):
         Fleet.from_dict({"prints": 5})
+
+
+def test_a_probe_answer_of_another_shape_is_said_in_the_field_named() -> None:
+    """from_dict_or_saying: the record itself, or one whose named field says why (never a raise)."""
+    assert Device.from_dict_or_saying({"index": 1, "name": "GB10"}, "name", "unread") == Device(1, "GB10")
+    said = Device.from_dict_or_saying({"index": "one"}, "name", "the NVML answer is not what G9 reads")
+    assert said == Device(name="the NVML answer is not what G9 reads (index: expected an integer, got str 'one')")

@@ -88,6 +88,16 @@ class Record:
         built: R = _converter(cast(Any, cls))(data)
         return built
 
+    @classmethod
+    def from_dict_or_saying(cls: type[R], data: Any, field: str, why: str) -> R:
+        """``data`` as this record, or a record whose ``field`` says ``why`` and the
+        :class:`FactsError`: a probe's answer of another shape (a child of another version) is said
+        where the check reads its error, never a crash."""
+        try:
+            return cls.from_dict(data)
+        except FactsError as exc:
+            return cls(**{field: f"{why} ({exc})"})
+
 
 @functools.cache
 def _compiled(annotation: str) -> types.CodeType:

@@ -14,7 +14,7 @@ from dataclasses import field
 from typing import Any, ClassVar
 
 from pytest_dgx_spark.checks.kit import FactsBase
-from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes.memory_pressure import Buddy, CgroupLimit, OomKill, PageSize, ShmMount, Vmstat
 
@@ -74,10 +74,7 @@ class NvmlAnswer(Record):
     @classmethod
     def read(cls, snapshot: Mapping[str, Any]) -> NvmlAnswer:
         """The snapshot as this record; one of another shape says so as its reason."""
-        try:
-            return cls.from_dict(snapshot)
-        except FactsError as exc:
-            return cls(reason=f"the NVML answer is not what G3 reads ({exc})")
+        return cls.from_dict_or_saying(snapshot, "reason", "the NVML answer is not what G3 reads")
 
     def gpus(self) -> list[GpuMemory]:
         return [GpuMemory(d.index or 0, d.name, d.memory, d.errors["memory"].name if "memory" in d.errors else None)

@@ -13,7 +13,7 @@ from typing import Any
 from pytest_dgx_spark import thermal
 from pytest_dgx_spark.checks.g04_thermal.facts import Device, Facts, sample_interval
 from pytest_dgx_spark.checks.kit import CheckContext
-from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.thermal import CounterSet, GpuReading, NvmlError, Sample, SmiQGpu
 
@@ -50,10 +50,7 @@ class SmiAnswer(Record):
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> SmiAnswer:
-        try:
-            return cls.from_dict(event)
-        except FactsError as exc:  # not what the child writes: an answer that says so
-            return cls(err=f"unreadable sample event ({exc})")
+        return cls.from_dict_or_saying(event, "err", "unreadable sample event")  # an answer that says so
 
 
 def smi_argv(reason_field: str | None) -> list[str]:

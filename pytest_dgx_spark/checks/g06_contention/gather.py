@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_dgx_spark.checks.g06_contention.facts import Facts, Proc
 from pytest_dgx_spark.checks.kit import CheckContext
-from pytest_dgx_spark.checks.record import FactsError, Record
+from pytest_dgx_spark.checks.record import Record
 from pytest_dgx_spark.datadef import define
 from pytest_dgx_spark.probes import nvml
 from pytest_dgx_spark.probes.gpu_programs import GpuEntry, compute_apps, is_probe_child, reduce_cmdline
@@ -41,10 +41,7 @@ class Table(Record):
 
 
 def _table(raw: Any) -> Table:
-    try:
-        return Table.from_dict(raw)
-    except FactsError as exc:  # not what the child writes: said as the table's error
-        return Table(error=f"process table unreadable ({exc})")
+    return Table.from_dict_or_saying(raw, "error", "process table unreadable")  # said as the table's error
 
 
 def nvml_entries(ctx: CheckContext, facts: Facts) -> None:

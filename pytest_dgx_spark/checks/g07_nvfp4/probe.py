@@ -45,10 +45,7 @@ class Nvml(Record):
 
     @classmethod
     def read(cls, snapshot: Mapping[str, Any]) -> Nvml:
-        try:
-            return cls.from_dict(snapshot)
-        except FactsError as exc:
-            return cls(reason=f"the NVML answer is not what G7 reads ({exc})")
+        return cls.from_dict_or_saying(snapshot, "reason", "the NVML answer is not what G7 reads")
 
 
 @define

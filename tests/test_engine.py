@@ -302,11 +302,11 @@ def test_the_collector_skips_the_heap_only_while_the_checks_run(monkeypatch, spa
         return real(check_id)
 
     monkeypatch.setattr(engine_module, "check_module", spy)
-    assert gc.get_freeze_count() == 0
+    before = gc.get_freeze_count()  # another plugin of this process may have frozen its own objects
     results = Engine(Settings(only=("G3", "G9")), Machine(), background=False).run_many()
     assert [r.check_id for r in results] == ["G3", "G9"]
-    assert during and min(during) > 0
-    assert gc.get_freeze_count() == 0
+    assert during and (min(during) > 0 if before == 0 else set(during) == {before})
+    assert gc.get_freeze_count() == before
 
     gc.freeze()  # the process's own: neither added to nor undone
     try:

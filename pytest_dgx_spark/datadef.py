@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import reprlib
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
@@ -37,6 +38,19 @@ T = TypeVar("T", bound=type)
 _COMPARE = "__define_compare__"
 _REPR = "__define_repr__"
 _HASH = "__define_hash__"
+_SCOPE = "__define_scope__"
+
+
+def scope_of(cls: type) -> dict[str, Any]:
+    """The namespace ``cls`` was written in, where its string annotations are evaluated. ``@define``
+    keeps it when the class is made: a harness may drop the module from ``sys.modules`` while the
+    class lives on (pytester's in-process runs restore ``sys.modules`` after each run), and then
+    ``sys.modules`` no longer leads to it. Other classes: their module in ``sys.modules``."""
+    kept: dict[str, Any] | None = cls.__dict__.get(_SCOPE)
+    if kept is not None:
+        return kept
+    module = sys.modules.get(cls.__module__)
+    return vars(module) if module is not None else {}
 
 
 def _eq(self: Any, other: Any) -> Any:
@@ -65,6 +79,7 @@ def _made(cls: T, frozen: bool) -> T:
     setattr(made, _COMPARE, tuple(f.name for f in fields if f.compare))
     setattr(made, _REPR, tuple(f.name for f in fields if f.repr))
     setattr(made, _HASH, tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
+    setattr(made, _SCOPE, scope_of(made))  # its module is in sys.modules while the class is made
     if "__eq__" not in body:
         made.__eq__ = _eq
     if "__repr__" not in body:

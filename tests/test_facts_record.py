@@ -104,3 +104,25 @@ def test_a_probe_answer_of_another_shape_is_said_in_the_field_named() -> None:
     assert Device.from_dict_or_saying({"index": 1, "name": "GB10"}, "name", "unread") == Device(1, "GB10")
     said = Device.from_dict_or_saying({"index": "one"}, "name", "the NVML answer is not what G9 reads")
     assert said == Device(name="the NVML answer is not what G9 reads (index: expected an integer, got str 'one')")
+
+
+def test_a_record_whose_module_left_sys_modules_still_converts(monkeypatch) -> None:
+    """pytester's in-process runs restore sys.modules after each run, dropping modules first imported
+    during it while their classes live on: the annotations are evaluated where they were written."""
+    import sys
+    import types
+
+    module = types.ModuleType("planted_facts")
+    monkeypatch.setitem(sys.modules, "planted_facts", module)
+    exec(  # our own planted source
+        "from __future__ import annotations\n"
+        "from dataclasses import field\n"
+        "from pytest_dgx_spark.checks.record import Record\n"
+        "from pytest_dgx_spark.datadef import define\n"
+        "@define\nclass Gpu(Record):\n    index: int = 0\n"
+        "@define\nclass Seen(Record):\n    gpus: list[Gpu] = field(default_factory=list)\n",
+        module.__dict__,
+    )
+    monkeypatch.delitem(sys.modules, "planted_facts")
+    seen = module.Seen.from_dict({"gpus": [{"index": 3}]})
+    assert seen == module.Seen([module.Gpu(3)])

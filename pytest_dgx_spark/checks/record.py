@@ -17,11 +17,12 @@ import dataclasses
 import functools
 import inspect
 import math
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar, Union, cast, get_args, get_origin
+
+from pytest_dgx_spark.datadef import scope_of
 
 R = TypeVar("R", bound="Record")
 Convert = Callable[[Any], Any]
@@ -114,7 +115,7 @@ def field_types(cls: type) -> dict[str, Any]:
     wanted = {f.name for f in dataclasses.fields(cls)}
     types_: dict[str, Any] = {}
     for base in reversed(cls.__mro__):
-        scope = sys.modules[base.__module__].__dict__ if base.__module__ in sys.modules else {}
+        scope = scope_of(base)
         inside = dict(vars(base))
         for name, annotation in inspect.get_annotations(base).items():
             if name in wanted:

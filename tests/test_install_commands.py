@@ -248,6 +248,10 @@ def test_the_readme_path_and_wheel_installs_work_in_a_clean_venv(tmp_path: Path)
     installed = run(wheel_install, tmp_path, env)
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
     assert_installed_plugin_runs(env, tmp_path / "from-wheel")
+    # the other console scripts and the module entry point start from the wheel's files
+    for argv in (["spark-slurm-prolog", "--help"], ["spark-slurm-health", "--help"], ["python", "-m", "pytest_dgx_spark", "--help"]):
+        started = run(argv, tmp_path, env, timeout=120)
+        assert started.returncode == 0 and "usage:" in started.stdout, (argv, started.stdout + started.stderr)
     # the known-bad list is package data: the wheel carries it (G1 reads it in every run)
     shipped = run(["python", "-c", "from pytest_dgx_spark import known_bad; print(len(known_bad.shipped()))"], tmp_path, env)
     assert shipped.returncode == 0 and int(shipped.stdout) >= 5, shipped.stdout + shipped.stderr

@@ -2,8 +2,10 @@
 and its test suite collects and runs from it.
 
 Built here the way ``python -m build`` builds it (setuptools' PEP 517
-backend, in a child process), without the network: ``.ci/run`` builds it
-with ``build`` and fails on any warning, and so does this test.
+backend, in a child process, the wheel from the unpacked sdist), without
+the network; a build that prints a packaging warning fails. These tests are
+CI's packaging check: ``.ci/run`` runs them once, in its fresh lane, and
+builds nothing itself.
 
 The build runs in a private copy of the checkout's files, never in the
 checkout: setuptools writes ``*.egg-info`` next to ``pyproject.toml``, and
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,7 @@ from conftest import PYTEST_ARGS
 pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parent.parent
-#: what .ci/run treats as a packaging warning
+#: a packaging warning (setuptools' and build's words for a setting it ignores or will refuse)
 WARNING = re.compile(r"^WARNING|would be ignored|SetuptoolsDeprecationWarning", re.MULTILINE)
 #: a Markdown link or image to a file of the repository (not a URL, not an anchor)
 LOCAL_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)")
@@ -161,3 +164,36 @@ def test_the_sdists_test_suite_collects_and_a_replay_test_runs(sdist: Path) -> N
     counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|deselected|error|errors|failed)", run.stdout))
     assert counts.get("passed", 0) >= 20 and counts.get("deselected", 0) > 1000, run.stdout[-800:]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_the_wheel_built_from_the_sdist_builds_cleanly_and_carries_the_entry_points(
+    sdist: Path, tmp_path: Path
+) -> None:
+    """What ``python -m build`` does second: a wheel from the unpacked sdist
+    (a copy: the build writes egg-info and build/ beside the sources). Its
+    console scripts and pytest's entry point are the ones users run, and the
+    probe scripts and known-bad list travel as package data."""
+    tree = tmp_path / "sdist"
+    shutil.copytree(sdist, tree)
+    out = tmp_path / "dist"
+    out.mkdir()
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", build, str(out)], cwd=tree, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warned = WARNING.findall(proc.stdout + proc.stderr)
+    assert not warned, proc.stdout + proc.stderr
+    with zipfile.ZipFile(out / proc.stdout.strip().splitlines()[-1]) as wheel:
+        names = wheel.namelist()
+        (points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        entry_points = wheel.read(points).decode()
+    assert "[pytest11]\ndgx_spark = pytest_dgx_spark.plugin" in entry_points, entry_points
+    for script in (
+        "spark-preflight = pytest_dgx_spark.cli:main",
+        "spark-slurm-prolog = pytest_dgx_spark.slurm:prolog",
+    ):
+        assert script in entry_points, entry_points
+    assert "pytest_dgx_spark/probes/scripts/python_child.py" in names
+    assert any(n.startswith("pytest_dgx_spark/data/") for n in names), names
+    assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")], names

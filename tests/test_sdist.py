@@ -150,19 +150,21 @@ def test_every_local_link_of_the_readme_and_docs_resolves_in_the_sdist(sdist: Pa
 
 def test_the_sdists_test_suite_collects_and_a_replay_test_runs(sdist: Path) -> None:
     """The suite's helpers and data travel with it (conftest, doubles, data);
-    the capture replays run from the sdist's own files."""
+    the capture replays run from the sdist's own files: each capture replays
+    to the lines its run printed (the rest of that module runs in the suite)."""
     assert not list(sdist.rglob("__pycache__")), "bytecode in the sdist"
     # one pytest: the whole suite collects (a broken helper or missing data file is a collection error)
-    # and the capture replays, selected by their module's name, run from the sdist's own files
+    # and the capture replays run from the sdist's own files: every capture, and the census of them
+    replays = "test_captures_replay and (replays_to_the_lines or five_captures or hold_what_their_runs_saw)"
     run = subprocess.run(
-        [sys.executable, *PYTEST_ARGS, "-q", "-k", "test_captures_replay"],
+        [sys.executable, *PYTEST_ARGS, "-q", "-k", replays],
         cwd=sdist,
         capture_output=True,
         text=True,
         timeout=300,
     )
     counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|deselected|error|errors|failed)", run.stdout))
-    assert counts.get("passed", 0) >= 20 and counts.get("deselected", 0) > 1000, run.stdout[-800:]
+    assert counts.get("passed", 0) >= 8 and counts.get("deselected", 0) > 1000, run.stdout[-800:]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
@@ -174,7 +176,7 @@ def test_the_wheel_built_from_the_sdist_builds_cleanly_and_carries_the_entry_poi
     console scripts and pytest's entry point are the ones users run, and the
     probe scripts and known-bad list travel as package data."""
     tree = tmp_path / "sdist"
-    shutil.copytree(sdist, tree)
+    shutil.copytree(sdist, tree, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "dist"
     out.mkdir()
     build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"

@@ -26,6 +26,12 @@ ratio is against a baseline measured in the same run:
    ``--plain-alone-runs N`` adds the same with the environment's other pytest
    plugins off, whose imports and threads make a plain run on a GPU image
    vary by ±15 %.
+5. ``--against REF`` (a git ref of this repository): this checkout against
+   that tree, installed the same way, in the same run. Both trees'
+   ``spark-preflight`` and ``pytest --spark-preflight`` join the rotating
+   rounds, then ``--against-runs`` back-to-back pairs of each: the median of
+   the pairs' differences and ratios, and in how many pairs this tree was
+   faster — "no worse than before on the same machine in one run" (issue 31).
 
 The plugin is measured as users get it: installed from a wheel build of this
 checkout into a scratch folder put first on ``PYTHONPATH`` (an editable
@@ -37,6 +43,7 @@ seed's ``python3`` is this ``python``), in an empty folder.
 Usage:
   python benchmarks/bench_speed.py [--seed PATH] [--runs 7] [--plain-runs 21]
       [--plain-alone-runs N] [--offline] [--fresh] [--cold] [--install wheel|env] [--thermal-seconds S] [--timeout S]
+      [--against REF] [--against-runs 21]
 """
 
 from __future__ import annotations
@@ -193,15 +200,15 @@ def rewrite_cost(env: dict[str, str], folder: Path) -> tuple[list[str], float]:
     return sorted(rewritten), total
 
 
-def wheel_install(dest: Path) -> str | None:
-    """Install this checkout as a wheel would be, into ``dest``; None, or why not.
+def wheel_install(dest: Path, root: Path = REPO) -> str | None:
+    """Install the checkout at ``root`` as a wheel would be, into ``dest``; None, or why not.
 
     Built from a copy of the package's files, so that setuptools' build/ and
     egg-info folders (whose stale files a later build would pick up) are not
     left in the checkout."""
-    src = dest.parent / "src"
+    src = dest.parent / f"src-{dest.name}"
     src.mkdir()
-    for item in REPO.iterdir():
+    for item in root.iterdir():
         if item.name == "pytest_dgx_spark":
             shutil.copytree(item, src / item.name, ignore=shutil.ignore_patterns("__pycache__"))
         elif item.is_file() and (
@@ -217,6 +224,40 @@ def wheel_install(dest: Path) -> str | None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"pip install --target failed ({tail[0]})"
     return None
+
+
+def tree_of(ref: str, dest: Path) -> str | None:
+    """The files of this repository at git ref ``ref``, unpacked into ``dest``; None, or why not."""
+    dest.mkdir()
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "--format=tar", ref], capture_output=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"git archive {ref}: {exc}"
+    if archive.returncode != 0:
+        return f"git archive {ref}: {archive.stderr.decode(errors='replace').strip()[-200:]}"
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # pragma: no cover - Python without the extraction filters
+            tar.extractall(dest)  # this repository's own archive
+    return None
+
+
+def pair_rows(new: Command, old: Command, ref: str) -> tuple[str, str, str, str]:
+    """One command of this tree against the same of ``ref``, from back-to-back pairs."""
+    diffs = [a - b for a, b in zip(new.times, old.times, strict=True)]
+    ratio = statistics.median(a / b for a, b in zip(new.times, old.times, strict=True))
+    faster = sum(d < 0 for d in diffs)
+    return (
+        f"{new.name.removesuffix(', paired')}: this tree vs {ref}",
+        f"{statistics.median(diffs) * 1000:+.0f} ms, {ratio:.3f}×; faster in {faster} of {len(diffs)}",
+        "≤ 1.00× (paired)", verdict(ratio <= 1.0),
+    )
 
 
 def other_plugins() -> list[str]:
@@ -281,9 +322,13 @@ def main() -> int:
         "--thermal-seconds", type=float, default=None, help="G4's sample (default: the tool's)"
     )
     parser.add_argument("--timeout", type=float, default=None, help="--timeout / --spark-timeout")
+    parser.add_argument("--against", metavar="REF", default=None, help="also this git ref's tree (5.)")
+    parser.add_argument("--against-runs", type=int, default=21, help="pairs per command against REF (≥ 5)")
     args = parser.parse_args()
-    if args.runs < 5 or args.plain_runs < 5:
-        parser.error("medians of at least 5 runs: --runs and --plain-runs must be ≥ 5")
+    if args.runs < 5 or args.plain_runs < 5 or args.against_runs < 5:
+        parser.error("medians of at least 5 runs: --runs, --plain-runs and --against-runs must be ≥ 5")
+    if args.against is not None and args.install != "wheel":
+        parser.error("--against compares two wheel installs: leave --install at wheel")
     if args.seed is not None and not args.seed.is_file():
         parser.error(f"--seed {args.seed}: no such file")
     if args.cold and (args.seed is None or os.geteuid() != 0):
@@ -310,6 +355,16 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
             install = "a wheel build of this checkout (pip install --target, first on PYTHONPATH)"
         else:
             install = f"the environment as it is: {why}"
+    against_env = None
+    if args.against is not None:
+        if not (scratch / "site").is_dir() or "PYTHONPATH" not in env:
+            raise SystemExit(f"bench_speed: --against {args.against}: this checkout did not install ({install})")
+        why = tree_of(args.against, scratch / "ref") or wheel_install(scratch / "site-ref", scratch / "ref")
+        if why is not None:
+            raise SystemExit(f"bench_speed: --against {args.against}: {why}")
+        ref_path = env["PYTHONPATH"].replace(str(scratch / "site"), str(scratch / "site-ref"), 1)
+        against_env = dict(env, PYTHONPATH=ref_path)
+        install += f"; against {args.against}, the same way"
     nobyte = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
     if "PYTHONPATH" in env and (scratch / "site").is_dir():
         # its own copy, made before any run: the runs with bytecode write pytest's
@@ -353,6 +408,15 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     )  # fmt: skip
     bare_alone = Command("pytest (empty folder), other plugins off", [py, *PYTEST, *others], env, empty, ok=(5,))
     slow = [cli, plug, plug_early, bare, plug_alone, bare_alone]
+    # REF's two commands join the rotating rounds; the pairs use their own copies of both trees' commands
+    against: list[tuple[Command, Command]] = []
+    if against_env is not None:
+        slow += [Command(f"{c.name} ({args.against})", c.argv, against_env, c.cwd, c.ok) for c in (cli, plug)]
+        against = [
+            (Command(f"{c.name}, paired", c.argv, c.env, c.cwd, c.ok),
+             Command(f"{c.name} ({args.against}), paired", c.argv, against_env, c.cwd, c.ok))
+            for c in (cli, plug)
+        ]  # fmt: skip
     seed = None
     if args.seed is not None:
         seed = Command("seed preflight.sh", ["bash", str(args.seed.resolve())], env, empty)
@@ -392,6 +456,8 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     rewritten, rewrite_s = rewrite_cost(nobyte, scratch / "loaders")
     rounds(slow, args.runs)
     ratios = [paired(plain[0], plain[1], args.plain_runs), paired(plain[2], plain[3], args.plain_runs)]
+    for new, old in against:
+        paired(new, old, args.against_runs)
     alone_ratios = (
         [paired(alone[0], alone[1], args.plain_alone_runs), paired(alone[2], alone[3], args.plain_alone_runs)]
         if alone
@@ -402,6 +468,11 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     )
     for cmd in [*cold, *slow, *plain, *alone]:
         print(cmd.row())
+    if against:
+        print(f"\nthis tree and {args.against} ({args.against_runs} back-to-back pairs each):")
+        for new, old in against:
+            print(new.row())
+            print(old.row())
 
     rows: list[tuple[str, str, str, str]] = []
     if seed is not None:
@@ -454,6 +525,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
         f"{rewrite_s * 1000:.1f} ms ({', '.join(m.split('.')[-1] for m in rewritten) or 'none'})",
         "—", "info (PYTHONDONTWRITEBYTECODE=1)",
     ))  # fmt: skip
+    rows += [pair_rows(new, old, args.against) for new, old in against]
     width = max(len(r[0]) for r in rows)
     print(f"\n{'target':<{width}}  {'measured':<34}  {'target':<20}  result")
     for name, measured, target, result in rows:

@@ -26,7 +26,8 @@ ratio is against a baseline measured in the same run:
    ``--plain-alone-runs N`` adds the same with the environment's other pytest
    plugins off, whose imports and threads make a plain run on a GPU image
    vary by ±15 %.
-5. ``--against REF`` (a git ref of this repository): this checkout against
+5. ``--against REF`` (a git ref of this repository, or a folder holding such
+   a tree, as ``git archive REF`` unpacks it): this checkout against
    that tree, installed the same way, in the same run. Both trees'
    ``spark-preflight`` and ``pytest --spark-preflight`` join the rotating
    rounds, then ``--against-runs`` back-to-back pairs of each: the median of
@@ -322,7 +323,9 @@ def main() -> int:
         "--thermal-seconds", type=float, default=None, help="G4's sample (default: the tool's)"
     )
     parser.add_argument("--timeout", type=float, default=None, help="--timeout / --spark-timeout")
-    parser.add_argument("--against", metavar="REF", default=None, help="also this git ref's tree (5.)")
+    parser.add_argument(
+        "--against", metavar="REF", default=None, help="also this git ref's tree, or a folder holding one (5.)"
+    )
     parser.add_argument("--against-runs", type=int, default=21, help="pairs per command against REF (≥ 5)")
     args = parser.parse_args()
     if args.runs < 5 or args.plain_runs < 5 or args.against_runs < 5:
@@ -359,7 +362,10 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     if args.against is not None:
         if not (scratch / "site").is_dir() or "PYTHONPATH" not in env:
             raise SystemExit(f"bench_speed: --against {args.against}: this checkout did not install ({install})")
-        why = tree_of(args.against, scratch / "ref") or wheel_install(scratch / "site-ref", scratch / "ref")
+        if Path(args.against).is_dir():  # a tree unpacked already (a machine without the repository's history)
+            why = wheel_install(scratch / "site-ref", Path(args.against).resolve())
+        else:
+            why = tree_of(args.against, scratch / "ref") or wheel_install(scratch / "site-ref", scratch / "ref")
         if why is not None:
             raise SystemExit(f"bench_speed: --against {args.against}: {why}")
         ref_path = env["PYTHONPATH"].replace(str(scratch / "site"), str(scratch / "site-ref"), 1)

@@ -107,6 +107,20 @@ def test_the_build_copy_holds_the_new_files_and_leaves_out_the_environment(tmp_p
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == [".gitignore", "pyproject.toml"]
 
 
+def build(kind: str, tree: Path, out: Path) -> Path:
+    """Build ``kind`` (``sdist`` or ``wheel``) of ``tree`` into ``out`` with setuptools' PEP 517
+    backend in a child process, as ``python -m build`` does; the file built. A failed build or a
+    packaging warning fails the test."""
+    hook = f"import sys; from setuptools import build_meta; print(build_meta.build_{kind}(sys.argv[1]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", hook, str(out)], cwd=tree, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warned = WARNING.findall(proc.stdout + proc.stderr)
+    assert not warned, proc.stdout + proc.stderr
+    return out / proc.stdout.strip().splitlines()[-1]
+
+
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The unpacked sdist of this checkout, built from a private copy."""
@@ -119,14 +133,7 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     out = tmp_path_factory.mktemp("sdist")
     tree = copy_checkout(ROOT, tmp_path_factory.mktemp("checkout") / "tree")
-    build = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
-    proc = subprocess.run(
-        [sys.executable, "-c", build, str(out)], cwd=tree, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    warned = WARNING.findall(proc.stdout + proc.stderr)
-    assert not warned, proc.stdout + proc.stderr
-    with tarfile.open(out / proc.stdout.strip().splitlines()[-1]) as tar:
+    with tarfile.open(build("sdist", tree, out)) as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(out, filter="data")
         else:  # pragma: no cover - Python without the extraction filters
@@ -179,14 +186,7 @@ def test_the_wheel_built_from_the_sdist_builds_cleanly_and_carries_the_entry_poi
     shutil.copytree(sdist, tree, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "dist"
     out.mkdir()
-    build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
-    proc = subprocess.run(
-        [sys.executable, "-c", build, str(out)], cwd=tree, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    warned = WARNING.findall(proc.stdout + proc.stderr)
-    assert not warned, proc.stdout + proc.stderr
-    with zipfile.ZipFile(out / proc.stdout.strip().splitlines()[-1]) as wheel:
+    with zipfile.ZipFile(build("wheel", tree, out)) as wheel:
         names = wheel.namelist()
         (points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         entry_points = wheel.read(points).decode()

@@ -249,10 +249,10 @@ def tree_of(ref: str, dest: Path) -> str | None:
     return None
 
 
-def pair_rows(new: Command, old: Command, ref: str) -> tuple[str, str, str, str]:
-    """One command of this tree against the same of ``ref``, from back-to-back pairs."""
+def pair_rows(new: Command, old: Command, ratio: float, ref: str) -> tuple[str, str, str, str]:
+    """One command of this tree against the same of ``ref``, from back-to-back pairs (``ratio``:
+    :func:`paired`'s median of the pairs' wall-time ratios)."""
     diffs = [a - b for a, b in zip(new.times, old.times, strict=True)]
-    ratio = statistics.median(a / b for a, b in zip(new.times, old.times, strict=True))
     faster = sum(d < 0 for d in diffs)
     return (
         f"{new.name.removesuffix(', paired')}: this tree vs {ref}",
@@ -462,8 +462,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
     rewritten, rewrite_s = rewrite_cost(nobyte, scratch / "loaders")
     rounds(slow, args.runs)
     ratios = [paired(plain[0], plain[1], args.plain_runs), paired(plain[2], plain[3], args.plain_runs)]
-    for new, old in against:
-        paired(new, old, args.against_runs)
+    against_pairs = [(new, old, paired(new, old, args.against_runs)[0]) for new, old in against]
     alone_ratios = (
         [paired(alone[0], alone[1], args.plain_alone_runs), paired(alone[2], alone[3], args.plain_alone_runs)]
         if alone
@@ -531,7 +530,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
         f"{rewrite_s * 1000:.1f} ms ({', '.join(m.split('.')[-1] for m in rewritten) or 'none'})",
         "—", "info (PYTHONDONTWRITEBYTECODE=1)",
     ))  # fmt: skip
-    rows += [pair_rows(new, old, args.against) for new, old in against]
+    rows += [pair_rows(new, old, ratio, args.against) for new, old, ratio in against_pairs]
     width = max(len(r[0]) for r in rows)
     print(f"\n{'target':<{width}}  {'measured':<34}  {'target':<20}  result")
     for name, measured, target, result in rows:

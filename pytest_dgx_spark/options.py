@@ -242,9 +242,11 @@ PYTEST_ONLY = frozenset(o.name for o in OPTIONS if o.cli == "pytest-only")
 
 def values_dataclass() -> type[Values]:
     """:class:`Values` as the frozen dataclass mypy sees, made so on the first call (settings.py's): the
-    1.4 ms it takes would otherwise be paid by every pytest run, which imports this module."""
+    ms it takes would otherwise be paid by every pytest run, which imports this module."""
     if not dataclasses.is_dataclass(Values):
-        dataclasses.dataclass(frozen=True)(Values)
+        from pytest_dgx_spark.datadef import define
+
+        define(frozen=True)(Values)
     return Values
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from pytest_dgx_spark import catalog, codes, early, redact
+from pytest_dgx_spark import catalog, early, redact
 from pytest_dgx_spark.capture import facts_mismatch
 from pytest_dgx_spark.checks.kit import PARAM_OPTIONS, CheckContext, Params
 from pytest_dgx_spark.model import Result, Status
@@ -349,6 +349,9 @@ def crashed(check_id: str, exc: BaseException | str) -> Result:
         why = f"not checked: {limited.split(' at ', 1)[0]}; raise the limit (ulimit -u / -v) and run again"
         return Result(check_id, Status.SKIP, why, headline="not checked (resource limit)")
     named = f" ({kind})" if kind.isidentifier() and len(kind) <= 40 else ""
+    # the registry reads every check's findings module: a run where no check crashed never needs it
+    from pytest_dgx_spark import codes
+
     # the short line names the exception; -v, JUnit and the reports carry where it was raised
     return Result(
         check_id, Status.FAIL, f"the check itself crashed ({what}), so nothing was verified",

@@ -1,46 +1,118 @@
-"""The checks, found by convention: every package ``checks/g<NN>_<name>/`` whose ``__init__``
-holds a ``SPEC`` (:class:`~pytest_dgx_spark.checks.spec.CheckSpec`) is a check. Markers, ``--help``,
-``--spark-only`` and every "the checks are …" text are built from them, so the number of checks and
-their ids are written nowhere else. Every pytest run reads it (``--markers``): the spec packages are
-plain data, standard library only; a check's code (``.check``) is imported only by the preflight.
+"""The checks, found by convention: every package ``checks/g<NN>_<name>/`` is a check, and its
+``spec.json`` says what it is (:class:`CheckSpec`). Markers, ``--help``, ``--spark-only`` and every
+"the checks are …" text are built from them, so the number of checks and their ids are written
+nowhere else. Every pytest run reads it (``--markers``), so the specs are data files, not modules:
+a module of an installed plugin is imported through pytest's assertion-rewrite hook, which costs
+some 0.3 ms a module on every run, where reading ten small JSON files costs a tenth of that. A check's
+code (``.check``) is imported only by the preflight.
 """
 
 from __future__ import annotations
 
-import importlib
+import json
 import os
-import re
 from collections.abc import Iterable
-
-from pytest_dgx_spark import checks
-from pytest_dgx_spark.checks.spec import MARKER_ALL, CheckSpec
+from typing import Any
 
 __all__ = ["AREA_MARKERS", "BY_ID", "CHECKS", "IDS", "MARKER_ALL", "CheckSpec", "normalize_id"]
 
-#: a check's package: ``g01_cuda_abi`` is G1's
-_PACKAGE = re.compile(r"g(\d{2})_[a-z0-9_]+")
+#: the marker every check's test carries (``-m spark_preflight``)
+MARKER_ALL = "spark_preflight"
+#: where the check packages are
+FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
+#: a spec's fields: name -> (type, default; ``None``: required)
+_FIELDS: dict[str, tuple[type, Any]] = {
+    "id": (str, None),
+    "title": (str, None),
+    "marker": (str, None),
+    "area": (str, None),
+    "needs_torch": (bool, False),
+}
 
 
 class CatalogError(RuntimeError):
-    """A check package that breaks the convention (its SPEC's id against its name, a duplicate id,
-    one marker with two area phrases): a packaging mistake, said by name at import."""
+    """A check package that breaks the convention (no readable ``spec.json``, its id against its name,
+    a duplicate id, one marker with two area phrases): a packaging mistake, said by name at import."""
 
 
-def _discover() -> tuple[CheckSpec, ...]:
-    specs: list[CheckSpec] = []
-    for folder in checks.__path__:
-        with os.scandir(folder) as entries:
-            names = sorted(e.name for e in entries if e.is_dir() and _PACKAGE.fullmatch(e.name))
-        for name in names:
-            if not os.path.isfile(os.path.join(folder, name, "__init__.py")):
-                continue
-            spec = getattr(importlib.import_module(f"{checks.__name__}.{name}"), "SPEC", None)
-            if not isinstance(spec, CheckSpec):
-                raise CatalogError(f"pytest_dgx_spark.checks.{name}: no SPEC = CheckSpec(...) in its __init__")
-            match = _PACKAGE.fullmatch(name)
-            if match is None or spec.id != f"G{int(match.group(1))}":
-                raise CatalogError(f"pytest_dgx_spark.checks.{name}: SPEC.id {spec.id!r} does not match its name")
-            specs.append(spec._replace(module=name))
+class CheckSpec:
+    """A check's identity and what the plugin builds from it: its test's id and title, its area
+    marker (with the phrase the marker's help says of the area: "of thermals and power") and whether
+    it reads the run's torch child (the engine starts one only when a selected check does).
+    ``module`` is its package's name. Its finding codes are in its ``findings`` module, loaded only
+    by the preflight."""
+
+    __slots__ = ("area", "id", "marker", "module", "needs_torch", "title")
+
+    def __init__(self, id: str, title: str, marker: str, area: str, needs_torch: bool = False, module: str = "") -> None:  # fmt: skip
+        self.id, self.title, self.marker, self.area = id, title, marker, area
+        self.needs_torch, self.module = needs_torch, module
+
+    @property
+    def number(self) -> int:
+        return int(self.id[1:])
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        return (MARKER_ALL, self.marker)
+
+    def _key(self) -> tuple[str, str, str, str, bool, str]:
+        return (self.id, self.title, self.marker, self.area, self.needs_torch, self.module)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CheckSpec) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        names = ("id", "title", "marker", "area", "needs_torch", "module")
+        return "CheckSpec({})".format(", ".join(f"{n}={v!r}" for n, v in zip(names, self._key(), strict=True)))
+
+
+def is_check_package(name: str) -> bool:
+    """``g01_cuda_abi``: a ``g``, two digits, ``_``, then lower-case letters, digits and ``_``."""
+    return (
+        len(name) > 4 and name[0] == "g" and name[1:3].isdigit() and name[3] == "_"
+        and all(c.islower() or c.isdigit() or c == "_" for c in name[4:]) and name.isascii()
+    )  # fmt: skip
+
+
+def read_spec(folder: str, name: str) -> CheckSpec:
+    """The spec of the check package ``folder/name`` from its ``spec.json``; :class:`CatalogError`
+    saying what is wrong with it."""
+    where = f"pytest_dgx_spark.checks.{name}"
+    try:
+        with open(os.path.join(folder, name, "spec.json"), encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except OSError as exc:
+        raise CatalogError(f"{where}: its spec.json cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise CatalogError(f"{where}: its spec.json is not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: its spec.json is not a JSON object")
+    unknown = sorted(set(raw) - set(_FIELDS))
+    if unknown:
+        raise CatalogError(f"{where}: spec.json has unknown fields {unknown} (it takes {sorted(_FIELDS)})")
+    values: dict[str, Any] = {}
+    for field, (kind, default) in _FIELDS.items():
+        value = raw.get(field, default)
+        if value is None:
+            raise CatalogError(f"{where}: spec.json has no {field!r}")
+        if type(value) is not kind or (isinstance(value, str) and not value.strip()):
+            raise CatalogError(f"{where}: spec.json's {field!r} is not a {'non-empty string' if kind is str else 'boolean'}")  # fmt: skip
+        values[field] = value
+    spec = CheckSpec(**values, module=name)
+    if spec.id != f"G{int(name[1:3])}":
+        raise CatalogError(f"{where}: spec.json's id {spec.id!r} does not match its name")
+    return spec
+
+
+def discover(folder: str = FOLDER) -> tuple[CheckSpec, ...]:
+    """Every check package in ``folder`` (a ``g<NN>_<name>`` folder with an ``__init__.py``), by number."""
+    with os.scandir(folder) as entries:
+        names = sorted(e.name for e in entries if e.is_dir() and is_check_package(e.name))
+    specs = [read_spec(folder, name) for name in names if os.path.isfile(os.path.join(folder, name, "__init__.py"))]
     specs.sort(key=lambda s: s.number)
     ids = [s.id for s in specs]
     if len(set(ids)) != len(ids):
@@ -49,7 +121,7 @@ def _discover() -> tuple[CheckSpec, ...]:
 
 
 #: every check, by number
-CHECKS: tuple[CheckSpec, ...] = _discover()
+CHECKS: tuple[CheckSpec, ...] = discover()
 BY_ID: dict[str, CheckSpec] = {c.id: c for c in CHECKS}
 IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
 #: the checks that read the torch child (G1 ABI, G2 flash-attn, G5 copy, G7 arch list)

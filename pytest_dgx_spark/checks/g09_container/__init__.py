@@ -1,16 +1,5 @@
 """G9 — container first, not bare pip.
 
-This package is the whole check: this spec (read by every pytest run, so plain data), its finding
-codes (:mod:`.findings`) and the check itself (:mod:`.check`: its facts, ``gather``, ``evaluate``)."""
-
-from __future__ import annotations
-
-from pytest_dgx_spark.checks.spec import CheckSpec
-
-SPEC = CheckSpec(
-    id="G9",
-    title="container vs bare pip",
-    marker="spark_launch",
-    area="that catch launch failures",
-    needs_torch=False,
-)
+This package is the whole check: its spec (``spec.json``, data the catalog reads on every pytest run
+without importing this package), its finding codes (:mod:`.findings`) and the check itself
+(:mod:`.check`: its facts, ``gather``, ``evaluate``)."""

@@ -8,6 +8,7 @@ pytest-rerunfailures (a FAIL is the machine's state, not flakiness); charts besi
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,11 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_dgx_spark import outfile
-from pytest_dgx_spark.allure_report import AllureReport
-from pytest_dgx_spark.html_report import HtmlReport
 from pytest_dgx_spark.report import per_rank_path
 from pytest_dgx_spark.safe_text import write_line
-from pytest_dgx_spark.sampler import sampler_chart
 
 if TYPE_CHECKING:
     from pytest_dgx_spark.chart import Drawn
@@ -36,10 +34,24 @@ def register(config: pytest.Config, preflight: Any) -> None:
     pm = config.pluginmanager
     pm.register(PreflightExtras(config, preflight), "dgx_spark_extras")
     pm.register(WarnShortSummary(config), "dgx_spark_short_summary")
+    # each report's module loads only where its plugin is
     if pm.hasplugin("html"):
+        from pytest_dgx_spark.html_report import HtmlReport
+
         pm.register(HtmlReport(config, preflight), "dgx_spark_html")
     if pm.hasplugin("allure_pytest"):
+        from pytest_dgx_spark.allure_report import AllureReport
+
         pm.register(AllureReport(config, preflight), "dgx_spark_allure")
+
+
+def sampler_chart(item: pytest.Item) -> Drawn | None:
+    """The chart of the ``spark_sampler`` series this test kept, if any. The fixture's first use loads
+    the sampler module, so in a process where it is not loaded no test kept a series, and this does
+    not load it (some 50 KB of bytecode a preflight run would read through pytest's rewriter)."""
+    sampler = sys.modules.get("pytest_dgx_spark.sampler")
+    found: Drawn | None = None if sampler is None else sampler.sampler_chart(item)
+    return found
 
 
 def wants_warn_lines(reportchars: str) -> bool:

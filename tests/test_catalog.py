@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dgx_spark import catalog
+from pytest_dgx_spark import catalog, checks
 from pytest_dgx_spark.catalog import CatalogError, CheckSpec, discover
 
 GOOD = {"id": "G11", "title": "swap on unified memory", "marker": "spark_memory", "area": "of unified-memory headroom"}
@@ -27,7 +27,7 @@ def test_the_shipped_specs_are_the_checks_by_number() -> None:
     assert [s.number for s in catalog.CHECKS] == sorted(s.number for s in catalog.CHECKS)
     for spec in catalog.CHECKS:
         assert spec.module.startswith(f"g{spec.number:02d}_") and spec.markers == (catalog.MARKER_ALL, spec.marker)
-        assert (Path(catalog.FOLDER) / spec.module / "__init__.py").is_file()
+        assert (Path(checks.__path__[0]) / spec.module / "__init__.py").is_file()
     assert catalog.discover() == catalog.CHECKS
 
 
@@ -37,7 +37,7 @@ def test_a_planted_package_is_a_check_and_stray_folders_are_not(tmp_path: Path) 
     plant(tmp_path, "g12_leftover", None, init=False)  # a folder left behind (only __pycache__): not a package
     plant(tmp_path, "helpers", GOOD)  # not g<NN>_<name>
     plant(tmp_path, "G13_upper", {**GOOD, "id": "G13"})
-    specs = discover(str(tmp_path))
+    specs = discover([str(tmp_path)])
     assert specs == (
         CheckSpec("G2", GOOD["title"], GOOD["marker"], GOOD["area"], needs_torch=True, module="g02_two"),
         CheckSpec("G11", GOOD["title"], GOOD["marker"], GOOD["area"], module="g11_swap"),
@@ -62,7 +62,7 @@ def test_a_planted_package_is_a_check_and_stray_folders_are_not(tmp_path: Path) 
 def test_a_broken_spec_is_named_in_one_line(tmp_path: Path, spec: object, said: str) -> None:
     plant(tmp_path, "g11_swap", spec)
     with pytest.raises(CatalogError) as error:
-        discover(str(tmp_path))
+        discover([str(tmp_path)])
     assert str(error.value).startswith("pytest_dgx_spark.checks.g11_swap: ") and said in str(error.value)
     assert "\n" not in str(error.value)
 
@@ -72,4 +72,4 @@ def test_two_packages_with_one_id_are_refused(tmp_path: Path) -> None:
     plant(tmp_path, "g11_swap_again", GOOD)
     plant(tmp_path, "g011_swap", GOOD)  # not g<NN>_: not a check package
     with pytest.raises(CatalogError, match=r"two check packages declare one id: \['G11', 'G11'\]"):
-        discover(str(tmp_path))
+        discover([str(tmp_path)])

@@ -135,10 +135,15 @@ def _check_tables(doc: Mapping[str, Any], where: str) -> None:
 
 def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
     """The replay's own options, plus what the captured run chose that decides its
-    verdict: its checks (without ``--only``) and ``--strict`` (a replay may add it)."""
+    verdict: its checks (without ``--only``) and ``--strict`` (a replay may add it).
+    A captured run without ``--only`` ran every check it had: a check it does not hold
+    is newer than it, no part of that run, and left out of the replay (not "not run")."""
     held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
+    options = doc.get("options") or {}
+    if not options.get("only") and held:
+        return dataclasses.replace(settings, known=held, strict=bool(settings.strict or options.get("strict")))
     only = settings.only or (held if set(held) != set(catalog.IDS) else ())
-    strict = bool(settings.strict or (doc.get("options") or {}).get("strict"))
+    strict = bool(settings.strict or options.get("strict"))
     return dataclasses.replace(settings, only=only, strict=strict)
 
 

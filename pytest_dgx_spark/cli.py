@@ -119,11 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands.restore_signal_handlers()
 
 
-def _not_run(results: list[Any]) -> tuple[str, dict[str, str]]:
-    """Why checks were not run, and the checks --only left out, by one rule with pytest's (issue 24 item 3)."""
+def _not_run(results: list[Any], universe: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """Why checks were not run, and the checks of this run (``universe``: a replayed capture's may be
+    fewer) --only left out, by one rule with pytest's (issue 24 item 3)."""
     ran = {r.check_id for r in results}
-    why = f"deselected (--only {','.join(c for c in catalog.IDS if c in ran)})"
-    return why, {cid: why for cid in catalog.IDS if cid not in ran}
+    why = f"deselected (--only {','.join(c for c in universe if c in ran)})"
+    return why, {cid: why for cid in universe if cid not in ran}
 
 
 def _said(written: list[str]) -> list[str] | None:
@@ -160,7 +161,7 @@ def _main(argv: Sequence[str] | None) -> int:
     finally:
         engine.close()
     host, profile = engine.machine.identity(), engine.profile()
-    why, not_run = _not_run(results)
+    why, not_run = _not_run(results, settings.universe)
     said = _said(report.write_run_files(
         settings, results, host=host, profile=profile, store_items=engine.machine.store.items, env=os.environ,
         not_run=not_run, started=started[0], duration=time.monotonic() - started[1],

@@ -233,7 +233,7 @@ class SparkPreflight(SessionSummary):
     def check_items(self, session: pytest.Session, collect: bool) -> list[SparkCheckItem]:
         """The check items (through ``genitems``, so pytest counts them, when ``collect``)."""
         path = self.config.rootpath / FILE_NAME
-        node = SparkPreflightFile.from_parent(session, path=path, ids=self.named or catalog.IDS)
+        node = SparkPreflightFile.from_parent(session, path=path, ids=self.named or self.settings.universe)
         found = session.genitems(node) if collect else node.collect()
         return [i for i in found if isinstance(i, SparkCheckItem)]
 

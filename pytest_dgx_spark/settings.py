@@ -36,11 +36,19 @@ class Settings(options.Values):
     #: where ``github_url`` came from: "default", "ini" (the checkout's own config), "flag" or "cli";
     #: G8 sends ``GITHUB_TOKEN`` to another host only when the user gave it (issue 19, item 2)
     github_url_source: str = "default"
+    #: the checks of this run: every check (empty), or a replayed capture's own when its run had no
+    #: ``--only``: a check newer than the capture was no part of the run a replay decides again
+    known: tuple[str, ...] = ()
+
+    @property
+    def universe(self) -> tuple[str, ...]:
+        """The checks this run has: the catalog's, or a replayed capture's (:attr:`known`)."""
+        return self.known or catalog.IDS
 
     @property
     def selected(self) -> tuple[str, ...]:
-        """The checks enabled by ``--spark-only`` (all of them without it)."""
-        return self.only or catalog.IDS
+        """The checks enabled by ``--spark-only`` (all of this run's without it)."""
+        return self.only or self.universe
 
     def thresholds(self, profile: str) -> dict[str, float]:
         """Defaults for the resolved profile, with the user's overrides on top."""

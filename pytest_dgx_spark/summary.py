@@ -137,7 +137,7 @@ class SessionSummary:
     def not_run(self) -> dict[str, str]:
         """Every check without a result, with why: one rule however it was left
         out, so the verdict is never ``ready`` while a check went unverified."""
-        return {cid: self._why_not_run(cid) for cid in catalog.IDS if cid not in self.results}
+        return {cid: self._why_not_run(cid) for cid in self.settings.universe if cid not in self.results}
 
     def _why_not_run(self, check_id: str) -> str:
         if self._collect_errors:

@@ -33,6 +33,13 @@ ratio is against a baseline measured in the same run:
    rounds, then ``--against-runs`` back-to-back pairs of each: the median of
    the pairs' differences and ratios, and in how many pairs this tree was
    faster — "no worse than before on the same machine in one run" (issue 31).
+   With ``--instructions`` (valgrind on PATH), also each tree's instruction
+   count of a plain one-test run, of the same with ``-p no:dgx_spark`` and of
+   ``pytest --spark-preflight`` (the pytest process only, not its probe
+   children), under ``valgrind --tool=cachegrind``: deterministic where a
+   2-core machine's wall times vary by more than the few ms compared (a
+   plain run's count repeats to the instruction; a preflight run's within
+   ~0.01 %).
 
 The plugin is measured as users get it: installed from a wheel build of this
 checkout into a scratch folder put first on ``PYTHONPATH`` (an editable
@@ -44,7 +51,7 @@ seed's ``python3`` is this ``python``), in an empty folder.
 Usage:
   python benchmarks/bench_speed.py [--seed PATH] [--runs 7] [--plain-runs 21]
       [--plain-alone-runs N] [--offline] [--fresh] [--cold] [--install wheel|env] [--thermal-seconds S] [--timeout S]
-      [--against REF] [--against-runs 21]
+      [--against REF] [--against-runs 21] [--instructions]
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -249,6 +257,45 @@ def tree_of(ref: str, dest: Path) -> str | None:
     return None
 
 
+#: cachegrind's total: ``==123== I   refs:      1,295,861,349``
+IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def instructions(cmd: Command, timeout: float = 900.0) -> int | None:
+    """The instructions ``cmd`` executes under ``valgrind --tool=cachegrind`` (its own process, not
+    its children), the second of two runs (the first writes what a warm run reads); None if it
+    failed. Hash seeds are fixed: set and dict order then repeat from run to run."""
+    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *cmd.argv]
+    found = None
+    for _ in range(2):
+        try:
+            proc = subprocess.run(
+                argv, env={**cmd.env, "PYTHONHASHSEED": "0"}, cwd=cmd.cwd, capture_output=True, text=True,
+                timeout=timeout,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        match = IREFS.search(proc.stderr)
+        found = int(match.group(1).replace(",", "")) if match and proc.returncode in cmd.ok else None
+    return found
+
+
+def instruction_rows(pairs: Sequence[tuple[Command, Command]], ref: str) -> list[tuple[str, str, str, str]]:
+    """One row per command: this tree's instruction count against ``ref``'s."""
+    rows = []
+    for new, old in pairs:
+        a, b = instructions(new), instructions(old)
+        if a is None or b is None:
+            rows.append((f"{new.name}: instructions, this tree vs {ref}", "not measured (valgrind failed)", "—", "—"))
+            continue
+        rows.append((
+            f"{new.name}: instructions, this tree vs {ref}",
+            f"{a / 1e6:,.1f}M / {b / 1e6:,.1f}M = {a / b:.4f}× ({(a - b) / 1e6:+,.1f}M)",
+            "≤ 1.00×", verdict(a <= b),
+        ))  # fmt: skip
+    return rows
+
+
 def pair_rows(new: Command, old: Command, ratio: float, ref: str) -> tuple[str, str, str, str]:
     """One command of this tree against the same of ``ref``, from back-to-back pairs (``ratio``:
     :func:`paired`'s median of the pairs' wall-time ratios)."""
@@ -327,9 +374,15 @@ def main() -> int:
         "--against", metavar="REF", default=None, help="also this git ref's tree, or a folder holding one (5.)"
     )
     parser.add_argument("--against-runs", type=int, default=21, help="pairs per command against REF (≥ 5)")
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="with --against: also both trees' instruction counts under valgrind (5.)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.runs < 5 or args.plain_runs < 5 or args.against_runs < 5:
         parser.error("medians of at least 5 runs: --runs, --plain-runs and --against-runs must be ≥ 5")
+    if args.instructions and (args.against is None or shutil.which("valgrind") is None):
+        parser.error("--instructions needs --against REF and valgrind on PATH")
     if args.against is not None and args.install != "wheel":
         parser.error("--against compares two wheel installs: leave --install at wheel")
     if args.seed is not None and not args.seed.is_file():
@@ -531,6 +584,9 @@ def measure(args: argparse.Namespace, scratch: Path) -> int:
         "—", "info (PYTHONDONTWRITEBYTECODE=1)",
     ))  # fmt: skip
     rows += [pair_rows(new, old, ratio, args.against) for new, old, ratio in against_pairs]
+    if args.instructions and against_env is not None:
+        counted = [plain[0], plain[1], plug]
+        rows += instruction_rows([(c, Command(c.name, c.argv, against_env, c.cwd, c.ok)) for c in counted], args.against)
     width = max(len(r[0]) for r in rows)
     print(f"\n{'target':<{width}}  {'measured':<34}  {'target':<20}  result")
     for name, measured, target, result in rows:

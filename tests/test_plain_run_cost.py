@@ -153,7 +153,6 @@ def test_what_pytest_rewrites_on_a_plain_run_stays_small(
     result.assert_outcomes(passed=1)
     loaders = json.loads((pytester.path / "loaders.json").read_text())
     assert set(loaders) == PLAIN_MODULES, loaders
-    assert set(loaders.values()) == {"AssertionRewritingHook"}, "pytest rewrote them, as it does an installed plugin"
     package = site / "pytest_dgx_spark"
     named = [package.joinpath(*m.split(".")[1:]) for m in PLAIN_MODULES]
     parsed = [path / "__init__.py" if path.is_dir() else path.with_suffix(".py") for path in named]

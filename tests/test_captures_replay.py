@@ -385,35 +385,37 @@ def test_a_replay_says_each_findings_code(tmp_path: Path) -> None:
     assert json.loads(out)["results"][0]["codes"] == ["G1.check-crashed"]
 
 
-def older_capture(tmp_path: Path, only: list[str] | None = None) -> Path:
-    """h200-healthy as a version without G10 would have written it: no G10 in its checks
+def older_capture(tmp_path: Path, only: list[str] | None = None) -> tuple[Path, str]:
+    """h200-healthy as a version without its last check would have written it, and that check
     (``only``: the captured run's ``--only``)."""
     raw = (CAPTURES / "h200-healthy.json.gz").read_bytes()
     doc = json.loads(gzip.decompress(raw))
-    del doc["checks"][catalog.IDS[-1]]
+    newest = list(doc["checks"])[-1]
+    del doc["checks"][newest]
     doc.setdefault("options", {})["only"] = only or []
+    tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "older.json"
     path.write_text(json.dumps(doc))
-    return path
+    return path, newest
 
 
 def test_a_check_newer_than_the_capture_is_no_part_of_its_replay(tmp_path: Path, pytester: pytest.Pytester) -> None:
     """A capture whose run had no --only holds every check its version had: a check added since was
     no part of that run, so its replay neither lists it as "not run" nor counts it in the verdict."""
-    newest = catalog.IDS[-1]
     env = {"PATH": "", "HOME": child_home(tmp_path), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     env["SPARK_PREFLIGHT_HOST_ROOT"] = "/nonexistent-host-root"
     cli = [sys.executable, "-m", "pytest_dgx_spark.cli", "--replay"]
-    older = subprocess.run([*cli, str(older_capture(tmp_path))], capture_output=True, text=True, timeout=120, env=env)
+    path, newest = older_capture(tmp_path)
+    older = subprocess.run([*cli, str(path)], capture_output=True, text=True, timeout=120, env=env)
     assert f"{newest} " not in older.stdout and "not run" not in older.stdout, older.stdout
     assert older.stdout.splitlines()[-1].startswith("verdict: ready"), older.stdout
     # a captured run that left it out with --only: its replay says so, as that run did
-    kept = [c for c in catalog.IDS if c != newest]
-    (tmp_path / "only").mkdir()
-    chosen = subprocess.run([*cli, str(older_capture(tmp_path / "only", kept))], capture_output=True, text=True,
-                            timeout=120, env=env)  # fmt: skip
-    assert f"{newest} not run: deselected (--only {','.join(kept)})" in chosen.stdout, chosen.stdout
-    run = pytester.runpytest_subprocess("-p", "no:randomly", "--spark-preflight",
-                                        f"--spark-replay={older_capture(tmp_path)}")  # fmt: skip
+    kept = [c for c in catalog.IDS if c != newest and c in json.loads(path.read_text())["checks"]]
+    chosen_path, _ = older_capture(tmp_path / "only", kept)
+    chosen = subprocess.run([*cli, str(chosen_path)], capture_output=True, text=True, timeout=120, env=env)
+    said = [ln for ln in chosen.stdout.splitlines() if " not run: " in ln]
+    assert len(said) == 1 and newest in said[0].split(" not run: ")[0].split(", "), chosen.stdout
+    assert said[0].endswith(f"not run: deselected (--only {','.join(kept)})"), said
+    run = pytester.runpytest_subprocess("-p", "no:randomly", "--spark-preflight", f"--spark-replay={path}")
     text = run.stdout.str()
     assert f"::{newest}" not in text and "deselected" not in text and "not run" not in text, text

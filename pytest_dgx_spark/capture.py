@@ -140,10 +140,10 @@ def replay_settings(settings: Any, doc: Mapping[str, Any]) -> Any:
     is newer than it, no part of that run, and left out of the replay (not "not run")."""
     held = tuple(c for c in catalog.IDS if c in (doc.get("checks") or {}))
     options = doc.get("options") or {}
-    if not options.get("only") and held:
-        return dataclasses.replace(settings, known=held, strict=bool(settings.strict or options.get("strict")))
-    only = settings.only or (held if set(held) != set(catalog.IDS) else ())
     strict = bool(settings.strict or options.get("strict"))
+    if not options.get("only") and held:
+        return dataclasses.replace(settings, known=held, strict=strict)
+    only = settings.only or (held if set(held) != set(catalog.IDS) else ())
     return dataclasses.replace(settings, only=only, strict=strict)
 
 

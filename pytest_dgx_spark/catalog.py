@@ -43,6 +43,8 @@ class CheckSpec:
     by the preflight."""
 
     __slots__ = ("area", "id", "marker", "module", "needs_torch", "title")
+    #: the fields in order: ``spec.json``'s, then the package's name
+    FIELDS = (*_FIELDS, "module")
 
     def __init__(self, id: str, title: str, marker: str, area: str, needs_torch: bool = False, module: str = "") -> None:  # fmt: skip
         self.id, self.title, self.marker, self.area = id, title, marker, area
@@ -56,8 +58,8 @@ class CheckSpec:
     def markers(self) -> tuple[str, str]:
         return (MARKER_ALL, self.marker)
 
-    def _key(self) -> tuple[str, str, str, str, bool, str]:
-        return (self.id, self.title, self.marker, self.area, self.needs_torch, self.module)
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CheckSpec) and self._key() == other._key()
@@ -66,16 +68,7 @@ class CheckSpec:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        names = ("id", "title", "marker", "area", "needs_torch", "module")
-        return "CheckSpec({})".format(", ".join(f"{n}={v!r}" for n, v in zip(names, self._key(), strict=True)))
-
-
-def is_check_package(name: str) -> bool:
-    """``g01_cuda_abi``: a ``g``, two digits, ``_``, then lower-case letters, digits and ``_``."""
-    return (
-        len(name) > 4 and name[0] == "g" and name[1:3].isdigit() and name[3] == "_"
-        and all(c.islower() or c.isdigit() or c == "_" for c in name[4:]) and name.isascii()
-    )  # fmt: skip
+        return "CheckSpec({})".format(", ".join(f"{n}={getattr(self, n)!r}" for n in self.FIELDS))
 
 
 def read_spec(folder: str, name: str) -> CheckSpec:
@@ -103,7 +96,7 @@ def read_spec(folder: str, name: str) -> CheckSpec:
             raise CatalogError(f"{where}: spec.json's {field!r} is not a {'non-empty string' if kind is str else 'boolean'}")  # fmt: skip
         values[field] = value
     spec = CheckSpec(**values, module=name)
-    if spec.id != f"G{int(name[1:3])}":
+    if spec.id != checks.check_id(name):
         raise CatalogError(f"{where}: spec.json's id {spec.id!r} does not match its name")
     return spec
 
@@ -114,7 +107,7 @@ def discover(folders: Iterable[str] | None = None) -> tuple[CheckSpec, ...]:
     specs = []
     for folder in checks.__path__ if folders is None else folders:
         with os.scandir(folder) as entries:
-            names = sorted(e.name for e in entries if e.is_dir() and is_check_package(e.name))
+            names = sorted(e.name for e in entries if e.is_dir() and checks.check_id(e.name))
         specs += [read_spec(folder, n) for n in names if os.path.isfile(os.path.join(folder, n, "__init__.py"))]
     specs.sort(key=lambda s: s.number)
     ids = [s.id for s in specs]

@@ -15,14 +15,11 @@ set's; the code run is the package's own, unchanged.
 from __future__ import annotations
 
 import os
-import re
 import runpy
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-#: a check's package: ``g01_cuda_abi`` is G1's (the catalog's own rule)
-_PACKAGE = re.compile(r"g(\d{2})_[a-z0-9_]+")
 HERE = Path(__file__).resolve()
 
 
@@ -39,8 +36,8 @@ def link_checks(folder: Path, ids: set[str]) -> Path:
     (real,) = checks.__path__
     folder.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(real):
-        match = _PACKAGE.fullmatch(entry.name)
-        if entry.name == "__pycache__" or (match and f"G{int(match.group(1))}" not in ids):
+        cid = checks.check_id(entry.name)  # the catalog's own rule
+        if entry.name == "__pycache__" or (cid is not None and cid not in ids):
             continue
         link = folder / entry.name
         if not link.exists():
